@@ -1,0 +1,366 @@
+//! Failure files: everything needed to replay a failing execution.
+//!
+//! Layout (UTF-8 text):
+//!
+//! ```text
+//! {"simcluster_failure_file":1,"crc32":"1a2b3c4d","payload_bytes":1234}
+//! { ...pretty-printed FailureRecord JSON, exactly payload_bytes bytes... }
+//! ```
+//!
+//! The header line is small and fixed in shape; the CRC-32 (IEEE, crc32fast)
+//! covers the exact payload bytes, so a truncated, edited or corrupted file is
+//! rejected before anything in it is trusted. The payload stays human-readable.
+//! Writing is atomic: a temp file in the same directory, fsync, rename, fsync
+//! of the directory; a reader sees the old file or the new one, never half.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The payload format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Which strategy produced the execution, and its parameters (for example
+/// `{"seed": 7, "depth": 3}`); a BTreeMap so the file is byte-stable.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StrategySpec {
+    pub name: String,
+    #[serde(default)]
+    pub params: BTreeMap<String, serde_json::Value>,
+}
+
+/// A replayable failing execution. `A` is the engine's action type; the
+/// default keeps the checker independent of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(bound(serialize = "A: Serialize", deserialize = "A: DeserializeOwned"))]
+pub struct FailureRecord<A = serde_json::Value> {
+    pub format_version: u32,
+    /// Hash of the built images the execution ran on.
+    pub images_hash: String,
+    pub cluster_dir: PathBuf,
+    pub seed: u64,
+    pub strategy: StrategySpec,
+    /// Which execution of the run (0-based) failed.
+    pub execution_index: u64,
+    /// The actions of the failing execution, in order.
+    pub actions: Vec<A>,
+    /// What failed, for humans (the invariant, its output, the violation).
+    pub failure: String,
+    /// Hash of the failing execution's trace; a replay must reproduce it.
+    pub trace_hash: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    #[serde(rename = "simcluster_failure_file")]
+    magic: u32,
+    crc32: String,
+    payload_bytes: u64,
+}
+
+/// Why a failure file could not be written or read. Every message starts
+/// with the file path.
+#[derive(Debug, thiserror::Error)]
+pub enum FailureFileError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: cannot write: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a simcluster failure file: {detail}")]
+    NotAFailureFile { path: PathBuf, detail: String },
+    #[error("{path}: truncated: the header promises {expected} payload bytes, only {found} are present")]
+    Truncated { path: PathBuf, expected: u64, found: u64 },
+    #[error("{path}: {extra} unexpected bytes after the payload (file was edited or appended to)")]
+    TrailingData { path: PathBuf, extra: u64 },
+    #[error("{path}: checksum mismatch (header says crc32 {expected}, payload has {actual}): the file was edited or corrupted")]
+    Checksum { path: PathBuf, expected: String, actual: String },
+    #[error("{path}: unsupported failure file version {found} (this build reads version {supported})")]
+    Version { path: PathBuf, found: u32, supported: u32 },
+    #[error("{path}: payload is not a valid failure record: {source}")]
+    Payload {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Encodes a record as the bytes of a failure file.
+pub fn encode<A: Serialize>(record: &FailureRecord<A>) -> Result<Vec<u8>, serde_json::Error> {
+    let mut payload = serde_json::to_vec_pretty(record)?;
+    payload.push(b'\n');
+    let header = Header {
+        magic: FORMAT_VERSION,
+        crc32: format!("{:08x}", crc32fast::hash(&payload)),
+        payload_bytes: payload.len() as u64,
+    };
+    let mut out = serde_json::to_vec(&header)?;
+    out.push(b'\n');
+    out.extend_from_slice(&payload);
+    Ok(out)
+}
+
+/// Decodes failure file bytes; `path` is only used in error messages.
+pub fn decode<A: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<FailureRecord<A>, FailureFileError> {
+    let p = || path.to_path_buf();
+    let not = |detail: String| FailureFileError::NotAFailureFile { path: p(), detail };
+    let Some(nl) = bytes.iter().position(|&b| b == b'\n') else {
+        return Err(not("no header line".into()));
+    };
+    let header: Header = serde_json::from_slice(&bytes[..nl]).map_err(|e| not(format!("bad header line: {e}")))?;
+    if header.magic != FORMAT_VERSION {
+        return Err(FailureFileError::Version { path: p(), found: header.magic, supported: FORMAT_VERSION });
+    }
+    let payload = &bytes[nl + 1..];
+    let found = payload.len() as u64;
+    if found < header.payload_bytes {
+        return Err(FailureFileError::Truncated { path: p(), expected: header.payload_bytes, found });
+    }
+    if found > header.payload_bytes {
+        return Err(FailureFileError::TrailingData { path: p(), extra: found - header.payload_bytes });
+    }
+    let actual = format!("{:08x}", crc32fast::hash(payload));
+    if !actual.eq_ignore_ascii_case(&header.crc32) {
+        return Err(FailureFileError::Checksum { path: p(), expected: header.crc32, actual });
+    }
+    let record: FailureRecord<A> =
+        serde_json::from_slice(payload).map_err(|source| FailureFileError::Payload { path: p(), source })?;
+    if record.format_version != FORMAT_VERSION {
+        return Err(FailureFileError::Version { path: p(), found: record.format_version, supported: FORMAT_VERSION });
+    }
+    Ok(record)
+}
+
+/// Reads and verifies a failure file.
+pub fn load<A: DeserializeOwned>(path: &Path) -> Result<FailureRecord<A>, FailureFileError> {
+    let bytes = fs::read(path).map_err(|source| FailureFileError::Read { path: path.to_path_buf(), source })?;
+    decode(path, &bytes)
+}
+
+/// Writes atomically: temp file beside `path`, fsync, rename over `path`,
+/// fsync the directory. On error the temp file is removed and `path` is
+/// untouched.
+pub fn save<A: Serialize>(path: &Path, record: &FailureRecord<A>) -> Result<(), FailureFileError> {
+    let werr = |source: std::io::Error| FailureFileError::Write { path: path.to_path_buf(), source };
+    let bytes = encode(record).map_err(|e| werr(std::io::Error::other(e)))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().ok_or_else(|| werr(std::io::Error::other("path has no file name")))?;
+    // The pid keeps concurrent writers apart; the name never reaches a guest.
+    let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
+    let result = (|| {
+        let _ = fs::remove_file(&tmp); // left over by a writer that died
+        let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)?;
+        // Make the rename itself durable.
+        fs::File::open(&dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(werr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record() -> FailureRecord {
+        FailureRecord {
+            format_version: FORMAT_VERSION,
+            images_hash: "sha256:abc123".into(),
+            cluster_dir: PathBuf::from("guest-images/db-cluster"),
+            seed: 42,
+            strategy: StrategySpec {
+                name: "pct".into(),
+                params: BTreeMap::from([("depth".to_string(), json!(3)), ("steps".to_string(), json!(10000))]),
+            },
+            execution_index: 17,
+            actions: vec![
+                json!({"kind": "RunNode", "node": 0, "time": 0}),
+                json!({"kind": "DeliverFrame", "node": 1, "from": 0, "time": 1500}),
+                json!({"kind": "Crash", "node": 2, "time": 9000}),
+            ],
+            failure: "invariant `check-replicas` exited 1: replica 2 lost key k7".into(),
+            trace_hash: "d3adb33f".into(),
+        }
+    }
+
+    fn saved() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("failure.json");
+        save(&path, &record()).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn round_trip() {
+        let (dir, path) = saved();
+        let back: FailureRecord = load(&path).unwrap();
+        assert_eq!(back, record());
+        // Only the file itself is left behind: no temp files.
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("failure.json")]);
+        // Deterministic bytes.
+        assert_eq!(fs::read(&path).unwrap(), encode(&record()).unwrap());
+    }
+
+    #[test]
+    fn typed_actions() {
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        struct Act {
+            node: u16,
+            t: u64,
+        }
+        let r = FailureRecord {
+            actions: vec![Act { node: 1, t: 5 }, Act { node: 2, t: 9 }],
+            format_version: FORMAT_VERSION,
+            images_hash: String::new(),
+            cluster_dir: PathBuf::new(),
+            seed: 0,
+            strategy: StrategySpec::default(),
+            execution_index: 0,
+            failure: String::new(),
+            trace_hash: String::new(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        save(&path, &r).unwrap();
+        assert_eq!(load::<Act>(&path).unwrap(), r);
+    }
+
+    #[test]
+    fn overwrite_replaces_whole_file() {
+        let (_dir, path) = saved();
+        let mut r = record();
+        r.actions.truncate(1);
+        save(&path, &r).unwrap();
+        assert_eq!(load::<serde_json::Value>(&path).unwrap(), r);
+    }
+
+    fn expect_err(path: &Path, bytes: &[u8]) -> FailureFileError {
+        fs::write(path, bytes).unwrap();
+        let err = load::<serde_json::Value>(path).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with(&path.display().to_string()), "message must name the file: {msg}");
+        err
+    }
+
+    #[test]
+    fn truncated_file() {
+        let (_dir, path) = saved();
+        let bytes = fs::read(&path).unwrap();
+        let err = expect_err(&path, &bytes[..bytes.len() - 10]);
+        assert!(matches!(err, FailureFileError::Truncated { .. }), "{err}");
+        assert!(err.to_string().contains("truncated"));
+        // Truncated inside the header line.
+        let err = expect_err(&path, &bytes[..20]);
+        assert!(matches!(err, FailureFileError::NotAFailureFile { .. }), "{err}");
+    }
+
+    #[test]
+    fn edited_payload() {
+        let (_dir, path) = saved();
+        let text = fs::read_to_string(&path).unwrap();
+        // Same length, different seed: only the checksum can notice.
+        let edited = text.replace("\"seed\": 42", "\"seed\": 43");
+        assert_ne!(edited, text);
+        let err = expect_err(&path, edited.as_bytes());
+        assert!(matches!(err, FailureFileError::Checksum { .. }), "{err}");
+        assert!(err.to_string().contains("checksum mismatch"));
+    }
+
+    #[test]
+    fn single_bit_flip() {
+        let (_dir, path) = saved();
+        let mut bytes = fs::read(&path).unwrap();
+        let i = bytes.len() - 30;
+        bytes[i] ^= 0x01;
+        let err = expect_err(&path, &bytes);
+        assert!(matches!(err, FailureFileError::Checksum { .. }), "{err}");
+    }
+
+    #[test]
+    fn appended_data() {
+        let (_dir, path) = saved();
+        let mut bytes = fs::read(&path).unwrap();
+        bytes.extend_from_slice(b"junk\n");
+        let err = expect_err(&path, &bytes);
+        assert!(matches!(err, FailureFileError::TrailingData { extra: 5, .. }), "{err}");
+    }
+
+    #[test]
+    fn not_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.txt");
+        let err = expect_err(&path, b"this is not json\nat all\n");
+        assert!(matches!(err, FailureFileError::NotAFailureFile { .. }), "{err}");
+        let err = expect_err(&path, b"");
+        assert!(matches!(err, FailureFileError::NotAFailureFile { .. }), "{err}");
+        // Valid JSON, but some other document.
+        let err = expect_err(&path, b"{\"hello\":1}\n{}\n");
+        assert!(matches!(err, FailureFileError::NotAFailureFile { .. }), "{err}");
+    }
+
+    #[test]
+    fn valid_checksum_but_wrong_shape() {
+        // Someone recomputed the checksum over a payload that is not a record.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.json");
+        let payload = b"{\"seed\": \"many\"}\n";
+        let header = format!(
+            "{{\"simcluster_failure_file\":1,\"crc32\":\"{:08x}\",\"payload_bytes\":{}}}\n",
+            crc32fast::hash(payload),
+            payload.len()
+        );
+        let mut bytes = header.into_bytes();
+        bytes.extend_from_slice(payload);
+        let err = expect_err(&path, &bytes);
+        assert!(matches!(err, FailureFileError::Payload { .. }), "{err}");
+    }
+
+    #[test]
+    fn future_version() {
+        let (_dir, path) = saved();
+        let text = fs::read_to_string(&path).unwrap().replacen("\"simcluster_failure_file\":1", "\"simcluster_failure_file\":2", 1);
+        let err = expect_err(&path, text.as_bytes());
+        assert!(matches!(err, FailureFileError::Version { found: 2, supported: 1, .. }), "{err}");
+    }
+
+    #[test]
+    fn missing_file_names_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("absent.json");
+        let err = load::<serde_json::Value>(&path).unwrap_err();
+        assert!(matches!(err, FailureFileError::Read { .. }));
+        assert!(err.to_string().starts_with(&path.display().to_string()));
+    }
+
+    #[test]
+    fn failed_write_leaves_old_file_and_no_temp() {
+        let (dir, path) = saved();
+        // Writing into a directory that does not exist fails cleanly.
+        let bad = dir.path().join("no-such-dir").join("f.json");
+        let err = save(&bad, &record()).unwrap_err();
+        assert!(matches!(err, FailureFileError::Write { .. }));
+        assert!(err.to_string().starts_with(&bad.display().to_string()));
+        assert_eq!(load::<serde_json::Value>(&path).unwrap(), record());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

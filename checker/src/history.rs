@@ -1,0 +1,406 @@
+//! Client histories: what a guest workload observed, as a list of events.
+//!
+//! A guest workload prints one JSON object per line (JSON lines), Jepsen style:
+//!
+//! ```text
+//! {"process":1,"type":"invoke","time":100,"f":"write","key":"x","value":3}
+//! {"process":1,"type":"ok","time":250,"f":"write","key":"x","value":3}
+//! {"process":2,"type":"invoke","time":120,"f":"read","key":"x","value":null}
+//! {"process":2,"type":"ok","time":300,"f":"read","key":"x","value":3}
+//! {"process":3,"type":"invoke","time":130,"f":"cas","key":"x","from":3,"to":4}
+//! {"process":3,"type":"info","time":900,"f":"cas","key":"x","from":3,"to":4}
+//! ```
+//!
+//! Outcomes: `ok` took effect between invoke and completion; `fail` definitely did
+//! not take effect; `info` (and an invoke never completed, "pending") may or may
+//! not have taken effect, at any time after the invoke. Times are virtual
+//! nanoseconds. Each process is sequential: at most one outstanding op. Jepsen
+//! convention: after an `info`, a workload continues under a fresh process id,
+//! but reusing the id is also accepted here (the info op simply stays open).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A client process (thread of a workload), as named in the history.
+pub type ProcessId = u64;
+
+/// A register value: an integer or a string, as printed by the workload.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Value {
+    Int(i64),
+    Str(String),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Str(v.to_string())
+    }
+}
+
+/// What kind of event a history line records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventType {
+    Invoke,
+    Ok,
+    Fail,
+    Info,
+}
+
+/// An operation on one key of a key-value register store.
+///
+/// For `read`, the invoke carries `value: null` (or omits it) and the `ok`
+/// completion carries the value read (`null`: the key was never written).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "f", rename_all = "lowercase")]
+pub enum Op {
+    Read {
+        key: String,
+        #[serde(default)]
+        value: Option<Value>,
+    },
+    Write {
+        key: String,
+        value: Value,
+    },
+    Cas {
+        key: String,
+        from: Value,
+        to: Value,
+    },
+}
+
+impl Op {
+    pub fn read(key: &str, value: Option<Value>) -> Op {
+        Op::Read { key: key.into(), value }
+    }
+    pub fn write(key: &str, value: impl Into<Value>) -> Op {
+        Op::Write { key: key.into(), value: value.into() }
+    }
+    pub fn cas(key: &str, from: impl Into<Value>, to: impl Into<Value>) -> Op {
+        Op::Cas { key: key.into(), from: from.into(), to: to.into() }
+    }
+    pub fn key(&self) -> &str {
+        match self {
+            Op::Read { key, .. } | Op::Write { key, .. } | Op::Cas { key, .. } => key,
+        }
+    }
+    /// The function name as printed in histories (`read`, `write`, `cas`).
+    pub fn f(&self) -> &'static str {
+        match self {
+            Op::Read { .. } => "read",
+            Op::Write { .. } => "write",
+            Op::Cas { .. } => "cas",
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Read { key, value: Some(v) } => write!(f, "read {key} -> {v}"),
+            Op::Read { key, value: None } => write!(f, "read {key} -> nil"),
+            Op::Write { key, value } => write!(f, "write {key} := {value}"),
+            Op::Cas { key, from, to } => write!(f, "cas {key} {from} -> {to}"),
+        }
+    }
+}
+
+/// One line of a history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub process: ProcessId,
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// Virtual time in nanoseconds.
+    pub time: u64,
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// How an operation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Took effect between call and return.
+    Ok,
+    /// Definitely did not take effect.
+    Fail,
+    /// Indeterminate: may have taken effect at any time after the call.
+    Info,
+    /// Invoked, never completed: treated like `Info`.
+    Pending,
+}
+
+/// An invoke paired with its completion.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    /// Position in the list returned by [`History::operations`].
+    pub id: usize,
+    pub process: ProcessId,
+    /// The op as completed (for an `ok` read: carries the value read).
+    pub op: Op,
+    pub outcome: Outcome,
+    /// Invoke time (ns).
+    pub call: u64,
+    /// Completion time (ns); `None` for info/pending ops (open-ended).
+    pub ret: Option<u64>,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let outcome = match self.outcome {
+            Outcome::Ok => "ok",
+            Outcome::Fail => "fail",
+            Outcome::Info => "info",
+            Outcome::Pending => "pending",
+        };
+        match self.ret {
+            Some(r) => write!(f, "#{} p{} {} [{}..{} ns] {}", self.id, self.process, self.op, self.call, r, outcome),
+            None => write!(f, "#{} p{} {} [{}.. ns] {}", self.id, self.process, self.op, self.call, outcome),
+        }
+    }
+}
+
+/// A history that cannot be parsed or paired.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("history line {line}: {source}")]
+    Parse {
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("event {index}: process {process} completes an op it never invoked")]
+    CompletionWithoutInvoke { index: usize, process: ProcessId },
+    #[error("event {index}: process {process} invokes while its op at event {open} is still open")]
+    DoubleInvoke { index: usize, process: ProcessId, open: usize },
+    #[error("event {index}: completion ({completion}) does not match the invoke at event {invoke} ({invoked})")]
+    Mismatch { index: usize, invoke: usize, invoked: String, completion: String },
+    #[error("event {index}: completion at {time} ns precedes its invoke at {invoke_time} ns")]
+    TimeWentBackwards { index: usize, time: u64, invoke_time: u64 },
+}
+
+/// A list of events in the order they were recorded. Real-time order between
+/// operations comes from the `time` fields, not from the line order, so logs
+/// from several clients may simply be concatenated.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct History {
+    pub events: Vec<Event>,
+}
+
+impl History {
+    pub fn new() -> History {
+        History::default()
+    }
+
+    /// Parses JSON lines; blank lines are skipped. Errors name the 1-based line.
+    pub fn from_json_lines(text: &str) -> Result<History, HistoryError> {
+        let mut events = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let ev = serde_json::from_str(line).map_err(|source| HistoryError::Parse { line: i + 1, source })?;
+            events.push(ev);
+        }
+        Ok(History { events })
+    }
+
+    /// One JSON object per line, each line ending in `\n`.
+    pub fn to_json_lines(&self) -> String {
+        let mut out = String::new();
+        for ev in &self.events {
+            // Serialising these plain types cannot fail.
+            out.push_str(&serde_json::to_string(ev).expect("event serialises"));
+            out.push('\n');
+        }
+        out
+    }
+
+    pub fn push(&mut self, process: ProcessId, kind: EventType, time: u64, op: Op) -> &mut Self {
+        self.events.push(Event { process, kind, time, op });
+        self
+    }
+    pub fn invoke(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
+        self.push(process, EventType::Invoke, time, op)
+    }
+    pub fn ok(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
+        self.push(process, EventType::Ok, time, op)
+    }
+    pub fn fail(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
+        self.push(process, EventType::Fail, time, op)
+    }
+    pub fn info(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
+        self.push(process, EventType::Info, time, op)
+    }
+
+    /// Pairs each invoke with the next completion of the same process.
+    /// Operations are returned in invoke order (line order of the invokes).
+    pub fn operations(&self) -> Result<Vec<Operation>, HistoryError> {
+        // process -> (event index of the open invoke, op slot)
+        let mut open: BTreeMap<ProcessId, (usize, usize)> = BTreeMap::new();
+        let mut ops: Vec<Operation> = Vec::new();
+        for (index, ev) in self.events.iter().enumerate() {
+            match ev.kind {
+                EventType::Invoke => {
+                    if let Some(&(open_at, slot)) = open.get(&ev.process) {
+                        if ops[slot].outcome != Outcome::Info {
+                            return Err(HistoryError::DoubleInvoke { index, process: ev.process, open: open_at });
+                        }
+                    }
+                    let id = ops.len();
+                    ops.push(Operation {
+                        id,
+                        process: ev.process,
+                        op: ev.op.clone(),
+                        outcome: Outcome::Pending,
+                        call: ev.time,
+                        ret: None,
+                    });
+                    open.insert(ev.process, (index, id));
+                }
+                kind => {
+                    let Some((invoke, slot)) = open.remove(&ev.process) else {
+                        return Err(HistoryError::CompletionWithoutInvoke { index, process: ev.process });
+                    };
+                    let o = &mut ops[slot];
+                    if o.outcome == Outcome::Info {
+                        // The process already gave up on this op; a second completion is a bug.
+                        return Err(HistoryError::CompletionWithoutInvoke { index, process: ev.process });
+                    }
+                    if ev.time < o.call {
+                        return Err(HistoryError::TimeWentBackwards { index, time: ev.time, invoke_time: o.call });
+                    }
+                    if !completion_matches(&o.op, &ev.op) {
+                        return Err(HistoryError::Mismatch {
+                            index,
+                            invoke,
+                            invoked: o.op.to_string(),
+                            completion: ev.op.to_string(),
+                        });
+                    }
+                    match kind {
+                        EventType::Ok => {
+                            o.outcome = Outcome::Ok;
+                            o.ret = Some(ev.time);
+                            o.op = ev.op.clone();
+                        }
+                        EventType::Fail => {
+                            o.outcome = Outcome::Fail;
+                            o.ret = Some(ev.time);
+                        }
+                        EventType::Info => {
+                            // Open-ended; keep it registered so a reused process id
+                            // is accepted by the invoke branch above.
+                            o.outcome = Outcome::Info;
+                            open.insert(ev.process, (invoke, slot));
+                        }
+                        EventType::Invoke => unreachable!(),
+                    }
+                }
+            }
+        }
+        Ok(ops)
+    }
+}
+
+/// A completion must name the same function and key; for write/cas also the
+/// same arguments. A read's completion carries the value read, so any value.
+fn completion_matches(invoked: &Op, done: &Op) -> bool {
+    match (invoked, done) {
+        (Op::Read { key: a, .. }, Op::Read { key: b, .. }) => a == b,
+        (a @ Op::Write { .. }, b @ Op::Write { .. }) | (a @ Op::Cas { .. }, b @ Op::Cas { .. }) => a == b,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_round_trip() {
+        let text = r#"{"process":1,"type":"invoke","time":100,"f":"write","key":"x","value":3}
+{"process":2,"type":"invoke","time":120,"f":"read","key":"x","value":null}
+{"process":1,"type":"ok","time":250,"f":"write","key":"x","value":3}
+{"process":2,"type":"ok","time":300,"f":"read","key":"x","value":3}
+{"process":3,"type":"invoke","time":130,"f":"cas","key":"x","from":3,"to":"four"}
+
+{"process":3,"type":"info","time":900,"f":"cas","key":"x","from":3,"to":"four","extra":"ignored"}
+"#;
+        let h = History::from_json_lines(text).unwrap();
+        assert_eq!(h.events.len(), 6);
+        assert_eq!(h.events[4].op, Op::cas("x", 3, "four"));
+        let again = History::from_json_lines(&h.to_json_lines()).unwrap();
+        assert_eq!(h, again);
+        let ops = h.operations().unwrap();
+        assert_eq!(ops.len(), 3);
+        assert_eq!(ops[0].outcome, Outcome::Ok);
+        assert_eq!(ops[1].op, Op::read("x", Some(Value::Int(3))));
+        assert_eq!(ops[1].ret, Some(300));
+        assert_eq!(ops[2].outcome, Outcome::Info);
+        assert_eq!(ops[2].ret, None);
+    }
+
+    #[test]
+    fn read_invoke_may_omit_value() {
+        let h = History::from_json_lines(r#"{"process":1,"type":"invoke","time":1,"f":"read","key":"k"}"#).unwrap();
+        assert_eq!(h.events[0].op, Op::read("k", None));
+        assert_eq!(h.operations().unwrap()[0].outcome, Outcome::Pending);
+    }
+
+    #[test]
+    fn parse_error_names_line() {
+        let err = History::from_json_lines("\n{\"process\":1}\n").unwrap_err();
+        assert!(err.to_string().starts_with("history line 2:"), "{err}");
+    }
+
+    #[test]
+    fn pairing_errors() {
+        let mut h = History::new();
+        h.ok(1, 5, Op::write("x", 1));
+        assert!(matches!(h.operations(), Err(HistoryError::CompletionWithoutInvoke { index: 0, process: 1 })));
+
+        let mut h = History::new();
+        h.invoke(1, 5, Op::write("x", 1)).invoke(1, 6, Op::write("x", 2));
+        assert!(matches!(h.operations(), Err(HistoryError::DoubleInvoke { index: 1, open: 0, .. })));
+
+        let mut h = History::new();
+        h.invoke(1, 5, Op::write("x", 1)).ok(1, 6, Op::write("x", 2));
+        let e = h.operations().unwrap_err();
+        assert!(e.to_string().contains("write x := 1"), "{e}");
+
+        let mut h = History::new();
+        h.invoke(1, 5, Op::write("x", 1)).ok(1, 4, Op::write("x", 1));
+        assert!(matches!(h.operations(), Err(HistoryError::TimeWentBackwards { .. })));
+    }
+
+    #[test]
+    fn process_may_continue_after_info() {
+        let mut h = History::new();
+        h.invoke(1, 5, Op::write("x", 1))
+            .info(1, 9, Op::write("x", 1))
+            .invoke(1, 10, Op::read("x", None))
+            .ok(1, 12, Op::read("x", Some(1.into())));
+        let ops = h.operations().unwrap();
+        assert_eq!(ops[0].outcome, Outcome::Info);
+        assert_eq!(ops[1].outcome, Outcome::Ok);
+    }
+}

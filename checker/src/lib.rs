@@ -1,0 +1,6 @@
+//! checker
+pub mod history;
+pub mod linearizability;
+pub mod shrink;
+pub mod failure_file;
+pub mod strategy;

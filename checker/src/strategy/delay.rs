@@ -1,0 +1,281 @@
+//! Delay-bounded scheduling (Emmi, Qadeer, Rakamarić, POPL 2011).
+//!
+//! A deterministic default scheduler (earliest time, then lowest node id:
+//! [`super::default_order`]) is perturbed by at most d delays. A delay at
+//! step s skips the action the scheduler would run and takes the next one in
+//! default order; j delays at the same step skip j actions (clamped to the
+//! last). The skipped action stays enabled, so it usually runs one step later:
+//! a delay is a small, local reordering, and few of them reach many bugs.
+//!
+//! Exhaustive mode enumerates every placement of up to d delays over steps
+//! [0, horizon) ([`DelayPlacements`]); sampling mode draws d delay steps per
+//! execution from a seeded generator.
+
+use super::{below, default_ranking, execution_rng, EnabledAction, Strategy};
+use crate::failure_file::StrategySpec;
+use std::collections::BTreeMap;
+
+/// All multisets of at most `bound` delay steps drawn from [0, horizon), as
+/// nondecreasing vectors: first the empty one, then all of size 1 in
+/// lexicographic order, then size 2, and so on.
+#[derive(Clone, Debug)]
+pub struct DelayPlacements {
+    bound: u32,
+    horizon: u64,
+    cur: Option<Vec<u64>>,
+    done: bool,
+}
+
+impl DelayPlacements {
+    pub fn new(bound: u32, horizon: u64) -> Self {
+        DelayPlacements { bound, horizon, cur: None, done: false }
+    }
+
+    /// How many placements the iterator yields: sum over j <= bound of
+    /// C(horizon + j - 1, j). Saturates at u128::MAX.
+    pub fn count_all(bound: u32, horizon: u64) -> u128 {
+        let mut total: u128 = 1;
+        let mut term: u128 = 1; // C(h + j - 1, j)
+        for j in 1..=bound as u128 {
+            if horizon == 0 {
+                break;
+            }
+            term = term.saturating_mul(horizon as u128 + j - 1) / j;
+            total = total.saturating_add(term);
+        }
+        total
+    }
+}
+
+impl Iterator for DelayPlacements {
+    type Item = Vec<u64>;
+
+    fn next(&mut self) -> Option<Vec<u64>> {
+        if self.done {
+            return None;
+        }
+        let next = match self.cur.take() {
+            None => Vec::new(),
+            Some(mut c) => {
+                if let Some(i) = c.iter().rposition(|&x| x + 1 < self.horizon) {
+                    let v = c[i] + 1;
+                    for x in &mut c[i..] {
+                        *x = v;
+                    }
+                    c
+                } else if (c.len() as u32) < self.bound && self.horizon > 0 {
+                    vec![0; c.len() + 1]
+                } else {
+                    self.done = true;
+                    return None;
+                }
+            }
+        };
+        self.cur = Some(next.clone());
+        Some(next)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Mode {
+    Exhaustive { iter: DelayPlacements, next_exec: u64 },
+    Sample { seed: u64 },
+}
+
+pub struct DelayBounded {
+    bound: u32,
+    horizon: u64,
+    mode: Mode,
+    /// Sorted delay steps of the current execution.
+    delays: Vec<u64>,
+}
+
+impl DelayBounded {
+    /// Every placement of at most `bound` delays in steps [0, horizon), one
+    /// per execution; `begin_execution` returns false when all are done.
+    pub fn exhaustive(bound: u32, horizon: u64) -> Self {
+        DelayBounded {
+            bound,
+            horizon,
+            mode: Mode::Exhaustive { iter: DelayPlacements::new(bound, horizon), next_exec: 0 },
+            delays: Vec::new(),
+        }
+    }
+
+    /// `bound` delays per execution at steps drawn uniformly from [0, horizon).
+    pub fn sampling(seed: u64, bound: u32, horizon: u64) -> Self {
+        DelayBounded { bound, horizon: horizon.max(1), mode: Mode::Sample { seed }, delays: Vec::new() }
+    }
+
+    /// The delay steps of the current execution (sorted, may repeat).
+    pub fn delays(&self) -> &[u64] {
+        &self.delays
+    }
+}
+
+impl Strategy for DelayBounded {
+    fn spec(&self) -> StrategySpec {
+        let mut params = BTreeMap::from([
+            ("bound".to_string(), self.bound.into()),
+            ("horizon".to_string(), self.horizon.into()),
+        ]);
+        let mode = match &self.mode {
+            Mode::Exhaustive { .. } => "exhaustive",
+            Mode::Sample { seed } => {
+                params.insert("seed".to_string(), (*seed).into());
+                "sample"
+            }
+        };
+        params.insert("mode".to_string(), mode.into());
+        StrategySpec { name: "delay".into(), params }
+    }
+
+    fn begin_execution(&mut self, execution: u64) -> bool {
+        match &mut self.mode {
+            Mode::Exhaustive { iter, next_exec } => {
+                if execution != *next_exec {
+                    // Random access (replay): restart and skip ahead.
+                    *iter = DelayPlacements::new(self.bound, self.horizon);
+                    for _ in 0..execution {
+                        if iter.next().is_none() {
+                            return false;
+                        }
+                    }
+                }
+                *next_exec = execution + 1;
+                match iter.next() {
+                    Some(d) => {
+                        self.delays = d;
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Mode::Sample { seed } => {
+                let mut rng = execution_rng(*seed, execution);
+                self.delays = (0..self.bound).map(|_| below(&mut rng, self.horizon)).collect();
+                self.delays.sort_unstable();
+                true
+            }
+        }
+    }
+
+    fn choose(&mut self, step: u64, enabled: &[EnabledAction]) -> usize {
+        assert!(!enabled.is_empty(), "a strategy needs at least one enabled action");
+        let skips = self.delays.iter().filter(|&&d| d == step).count();
+        let ranking = default_ranking(enabled);
+        ranking[skips.min(ranking.len() - 1)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::ActionKind::RunNode;
+
+    #[test]
+    fn placements_enumerate_multisets() {
+        let all: Vec<Vec<u64>> = DelayPlacements::new(2, 3).collect();
+        let expect: Vec<Vec<u64>> = vec![
+            vec![],
+            vec![0],
+            vec![1],
+            vec![2],
+            vec![0, 0],
+            vec![0, 1],
+            vec![0, 2],
+            vec![1, 1],
+            vec![1, 2],
+            vec![2, 2],
+        ];
+        assert_eq!(all, expect);
+        assert_eq!(DelayPlacements::count_all(2, 3), 10);
+        for (b, h) in [(0, 5), (1, 0), (3, 4), (2, 10)] {
+            assert_eq!(DelayPlacements::new(b, h).count() as u128, DelayPlacements::count_all(b, h), "b={b} h={h}");
+        }
+    }
+
+    /// Three nodes each with `len` run steps at the same time; returns the order.
+    fn run(s: &mut DelayBounded, len: usize) -> Vec<u16> {
+        let mut left = [len; 3];
+        let mut order = Vec::new();
+        for step in 0.. {
+            let enabled: Vec<EnabledAction> =
+                (0..3u16).filter(|&n| left[n as usize] > 0).map(|n| EnabledAction::new(n, RunNode, 0)).collect();
+            if enabled.is_empty() {
+                break;
+            }
+            let a = enabled[s.choose(step, &enabled)];
+            left[a.node as usize] -= 1;
+            order.push(a.node);
+        }
+        order
+    }
+
+    #[test]
+    fn zero_delays_is_the_default_scheduler() {
+        let mut s = DelayBounded::exhaustive(0, 10);
+        assert!(s.begin_execution(0));
+        assert_eq!(run(&mut s, 2), vec![0, 0, 1, 1, 2, 2]);
+        assert!(!s.begin_execution(1), "only one schedule with no delays");
+    }
+
+    #[test]
+    fn one_delay_reorders_locally() {
+        let mut s = DelayBounded::exhaustive(1, 6);
+        let mut schedules = Vec::new();
+        let mut e = 0;
+        while s.begin_execution(e) {
+            schedules.push(run(&mut s, 2));
+            e += 1;
+        }
+        assert_eq!(schedules.len(), 7);
+        assert_eq!(schedules[1], vec![1, 0, 0, 1, 2, 2], "delay at step 0 lets node 1 go first");
+        assert!(schedules.contains(&vec![0, 0, 1, 2, 1, 2]));
+    }
+
+    #[test]
+    fn exhaustive_random_access_matches_sequential() {
+        let mut seq = DelayBounded::exhaustive(2, 5);
+        let mut all = Vec::new();
+        let mut e = 0;
+        while seq.begin_execution(e) {
+            all.push(seq.delays().to_vec());
+            e += 1;
+        }
+        let mut ra = DelayBounded::exhaustive(2, 5);
+        assert!(ra.begin_execution(7));
+        assert_eq!(ra.delays(), &all[7][..]);
+        assert!(!ra.begin_execution(all.len() as u64));
+    }
+
+    #[test]
+    fn sampling_is_seeded_and_bounded() {
+        let mut a = DelayBounded::sampling(4, 2, 100);
+        let mut b = DelayBounded::sampling(4, 2, 100);
+        a.begin_execution(9);
+        b.begin_execution(9);
+        assert_eq!(a.delays(), b.delays());
+        assert_eq!(a.delays().len(), 2);
+        assert!(a.delays().iter().all(|&d| d < 100));
+        let distinct: std::collections::BTreeSet<Vec<u64>> = (0..50)
+            .map(|e| {
+                a.begin_execution(e);
+                a.delays().to_vec()
+            })
+            .collect();
+        assert!(distinct.len() > 40);
+        assert_eq!(a.spec().params["mode"], "sample");
+    }
+
+    #[test]
+    fn delays_beyond_the_enabled_set_clamp() {
+        let mut s = DelayBounded::exhaustive(3, 1);
+        for e in 0..4 {
+            s.begin_execution(e);
+        }
+        assert_eq!(s.delays(), &[0, 0, 0]);
+        let en = [EnabledAction::new(0, RunNode, 0), EnabledAction::new(1, RunNode, 0)];
+        assert_eq!(s.choose(0, &en), 1);
+    }
+}

@@ -1,0 +1,154 @@
+//! Weighted random walk (MaceMC): at each step pick an enabled action with
+//! probability proportional to the weight of its kind. Weights let faults be
+//! rare (a crash every step would never let the system make progress) while
+//! ordinary events dominate.
+
+use super::{below, execution_rng, ActionKind, EnabledAction, Strategy};
+use crate::failure_file::StrategySpec;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::collections::BTreeMap;
+
+/// Integer weight per action kind (integers keep the walk exact and portable).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KindWeights(pub BTreeMap<ActionKind, u32>);
+
+impl KindWeights {
+    /// Every kind weight 1: a uniform walk over enabled actions.
+    pub fn uniform() -> Self {
+        KindWeights(ActionKind::ALL.iter().map(|&k| (k, 1)).collect())
+    }
+    pub fn get(&self, k: ActionKind) -> u32 {
+        self.0.get(&k).copied().unwrap_or(0)
+    }
+    pub fn set(mut self, k: ActionKind, w: u32) -> Self {
+        self.0.insert(k, w);
+        self
+    }
+}
+
+impl Default for KindWeights {
+    /// Progress events 100, restarts and heals 10, crashes and partitions 1.
+    fn default() -> Self {
+        let w = |k: ActionKind| match k {
+            ActionKind::Crash | ActionKind::Partition => 1,
+            ActionKind::Restart | ActionKind::Heal => 10,
+            _ => 100,
+        };
+        KindWeights(ActionKind::ALL.iter().map(|&k| (k, w(k))).collect())
+    }
+}
+
+pub struct RandomWalk {
+    seed: u64,
+    weights: KindWeights,
+    rng: Xoshiro256PlusPlus,
+}
+
+impl RandomWalk {
+    pub fn new(seed: u64, weights: KindWeights) -> Self {
+        RandomWalk { seed, weights, rng: execution_rng(seed, 0) }
+    }
+}
+
+impl Strategy for RandomWalk {
+    fn spec(&self) -> StrategySpec {
+        let weights: serde_json::Map<String, serde_json::Value> =
+            self.weights.0.iter().map(|(k, w)| (k.name().to_string(), (*w).into())).collect();
+        StrategySpec {
+            name: "random".into(),
+            params: BTreeMap::from([("seed".to_string(), self.seed.into()), ("weights".to_string(), weights.into())]),
+        }
+    }
+
+    fn begin_execution(&mut self, execution: u64) -> bool {
+        self.rng = execution_rng(self.seed, execution);
+        true
+    }
+
+    /// Actions whose kind has weight 0 are never chosen, unless every enabled
+    /// action has weight 0; then the walk picks uniformly among them.
+    fn choose(&mut self, _step: u64, enabled: &[EnabledAction]) -> usize {
+        assert!(!enabled.is_empty(), "a strategy needs at least one enabled action");
+        let total: u64 = enabled.iter().map(|a| self.weights.get(a.kind) as u64).sum();
+        if total == 0 {
+            return below(&mut self.rng, enabled.len() as u64) as usize;
+        }
+        let mut r = below(&mut self.rng, total);
+        for (i, a) in enabled.iter().enumerate() {
+            let w = self.weights.get(a.kind) as u64;
+            if r < w {
+                return i;
+            }
+            r -= w;
+        }
+        unreachable!("r < total")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ActionKind::*;
+
+    fn enabled() -> Vec<EnabledAction> {
+        vec![
+            EnabledAction::new(0, RunNode, 5),
+            EnabledAction::new(1, RunNode, 5),
+            EnabledAction::new(2, Crash, 5),
+            EnabledAction::new(1, DeliverFrame, 7).with_peer(0),
+        ]
+    }
+
+    fn walk(s: &mut RandomWalk, exec: u64, steps: u64) -> Vec<usize> {
+        s.begin_execution(exec);
+        (0..steps).map(|i| s.choose(i, &enabled())).collect()
+    }
+
+    #[test]
+    fn same_seed_same_walk_and_executions_replay_independently() {
+        let mut a = RandomWalk::new(9, KindWeights::default());
+        let mut b = RandomWalk::new(9, KindWeights::default());
+        let a3 = {
+            for e in 0..3 {
+                walk(&mut a, e, 50);
+            }
+            walk(&mut a, 3, 50)
+        };
+        assert_eq!(a3, walk(&mut b, 3, 50), "execution 3 replays without 0..2");
+        assert_ne!(walk(&mut b, 4, 50), a3);
+    }
+
+    #[test]
+    fn weights_shape_the_distribution() {
+        let mut s = RandomWalk::new(1, KindWeights::default());
+        let picks = walk(&mut s, 0, 30_000);
+        let mut counts = [0u32; 4];
+        for p in picks {
+            counts[p] += 1;
+        }
+        // Weights 100:100:1:100 -> the crash gets ~1/301 of the picks.
+        assert!(counts[2] > 30 && counts[2] < 200, "{counts:?}");
+        for i in [0, 1, 3] {
+            assert!(counts[i] > 9_000 && counts[i] < 11_000, "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn zero_weight_never_chosen_unless_all_zero() {
+        let w = KindWeights::uniform().set(Crash, 0);
+        let mut s = RandomWalk::new(3, w);
+        assert!(!walk(&mut s, 0, 2000).contains(&2));
+        let only_crash = [EnabledAction::new(0, Crash, 0), EnabledAction::new(1, Crash, 0)];
+        let picks: Vec<usize> = (0..100).map(|i| s.choose(i, &only_crash)).collect();
+        assert!(picks.contains(&0) && picks.contains(&1));
+    }
+
+    #[test]
+    fn spec_names_parameters() {
+        let s = RandomWalk::new(42, KindWeights::default());
+        let spec = s.spec();
+        assert_eq!(spec.name, "random");
+        assert_eq!(spec.params["seed"], 42);
+        assert_eq!(spec.params["weights"]["Crash"], 1);
+    }
+}

@@ -1,0 +1,465 @@
+//! `[faults.network]` of `cluster.toml`.
+//!
+//! Parsing (serde) only checks shapes; [`NetConfig::validate`] checks values
+//! against the cluster and names the offending key in dotted TOML form, e.g.
+//! `faults.network.links."1-2".loss`, so `simcluster run` can exit 2 with a
+//! message a user can act on.
+//!
+//! ```toml
+//! [faults.network]
+//! latency = { min = "50us", max = "200us" }   # or 100000, or "100us"
+//! loss = 0.01
+//! duplicate = 0.001
+//! reorder = 0.01
+//! reorder_delay = { min = "100us", max = "1ms" }
+//! bandwidth = 12_500_000                      # bytes/s per directed link
+//! partitions = true
+//! [faults.network.links."1-2"]                # both directions; "1->2" one way
+//! loss = 0.2
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+
+use crate::addr::{NodeId, MAX_NODES};
+use crate::rng;
+
+/// Prefix of every key named in errors.
+pub const KEY_PREFIX: &str = "faults.network";
+
+/// Parses `"250ns"`, `"10us"`/`"10µs"`, `"1.5ms"`, `"2s"` or a bare integer
+/// (nanoseconds) into nanoseconds. Fractions are exact decimal arithmetic;
+/// a result that is not a whole number of nanoseconds is an error.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
+    let (num, unit) = (s[..split].replace('_', ""), s[split..].trim());
+    let scale: u128 = match unit {
+        "" | "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        _ => return Err(format!("unknown duration unit {unit:?} in {s:?} (use ns, us, ms or s)")),
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((&num, ""));
+    if int.is_empty() && frac.is_empty() || frac.contains('.') {
+        return Err(format!("bad duration {s:?}"));
+    }
+    let parse = |d: &str| -> Result<u128, String> {
+        if d.is_empty() {
+            Ok(0)
+        } else {
+            d.parse::<u128>().map_err(|_| format!("bad duration {s:?}"))
+        }
+    };
+    let mut total = parse(int)?.checked_mul(scale).ok_or_else(|| format!("duration {s:?} too large"))?;
+    if !frac.is_empty() {
+        let den = 10u128.checked_pow(frac.len() as u32).ok_or_else(|| format!("bad duration {s:?}"))?;
+        let f = parse(frac)? * scale;
+        let (whole, rest) = (f / den, f % den);
+        if rest > 0 {
+            return Err(format!("duration {s:?} is not a whole number of nanoseconds"));
+        }
+        total += whole;
+    }
+    u64::try_from(total).map_err(|_| format!("duration {s:?} too large"))
+}
+
+/// A duration in nanoseconds as written in TOML: integer ns or a string with unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Dur(u64);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(DurVisitor).map(Dur)
+    }
+}
+
+struct DurVisitor;
+
+impl<'de> Visitor<'de> for DurVisitor {
+    type Value = u64;
+    fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+        f.write_str("a duration: integer nanoseconds or a string such as \"100us\"")
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+        Ok(v)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+        u64::try_from(v).map_err(|_| E::custom(format!("negative duration {v}")))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+        parse_duration(v).map_err(E::custom)
+    }
+}
+
+/// One-way latency of a link, sampled per frame copy.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Latency {
+    /// Always this many ns.
+    Fixed(u64),
+    /// Uniform in `min..=max` ns.
+    Uniform { min: u64, max: u64 },
+    /// `min + Exp(mean - min)`, truncated at `max`: a floor plus a long tail.
+    Exponential { min: u64, mean: u64, max: u64 },
+}
+
+impl Default for Latency {
+    /// 100 µs: a LAN round trip of a fifth of a millisecond.
+    fn default() -> Self {
+        Latency::Fixed(100_000)
+    }
+}
+
+impl Latency {
+    /// One sample. `Fixed` consumes no randomness; the others exactly one
+    /// `next_u64` (see [`crate::rng`]).
+    pub fn sample(&self, rng: &mut dyn rand_core::RngCore) -> u64 {
+        match *self {
+            Latency::Fixed(ns) => ns,
+            Latency::Uniform { min, max } => rng::uniform_inclusive(rng, min, max),
+            Latency::Exponential { min, mean, max } => rng::shifted_exponential(rng, min, mean, max),
+        }
+    }
+
+    /// Checks the ranges; `key` is the dotted key of this value.
+    pub fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        match *self {
+            Latency::Fixed(_) => Ok(()),
+            Latency::Uniform { min, max } if min > max => {
+                Err(ConfigError::LatencyRange { key: key.to_string(), min, max })
+            }
+            Latency::Uniform { .. } => Ok(()),
+            Latency::Exponential { min, max, .. } if min > max => {
+                Err(ConfigError::LatencyRange { key: key.to_string(), min, max })
+            }
+            Latency::Exponential { min, mean, max } if mean < min || mean > max => {
+                Err(ConfigError::LatencyMean { key: key.to_string(), min, mean, max })
+            }
+            Latency::Exponential { .. } => Ok(()),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum DistKind {
+    Fixed,
+    Uniform,
+    Exponential,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LatencyTable {
+    distribution: Option<DistKind>,
+    value: Option<Dur>,
+    min: Option<Dur>,
+    max: Option<Dur>,
+    mean: Option<Dur>,
+}
+
+impl LatencyTable {
+    fn into_latency<E: de::Error>(self) -> Result<Latency, E> {
+        let kind = match self.distribution {
+            Some(k) => k,
+            None if self.value.is_some() => DistKind::Fixed,
+            None if self.mean.is_some() => DistKind::Exponential,
+            None => DistKind::Uniform,
+        };
+        let need = |v: Option<Dur>, name: &str| {
+            v.map(|d| d.0).ok_or_else(|| E::custom(format!("latency table is missing `{name}`")))
+        };
+        let forbid = |v: &Option<Dur>, name: &str, kind: &str| match v {
+            Some(_) => Err(E::custom(format!("`{name}` does not apply to a {kind} latency"))),
+            None => Ok(()),
+        };
+        match kind {
+            DistKind::Fixed => {
+                forbid(&self.min, "min", "fixed")?;
+                forbid(&self.max, "max", "fixed")?;
+                forbid(&self.mean, "mean", "fixed")?;
+                Ok(Latency::Fixed(need(self.value, "value")?))
+            }
+            DistKind::Uniform => {
+                forbid(&self.value, "value", "uniform")?;
+                forbid(&self.mean, "mean", "uniform")?;
+                Ok(Latency::Uniform { min: need(self.min, "min")?, max: need(self.max, "max")? })
+            }
+            DistKind::Exponential => {
+                forbid(&self.value, "value", "exponential")?;
+                Ok(Latency::Exponential {
+                    min: self.min.map_or(0, |d| d.0),
+                    mean: need(self.mean, "mean")?,
+                    max: self.max.map_or(u64::MAX, |d| d.0),
+                })
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Latency {
+    /// Accepts `100000`, `"100us"`, `{ min = .., max = .. }`,
+    /// `{ value = .. }`, `{ distribution = "exponential", min, mean, max }`.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Latency;
+            fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+                f.write_str("a latency: nanoseconds, a duration string, or a table with min/max/mean/value")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Latency, E> {
+                DurVisitor.visit_u64(v).map(Latency::Fixed)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Latency, E> {
+                DurVisitor.visit_i64(v).map(Latency::Fixed)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Latency, E> {
+                DurVisitor.visit_str(v).map(Latency::Fixed)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Latency, A::Error> {
+                LatencyTable::deserialize(de::value::MapAccessDeserializer::new(map))?.into_latency()
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Per-link overrides; absent fields inherit the network-wide value.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkOverride {
+    pub latency: Option<Latency>,
+    pub loss: Option<f64>,
+    pub duplicate: Option<f64>,
+    pub reorder: Option<f64>,
+    pub bandwidth: Option<u64>,
+}
+
+/// The `[faults.network]` table. Every field has a default, so an empty
+/// table is a perfect 100 µs network.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetConfig {
+    /// One-way delay per frame copy, after serialisation.
+    pub latency: Latency,
+    /// Probability a frame copy is lost on the wire.
+    pub loss: f64,
+    /// Probability a delivered frame is delivered twice.
+    pub duplicate: f64,
+    /// Probability a frame copy is held back by `reorder_delay` so that later
+    /// frames on the same link overtake it.
+    pub reorder: f64,
+    /// Extra delay of a reordered frame.
+    pub reorder_delay: Latency,
+    /// Bytes per second per directed link; `None` is infinitely fast.
+    pub bandwidth: Option<u64>,
+    /// Whether the exploration strategy may partition the network. netsim
+    /// itself obeys whatever partition it is given.
+    pub partitions: bool,
+    /// Overrides keyed `"1-2"` / `"n1-n2"` (both directions) or `"1->2"`
+    /// (one direction; wins over a two-way key for that direction).
+    pub links: BTreeMap<String, LinkOverride>,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            latency: Latency::default(),
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay: Latency::Uniform { min: 100_000, max: 1_000_000 },
+            bandwidth: None,
+            partitions: false,
+            links: BTreeMap::new(),
+        }
+    }
+}
+
+/// A value in `[faults.network]` that cannot be used. Every variant names its key.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{key}: probability {value} is outside [0, 1]")]
+    Probability { key: String, value: f64 },
+    #[error("{key}: min {min} ns is greater than max {max} ns")]
+    LatencyRange { key: String, min: u64, max: u64 },
+    #[error("{key}: mean {mean} ns must lie within min {min} ns and max {max} ns")]
+    LatencyMean { key: String, min: u64, mean: u64, max: u64 },
+    #[error("{key}: bandwidth must be at least 1 byte/s")]
+    ZeroBandwidth { key: String },
+    #[error("{key}: expected a link such as \"1-2\", \"n1-n2\" or \"1->2\"")]
+    BadLinkKey { key: String },
+    #[error("{key}: node {node} does not exist (the cluster has {node_count} nodes)")]
+    UnknownNode { key: String, node: u64, node_count: u16 },
+    #[error("{key}: a link needs two different nodes")]
+    SelfLink { key: String },
+    #[error("{key}: names the same link as {other}")]
+    DuplicateLink { key: String, other: String },
+    #[error("{key}: node count {node_count} is outside 1..={max}", max = MAX_NODES)]
+    NodeCount { key: String, node_count: u16 },
+}
+
+impl ConfigError {
+    /// The dotted key the error is about.
+    pub fn key(&self) -> &str {
+        match self {
+            ConfigError::Probability { key, .. }
+            | ConfigError::LatencyRange { key, .. }
+            | ConfigError::LatencyMean { key, .. }
+            | ConfigError::ZeroBandwidth { key }
+            | ConfigError::BadLinkKey { key }
+            | ConfigError::UnknownNode { key, .. }
+            | ConfigError::SelfLink { key }
+            | ConfigError::DuplicateLink { key, .. }
+            | ConfigError::NodeCount { key, .. } => key,
+        }
+    }
+}
+
+/// A parsed `links` key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkKey {
+    pub a: NodeId,
+    pub b: NodeId,
+    /// `true` for `"a->b"` (only a to b), `false` for `"a-b"` (both ways).
+    pub directed: bool,
+}
+
+impl LinkKey {
+    /// Parses `"1-2"`, `"n1-n2"`, `"1->2"`, `"n1->n2"` (spaces allowed) for a
+    /// cluster of `node_count` nodes. `key` is the full dotted key for errors.
+    pub fn parse(s: &str, node_count: u16, key: &str) -> Result<LinkKey, ConfigError> {
+        let bad = || ConfigError::BadLinkKey { key: key.to_string() };
+        let (l, r, directed) = match s.split_once("->") {
+            Some((l, r)) => (l, r, true),
+            None => {
+                let (l, r) = s.split_once('-').ok_or_else(bad)?;
+                (l, r, false)
+            }
+        };
+        let node = |t: &str| -> Result<NodeId, ConfigError> {
+            let t = t.trim();
+            let t = t.strip_prefix('n').unwrap_or(t);
+            if t.is_empty() || !t.bytes().all(|c| c.is_ascii_digit()) {
+                return Err(bad());
+            }
+            let n: u64 = t.parse().map_err(|_| bad())?;
+            if n == 0 || n > node_count as u64 {
+                return Err(ConfigError::UnknownNode { key: key.to_string(), node: n, node_count });
+            }
+            Ok(NodeId::new(n as u16).expect("checked range"))
+        };
+        let (a, b) = (node(l)?, node(r)?);
+        if a == b {
+            return Err(ConfigError::SelfLink { key: key.to_string() });
+        }
+        Ok(LinkKey { a, b, directed })
+    }
+}
+
+/// Resolved parameters of one directed link.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkParams {
+    pub latency: Latency,
+    pub loss: f64,
+    pub duplicate: f64,
+    pub reorder: f64,
+    pub bandwidth: Option<u64>,
+}
+
+fn check_p(key: String, value: f64) -> Result<(), ConfigError> {
+    // Written so that NaN fails too.
+    if (0.0..=1.0).contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::Probability { key, value })
+    }
+}
+
+fn check_bw(key: String, bw: Option<u64>) -> Result<(), ConfigError> {
+    match bw {
+        Some(0) => Err(ConfigError::ZeroBandwidth { key }),
+        _ => Ok(()),
+    }
+}
+
+impl NetConfig {
+    /// Checks every value for a cluster of `node_count` nodes; the first
+    /// problem found (in key order) is returned.
+    pub fn validate(&self, node_count: u16) -> Result<(), ConfigError> {
+        self.link_params(node_count).map(|_| ())
+    }
+
+    /// Validates and resolves the dense `node_count x node_count` table of
+    /// directed link parameters, row-major by `(from.index(), to.index())`.
+    /// Precedence: network-wide values, then two-way overrides, then one-way
+    /// overrides. Two keys naming the same link with the same directedness
+    /// (`"1-2"` and `"2-1"`) are an error rather than a silent order rule.
+    pub fn link_params(&self, node_count: u16) -> Result<Vec<LinkParams>, ConfigError> {
+        let k = |name: &str| format!("{KEY_PREFIX}.{name}");
+        if node_count == 0 || node_count > MAX_NODES {
+            return Err(ConfigError::NodeCount { key: KEY_PREFIX.to_string(), node_count });
+        }
+        self.latency.validate(&k("latency"))?;
+        check_p(k("loss"), self.loss)?;
+        check_p(k("duplicate"), self.duplicate)?;
+        check_p(k("reorder"), self.reorder)?;
+        self.reorder_delay.validate(&k("reorder_delay"))?;
+        check_bw(k("bandwidth"), self.bandwidth)?;
+
+        let base = LinkParams {
+            latency: self.latency,
+            loss: self.loss,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            bandwidth: self.bandwidth,
+        };
+        let n = node_count as usize;
+        let mut table = vec![base; n * n];
+        // (directed, from, to) -> key that set it, to reject duplicates.
+        let mut seen: BTreeMap<(bool, NodeId, NodeId), String> = BTreeMap::new();
+        let mut parsed = Vec::with_capacity(self.links.len());
+        for (name, ov) in &self.links {
+            let key = format!("{KEY_PREFIX}.links.\"{name}\"");
+            let link = LinkKey::parse(name, node_count, &key)?;
+            let (lo, hi) = if link.directed || link.a < link.b { (link.a, link.b) } else { (link.b, link.a) };
+            if let Some(other) = seen.insert((link.directed, lo, hi), key.clone()) {
+                return Err(ConfigError::DuplicateLink { key, other });
+            }
+            if let Some(l) = &ov.latency {
+                l.validate(&format!("{key}.latency"))?;
+            }
+            for (field, v) in [("loss", ov.loss), ("duplicate", ov.duplicate), ("reorder", ov.reorder)] {
+                if let Some(v) = v {
+                    check_p(format!("{key}.{field}"), v)?;
+                }
+            }
+            check_bw(format!("{key}.bandwidth"), ov.bandwidth)?;
+            parsed.push((link, ov));
+        }
+        // Two-way first, so one-way overrides win.
+        parsed.sort_by_key(|(l, _)| l.directed);
+        for (link, ov) in parsed {
+            let mut dirs = vec![(link.a, link.b)];
+            if !link.directed {
+                dirs.push((link.b, link.a));
+            }
+            for (from, to) in dirs {
+                let p = &mut table[from.index() * n + to.index()];
+                if let Some(l) = &ov.latency {
+                    p.latency = *l;
+                }
+                p.loss = ov.loss.unwrap_or(p.loss);
+                p.duplicate = ov.duplicate.unwrap_or(p.duplicate);
+                p.reorder = ov.reorder.unwrap_or(p.reorder);
+                if ov.bandwidth.is_some() {
+                    p.bandwidth = ov.bandwidth;
+                }
+            }
+        }
+        Ok(table)
+    }
+}

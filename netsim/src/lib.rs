@@ -1,0 +1,34 @@
+//! netsim: the simulated network behind every node's virtio-net.
+//!
+//! Plain deterministic data structures: no I/O (pcap writes go to a
+//! caller-supplied `std::io::Write`), no threads, no host time, no host
+//! randomness. Every random decision is drawn from the `RngCore` the engine
+//! passes to [`Network::send`], in a documented order, and all iteration is
+//! over ordered containers (`BTreeMap`, `Vec`), so the same calls with the
+//! same seed give the same deliveries, byte for byte.
+//!
+//! Flow: a guest transmits a frame → the engine calls [`Network::send`] at
+//! the current virtual time → netsim schedules zero or more [`Delivery`]s →
+//! the engine either advances to [`Network::next_delivery_time`] and calls
+//! [`Network::pop_next`], or treats every [`Network::pending`] delivery as
+//! an enabled action and calls [`Network::take`] on the one it picks.
+//!
+//! Modules: [`addr`] (node ids, IPv4/MAC), [`config`] (`[faults.network]`),
+//! [`partition`], [`network`] (the queue), [`stats`], [`pcap`], [`frame`]
+//! (frame builders), [`rng`] (portable draws).
+
+pub mod addr;
+pub mod config;
+pub mod frame;
+pub mod network;
+pub mod partition;
+pub mod pcap;
+pub mod rng;
+pub mod stats;
+
+pub use addr::{destination, Destination, FrameError, NodeId, MAX_NODES};
+pub use config::{ConfigError, Latency, LinkOverride, LinkParams, NetConfig};
+pub use network::{Delivery, DeliveryId, Network, ScheduledDelivery};
+pub use partition::{Partition, PartitionError};
+pub use pcap::{Capture, PcapWriter};
+pub use stats::{DropCounts, NetStats};

@@ -1,0 +1,398 @@
+//! The network: a priority queue of frame deliveries plus per-link state.
+//!
+//! # Model
+//! Every ordered pair of nodes is a *directed link* with its own parameters
+//! ([`LinkParams`]) and state (serialiser busy-until time, last FIFO arrival).
+//! Broadcast frames are copied onto every link out of the sender, like a
+//! switch flooding them.
+//!
+//! `send` decides everything about a frame at once, from the caller's RNG,
+//! in this fixed order per destination link (a probability of 0 consumes no
+//! randomness, so turning a fault off does not shift other draws):
+//! 1. partition check (no randomness): blocked → dropped (`partition_send`);
+//! 2. serialisation: with a bandwidth, the frame waits for the link to be
+//!    free and occupies it for `len * 1e9 / bandwidth` ns (lost frames too:
+//!    they were on the wire);
+//! 3. loss: one Bernoulli draw;
+//! 4. duplication: one Bernoulli draw; a duplicate is a second copy that
+//!    goes through step 5 on its own (it takes no extra bandwidth);
+//! 5. per copy: a latency sample, then one reorder draw (and a
+//!    `reorder_delay` sample if reordered).
+//!
+//! # Ordering invariants
+//! * A link is FIFO: a copy that is not reordered arrives no earlier than the
+//!   previous non-reordered copy on the same link (`arrival = max(tx_end +
+//!   latency, last_arrival)`), and equal times are broken by sequence number,
+//!   which is send order. So with `reorder = 0` a link never reorders, however
+//!   much the latency jitters.
+//! * A reordered copy gets `reorder_delay` on top and does not advance
+//!   `last_arrival`, so later frames overtake it.
+//! * The queue is ordered by `(time, id)`; ids increase monotonically, so
+//!   the order is total and independent of anything but the call sequence.
+//!
+//! # Partitions
+//! Rule: *a frame copy is lost if its link is blocked at any instant between
+//! its send and its arrival.* It is checked at send time, and
+//! [`Network::partition`] drops every pending copy whose link the new
+//! partition blocks (`partition_in_flight`). This drops every frame that a
+//! drop-at-delivery-time rule would drop (a partition in force at arrival
+//! was either in force at send, or started during the flight), plus frames
+//! whose flight spanned a partition that healed before they arrived (a
+//! pulled cable loses the bits on it). The benefit: every pending delivery
+//! is deliverable, so [`Network::pending`] is exactly the set of enabled
+//! network actions, with no phantom ones that would vanish when chosen.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand_core::RngCore;
+
+use crate::addr::{destination, Destination, NodeId};
+use crate::config::{ConfigError, Latency, LinkParams, NetConfig};
+use crate::partition::{Partition, PartitionError};
+use crate::rng::bernoulli;
+use crate::stats::NetStats;
+
+/// Identifies one pending frame copy. Ids are the sequence numbers of
+/// scheduling: unique per `Network` and increasing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct DeliveryId(pub u64);
+
+/// A frame copy in flight (or just delivered).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: DeliveryId,
+    /// Virtual arrival time, ns.
+    pub time: u64,
+    /// Virtual time `send` was called, ns.
+    pub sent_at: u64,
+    pub from: NodeId,
+    pub to: NodeId,
+    /// The Ethernet frame, shared between the copies of a broadcast or
+    /// duplicate (one allocation per `send`).
+    pub frame: Arc<[u8]>,
+    /// The second copy made by duplication.
+    pub duplicate: bool,
+    /// Held back by `reorder_delay`.
+    pub reordered: bool,
+}
+
+/// What `send` scheduled: a summary of a [`Delivery`] without the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduledDelivery {
+    pub id: DeliveryId,
+    pub time: u64,
+    pub from: NodeId,
+    pub to: NodeId,
+    pub duplicate: bool,
+    pub reordered: bool,
+}
+
+impl From<&Delivery> for ScheduledDelivery {
+    fn from(d: &Delivery) -> Self {
+        ScheduledDelivery {
+            id: d.id,
+            time: d.time,
+            from: d.from,
+            to: d.to,
+            duplicate: d.duplicate,
+            reordered: d.reordered,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct LinkState {
+    /// The serialiser is busy until this time (bandwidth).
+    busy_until: u64,
+    /// Arrival time of the last non-reordered copy (FIFO).
+    last_arrival: u64,
+}
+
+/// The simulated network. `Clone` is a full snapshot (frames are shared,
+/// immutable), so an explorer can branch from any state.
+#[derive(Clone, Debug)]
+pub struct Network {
+    node_count: u16,
+    partitions_enabled: bool,
+    reorder_delay: Latency,
+    /// Dense `n x n`, row = sender index, column = receiver index.
+    params: Vec<LinkParams>,
+    state: Vec<LinkState>,
+    /// Same layout: `true` where the current partition blocks the link.
+    blocked: Vec<bool>,
+    partition: Option<Partition>,
+    /// Pending copies ordered by `(time, id)`.
+    queue: BTreeMap<(u64, u64), Delivery>,
+    /// `id -> time`, to find a pending copy by id.
+    index: BTreeMap<u64, u64>,
+    next_id: u64,
+    stats: NetStats,
+}
+
+impl Network {
+    /// A network of `node_count` nodes (1..=254) configured by `config`,
+    /// which is validated first.
+    pub fn new(config: &NetConfig, node_count: u16) -> Result<Network, ConfigError> {
+        let params = config.link_params(node_count)?;
+        let links = params.len();
+        Ok(Network {
+            node_count,
+            partitions_enabled: config.partitions,
+            reorder_delay: config.reorder_delay,
+            params,
+            state: vec![LinkState::default(); links],
+            blocked: vec![false; links],
+            partition: None,
+            queue: BTreeMap::new(),
+            index: BTreeMap::new(),
+            next_id: 0,
+            stats: NetStats::default(),
+        })
+    }
+
+    pub fn node_count(&self) -> u16 {
+        self.node_count
+    }
+
+    /// `partitions = true` in the config: the strategy may partition.
+    pub fn partitions_enabled(&self) -> bool {
+        self.partitions_enabled
+    }
+
+    /// Resolved parameters of the directed link `from -> to`.
+    pub fn link(&self, from: NodeId, to: NodeId) -> &LinkParams {
+        &self.params[self.link_index(from, to)]
+    }
+
+    pub fn stats(&self) -> &NetStats {
+        &self.stats
+    }
+
+    fn link_index(&self, from: NodeId, to: NodeId) -> usize {
+        assert!(
+            from.get() <= self.node_count && to.get() <= self.node_count,
+            "node out of range: {from} -> {to} in a {}-node network",
+            self.node_count
+        );
+        from.index() * self.node_count as usize + to.index()
+    }
+
+    /// Hands `frame`, sent by `from` at virtual time `now`, to the network,
+    /// and returns the copies it scheduled (none if it was lost or dropped).
+    ///
+    /// # Panics
+    /// If `from` is not a node of this network (an engine bug).
+    pub fn send(&mut self, now: u64, from: NodeId, frame: &[u8], rng: &mut dyn RngCore) -> Vec<ScheduledDelivery> {
+        let mut out = Vec::new();
+        self.send_into(now, from, frame, rng, &mut out);
+        out
+    }
+
+    /// Like [`Network::send`], appending to `out` so a caller can reuse one
+    /// buffer. Returns the number of copies appended.
+    pub fn send_into(
+        &mut self,
+        now: u64,
+        from: NodeId,
+        frame: &[u8],
+        rng: &mut dyn RngCore,
+        out: &mut Vec<ScheduledDelivery>,
+    ) -> usize {
+        let before = out.len();
+        let _ = self.link_index(from, from); // range check
+        self.stats.sent += 1;
+        let dest = match destination(frame) {
+            Ok(d) => d,
+            Err(_) => {
+                self.stats.dropped.malformed += 1;
+                return 0;
+            }
+        };
+        match dest {
+            Destination::Unicast(to) if to != from && to.get() <= self.node_count => {
+                let bytes: Arc<[u8]> = Arc::from(frame);
+                self.transmit(now, from, to, &bytes, rng, out);
+            }
+            Destination::Broadcast => {
+                let bytes: Arc<[u8]> = Arc::from(frame);
+                for to in NodeId::all(self.node_count).filter(|&n| n != from) {
+                    self.transmit(now, from, to, &bytes, rng, out);
+                }
+            }
+            Destination::Unicast(_) | Destination::Unknown(_) => self.stats.dropped.no_route += 1,
+        }
+        out.len() - before
+    }
+
+    fn transmit(
+        &mut self,
+        now: u64,
+        from: NodeId,
+        to: NodeId,
+        frame: &Arc<[u8]>,
+        rng: &mut dyn RngCore,
+        out: &mut Vec<ScheduledDelivery>,
+    ) {
+        self.stats.offered += 1;
+        let li = self.link_index(from, to);
+        if self.blocked[li] {
+            self.stats.dropped.partition_send += 1;
+            return;
+        }
+        let p = self.params[li];
+        let mut tx_end = now;
+        if let Some(bw) = p.bandwidth {
+            let st = &mut self.state[li];
+            let start = now.max(st.busy_until);
+            let ser = (frame.len() as u128 * 1_000_000_000).div_ceil(bw as u128);
+            tx_end = start.saturating_add(u64::try_from(ser).unwrap_or(u64::MAX));
+            st.busy_until = tx_end;
+        }
+        if p.loss > 0.0 && bernoulli(rng, p.loss) {
+            self.stats.dropped.loss += 1;
+            return;
+        }
+        let copies = if p.duplicate > 0.0 && bernoulli(rng, p.duplicate) {
+            self.stats.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        for copy in 0..copies {
+            let latency = p.latency.sample(rng);
+            let st = &mut self.state[li];
+            let base = tx_end.saturating_add(latency).max(st.last_arrival);
+            let reordered = p.reorder > 0.0 && bernoulli(rng, p.reorder);
+            let time = if reordered {
+                self.stats.reordered += 1;
+                base.saturating_add(self.reorder_delay.sample(rng))
+            } else {
+                st.last_arrival = base;
+                base
+            };
+            let id = self.next_id;
+            self.next_id += 1;
+            let d = Delivery {
+                id: DeliveryId(id),
+                time,
+                sent_at: now,
+                from,
+                to,
+                frame: Arc::clone(frame),
+                duplicate: copy == 1,
+                reordered,
+            };
+            out.push(ScheduledDelivery::from(&d));
+            self.index.insert(id, time);
+            self.queue.insert((time, id), d);
+        }
+    }
+
+    /// Arrival time of the earliest pending copy.
+    pub fn next_delivery_time(&self) -> Option<u64> {
+        self.queue.first_key_value().map(|(&(t, _), _)| t)
+    }
+
+    /// The earliest pending copy, without removing it.
+    pub fn peek_next(&self) -> Option<&Delivery> {
+        self.queue.first_key_value().map(|(_, d)| d)
+    }
+
+    /// Removes and returns the earliest pending copy (ties: lowest id, i.e.
+    /// scheduled first). The caller hands `frame` to `to` at `time`.
+    pub fn pop_next(&mut self) -> Option<Delivery> {
+        let (_, d) = self.queue.pop_first()?;
+        self.index.remove(&d.id.0);
+        self.stats.delivered += 1;
+        Some(d)
+    }
+
+    /// Every pending copy in `(time, id)` order: the enabled network actions.
+    pub fn pending(&self) -> impl ExactSizeIterator<Item = &Delivery> + '_ {
+        self.queue.values()
+    }
+
+    pub fn pending_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn get(&self, id: DeliveryId) -> Option<&Delivery> {
+        let t = *self.index.get(&id.0)?;
+        self.queue.get(&(t, id.0))
+    }
+
+    /// Removes and returns a specific pending copy, for an engine that picks
+    /// which enabled delivery happens next. Counted as delivered.
+    pub fn take(&mut self, id: DeliveryId) -> Option<Delivery> {
+        let t = self.index.remove(&id.0)?;
+        let d = self.queue.remove(&(t, id.0)).expect("index and queue agree");
+        self.stats.delivered += 1;
+        Some(d)
+    }
+
+    /// Drops every pending copy addressed to `node` (it crashed; the frames
+    /// reach a dead NIC). Returns how many.
+    pub fn discard_to(&mut self, node: NodeId) -> usize {
+        let n = self.remove_where(|d| d.to == node);
+        self.stats.dropped.node_down += n as u64;
+        n
+    }
+
+    /// Installs `p`, replacing any current partition, and drops the pending
+    /// copies it blocks (see the module docs for the rule). Returns how many
+    /// were dropped.
+    pub fn partition(&mut self, p: Partition) -> Result<usize, PartitionError> {
+        p.validate(self.node_count)?;
+        let n = self.node_count as usize;
+        for from in NodeId::all(self.node_count) {
+            for to in NodeId::all(self.node_count) {
+                self.blocked[from.index() * n + to.index()] = p.blocks(from, to);
+            }
+        }
+        self.partition = Some(p);
+        let blocked = &self.blocked;
+        let dropped = Self::remove_where_in(&mut self.queue, &mut self.index, |d| {
+            blocked[d.from.index() * n + d.to.index()]
+        });
+        self.stats.dropped.partition_in_flight += dropped as u64;
+        Ok(dropped)
+    }
+
+    /// Removes the partition. Copies already dropped stay dropped.
+    pub fn heal(&mut self) {
+        self.partition = None;
+        self.blocked.iter_mut().for_each(|b| *b = false);
+    }
+
+    pub fn current_partition(&self) -> Option<&Partition> {
+        self.partition.as_ref()
+    }
+
+    /// Whether a frame sent now from `from` to `to` would be dropped by the
+    /// current partition.
+    pub fn is_blocked(&self, from: NodeId, to: NodeId) -> bool {
+        self.blocked[self.link_index(from, to)]
+    }
+
+    fn remove_where(&mut self, f: impl Fn(&Delivery) -> bool) -> usize {
+        Self::remove_where_in(&mut self.queue, &mut self.index, f)
+    }
+
+    fn remove_where_in(
+        queue: &mut BTreeMap<(u64, u64), Delivery>,
+        index: &mut BTreeMap<u64, u64>,
+        f: impl Fn(&Delivery) -> bool,
+    ) -> usize {
+        let before = queue.len();
+        queue.retain(|_, d| {
+            let keep = !f(d);
+            if !keep {
+                index.remove(&d.id.0);
+            }
+            keep
+        });
+        before - queue.len()
+    }
+}

@@ -1,0 +1,134 @@
+//! KVM microVM figures: exits per second, snapshot/restore latency of a 256 MiB guest,
+//! memory per node. `cargo bench -p vmm --bench kvm_exits` (harness = false; prints).
+//! Skips with a printed reason where /dev/kvm cannot be opened.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use vm_memory::{Bytes, GuestAddress};
+use vmm::kvm::{asm, MicroVm, MicroVmBuilder, RunLimits, RunOutcome};
+
+fn mem_kib(field: &str, file: &str) -> u64 {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn rss_pss() -> (u64, u64) {
+    (mem_kib("VmRSS:", "/proc/self/status"), mem_kib("Pss:", "/proc/self/smaps_rollup"))
+}
+
+fn main() {
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
+        println!("SKIP kvm_exits: cannot open /dev/kvm: {e}");
+        return;
+    }
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kvm-bench");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let loop_img = asm::assemble("loop", &tmp).unwrap();
+    let hello_img = asm::assemble("hello", &tmp).unwrap();
+
+    // 1. Exits per second: `out` to the serial scratch register in a loop.
+    let mut vm = MicroVmBuilder::new().memory_mib(16).image(&loop_img).build().unwrap();
+    for n in vm.notes() {
+        println!("note: {n}");
+    }
+    vm.run(RunLimits { max_exits: Some(1000), until_ns: None }).unwrap(); // warm up
+    let n = 200_000u64;
+    let t = Instant::now();
+    let out = vm.run(RunLimits { max_exits: Some(1000 + n), until_ns: None }).unwrap();
+    let dt = t.elapsed().as_secs_f64();
+    assert_eq!(out, RunOutcome::ExitLimit);
+    println!("exits: {n} port writes in {dt:.3} s = {:.0} exits/s ({:.2} us/exit)", n as f64 / dt, dt * 1e6 / n as f64);
+    drop(vm);
+
+    // 2. Snapshot and restore of a 256 MiB guest (the timer guest, stopped mid-run).
+    let timer_img = asm::assemble("timer", &tmp).unwrap();
+    let boot = |img: &[u8]| {
+        let mut vm = MicroVmBuilder::new().memory_mib(256).image(img).build().unwrap();
+        assert_eq!(vm.run_to_end(10_000).unwrap(), RunOutcome::Halted);
+        vm
+    };
+    let mut vm = MicroVmBuilder::new().memory_mib(256).image(&timer_img).build().unwrap();
+    vm.run(RunLimits { max_exits: Some(300), until_ns: None }).unwrap();
+    let sparse = tmp.join("snap-sparse");
+    let t = Instant::now();
+    let info = vm.snapshot(&sparse).unwrap();
+    let dt_sparse = t.elapsed().as_secs_f64();
+    println!(
+        "snapshot 256 MiB, guest touched little: {:.1} ms ({} KiB of non-zero pages written)",
+        dt_sparse * 1e3,
+        info.memory_bytes_written / 1024
+    );
+    // Every page above 4 MiB dirty (as after a guest has used all its RAM; the timer
+    // guest itself lives below 4 MiB).
+    let page: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 1) as u8).collect();
+    for p in (4u64 << 20..256 << 20).step_by(4096) {
+        vm.memory().write_slice(&page, GuestAddress(p)).unwrap();
+    }
+    let full = tmp.join("snap-full");
+    let t = Instant::now();
+    let info = vm.snapshot(&full).unwrap();
+    let dt_full = t.elapsed().as_secs_f64();
+    println!(
+        "snapshot 256 MiB, all pages dirty: {:.1} ms ({} MiB written, to the page cache)",
+        dt_full * 1e3,
+        info.memory_bytes_written >> 20
+    );
+    let t = Instant::now();
+    let reference = vm.run_to_end(1_000_000).unwrap();
+    let dt_cont = t.elapsed().as_secs_f64();
+    let ref_exits = vm.stats().exits;
+    drop(vm);
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let mut r = MicroVm::restore(&full).unwrap();
+        let restored = t.elapsed().as_secs_f64();
+        assert_eq!(r.run_to_end(1_000_000).unwrap(), reference);
+        assert_eq!(r.stats().exits, ref_exits);
+        times.push((restored, t.elapsed().as_secs_f64()));
+    }
+    times.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+    let med = times[times.len() / 2];
+    println!(
+        "restore 256 MiB (MAP_PRIVATE of the image): median {:.2} ms to a runnable VM; {:.2} ms including the rest of the run ({} exits; {:.2} ms in the VM that was snapshotted)",
+        med.0 * 1e3,
+        med.1 * 1e3,
+        ref_exits - 300,
+        dt_cont * 1e3
+    );
+
+    // 3. Memory per node.
+    let nodes = 16;
+    let (rss0, pss0) = rss_pss();
+    let mut fresh = Vec::new();
+    for _ in 0..nodes {
+        fresh.push(boot(&hello_img));
+    }
+    let (rss1, pss1) = rss_pss();
+    println!(
+        "memory per booted 256 MiB node (hello guest): RSS {} KiB, PSS {} KiB",
+        (rss1 - rss0) / nodes,
+        pss1.saturating_sub(pss0) / nodes
+    );
+    drop(fresh);
+    let (rss0, pss0) = rss_pss();
+    let mut restored = Vec::new();
+    for _ in 0..nodes {
+        let mut r = MicroVm::restore(&full).unwrap();
+        r.run_to_end(10).unwrap();
+        restored.push(r);
+    }
+    let (rss1, pss1) = rss_pss();
+    println!(
+        "memory per node restored from a fully dirty 256 MiB snapshot: RSS {} KiB, PSS {} KiB (image pages stay in the shared page cache until touched)",
+        rss1.saturating_sub(rss0) / nodes,
+        pss1.saturating_sub(pss0) / nodes
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -1,0 +1,52 @@
+//! KVM microVM node runtime: one vCPU, userspace devices, virtual time, snapshots.
+//!
+//! A node is a [`MicroVm`]: one KVM vCPU started directly in 64-bit long mode, one RAM
+//! region, and devices emulated in userspace ([`devices`]: an 8250 serial subset, a
+//! paravirtual clock/timer, a power port; [`mmio`]: the MMIO bus, with the
+//! [`virtio_mmio`] transport). The
+//! run loop ([`MicroVm::run`]) is deterministic: virtual time advances by a fixed cost
+//! per exit and jumps to the next timer deadline when the guest halts; interrupts are
+//! injected from userspace with KVM_INTERRUPT. No in-kernel irqchip or PIT is created
+//! (their timers run on host time).
+//!
+//! # What stock KVM cannot make deterministic (limits, by design documented here)
+//! - **RDTSC/RDTSCP** execute without exiting (TSC offsetting/scaling only shift and
+//!   scale host time), including from guest user mode; CR4.TSD makes RDTSC fault only at
+//!   CPL>0 and would need a guest kernel that cooperates. The guest TSC is host time.
+//! - **Asynchronous preemption**: without a PMU (retired-branch counting via
+//!   perf_event_open, guest-only) the VMM can only act at the guest's own exits; a guest
+//!   spinning without exits is never interrupted. [`host::HostCaps::notes`] says so in
+//!   the run output where the PMU is absent.
+//! - **RDRAND/RDSEED** do not exit on stock KVM when present; CPUID shaping hides them
+//!   ([`arch::shape_cpuid`]), but a guest that ignores CPUID can still execute them.
+//! - **Transactional memory** (HLE/RTM) aborts depend on host events: hidden by CPUID.
+//! - **Host-specific CPU features** (xsave layout, cache/topology leaves) are passed
+//!   through from KVM_GET_SUPPORTED_CPUID minus the list above; a fixed CPU model is a gap.
+//! - **MONITOR/MWAIT, UMWAIT/TPAUSE** (WAITPKG) wake on host time: hidden by CPUID.
+//!
+//! # Under PVM (kvm_pvm, no vmx/svm)
+//! Guest ring 3 runs natively, guest ring 0 is emulated about 1000x slower; the test
+//! guests in vmm/guests/ run at ring 0 and are kept to a few hundred instructions. See
+//! [`probe`] for the per-ioctl results on the current host.
+
+pub mod arch;
+pub mod asm;
+pub mod devices;
+mod error;
+pub mod host;
+pub mod linux;
+pub mod mmio;
+pub mod probe;
+pub mod snapshot;
+pub mod virtio_mmio;
+mod vm;
+
+pub use devices::{DeviceEvent, PioBus, PioDevice, PowerPort, PvClock, Serial};
+pub use error::{KvmError, Result};
+pub use host::HostCaps;
+pub use linux::LinuxBootBuilder;
+pub use mmio::{MmioBus, MmioDevice};
+pub use snapshot::SnapshotInfo;
+pub use vm::{
+    read_image, ExitStats, MicroVm, MicroVmBuilder, RunLimits, RunOutcome, VirtualClock, VmConfig,
+};

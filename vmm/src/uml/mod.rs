@@ -1,0 +1,22 @@
+//! The user-mode Linux node runtime.
+//!
+//! Each node is one `linux` process (a kernel built for `ARCH=um`) started
+//! with `time-travel=ext:ID:SOCKET`. simcluster is the calendar at the other
+//! end of that socket, so the guest's clock moves only when the engine
+//! says so, and the node executes only between a grant from the engine
+//! (the ACK of START, or RUN) and its next WAIT.
+//!
+//! What reaches the guest from the host, and why each is deterministic:
+//! - time: only through the time-travel socket ([`timetravel`]);
+//! - the console (`con0`) is output-only, to a pipe we drain;
+//! - the control line (`con1`) carries engine commands in; we write to it
+//!   only while the node is stopped, so the guest sees the bytes at the
+//!   next grant, a point fixed by the engine's schedule;
+//! - host address-space randomisation is turned off for the process
+//!   (`ADDR_NO_RANDOMIZE`), which otherwise changes the guest's memory
+//!   layout from run to run; the environment is cleared and fixed.
+
+pub mod node;
+pub mod timetravel;
+
+pub use node::{GuestOutput, OutputStream, RunOutcome, UmlConfig, UmlError, UmlNode};

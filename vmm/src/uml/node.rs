@@ -1,0 +1,526 @@
+//! One user-mode Linux process under simcluster's control.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::timetravel::{Msg, Op, ProtocolError};
+
+/// How to start one node.
+#[derive(Debug, Clone)]
+pub struct UmlConfig {
+    /// The `linux` executable (ARCH=um build with time-travel support).
+    pub kernel: PathBuf,
+    /// The root filesystem, an uncompressed or gzip newc cpio archive.
+    pub initrd: PathBuf,
+    /// Guest memory in MiB.
+    pub mem_mb: u32,
+    /// 1-based node number; also the time-travel connection id.
+    pub node_id: u16,
+    /// Scratch directory owned by this node (sockets, UML's pid files,
+    /// its memory backing file). Must exist and be short enough for a
+    /// unix socket path.
+    pub run_dir: PathBuf,
+    /// `KEY=value` pairs put on the kernel command line. The kernel hands
+    /// parameters it does not know to init as environment variables, which
+    /// is how a node learns NODE_ID, NODE_NAME and PEERS.
+    pub init_env: Vec<(String, String)>,
+    /// Extra kernel command-line words (devices, for example).
+    pub extra_args: Vec<String>,
+}
+
+/// Which of a node's output channels some bytes came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OutputStream {
+    /// The guest console: kernel messages and whatever programs print.
+    Console,
+    /// The control line: replies of the in-guest agent.
+    Control,
+}
+
+/// Bytes a node wrote, stamped with the node's virtual time.
+///
+/// The stamp is deterministic although pipes are read at host-chosen
+/// moments: bytes are attributed at the next protocol message the node
+/// sends, and the node writes its console synchronously and is stopped
+/// while a message of its is being handled, so exactly the bytes written
+/// since its previous message are in the pipe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestOutput {
+    pub time: u64,
+    pub stream: OutputStream,
+    pub bytes: Vec<u8>,
+}
+
+/// How a grant ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// The node sent WAIT: it wants to run again at `requested` (u64::MAX-ish
+    /// values mean "only when something happens").
+    Waiting { requested: u64 },
+    /// The node's process ended (poweroff, panic, or killed).
+    Exited { status: Option<i32>, signal: Option<i32> },
+    /// The node did not yield within the wall-clock watchdog: a guest busy
+    /// loop (its clock is frozen while it computes) or a stuck host process.
+    Hung { wall: Duration },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UmlError {
+    #[error("kernel {0} not found")]
+    MissingKernel(PathBuf),
+    #[error("root filesystem {0} not found")]
+    MissingInitrd(PathBuf),
+    #[error("cannot start user-mode Linux {kernel}: {source}")]
+    Spawn { kernel: PathBuf, source: io::Error },
+    #[error("node {node}: {what}: {source}")]
+    Io { node: u16, what: &'static str, source: io::Error },
+    #[error("node {node}: time-travel protocol: {source}")]
+    Protocol { node: u16, source: ProtocolError },
+    #[error("node {node}: unexpected time-travel message {msg:?} while {state}")]
+    Unexpected { node: u16, msg: Msg, state: &'static str },
+    #[error("node {node} exited before connecting to the time controller ({status}); its stderr is in {stderr}")]
+    DiedBeforeStart { node: u16, status: String, stderr: PathBuf },
+    #[error("node {node} did not connect to the time controller within {secs} s; its stderr is in {stderr}")]
+    NoConnect { node: u16, secs: u64, stderr: PathBuf },
+}
+
+/// A running (or stopped) user-mode Linux node.
+///
+/// Invariant: the node executes only inside [`UmlNode::grant`]. Outside it,
+/// the node is blocked on the time-travel socket, waiting either for the
+/// ACK of its START or for RUN.
+pub struct UmlNode {
+    id: u16,
+    child: Child,
+    listener: Option<UnixListener>,
+    conn: Option<UnixStream>,
+    console: File,
+    control_out: File,
+    control_in: File,
+    stderr_path: PathBuf,
+    /// Sequence number of the START we have not acknowledged yet.
+    pending_start: Option<u32>,
+    /// The node's virtual time as last granted or reported.
+    time: u64,
+    /// The time the node asked to run at next.
+    requested: u64,
+    exited: bool,
+    /// Bytes read from the pipes since the node's last message, not yet
+    /// stamped (see [`GuestOutput`]).
+    unstamped_console: Vec<u8>,
+    unstamped_control: Vec<u8>,
+}
+
+const PIPE_BYTES: libc::c_int = 1 << 20;
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: fds is a valid two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 returned two fresh descriptors we now own.
+    let r = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+    let w = unsafe { OwnedFd::from_raw_fd(fds[1]) };
+    // A large pipe keeps the guest's console writes synchronous (see
+    // GuestOutput); failure to enlarge only matters for huge bursts.
+    unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, PIPE_BYTES) };
+    Ok((r, w))
+}
+
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: plain fcntl on a descriptor we own.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl < 0 || libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+impl UmlNode {
+    /// Starts the node's process. The node runs its early host-side setup,
+    /// connects to the socket and then blocks on START until the engine
+    /// grants it time.
+    pub fn spawn(cfg: &UmlConfig) -> Result<UmlNode, UmlError> {
+        if !cfg.kernel.is_file() {
+            return Err(UmlError::MissingKernel(cfg.kernel.clone()));
+        }
+        if !cfg.initrd.is_file() {
+            return Err(UmlError::MissingInitrd(cfg.initrd.clone()));
+        }
+        let id = cfg.node_id;
+        let io_err = |what: &'static str| move |source| UmlError::Io { node: id, what, source };
+        let sock = cfg.run_dir.join("tt.sock");
+        let _ = std::fs::remove_file(&sock);
+        let listener = UnixListener::bind(&sock).map_err(io_err("bind time-travel socket"))?;
+        listener.set_nonblocking(true).map_err(io_err("socket"))?;
+
+        let (ctl_in_r, ctl_in_w) = pipe().map_err(io_err("pipe"))?;
+        let (ctl_out_r, ctl_out_w) = pipe().map_err(io_err("pipe"))?;
+        let (con_r, con_w) = pipe().map_err(io_err("pipe"))?;
+        let stderr_path = cfg.run_dir.join("stderr.log");
+        let stderr = File::create(&stderr_path).map_err(io_err("stderr log"))?;
+
+        let mut cmd = Command::new(&cfg.kernel);
+        cmd.arg(format!("mem={}M", cfg.mem_mb))
+            .arg(format!("umid=n{id}"))
+            .arg(format!("uml_dir={}", cfg.run_dir.display()))
+            .arg(format!("time-travel=ext:{id}:{}", sock.display()))
+            .arg(format!("initrd={}", cfg.initrd.display()))
+            // con0 is output only; con1 is the control line (fd 3 in, fd 4
+            // out); every other console and serial line is null.
+            .arg("con=null")
+            .arg("ssl=null")
+            .arg("con0=null,fd:1")
+            .arg("con1=fd:3,fd:4")
+            .arg("console=tty0")
+            .arg("panic=-1")
+            .args(&cfg.extra_args);
+        for (k, v) in &cfg.init_env {
+            cmd.arg(format!("{k}={v}"));
+        }
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("TMPDIR", &cfg.run_dir)
+            .current_dir(&cfg.run_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(con_w))
+            .stderr(Stdio::from(stderr));
+        let (a, b) = (ctl_in_r.as_raw_fd(), ctl_out_w.as_raw_fd());
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                // Own process group, so the whole node (UML forks helper
+                // processes for guest address spaces) dies together.
+                libc::setsid();
+                libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+                // Move both ends above 3/4 first so dup2 cannot clobber.
+                let a2 = libc::fcntl(a, libc::F_DUPFD, 10);
+                let b2 = libc::fcntl(b, libc::F_DUPFD, 10);
+                if a2 < 0 || b2 < 0 || libc::dup2(a2, 3) < 0 || libc::dup2(b2, 4) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                libc::close(a2);
+                libc::close(b2);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|source| UmlError::Spawn { kernel: cfg.kernel.clone(), source })?;
+        drop(ctl_in_r);
+        drop(ctl_out_w);
+        drop(cmd);
+        for fd in [con_r.as_raw_fd(), ctl_out_r.as_raw_fd()] {
+            set_nonblocking(fd).map_err(io_err("pipe"))?;
+        }
+        Ok(UmlNode {
+            id,
+            child,
+            listener: Some(listener),
+            conn: None,
+            console: File::from(con_r),
+            control_out: File::from(ctl_out_r),
+            control_in: File::from(ctl_in_w),
+            stderr_path,
+            pending_start: None,
+            time: 0,
+            requested: 0,
+            exited: false,
+            unstamped_console: Vec::new(),
+            unstamped_control: Vec::new(),
+        })
+    }
+
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    /// The time this node wants to run at next.
+    pub fn requested(&self) -> u64 {
+        self.requested
+    }
+
+    pub fn has_exited(&self) -> bool {
+        self.exited
+    }
+
+    pub fn stderr_path(&self) -> &Path {
+        &self.stderr_path
+    }
+
+    /// Waits (wall clock, bounded) for the node to connect and send START.
+    /// After this the node is stopped and ready for its first grant at
+    /// `start_time`.
+    pub fn wait_connected(&mut self, start_time: u64, limit: Duration) -> Result<Vec<GuestOutput>, UmlError> {
+        let listener = self.listener.take().expect("wait_connected called twice");
+        let began = Instant::now();
+        let stream = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(source) => return Err(UmlError::Io { node: self.id, what: "accept", source }),
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                self.exited = true;
+                return Err(UmlError::DiedBeforeStart {
+                    node: self.id,
+                    status: st.to_string(),
+                    stderr: self.stderr_path.clone(),
+                });
+            }
+            if began.elapsed() > limit {
+                return Err(UmlError::NoConnect {
+                    node: self.id,
+                    secs: limit.as_secs(),
+                    stderr: self.stderr_path.clone(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        stream
+            .set_nonblocking(false)
+            .map_err(|source| UmlError::Io { node: self.id, what: "socket", source })?;
+        self.conn = Some(stream);
+        let msg = self.read_msg(None)?;
+        let mut out = Vec::new();
+        self.time = start_time;
+        self.requested = start_time;
+        self.drain(&mut out);
+        match msg {
+            Some(m) if m.op == Op::Start => {
+                self.pending_start = Some(m.seq);
+                Ok(out)
+            }
+            Some(m) => Err(UmlError::Unexpected { node: self.id, msg: m, state: "connecting" }),
+            None => Err(UmlError::DiedBeforeStart {
+                node: self.id,
+                status: "closed the time-travel socket".into(),
+                stderr: self.stderr_path.clone(),
+            }),
+        }
+    }
+
+    /// Writes engine commands to the node's control line. Call only while
+    /// the node is stopped: the guest then sees them at its next grant.
+    pub fn send_control(&mut self, bytes: &[u8]) -> Result<(), UmlError> {
+        self.control_in
+            .write_all(bytes)
+            .map_err(|source| UmlError::Io { node: self.id, what: "control line", source })
+    }
+
+    /// Lets the node run at its requested time until it waits again, exits,
+    /// or trips the watchdog. `time_of_day` is the wall-clock time (ns since
+    /// the Unix epoch) the guest believes it booted at, answered to GET_TOD.
+    pub fn grant(
+        &mut self,
+        time_of_day: u64,
+        watchdog: Duration,
+        out: &mut Vec<GuestOutput>,
+    ) -> Result<RunOutcome, UmlError> {
+        assert!(!self.exited, "grant to an exited node");
+        let conn = self.conn.as_mut().expect("grant before wait_connected");
+        if let Some(seq) = self.pending_start.take() {
+            Msg::new(Op::Ack, seq, 0)
+                .write_to(conn)
+                .map_err(|source| UmlError::Protocol { node: self.id, source })?;
+        } else {
+            self.time = self.requested;
+            Msg::new(Op::Run, 0, self.time)
+                .write_to(conn)
+                .map_err(|source| UmlError::Protocol { node: self.id, source })?;
+        }
+        let began = Instant::now();
+        loop {
+            let left = watchdog.saturating_sub(began.elapsed());
+            let msg = match self.read_msg(Some(left))? {
+                Some(m) => m,
+                None if self.exited => {
+                    self.drain(out);
+                    let st = self.reap();
+                    return Ok(RunOutcome::Exited { status: st.and_then(|s| s.code()), signal: st.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) });
+                }
+                None => {
+                    self.drain(out);
+                    return Ok(RunOutcome::Hung { wall: began.elapsed() });
+                }
+            };
+            self.drain(out);
+            let reply_time = match msg.op {
+                Op::Ack => continue, // the node's ACK of our RUN
+                Op::Request => {
+                    self.requested = msg.time;
+                    0
+                }
+                Op::Update => {
+                    self.time = self.time.max(msg.time);
+                    0
+                }
+                Op::Get => self.time,
+                Op::GetTod => time_of_day,
+                Op::Wait => {
+                    Msg::new(Op::Ack, msg.seq, 0)
+                        .write_to(self.conn.as_mut().unwrap())
+                        .map_err(|source| UmlError::Protocol { node: self.id, source })?;
+                    return Ok(RunOutcome::Waiting { requested: self.requested });
+                }
+                _ => return Err(UmlError::Unexpected { node: self.id, msg, state: "running" }),
+            };
+            Msg::new(Op::Ack, msg.seq, reply_time)
+                .write_to(self.conn.as_mut().unwrap())
+                .map_err(|source| UmlError::Protocol { node: self.id, source })?;
+        }
+    }
+
+    /// Reads one message, draining output pipes while waiting so a chatty
+    /// guest never blocks on a full pipe. `None`: the socket closed (the
+    /// node exited; `self.exited` is set) or `limit` passed.
+    fn read_msg(&mut self, limit: Option<Duration>) -> Result<Option<Msg>, UmlError> {
+        let began = Instant::now();
+        let fd = self.conn.as_ref().unwrap().as_raw_fd();
+        loop {
+            let wait_ms = match limit {
+                Some(l) => {
+                    let left = l.saturating_sub(began.elapsed());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    left.as_millis().min(100) as i32
+                }
+                None => 100,
+            };
+            let mut pfd = [
+                libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: self.console.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: self.control_out.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            ];
+            // SAFETY: pfd is a valid array of pollfd.
+            let n = unsafe { libc::poll(pfd.as_mut_ptr(), 3, wait_ms.max(1)) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(UmlError::Io { node: self.id, what: "poll", source: e });
+            }
+            if pfd[1].revents != 0 || pfd[2].revents != 0 {
+                // Keep the pipes from filling; the bytes are stamped at the
+                // node's next message.
+                self.read_pipes();
+            }
+            if pfd[0].revents != 0 {
+                let conn = self.conn.as_mut().unwrap();
+                return match Msg::read_from(conn) {
+                    Ok(m) => Ok(Some(m)),
+                    Err(ProtocolError::Closed) => {
+                        self.exited = true;
+                        Ok(None)
+                    }
+                    Err(source) => {
+                        if let ProtocolError::Io(e) = &source {
+                            if e.kind() == io::ErrorKind::ConnectionReset {
+                                self.exited = true;
+                                return Ok(None);
+                            }
+                        }
+                        Err(UmlError::Protocol { node: self.id, source })
+                    }
+                };
+            }
+            if limit.is_none() && began.elapsed() > Duration::from_secs(120) {
+                return Ok(None);
+            }
+        }
+    }
+}
+
+impl UmlNode {
+    /// Moves whatever is in the output pipes into the unstamped buffers.
+    fn read_pipes(&mut self) {
+        let mut buf = [0u8; 65536];
+        for (pipe, dst) in [
+            (&mut self.console, &mut self.unstamped_console),
+            (&mut self.control_out, &mut self.unstamped_control),
+        ] {
+            loop {
+                match pipe.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => dst.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break, // WouldBlock: empty for now
+                }
+            }
+        }
+    }
+
+    /// Stamps everything the node wrote since its previous message with its
+    /// current virtual time. Call at every message boundary.
+    fn drain(&mut self, out: &mut Vec<GuestOutput>) {
+        self.read_pipes();
+        for (stream, buf) in [
+            (OutputStream::Console, &mut self.unstamped_console),
+            (OutputStream::Control, &mut self.unstamped_control),
+        ] {
+            if !buf.is_empty() {
+                out.push(GuestOutput { time: self.time, stream, bytes: std::mem::take(buf) });
+            }
+        }
+    }
+
+    /// Collects the exit status of a node whose socket closed. The main
+    /// process is given a moment to finish on its own (a clean poweroff
+    /// exits 0), observed without reaping it (WNOWAIT) so that its process
+    /// group id stays ours while we kill the helper processes left in it.
+    fn reap(&mut self) -> Option<ExitStatus> {
+        self.exited = true;
+        let pid = self.child.id() as libc::id_t;
+        let began = Instant::now();
+        while began.elapsed() < Duration::from_secs(2) {
+            // SAFETY: waitid with a zeroed siginfo out-parameter.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            let r = unsafe {
+                libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
+            };
+            if r != 0 || unsafe { info.si_pid() } != 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.kill_group();
+        self.child.wait().ok()
+    }
+
+    fn kill_group(&mut self) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: signalling our own child's process group (setsid in
+        // pre_exec made its pgid equal to its pid).
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+
+    /// Powers the node off at once (the engine's "stop the world").
+    pub fn kill(&mut self) {
+        // Never signal the group after the child was reaped: its pid (and
+        // so the group id) may already belong to someone else.
+        if !self.exited {
+            self.kill_group();
+            let _ = self.child.wait();
+            self.exited = true;
+        }
+    }
+}
+
+impl Drop for UmlNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

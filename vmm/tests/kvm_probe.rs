@@ -1,0 +1,16 @@
+//! Probe of /dev/kvm: prints what works on this host, step by step.
+//! Skips (with a printed reason) where /dev/kvm is absent.
+
+use vmm::kvm::probe::probe;
+
+#[test]
+fn kvm_probe_reports_each_step() {
+    if !std::path::Path::new("/dev/kvm").exists() {
+        eprintln!("SKIP kvm_probe: /dev/kvm is absent");
+        return;
+    }
+    let report = probe();
+    eprintln!("{report}");
+    assert!(report.ok("open /dev/kvm"), "{report}");
+    assert!(report.ok("long-mode guest (microVM): out 0x3f8 + hlt"), "{report}");
+}
