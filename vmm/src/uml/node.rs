@@ -182,7 +182,6 @@ impl UmlNode {
             .arg("con0=null,fd:1")
             .arg("con1=fd:3,fd:4")
             .arg("console=tty0")
-            .arg("panic=-1")
             .args(&cfg.extra_args);
         for (k, v) in &cfg.init_env {
             cmd.arg(format!("{k}={v}"));
@@ -202,6 +201,9 @@ impl UmlNode {
                 // processes for guest address spaces) dies together.
                 libc::setsid();
                 libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+                // A guest panic ends in abort(); no host core files.
+                let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                libc::setrlimit(libc::RLIMIT_CORE, &no_core);
                 // Move both ends above 3/4 first so dup2 cannot clobber.
                 let a2 = libc::fcntl(a, libc::F_DUPFD, 10);
                 let b2 = libc::fcntl(b, libc::F_DUPFD, 10);
@@ -505,6 +507,36 @@ impl UmlNode {
         unsafe {
             libc::kill(-pid, libc::SIGKILL);
         }
+    }
+
+    /// Proportional set size of the node's processes (the kernel process
+    /// and the host processes backing guest address spaces), in KiB; guest
+    /// memory shared between them is counted once.
+    pub fn memory_kib(&self) -> u64 {
+        if self.exited {
+            return 0;
+        }
+        let pgid = self.child.id() as i64;
+        let mut total = 0;
+        let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i64>().ok()) else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            // Fields after the command name (which may hold spaces): state ppid pgrp.
+            let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+            let pgrp = after.split_whitespace().nth(2).and_then(|s| s.parse::<i64>().ok());
+            if pgrp != Some(pgid) {
+                continue;
+            }
+            if let Ok(roll) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
+                total += roll
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Pss:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+        total
     }
 
     /// Powers the node off at once (the engine's "stop the world").

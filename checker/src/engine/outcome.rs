@@ -1,0 +1,75 @@
+//! What an execution concluded.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::trace::Trace;
+
+/// Which property failed. A guest that panics or hangs is a finding about
+/// the guest, never a simulator crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The workload exited non-zero.
+    Workload,
+    /// An invariant exited non-zero.
+    Invariant,
+    /// A node's start command exited non-zero.
+    StartCommand,
+    /// A guest kernel panicked.
+    GuestPanic,
+    /// A guest kernel exited without panicking (poweroff, host signal).
+    GuestExit,
+    /// A guest stopped yielding to the time controller.
+    GuestHang,
+    /// The virtual-time limit passed first.
+    TimeLimit,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    /// The node to blame (`n2`), if one is.
+    pub node: Option<String>,
+    /// Virtual time of the failure (ns).
+    pub time: u64,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, node: Option<String>, time: u64, message: String) -> Failure {
+        Failure { kind, node, time, message }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Fail(Failure),
+}
+
+impl Verdict {
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Verdict::Pass => None,
+            Verdict::Fail(f) => Some(f),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ExecutionResult {
+    pub verdict: Verdict,
+    pub trace: Trace,
+    pub trace_hash: String,
+    /// Virtual time at the end (ns).
+    pub virtual_ns: u64,
+    pub wall: Duration,
+    /// Wall time until every node's agent was ready.
+    pub boot_wall: Option<Duration>,
+    /// Number of times a node was let run.
+    pub grants: u64,
+    /// Memory (PSS, KiB) of each node's host processes at the end.
+    pub node_memory_kib: Vec<u64>,
+}

@@ -1,0 +1,160 @@
+//! The machine-readable summary.
+
+use super::{describe, node_name, sanitize, Analysis, ReportMeta};
+use crate::trace::{Event, EventKind};
+use serde_json::{json, Map, Value};
+
+/// Console lines per node in `nodes[].last_console`.
+pub const LAST_CONSOLE_LINES: usize = 10;
+const TEXT_CHARS: usize = 1000;
+/// At most this many entries in `failed_invariants` (the count is in `counts`).
+pub const MAX_FAILED_INVARIANTS: usize = 100;
+
+/// A summary for machines:
+///
+/// ```json
+/// { "cluster", "seed", "strategy", "execution", "trace_hash",
+///   "events": N, "virtual_end_ns": T,
+///   "counts": { "<kind>": n, ... every kind, zeros included },
+///   "messages": { "sent", "delivered", "duplicates", "dropped", "in_flight" },
+///   "failure": null | { "description", "event_index", "time", "node",
+///                       "node_name", "event": "<one-line description>" },
+///   "failed_invariants": [ { "name", "node", "time", "event_index" } ],
+///   "nodes": [ { "node", "name", "console_lines", "last_console": [...],
+///                "crashes", "restarts", "hung", "exit": null | {...} } ] }
+/// ```
+///
+/// Guest text is stripped of control characters and cut to 1000 characters.
+pub fn summary_json(meta: &ReportMeta, events: &[Event]) -> Value {
+    let a = Analysis::new(meta, events);
+    let c = &a.counts;
+    let mut counts = Map::new();
+    for k in [
+        "boot",
+        "run",
+        "console",
+        "command",
+        "command_done",
+        "ready",
+        "exit",
+        "hung",
+        "send",
+        "deliver",
+        "drop",
+        "partition",
+        "heal",
+        "crash",
+        "restart",
+        "invariant",
+        "note",
+    ] {
+        counts.insert(k.to_string(), json!(c.kind(k)));
+    }
+    let failure = match &a.failure {
+        None => Value::Null,
+        Some(f) => {
+            let mut m = Map::new();
+            m.insert(
+                "description".into(),
+                json!(sanitize(&f.description, TEXT_CHARS)),
+            );
+            match f.index {
+                Some(i) => {
+                    let ev = &events[i];
+                    m.insert("event_index".into(), json!(i));
+                    m.insert("time".into(), json!(ev.time));
+                    m.insert("node".into(), json!(ev.node));
+                    m.insert(
+                        "node_name".into(),
+                        json!(sanitize(&node_name(meta, ev.node), 200)),
+                    );
+                    m.insert(
+                        "event".into(),
+                        json!(sanitize(&describe(meta, ev), TEXT_CHARS)),
+                    );
+                }
+                None => {
+                    m.insert("event_index".into(), Value::Null);
+                }
+            }
+            Value::Object(m)
+        }
+    };
+    let failed_invariants: Vec<Value> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.kind {
+            EventKind::Invariant { name, ok: false } => Some(json!({
+                "name": sanitize(name, TEXT_CHARS),
+                "node": e.node,
+                "time": e.time,
+                "event_index": i,
+            })),
+            _ => None,
+        })
+        .take(MAX_FAILED_INVARIANTS)
+        .collect();
+    let nodes: Vec<Value> = a
+        .nodes
+        .iter()
+        .map(|&n| {
+            let mine = || events.iter().filter(move |e| e.node == n);
+            let console: Vec<&str> = mine()
+                .filter_map(|e| match &e.kind {
+                    EventKind::Console { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let last_console: Vec<String> = console
+                [console.len().saturating_sub(LAST_CONSOLE_LINES)..]
+                .iter()
+                .map(|t| sanitize(t, TEXT_CHARS))
+                .collect();
+            let exit = events
+                .iter()
+                .rev()
+                .filter(|e| e.node == n)
+                .find_map(|e| match &e.kind {
+                    EventKind::Exit {
+                        status,
+                        signal,
+                        panic,
+                    } => Some(json!({
+                        "time": e.time, "status": status, "signal": signal, "panic": panic,
+                    })),
+                    _ => None,
+                })
+                .unwrap_or(Value::Null);
+            json!({
+                "node": n,
+                "name": sanitize(&node_name(meta, n), 200),
+                "console_lines": console.len(),
+                "last_console": last_console,
+                "crashes": mine().filter(|e| matches!(e.kind, EventKind::Crash { .. })).count(),
+                "restarts": mine().filter(|e| matches!(e.kind, EventKind::Restart)).count(),
+                "hung": mine().any(|e| matches!(e.kind, EventKind::Hung)),
+                "exit": exit,
+            })
+        })
+        .collect();
+    json!({
+        "cluster": sanitize(&meta.cluster, 200),
+        "seed": meta.seed,
+        "strategy": sanitize(&meta.strategy, 200),
+        "execution": meta.execution,
+        "trace_hash": sanitize(&meta.trace_hash, 200),
+        "events": events.len(),
+        "virtual_end_ns": a.end_time(),
+        "counts": counts,
+        "messages": {
+            "sent": c.sent,
+            "delivered": c.delivered,
+            "duplicates": c.duplicates,
+            "dropped": c.dropped,
+            "in_flight": c.in_flight,
+        },
+        "failure": failure,
+        "failed_invariants": failed_invariants,
+        "nodes": nodes,
+    })
+}

@@ -1,0 +1,410 @@
+//! Reports of one execution, made from its trace.
+//!
+//! Three views of the same `&[Event]`:
+//! - [`render_html`]: one self-contained HTML page (inline CSS and SVG, no
+//!   JavaScript, no external resources) with a space-time diagram and the
+//!   nodes' console logs interleaved by virtual time;
+//! - [`render_text`]: a compact terminal summary;
+//! - [`summary_json`]: counts and the failure, for machines.
+//!
+//! Every view is a pure function of its input: the same meta and events give
+//! the same bytes. Guest text (console lines, message summaries, command
+//! names, ...) is untrusted: it is escaped for HTML and stripped of control
+//! characters (terminal escapes, bidi overrides) in every view.
+//!
+//! Output size is bounded for long traces: the diagram shows at most
+//! [`html::MAX_ROWS`] rows and the console table a bounded number of lines
+//! per node, always including the region around the failure, with a note
+//! saying what was left out.
+
+use crate::trace::{Event, EventKind, ENGINE};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+pub mod html;
+mod json;
+#[cfg(test)]
+mod tests;
+mod text;
+
+pub use html::render_html;
+pub use json::summary_json;
+pub use text::render_text;
+
+/// What the report says about the execution besides its events.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportMeta {
+    /// Cluster name (for example the cluster directory's name).
+    pub cluster: String,
+    pub seed: u64,
+    /// Strategy name, perhaps with its parameters (`"pct(depth=3)"`).
+    pub strategy: String,
+    /// Which execution of the run (0-based).
+    pub execution: u64,
+    pub trace_hash: String,
+    /// What failed, for humans; `None` when the execution passed. The
+    /// report locates the failing event itself (see [`failure_index`]).
+    pub failure: Option<String>,
+    /// `node_names[k]` names node `k + 1` (node 0 is the engine). Nodes
+    /// without a name are called `n<number>`.
+    pub node_names: Vec<String>,
+}
+
+/// The failure as the report shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureSpot {
+    /// Index into the events of the failing event, when one is found.
+    pub index: Option<usize>,
+    /// `meta.failure`, or a description made from the failing event.
+    pub description: String,
+}
+
+/// Finds the event where the execution failed: the first failed invariant,
+/// else the first kernel panic, else the first hung node; when `failure` is
+/// set and none of those occurs, the first exit with a non-zero status or a
+/// signal, else the last event that is not `Run`. Returns `None` for a
+/// passing execution without any of the strong signs.
+pub fn failure_index(failure: Option<&str>, events: &[Event]) -> Option<usize> {
+    let first = |f: &dyn Fn(&EventKind) -> bool| events.iter().position(|e| f(&e.kind));
+    if let Some(i) = first(&|k| matches!(k, EventKind::Invariant { ok: false, .. })) {
+        return Some(i);
+    }
+    if let Some(i) = first(&|k| matches!(k, EventKind::Exit { panic: true, .. })) {
+        return Some(i);
+    }
+    if let Some(i) = first(&|k| matches!(k, EventKind::Hung)) {
+        return Some(i);
+    }
+    failure?;
+    if let Some(i) = first(&|k| {
+        matches!(k, EventKind::Exit { status, signal, .. }
+            if signal.is_some() || status.is_some_and(|s| s != 0))
+    }) {
+        return Some(i);
+    }
+    events
+        .iter()
+        .rposition(|e| !matches!(e.kind, EventKind::Run))
+}
+
+/// The failure of this execution, if any (see [`failure_index`]).
+pub fn failure_spot(meta: &ReportMeta, events: &[Event]) -> Option<FailureSpot> {
+    let index = failure_index(meta.failure.as_deref(), events);
+    let description = match (&meta.failure, index) {
+        (Some(d), _) => d.clone(),
+        (None, Some(i)) => format!("{} (found in the trace)", describe(meta, &events[i])),
+        (None, None) => return None,
+    };
+    Some(FailureSpot { index, description })
+}
+
+/// Event counts, shared by the three views.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Counts {
+    pub by_kind: BTreeMap<&'static str, u64>,
+    pub sent: u64,
+    pub delivered: u64,
+    pub duplicates: u64,
+    pub dropped: u64,
+    pub in_flight: u64,
+    pub invariants_failed: u64,
+}
+
+impl Counts {
+    pub fn kind(&self, k: &str) -> u64 {
+        self.by_kind.get(k).copied().unwrap_or(0)
+    }
+}
+
+/// Messages paired by id, per-node facts, the failure: what every view needs.
+pub(crate) struct Analysis<'a> {
+    pub meta: &'a ReportMeta,
+    pub events: &'a [Event],
+    /// Guest nodes, ascending: named ones and every one that occurs.
+    pub nodes: Vec<u16>,
+    /// For a Deliver or Drop: the Send it belongs to (latest Send with that id).
+    pub partner: Vec<Option<usize>>,
+    /// For a Deliver: not the first delivery of its Send.
+    pub dup: Vec<bool>,
+    /// For a Send: how many Delivers and Drops it got.
+    pub outcome: Vec<(u32, u32)>,
+    pub failure: Option<FailureSpot>,
+    pub counts: Counts,
+}
+
+impl<'a> Analysis<'a> {
+    pub fn new(meta: &'a ReportMeta, events: &'a [Event]) -> Analysis<'a> {
+        let n = events.len();
+        let mut nodes: BTreeSet<u16> = (1..=meta.node_names.len().min(u16::MAX as usize))
+            .map(|k| k as u16)
+            .collect();
+        let mut partner = vec![None; n];
+        let mut dup = vec![false; n];
+        let mut outcome = vec![(0u32, 0u32); n];
+        let mut last_send: BTreeMap<u64, usize> = BTreeMap::new();
+        let mut counts = Counts::default();
+        for (i, ev) in events.iter().enumerate() {
+            nodes.insert(ev.node);
+            *counts.by_kind.entry(kind_name(&ev.kind)).or_insert(0) += 1;
+            match &ev.kind {
+                EventKind::Send { id, to, .. } => {
+                    nodes.insert(*to);
+                    last_send.insert(*id, i);
+                    counts.sent += 1;
+                }
+                EventKind::Deliver { id, from, .. } => {
+                    nodes.insert(*from);
+                    counts.delivered += 1;
+                    if let Some(&s) = last_send.get(id) {
+                        partner[i] = Some(s);
+                        if outcome[s].0 > 0 {
+                            dup[i] = true;
+                            counts.duplicates += 1;
+                        }
+                        outcome[s].0 += 1;
+                    }
+                }
+                EventKind::Drop { id, to, .. } => {
+                    nodes.insert(*to);
+                    counts.dropped += 1;
+                    if let Some(&s) = last_send.get(id) {
+                        partner[i] = Some(s);
+                        outcome[s].1 += 1;
+                    }
+                }
+                EventKind::Invariant { ok: false, .. } => counts.invariants_failed += 1,
+                _ => {}
+            }
+        }
+        nodes.remove(&ENGINE);
+        counts.in_flight = events
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| matches!(e.kind, EventKind::Send { .. }) && outcome[*i] == (0, 0))
+            .count() as u64;
+        Analysis {
+            meta,
+            events,
+            nodes: nodes.into_iter().collect(),
+            partner,
+            dup,
+            outcome,
+            failure: failure_spot(meta, events),
+            counts,
+        }
+    }
+
+    pub fn failure_index(&self) -> Option<usize> {
+        self.failure.as_ref().and_then(|f| f.index)
+    }
+
+    pub fn end_time(&self) -> u64 {
+        self.events.iter().map(|e| e.time).max().unwrap_or(0)
+    }
+}
+
+/// The serde name of an event kind (`"deliver"`, `"command_done"`, ...).
+pub fn kind_name(k: &EventKind) -> &'static str {
+    match k {
+        EventKind::Boot => "boot",
+        EventKind::Run => "run",
+        EventKind::Console { .. } => "console",
+        EventKind::Command { .. } => "command",
+        EventKind::CommandDone { .. } => "command_done",
+        EventKind::Ready => "ready",
+        EventKind::Exit { .. } => "exit",
+        EventKind::Hung => "hung",
+        EventKind::Send { .. } => "send",
+        EventKind::Deliver { .. } => "deliver",
+        EventKind::Drop { .. } => "drop",
+        EventKind::Partition { .. } => "partition",
+        EventKind::Heal => "heal",
+        EventKind::Crash { .. } => "crash",
+        EventKind::Restart => "restart",
+        EventKind::Invariant { .. } => "invariant",
+        EventKind::Note { .. } => "note",
+    }
+}
+
+/// A node's display name: `engine` for node 0, else its configured name,
+/// else `n<number>`. Raw (not sanitised).
+pub fn node_name(meta: &ReportMeta, node: u16) -> String {
+    if node == ENGINE {
+        return "engine".to_string();
+    }
+    match meta.node_names.get(node as usize - 1) {
+        Some(name) if !name.is_empty() => name.clone(),
+        _ => format!("n{node}"),
+    }
+}
+
+/// `n2` or `n2 (db-2)`; raw.
+pub(crate) fn node_label(meta: &ReportMeta, node: u16) -> String {
+    if node == ENGINE {
+        return "engine".to_string();
+    }
+    let name = node_name(meta, node);
+    let short = format!("n{node}");
+    if name == short {
+        short
+    } else {
+        format!("{short} ({name})")
+    }
+}
+
+/// One-line description of an event (raw text; sanitise before showing).
+pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
+    match &ev.kind {
+        EventKind::Boot => "boot".into(),
+        EventKind::Run => "run".into(),
+        EventKind::Console { text } => format!("console: {text}"),
+        EventKind::Command { name } => format!("command {name}"),
+        EventKind::CommandDone { name, status } => format!("command {name} done, status {status}"),
+        EventKind::Ready => "ready".into(),
+        EventKind::Exit {
+            status,
+            signal,
+            panic,
+        } => exit_text(*status, *signal, *panic),
+        EventKind::Hung => "hung (stopped yielding to the time controller)".into(),
+        EventKind::Send {
+            id,
+            to,
+            len,
+            summary,
+        } => {
+            format!(
+                "send #{id} to {} ({len} B) {summary}",
+                node_label(meta, *to)
+            )
+        }
+        EventKind::Deliver {
+            id,
+            from,
+            len,
+            summary,
+        } => {
+            format!(
+                "deliver #{id} from {} ({len} B) {summary}",
+                node_label(meta, *from)
+            )
+        }
+        EventKind::Drop { id, to, cause } => {
+            format!("drop #{id} to {}: {cause}", node_label(meta, *to))
+        }
+        EventKind::Partition { description } => format!("partition {description}"),
+        EventKind::Heal => "heal".into(),
+        EventKind::Crash { detail } => format!("crash: {detail}"),
+        EventKind::Restart => "restart".into(),
+        EventKind::Invariant { name, ok: true } => format!("invariant {name} ok"),
+        EventKind::Invariant { name, ok: false } => format!("invariant {name} FAILED"),
+        EventKind::Note { text } => format!("note: {text}"),
+    }
+}
+
+pub(crate) fn exit_text(status: Option<i32>, signal: Option<i32>, panic: bool) -> String {
+    let mut s = String::from(if panic { "kernel panic, exit" } else { "exit" });
+    if let Some(st) = status {
+        let _ = write!(s, " status {st}");
+    }
+    if let Some(sig) = signal {
+        let _ = write!(s, " signal {sig}");
+    }
+    s
+}
+
+/// Virtual time as seconds with microseconds: `12.345678s`.
+pub fn fmt_time(ns: u64) -> String {
+    format!(
+        "{}.{:06}s",
+        ns / 1_000_000_000,
+        (ns % 1_000_000_000) / 1_000
+    )
+}
+
+/// Virtual time with full precision: `12.345678901s`.
+pub fn fmt_time_ns(ns: u64) -> String {
+    format!("{}.{:09}s", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// A duration, short: `+1.25s`, `+350ms`, `+12µs`, `+80ns`.
+pub fn fmt_dur(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!(
+            "{}.{:02}s",
+            ns / 1_000_000_000,
+            (ns % 1_000_000_000) / 10_000_000
+        )
+    } else if ns >= 1_000_000 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns >= 1_000 {
+        format!("{}µs", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// Makes untrusted text safe to show anywhere: control characters
+/// (terminal escapes included) and bidi overrides become `\xNN` / `\u{NNNN}`,
+/// tabs become spaces, and text longer than `max_chars` is cut with a note.
+pub fn sanitize(s: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max_chars.saturating_add(16)));
+    for (n, c) in s.chars().enumerate() {
+        if n >= max_chars {
+            let rest = s.chars().count() - n;
+            let _ = write!(out, "… (+{rest} chars)");
+            break;
+        }
+        match c {
+            '\t' => out.push(' '),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if c.is_control()
+                || ('\u{202a}'..='\u{202e}').contains(&c)
+                || ('\u{2066}'..='\u{2069}').contains(&c)
+                || c == '\u{200e}'
+                || c == '\u{200f}' =>
+            {
+                let _ = write!(out, "\\u{{{:04x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Sanitised and cut to at most `n` characters with a plain `…` (for labels).
+pub fn clip(s: &str, n: usize) -> String {
+    let prefix: String = s.chars().take(n + 1).collect();
+    let clean = sanitize(&prefix, usize::MAX);
+    if clean.chars().count() <= n {
+        clean
+    } else {
+        let mut out: String = clean.chars().take(n.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// HTML/XML escaping of already sanitised text.
+pub(crate) fn esc_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Sanitise, cut to `max_chars`, escape for HTML.
+pub fn esc(s: &str, max_chars: usize) -> String {
+    esc_html(&sanitize(s, max_chars))
+}

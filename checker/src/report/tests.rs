@@ -1,0 +1,790 @@
+use super::*;
+use crate::trace::{Event, EventKind, Trace};
+
+const S: u64 = 1_000_000_000;
+const MS: u64 = 1_000_000;
+
+pub(super) const HOSTILE: &str =
+    "<script>alert(\"pwn\")</script> & <img src=x onerror=alert(1)> \u{1b}[31mred\u{1b}[0m \u{202e}evil";
+
+struct B {
+    t: Trace,
+    next_id: u64,
+}
+
+impl B {
+    fn new() -> B {
+        B {
+            t: Trace::new(),
+            next_id: 1,
+        }
+    }
+    fn ev(&mut self, time: u64, node: u16, kind: EventKind) {
+        self.t.push(time, node, kind);
+    }
+    fn console(&mut self, time: u64, node: u16, text: &str) {
+        self.ev(time, node, EventKind::Console { text: text.into() });
+    }
+    fn send(&mut self, time: u64, from: u16, to: u16, summary: &str) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.ev(
+            time,
+            from,
+            EventKind::Send {
+                id,
+                to,
+                len: 60 + summary.len() as u32,
+                summary: summary.into(),
+            },
+        );
+        id
+    }
+    fn deliver(&mut self, time: u64, id: u64, from: u16, to: u16, summary: &str) {
+        self.ev(
+            time,
+            to,
+            EventKind::Deliver {
+                id,
+                from,
+                len: 60 + summary.len() as u32,
+                summary: summary.into(),
+            },
+        );
+    }
+    fn msg(&mut self, t0: u64, t1: u64, from: u16, to: u16, summary: &str) -> u64 {
+        let id = self.send(t0, from, to, summary);
+        self.deliver(t1, id, from, to, summary);
+        id
+    }
+    fn drop_(&mut self, time: u64, id: u64, from: u16, to: u16, cause: &str) {
+        self.ev(
+            time,
+            from,
+            EventKind::Drop {
+                id,
+                to,
+                cause: cause.into(),
+            },
+        );
+    }
+}
+
+fn meta(failure: Option<&str>) -> ReportMeta {
+    ReportMeta {
+        cluster: "db-cluster".into(),
+        seed: 42,
+        strategy: "pct(depth=3)".into(),
+        execution: 7,
+        trace_hash: String::new(),
+        failure: failure.map(str::to_string),
+        node_names: vec!["db1".into(), "db2".into(), "db3".into()],
+    }
+}
+
+/// Three nodes, a partition, drops, a duplicate, a crash and restart, a
+/// hostile console line, a failed invariant, events after the failure.
+pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
+    let mut b = B::new();
+    b.ev(
+        0,
+        0,
+        EventKind::Note {
+            text: "execution 7: strategy pct(depth=3), seed 42".into(),
+        },
+    );
+    for n in 1..=3 {
+        b.ev(0, n, EventKind::Boot);
+    }
+    for n in 1..=3u16 {
+        b.ev(10 * MS * n as u64, n, EventKind::Run);
+    }
+    for n in 1..=3u16 {
+        b.console(
+            300 * MS + n as u64 * MS,
+            n,
+            "Linux version 6.1.0-um (simcluster) #1",
+        );
+    }
+    for n in 1..=3u16 {
+        b.console(900 * MS + n as u64 * MS, n, "Run /init as init process");
+    }
+    for n in 1..=3 {
+        b.ev(1200 * MS, n, EventKind::Ready);
+    }
+    b.ev(
+        1300 * MS,
+        1,
+        EventKind::Command {
+            name: "start-db --bootstrap".into(),
+        },
+    );
+    b.console(1350 * MS, 1, "db: starting, cluster of 3, I am db1");
+    let a2 = b.send(1400 * MS, 1, 2, "AppendEntries term=1 idx=0");
+    let a3 = b.send(1400 * MS + 1, 1, 3, "AppendEntries term=1 idx=0");
+    b.deliver(1402 * MS, a2, 1, 2, "AppendEntries term=1 idx=0");
+    b.deliver(1403 * MS, a3, 1, 3, "AppendEntries term=1 idx=0");
+    let r2 = b.send(1404 * MS, 2, 1, "AppendOk term=1");
+    let r3 = b.send(1405 * MS, 3, 1, "AppendOk term=1");
+    b.deliver(1406 * MS, r2, 2, 1, "AppendOk term=1");
+    b.deliver(1408 * MS, r3, 3, 1, "AppendOk term=1");
+    b.ev(
+        1500 * MS,
+        1,
+        EventKind::CommandDone {
+            name: "start-db --bootstrap".into(),
+            status: 0,
+        },
+    );
+    b.console(1500 * MS, 1, "db: leader elected: db1 (term 1)");
+    b.console(1510 * MS, 2, HOSTILE);
+    b.ev(
+        1600 * MS,
+        1,
+        EventKind::Invariant {
+            name: "single-leader".into(),
+            ok: true,
+        },
+    );
+
+    b.ev(
+        2 * S,
+        0,
+        EventKind::Partition {
+            description: "{db1} | {db2, db3}".into(),
+        },
+    );
+    let id = b.send(2100 * MS, 1, 2, "AppendEntries term=1 idx=1 put x=2");
+    b.drop_(2100 * MS, id, 1, 2, "partition");
+    let id = b.send(2100 * MS + 1, 1, 3, "AppendEntries term=1 idx=1 put x=2");
+    b.drop_(2100 * MS + 1, id, 1, 3, "partition");
+    b.console(
+        2600 * MS,
+        2,
+        "db: election timeout, becoming candidate (term 2)",
+    );
+    let v3 = b.send(2601 * MS, 2, 3, "RequestVote term=2");
+    let v1 = b.send(2601 * MS + 1, 2, 1, "RequestVote term=2");
+    b.drop_(2601 * MS + 1, v1, 2, 1, "partition");
+    b.deliver(2603 * MS, v3, 2, 3, "RequestVote term=2");
+    b.msg(2604 * MS, 2606 * MS, 3, 2, "VoteGranted term=2");
+    b.console(2607 * MS, 2, "db: leader elected: db2 (term 2)");
+    b.ev(
+        2700 * MS,
+        2,
+        EventKind::Command {
+            name: "client put x=1".into(),
+        },
+    );
+    let id = b.msg(
+        2710 * MS,
+        2712 * MS,
+        2,
+        3,
+        "AppendEntries term=2 idx=1 put x=1",
+    );
+    b.msg(2713 * MS, 2715 * MS, 3, 2, "AppendOk term=2 idx=1");
+    b.ev(
+        2720 * MS,
+        2,
+        EventKind::CommandDone {
+            name: "client put x=1".into(),
+            status: 0,
+        },
+    );
+    b.deliver(2790 * MS, id, 2, 3, "AppendEntries term=2 idx=1 put x=1"); // duplicate
+    b.ev(3500 * MS, 0, EventKind::Heal);
+
+    b.ev(
+        4 * S,
+        3,
+        EventKind::Crash {
+            detail: "power loss; 3 of 5 unflushed writes survive".into(),
+        },
+    );
+    b.ev(
+        4100 * MS,
+        1,
+        EventKind::Command {
+            name: "client get x".into(),
+        },
+    );
+    let id = b.send(4110 * MS, 1, 3, "AppendEntries term=1 idx=1");
+    b.drop_(4110 * MS, id, 1, 3, "host down");
+    b.msg(4120 * MS, 4123 * MS, 1, 2, "AppendEntries term=1 idx=1");
+    b.msg(4125 * MS, 4127 * MS, 2, 1, "Reject term=2");
+    b.console(4128 * MS, 1, "db: stepping down, term 2 > 1");
+    b.ev(
+        4130 * MS,
+        1,
+        EventKind::CommandDone {
+            name: "client get x".into(),
+            status: 0,
+        },
+    );
+    b.console(4131 * MS, 1, "client: get x -> 2 (stale read!)");
+    b.ev(4500 * MS, 3, EventKind::Restart);
+    b.console(4800 * MS, 3, "Linux version 6.1.0-um (simcluster) #1");
+    b.console(5200 * MS, 3, "db: recovering from WAL: 1 entry, 1 torn");
+    let id = b.send(5300 * MS, 2, 3, "AppendEntries term=2 idx=2");
+    b.drop_(5301 * MS, id, 2, 3, "loss (p=0.05)");
+    b.ev(
+        6 * S,
+        1,
+        EventKind::Invariant {
+            name: "linearizable".into(),
+            ok: false,
+        },
+    );
+    b.ev(
+        6 * S,
+        0,
+        EventKind::Note {
+            text: "history: 3 ops, no linearization".into(),
+        },
+    );
+    b.console(6100 * MS, 2, "db: heartbeat");
+    b.send(6200 * MS, 2, 1, "AppendEntries term=2 idx=2"); // still in flight at the end
+    b.ev(
+        6300 * MS,
+        3,
+        EventKind::Exit {
+            status: Some(0),
+            signal: None,
+            panic: false,
+        },
+    );
+    assert!(
+        b.t.events().windows(2).all(|w| w[0].time <= w[1].time),
+        "sample time runs forward"
+    );
+    let mut m = meta(Some(
+        "invariant `linearizable` failed: get x returned 2 after put x=1 completed on db2",
+    ));
+    m.trace_hash = b.t.hash();
+    (m, b.t.events().to_vec())
+}
+
+/// About `n` events over 5 nodes: chatter, consoles, Runs, partitions,
+/// drops; a failed invariant at about 80 %.
+fn big(n: usize) -> (ReportMeta, Vec<Event>) {
+    let mut b = B::new();
+    let mut t = 0u64;
+    let nodes = 5u16;
+    for k in 1..=nodes {
+        b.ev(0, k, EventKind::Boot);
+    }
+    let mut step = 0u64;
+    let mut failed = false;
+    while b.t.len() < n {
+        step += 1;
+        t += 2_000 + (step * 7919 % 13) * 100_000;
+        let from = (step % nodes as u64) as u16 + 1;
+        let to = ((step * 3) % nodes as u64) as u16 + 1;
+        let to = if to == from { to % nodes + 1 } else { to };
+        b.ev(t, from, EventKind::Run);
+        b.console(t, from, &format!("step {step}: node {from} log line"));
+        match step % 1000 {
+            200 => b.ev(
+                t,
+                0,
+                EventKind::Partition {
+                    description: format!("cut {step}"),
+                },
+            ),
+            700 => b.ev(t, 0, EventKind::Heal),
+            _ => {}
+        }
+        if !failed && b.t.len() >= n * 8 / 10 {
+            failed = true;
+            b.console(t, from, "FAILING-REGION-MARKER");
+            b.ev(
+                t,
+                from,
+                EventKind::Invariant {
+                    name: "linearizable".into(),
+                    ok: false,
+                },
+            );
+        }
+        let id = b.send(t, from, to, &format!("m{step}"));
+        match step % 17 {
+            0 => b.drop_(t + 1, id, from, to, "loss"),
+            _ => b.deliver(t + 1000, id, from, to, &format!("m{step}")),
+        }
+    }
+    let mut m = meta(Some("invariant linearizable failed"));
+    m.node_names = (1..=nodes).map(|k| format!("node-{k}")).collect();
+    (m, b.t.events().to_vec())
+}
+
+/// A tiny well-formedness check: tags balance (void elements and `/>`
+/// aside), `<style>` has no markup, every `<` starts a tag and every `&`
+/// an entity. Returns the number of elements.
+pub(super) fn check_html(html: &str) -> Result<usize, String> {
+    const VOID: [&str; 6] = ["meta", "br", "hr", "img", "input", "link"];
+    let mut stack: Vec<String> = Vec::new();
+    let mut count = 0;
+    let mut i = 0;
+    while let Some(off) = html[i..].find(['<', '&']) {
+        let s = i + off;
+        let rest = &html[s..];
+        if rest.starts_with('&') {
+            let semi = rest.find(';').ok_or_else(|| format!("bare & at {s}"))?;
+            let ent = &rest[1..semi];
+            let ok = (!ent.is_empty() && ent.chars().all(|c| c.is_ascii_alphanumeric()))
+                || (ent.starts_with("#x")
+                    && ent.len() > 2
+                    && ent[2..].chars().all(|c| c.is_ascii_hexdigit()))
+                || (ent.starts_with('#')
+                    && ent.len() > 1
+                    && ent[1..].chars().all(|c| c.is_ascii_digit()));
+            if !ok {
+                return Err(format!("bad entity {:?} at {s}", &rest[..semi.min(20)]));
+            }
+            i = s + 1;
+            continue;
+        }
+        if rest.starts_with("<!--") {
+            i = s + rest.find("-->").ok_or("unclosed comment")? + 3;
+            continue;
+        }
+        if rest.starts_with("<!") {
+            i = s + rest.find('>').ok_or("unclosed doctype")? + 1;
+            continue;
+        }
+        let end = s + rest
+            .find('>')
+            .ok_or_else(|| format!("unclosed tag at {s}"))?;
+        let tag = &html[s + 1..end];
+        if tag.contains('<') {
+            return Err(format!("'<' inside tag at {s}: {tag:.60}"));
+        }
+        if let Some(name) = tag.strip_prefix('/') {
+            let name = name.trim();
+            match stack.pop() {
+                Some(open) if open == name => {}
+                other => return Err(format!("</{name}> at {s} closes {other:?}")),
+            }
+        } else {
+            let name: String = tag
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            if name.is_empty() {
+                return Err(format!("stray '<' at {s}: {:.40}", rest));
+            }
+            count += 1;
+            if !(tag.ends_with('/') || VOID.contains(&name.as_str())) {
+                if name == "style" || name == "script" {
+                    let close = format!("</{name}>");
+                    let body_end = end + html[end..].find(&close).ok_or("unclosed raw text")?;
+                    if html[end + 1..body_end].contains('<') {
+                        return Err(format!("markup inside <{name}>"));
+                    }
+                    i = body_end + close.len();
+                    continue;
+                }
+                stack.push(name);
+            }
+        }
+        i = end + 1;
+    }
+    if stack.is_empty() {
+        Ok(count)
+    } else {
+        Err(format!("unclosed: {stack:?}"))
+    }
+}
+
+fn count(hay: &str, needle: &str) -> usize {
+    hay.matches(needle).count()
+}
+
+fn kinds(events: &[Event], f: impl Fn(&EventKind) -> bool) -> usize {
+    events.iter().filter(|e| f(&e.kind)).count()
+}
+
+#[test]
+fn html_is_well_formed_and_self_contained() {
+    let (m, ev) = sample();
+    let html = render_html(&m, &ev);
+    let n = check_html(&html).unwrap();
+    assert!(n > 100, "{n} elements");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    for external in [
+        "http://", "https://", " src=\"", "<link", "@import", "url(http",
+    ] {
+        let hits: Vec<_> = html
+            .match_indices(external)
+            .map(|(i, _)| &html[i..(i + 60).min(html.len())])
+            .collect();
+        // The SVG namespace is an identifier, not a resource.
+        let real = hits
+            .iter()
+            .filter(|h| !h.starts_with("http://www.w3.org/2000/svg"))
+            .count();
+        assert_eq!(real, 0, "{external}: {hits:?}");
+    }
+    assert_eq!(count(&html, "<script"), 0, "no JavaScript at all");
+}
+
+#[test]
+fn html_draws_messages_drops_partitions_and_failure() {
+    let (m, ev) = sample();
+    let html = render_html(&m, &ev);
+    let delivers = kinds(&ev, |k| matches!(k, EventKind::Deliver { .. }));
+    let drops = kinds(&ev, |k| matches!(k, EventKind::Drop { .. }));
+    assert_eq!(
+        count(&html, "data-kind=\"deliver\"") + count(&html, "data-kind=\"dup\""),
+        delivers
+    );
+    assert_eq!(count(&html, "data-kind=\"dup\""), 1);
+    assert_eq!(count(&html, "data-kind=\"drop\""), drops);
+    assert_eq!(count(&html, "<path class=\"x\""), drops, "an X per drop");
+    assert_eq!(count(&html, "data-kind=\"inflight\""), 1);
+    assert_eq!(count(&html, "<g class=\"band\" data-kind=\"partition\""), 1);
+    assert!(html.contains("{db1} | {db2, db3}"));
+    // Failure: highlighted at the top with working links, marked in both views.
+    assert!(html.contains("class=\"failure\""));
+    assert!(html.contains("href=\"#failure\"") && html.contains("id=\"failure\""));
+    assert!(html.contains("href=\"#console-failure\"") && html.contains("id=\"console-failure\""));
+    assert_eq!(count(&html, "failev"), 1 + count(&html, ".failev"));
+    assert!(html.contains("✗ linearizable"));
+    assert!(html.contains("data-kind=\"crash\"") && html.contains("data-kind=\"restart\""));
+    assert!(html.contains("▶ start-db --bootstrap"));
+    // Console lines from every node.
+    assert!(html.contains("db: recovering from WAL"));
+    assert!(html.contains("client: get x -&gt; 2 (stale read!)"));
+    // Idle stretches are marked, and Run events take no space.
+    assert!(html.contains("idle +"));
+}
+
+#[test]
+fn hostile_text_is_escaped() {
+    let (mut m, mut ev) = sample();
+    m.cluster = HOSTILE.into();
+    m.strategy = HOSTILE.into();
+    m.node_names[0] = HOSTILE.into();
+    m.failure = Some(HOSTILE.into());
+    ev.push(Event {
+        time: 7 * S,
+        node: 0,
+        kind: EventKind::Partition {
+            description: HOSTILE.into(),
+        },
+    });
+    ev.push(Event {
+        time: 7 * S,
+        node: 2,
+        kind: EventKind::Command {
+            name: HOSTILE.into(),
+        },
+    });
+    let id = 999_999;
+    ev.push(Event {
+        time: 7 * S,
+        node: 1,
+        kind: EventKind::Send {
+            id,
+            to: 2,
+            len: 1,
+            summary: HOSTILE.into(),
+        },
+    });
+    ev.push(Event {
+        time: 7 * S + 1,
+        node: 2,
+        kind: EventKind::Deliver {
+            id,
+            from: 1,
+            len: 1,
+            summary: HOSTILE.into(),
+        },
+    });
+    ev.push(Event {
+        time: 7 * S + 2,
+        node: 3,
+        kind: EventKind::Crash {
+            detail: HOSTILE.into(),
+        },
+    });
+    let html = render_html(&m, &ev);
+    check_html(&html).unwrap();
+    assert!(!html.contains("<script"), "raw script tag");
+    assert!(!html.contains("<img"), "raw img tag");
+    assert!(html.contains("&lt;script&gt;alert(&quot;pwn&quot;)&lt;/script&gt;"));
+    assert!(!html.contains('\u{1b}'), "terminal escape left in");
+    assert!(!html.contains('\u{202e}'), "bidi override left in");
+    assert!(html.contains("\\x1b[31mred"));
+
+    let text = render_text(&m, &ev);
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'));
+    assert!(text.chars().all(|c| c == '\n' || !c.is_control()));
+    let json = summary_json(&m, &ev).to_string();
+    assert!(!json.contains('\u{1b}') && !json.contains("\\u001b"));
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    let (m, ev) = sample();
+    assert_eq!(render_html(&m, &ev), render_html(&m, &ev.clone()));
+    assert_eq!(render_text(&m, &ev), render_text(&m, &ev));
+    assert_eq!(
+        summary_json(&m, &ev).to_string(),
+        summary_json(&m, &ev).to_string()
+    );
+    let (bm, bev) = big(20_000);
+    assert_eq!(render_html(&bm, &bev), render_html(&bm, &bev));
+}
+
+#[test]
+fn big_trace_stays_small_and_keeps_the_failing_region() {
+    let (m, ev) = big(100_000);
+    assert!(ev.len() >= 100_000);
+    let html = render_html(&m, &ev);
+    if let Some(p) = std::env::var_os("SIMCLUSTER_REPORT_SAMPLE_BIG") {
+        std::fs::write(p, &html).unwrap();
+    }
+    check_html(&html).unwrap();
+    eprintln!("100k events: {} bytes of HTML", html.len());
+    assert!(html.len() < 4_000_000, "{} bytes", html.len());
+    assert!(html.contains("FAILING-REGION-MARKER"));
+    assert!(html.contains("id=\"failure\"") && html.contains("id=\"console-failure\""));
+    assert!(
+        html.contains("rows (") && html.contains("not shown"),
+        "gap marked"
+    );
+    assert!(html.contains("lines of n1 (node-1) not shown"));
+    // The failure row is inside the diagram window.
+    assert!(html.contains("<g class=\"failmark\">"));
+    let text = render_text(&m, &ev);
+    assert!(text.len() < 10_000, "{}", text.len());
+    assert!(text.contains("FAILING-REGION-MARKER"));
+    let json = summary_json(&m, &ev).to_string();
+    assert!(json.len() < 100_000);
+}
+
+#[test]
+fn text_summary() {
+    let (m, ev) = sample();
+    let text = render_text(&m, &ev);
+    eprintln!("{text}");
+    assert!(text.contains("FAILED: invariant `linearizable` failed"));
+    assert!(text.contains("on n1 (db1)"));
+    assert!(text.contains("invariant linearizable FAILED"));
+    assert!(text.contains(">> #"));
+    assert!(text.contains("(duplicate)"));
+    assert!(
+        text.contains("6 dropped") || text.contains("5 dropped"),
+        "{text}"
+    );
+    assert!(text.contains("1 partitions") && text.contains("1 crashes"));
+    // Nothing after the failure is listed among the last events.
+    assert!(!text.contains("heartbeat"));
+    for n in ["n1 (db1):", "n2 (db2):", "n3 (db3):", "engine:"] {
+        assert!(text.contains(n), "{n}");
+    }
+}
+
+#[test]
+fn json_summary() {
+    let (m, ev) = sample();
+    let v = summary_json(&m, &ev);
+    assert_eq!(v["seed"], 42);
+    assert_eq!(v["events"], ev.len());
+    assert_eq!(
+        v["counts"]["drop"],
+        kinds(&ev, |k| matches!(k, EventKind::Drop { .. }))
+    );
+    assert_eq!(v["counts"]["partition"], 1);
+    assert_eq!(v["counts"]["hung"], 0);
+    assert_eq!(v["messages"]["duplicates"], 1);
+    assert_eq!(v["messages"]["in_flight"], 1);
+    let fi = ev
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::Invariant { ok: false, .. }))
+        .unwrap();
+    assert_eq!(v["failure"]["event_index"], fi);
+    assert_eq!(v["failure"]["node_name"], "db1");
+    assert_eq!(v["failed_invariants"][0]["name"], "linearizable");
+    let n3 = &v["nodes"][2];
+    assert_eq!(n3["name"], "db3");
+    assert_eq!(n3["crashes"], 1);
+    assert_eq!(
+        n3["last_console"][3],
+        "db: recovering from WAL: 1 entry, 1 torn"
+    );
+    assert_eq!(n3["exit"]["status"], 0);
+}
+
+#[test]
+fn passing_and_empty_traces() {
+    let (mut m, mut ev) = sample();
+    m.failure = None;
+    ev.retain(|e| !matches!(e.kind, EventKind::Invariant { ok: false, .. }));
+    assert_eq!(failure_spot(&m, &ev), None);
+    let html = render_html(&m, &ev);
+    check_html(&html).unwrap();
+    assert!(html.contains("No failure recorded"));
+    assert!(!html.contains("id=\"failure\""));
+    assert!(render_text(&m, &ev).contains("passed"));
+    assert!(summary_json(&m, &ev)["failure"].is_null());
+
+    let empty = ReportMeta::default();
+    let html = render_html(&empty, &[]);
+    check_html(&html).unwrap();
+    assert!(render_text(&empty, &[]).contains("0 events"));
+    assert_eq!(summary_json(&empty, &[])["events"], 0);
+    // A failure with no trace still says what failed.
+    let m = ReportMeta {
+        failure: Some("boot failed".into()),
+        ..ReportMeta::default()
+    };
+    let html = render_html(&m, &[]);
+    check_html(&html).unwrap();
+    assert!(html.contains("boot failed"));
+}
+
+#[test]
+fn failure_is_located() {
+    let e = |node, kind| Event {
+        time: 1,
+        node,
+        kind,
+    };
+    let ev = vec![
+        e(
+            1,
+            EventKind::Exit {
+                status: Some(3),
+                signal: None,
+                panic: false,
+            },
+        ),
+        e(2, EventKind::Hung),
+        e(
+            1,
+            EventKind::Exit {
+                status: None,
+                signal: None,
+                panic: true,
+            },
+        ),
+        e(
+            3,
+            EventKind::Invariant {
+                name: "x".into(),
+                ok: false,
+            },
+        ),
+        e(3, EventKind::Run),
+    ];
+    assert_eq!(failure_index(None, &ev), Some(3));
+    assert_eq!(failure_index(None, &ev[..3]), Some(2));
+    assert_eq!(failure_index(None, &ev[..2]), Some(1));
+    assert_eq!(failure_index(None, &ev[..1]), None);
+    assert_eq!(failure_index(Some("f"), &ev[..1]), Some(0));
+    let ok = vec![
+        e(1, EventKind::Boot),
+        e(1, EventKind::Console { text: "x".into() }),
+        e(1, EventKind::Run),
+    ];
+    assert_eq!(failure_index(Some("liveness"), &ok), Some(1));
+    // Found in the trace without a description: one is made up.
+    let spot = failure_spot(&ReportMeta::default(), &ev).unwrap();
+    assert_eq!(spot.description, "invariant x FAILED (found in the trace)");
+}
+
+#[test]
+fn sanitize_and_escape() {
+    assert_eq!(
+        sanitize("a\tb\u{1b}[0m\u{7f}\u{202e}", 100),
+        "a b\\x1b[0m\\x7f\\u{202e}"
+    );
+    assert_eq!(sanitize("abcdef", 3), "abc… (+3 chars)");
+    assert_eq!(
+        esc("<a href='x'>&</a>", 100),
+        "&lt;a href=&#39;x&#39;&gt;&amp;&lt;/a&gt;"
+    );
+    assert_eq!(fmt_time(1_234_567_890), "1.234567s");
+    assert_eq!(fmt_time_ns(5), "0.000000005s");
+    assert_eq!(fmt_dur(1_500_000_000), "1.50s");
+    assert_eq!(fmt_dur(2_000_000), "2ms");
+}
+
+fn find_chromium() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    for name in [
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+    ] {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Writes the sample report into a temp dir (and to the path in
+/// `SIMCLUSTER_REPORT_SAMPLE`, if set) and, where chromium is installed,
+/// screenshots it next to the HTML file.
+#[test]
+fn example_report_and_screenshot() {
+    let (m, ev) = sample();
+    let html = render_html(&m, &ev);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.html");
+    std::fs::write(&file, &html).unwrap();
+    std::fs::write(dir.path().join("report.txt"), render_text(&m, &ev)).unwrap();
+    let mut targets = vec![file.clone()];
+    if let Some(p) = std::env::var_os("SIMCLUSTER_REPORT_SAMPLE") {
+        let p = std::path::PathBuf::from(p);
+        std::fs::write(&p, &html).unwrap();
+        targets.push(p);
+    }
+    let Some(chromium) = find_chromium() else {
+        eprintln!("skipping the screenshot: no chromium on PATH");
+        return;
+    };
+    for html_file in targets {
+        let png = html_file.with_extension("png");
+        let profile = dir.path().join("profile");
+        let mut child = std::process::Command::new(&chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--window-size=1400,1000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("--screenshot={}", png.display()))
+            .arg(format!("file://{}", html_file.display()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(120) {
+                let _ = child.kill();
+                let _ = child.wait();
+                eprintln!("skipping the screenshot: chromium did not finish in 120 s");
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let meta = std::fs::metadata(&png).expect("chromium wrote no screenshot");
+        assert!(meta.len() > 10_000, "screenshot is {} bytes", meta.len());
+        eprintln!("screenshot: {}", png.display());
+    }
+}

@@ -1,0 +1,134 @@
+//! The terminal summary.
+
+use super::{describe, fmt_time, fmt_time_ns, node_label, sanitize, Analysis, ReportMeta};
+use crate::trace::{Event, EventKind, ENGINE};
+use std::fmt::Write as _;
+
+/// How many events per node the summary lists before the failure.
+pub const LAST_EVENTS_PER_NODE: usize = 8;
+const LINE_CHARS: usize = 160;
+
+/// A compact terminal summary: what failed and where, counts, and the last
+/// [`LAST_EVENTS_PER_NODE`] events of each node up to the failure (or the
+/// end), `Run` omitted. Guest text is stripped of control characters.
+pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
+    let a = Analysis::new(meta, events);
+    let c = &a.counts;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "simcluster report: cluster {} seed {} strategy {} execution {}",
+        sanitize(&meta.cluster, 80),
+        meta.seed,
+        sanitize(&meta.strategy, 80),
+        meta.execution
+    );
+    let nodes: Vec<String> = a
+        .nodes
+        .iter()
+        .map(|&n| sanitize(&node_label(meta, n), 40))
+        .collect();
+    let _ = writeln!(
+        s,
+        "trace {}: {} events, virtual time {}, nodes: {}",
+        sanitize(&meta.trace_hash, 80),
+        events.len(),
+        fmt_time(a.end_time()),
+        if nodes.is_empty() {
+            "none".to_string()
+        } else {
+            nodes.join(", ")
+        }
+    );
+    match &a.failure {
+        Some(f) => {
+            let _ = writeln!(s, "FAILED: {}", sanitize(&f.description, 400));
+            if let Some(i) = f.index {
+                let ev = &events[i];
+                let _ = writeln!(
+                    s,
+                    "  at t={} on {} (event #{i}): {}",
+                    fmt_time_ns(ev.time),
+                    sanitize(&node_label(meta, ev.node), 40),
+                    sanitize(&describe(meta, ev), LINE_CHARS)
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(s, "passed: no failure recorded");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "messages: {} sent, {} delivered ({} duplicates), {} dropped, {} in flight at the end",
+        c.sent, c.delivered, c.duplicates, c.dropped, c.in_flight
+    );
+    let _ = writeln!(
+        s,
+        "faults: {} partitions, {} heals, {} crashes, {} restarts, {} hung, {} exits ({} panics)",
+        c.kind("partition"),
+        c.kind("heal"),
+        c.kind("crash"),
+        c.kind("restart"),
+        c.kind("hung"),
+        c.kind("exit"),
+        events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. }))
+            .count()
+    );
+    let _ = writeln!(
+        s,
+        "checks: {} invariants ({} failed), {} commands, {} console lines, {} notes",
+        c.kind("invariant"),
+        c.invariants_failed,
+        c.kind("command"),
+        c.kind("console"),
+        c.kind("note")
+    );
+
+    let end = a.failure_index().map(|i| i + 1).unwrap_or(events.len());
+    let _ = writeln!(
+        s,
+        "last events {} (up to {} per node, run events omitted):",
+        if a.failure_index().is_some() {
+            "up to the failure"
+        } else {
+            "of the execution"
+        },
+        LAST_EVENTS_PER_NODE
+    );
+    let mut order = vec![ENGINE];
+    order.extend(a.nodes.iter().copied());
+    for node in order {
+        let mut last: Vec<usize> = events[..end]
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, e)| e.node == node && !matches!(e.kind, EventKind::Run))
+            .map(|(i, _)| i)
+            .take(LAST_EVENTS_PER_NODE)
+            .collect();
+        if last.is_empty() {
+            continue;
+        }
+        last.reverse();
+        let _ = writeln!(s, "  {}:", sanitize(&node_label(meta, node), 40));
+        for i in last {
+            let ev = &events[i];
+            let mark = if Some(i) == a.failure_index() {
+                ">>"
+            } else {
+                "  "
+            };
+            let dup = if a.dup[i] { " (duplicate)" } else { "" };
+            let _ = writeln!(
+                s,
+                "  {mark} #{i:<6} t={:<16} {}{dup}",
+                fmt_time(ev.time),
+                sanitize(&describe(meta, ev), LINE_CHARS)
+            );
+        }
+    }
+    s
+}

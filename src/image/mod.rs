@@ -1,0 +1,132 @@
+//! `simcluster image build`: everything a cluster needs before it can run,
+//! built into the cache and reused while its inputs are unchanged.
+//!
+//! Boot order of a build: kernel (minutes, once) -> packages (download
+//! once) -> root filesystem (seconds).
+
+pub mod cache;
+pub mod cpio;
+pub mod debs;
+pub mod host;
+pub mod kernel;
+pub mod rootfs;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cluster::Cluster;
+use cache::{cache_root, publish, sha256_file, KeyHasher};
+
+/// Bump when the root filesystem layout or agent protocol changes.
+const ROOTFS_RECIPE: &str = "rootfs-1";
+
+/// What a cluster runs on.
+#[derive(Debug, Clone)]
+pub struct Images {
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    /// Names kernel and root filesystem exactly; recorded in failure files.
+    pub hash: String,
+    pub kernel_cached: bool,
+    pub rootfs_cached: bool,
+    pub wall_seconds: f64,
+}
+
+/// Builds (or finds) the kernel and root filesystem for `cluster`.
+pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
+    let began = Instant::now();
+    let kernel = kernel::ensure_kernel(quiet)?;
+
+    let mut names: Vec<String> = cluster.spec.image.packages.clone();
+    names.push(rootfs::AGENT_PACKAGE.to_string());
+    names.sort();
+    names.dedup();
+    let debs = debs::resolve(&names, &cluster.file)?;
+
+    let mut key = KeyHasher::new(ROOTFS_RECIPE);
+    key.add_str(rootfs::INIT).add_str(rootfs::AGENT);
+    for d in &debs {
+        key.add_str(&d.name).add_str(&d.version).add_str(&d.sha256);
+    }
+    for (guest, host) in &cluster.spec.image.files {
+        let p = cluster.dir.join(host);
+        let sum = sha256_file(&p).with_context(|| format!("{}: reading {}", cluster.file.display(), p.display()))?;
+        key.add_str(guest).add_str(&sum).add(&[is_executable(&p) as u8]);
+    }
+    key.add_str(cluster.spec.node.start.as_deref().unwrap_or(""));
+    key.add_str(&cluster.spec.workload.command);
+    for (name, _, command) in &cluster.invariants {
+        key.add_str(name).add_str(command);
+    }
+    let rootfs_key = key.finish();
+    let dir = cache_root().join("images").join(&rootfs_key);
+    let initrd = dir.join("rootfs.cpio");
+    let rootfs_cached = initrd.is_file();
+    if !rootfs_cached {
+        build_rootfs(cluster, &debs, &dir, quiet)?;
+    }
+    let hash = KeyHasher::new("images").add_str(&kernel.key).add_str(&rootfs_key).finish();
+    Ok(Images {
+        kernel: kernel.path,
+        initrd,
+        hash,
+        kernel_cached: kernel.cached,
+        rootfs_cached,
+        wall_seconds: began.elapsed().as_secs_f64(),
+    })
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+}
+
+fn build_rootfs(cluster: &Cluster, debs: &[debs::Deb], final_dir: &Path, quiet: bool) -> Result<()> {
+    let pb = if quiet { ProgressBar::hidden() } else { ProgressBar::new((debs.len() + 2) as u64) };
+    pb.set_style(ProgressStyle::with_template("rootfs: {bar:30} {pos}/{len} {msg}").unwrap());
+    let work = final_dir.with_extension(format!("build-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    let root = work.join("root");
+    std::fs::create_dir_all(&root)?;
+    let result = (|| -> Result<()> {
+        for d in debs {
+            pb.set_message(format!("{} {}", d.name, d.version));
+            let file = debs::fetch(d)?;
+            debs::unpack(&file, &root)?;
+            pb.inc(1);
+        }
+        pb.set_message("files and agent");
+        for (guest, host) in &cluster.spec.image.files {
+            let src = cluster.dir.join(host);
+            let dst = root.join(guest.trim_start_matches('/'));
+            std::fs::create_dir_all(dst.parent().unwrap())?;
+            let _ = std::fs::remove_file(&dst);
+            std::fs::copy(&src, &dst).with_context(|| format!("copying {} into the image", src.display()))?;
+        }
+        rootfs::write_agent_files(&root, cluster)?;
+        rootfs::check_commands(&root, cluster)?;
+        pb.inc(1);
+        pb.set_message("packing initramfs");
+        let out = work.join("out");
+        std::fs::create_dir_all(&out)?;
+        let f = std::io::BufWriter::new(std::fs::File::create(out.join("rootfs.cpio"))?);
+        let mut w = cpio::CpioWriter::new(f);
+        w.add_tree(&root)?;
+        w.add_device(&cpio::DeviceNode { path: "/dev/console", mode: 0o600, major: 5, minor: 1 })?;
+        w.finish()?;
+        pb.inc(1);
+        publish(&out, final_dir).with_context(|| format!("cannot move the image into {}", final_dir.display()))?;
+        Ok(())
+    })();
+    pb.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+/// Where `simcluster` keeps its cache (shown by `image build`).
+pub fn cache_dir() -> PathBuf {
+    cache_root()
+}

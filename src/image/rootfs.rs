@@ -1,0 +1,146 @@
+//! The node root filesystem: Debian packages, the user's files, and
+//! simcluster's own init and agent, packed as one initramfs shared by every
+//! node (a node learns who it is from its kernel command line).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::cluster::Cluster;
+
+/// Package the agent runs on; always in the image.
+pub const AGENT_PACKAGE: &str = "busybox-static";
+
+/// PID 1: mounts the pseudo file systems, sets the node's identity, and
+/// hands over to the agent. NODE_ID, NODE_NAME and PEERS arrive in the
+/// environment from the kernel command line.
+pub const INIT: &str = r#"#!/bin/busybox sh
+# simcluster node init (generated; do not edit).
+/bin/busybox mkdir -p /proc /sys /dev /tmp /run /var/tmp /root /etc
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sysfs /sys
+/bin/busybox mount -t devtmpfs devtmpfs /dev
+/bin/busybox mount -t tmpfs tmpfs /tmp
+/bin/busybox mount -t tmpfs tmpfs /run
+/bin/busybox --install -s
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+export NODE_ID NODE_NAME PEERS
+hostname "$NODE_NAME"
+ip link set lo up
+exec /bin/busybox sh /sim/agent
+"#;
+
+/// The in-guest agent. It talks to the engine over the control line
+/// (`/dev/tty1`, UML's con1): `@sim ready`, then for each `run NAME` it runs
+/// /sim/cmd/NAME to completion and answers `@sim done NAME STATUS`. If the
+/// node's start command ends, it says `@sim done start STATUS`.
+///
+/// It polls the line with a 50 ms virtual-time timeout instead of blocking:
+/// a node with no timer pending would never be scheduled again, so input
+/// written to its line would never be seen. The engine writes only while
+/// the node is stopped, so which poll sees a command is fixed by the
+/// schedule, not by the host.
+pub const AGENT: &str = r#"# simcluster agent (generated; do not edit).
+exec </dev/null >/dev/console 2>&1
+exec 3<>/dev/tty1
+stty -F /dev/tty1 raw -echo
+say() { echo "@sim $*" >&3; }
+if [ -f /sim/start ]; then
+  ( /bin/sh /sim/start </dev/null >/dev/console 2>&1; say done start $? ) &
+fi
+say ready
+while :; do
+  if read -t 0.05 -r verb arg <&3; then
+    case "$verb" in
+      run) /bin/sh "/sim/cmd/$arg" </dev/null; say done "$arg" $? ;;
+      halt) poweroff -f ;;
+      *) echo "simcluster agent: unknown command: $verb $arg" ;;
+    esac
+  fi
+done
+"#;
+
+/// Writes init, the agent and the cluster's commands into `root`.
+pub fn write_agent_files(root: &Path, cluster: &Cluster) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let write = |rel: &str, body: &str, mode: u32| -> Result<()> {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap())?;
+        std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))?;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))?;
+        Ok(())
+    };
+    write("init", INIT, 0o755)?;
+    write("sim/agent", AGENT, 0o644)?;
+    if let Some(start) = &cluster.spec.node.start {
+        write("sim/start", &format!("{start}\n"), 0o644)?;
+    }
+    write("sim/cmd/workload", &format!("{}\n", cluster.spec.workload.command), 0o644)?;
+    for (name, _, command) in &cluster.invariants {
+        write(&format!("sim/cmd/{name}"), &format!("{command}\n"), 0o644)?;
+    }
+    for dir in ["proc", "sys", "dev", "tmp", "run", "root", "etc"] {
+        std::fs::create_dir_all(root.join(dir))?;
+    }
+    Ok(())
+}
+
+/// The program a shell command line starts, if it names one by absolute
+/// path (leading `VAR=value` assignments skipped).
+fn program_of(command: &str) -> Option<&str> {
+    command
+        .split_whitespace()
+        .find(|w| !(w.contains('=') && !w.starts_with('/')))
+        .filter(|w| w.starts_with('/'))
+        .map(|w| w.trim_end_matches(';'))
+}
+
+/// Every command that starts a program by absolute path must find it in the
+/// image (or among busybox's applets, linked at boot): a typo there would
+/// otherwise only show at run time as "not found" on a guest console.
+pub fn check_commands(root: &Path, cluster: &Cluster) -> Result<()> {
+    let applets = std::process::Command::new(root.join("bin/busybox"))
+        .arg("--list")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let mut commands: Vec<(String, &str)> = Vec::new();
+    if let Some(s) = &cluster.spec.node.start {
+        commands.push(("[node] start".into(), s));
+    }
+    commands.push(("[workload] command".into(), &cluster.spec.workload.command));
+    for (name, _, c) in &cluster.invariants {
+        commands.push((format!("[[invariant]] {name}"), c));
+    }
+    for (what, command) in commands {
+        let Some(prog) = program_of(command) else { continue };
+        let in_image = root.join(prog.trim_start_matches('/'));
+        let exists = std::fs::symlink_metadata(&in_image).is_ok();
+        let base = prog.rsplit('/').next().unwrap_or(prog);
+        let applet = ["/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/"]
+            .iter()
+            .any(|d| prog == format!("{d}{base}"))
+            && applets.lines().any(|a| a.trim() == base);
+        if !exists && !applet {
+            return Err(crate::BadInput(format!(
+                "{}: {what}: {prog} does not exist in the image (add it under [image] files, or the Debian package that ships it under [image] packages)",
+                cluster.file.display()
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::program_of;
+
+    #[test]
+    fn finds_the_program_of_a_command() {
+        assert_eq!(program_of("/usr/local/bin/app --flag"), Some("/usr/local/bin/app"));
+        assert_eq!(program_of("FOO=1 /bin/app"), Some("/bin/app"));
+        assert_eq!(program_of("sleep 60; echo done"), None);
+        assert_eq!(program_of("/bin/true;"), Some("/bin/true"));
+    }
+}

@@ -1,0 +1,82 @@
+//! Bad input: exit code 2, a message naming the file and the problem, and
+//! nothing written.
+
+mod common;
+use common::*;
+
+fn assert_bad(r: &Run, needles: &[&str]) {
+    assert_eq!(r.code, 2, "{r:?}");
+    for n in needles {
+        assert!(r.stderr.contains(n), "stderr lacks {n:?}: {r:?}");
+    }
+    assert!(r.stdout.is_empty(), "{r:?}");
+}
+
+#[test]
+fn a_typo_in_cluster_toml() {
+    let d = cluster("[cluster]\nnodes = 2\n[workload]\nnode = \"n1\"\ncomand = \"true\"\n", &[]);
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), &out.path().join("o"), &[]);
+    assert_bad(&r, &["cluster.toml", "comand"]);
+    assert!(!out.path().join("o").exists(), "output written for bad input");
+}
+
+#[test]
+fn a_missing_cluster_directory_and_file() {
+    let r = run(&["run", "--images", "/nonexistent/cluster"]);
+    assert_bad(&r, &["/nonexistent/cluster", "no such cluster directory"]);
+    let d = tempfile::tempdir().unwrap();
+    let r = run(&["run", "--images", d.path().to_str().unwrap()]);
+    assert_bad(&r, &["cluster.toml", "missing"]);
+}
+
+#[test]
+fn an_unknown_node_and_a_missing_file() {
+    let d = cluster("[cluster]\nnodes = 2\n[workload]\nnode = \"n5\"\ncommand = \"true\"\n", &[]);
+    assert_bad(&run(&["run", "--images", d.path().to_str().unwrap()]), &["cluster.toml", "\"n5\": no such node"]);
+    let d = cluster(
+        "[cluster]\nnodes = 2\n[image]\nfiles = { \"/bin/app\" = \"app\" }\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n",
+        &[],
+    );
+    assert_bad(&run(&["run", "--images", d.path().to_str().unwrap()]), &["cluster.toml", "app", "does not exist"]);
+}
+
+#[test]
+fn an_unknown_debian_package() {
+    let d = cluster(
+        "[cluster]\nnodes = 1\n[image]\npackages = [\"no-such-package-simcluster\"]\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n",
+        &[],
+    );
+    assert_bad(&run(&["image", "build", d.path().to_str().unwrap()]), &["cluster.toml", "no-such-package-simcluster"]);
+}
+
+#[test]
+fn an_unknown_flag_and_a_bad_duration() {
+    let r = run(&["run", "--images", ".", "--sede", "1"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--sede"));
+    let r = run(&["run", "--images", ".", "--time-limit", "soon"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("soon"));
+}
+
+#[test]
+fn a_missing_or_garbage_failure_file() {
+    let r = run(&["replay", "/nonexistent/failure.json"]);
+    assert_bad(&r, &["/nonexistent/failure.json"]);
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("failure.json");
+    std::fs::write(&f, "not a failure file").unwrap();
+    assert_bad(&run(&["replay", f.to_str().unwrap()]), &["failure.json", "not a simcluster failure file"]);
+}
+
+#[test]
+fn help_teaches() {
+    let r = run(&["run", "--help"]);
+    assert_eq!(r.code, 0);
+    for word in ["--seed", "--executions", "--time-limit", "--out", "--runtime", "--strategy"] {
+        assert!(r.stdout.contains(word), "run --help lacks {word}");
+    }
+    let r = run(&["--help"]);
+    assert!(r.stdout.contains("Exit codes") && r.stdout.contains("replay"), "{r:?}");
+}

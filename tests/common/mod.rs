@@ -1,0 +1,74 @@
+//! Helpers for end-to-end tests of the `simcluster` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_simcluster"))
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Result of one invocation.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The last stdout line as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        let last = self.stdout.lines().last().unwrap_or_else(|| panic!("no stdout; stderr:\n{}", self.stderr));
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}\nstderr:\n{}", self.stderr))
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+pub fn run(args: &[&str]) -> Run {
+    let out: Output = bin().args(args).output().expect("run simcluster");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `simcluster run --images DIR --out OUT --quiet EXTRA...`
+pub fn run_cluster(dir: &Path, out: &Path, extra: &[&str]) -> Run {
+    let mut args = vec!["run", "--quiet", "--images", dir.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// A cluster directory in a temp dir with the given cluster.toml and files.
+pub fn cluster(toml: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("cluster.toml"), toml).unwrap();
+    for (name, body) in files {
+        let p = d.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    d
+}
+
+/// A minimal cluster with the given workload and extra TOML.
+pub fn simple(nodes: u16, start: Option<&str>, workload: &str, extra: &str) -> tempfile::TempDir {
+    let start = start.map(|s| format!("[node]\nstart = {s:?}\n")).unwrap_or_default();
+    cluster(
+        &format!(
+            "[cluster]\nnodes = {nodes}\nmemory_mb = 64\n[image]\npackages = [\"busybox-static\"]\n{start}[workload]\nnode = \"n1\"\ncommand = {workload:?}\n{extra}"
+        ),
+        &[],
+    )
+}
