@@ -4,3 +4,6 @@ pub mod linearizability;
 pub mod shrink;
 pub mod failure_file;
 pub mod strategy;
+pub mod trace;
+pub mod report;
+pub mod engine;

@@ -20,7 +20,7 @@
 //! in program order.
 
 use crate::history::{History, HistoryError, Op, Operation, Outcome, Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 /// Limits for one check.
@@ -67,6 +67,11 @@ pub struct Violation {
     pub key_ops: usize,
 }
 
+impl Violation {
+    /// How many prefix ops the text form shows (the last ones).
+    pub const SHOWN: usize = 20;
+}
+
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "key {:?} is not linearizable ({} ops on it).", self.key, self.key_ops)?;
@@ -74,7 +79,12 @@ impl fmt::Display for Violation {
         if self.linearized.is_empty() {
             writeln!(f, "  (none)")?;
         }
-        for (i, (op, state)) in self.linearized.iter().enumerate() {
+        // Long prefixes: the tail is where the trouble is; the struct has all.
+        let skip = self.linearized.len().saturating_sub(Self::SHOWN);
+        if skip > 0 {
+            writeln!(f, "  ... {skip} earlier ops ...")?;
+        }
+        for (i, (op, state)) in self.linearized.iter().enumerate().skip(skip) {
             writeln!(f, "  {:>3}. {}  => {}", i + 1, op, show(state.as_ref()))?;
         }
         let state = self.linearized.last().and_then(|(_, s)| s.as_ref());
@@ -183,6 +193,35 @@ fn check_key(key: &str, all: &[&Operation], opts: &CheckOptions) -> KeyResult {
         ops.push(o);
         steps.push(step);
     }
+    // An info/pending op whose resulting value no op ever observes (reads it,
+    // or CASes from it) is dropped: if a linearization applies it, removing
+    // it leaves a linearization (nothing after it depended on its value), so
+    // the verdict is unchanged, while each optional op kept would double the
+    // configurations a violation has to rule out.
+    let mut observed = vec![false; interner.values.len() + 1];
+    for st in &steps {
+        match *st {
+            Step::Read(v) | Step::Cas(v, _) => observed[v as usize] = true,
+            Step::Write(_) => {}
+        }
+    }
+    let mut kept = 0;
+    for i in 0..ops.len() {
+        let open = ops[i].outcome != Outcome::Ok;
+        let result = match steps[i] {
+            Step::Read(_) => None,
+            Step::Write(v) | Step::Cas(_, v) => Some(v),
+        };
+        if open && result.is_some_and(|v| !observed[v as usize]) {
+            continue;
+        }
+        ops[kept] = ops[i];
+        steps[kept] = steps[i];
+        kept += 1;
+    }
+    ops.truncate(kept);
+    steps.truncate(kept);
+
     let n = ops.len();
     let ok_count = ops.iter().filter(|o| o.outcome == Outcome::Ok).count();
 
@@ -249,6 +288,32 @@ fn check_key(key: &str, all: &[&Operation], opts: &CheckOptions) -> KeyResult {
             KeyResult::Violation(Violation { key: key.to_string(), linearized, stuck, key_ops: n })
         }
     }
+}
+
+/// Memo of configurations seen: (Zobrist hash of the linearized set, state)
+/// -> the full bitsets with that hash. The hash (XOR of a fixed random word
+/// per op) is maintained incrementally, so a lookup is O(1) plus a bitset
+/// comparison on a match; a hash collision can never make two different
+/// configurations look equal. HashMap for lookup only: never iterated.
+#[derive(Default)]
+struct Memo {
+    map: HashMap<(u64, State), Vec<Box<[u64]>>>,
+}
+
+impl Memo {
+    /// Records the configuration; false if it was already there.
+    fn insert(&mut self, hash: u64, state: State, bits: &[u64]) -> bool {
+        let v = self.map.entry((hash, state)).or_default();
+        if v.iter().any(|b| **b == *bits) {
+            return false;
+        }
+        v.push(bits.into());
+        true
+    }
+}
+
+fn zobrist(op: usize) -> u64 {
+    crate::strategy::mix64(op as u64 ^ 0x6c69_6e65_6172)
 }
 
 enum SearchEnd {
@@ -331,11 +396,15 @@ impl<'a> Search<'a> {
         let mut linearized = vec![0u64; words];
         let mut ok_done = 0usize;
         let mut state: State = 0;
-        let mut seen: HashSet<(Vec<u64>, State)> = HashSet::new();
+        let mut hash = 0u64;
+        let mut seen = Memo::default();
         // (op, state before it)
         let mut stack: Vec<(usize, State)> = Vec::new();
         let mut best: Vec<usize> = Vec::new();
         let mut entry = self.next[head];
+        // Pass 1 tries ok ops, pass 2 the optional (info) ones: every
+        // candidate is still tried, but optional ops only when needed.
+        let mut pass_two = false;
         let mut count = 0u64;
         loop {
             if ok_done == ok_count {
@@ -348,11 +417,19 @@ impl<'a> Search<'a> {
             let at_return = entry == NIL || !self.entries[entry].is_call;
             if !at_return {
                 let op = self.entries[entry].op;
+                let optional = self.pos[op].1.is_none();
+                if optional != pass_two {
+                    entry = self.next[entry];
+                    continue;
+                }
                 if let Some(new_state) = steps[op].apply(state) {
                     linearized[op / 64] |= 1 << (op % 64);
-                    if seen.insert((linearized.clone(), new_state)) {
+                    let h = hash ^ zobrist(op);
+                    if seen.insert(h, new_state, &linearized) {
+                        hash = h;
                         stack.push((op, state));
                         state = new_state;
+                        pass_two = false;
                         if self.pos[op].1.is_some() {
                             ok_done += 1;
                         }
@@ -365,7 +442,13 @@ impl<'a> Search<'a> {
                 entry = self.next[entry];
                 continue;
             }
-            // Reached the return of an unlinearized op (or the end): backtrack.
+            // Reached the return of an unlinearized op (or the end).
+            if !pass_two {
+                pass_two = true;
+                entry = self.next[head];
+                continue;
+            }
+            // Both passes failed here: backtrack.
             if stack.len() > best.len() {
                 best = stack.iter().map(|&(op, _)| op).collect();
             }
@@ -373,11 +456,13 @@ impl<'a> Search<'a> {
                 return SearchEnd::Violation { prefix: best };
             };
             state = before;
+            hash ^= zobrist(op);
             linearized[op / 64] &= !(1 << (op % 64));
             if self.pos[op].1.is_some() {
                 ok_done -= 1;
             }
             self.unlift(op);
+            pass_two = self.pos[op].1.is_none();
             entry = self.next[self.pos[op].0];
         }
     }
@@ -431,9 +516,32 @@ mod tests {
         assert_eq!(v.stuck.len(), 1);
         assert_eq!(v.stuck[0].0.id, 2);
         let text = v.to_string();
+        let expected = "key \"x\" is not linearizable (3 ops on it).
+Longest linearizable prefix (2 ops):
+    1. #0 p1 write x := 1 [0..10 ns] ok  => 1
+    2. #1 p1 write x := 2 [20..30 ns] ok  => 2
+With the register at 2, no op can come next:
+  #2 p2 read x -> 1 [40..50 ns] ok: reads a value the register does not hold (2)
+";
+        assert_eq!(text, expected);
         assert!(text.contains("key \"x\" is not linearizable"), "{text}");
         assert!(text.contains("read x -> 1"), "{text}");
         assert!(text.contains("With the register at 2"), "{text}");
+    }
+
+    #[test]
+    fn long_prefixes_are_shortened_in_text() {
+        let mut h = History::new();
+        for i in 0..30 {
+            h.invoke(1, 10 * i, Op::write("x", i as i64)).ok(1, 10 * i + 1, Op::write("x", i as i64));
+        }
+        h.invoke(2, 1000, Op::read("x", None)).ok(2, 1001, Op::read("x", v(3)));
+        let bad = violation(&h);
+        assert_eq!(bad.linearized.len(), 30);
+        let text = bad.to_string();
+        assert!(text.contains("... 10 earlier ops ..."), "{text}");
+        assert!(text.contains(" 30. #29 p1 write x := 29"), "{text}");
+        assert!(!text.contains("write x := 9 "), "{text}");
     }
 
     #[test]
@@ -568,6 +676,34 @@ mod tests {
         h.invoke(3, 8, Op::read("x", None)).ok(3, 9, Op::read("x", v(1)));
         let v = violation(&h);
         assert_eq!(v.linearized.len(), 4, "{v}");
+    }
+
+    #[test]
+    fn unobserved_info_writes_do_not_blow_up_the_search() {
+        // 60 crashed writes nobody ever reads, then a stale read: without
+        // dropping them, refuting 2^60 subsets would never finish.
+        let mut h = History::new();
+        h.invoke(0, 0, Op::write("x", 1)).ok(0, 1, Op::write("x", 1));
+        for p in 1..=60u64 {
+            h.invoke(p, 2, Op::write("x", 100 + p as i64)).info(p, 3, Op::write("x", 100 + p as i64));
+        }
+        h.invoke(0, 10, Op::write("x", 2)).ok(0, 11, Op::write("x", 2));
+        h.invoke(0, 12, Op::read("x", None)).ok(0, 13, Op::read("x", v(1)));
+        let r = check(&h, &CheckOptions { max_steps_per_key: 10_000 }).unwrap();
+        assert!(matches!(r, CheckResult::Violation(_)), "{r:?}");
+        // An observed one is kept and may explain a read.
+        h.invoke(0, 14, Op::read("x", None)).ok(0, 15, Op::read("x", v(107)));
+        let r = check(&h, &CheckOptions { max_steps_per_key: 10_000 }).unwrap();
+        assert!(matches!(r, CheckResult::Violation(_)), "still stale at 13: {r:?}");
+    }
+
+    #[test]
+    fn info_write_observed_by_a_cas_is_kept() {
+        let mut h = History::new();
+        h.invoke(1, 0, Op::write("x", 5)).info(1, 1, Op::write("x", 5));
+        h.invoke(2, 2, Op::cas("x", 5, 6)).ok(2, 3, Op::cas("x", 5, 6));
+        h.invoke(2, 4, Op::read("x", None)).ok(2, 5, Op::read("x", v(6)));
+        assert!(verdict(&h).is_ok());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::cache::{cache_root, publish, KeyHasher};
 use super::host::{apt_install, have_program, installed_version, run_capture};
 
 /// Bump when the build steps below change in a way that changes the output.
-const RECIPE_VERSION: &str = "uml-kernel-1";
+const RECIPE_VERSION: &str = "uml-kernel-2";
 const SOURCE_PACKAGE: &str = "linux-source-6.1";
 const SOURCE_TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
 const CONFIG_FRAGMENT: &str = include_str!("../../guest-images/kernel/uml.config");
@@ -28,6 +28,14 @@ const PATCHES: &[(&str, &str)] = &[(
 /// Roughly how many lines `make` prints for this build; only for the
 /// progress bar.
 const EXPECTED_BUILD_STEPS: u64 = 1420;
+
+/// Kbuild's stamps, fixed (see the kernel's reproducible-builds docs).
+const REPRODUCIBLE_BUILD_ENV: &[(&str, &str)] = &[
+    ("KBUILD_BUILD_TIMESTAMP", "Thu Jan  1 00:00:00 UTC 2026"),
+    ("KBUILD_BUILD_USER", "simcluster"),
+    ("KBUILD_BUILD_HOST", "simcluster"),
+    ("KBUILD_BUILD_VERSION", "1"),
+];
 
 /// Host packages the kernel build needs.
 const BUILD_DEPS: &[(&str, &str)] = &[
@@ -149,6 +157,10 @@ fn build_in(work: &Path, version: &str, quiet: bool) -> Result<()> {
     let mut child = Command::new("make")
         .current_dir(&src)
         .args(["ARCH=um", &format!("-j{jobs}"), "linux"])
+        // The guest prints its kernel's build stamp at boot, so it is part of
+        // every trace: make it a function of the inputs, not of the build
+        // host and hour.
+        .envs(REPRODUCIBLE_BUILD_ENV.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

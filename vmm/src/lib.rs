@@ -12,3 +12,5 @@
 
 pub mod kvm;
 pub mod uml;
+pub mod vhost_user;
+pub mod virtio;

@@ -30,6 +30,10 @@
 //! loses traces when combined with sleep sets; the randomized test against
 //! naive DFS below caught exactly that.)
 //!
+//! An execution should run until `choose` returns None or nothing is
+//! enabled; one stopped early loses only the unexplored subtree of its newest
+//! branch.
+//!
 //! Requirement on `dependent`: it must be symmetric and sound (two
 //! transitions it calls independent commute and do not enable or disable
 //! each other). A crash disables a node's actions, so the engine relation
@@ -130,8 +134,9 @@ impl<T: Transition, D: Fn(&T, &T) -> bool> Dpor<T, D> {
             self.stats.executions = 1;
             return true;
         }
-        // Frames past where the last execution stopped were not revisited.
-        self.stack.truncate(self.depth);
+        // If the last execution stopped early (a failure, a step limit), the
+        // frames below its stop point are still the recorded plan: keep them.
+        // Only the unexplored subtree of the newest branch is skipped.
         self.depth = 0;
         while let Some(top) = self.stack.last_mut() {
             if self.reduce {
@@ -400,6 +405,7 @@ mod tests {
             vec![Inc(2), Inc(2)],
         ];
         let (naive, dpor) = both(&progs, 3);
+        eprintln!("naive: {} executions; dpor: {} executions", naive.executions, dpor.executions);
         let bug = |e: &Explored| e.finals.iter().any(|(_, reads)| reads[1] == vec![1]);
         assert!(bug(&naive));
         assert!(bug(&dpor), "DPOR must still find the bug");
@@ -448,6 +454,39 @@ mod tests {
         let (naive, dpor) = both(&progs, 1);
         assert_eq!(naive.complete_runs, 6);
         assert_eq!(dpor.complete_runs, 6);
+    }
+
+    #[test]
+    fn executions_stopped_early_still_terminate_and_cover_the_rest() {
+        use Ins::*;
+        let progs = vec![vec![Write(0, 1), Write(0, 2)], vec![Write(0, 3)], vec![Read(0)]];
+        let mut d: Dpor<Step, fn(&Step, &Step) -> bool> = Dpor::new(dependent);
+        let mut traces = BTreeSet::new();
+        let mut execution = 0;
+        while d.begin_execution() {
+            execution += 1;
+            let mut pcs = vec![0usize; progs.len()];
+            let mut path = Vec::new();
+            loop {
+                if execution == 2 && path.len() == 1 {
+                    break; // the engine gave up on this execution
+                }
+                let en: Vec<Step> = (0..progs.len())
+                    .filter(|&p| pcs[p] < progs[p].len())
+                    .map(|p| Step { pid: p, pc: pcs[p], ins: progs[p][pcs[p]] })
+                    .collect();
+                if en.is_empty() {
+                    traces.insert(trace_of(&path));
+                    break;
+                }
+                let Some(i) = d.choose(&en).unwrap() else { break };
+                pcs[en[i].pid] += 1;
+                path.push(en[i].clone());
+            }
+            assert!(execution < 100);
+        }
+        let (naive, _) = both(&progs, 1);
+        assert!(traces.len() + 1 >= naive.traces.len(), "{} of {}", traces.len(), naive.traces.len());
     }
 
     #[test]

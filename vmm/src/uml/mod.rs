@@ -14,9 +14,15 @@
 //!   next grant, a point fixed by the engine's schedule;
 //! - host address-space randomisation is turned off for the process
 //!   (`ADDR_NO_RANDOMIZE`), which otherwise changes the guest's memory
-//!   layout from run to run; the environment is cleared and fixed.
+//!   layout from run to run; the environment is cleared and fixed;
+//! - host entropy is cut off ([`seccomp`]): UML would otherwise seed the
+//!   guest's random pool from the host's getrandom(2);
+//! - the kernel command line holds no host paths (the guest mixes it into
+//!   its random pool, and prints it): everything is relative to the node's
+//!   run directory, its working directory.
 
 pub mod node;
+pub mod seccomp;
 pub mod timetravel;
 
 pub use node::{GuestOutput, OutputStream, RunOutcome, UmlConfig, UmlError, UmlNode};

@@ -160,6 +160,12 @@ impl UmlNode {
         let io_err = |what: &'static str| move |source| UmlError::Io { node: id, what, source };
         let sock = cfg.run_dir.join("tt.sock");
         let _ = std::fs::remove_file(&sock);
+        // The guest sees only run-directory-relative names (see the module
+        // docs): link the root filesystem in.
+        let initrd_link = cfg.run_dir.join("rootfs.img");
+        let _ = std::fs::remove_file(&initrd_link);
+        let initrd_abs = cfg.initrd.canonicalize().unwrap_or(cfg.initrd.clone());
+        std::os::unix::fs::symlink(&initrd_abs, &initrd_link).map_err(io_err("link root filesystem"))?;
         let listener = UnixListener::bind(&sock).map_err(io_err("bind time-travel socket"))?;
         listener.set_nonblocking(true).map_err(io_err("socket"))?;
 
@@ -172,9 +178,9 @@ impl UmlNode {
         let mut cmd = Command::new(&cfg.kernel);
         cmd.arg(format!("mem={}M", cfg.mem_mb))
             .arg(format!("umid=n{id}"))
-            .arg(format!("uml_dir={}", cfg.run_dir.display()))
-            .arg(format!("time-travel=ext:{id}:{}", sock.display()))
-            .arg(format!("initrd={}", cfg.initrd.display()))
+            .arg("uml_dir=.")
+            .arg(format!("time-travel=ext:{id}:tt.sock"))
+            .arg("initrd=rootfs.img")
             // con0 is output only; con1 is the control line (fd 3 in, fd 4
             // out); every other console and serial line is null.
             .arg("con=null")
@@ -188,7 +194,7 @@ impl UmlNode {
         }
         cmd.env_clear()
             .env("PATH", "/usr/bin:/bin")
-            .env("TMPDIR", &cfg.run_dir)
+            .env("TMPDIR", ".")
             .current_dir(&cfg.run_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::from(con_w))
@@ -204,6 +210,7 @@ impl UmlNode {
                 // A guest panic ends in abort(); no host core files.
                 let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
                 libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+                super::seccomp::deny_getrandom()?;
                 // Move both ends above 3/4 first so dup2 cannot clobber.
                 let a2 = libc::fcntl(a, libc::F_DUPFD, 10);
                 let b2 = libc::fcntl(b, libc::F_DUPFD, 10);

@@ -1,0 +1,80 @@
+//! SET_MEM_TABLE: mapping the front end's memory.
+//!
+//! user-mode Linux sends one region (two with highmem) backed by its
+//! physical-memory file, with `guest_addr == user_addr ==` the physical
+//! address where the file-backed part starts and `mmap_offset` that same
+//! offset into the file (`vhost_user_set_mem_table` in virtio_uml.c).
+//! Descriptor addresses are guest-physical; ring addresses in
+//! SET_VRING_ADDR are front-end "user" addresses, translated with the table.
+
+use std::fs::File;
+use std::os::fd::OwnedFd;
+
+use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
+
+use super::message::{u32_at, u64_at};
+
+/// One region of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    pub guest_addr: u64,
+    pub size: u64,
+    pub user_addr: u64,
+    pub mmap_offset: u64,
+}
+
+/// A parsed and mapped memory table.
+pub struct MemTable {
+    pub regions: Vec<Region>,
+    pub mem: GuestMemoryMmap,
+}
+
+const PAGE: u64 = 4096;
+
+impl MemTable {
+    /// Parses `struct vhost_user_mem_regions` and maps each region from
+    /// its file descriptor (shared, read-write).
+    pub fn map(payload: &[u8], fds: Vec<OwnedFd>) -> Result<MemTable, String> {
+        let num = u32_at(payload, 0).ok_or("short memory table")? as usize;
+        if num == 0 || num != fds.len() {
+            return Err(format!("{num} regions with {} file descriptors", fds.len()));
+        }
+        let mut regions = Vec::with_capacity(num);
+        let mut mapped = Vec::with_capacity(num);
+        for (i, fd) in fds.into_iter().enumerate() {
+            let at = 8 + 32 * i;
+            let field = |k: usize| u64_at(payload, at + 8 * k).ok_or("short memory table");
+            let r = Region {
+                guest_addr: field(0)?,
+                size: field(1)?,
+                user_addr: field(2)?,
+                mmap_offset: field(3)?,
+            };
+            // mmap needs a page-aligned file offset: map from the page
+            // boundary and place the region that much lower in guest
+            // space (the extra bytes are the same file, harmless).
+            let delta = r.mmap_offset % PAGE;
+            if delta > r.guest_addr || r.size == 0 {
+                return Err(format!("region {i} {r:?} cannot be mapped"));
+            }
+            let file = FileOffset::new(File::from(fd), r.mmap_offset - delta);
+            let region = MmapRegion::from_file(file, (r.size + delta) as usize)
+                .map_err(|e| format!("mmap region {i}: {e}"))?;
+            let g = GuestRegionMmap::new(region, GuestAddress(r.guest_addr - delta))
+                .ok_or_else(|| format!("region {i} overflows the guest address space"))?;
+            mapped.push(g);
+            regions.push(r);
+        }
+        let mem =
+            GuestMemoryMmap::from_regions(mapped).map_err(|e| format!("memory table: {e}"))?;
+        Ok(MemTable { regions, mem })
+    }
+
+    /// Translates a front-end user address to a guest address.
+    pub fn user_to_guest(&self, user: u64) -> Option<GuestAddress> {
+        self.regions
+            .iter()
+            .find(|r| user >= r.user_addr && user - r.user_addr < r.size)
+            .map(|r| GuestAddress(user - r.user_addr + r.guest_addr))
+    }
+}

@@ -1,0 +1,387 @@
+//! virtio-blk (device id 2) over a [`disksim::Disk`].
+//!
+//! A request goes through two engine-visible steps:
+//! 1. *accept*, when the driver kicks the queue: the chain is popped, the
+//!    request applied to the disk with [`disksim::virtio::submit`] (which
+//!    issues it: a write enters the write log as in flight, a read takes
+//!    its data from the cache view), and the request id is queued for
+//!    [`VirtioBlk::take_accepted`]. Nothing is written to guest memory.
+//! 2. *complete*, when the engine chooses ([`VirtioBlk::complete`]):
+//!    [`disksim::Disk::complete`] applies the durability effect, then the
+//!    read data and the status byte go into the driver's buffers and the
+//!    chain onto the used ring.
+//!
+//! Requests that fail before reaching the disk (bad header, unsupported
+//! type) and GET_ID complete at once, during acceptance: the disk model has
+//! nothing to order for them.
+//!
+//! Invariant: every id in `pending` is outstanding in the disk, and every
+//! chain popped from the queue is either in `pending` or on the used ring.
+
+use std::collections::BTreeMap;
+
+use disksim::virtio::{submit, Status};
+use disksim::{Disk, RequestId};
+use virtio_queue::QueueT;
+
+use super::{
+    Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
+};
+
+/// `VIRTIO_BLK_F_SEG_MAX`: `seg_max` in the config is valid.
+pub const VIRTIO_BLK_F_SEG_MAX: u64 = 1 << 2;
+/// `VIRTIO_BLK_F_BLK_SIZE`: `blk_size` in the config is valid.
+pub const VIRTIO_BLK_F_BLK_SIZE: u64 = 1 << 6;
+/// `VIRTIO_BLK_F_FLUSH`: the device has a volatile write cache and
+/// accepts FLUSH; disksim's durability model depends on it.
+pub const VIRTIO_BLK_F_FLUSH: u64 = 1 << 9;
+/// The only request queue.
+pub const REQUEST_QUEUE: usize = 0;
+
+/// Static properties of a block device.
+#[derive(Debug, Clone)]
+pub struct BlkConfig {
+    /// GET_ID answer (at most 20 bytes are used).
+    pub serial: Vec<u8>,
+    /// Queue size offered (user-mode Linux uses at most 256).
+    pub queue_size: u16,
+    /// Logical block size reported to the driver (512 or 4096).
+    pub blk_size: u32,
+}
+
+impl Default for BlkConfig {
+    fn default() -> Self {
+        BlkConfig {
+            serial: b"simcluster".to_vec(),
+            queue_size: 256,
+            blk_size: 512,
+        }
+    }
+}
+
+/// A request accepted but not completed.
+struct Pending {
+    chain: Chain,
+    status: Status,
+    data_in: Vec<u8>,
+}
+
+/// A virtio-blk device.
+pub struct VirtioBlk {
+    disk: Disk,
+    cfg: BlkConfig,
+    sizes: [u16; 1],
+    acked: u64,
+    pending: BTreeMap<RequestId, Pending>,
+    accepted: Vec<RequestId>,
+}
+
+impl VirtioBlk {
+    pub fn new(disk: Disk, cfg: BlkConfig) -> VirtioBlk {
+        let sizes = [cfg.queue_size];
+        VirtioBlk {
+            disk,
+            cfg,
+            sizes,
+            acked: 0,
+            pending: BTreeMap::new(),
+            accepted: Vec::new(),
+        }
+    }
+
+    pub fn disk(&self) -> &Disk {
+        &self.disk
+    }
+
+    /// The disk, for crash injection and inspection. Completing requests
+    /// behind the device's back breaks its invariant; use [`Self::complete`].
+    pub fn disk_mut(&mut self) -> &mut Disk {
+        &mut self.disk
+    }
+
+    /// Requests accepted since the last call, in acceptance order. Each
+    /// must eventually be passed to [`Self::complete`] (or dropped by a
+    /// reset or power loss).
+    pub fn take_accepted(&mut self) -> Vec<RequestId> {
+        std::mem::take(&mut self.accepted)
+    }
+
+    /// Requests accepted and not yet completed, in id (= issue) order.
+    pub fn pending(&self) -> impl Iterator<Item = RequestId> + '_ {
+        self.pending.keys().copied()
+    }
+
+    /// Completes request `id`: durability effect on the disk, data and
+    /// status into the driver's buffers, chain onto the used ring. Call
+    /// only while the guest is stopped; afterwards ask
+    /// [`Queues::needs_interrupt`] for [`REQUEST_QUEUE`].
+    pub fn complete(&mut self, id: RequestId, queues: &mut Queues) -> Result<(), DeviceError> {
+        if !self.pending.contains_key(&id) {
+            return Err(DeviceError::UnknownRequest(id));
+        }
+        let (mem, q) = queues.ready(REQUEST_QUEUE)?;
+        let p = self.pending.remove(&id).expect("checked above");
+        self.disk.complete(id)?;
+        finish(mem, q, &p.chain, p.status, &p.data_in)
+    }
+
+    /// Accepts one chain; `Ok(true)` if it is now pending, `Ok(false)` if
+    /// it completed at once.
+    fn accept(&mut self, queues: &mut Queues, chain: Chain) -> Result<bool, DeviceError> {
+        let (mem, q) = queues.ready(REQUEST_QUEUE)?;
+        let readable = chain.read_all(mem)?;
+        let writable = chain.writable_len();
+        if writable == 0 {
+            // No room for a status byte: a broken driver. Return the chain.
+            q.add_used(mem, chain.head, 0)?;
+            return Ok(false);
+        }
+        let split = readable.len().min(disksim::virtio::HEADER_LEN);
+        let (header, data_out) = readable.split_at(split);
+        let s = submit(
+            &mut self.disk,
+            header,
+            data_out,
+            writable - 1,
+            &self.cfg.serial,
+        )?;
+        match s.request {
+            None => finish(mem, q, &chain, s.status, &s.data_in).map(|()| false),
+            Some(id) => {
+                self.pending.insert(
+                    id,
+                    Pending {
+                        chain,
+                        status: s.status,
+                        data_in: s.data_in,
+                    },
+                );
+                self.accepted.push(id);
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// Writes `data_in` and the status byte (the last writable byte) and adds
+/// the chain to the used ring.
+fn finish(
+    mem: &vm_memory::GuestMemoryMmap,
+    q: &mut virtio_queue::Queue,
+    chain: &Chain,
+    status: Status,
+    data_in: &[u8],
+) -> Result<(), DeviceError> {
+    let room = chain.writable_len() - 1;
+    let n = data_in.len().min(room);
+    chain.write_at(mem, 0, &data_in[..n])?;
+    chain.write_at(mem, room, &[status as u8])?;
+    q.add_used(mem, chain.head, n as u32 + 1)?;
+    Ok(())
+}
+
+impl VirtioDevice for VirtioBlk {
+    fn device_id(&self) -> u32 {
+        2
+    }
+
+    fn features(&self) -> u64 {
+        VIRTIO_F_VERSION_1
+            | VIRTIO_RING_F_EVENT_IDX
+            | VIRTIO_BLK_F_SEG_MAX
+            | VIRTIO_BLK_F_BLK_SIZE
+            | VIRTIO_BLK_F_FLUSH
+    }
+
+    fn ack_features(&mut self, features: u64) {
+        self.acked = features & self.features();
+    }
+
+    fn config(&self) -> Vec<u8> {
+        // struct virtio_blk_config, up to and including blk_size.
+        let mut c = vec![0u8; 24];
+        c[0..8].copy_from_slice(&self.disk.capacity_sectors().to_le_bytes());
+        // size_max (8) not offered; seg_max: a request uses seg_max data
+        // descriptors plus header and status, and must fit the ring.
+        let seg_max = u32::from(self.cfg.queue_size).saturating_sub(2).max(1);
+        c[12..16].copy_from_slice(&seg_max.to_le_bytes());
+        // geometry (16..20) not offered.
+        c[20..24].copy_from_slice(&self.cfg.blk_size.to_le_bytes());
+        c
+    }
+
+    fn queue_max_sizes(&self) -> &[u16] {
+        &self.sizes
+    }
+
+    fn queue_notify(&mut self, index: usize, queues: &mut Queues) -> Result<bool, DeviceError> {
+        if index != REQUEST_QUEUE {
+            return Err(DeviceError::QueueNotReady(index));
+        }
+        // Chains completed during acceptance (errors, GET_ID).
+        let mut immediate = 0usize;
+        loop {
+            {
+                let (mem, q) = queues.ready(REQUEST_QUEUE)?;
+                q.disable_notification(mem)?;
+            }
+            loop {
+                let chain = {
+                    let (mem, q) = queues.ready(REQUEST_QUEUE)?;
+                    Chain::pop(q, mem)
+                };
+                let Some(chain) = chain else { break };
+                if !self.accept(queues, chain)? {
+                    immediate += 1;
+                }
+            }
+            let (mem, q) = queues.ready(REQUEST_QUEUE)?;
+            if !q.enable_notification(mem)? {
+                break;
+            }
+        }
+        if immediate == 0 {
+            return Ok(false);
+        }
+        queues.needs_interrupt(REQUEST_QUEUE)
+    }
+
+    fn reset(&mut self) {
+        // The disk keeps the requests as outstanding (they were issued); the
+        // engine resolves them (a power loss drops them).
+        self.pending.clear();
+        self.accepted.clear();
+        self.acked = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::virtio::testing::{memory, DriverQueue};
+    use disksim::virtio::{RequestHeader, T_FLUSH, T_GET_ID, T_IN, T_OUT};
+    use disksim::BlockStore;
+    use vm_memory::{Bytes, GuestAddress};
+
+    fn setup() -> (VirtioBlk, Queues, DriverQueue) {
+        let mem = memory(1 << 20);
+        let dq = DriverQueue::new(&mem, 0x1000, 64);
+        let mut dev = VirtioBlk::new(Disk::new(BlockStore::zeros(2048)), BlkConfig::default());
+        dev.ack_features(dev.features());
+        let queues = Queues {
+            queues: vec![dq.device_queue(256)],
+            mem,
+        };
+        (dev, queues, dq)
+    }
+
+    fn header(qs: &Queues, at: u64, t: u32, sector: u64) {
+        let h = RequestHeader {
+            request_type: t,
+            reserved: 0,
+            sector,
+        };
+        qs.mem.write_slice(&h.to_bytes(), GuestAddress(at)).unwrap();
+    }
+
+    fn status(qs: &Queues, at: u64) -> u8 {
+        qs.mem.read_obj(GuestAddress(at)).unwrap()
+    }
+
+    #[test]
+    fn config_reports_capacity_seg_max_blk_size() {
+        let (dev, _, _) = setup();
+        let c = dev.config();
+        assert_eq!(u64::from_le_bytes(c[0..8].try_into().unwrap()), 2048);
+        assert_eq!(u32::from_le_bytes(c[12..16].try_into().unwrap()), 254);
+        assert_eq!(u32::from_le_bytes(c[20..24].try_into().unwrap()), 512);
+    }
+
+    #[test]
+    fn write_flush_read_complete_when_the_engine_says() {
+        let (mut dev, mut qs, mut dq) = setup();
+        // WRITE 1024 bytes at sector 4, data split over two descriptors.
+        header(&qs, 0x10000, T_OUT, 4);
+        qs.mem
+            .write_slice(&[0x5a; 512], GuestAddress(0x11000))
+            .unwrap();
+        qs.mem
+            .write_slice(&[0xa5; 512], GuestAddress(0x12000))
+            .unwrap();
+        qs.mem.write_obj(0xffu8, GuestAddress(0x13000)).unwrap();
+        let w = dq.add(
+            &qs.mem,
+            &[
+                (0x10000, 16, false),
+                (0x11000, 512, false),
+                (0x12000, 512, false),
+                (0x13000, 1, true),
+            ],
+        );
+        assert!(
+            !dev.queue_notify(0, &mut qs).unwrap(),
+            "nothing completed yet"
+        );
+        let ids = dev.take_accepted();
+        assert_eq!(ids.len(), 1);
+        assert!(dq.take_used(&qs.mem).is_empty());
+        assert_eq!(status(&qs, 0x13000), 0xff, "no status before completion");
+        assert_eq!(dev.disk().volatile_writes().count(), 1);
+
+        dev.complete(ids[0], &mut qs).unwrap();
+        assert!(qs.needs_interrupt(0).unwrap());
+        assert_eq!(dq.take_used(&qs.mem), vec![(w as u32, 1)]);
+        assert_eq!(status(&qs, 0x13000), 0);
+        assert!(matches!(
+            dev.complete(ids[0], &mut qs),
+            Err(DeviceError::UnknownRequest(_))
+        ));
+
+        // FLUSH makes it durable once completed.
+        header(&qs, 0x14000, T_FLUSH, 0);
+        let f = dq.add(&qs.mem, &[(0x14000, 16, false), (0x15000, 1, true)]);
+        dev.queue_notify(0, &mut qs).unwrap();
+        let ids = dev.take_accepted();
+        dev.complete(ids[0], &mut qs).unwrap();
+        assert_eq!(dq.take_used(&qs.mem), vec![(f as u32, 1)]);
+        assert_eq!(dev.disk().volatile_writes().count(), 0);
+
+        // READ it back, into a data buffer plus status in one descriptor.
+        header(&qs, 0x16000, T_IN, 4);
+        let r = dq.add(&qs.mem, &[(0x16000, 16, false), (0x17000, 1025, true)]);
+        dev.queue_notify(0, &mut qs).unwrap();
+        let ids = dev.take_accepted();
+        assert_eq!(dev.pending().collect::<Vec<_>>(), ids);
+        dev.complete(ids[0], &mut qs).unwrap();
+        assert_eq!(dq.take_used(&qs.mem), vec![(r as u32, 1025)]);
+        let mut got = vec![0u8; 1025];
+        qs.mem.read_slice(&mut got, GuestAddress(0x17000)).unwrap();
+        assert!(got[..512].iter().all(|&b| b == 0x5a));
+        assert!(got[512..1024].iter().all(|&b| b == 0xa5));
+        assert_eq!(got[1024], 0);
+    }
+
+    #[test]
+    fn get_id_and_bad_requests_complete_at_once() {
+        let (mut dev, mut qs, mut dq) = setup();
+        header(&qs, 0x10000, T_GET_ID, 0);
+        let g = dq.add(
+            &qs.mem,
+            &[
+                (0x10000, 16, false),
+                (0x11000, 20, true),
+                (0x12000, 1, true),
+            ],
+        );
+        header(&qs, 0x13000, 99, 0);
+        let u = dq.add(&qs.mem, &[(0x13000, 16, false), (0x14000, 1, true)]);
+        assert!(dev.queue_notify(0, &mut qs).unwrap());
+        assert!(dev.take_accepted().is_empty());
+        assert_eq!(dq.take_used(&qs.mem), vec![(g as u32, 21), (u as u32, 1)]);
+        let mut id = [0u8; 20];
+        qs.mem.read_slice(&mut id, GuestAddress(0x11000)).unwrap();
+        assert_eq!(&id[..10], b"simcluster");
+        assert_eq!(status(&qs, 0x12000), 0);
+        assert_eq!(status(&qs, 0x14000), Status::Unsupp as u8);
+    }
+}

@@ -1,0 +1,253 @@
+//! Transport-independent virtio device models.
+//!
+//! A device here knows the virtio device protocol (feature bits, config
+//! space, what a descriptor chain on each of its queues means) and nothing
+//! about how the guest reaches it: the vhost-user back end
+//! ([`crate::vhost_user`], for the user-mode Linux runtime) and a
+//! virtio-mmio transport (for the KVM runtime) both own a [`Queues`] and
+//! call into a [`VirtioDevice`].
+//!
+//! Determinism: device code never looks at host time or host randomness
+//! and never iterates hash maps. Every effect a device has on guest memory
+//! happens inside a call the engine makes, and the engine makes those
+//! calls only while the guest is stopped (see the [`crate::vhost_user`]
+//! docs for when that is), so the guest observes them at points fixed by
+//! the engine's schedule.
+//!
+//! - [`net`]: virtio-net (device id 1), frames in and out.
+//! - [`blk`]: virtio-blk (device id 2) over a [`disksim::Disk`], with
+//!   request acceptance and completion split so that the engine decides
+//!   when each request completes.
+//! - [`mmio`]: an adapter to the KVM runtime's virtio-mmio device trait.
+
+pub mod blk;
+pub mod mmio;
+pub mod net;
+
+use std::sync::atomic::Ordering;
+
+use virtio_queue::{Queue, QueueT};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryError, GuestMemoryMmap};
+
+pub use blk::{BlkConfig, VirtioBlk};
+pub use net::VirtioNet;
+
+/// `VIRTIO_F_VERSION_1`: the device is a virtio 1.x device (little-endian
+/// everything, 12-byte virtio-net header).
+pub const VIRTIO_F_VERSION_1: u64 = 1 << 32;
+/// `VIRTIO_RING_F_EVENT_IDX`: the `used_event` / `avail_event` suppression
+/// scheme. Offered by every device here: it cuts interrupts (each one costs
+/// a round trip through the engine) to those the driver actually waits for.
+pub const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
+/// `VRING_AVAIL_F_NO_INTERRUPT` in the available ring's flags.
+const VRING_AVAIL_F_NO_INTERRUPT: u16 = 1;
+
+/// Errors of device models. A guest that breaks the virtio protocol gets
+/// an error rather than a panic; the engine decides what to do with it.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error("queue {0} does not exist or is not ready")]
+    QueueNotReady(usize),
+    #[error("virtqueue: {0}")]
+    Queue(#[from] virtio_queue::Error),
+    #[error("guest memory: {0}")]
+    Memory(#[from] GuestMemoryError),
+    #[error("descriptor chain: {0}")]
+    Chain(String),
+    #[error("frame of {len} bytes does not fit the receive buffer of {room} bytes")]
+    FrameTooLarge { len: usize, room: usize },
+    #[error("block request {0} is not pending")]
+    UnknownRequest(disksim::RequestId),
+    #[error("disk: {0}")]
+    Disk(#[from] disksim::DiskError),
+    #[error("disk store: {0}")]
+    Store(#[from] disksim::StoreError),
+}
+
+/// The guest's memory and the device's virtqueues, owned by the transport.
+///
+/// Invariant: `queues[i].ready()` only when the driver has configured
+/// queue `i` completely (size, ring addresses) and enabled it, and the
+/// rings lie in `mem`.
+pub struct Queues {
+    pub mem: GuestMemoryMmap,
+    pub queues: Vec<Queue>,
+}
+
+impl Queues {
+    /// Queues of the given maximum sizes, not ready, over no memory.
+    pub fn new(max_sizes: &[u16]) -> Queues {
+        Queues {
+            mem: GuestMemoryMmap::default(),
+            queues: max_sizes
+                .iter()
+                .map(|&m| Queue::new(m).expect("device queue sizes are powers of two"))
+                .collect(),
+        }
+    }
+
+    /// Queue `index` with the memory, if it is ready.
+    pub fn ready(&mut self, index: usize) -> Result<(&GuestMemoryMmap, &mut Queue), DeviceError> {
+        match self.queues.get_mut(index) {
+            Some(q) if q.ready() => Ok((&self.mem, q)),
+            _ => Err(DeviceError::QueueNotReady(index)),
+        }
+    }
+
+    /// Whether queue `index` is ready.
+    pub fn is_ready(&self, index: usize) -> bool {
+        self.queues.get(index).is_some_and(|q| q.ready())
+    }
+
+    /// Whether the driver wants an interrupt for queue `index` after the
+    /// device added used buffers to it. Call once per batch, after the
+    /// `add_used` calls (with `EVENT_IDX`, virtio-queue counts the batch).
+    ///
+    /// With `EVENT_IDX` this is virtio-queue's `used_event` test; without
+    /// it, the `VRING_AVAIL_F_NO_INTERRUPT` flag, which virtio-queue ignores.
+    pub fn needs_interrupt(&mut self, index: usize) -> Result<bool, DeviceError> {
+        let (mem, queue) = self.ready(index)?;
+        if queue.event_idx_enabled() {
+            return Ok(queue.needs_notification(mem)?);
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let flags: u16 = mem.load(GuestAddress(queue.avail_ring()), Ordering::Acquire)?;
+        Ok(u16::from_le(flags) & VRING_AVAIL_F_NO_INTERRUPT == 0)
+    }
+}
+
+/// What a transport needs from a device. Kept small: device-specific input
+/// and output (frames, block requests) go through the device's own methods.
+pub trait VirtioDevice {
+    /// The virtio device id (1 net, 2 block).
+    fn device_id(&self) -> u32;
+    /// Feature bits the device offers.
+    fn features(&self) -> u64;
+    /// The driver's accepted features (a subset of [`Self::features`]).
+    fn ack_features(&mut self, features: u64);
+    /// The config space; reads beyond its end see zeros.
+    fn config(&self) -> Vec<u8>;
+    /// The driver wrote the config space. Default: ignored (the devices here
+    /// have no writable config fields).
+    fn write_config(&mut self, _offset: u32, _data: &[u8]) {}
+    /// Maximum size of each queue; the length is the number of queues.
+    fn queue_max_sizes(&self) -> &[u16];
+    /// The driver notified (kicked) queue `index`. Processes what the driver
+    /// made available and returns whether the driver wants an interrupt for
+    /// `index` now.
+    fn queue_notify(&mut self, index: usize, queues: &mut Queues) -> Result<bool, DeviceError>;
+    /// The driver reset the device: forget everything guest-visible that is
+    /// in flight. Host-side state (the disk, frames already handed out)
+    /// stays.
+    fn reset(&mut self);
+}
+
+/// Copies `offset..offset+len` of a config space, zero-padded.
+pub fn read_config_padded(config: &[u8], offset: usize, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    if offset < config.len() {
+        let n = (config.len() - offset).min(len);
+        out[..n].copy_from_slice(&config[offset..offset + n]);
+    }
+    out
+}
+
+/// One descriptor of a chain, as plain data (so the chain's borrow of
+/// guest memory ends before the device writes to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub addr: GuestAddress,
+    pub len: u32,
+    pub write_only: bool,
+}
+
+/// A popped descriptor chain: its head index and its descriptors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    pub head: u16,
+    pub segments: Vec<Segment>,
+}
+
+impl Chain {
+    /// Pops the next available chain of `queue`, if any.
+    pub fn pop(queue: &mut Queue, mem: &GuestMemoryMmap) -> Option<Chain> {
+        let chain = queue.pop_descriptor_chain(mem)?;
+        let head = chain.head_index();
+        let segments = chain
+            .map(|d| Segment {
+                addr: d.addr(),
+                len: d.len(),
+                write_only: d.is_write_only(),
+            })
+            .collect();
+        Some(Chain { head, segments })
+    }
+
+    /// Total bytes of the device-readable descriptors.
+    pub fn readable_len(&self) -> usize {
+        self.segments
+            .iter()
+            .filter(|s| !s.write_only)
+            .map(|s| s.len as usize)
+            .sum()
+    }
+
+    /// Total bytes of the device-writable descriptors.
+    pub fn writable_len(&self) -> usize {
+        self.segments
+            .iter()
+            .filter(|s| s.write_only)
+            .map(|s| s.len as usize)
+            .sum()
+    }
+
+    /// The device-readable bytes, in order.
+    pub fn read_all(&self, mem: &GuestMemoryMmap) -> Result<Vec<u8>, DeviceError> {
+        let mut out = vec![0u8; self.readable_len()];
+        let mut at = 0;
+        for s in self.segments.iter().filter(|s| !s.write_only) {
+            mem.read_slice(&mut out[at..at + s.len as usize], s.addr)?;
+            at += s.len as usize;
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` into the device-writable descriptors starting at byte
+    /// `offset` of the writable area. Fails if it does not fit.
+    pub fn write_at(
+        &self,
+        mem: &GuestMemoryMmap,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), DeviceError> {
+        if offset + data.len() > self.writable_len() {
+            return Err(DeviceError::Chain(format!(
+                "{} bytes at {offset} overflow {} writable bytes",
+                data.len(),
+                self.writable_len()
+            )));
+        }
+        let (mut skip, mut rest) = (offset, data);
+        for s in self.segments.iter().filter(|s| s.write_only) {
+            let len = s.len as usize;
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            let n = (len - skip).min(rest.len());
+            mem.write_slice(&rest[..n], s.addr.unchecked_add(skip as u64))?;
+            rest = &rest[n..];
+            skip = 0;
+            if rest.is_empty() {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Test support: a guest memory and hand-laid split rings, the driver's
+/// side of a virtqueue. Used by the unit tests here and in
+/// [`crate::vhost_user`].
+#[cfg(test)]
+pub(crate) mod testing;
