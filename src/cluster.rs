@@ -22,6 +22,36 @@ pub struct ClusterFile {
     pub invariants: Vec<InvariantSection>,
     #[serde(default)]
     pub run: RunSection,
+    #[serde(default)]
+    pub faults: FaultsSection,
+}
+
+/// `[faults]`: what may go wrong, and when.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultsSection {
+    /// Latency, loss, duplication, reordering, bandwidth; `partitions = true`
+    /// lets the seed partition the network at random times.
+    #[serde(default)]
+    pub network: netsim::NetConfig,
+    /// Partitions at fixed virtual times.
+    #[serde(default)]
+    pub partition: Vec<PartitionSection>,
+}
+
+/// `[[faults.partition]]`: either `groups` (symmetric) or `from`/`to`
+/// (frames from `from` to `to` are cut, the other direction passes).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionSection {
+    pub at: String,
+    pub heal: String,
+    #[serde(default)]
+    pub groups: Vec<Vec<String>>,
+    #[serde(default)]
+    pub from: Vec<String>,
+    #[serde(default)]
+    pub to: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -100,6 +130,8 @@ pub struct Cluster {
     /// (name, 0-based node, command) for every invariant, `all` expanded.
     pub invariants: Vec<(String, usize, String)>,
     pub time_limit_ns: Option<u64>,
+    /// `[[faults.partition]]`, checked.
+    pub partitions: Vec<checker::engine::ScheduledPartition>,
 }
 
 /// A problem with the user's input. Always names the file.
@@ -235,6 +267,44 @@ impl Cluster {
                 invalid(format!("[run] time_limit = {s:?}: not a duration (examples: \"90s\", \"10m\")"))
             })?),
         };
+        spec.faults.network.validate(n).map_err(|e| invalid(format!("[faults.network] {e}")))?;
+        let mut partitions = Vec::new();
+        for (k, p) in spec.faults.partition.iter().enumerate() {
+            let what = format!("[[faults.partition]] #{}", k + 1);
+            let time = |key: &str, v: &str| {
+                parse_duration_ns(v).ok_or_else(|| invalid(format!("{what}: {key} = {v:?} is not a duration")))
+            };
+            let (at, heal) = (time("at", &p.at)?, time("heal", &p.heal)?);
+            if heal <= at {
+                return Err(invalid(format!("{what}: heal ({}) must come after at ({})", p.heal, p.at)));
+            }
+            let nodes_of = |names: &[String]| -> Result<Vec<netsim::NodeId>, ClusterError> {
+                names
+                    .iter()
+                    .map(|name| {
+                        parse_node_name(name, n)
+                            .and_then(|i| netsim::NodeId::new((i + 1) as u16))
+                            .ok_or_else(|| invalid(format!("{what}: {name:?}: no such node (nodes are n1..n{n})")))
+                    })
+                    .collect()
+            };
+            let partition = match (p.groups.is_empty(), p.from.is_empty() && p.to.is_empty()) {
+                (false, true) => {
+                    let groups = p.groups.iter().map(|g| nodes_of(g)).collect::<Result<Vec<_>, _>>()?;
+                    netsim::Partition::symmetric(groups)
+                }
+                (true, false) if !p.from.is_empty() && !p.to.is_empty() => {
+                    netsim::Partition::one_way(nodes_of(&p.from)?, nodes_of(&p.to)?)
+                }
+                _ => {
+                    return Err(invalid(format!(
+                        "{what}: give either groups = [[...], [...]] or both from = [...] and to = [...]"
+                    )))
+                }
+            };
+            partition.validate(n).map_err(|e| invalid(format!("{what}: {e}")))?;
+            partitions.push(checker::engine::ScheduledPartition { at, heal, partition });
+        }
         let name = spec.cluster.name.clone().unwrap_or_else(|| {
             dir.canonicalize()
                 .ok()
@@ -249,6 +319,7 @@ impl Cluster {
             workload_node,
             invariants,
             time_limit_ns,
+            partitions,
         })
     }
 
@@ -343,5 +414,43 @@ command = "true"
         assert_eq!(parse_node_name("n4", 3), None);
         assert_eq!(parse_node_name("n01", 3), None);
         assert_eq!(parse_node_name("x1", 3), None);
+    }
+}
+
+#[cfg(test)]
+mod fault_tests {
+    use super::*;
+
+    fn parse(extra: &str) -> Result<Cluster, ClusterError> {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("[cluster]\nnodes = 3\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n{extra}");
+        Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), &text)
+    }
+
+    #[test]
+    fn network_faults_and_partitions_parse() {
+        let c = parse(
+            "[faults.network]\nloss = 0.2\nreorder = 0.1\npartitions = true\n\
+             [[faults.partition]]\nat = \"5s\"\nheal = \"15s\"\ngroups = [[\"n1\"], [\"n2\", \"n3\"]]\n\
+             [[faults.partition]]\nat = \"20s\"\nheal = \"30s\"\nfrom = [\"n1\"]\nto = [\"n2\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.spec.faults.network.loss, 0.2);
+        assert_eq!(c.partitions.len(), 2);
+        assert_eq!(c.partitions[0].at, 5_000_000_000);
+        assert!(c.partitions[1].partition.blocks(netsim::NodeId::new(1).unwrap(), netsim::NodeId::new(2).unwrap()));
+        assert!(!c.partitions[1].partition.blocks(netsim::NodeId::new(2).unwrap(), netsim::NodeId::new(1).unwrap()));
+    }
+
+    #[test]
+    fn bad_fault_settings_are_named() {
+        let e = parse("[faults.network]\nloss = 1.5\n").unwrap_err().to_string();
+        assert!(e.contains("loss") && e.contains("1.5"), "{e}");
+        let e = parse("[[faults.partition]]\nat = \"1s\"\nheal = \"2s\"\ngroups = [[\"n1\"], [\"n9\"]]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"n9\": no such node"), "{e}");
+        let e = parse("[[faults.partition]]\nat = \"3s\"\nheal = \"2s\"\ngroups = [[\"n1\"]]\n").unwrap_err().to_string();
+        assert!(e.contains("heal"), "{e}");
     }
 }

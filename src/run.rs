@@ -81,6 +81,11 @@ fn spec_for(cluster: &Cluster, images: &Images, opts: &RunOptions, seed: u64, sc
         connect_timeout: Duration::from_secs(60),
         seed,
         scratch: scratch.to_path_buf(),
+        network: Some(engine::NetworkSpec {
+            config: cluster.spec.faults.network.clone(),
+            scheduled: cluster.partitions.clone(),
+            pcap_dir: Some(scratch.join("pcap")),
+        }),
     }
 }
 

@@ -75,3 +75,31 @@ pub fn publish(tmp: &Path, fin: &Path) -> std::io::Result<()> {
     }
     std::fs::rename(tmp, fin)
 }
+
+/// An exclusive lock on a cache entry, held while it is built, so two
+/// simcluster processes never build the same artefact at once (the second
+/// waits, then finds it built). Released on drop.
+pub struct BuildLock {
+    _file: std::fs::File,
+}
+
+impl BuildLock {
+    pub fn acquire(entry: &Path, quiet: bool) -> std::io::Result<BuildLock> {
+        use std::os::fd::AsRawFd;
+        if let Some(parent) = entry.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let lock_path = entry.with_extension("lock");
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            if !quiet {
+                eprintln!("waiting for another simcluster process building {}", entry.display());
+            }
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(BuildLock { _file: file })
+    }
+}

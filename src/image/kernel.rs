@@ -95,6 +95,10 @@ pub fn ensure_kernel(quiet: bool) -> Result<Kernel> {
     if path.is_file() {
         return Ok(Kernel { path, key, cached: true });
     }
+    let _lock = super::cache::BuildLock::acquire(&dir, quiet)?;
+    if path.is_file() {
+        return Ok(Kernel { path, key, cached: true });
+    }
     ensure_build_deps()?;
     build(&dir, &version, quiet)?;
     Ok(Kernel { path, key, cached: false })

@@ -21,7 +21,7 @@ use crate::cluster::Cluster;
 use cache::{cache_root, publish, sha256_file, KeyHasher};
 
 /// Bump when the root filesystem layout or agent protocol changes.
-const ROOTFS_RECIPE: &str = "rootfs-1";
+const ROOTFS_RECIPE: &str = "rootfs-3";
 
 /// What a cluster runs on.
 #[derive(Debug, Clone)]
@@ -64,9 +64,13 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     let rootfs_key = key.finish();
     let dir = cache_root().join("images").join(&rootfs_key);
     let initrd = dir.join("rootfs.cpio");
-    let rootfs_cached = initrd.is_file();
+    let mut rootfs_cached = initrd.is_file();
     if !rootfs_cached {
-        build_rootfs(cluster, &debs, &dir, quiet)?;
+        let _lock = cache::BuildLock::acquire(&dir, quiet)?;
+        rootfs_cached = initrd.is_file();
+        if !rootfs_cached {
+            build_rootfs(cluster, &debs, &dir, quiet)?;
+        }
     }
     let hash = KeyHasher::new("images").add_str(&kernel.key).add_str(&rootfs_key).finish();
     Ok(Images {

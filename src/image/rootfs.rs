@@ -11,8 +11,8 @@ use crate::cluster::Cluster;
 /// Package the agent runs on; always in the image.
 pub const AGENT_PACKAGE: &str = "busybox-static";
 
-/// PID 1: mounts the pseudo file systems, sets the node's identity, and
-/// hands over to the agent. NODE_ID, NODE_NAME and PEERS arrive in the
+/// PID 1: mounts the pseudo file systems, sets the node's identity and
+/// address, and hands over to the agent. NODE_ID, NODE_NAME and PEERS arrive in the
 /// environment from the kernel command line.
 pub const INIT: &str = r#"#!/bin/busybox sh
 # simcluster node init (generated; do not edit).
@@ -27,37 +27,40 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/r
 export NODE_ID NODE_NAME PEERS
 hostname "$NODE_NAME"
 ip link set lo up
+# Node N is 10.0.0.N on eth0 (simcluster's virtio-net, MAC 02:00:0a:00:00:N).
+echo "127.0.0.1 localhost" > /etc/hosts
+i=1
+for peer in $(echo "$PEERS" | tr , ' '); do echo "10.0.0.$i $peer" >> /etc/hosts; i=$((i + 1)); done
+if [ -e /sys/class/net/eth0 ]; then
+  ip addr add "10.0.0.$NODE_ID/24" dev eth0
+  ip link set eth0 up
+fi
 exec /bin/busybox sh /sim/agent
 "#;
 
 /// The in-guest agent. It talks to the engine over the control line
-/// (`/dev/tty1`, UML's con1): `@sim ready`, then for each `run NAME` it runs
-/// /sim/cmd/NAME to completion and answers `@sim done NAME STATUS`. If the
-/// node's start command ends, it says `@sim done start STATUS`.
-///
-/// It polls the line with a 50 ms virtual-time timeout instead of blocking:
-/// a node with no timer pending would never be scheduled again, so input
-/// written to its line would never be seen. The engine writes only while
-/// the node is stopped, so which poll sees a command is fixed by the
-/// schedule, not by the host.
+/// (`/dev/hvc0`, a virtio console whose input arrives as an interrupt at a
+/// virtual time the engine picks): `@sim ready`, then for each `run NAME` it
+/// runs /sim/cmd/NAME to completion and answers `@sim done NAME STATUS`. If
+/// the node's start command ends, it says `@sim done start STATUS`.
 pub const AGENT: &str = r#"# simcluster agent (generated; do not edit).
 exec </dev/null >/dev/console 2>&1
-exec 3<>/dev/tty1
-stty -F /dev/tty1 raw -echo
+while [ ! -e /dev/hvc0 ]; do sleep 0.01; done
+exec 3<>/dev/hvc0
+stty -F /dev/hvc0 raw -echo
 say() { echo "@sim $*" >&3; }
 if [ -f /sim/start ]; then
   ( /bin/sh /sim/start </dev/null >/dev/console 2>&1; say done start $? ) &
 fi
 say ready
-while :; do
-  if read -t 0.05 -r verb arg <&3; then
-    case "$verb" in
-      run) /bin/sh "/sim/cmd/$arg" </dev/null; say done "$arg" $? ;;
-      halt) poweroff -f ;;
-      *) echo "simcluster agent: unknown command: $verb $arg" ;;
-    esac
-  fi
+while read -r verb arg <&3; do
+  case "$verb" in
+    run) /bin/sh "/sim/cmd/$arg" </dev/null; say done "$arg" $? ;;
+    halt) poweroff -f ;;
+    *) echo "simcluster agent: unknown command: $verb $arg" ;;
+  esac
 done
+echo "simcluster agent: control line closed"
 "#;
 
 /// Writes init, the agent and the cluster's commands into `root`.

@@ -1,7 +1,8 @@
-//! Boots one UML node under the time controller and prints what it does.
+//! Boots one UML node under the time controller and prints what it does;
+//! writes a line to its control line once it says "@ready".
 //! Usage: uml_smoke KERNEL INITRD
 use std::time::Duration;
-use vmm::uml::{RunOutcome, UmlConfig, UmlNode};
+use vmm::uml::{OutputStream, RunOutcome, UmlConfig, UmlNode};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -15,16 +16,24 @@ fn main() {
         run_dir: dir,
         init_env: vec![("NODE_ID".into(), "1".into())],
         extra_args: vec![],
+        net: false,
     };
     let t0 = std::time::Instant::now();
     let mut n = UmlNode::spawn(&cfg).unwrap();
     let mut out = n.wait_connected(0, Duration::from_secs(10)).unwrap();
     let mut grants = 0;
+    let mut sent = false;
     loop {
         let r = n.grant(1_700_000_000_000_000_000, Duration::from_secs(20), &mut out).unwrap();
         grants += 1;
+        let mut ready = false;
         for o in out.drain(..) {
             print!("[{:>14}] {:?} {}", o.time, o.stream, String::from_utf8_lossy(&o.bytes));
+            ready |= o.stream == OutputStream::Control && o.bytes.starts_with(b"@ready");
+        }
+        if ready && !sent {
+            n.send_control(0, b"run workload\n", Duration::from_secs(5)).unwrap();
+            sent = true;
         }
         match r {
             RunOutcome::Waiting { .. } => {}

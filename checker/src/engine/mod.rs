@@ -11,6 +11,8 @@
 //! depend on how the host scheduled the others.
 
 mod agent;
+mod frames;
+mod network;
 mod outcome;
 
 use std::path::PathBuf;
@@ -18,11 +20,20 @@ use std::time::{Duration, Instant};
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use vmm::uml::{GuestOutput, OutputStream, RunOutcome, UmlConfig, UmlError, UmlNode};
+use vmm::uml::{Delivered, GuestOutput, OutputStream, RunOutcome, UmlConfig, UmlError, UmlNode};
 
 use crate::trace::{EventKind, LineSplitter, Trace};
 use agent::AgentMsg;
+pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
+
+/// An enabled engine action at the current instant.
+#[derive(Debug, Clone, Copy)]
+enum Choice {
+    Run(usize),
+    Deliver(netsim::DeliveryId),
+    Fault,
+}
 
 /// The wall-clock date guests believe they booted at (GET_TOD):
 /// 2026-01-01T00:00:00Z. Fixed, so that `date` in a guest is deterministic.
@@ -54,6 +65,8 @@ pub struct ExecutionSpec {
     /// Directory for per-node sockets and scratch; must exist, and be short
     /// (unix socket paths are limited to 107 bytes).
     pub scratch: PathBuf,
+    /// The simulated network; `None`: nodes have loopback only.
+    pub network: Option<NetworkSpec>,
 }
 
 /// The host failed us (not the guest): a node could not be started, or it
@@ -122,6 +135,7 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
                 ("PEERS".into(), peers.clone()),
             ],
             extra_args: vec![],
+            net: spec.network.is_some(),
         };
         nodes.push(UmlNode::spawn(&cfg)?);
         states.push(NodeState {
@@ -133,6 +147,13 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
             tail: Vec::new(),
         });
     }
+    let mut net = match &spec.network {
+        None => None,
+        Some(n) => Some(
+            network::NetState::new(n, spec.node_names.len() as u16, spec.seed, spec.time_limit_ns)
+                .map_err(|source| EngineError::Scratch { path: spec.scratch.clone(), source })?,
+        ),
+    };
     let mut out: Vec<GuestOutput> = Vec::new();
     for (i, node) in nodes.iter_mut().enumerate() {
         // Output from before the kernel connected is UML's host-side
@@ -148,8 +169,11 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
     let mut grants = 0u64;
     let mut verdict = None;
     let mut msgs = Vec::new();
+    let mut cands = Vec::new();
     while verdict.is_none() {
-        let Some(i) = pick_next(&nodes, &mut rng) else {
+        let node_min = nodes.iter().filter(|n| !n.has_exited()).map(|n| n.requested()).min();
+        let net_min = net.as_ref().and_then(|n| n.next_time());
+        let Some(t) = [node_min, net_min].into_iter().flatten().min() else {
             verdict = Some(Verdict::Fail(Failure::new(
                 FailureKind::GuestExit,
                 None,
@@ -158,15 +182,15 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
             )));
             break;
         };
-        let requested = nodes[i].requested();
-        if requested < now {
-            return Err(EngineError::TimeWentBack { node: states[i].name.clone(), requested, now });
+        if t < now {
+            let i = nodes.iter().position(|n| n.requested() == t).unwrap_or(0);
+            return Err(EngineError::TimeWentBack { node: states[i].name.clone(), requested: t, now });
         }
-        if requested > spec.time_limit_ns {
+        if t > spec.time_limit_ns {
             let what = match phase {
-                Phase::Booting => "the nodes did not all boot".to_string(),
-                Phase::Workload => "the workload did not finish".to_string(),
-                Phase::Invariants { .. } => "the invariants did not finish".to_string(),
+                Phase::Booting => "the nodes did not all boot",
+                Phase::Workload => "the workload did not finish",
+                Phase::Invariants { .. } => "the invariants did not finish",
             };
             verdict = Some(Verdict::Fail(Failure::new(
                 FailureKind::TimeLimit,
@@ -177,11 +201,56 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
             now = spec.time_limit_ns;
             break;
         }
-        now = requested;
+        // Every event due at `t` is enabled; the seed picks one.
+        cands.clear();
+        cands.extend((0..nodes.len()).filter(|&i| !nodes[i].has_exited() && nodes[i].requested() == t).map(Choice::Run));
+        if let Some(ns) = &net {
+            cands.extend(ns.deliveries_at(t).into_iter().map(Choice::Deliver));
+            if ns.fault_at(t) {
+                cands.push(Choice::Fault);
+            }
+        }
+        let choice = if cands.len() == 1 { cands[0] } else { cands[(rng.next_u64() % cands.len() as u64) as usize] };
+        now = t;
+        let i = match choice {
+            Choice::Fault => {
+                net.as_mut().unwrap().apply_fault(&mut trace, now);
+                continue;
+            }
+            Choice::Deliver(id) => {
+                let ns = net.as_mut().unwrap();
+                let Some(d) = ns.take(id) else { continue };
+                let (to, from) = (d.to.index(), d.from.get());
+                let summary = frames::summarize(&d.frame);
+                let len = d.frame.len() as u32;
+                if nodes[to].has_exited() {
+                    trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: "node down".into() });
+                    continue;
+                }
+                trace.push(now, d.to.get(), EventKind::Deliver { id: d.id.0, from, len, summary });
+                if nodes[to].deliver_frame(now, &d.frame, spec.watchdog)? == Delivered::Dropped {
+                    trace.push(now, d.to.get(), EventKind::Note { text: format!("frame {} dropped: no receive buffer", d.id.0) });
+                }
+                continue;
+            }
+            Choice::Run(i) => i,
+        };
         trace.push(now, (i + 1) as u16, EventKind::Run);
         grants += 1;
         let outcome = nodes[i].grant(GUEST_EPOCH_NS, spec.watchdog, &mut out)?;
         record_output(&mut trace, &mut states[i], i, &mut out, &mut msgs);
+        if let Some(ns) = net.as_mut() {
+            let node_id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
+            ns.transmit(node_id, nodes[i].take_tx(), &mut trace);
+            if !matches!(outcome, RunOutcome::Waiting { .. }) {
+                ns.node_down(node_id);
+            }
+        }
+        if matches!(outcome, RunOutcome::Waiting { .. }) {
+            // Interrupts owed for transmitted frames and control output,
+            // and input that waited for receive buffers, reach it now.
+            nodes[i].settle(now, spec.watchdog)?;
+        }
         match outcome {
             RunOutcome::Waiting { .. } => {}
             RunOutcome::Exited { status, signal } => {
@@ -212,69 +281,8 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
             }
         }
         for (from, msg) in msgs.drain(..) {
-            let name = states[from].name.clone();
-            match msg {
-                AgentMsg::Ready => {
-                    states[from].ready = true;
-                    trace.push(now, (from + 1) as u16, EventKind::Ready);
-                }
-                AgentMsg::Done { command, status } => {
-                    trace.push(now, (from + 1) as u16, EventKind::CommandDone { name: command.clone(), status });
-                    if command == "start" {
-                        if status != 0 {
-                            let what = format!(
-                                "node {name}: its start command exited with status {status}{}",
-                                agent::status_hint(status)
-                            );
-                            verdict = Some(Verdict::Fail(Failure::new(
-                                FailureKind::StartCommand,
-                                Some(name.clone()),
-                                now,
-                                with_tail(what, &states[from]),
-                            )));
-                        }
-                    } else if command == "workload" && phase == Phase::Workload {
-                        if status != 0 {
-                            let what = format!(
-                                "the workload on {name} exited with status {status}{}",
-                                agent::status_hint(status)
-                            );
-                            verdict = Some(Verdict::Fail(Failure::new(
-                                FailureKind::Workload,
-                                Some(name.clone()),
-                                now,
-                                with_tail(what, &states[from]),
-                            )));
-                        } else {
-                            phase = Phase::Invariants { done: 0 };
-                            for (cmd, node) in &spec.invariants {
-                                send(&mut nodes[*node], &mut trace, now, *node, cmd)?;
-                            }
-                        }
-                    } else if let Phase::Invariants { done } = phase {
-                        let ok = status == 0;
-                        trace.push(now, (from + 1) as u16, EventKind::Invariant { name: command.clone(), ok });
-                        if !ok {
-                            let what = format!(
-                                "invariant {command} failed on {name} (exit status {status}{})",
-                                agent::status_hint(status)
-                            );
-                            verdict = Some(Verdict::Fail(Failure::new(
-                                FailureKind::Invariant,
-                                Some(name.clone()),
-                                now,
-                                with_tail(what, &states[from]),
-                            )));
-                        }
-                        phase = Phase::Invariants { done: done + 1 };
-                    }
-                }
-                AgentMsg::Unknown(line) => {
-                    trace.push(now, (from + 1) as u16, EventKind::Note { text: format!("agent: {line}") });
-                }
-            }
-            if verdict.is_some() {
-                break;
+            if verdict.is_none() {
+                verdict = on_agent_message(spec, &mut nodes, &mut states, &mut trace, &mut phase, now, from, msg)?;
             }
         }
         if verdict.is_some() {
@@ -284,7 +292,7 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
             boot_wall = Some(began.elapsed());
             phase = Phase::Workload;
             let w = spec.workload_node;
-            send(&mut nodes[w], &mut trace, now, w, "workload")?;
+            send(&mut nodes[w], &mut trace, now, w, "workload", spec.watchdog)?;
         }
         if let Phase::Invariants { done } = phase {
             if done == spec.invariants.len() {
@@ -310,23 +318,77 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
         boot_wall,
         grants,
         node_memory_kib,
+        network: net.as_mut().map(|n| n.finish()),
     })
 }
 
-fn send(node: &mut UmlNode, trace: &mut Trace, now: u64, index: usize, command: &str) -> Result<(), EngineError> {
-    trace.push(now, (index + 1) as u16, EventKind::Command { name: command.to_string() });
-    node.send_control(format!("run {command}\n").as_bytes())?;
-    Ok(())
+/// Reacts to one agent message; returns the verdict if it decides one.
+#[allow(clippy::too_many_arguments)]
+fn on_agent_message(
+    spec: &ExecutionSpec,
+    nodes: &mut [UmlNode],
+    states: &mut [NodeState],
+    trace: &mut Trace,
+    phase: &mut Phase,
+    now: u64,
+    from: usize,
+    msg: AgentMsg,
+) -> Result<Option<Verdict>, EngineError> {
+    let name = states[from].name.clone();
+    let node = (from + 1) as u16;
+    let fail = |kind, what: String, st: &NodeState| {
+        Some(Verdict::Fail(Failure::new(kind, Some(st.name.clone()), now, with_tail(what, st))))
+    };
+    match msg {
+        AgentMsg::Ready => {
+            states[from].ready = true;
+            trace.push(now, node, EventKind::Ready);
+        }
+        AgentMsg::Done { command, status } => {
+            trace.push(now, node, EventKind::CommandDone { name: command.clone(), status });
+            let hint = agent::status_hint(status);
+            if command == "start" {
+                if status != 0 {
+                    let what = format!("node {name}: its start command exited with status {status}{hint}");
+                    return Ok(fail(FailureKind::StartCommand, what, &states[from]));
+                }
+            } else if command == "workload" && *phase == Phase::Workload {
+                if status != 0 {
+                    let what = format!("the workload on {name} exited with status {status}{hint}");
+                    return Ok(fail(FailureKind::Workload, what, &states[from]));
+                }
+                *phase = Phase::Invariants { done: 0 };
+                for (cmd, n) in &spec.invariants {
+                    send(&mut nodes[*n], trace, now, *n, cmd, spec.watchdog)?;
+                }
+            } else if let Phase::Invariants { done } = *phase {
+                let ok = status == 0;
+                trace.push(now, node, EventKind::Invariant { name: command.clone(), ok });
+                *phase = Phase::Invariants { done: done + 1 };
+                if !ok {
+                    let what = format!("invariant {command} failed on {name} (exit status {status}{hint})");
+                    return Ok(fail(FailureKind::Invariant, what, &states[from]));
+                }
+            }
+        }
+        AgentMsg::Unknown(line) => {
+            trace.push(now, node, EventKind::Note { text: format!("agent: {line}") });
+        }
+    }
+    Ok(None)
 }
 
-/// The live node with the earliest requested time; ties broken by the PRNG
-/// (the only choice the engine makes in this slice, and so the seed's).
-fn pick_next(nodes: &[UmlNode], rng: &mut Xoshiro256PlusPlus) -> Option<usize> {
-    let min = nodes.iter().filter(|n| !n.has_exited()).map(|n| n.requested()).min()?;
-    let tied: Vec<usize> = (0..nodes.len())
-        .filter(|&i| !nodes[i].has_exited() && nodes[i].requested() == min)
-        .collect();
-    Some(if tied.len() == 1 { tied[0] } else { tied[(rng.next_u64() % tied.len() as u64) as usize] })
+fn send(
+    node: &mut UmlNode,
+    trace: &mut Trace,
+    now: u64,
+    index: usize,
+    command: &str,
+    watchdog: Duration,
+) -> Result<(), EngineError> {
+    trace.push(now, (index + 1) as u16, EventKind::Command { name: command.to_string() });
+    node.send_control(now, format!("run {command}\n").as_bytes(), watchdog)?;
+    Ok(())
 }
 
 /// Moves a node's stamped output into the trace: console lines as events,

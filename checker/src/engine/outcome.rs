@@ -72,4 +72,6 @@ pub struct ExecutionResult {
     pub grants: u64,
     /// Memory (PSS, KiB) of each node's host processes at the end.
     pub node_memory_kib: Vec<u64>,
+    /// netsim's counters (sent, delivered, dropped by cause, ...).
+    pub network: Option<serde_json::Value>,
 }

@@ -17,6 +17,12 @@ pub trait MmioDevice {
     fn take_interrupt(&mut self) -> Option<u8> {
         None
     }
+    /// The device as `Any`, so that the engine can reach a device model it attached
+    /// (deliver a frame, complete a disk request; see [`MmioBus::device_mut`]).
+    /// Devices nobody needs to reach keep the default.
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
 }
 
 /// Device windows, non-overlapping.
@@ -58,6 +64,15 @@ impl MmioBus {
             .iter_mut()
             .find(|(b, l, _)| addr >= *b && addr < b + l)
             .map(|(b, _, d)| (d, addr - *b))
+    }
+
+    /// The device mapped at `base`, if it is a `T`: how the engine acts on a device
+    /// from outside the guest (between runs). Such an action may raise an interrupt,
+    /// so the next [`MmioBus::take_interrupts`] polls every device.
+    pub fn device_mut<T: 'static>(&mut self, base: u64) -> Option<&mut T> {
+        let (_, _, d) = self.windows.iter_mut().find(|(b, _, _)| *b == base)?;
+        self.raised_hint = true;
+        d.as_any_mut()?.downcast_mut::<T>()
     }
 
     /// Vectors raised by devices since the last call, in window order.

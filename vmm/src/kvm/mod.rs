@@ -31,11 +31,13 @@
 
 pub mod arch;
 pub mod asm;
+pub mod cluster;
 pub mod devices;
 mod error;
 pub mod host;
 pub mod linux;
 pub mod mmio;
+pub mod ports;
 pub mod probe;
 pub mod snapshot;
 pub mod virtio_mmio;

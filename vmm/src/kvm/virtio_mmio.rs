@@ -138,6 +138,17 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
     pub fn device(&self) -> &D {
         &self.device
     }
+    /// The device model, for engine actions between runs (reach the transport with
+    /// [`super::MmioBus::device_mut`]); follow them with [`Self::raise`].
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+    /// Signals the guest from outside a notification (a frame arrived, a disk
+    /// request completed): sets InterruptStatus and raises the vector on a 0 -> non-zero
+    /// edge, exactly as a signal returned by [`VirtioDevice::notify`] does.
+    pub fn raise(&mut self, s: Signal) {
+        self.signal(s);
+    }
     /// Device status register.
     pub fn status(&self) -> u32 {
         self.status
@@ -272,7 +283,7 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
     }
 }
 
-impl<D: VirtioDevice> MmioDevice for VirtioMmioTransport<D> {
+impl<D: VirtioDevice + 'static> MmioDevice for VirtioMmioTransport<D> {
     fn name(&self) -> &'static str {
         "virtio-mmio"
     }
@@ -302,6 +313,9 @@ impl<D: VirtioDevice> MmioDevice for VirtioMmioTransport<D> {
     }
     fn take_interrupt(&mut self) -> Option<u8> {
         std::mem::take(&mut self.raised).then_some(self.vector)
+    }
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
     }
 }
 

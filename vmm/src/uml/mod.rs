@@ -25,4 +25,4 @@ pub mod node;
 pub mod seccomp;
 pub mod timetravel;
 
-pub use node::{GuestOutput, OutputStream, RunOutcome, UmlConfig, UmlError, UmlNode};
+pub use node::{Delivered, GuestOutput, OutputStream, RunOutcome, TxFrame, UmlConfig, UmlError, UmlNode};

@@ -1,7 +1,7 @@
 //! One user-mode Linux process under simcluster's control.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
@@ -10,6 +10,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use super::timetravel::{Msg, Op, ProtocolError};
+use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
+use crate::virtio::console::{self, VirtioConsole};
+use crate::virtio::net::VirtioNet;
 
 /// How to start one node.
 #[derive(Debug, Clone)]
@@ -30,8 +33,43 @@ pub struct UmlConfig {
     /// parameters it does not know to init as environment variables, which
     /// is how a node learns NODE_ID, NODE_NAME and PEERS.
     pub init_env: Vec<(String, String)>,
-    /// Extra kernel command-line words (devices, for example).
+    /// Extra kernel command-line words.
     pub extra_args: Vec<String>,
+    /// Give the node a virtio-net device (eth0, MAC 02:00:0a:00:00:NN).
+    pub net: bool,
+}
+
+/// A frame the guest transmitted, stamped with its virtual time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxFrame {
+    pub time: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// What became of a frame handed to [`UmlNode::deliver_frame`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivered {
+    /// In the guest's receive queue.
+    Now,
+    /// The guest had no receive buffer; queued until it posts one.
+    Queued,
+    /// The guest's driver is not up (or its backlog is full): lost.
+    Dropped,
+}
+
+/// Frames kept for a guest that has no free receive buffer, at most.
+const RX_BACKLOG: usize = 1024;
+
+/// virtio-net queue numbers.
+const NET_RX: u16 = 0;
+
+/// The node's network device and what is pending on it.
+struct NetPort {
+    backend: VhostUserBackend<VirtioNet>,
+    tx: Vec<TxFrame>,
+    /// Queues whose interrupt is owed to the guest at its next stop.
+    irq_pending: std::collections::BTreeSet<u16>,
+    backlog: std::collections::VecDeque<Vec<u8>>,
 }
 
 /// Which of a node's output channels some bytes came from.
@@ -88,6 +126,10 @@ pub enum UmlError {
     DiedBeforeStart { node: u16, status: String, stderr: PathBuf },
     #[error("node {node} did not connect to the time controller within {secs} s; its stderr is in {stderr}")]
     NoConnect { node: u16, secs: u64, stderr: PathBuf },
+    #[error("node {node}: network device: {source}")]
+    Net { node: u16, source: VhostUserError },
+    #[error("node {node} did not take an interrupt within {secs} s")]
+    InterruptTimeout { node: u16, secs: u64 },
 }
 
 /// A running (or stopped) user-mode Linux node.
@@ -101,8 +143,9 @@ pub struct UmlNode {
     listener: Option<UnixListener>,
     conn: Option<UnixStream>,
     console: File,
-    control_out: File,
-    control_in: File,
+    /// The control line (virtio-console, `/dev/hvc0` in the guest).
+    ctl: VhostUserBackend<VirtioConsole>,
+    ctl_irq_pending: std::collections::BTreeSet<u16>,
     stderr_path: PathBuf,
     /// Sequence number of the START we have not acknowledged yet.
     pending_start: Option<u32>,
@@ -115,6 +158,7 @@ pub struct UmlNode {
     /// stamped (see [`GuestOutput`]).
     unstamped_console: Vec<u8>,
     unstamped_control: Vec<u8>,
+    net: Option<NetPort>,
 }
 
 const PIPE_BYTES: libc::c_int = 1 << 20;
@@ -169,8 +213,20 @@ impl UmlNode {
         let listener = UnixListener::bind(&sock).map_err(io_err("bind time-travel socket"))?;
         listener.set_nonblocking(true).map_err(io_err("socket"))?;
 
-        let (ctl_in_r, ctl_in_w) = pipe().map_err(io_err("pipe"))?;
-        let (ctl_out_r, ctl_out_w) = pipe().map_err(io_err("pipe"))?;
+        let net = if cfg.net {
+            let backend = VhostUserBackend::listen(&cfg.run_dir.join("net.sock"), VirtioNet::new(id as u8))
+                .map_err(|source| UmlError::Net { node: id, source })?;
+            Some(NetPort {
+                backend,
+                tx: Vec::new(),
+                irq_pending: Default::default(),
+                backlog: Default::default(),
+            })
+        } else {
+            None
+        };
+        let ctl = VhostUserBackend::listen(&cfg.run_dir.join("ctl.sock"), VirtioConsole::new())
+            .map_err(|source| UmlError::Net { node: id, source })?;
         let (con_r, con_w) = pipe().map_err(io_err("pipe"))?;
         let stderr_path = cfg.run_dir.join("stderr.log");
         let stderr = File::create(&stderr_path).map_err(io_err("stderr log"))?;
@@ -181,13 +237,14 @@ impl UmlNode {
             .arg("uml_dir=.")
             .arg(format!("time-travel=ext:{id}:tt.sock"))
             .arg("initrd=rootfs.img")
-            // con0 is output only; con1 is the control line (fd 3 in, fd 4
-            // out); every other console and serial line is null.
+            // con0 is output only, every other UML console and serial line
+            // is null; the control line is a virtio console (hvc0).
             .arg("con=null")
             .arg("ssl=null")
             .arg("con0=null,fd:1")
-            .arg("con1=fd:3,fd:4")
             .arg("console=tty0")
+            .arg("virtio_uml.device=ctl.sock:3")
+            .args(net.as_ref().map(|_| "virtio_uml.device=net.sock:1"))
             .args(&cfg.extra_args);
         for (k, v) in &cfg.init_env {
             cmd.arg(format!("{k}={v}"));
@@ -199,7 +256,6 @@ impl UmlNode {
             .stdin(Stdio::null())
             .stdout(Stdio::from(con_w))
             .stderr(Stdio::from(stderr));
-        let (a, b) = (ctl_in_r.as_raw_fd(), ctl_out_w.as_raw_fd());
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -211,34 +267,22 @@ impl UmlNode {
                 let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
                 libc::setrlimit(libc::RLIMIT_CORE, &no_core);
                 super::seccomp::deny_getrandom()?;
-                // Move both ends above 3/4 first so dup2 cannot clobber.
-                let a2 = libc::fcntl(a, libc::F_DUPFD, 10);
-                let b2 = libc::fcntl(b, libc::F_DUPFD, 10);
-                if a2 < 0 || b2 < 0 || libc::dup2(a2, 3) < 0 || libc::dup2(b2, 4) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                libc::close(a2);
-                libc::close(b2);
                 Ok(())
             });
         }
         let child = cmd
             .spawn()
             .map_err(|source| UmlError::Spawn { kernel: cfg.kernel.clone(), source })?;
-        drop(ctl_in_r);
-        drop(ctl_out_w);
         drop(cmd);
-        for fd in [con_r.as_raw_fd(), ctl_out_r.as_raw_fd()] {
-            set_nonblocking(fd).map_err(io_err("pipe"))?;
-        }
+        set_nonblocking(con_r.as_raw_fd()).map_err(io_err("pipe"))?;
         Ok(UmlNode {
             id,
             child,
             listener: Some(listener),
             conn: None,
             console: File::from(con_r),
-            control_out: File::from(ctl_out_r),
-            control_in: File::from(ctl_in_w),
+            ctl,
+            ctl_irq_pending: Default::default(),
             stderr_path,
             pending_start: None,
             time: 0,
@@ -246,6 +290,7 @@ impl UmlNode {
             exited: false,
             unstamped_console: Vec::new(),
             unstamped_control: Vec::new(),
+            net,
         })
     }
 
@@ -318,12 +363,33 @@ impl UmlNode {
         }
     }
 
-    /// Writes engine commands to the node's control line. Call only while
-    /// the node is stopped: the guest then sees them at its next grant.
-    pub fn send_control(&mut self, bytes: &[u8]) -> Result<(), UmlError> {
-        self.control_in
-            .write_all(bytes)
-            .map_err(|source| UmlError::Io { node: self.id, what: "control line", source })
+    /// Sends engine commands to the guest's control line at virtual time
+    /// `t` (an interrupt: the guest will ask to run at `t`). Call only while
+    /// the node is stopped, with `t` between its clock and its requested
+    /// time. Bytes the guest has no buffer for yet follow at a later stop.
+    pub fn send_control(&mut self, t: u64, bytes: &[u8], watchdog: Duration) -> Result<(), UmlError> {
+        self.ctl.device_mut().push_input(bytes);
+        self.settle(t, watchdog)
+    }
+
+    /// Delivers what is owed to the stopped guest at virtual time `t`:
+    /// queued control input and backlogged frames that now fit, and every
+    /// pending interrupt. Call after each grant that ended in a wait.
+    pub fn settle(&mut self, t: u64, watchdog: Duration) -> Result<(), UmlError> {
+        let id = self.id;
+        if self.ctl.device().has_input() {
+            let (dev, queues) = self.ctl.device_and_queues();
+            let moved = dev
+                .flush_input(queues)
+                .map_err(|e| UmlError::Net { node: id, source: VhostUserError::Device(e) })?;
+            if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
+                self.ctl_irq_pending.insert(console::RX_QUEUE as u16);
+            }
+        }
+        if self.has_rx_backlog() {
+            self.drain_rx_backlog(t, watchdog)?;
+        }
+        self.raise_interrupts(t, watchdog)
     }
 
     /// Lets the node run at its requested time until it waits again, exits,
@@ -406,13 +472,20 @@ impl UmlNode {
                 }
                 None => 100,
             };
-            let mut pfd = [
+            let mut pfd = vec![
                 libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
                 libc::pollfd { fd: self.console.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-                libc::pollfd { fd: self.control_out.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             ];
+            for dfd in self.ctl.fds() {
+                pfd.push(libc::pollfd { fd: dfd, events: libc::POLLIN, revents: 0 });
+            }
+            if let Some(net) = &self.net {
+                for dfd in net.backend.fds() {
+                    pfd.push(libc::pollfd { fd: dfd, events: libc::POLLIN, revents: 0 });
+                }
+            }
             // SAFETY: pfd is a valid array of pollfd.
-            let n = unsafe { libc::poll(pfd.as_mut_ptr(), 3, wait_ms.max(1)) };
+            let n = unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, wait_ms.max(1)) };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -420,10 +493,19 @@ impl UmlNode {
                 }
                 return Err(UmlError::Io { node: self.id, what: "poll", source: e });
             }
-            if pfd[1].revents != 0 || pfd[2].revents != 0 {
-                // Keep the pipes from filling; the bytes are stamped at the
+            if pfd[1].revents != 0 {
+                // Keep the pipe from filling; the bytes are stamped at the
                 // node's next message.
                 self.read_pipes();
+            }
+            if pfd[2].revents != 0 {
+                self.service_ctl()?;
+            }
+            if pfd[3..].iter().any(|p| p.revents != 0) {
+                // The guest waits for our answer to each device message
+                // (a kick carries NEED_REPLY), so it is stopped while the
+                // device works and frames are stamped with its current time.
+                self.service_net()?;
             }
             if pfd[0].revents != 0 {
                 let conn = self.conn.as_mut().unwrap();
@@ -452,20 +534,208 @@ impl UmlNode {
 }
 
 impl UmlNode {
+    /// Answers the guest's network-device messages; transmitted frames are
+    /// collected with the node's current virtual time.
+    fn service_net(&mut self) -> Result<(), UmlError> {
+        let (id, time) = (self.id, self.time);
+        let Some(net) = self.net.as_mut() else { return Ok(()) };
+        let events = net.backend.handle_readable().map_err(|source| UmlError::Net { node: id, source })?;
+        for ev in events {
+            if let DeviceEvent::Kicked { queue, interrupt } = ev {
+                for bytes in net.backend.device_mut().take_tx() {
+                    net.tx.push(TxFrame { time, bytes });
+                }
+                if interrupt {
+                    net.irq_pending.insert(queue);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers the control device; what the guest wrote joins the
+    /// unstamped control bytes (stamped at its next message).
+    fn service_ctl(&mut self) -> Result<(), UmlError> {
+        let id = self.id;
+        let events = self.ctl.handle_readable().map_err(|source| UmlError::Net { node: id, source })?;
+        for ev in events {
+            if let DeviceEvent::Kicked { queue, interrupt } = ev {
+                let out = self.ctl.device_mut().take_output();
+                self.unstamped_control.extend(out);
+                if interrupt {
+                    self.ctl_irq_pending.insert(queue);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Frames the guest transmitted since the last call, in order.
+    pub fn take_tx(&mut self) -> Vec<TxFrame> {
+        self.net.as_mut().map(|n| std::mem::take(&mut n.tx)).unwrap_or_default()
+    }
+
+    /// Whether frames wait for the guest to post receive buffers.
+    pub fn has_rx_backlog(&self) -> bool {
+        self.net.as_ref().is_some_and(|n| !n.backlog.is_empty())
+    }
+
+    /// Puts a frame into the guest's receive queue at virtual time `t` and
+    /// interrupts the guest, which will then ask to run at `t`. Call only
+    /// while the node is stopped, with `t` no earlier than its clock and no
+    /// later than its requested time.
+    pub fn deliver_frame(&mut self, t: u64, frame: &[u8], watchdog: Duration) -> Result<Delivered, UmlError> {
+        let id = self.id;
+        let Some(net) = self.net.as_mut() else { return Ok(Delivered::Dropped) };
+        if !net.backend.is_connected() {
+            return Ok(Delivered::Dropped);
+        }
+        let result = if !net.backlog.is_empty() {
+            // Keep arrival order behind frames already waiting.
+            Delivered::Queued
+        } else {
+            let (dev, queues) = net.backend.device_and_queues();
+            if !queues.is_ready(NET_RX as usize) {
+                return Ok(Delivered::Dropped);
+            }
+            match dev.deliver(queues, frame) {
+                Ok(true) => {
+                    if queues.needs_interrupt(NET_RX as usize).unwrap_or(true) {
+                        net.irq_pending.insert(NET_RX);
+                    }
+                    Delivered::Now
+                }
+                Ok(false) => Delivered::Queued,
+                Err(e) => return Err(UmlError::Net { node: id, source: VhostUserError::Device(e) }),
+            }
+        };
+        if result == Delivered::Queued {
+            if net.backlog.len() >= RX_BACKLOG {
+                return Ok(Delivered::Dropped);
+            }
+            net.backlog.push_back(frame.to_vec());
+        }
+        self.raise_interrupts(t, watchdog)?;
+        Ok(result)
+    }
+
+    /// Moves backlogged frames into receive buffers the guest has posted
+    /// since, at virtual time `t` (the node is stopped). Returns how many.
+    pub fn drain_rx_backlog(&mut self, t: u64, watchdog: Duration) -> Result<usize, UmlError> {
+        let id = self.id;
+        let Some(net) = self.net.as_mut() else { return Ok(0) };
+        let mut moved = 0;
+        while let Some(frame) = net.backlog.front() {
+            let (dev, queues) = net.backend.device_and_queues();
+            match dev.deliver(queues, frame) {
+                Ok(true) => {
+                    net.backlog.pop_front();
+                    moved += 1;
+                }
+                Ok(false) => break,
+                Err(e) => return Err(UmlError::Net { node: id, source: VhostUserError::Device(e) }),
+            }
+        }
+        if moved > 0 {
+            let (_, queues) = net.backend.device_and_queues();
+            if queues.needs_interrupt(NET_RX as usize).unwrap_or(true) {
+                net.irq_pending.insert(NET_RX);
+            }
+        }
+        self.raise_interrupts(t, watchdog)?;
+        Ok(moved)
+    }
+
+    /// Delivers every interrupt owed to the stopped guest, at virtual time
+    /// `t`: each is an in-band call the guest's SIGIO handler takes by
+    /// asking us the time (we answer `t`) and requesting to run at it.
+    /// See `vmm::vhost_user` for the exact sequence.
+    pub fn raise_interrupts(&mut self, t: u64, watchdog: Duration) -> Result<(), UmlError> {
+        let id = self.id;
+        let net_err = |source| UmlError::Net { node: id, source };
+        if self.ctl.is_connected() {
+            for q in std::mem::take(&mut self.ctl_irq_pending) {
+                self.ctl.send_call(q).map_err(net_err)?;
+            }
+        }
+        if let Some(net) = self.net.as_mut().filter(|n| n.backend.is_connected()) {
+            for q in std::mem::take(&mut net.irq_pending) {
+                net.backend.send_call(q).map_err(net_err)?;
+            }
+        }
+        let began = Instant::now();
+        loop {
+            if self.ctl.calls_in_flight() > 0 {
+                self.ctl.take_call_replies().map_err(net_err)?;
+            }
+            let mut in_flight = self.ctl.calls_in_flight();
+            let mut fds = vec![self.conn.as_ref().unwrap().as_raw_fd()];
+            fds.extend(self.ctl.call_reply_fd().filter(|_| self.ctl.calls_in_flight() > 0));
+            if let Some(net) = self.net.as_mut() {
+                if net.backend.calls_in_flight() > 0 {
+                    net.backend.take_call_replies().map_err(net_err)?;
+                }
+                in_flight += net.backend.calls_in_flight();
+                fds.extend(net.backend.call_reply_fd().filter(|_| net.backend.calls_in_flight() > 0));
+            }
+            if in_flight == 0 {
+                return Ok(());
+            }
+            if began.elapsed() > watchdog {
+                return Err(UmlError::InterruptTimeout { node: id, secs: watchdog.as_secs() });
+            }
+            let mut pfd: Vec<libc::pollfd> =
+                fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+            // SAFETY: valid pollfd array.
+            let n = unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, 100) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(UmlError::Io { node: id, what: "poll", source: e });
+                }
+                continue;
+            }
+            if pfd[0].revents != 0 {
+                let conn = self.conn.as_mut().unwrap();
+                let msg = match Msg::read_from(conn) {
+                    Ok(m) => m,
+                    Err(ProtocolError::Closed) => {
+                        self.exited = true;
+                        return Ok(());
+                    }
+                    Err(source) => return Err(UmlError::Protocol { node: id, source }),
+                };
+                let reply = match msg.op {
+                    Op::Get => {
+                        self.time = self.time.max(t);
+                        self.time
+                    }
+                    Op::Request => {
+                        self.requested = msg.time;
+                        0
+                    }
+                    Op::Update => {
+                        self.time = self.time.max(msg.time);
+                        0
+                    }
+                    _ => return Err(UmlError::Unexpected { node: id, msg, state: "taking an interrupt" }),
+                };
+                Msg::new(Op::Ack, msg.seq, reply)
+                    .write_to(self.conn.as_mut().unwrap())
+                    .map_err(|source| UmlError::Protocol { node: id, source })?;
+            }
+        }
+    }
+
     /// Moves whatever is in the output pipes into the unstamped buffers.
     fn read_pipes(&mut self) {
         let mut buf = [0u8; 65536];
-        for (pipe, dst) in [
-            (&mut self.console, &mut self.unstamped_console),
-            (&mut self.control_out, &mut self.unstamped_control),
-        ] {
-            loop {
-                match pipe.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => dst.extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break, // WouldBlock: empty for now
-                }
+        loop {
+            match self.console.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => self.unstamped_console.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break, // WouldBlock: empty for now
             }
         }
     }

@@ -21,6 +21,7 @@
 //! - [`mmio`]: an adapter to the KVM runtime's virtio-mmio device trait.
 
 pub mod blk;
+pub mod console;
 pub mod mmio;
 pub mod net;
 

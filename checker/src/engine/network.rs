@@ -1,0 +1,234 @@
+//! The engine's view of the simulated network: netsim's pending deliveries
+//! and the partition timeline are engine actions, chosen at their virtual
+//! times like node runs.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use netsim::{Capture, Delivery, DeliveryId, Destination, NetConfig, Network, NodeId, Partition};
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use vmm::uml::TxFrame;
+
+use super::frames::summarize;
+use crate::trace::{EventKind, Trace};
+
+/// A partition at fixed virtual times (from cluster.toml).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledPartition {
+    pub at: u64,
+    pub heal: u64,
+    pub partition: Partition,
+}
+
+/// What the network of an execution looks like.
+#[derive(Debug, Clone)]
+pub struct NetworkSpec {
+    pub config: NetConfig,
+    pub scheduled: Vec<ScheduledPartition>,
+    /// Write per-node and whole-network pcap files into this directory.
+    pub pcap_dir: Option<PathBuf>,
+}
+
+/// Random partitions (`partitions = true`): the gap before each and its
+/// length are drawn uniformly from these ranges (ns).
+const RANDOM_GAP: (u64, u64) = (5_000_000_000, 20_000_000_000);
+const RANDOM_LENGTH: (u64, u64) = (1_000_000_000, 10_000_000_000);
+
+#[derive(Debug, Clone)]
+enum Fault {
+    Start(Partition),
+    Heal,
+}
+
+pub(super) struct NetState {
+    pub net: Network,
+    rng: Xoshiro256PlusPlus,
+    capture: Option<Capture<BufWriter<File>>>,
+    /// (time, fault), sorted by time; `next_fault` indexes the first not applied.
+    faults: Vec<(u64, Fault)>,
+    next_fault: usize,
+    /// Ids for frames that were lost (they have no delivery id); the top bit
+    /// keeps them apart from netsim's.
+    lost_ids: u64,
+    nodes: u16,
+}
+
+fn uniform(rng: &mut Xoshiro256PlusPlus, (lo, hi): (u64, u64)) -> u64 {
+    lo + rng.next_u64() % (hi - lo + 1)
+}
+
+/// "{n1} | {n2,n3}" or "{n1} -> {n2,n3} cut".
+pub fn describe(p: &Partition) -> String {
+    let set = |s: &std::collections::BTreeSet<NodeId>| {
+        format!("{{{}}}", s.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(","))
+    };
+    match p {
+        Partition::Symmetric { groups } => groups.iter().map(set).collect::<Vec<_>>().join(" | "),
+        Partition::OneWay { from, to } => format!("{} -> {} cut (one way)", set(from), set(to)),
+    }
+}
+
+/// A random partition of `n` nodes: isolate one node, split in two, or cut
+/// one node's outgoing links.
+fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16) -> Partition {
+    let node = |i: u16| NodeId::new(i).expect("node ids are 1..=n");
+    let pick = 1 + (rng.next_u64() % u64::from(n)) as u16;
+    match rng.next_u64() % 10 {
+        0..=4 => Partition::isolate(node(pick)),
+        5..=7 => {
+            let mut a = Vec::new();
+            let mut b = Vec::new();
+            for i in 1..=n {
+                if rng.next_u64() % 2 == 0 { a.push(node(i)) } else { b.push(node(i)) }
+            }
+            if a.is_empty() || b.is_empty() {
+                Partition::isolate(node(pick))
+            } else {
+                Partition::symmetric([a, b])
+            }
+        }
+        _ => Partition::one_way([node(pick)], (1..=n).filter(|&i| i != pick).map(node)),
+    }
+}
+
+impl NetState {
+    pub fn new(spec: &NetworkSpec, nodes: u16, seed: u64, time_limit: u64) -> std::io::Result<NetState> {
+        let net = Network::new(&spec.config, nodes).map_err(|e| std::io::Error::other(e.to_string()))?;
+        // Separate streams: a change in how many frames a guest sends must
+        // not shift the partition timeline.
+        let rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6e65_7473_696d_0001);
+        let mut fault_rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6661_756c_7473_0002);
+        let mut faults = Vec::new();
+        for s in &spec.scheduled {
+            faults.push((s.at, Fault::Start(s.partition.clone())));
+            faults.push((s.heal, Fault::Heal));
+        }
+        if spec.config.partitions && nodes > 1 {
+            let mut t = 0u64;
+            loop {
+                t = t.saturating_add(uniform(&mut fault_rng, RANDOM_GAP));
+                if t >= time_limit {
+                    break;
+                }
+                let len = uniform(&mut fault_rng, RANDOM_LENGTH);
+                faults.push((t, Fault::Start(random_partition(&mut fault_rng, nodes))));
+                t = t.saturating_add(len);
+                faults.push((t, Fault::Heal));
+            }
+        }
+        // Stable sort: a heal and a start at the same instant keep their order.
+        faults.sort_by_key(|(t, _)| *t);
+        let capture = match &spec.pcap_dir {
+            None => None,
+            Some(dir) => Some(open_capture(dir, nodes)?),
+        };
+        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, nodes })
+    }
+
+    /// The earliest pending network event (delivery or fault).
+    pub fn next_time(&self) -> Option<u64> {
+        let d = self.net.next_delivery_time();
+        let f = self.faults.get(self.next_fault).map(|(t, _)| *t);
+        match (d, f) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Deliveries due at exactly `t`, in netsim's order.
+    pub fn deliveries_at(&self, t: u64) -> Vec<DeliveryId> {
+        self.net.pending().take_while(|d| d.time == t).map(|d| d.id).collect()
+    }
+
+    pub fn fault_at(&self, t: u64) -> bool {
+        self.faults.get(self.next_fault).is_some_and(|(ft, _)| *ft == t)
+    }
+
+    /// Applies the next fault of the timeline.
+    pub fn apply_fault(&mut self, trace: &mut Trace, now: u64) {
+        let (_, fault) = self.faults[self.next_fault].clone();
+        self.next_fault += 1;
+        match fault {
+            Fault::Start(p) => {
+                let description = describe(&p);
+                let dropped = self.net.partition(p).unwrap_or(0);
+                let text = if dropped > 0 { format!("{description} ({dropped} frames in flight lost)") } else { description };
+                trace.push(now, crate::trace::ENGINE, EventKind::Partition { description: text });
+            }
+            Fault::Heal => {
+                if self.net.current_partition().is_some() {
+                    self.net.heal();
+                    trace.push(now, crate::trace::ENGINE, EventKind::Heal);
+                }
+            }
+        }
+    }
+
+    pub fn take(&mut self, id: DeliveryId) -> Option<Delivery> {
+        let d = self.net.take(id)?;
+        if let Some(c) = &mut self.capture {
+            let _ = c.on_deliver(&d);
+        }
+        Some(d)
+    }
+
+    /// Hands a node's transmitted frames to netsim and records what became
+    /// of each copy.
+    pub fn transmit(&mut self, from: NodeId, frames: Vec<TxFrame>, trace: &mut Trace) {
+        for f in frames {
+            if let Some(c) = &mut self.capture {
+                let _ = c.on_send(f.time, from, &f.bytes);
+            }
+            let summary = summarize(&f.bytes);
+            let scheduled = self.net.send(f.time, from, &f.bytes, &mut self.rng);
+            let len = f.bytes.len() as u32;
+            for d in &scheduled {
+                trace.push(
+                    f.time,
+                    from.get(),
+                    EventKind::Send { id: d.id.0, to: d.to.get(), len, summary: summary.clone() },
+                );
+            }
+            // Destinations with no scheduled copy lost the frame.
+            let wanted: Vec<NodeId> = match netsim::destination(&f.bytes) {
+                Ok(Destination::Unicast(to)) if to != from && to.get() <= self.nodes => vec![to],
+                Ok(Destination::Broadcast) => NodeId::all(self.nodes).filter(|&n| n != from).collect(),
+                _ => vec![],
+            };
+            for to in wanted {
+                if scheduled.iter().any(|d| d.to == to) {
+                    continue;
+                }
+                self.lost_ids += 1;
+                let id = (1 << 63) | self.lost_ids;
+                let cause = if self.net.is_blocked(from, to) { "partition" } else { "loss" };
+                trace.push(f.time, from.get(), EventKind::Send { id, to: to.get(), len, summary: summary.clone() });
+                trace.push(f.time, from.get(), EventKind::Drop { id, to: to.get(), cause: cause.into() });
+            }
+        }
+    }
+
+    /// Frames in flight to a node that is gone are lost.
+    pub fn node_down(&mut self, node: NodeId) {
+        self.net.discard_to(node);
+    }
+
+    pub fn finish(&mut self) -> serde_json::Value {
+        if let Some(c) = &mut self.capture {
+            let _ = c.flush();
+        }
+        serde_json::to_value(self.net.stats()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+fn open_capture(dir: &Path, nodes: u16) -> std::io::Result<Capture<BufWriter<File>>> {
+    std::fs::create_dir_all(dir)?;
+    let mut c = Capture::new();
+    for n in NodeId::all(nodes) {
+        c.add_node(n, BufWriter::new(File::create(dir.join(format!("{n}.pcap")))?))?;
+    }
+    c.set_network(BufWriter::new(File::create(dir.join("network.pcap"))?))?;
+    Ok(c)
+}

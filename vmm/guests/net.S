@@ -1,0 +1,158 @@
+# virtio-net guest: one frame to the peer node and one back, through netsim.
+#  1. driver init over virtio-mmio at 0xd0000000 (device id 1): features MAC and
+#     VERSION_1, RX queue 0 and TX queue 1 of QSIZE entries, rings in guest memory;
+#  2. reads its MAC (02:00:0a:00:00:NN) from config space; the peer is node 3-NN;
+#  3. posts one receive buffer, then sends a 60-byte Ethernet frame (ethertype 0x88b5,
+#     payload "hello from node N") to the peer;
+#  4. halts until the RX used ring moves (interrupt vector 0x31, acknowledged through
+#     InterruptACK), prints the frame and powers off with 0 (1 on any error).
+    .code64
+    .text
+    .globl _start
+    .set VIRTIO, 0xd0000000
+    .set IRQS, 0x300000
+    .set NODE, 0x300008              # this node's number NN
+    .set RXQ, 0x400000              # desc table; avail at +0x1000, used at +0x2000
+    .set TXQ, 0x410000
+    .set RXBUF, 0x420000
+    .set TXBUF, 0x430000
+    .set QSIZE, 8
+    .set HDR, 12                    # virtio-net header (VERSION_1)
+    .set FRAME, 60
+_start:
+    movq $0, IRQS
+    lea handler(%rip), %rax
+    mov $0x1310, %rdi               # IDT (0x1000) + 16 * 0x31
+    mov %ax, (%rdi)
+    movw $0x08, 2(%rdi)
+    movb $0, 4(%rdi)
+    movb $0x8e, 5(%rdi)
+    shr $16, %rax
+    mov %ax, 6(%rdi)
+    shr $16, %rax
+    mov %eax, 8(%rdi)
+    movl $0, 12(%rdi)
+    mov $VIRTIO, %ebx
+    cmpl $1, 8(%rbx)                # DeviceID: net
+    jne fail
+    movl $0, 0x70(%rbx)             # reset
+    movl $3, 0x70(%rbx)             # ACKNOWLEDGE | DRIVER
+    movl $0, 0x24(%rbx)
+    movl $0x20, 0x20(%rbx)          # VIRTIO_NET_F_MAC
+    movl $1, 0x24(%rbx)
+    movl $1, 0x20(%rbx)             # VIRTIO_F_VERSION_1
+    movl $0xb, 0x70(%rbx)           # | FEATURES_OK
+    testl $8, 0x70(%rbx)
+    jz fail
+    xor %edi, %edi
+    mov $RXQ, %esi
+    call setup_queue
+    mov $1, %edi
+    mov $TXQ, %esi
+    call setup_queue
+    movl $0xf, 0x70(%rbx)           # | DRIVER_OK
+    # Frame: dst = peer, src = own MAC (config space), ethertype, payload.
+    mov 0x100(%rbx), %eax           # mac[0..4]
+    movzwl 0x104(%rbx), %edx        # mac[4..6]; %dh = NN
+    mov %dh, NODE
+    mov %eax, TXBUF+HDR
+    mov %eax, TXBUF+HDR+6
+    mov %dx, TXBUF+HDR+10
+    mov $3, %cl
+    sub %dh, %cl
+    mov %dl, TXBUF+HDR+4
+    mov %cl, TXBUF+HDR+5
+    movw $0xb588, TXBUF+HDR+12
+    lea hello(%rip), %rsi
+    mov $TXBUF+HDR+14, %edi
+    mov $hello_len, %ecx
+    rep movsb
+    mov NODE, %al
+    add $0x30, %al
+    mov %al, TXBUF+HDR+14+hello_len-1
+    # RX: descriptor 0 = RXBUF, device-writable, made available.
+    movq $RXBUF, RXQ
+    movl $HDR+1514, RXQ+8
+    movw $2, RXQ+12
+    movw $0, RXQ+0x1004
+    movw $1, RXQ+0x1002
+    movl $0, 0x50(%rbx)             # QueueNotify(RX)
+    # TX: descriptor 0 = header + frame.
+    movq $TXBUF, TXQ
+    movl $HDR+FRAME, TXQ+8
+    movw $0, TXQ+12
+    movw $0, TXQ+0x1004
+    movw $1, TXQ+0x1002
+    sti
+    movl $1, 0x50(%rbx)             # QueueNotify(TX): the frame leaves now
+    lea sent(%rip), %rsi
+    call puts
+wait:
+    cli
+    cmpw $0, RXQ+0x2002             # used.idx
+    jne got
+    sti
+    hlt
+    jmp wait
+got:
+    sti
+    lea rxmsg(%rip), %rsi
+    call puts
+    mov RXQ+0x2008, %eax            # used.ring[0].len
+    call puthex
+    lea from(%rip), %rsi
+    call puts
+    movzbl RXBUF+HDR+11, %eax       # source MAC, last byte
+    call puthex
+    mov $32, %al
+    call putc
+    mov $RXBUF+HDR+14, %esi
+    call puts
+    mov $10, %al
+    call putc
+    mov NODE, %al
+    cmp %al, RXBUF+HDR+5            # addressed to us
+    jne fail
+    cmpl $HDR+FRAME, RXQ+0x2008
+    jne fail
+    lea ok(%rip), %rsi
+    call puts
+    xor %eax, %eax
+    call poweroff
+fail:
+    mov $1, %eax
+    call poweroff
+
+# setup_queue: queue %edi with rings at %esi (desc), +0x1000 (avail), +0x2000 (used).
+setup_queue:
+    mov %edi, 0x30(%rbx)            # QueueSel
+    movl $QSIZE, 0x38(%rbx)         # QueueNum
+    mov %esi, 0x80(%rbx)            # QueueDescLow
+    movl $0, 0x84(%rbx)
+    lea 0x1000(%rsi), %eax
+    mov %eax, 0x90(%rbx)            # QueueDriverLow
+    movl $0, 0x94(%rbx)
+    lea 0x2000(%rsi), %eax
+    mov %eax, 0xa0(%rbx)            # QueueDeviceLow
+    movl $0, 0xa4(%rbx)
+    movl $1, 0x44(%rbx)             # QueueReady
+    ret
+
+handler:
+    push %rax
+    push %rbx
+    mov $VIRTIO, %ebx
+    incq IRQS
+    mov 0x60(%rbx), %eax            # InterruptStatus
+    mov %eax, 0x64(%rbx)            # InterruptACK
+    pop %rbx
+    pop %rax
+    iretq
+
+hello:  .ascii "hello from node ?"
+    .set hello_len, . - hello
+sent:   .asciz "sent\n"
+rxmsg:  .asciz "rx len="
+from:   .asciz " from="
+ok:     .asciz "net ok\n"
+    .include "common.inc"
