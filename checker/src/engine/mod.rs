@@ -97,6 +97,8 @@ struct NodeState {
     control: LineSplitter,
     ready: bool,
     saw_panic: bool,
+    /// The kernel's "Kernel panic - not syncing: ..." line.
+    panic_line: Option<String>,
     /// Last console lines, for failure messages.
     tail: Vec<String>,
 }
@@ -144,6 +146,7 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
             control: LineSplitter::default(),
             ready: false,
             saw_panic: false,
+            panic_line: None,
             tail: Vec::new(),
         });
     }
@@ -257,7 +260,10 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
                 let st = &states[i];
                 trace.push(now, (i + 1) as u16, EventKind::Exit { status, signal, panic: st.saw_panic });
                 let (kind, what) = if st.saw_panic {
-                    (FailureKind::GuestPanic, format!("node {} panicked", st.name))
+                    (
+                        FailureKind::GuestPanic,
+                        format!("node {} panicked: {}", st.name, st.panic_line.as_deref().unwrap_or("Kernel panic")),
+                    )
                 } else {
                     (
                         FailureKind::GuestExit,
@@ -406,6 +412,7 @@ fn record_output(
                 for line in st.console.feed(&o.bytes) {
                     if line.contains("Kernel panic") {
                         st.saw_panic = true;
+                        st.panic_line.get_or_insert_with(|| line.trim().to_string());
                     }
                     st.tail.push(line.clone());
                     if st.tail.len() > TAIL_LINES {

@@ -77,8 +77,9 @@ pub enum Event {
     /// A frame copy netsim scheduled (`Sent` with `to: None` when it scheduled none:
     /// lost, partitioned or unroutable).
     Sent { from: NodeId, at_ns: u64, to: Option<NodeId>, arrival_ns: u64, id: Option<DeliveryId>, frame: Arc<[u8]> },
-    /// A frame reached `to`'s device at `at_ns` (the receiver's clock).
-    Delivered { id: DeliveryId, to: NodeId, at_ns: u64, sent_at_ns: u64, frame: Arc<[u8]> },
+    /// A frame reached `to`'s device at `at_ns` (the receiver's clock); `backlog`:
+    /// frames waiting for a receive buffer after it (0: it went into the ring).
+    Delivered { id: DeliveryId, to: NodeId, at_ns: u64, sent_at_ns: u64, backlog: usize, frame: Arc<[u8]> },
     /// A frame for a node that is off or has no network device.
     Dropped { id: DeliveryId, to: NodeId },
     /// A disk request completed at `at_ns`.
@@ -329,7 +330,8 @@ impl Cluster {
                 let t = net_port(&mut n.vm).expect("net attached");
                 let irq = t.device_mut().deliver(&d.frame);
                 raise(t, irq.map_err(|source| ClusterError::Device { node: d.to.get(), source })?);
-                self.log(Event::Delivered { id: d.id, to: d.to, at_ns, sent_at_ns: d.sent_at, frame: d.frame });
+                let backlog = t.device_mut().backlog_len();
+                self.log(Event::Delivered { id: d.id, to: d.to, at_ns, sent_at_ns: d.sent_at, backlog, frame: d.frame });
             }
             Ext::Disk(t, i) => {
                 let node = NodeId::from_index(i).expect("node index in range");

@@ -6,8 +6,10 @@
 //!   reaches userspace, and jumps to the timer deadline when the guest halts with
 //!   interrupts enabled; no host time is read anywhere;
 //! - the timer interrupt is injected at the first exit at or after its deadline, on the
-//!   next entry with IF=1 (otherwise an interrupt-window exit is requested), so the
-//!   instruction at which it lands depends only on the guest's own exits;
+//!   next entry with IF=1 (otherwise, with VMX/SVM, an interrupt-window exit is
+//!   requested; under PVM, whose window exits follow host timing, it waits for the
+//!   guest's next exit with IF=1), so the instruction at which it lands depends only on
+//!   the guest's own exits; an interrupted KVM_RUN (EINTR) injects nothing;
 //! - every exit is folded into the trace hash (kind, virtual time, port/address, data).
 //!
 //! Boot order (see [`MicroVmBuilder::build`]): open /dev/kvm, create the VM, create and
@@ -478,7 +480,12 @@ impl MicroVm {
             self.stats.injected += 1;
             self.record(Ev::Inject, u64::from(vector), &[]);
         } else {
-            self.vcpu.get_kvm_run().request_interrupt_window = 1;
+            // VMX/SVM report the window at the exact instruction that opens it. PVM
+            // reports it at whatever exit comes next, including exits for host
+            // interrupts that otherwise never reach userspace: the injection point would
+            // follow host timing (seen under load as an extra IrqWindowOpen exit). There
+            // the interrupt waits for the guest's next own exit with IF=1 instead.
+            self.vcpu.get_kvm_run().request_interrupt_window = u8::from(self.host.hardware_virt);
         }
         Ok(())
     }
@@ -535,6 +542,7 @@ impl MicroVm {
 
     /// Runs the guest until it halts for good, powers off, or a limit is reached.
     pub fn run(&mut self, limits: RunLimits) -> Result<RunOutcome> {
+        let mut reenter = false;
         loop {
             if limits.max_exits.is_some_and(|m| self.stats.exits >= m) {
                 return Ok(RunOutcome::ExitLimit);
@@ -547,7 +555,11 @@ impl MicroVm {
                     return Ok(outcome);
                 }
             }
-            self.deliver_interrupts()?;
+            // After an interrupted KVM_RUN (a host signal, a host-timed point) nothing
+            // may be injected: re-enter as if the exit never happened.
+            if !std::mem::take(&mut reenter) {
+                self.deliver_interrupts()?;
+            }
             let exit = match self.vcpu.run() {
                 Ok(VcpuExit::IoOut(port, data)) => {
                     let now = self.clock.tick();
@@ -595,7 +607,10 @@ impl MicroVm {
                 }
                 Ok(VcpuExit::FailEntry(reason, _)) => Exit::FailEntry(reason),
                 Ok(other) => Exit::Other(format!("{other:?}")),
-                Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => continue,
+                Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
+                    reenter = true;
+                    continue;
+                }
                 Err(e) => return Err(KvmError::Ioctl { op: "KVM_RUN", source: e }),
             };
             // I/O exits charged the clock when they were decoded (devices see the time
