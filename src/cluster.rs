@@ -198,9 +198,9 @@ impl Cluster {
         if n == 0 || n > 254 {
             return Err(invalid(format!("[cluster] nodes = {n}: must be between 1 and 254")));
         }
-        if spec.cluster.memory_mb < 32 {
+        if spec.cluster.memory_mb < 128 {
             return Err(invalid(format!(
-                "[cluster] memory_mb = {}: a node needs at least 32 MiB",
+                "[cluster] memory_mb = {}: a node needs at least 128 MiB",
                 spec.cluster.memory_mb
             )));
         }

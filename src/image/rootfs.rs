@@ -16,13 +16,13 @@ pub const AGENT_PACKAGE: &str = "busybox-static";
 /// environment from the kernel command line.
 pub const INIT: &str = r#"#!/bin/busybox sh
 # simcluster node init (generated; do not edit).
-/bin/busybox mkdir -p /proc /sys /dev /tmp /run /var/tmp /root /etc
+/bin/busybox mkdir -p /proc /sys /dev /tmp /run /var/tmp /root /etc /bin /sbin /usr/bin /usr/sbin
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
 /bin/busybox mount -t devtmpfs devtmpfs /dev
 /bin/busybox mount -t tmpfs tmpfs /tmp
 /bin/busybox mount -t tmpfs tmpfs /run
-/bin/busybox --install -s
+/bin/busybox --install -s 2>/dev/null
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 export NODE_ID NODE_NAME PEERS
 hostname "$NODE_NAME"
@@ -34,6 +34,13 @@ for peer in $(echo "$PEERS" | tr , ' '); do echo "10.0.0.$i $peer" >> /etc/hosts
 if [ -e /sys/class/net/eth0 ]; then
   ip addr add "10.0.0.$NODE_ID/24" dev eth0
   ip link set eth0 up
+  # Static neighbours: addresses are fixed, and ARP would make a one-way
+  # partition two-way (the reply could not come back).
+  i=1
+  for peer in $(echo "$PEERS" | tr , ' '); do
+    [ "$i" = "$NODE_ID" ] || arp -i eth0 -s "10.0.0.$i" "02:00:0a:00:00:$(printf %02x $i)"
+    i=$((i + 1))
+  done
 fi
 exec /bin/busybox sh /sim/agent
 "#;

@@ -67,7 +67,7 @@ pub fn simple(nodes: u16, start: Option<&str>, workload: &str, extra: &str) -> t
     let start = start.map(|s| format!("[node]\nstart = {s:?}\n")).unwrap_or_default();
     cluster(
         &format!(
-            "[cluster]\nnodes = {nodes}\nmemory_mb = 64\n[image]\npackages = [\"busybox-static\"]\n{start}[workload]\nnode = \"n1\"\ncommand = {workload:?}\n{extra}"
+            "[cluster]\nnodes = {nodes}\nmemory_mb = 128\n[image]\npackages = [\"busybox-static\"]\n{start}[workload]\nnode = \"n1\"\ncommand = {workload:?}\n{extra}"
         ),
         &[],
     )

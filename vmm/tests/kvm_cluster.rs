@@ -17,10 +17,10 @@ use kvm_common::{guest, kvm_available};
 use netsim::{Latency, LinkOverride, NetConfig, Network, NodeId};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use vm_memory::Bytes;
 use vmm::kvm::cluster::{Cluster, Event};
 use vmm::kvm::{MicroVm, MicroVmBuilder};
 use vmm::virtio::{BlkConfig, VirtioBlk};
-use vm_memory::Bytes;
 
 const EXIT_COST: u64 = 1_000;
 const DISK_LATENCY: u64 = 50_000;
@@ -220,24 +220,16 @@ fn kvm_stream_of_frames_arrives_in_order_through_a_full_ring() {
     assert_eq!(stream(200, 5).trace_hash_hex(), c.trace_hash_hex());
 }
 
+/// Regression: under PVM, interrupt-window exits came at host-timed points, so a
+/// node that took an interrupt with IF=0 diverged when the host was busy (2 of 12
+/// parallel runs of this test before the fix in `MicroVm::deliver_interrupts`).
 #[test]
-#[ignore]
-fn kvm_debug_stream() {
-    let summary = |c: &Cluster| {
-        let mut out = String::new();
-        for n in 1..=2u16 {
-            let vm = c.vm(NodeId::new(n).unwrap());
-            out += &format!("node {n}: {:?} t={} hash={}\n", vm.stats(), vm.now_ns(), &vm.trace_hash_hex()[..12]);
-        }
-        let b: Vec<_> = c.events().iter().filter_map(|e| match e { Event::Delivered { backlog, at_ns, .. } => Some((*at_ns, *backlog)), _ => None }).collect();
-        out += &format!("{:?}\n", &b[..]);
-        out
-    };
-    let hs: Vec<_> = (0..8).map(|_| std::thread::spawn(move || (0..6).map(|_| summary(&stream(200, 5))).collect::<Vec<_>>())).collect();
-    let all: Vec<String> = hs.into_iter().flat_map(|h| h.join().unwrap()).collect();
-    for (i, s) in all.iter().enumerate() {
-        if *s != all[0] {
-            eprintln!("run {i} differs:\n{s}\nvs\n{}", all[0]);
-        }
+fn kvm_stream_is_deterministic_under_parallel_load() {
+    if !kvm_available("kvm_stream_is_deterministic_under_parallel_load") {
+        return;
     }
+    let runs = |_| std::thread::spawn(|| (0..3).map(|_| stream(200, 9).trace_hash_hex()).collect::<Vec<_>>());
+    let threads: Vec<_> = (0..4).map(runs).collect();
+    let hashes: Vec<String> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    assert!(hashes.iter().all(|h| *h == hashes[0]), "{hashes:#?}");
 }

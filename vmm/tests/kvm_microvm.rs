@@ -55,8 +55,8 @@ fn kvm_timer_interrupts_and_window() {
     let s = vm.stats();
     assert_eq!(s.injected, 6);
     // With VMX/SVM the masked tick is delivered through an interrupt-window exit right
-    // after `sti`; PVM never reports that exit, and the tick lands at the next exit
-    // (both deterministic).
+    // after `sti`; under PVM the runtime requests no window (PVM reports it at
+    // host-timed exits) and the tick lands at the guest's next exit (both deterministic).
     eprintln!("interrupt-window exits: {}", s.irq_window);
     if vm.host().hardware_virt {
         assert!(s.irq_window >= 1, "the masked tick must go through an interrupt window");

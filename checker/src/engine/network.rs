@@ -137,9 +137,17 @@ impl NetState {
         }
     }
 
-    /// Deliveries due at exactly `t`, in netsim's order.
+    /// Deliveries due at exactly `t` that may go next: per directed link
+    /// only the oldest, so a link stays first-in first-out (netsim's
+    /// promise; reordering is netsim's choice, made when it schedules).
     pub fn deliveries_at(&self, t: u64) -> Vec<DeliveryId> {
-        self.net.pending().take_while(|d| d.time == t).map(|d| d.id).collect()
+        let mut seen = std::collections::BTreeSet::new();
+        self.net
+            .pending()
+            .take_while(|d| d.time == t)
+            .filter(|d| seen.insert((d.from, d.to)))
+            .map(|d| d.id)
+            .collect()
     }
 
     pub fn fault_at(&self, t: u64) -> bool {

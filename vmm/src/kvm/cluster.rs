@@ -14,9 +14,10 @@
 //!   into netsim at their notification time, and its accepted disk requests are
 //!   scheduled.
 //!
-//! Causality (conservative lookahead): a frame sent at `s` arrives no earlier than `s
-//! + L`, `L` the smallest latency floor of any link. The quantum is `min(L, disk
-//! latency)` minus the largest exit cost (a run may overshoot its bound by one exit),
+//! Causality (conservative lookahead): a frame sent at `s` arrives no earlier than
+//! `s + L`, `L` the smallest latency floor of any link. The quantum is
+//! `min(L, disk latency)` minus the largest exit cost (a run may overshoot its bound by
+//! one exit),
 //! and the earliest pending event time never decreases, so no frame is ever due at a
 //! node whose clock has already passed its arrival time, and a receiver takes each
 //! frame at its arrival time exactly (idle) or within one exit of it (running).
@@ -56,12 +57,22 @@ pub fn blk_base() -> u64 {
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     #[error("node {node}: {source}")]
-    Kvm { node: u16, #[source] source: KvmError },
+    Kvm {
+        node: u16,
+        #[source]
+        source: KvmError,
+    },
     #[error("node {node}: virtio device: {source}")]
-    Device { node: u16, #[source] source: DeviceError },
+    Device {
+        node: u16,
+        #[source]
+        source: DeviceError,
+    },
     #[error("node {node} stopped: {outcome:?}")]
     Stopped { node: u16, outcome: RunOutcome },
-    #[error("lookahead {lookahead_ns} ns (min link latency, disk latency) must exceed the exit cost {exit_cost_ns} ns")]
+    #[error(
+        "lookahead {lookahead_ns} ns (min link latency, disk latency) must exceed the exit cost {exit_cost_ns} ns"
+    )]
     Lookahead { lookahead_ns: u64, exit_cost_ns: u64 },
     #[error("cluster has {nodes} nodes but the network {net_nodes}")]
     NodeCount { nodes: usize, net_nodes: u16 },
@@ -250,8 +261,10 @@ impl Cluster {
             .filter(|(_, n)| n.state == State::Runnable)
             .map(|(i, n)| (n.vm.now_ns(), i))
             .min();
+        // External events first at equal times: the node then runs with the effect.
+        let ext_first = |e: Ext| runnable.map_or(u64::MAX, |(t, _)| t) >= e.time();
         match (ext, runnable) {
-            (Some(e), r) if r.map_or(true, |(t, _)| e.time() <= t) => self.fire(e)?,
+            (Some(e), _) if ext_first(e) => self.fire(e)?,
             (e, Some((t, i))) => {
                 let until = t.saturating_add(quantum).min(e.map_or(u64::MAX, Ext::time));
                 self.run_node(i, until)?;
@@ -303,10 +316,24 @@ impl Cluster {
             let frame: Arc<[u8]> = Arc::from(tx.frame);
             let copies = self.net.send(tx.at_ns, id, &frame, &mut *self.rng);
             if copies.is_empty() {
-                self.log(Event::Sent { from: id, at_ns: tx.at_ns, to: None, arrival_ns: 0, id: None, frame: frame.clone() });
+                self.log(Event::Sent {
+                    from: id,
+                    at_ns: tx.at_ns,
+                    to: None,
+                    arrival_ns: 0,
+                    id: None,
+                    frame: frame.clone(),
+                });
             }
             for c in copies {
-                let ev = Event::Sent { from: id, at_ns: tx.at_ns, to: Some(c.to), arrival_ns: c.time, id: Some(c.id), frame: frame.clone() };
+                let ev = Event::Sent {
+                    from: id,
+                    at_ns: tx.at_ns,
+                    to: Some(c.to),
+                    arrival_ns: c.time,
+                    id: Some(c.id),
+                    frame: frame.clone(),
+                };
                 self.log(ev);
             }
         }
@@ -331,7 +358,14 @@ impl Cluster {
                 let irq = t.device_mut().deliver(&d.frame);
                 raise(t, irq.map_err(|source| ClusterError::Device { node: d.to.get(), source })?);
                 let backlog = t.device_mut().backlog_len();
-                self.log(Event::Delivered { id: d.id, to: d.to, at_ns, sent_at_ns: d.sent_at, backlog, frame: d.frame });
+                self.log(Event::Delivered {
+                    id: d.id,
+                    to: d.to,
+                    at_ns,
+                    sent_at_ns: d.sent_at,
+                    backlog,
+                    frame: d.frame,
+                });
             }
             Ext::Disk(t, i) => {
                 let node = NodeId::from_index(i).expect("node index in range");

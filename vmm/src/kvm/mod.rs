@@ -3,7 +3,10 @@
 //! A node is a [`MicroVm`]: one KVM vCPU started directly in 64-bit long mode, one RAM
 //! region, and devices emulated in userspace ([`devices`]: an 8250 serial subset, a
 //! paravirtual clock/timer, a power port; [`mmio`]: the MMIO bus, with the
-//! [`virtio_mmio`] transport). The
+//! [`virtio_mmio`] transport; [`ports`]: the virtio-net and virtio-blk models of
+//! [`crate::virtio`] behind it, stamped with virtual time). [`cluster`] runs several
+//! nodes on one virtual timeline, frames through netsim and disk requests through
+//! disksim. The
 //! run loop ([`MicroVm::run`]) is deterministic: virtual time advances by a fixed cost
 //! per exit and jumps to the next timer deadline when the guest halts; interrupts are
 //! injected from userspace with KVM_INTERRUPT. No in-kernel irqchip or PIT is created

@@ -47,7 +47,12 @@ pub struct NetPort {
 impl NetPort {
     /// The network device of node `node` (MAC `02:00:0a:00:00:NN`) over `mem`.
     pub fn new(node: u8, mem: GuestMemoryMmap) -> NetPort {
-        NetPort { adapter: MmioAdapter::new(VirtioNet::new(node), mem), tx: Vec::new(), backlog: VecDeque::new(), error: None }
+        NetPort {
+            adapter: MmioAdapter::new(VirtioNet::new(node), mem),
+            tx: Vec::new(),
+            backlog: VecDeque::new(),
+            error: None,
+        }
     }
 
     /// The first device error (a guest breaking the protocol) since the last call.

@@ -1,5 +1,5 @@
-//! virtio-mmio transport (virtio 1.x, "version 2" register layout), for the virtio-net
-//! and virtio-blk device models to come.
+//! virtio-mmio transport (virtio 1.x, "version 2" register layout), in front of the
+//! virtio-net and virtio-blk device models ([`super::ports`]).
 //!
 //! The transport owns the generic state (status, feature negotiation, queue
 //! addresses, interrupt status); a [`VirtioDevice`] owns the device-specific part
