@@ -4,6 +4,22 @@
 # (minutes, once; cached by its inputs), so the tests themselves only boot it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Tools some tests cross-check against (they skip with a message if absent).
+if [ "$(id -u)" = 0 ]; then
+  missing=""
+  for tool in tshark:tshark cpio:cpio; do
+    command -v "${tool%%:*}" >/dev/null || missing="$missing ${tool##*:}"
+  done
+  if [ -n "$missing" ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null 2>&1; } \
+      || echo "note: could not install$missing; the tests that use them will say they skip"
+  fi
+fi
 cargo build --quiet
-target/debug/simcluster image build guest-images/hello-cluster
+images=$(target/debug/simcluster image build guest-images/hello-cluster)
+echo "$images"
+# The vmm crate's own UML tests boot the same kernel.
+SIMCLUSTER_UML_KERNEL=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["kernel"])' "$images")
+export SIMCLUSTER_UML_KERNEL
 cargo test --workspace 2>&1

@@ -86,6 +86,11 @@ struct CommonArgs {
     /// No progress output on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Keep every execution's traffic as pcap files (per node and whole
+    /// network) under DIR/execution-I/. The last execution's and every
+    /// failure's are always kept under --out.
+    #[arg(long, value_name = "DIR")]
+    pcap: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -154,6 +159,7 @@ fn options(c: &CommonArgs, seed: u64, executions: u64) -> RunOptions {
         out: c.out.clone(),
         watchdog: Duration::from_secs(c.watchdog),
         quiet: c.quiet,
+        pcap: c.pcap.clone(),
     }
 }
 

@@ -26,6 +26,8 @@ pub struct RunOptions {
     pub out: PathBuf,
     pub watchdog: Duration,
     pub quiet: bool,
+    /// Also keep every execution's pcap files under DIR/execution-I/.
+    pub pcap: Option<PathBuf>,
 }
 
 /// Default virtual-time limit of one execution.
@@ -57,6 +59,8 @@ pub struct Summary {
     pub speedup: f64,
     /// Mean PSS of one node's host processes at the end of an execution.
     pub memory_per_node_mib: f64,
+    /// netsim's counters for the reported execution.
+    pub network: Option<serde_json::Value>,
     pub failure: Option<serde_json::Value>,
     pub failure_file: Option<PathBuf>,
     pub out: PathBuf,
@@ -89,16 +93,40 @@ fn spec_for(cluster: &Cluster, images: &Images, opts: &RunOptions, seed: u64, sc
     }
 }
 
+/// An execution's result and its traffic captures (node name -> pcap).
+struct Executed {
+    result: ExecutionResult,
+    pcaps: Vec<(String, Vec<u8>)>,
+}
+
 /// Runs one execution in its own scratch directory.
-fn execute_one(cluster: &Cluster, images: &Images, opts: &RunOptions, index: u64) -> Result<ExecutionResult> {
+fn execute_one(cluster: &Cluster, images: &Images, opts: &RunOptions, index: u64) -> Result<Executed> {
     let scratch = scratch_dir()?.join(format!("e{index}"));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;
     let seed = engine::execution_seed(opts.seed, index);
     let r = engine::execute(&spec_for(cluster, images, opts, seed, &scratch))
         .with_context(|| format!("execution {index} (seed {}) could not run", opts.seed));
+    let mut pcaps = Vec::new();
+    if let Ok(dir) = std::fs::read_dir(scratch.join("pcap")) {
+        let mut names: Vec<_> = dir.flatten().map(|e| e.path()).collect();
+        names.sort();
+        for p in names {
+            if let (Some(name), Ok(bytes)) = (p.file_name(), std::fs::read(&p)) {
+                pcaps.push((name.to_string_lossy().into_owned(), bytes));
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(&scratch);
-    r
+    Ok(Executed { result: r?, pcaps })
+}
+
+fn write_pcaps(dir: &Path, pcaps: &[(String, Vec<u8>)]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, bytes) in pcaps {
+        write_atomic(&dir.join(name), bytes)?;
+    }
+    Ok(())
 }
 
 /// Writes a file atomically: a reader sees the old content or the new one.
@@ -186,7 +214,13 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let mut virtual_ns_total = 0u64;
     let mut boot_walls = Vec::new();
     for index in 0..opts.executions {
-        let result = execute_one(&cluster, &images, opts, index)?;
+        let Executed { result, pcaps } = execute_one(&cluster, &images, opts, index)?;
+        if let Some(dir) = &opts.pcap {
+            write_pcaps(&dir.join(format!("execution-{index}")), &pcaps)?;
+        }
+        if index + 1 == opts.executions {
+            write_pcaps(&opts.out.join("last"), &pcaps)?;
+        }
         virtual_ns_total += result.virtual_ns;
         if let Some(b) = result.boot_wall {
             boot_walls.push(b.as_secs_f64());
@@ -196,6 +230,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
             if failing.is_none() {
                 let dir = opts.out.join("failures").join(format!("execution-{index}"));
                 write_execution(&dir, &cluster, &result)?;
+                write_pcaps(&dir, &pcaps)?;
                 let record = FailureRecord {
                     format_version: failure_file::FORMAT_VERSION,
                     images_hash: images.hash.clone(),
@@ -243,6 +278,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
             let m = &last.node_memory_kib;
             m.iter().sum::<u64>() as f64 / 1024.0 / m.len().max(1) as f64
         },
+        network: shown.network.clone(),
         failure: shown.verdict.failure().map(|f| serde_json::to_value(f).unwrap()),
         failure_file: failing.as_ref().map(|(_, _, p)| p.clone()),
         out: opts.out.clone(),
@@ -280,7 +316,8 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
     let mut o = opts.clone();
     o.seed = record.seed;
     let began = Instant::now();
-    let result = execute_one(&cluster, &images, &o, record.execution_index)?;
+    let Executed { result, pcaps } = execute_one(&cluster, &images, &o, record.execution_index)?;
+    write_pcaps(&opts.out.join("replay"), &pcaps)?;
     let failure = result.verdict.failure().map(|f| format!("{:?}: {}", f.kind, f.message));
     let reproduced = result.trace_hash == record.trace_hash && failure.as_deref() == Some(record.failure.as_str());
     write_execution(&opts.out.join("replay"), &cluster, &result)?;

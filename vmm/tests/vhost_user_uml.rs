@@ -108,7 +108,7 @@ impl Node {
             cmd.pre_exec(|| {
                 libc::setsid();
                 libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-                deny_getrandom()
+                vmm::uml::seccomp::deny_getrandom()
             });
         }
         let child = cmd.spawn().unwrap();
@@ -192,61 +192,6 @@ impl Drop for Node {
         unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
         let _ = self.child.wait();
     }
-}
-
-/// UML's `arch_get_random_longs` is the host's getrandom(2), so the guest
-/// kernel's RNG (IP ids, hash seeds, ...) is host randomness. Make the call
-/// fail with ENOSYS (UML then mixes in nothing) with a seccomp filter,
-/// installed between fork and exec (async-signal-safe: two prctl calls).
-fn deny_getrandom() -> std::io::Result<()> {
-    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-    const RET_ALLOW: u32 = 0x7fff_0000;
-    const RET_ERRNO: u32 = 0x0005_0000;
-    let f = [
-        libc::sock_filter {
-            code: LD_W_ABS,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        }, // seccomp_data.nr
-        libc::sock_filter {
-            code: JEQ_K,
-            jt: 0,
-            jf: 1,
-            k: libc::SYS_getrandom as u32,
-        },
-        libc::sock_filter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: RET_ERRNO | libc::ENOSYS as u32,
-        },
-        libc::sock_filter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: RET_ALLOW,
-        },
-    ];
-    let prog = libc::sock_fprog {
-        len: f.len() as u16,
-        filter: f.as_ptr() as *mut _,
-    };
-    // SAFETY: plain prctl calls with a valid filter program.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-            || libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &prog as *const _,
-            ) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 fn poll(fds: &[RawFd], ms: i32) -> Vec<bool> {

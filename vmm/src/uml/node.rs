@@ -262,6 +262,8 @@ impl UmlNode {
                 // Own process group, so the whole node (UML forks helper
                 // processes for guest address spaces) dies together.
                 libc::setsid();
+                // If simcluster dies, its nodes die with it.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
                 // A guest panic ends in abort(); no host core files.
                 let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
