@@ -10,7 +10,7 @@
 
 use virtio_queue::QueueT;
 
-use super::{Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1};
+use super::{drain_readable, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1};
 
 /// Bytes to the guest.
 pub const RX_QUEUE: usize = 0;
@@ -68,17 +68,8 @@ impl VirtioConsole {
     }
 
     fn drain_tx(&mut self, queues: &mut Queues) -> Result<bool, DeviceError> {
-        let (mem, q) = queues.ready(TX_QUEUE)?;
-        let mut used = 0;
-        while let Some(chain) = Chain::pop(q, mem) {
-            self.output.extend(chain.read_all(mem)?);
-            q.add_used(mem, chain.head, 0)?;
-            used += 1;
-        }
-        if used == 0 {
-            return Ok(false);
-        }
-        queues.needs_interrupt(TX_QUEUE)
+        let output = &mut self.output;
+        drain_readable(queues, TX_QUEUE, |bytes| output.extend(bytes))
     }
 }
 

@@ -143,6 +143,35 @@ pub trait VirtioDevice {
     fn reset(&mut self);
 }
 
+/// Takes every chain the driver made available on queue `index` (a
+/// device-readable one: transmit, console output), hands its bytes to `f`
+/// and returns it used. Notifications stay off while draining and the
+/// queue is re-checked after turning them back on, so a chain added in
+/// between is not missed. Returns whether the driver wants an interrupt.
+pub fn drain_readable(
+    queues: &mut Queues,
+    index: usize,
+    mut f: impl FnMut(Vec<u8>),
+) -> Result<bool, DeviceError> {
+    let (mem, q) = queues.ready(index)?;
+    let mut used = 0;
+    loop {
+        q.disable_notification(mem)?;
+        while let Some(chain) = Chain::pop(q, mem) {
+            f(chain.read_all(mem)?);
+            q.add_used(mem, chain.head, 0)?;
+            used += 1;
+        }
+        if !q.enable_notification(mem)? {
+            break;
+        }
+    }
+    if used == 0 {
+        return Ok(false);
+    }
+    queues.needs_interrupt(index)
+}
+
 /// Copies `offset..offset+len` of a config space, zero-padded.
 pub fn read_config_padded(config: &[u8], offset: usize, len: usize) -> Vec<u8> {
     let mut out = vec![0u8; len];

@@ -15,7 +15,8 @@
 use virtio_queue::{QueueOwnedT, QueueT};
 
 use super::{
-    Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
+    drain_readable, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1,
+    VIRTIO_RING_F_EVENT_IDX,
 };
 
 /// `VIRTIO_NET_F_MAC`: the config space holds the MAC address.
@@ -117,28 +118,14 @@ impl VirtioNet {
     /// Moves every available transmit chain into `self.tx`.
     fn drain_tx(&mut self, queues: &mut Queues) -> Result<bool, DeviceError> {
         let hlen = self.header_len();
-        let (mem, q) = queues.ready(TX_QUEUE)?;
-        let mut used = 0;
-        loop {
-            q.disable_notification(mem)?;
-            while let Some(chain) = Chain::pop(q, mem) {
-                let bytes = chain.read_all(mem)?;
-                // A chain shorter than the header carries no frame; it is
-                // returned and otherwise ignored.
-                if bytes.len() > hlen {
-                    self.tx.push(bytes[hlen..].to_vec());
-                }
-                q.add_used(mem, chain.head, 0)?;
-                used += 1;
+        let tx = &mut self.tx;
+        drain_readable(queues, TX_QUEUE, |bytes| {
+            // A chain shorter than the header carries no frame; it is
+            // returned and otherwise ignored.
+            if bytes.len() > hlen {
+                tx.push(bytes[hlen..].to_vec());
             }
-            if !q.enable_notification(mem)? {
-                break;
-            }
-        }
-        if used == 0 {
-            return Ok(false);
-        }
-        queues.needs_interrupt(TX_QUEUE)
+        })
     }
 }
 
