@@ -176,7 +176,9 @@ fn write_report(
         strategy: "random".into(),
         execution: index,
         trace_hash: result.trace_hash.clone(),
-        failure: Some(failure.to_string()),
+        // The headline only: the console lines that follow it in the
+        // failure message are in the report's console log already.
+        failure: Some(failure.lines().next().unwrap_or(failure).to_string()),
         node_names: cluster.node_names(),
     };
     let events = result.trace.events();
