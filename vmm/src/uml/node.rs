@@ -389,7 +389,7 @@ impl UmlNode {
             }
         }
         if self.has_rx_backlog() {
-            self.drain_rx_backlog(t, watchdog)?;
+            self.fill_rx_from_backlog()?;
         }
         self.raise_interrupts(t, watchdog)
     }
@@ -404,16 +404,12 @@ impl UmlNode {
         out: &mut Vec<GuestOutput>,
     ) -> Result<RunOutcome, UmlError> {
         assert!(!self.exited, "grant to an exited node");
-        let conn = self.conn.as_mut().expect("grant before wait_connected");
+        assert!(self.conn.is_some(), "grant before wait_connected");
         if let Some(seq) = self.pending_start.take() {
-            Msg::new(Op::Ack, seq, 0)
-                .write_to(conn)
-                .map_err(|source| UmlError::Protocol { node: self.id, source })?;
+            self.send_msg(Op::Ack, seq, 0)?;
         } else {
             self.time = self.requested;
-            Msg::new(Op::Run, 0, self.time)
-                .write_to(conn)
-                .map_err(|source| UmlError::Protocol { node: self.id, source })?;
+            self.send_msg(Op::Run, 0, self.time)?;
         }
         let began = Instant::now();
         loop {
@@ -431,30 +427,47 @@ impl UmlNode {
                 }
             };
             self.drain(out);
-            let reply_time = match msg.op {
-                Op::Ack => continue, // the node's ACK of our RUN
-                Op::Request => {
-                    self.requested = msg.time;
-                    0
-                }
-                Op::Update => {
-                    self.time = self.time.max(msg.time);
-                    0
-                }
-                Op::Get => self.time,
-                Op::GetTod => time_of_day,
+            match msg.op {
+                Op::Ack => {} // the node's ACK of our RUN
+                Op::GetTod => self.send_msg(Op::Ack, msg.seq, time_of_day)?,
                 Op::Wait => {
-                    Msg::new(Op::Ack, msg.seq, 0)
-                        .write_to(self.conn.as_mut().unwrap())
-                        .map_err(|source| UmlError::Protocol { node: self.id, source })?;
+                    self.send_msg(Op::Ack, msg.seq, 0)?;
                     return Ok(RunOutcome::Waiting { requested: self.requested });
                 }
+                _ if self.answer_clock_message(&msg, self.time)? => {}
                 _ => return Err(UmlError::Unexpected { node: self.id, msg, state: "running" }),
-            };
-            Msg::new(Op::Ack, msg.seq, reply_time)
-                .write_to(self.conn.as_mut().unwrap())
-                .map_err(|source| UmlError::Protocol { node: self.id, source })?;
+            }
         }
+    }
+
+    /// Writes one message to the node's time-travel socket.
+    fn send_msg(&mut self, op: Op, seq: u32, time: u64) -> Result<(), UmlError> {
+        let conn = self.conn.as_mut().expect("the node is connected");
+        Msg::new(op, seq, time).write_to(conn).map_err(|source| UmlError::Protocol { node: self.id, source })
+    }
+
+    /// Answers the messages a node may send whenever it talks to us, running
+    /// or taking an interrupt: REQUEST (its next wake-up), UPDATE (its clock
+    /// moved) and GET (answered with `get_time`, which its clock moves to;
+    /// never backwards). Returns false, answering nothing, for other ops.
+    fn answer_clock_message(&mut self, msg: &Msg, get_time: u64) -> Result<bool, UmlError> {
+        let reply = match msg.op {
+            Op::Request => {
+                self.requested = msg.time;
+                0
+            }
+            Op::Update => {
+                self.time = self.time.max(msg.time);
+                0
+            }
+            Op::Get => {
+                self.time = self.time.max(get_time);
+                self.time
+            }
+            _ => return Ok(false),
+        };
+        self.send_msg(Op::Ack, msg.seq, reply)?;
+        Ok(true)
     }
 
     /// Reads one message, draining output pipes while waiting so a chatty
@@ -622,8 +635,9 @@ impl UmlNode {
     }
 
     /// Moves backlogged frames into receive buffers the guest has posted
-    /// since, at virtual time `t` (the node is stopped). Returns how many.
-    pub fn drain_rx_backlog(&mut self, t: u64, watchdog: Duration) -> Result<usize, UmlError> {
+    /// since (the node is stopped) and marks the receive interrupt owed;
+    /// [`Self::settle`] delivers it. Returns how many frames moved.
+    fn fill_rx_from_backlog(&mut self) -> Result<usize, UmlError> {
         let id = self.id;
         let Some(net) = self.net.as_mut() else { return Ok(0) };
         let mut moved = 0;
@@ -644,7 +658,6 @@ impl UmlNode {
                 net.irq_pending.insert(NET_RX);
             }
         }
-        self.raise_interrupts(t, watchdog)?;
         Ok(moved)
     }
 
@@ -707,24 +720,9 @@ impl UmlNode {
                     }
                     Err(source) => return Err(UmlError::Protocol { node: id, source }),
                 };
-                let reply = match msg.op {
-                    Op::Get => {
-                        self.time = self.time.max(t);
-                        self.time
-                    }
-                    Op::Request => {
-                        self.requested = msg.time;
-                        0
-                    }
-                    Op::Update => {
-                        self.time = self.time.max(msg.time);
-                        0
-                    }
-                    _ => return Err(UmlError::Unexpected { node: id, msg, state: "taking an interrupt" }),
-                };
-                Msg::new(Op::Ack, msg.seq, reply)
-                    .write_to(self.conn.as_mut().unwrap())
-                    .map_err(|source| UmlError::Protocol { node: id, source })?;
+                if !self.answer_clock_message(&msg, t)? {
+                    return Err(UmlError::Unexpected { node: id, msg, state: "taking an interrupt" });
+                }
             }
         }
     }
