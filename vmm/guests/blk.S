@@ -24,16 +24,8 @@
 _start:
     movq $0, IRQS
     lea handler(%rip), %rax
-    mov $0x1320, %rdi               # IDT (0x1000) + 16 * 0x32
-    mov %ax, (%rdi)
-    movw $0x08, 2(%rdi)
-    movb $0, 4(%rdi)
-    movb $0x8e, 5(%rdi)
-    shr $16, %rax
-    mov %ax, 6(%rdi)
-    shr $16, %rax
-    mov %eax, 8(%rdi)
-    movl $0, 12(%rdi)
+    mov $0x32, %edi              # vector
+    call set_gate
     mov $VIRTIO, %ebx
     cmpl $2, 8(%rbx)                # DeviceID: block
     jne fail
@@ -46,15 +38,10 @@ _start:
     movl $0xb, 0x70(%rbx)           # | FEATURES_OK
     testl $8, 0x70(%rbx)
     jz fail
-    movl $0, 0x30(%rbx)             # QueueSel 0
-    movl $QSIZE, 0x38(%rbx)
-    movl $BLKQ, 0x80(%rbx)
-    movl $0, 0x84(%rbx)
-    movl $BLKQ+0x1000, 0x90(%rbx)
-    movl $0, 0x94(%rbx)
-    movl $BLKQ+0x2000, 0xa0(%rbx)
-    movl $0, 0xa4(%rbx)
-    movl $1, 0x44(%rbx)             # QueueReady
+    xor %edi, %edi                  # request queue 0
+    mov $QSIZE, %edx
+    mov $BLKQ, %esi
+    call virtio_queue
     movl $0xf, 0x70(%rbx)           # | DRIVER_OK
     sti
     # Data: 1024 x 'A', then 512 x 'B', 'C', 'D'.

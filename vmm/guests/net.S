@@ -22,16 +22,8 @@
 _start:
     movq $0, IRQS
     lea handler(%rip), %rax
-    mov $0x1310, %rdi               # IDT (0x1000) + 16 * 0x31
-    mov %ax, (%rdi)
-    movw $0x08, 2(%rdi)
-    movb $0, 4(%rdi)
-    movb $0x8e, 5(%rdi)
-    shr $16, %rax
-    mov %ax, 6(%rdi)
-    shr $16, %rax
-    mov %eax, 8(%rdi)
-    movl $0, 12(%rdi)
+    mov $0x31, %edi              # vector
+    call set_gate
     mov $VIRTIO, %ebx
     cmpl $1, 8(%rbx)                # DeviceID: net
     jne fail
@@ -44,12 +36,13 @@ _start:
     movl $0xb, 0x70(%rbx)           # | FEATURES_OK
     testl $8, 0x70(%rbx)
     jz fail
+    mov $QSIZE, %edx
     xor %edi, %edi
     mov $RXQ, %esi
-    call setup_queue
+    call virtio_queue
     mov $1, %edi
     mov $TXQ, %esi
-    call setup_queue
+    call virtio_queue
     movl $0xf, 0x70(%rbx)           # | DRIVER_OK
     # Frame: dst = peer, src = own MAC (config space), ethertype, payload.
     mov 0x100(%rbx), %eax           # mac[0..4]
@@ -122,21 +115,6 @@ got:
 fail:
     mov $1, %eax
     call poweroff
-
-# setup_queue: queue %edi with rings at %esi (desc), +0x1000 (avail), +0x2000 (used).
-setup_queue:
-    mov %edi, 0x30(%rbx)            # QueueSel
-    movl $QSIZE, 0x38(%rbx)         # QueueNum
-    mov %esi, 0x80(%rbx)            # QueueDescLow
-    movl $0, 0x84(%rbx)
-    lea 0x1000(%rsi), %eax
-    mov %eax, 0x90(%rbx)            # QueueDriverLow
-    movl $0, 0x94(%rbx)
-    lea 0x2000(%rsi), %eax
-    mov %eax, 0xa0(%rbx)            # QueueDeviceLow
-    movl $0, 0xa4(%rbx)
-    movl $1, 0x44(%rbx)             # QueueReady
-    ret
 
 handler:
     push %rax

@@ -23,16 +23,8 @@
 _start:
     movq $0, IRQS
     lea handler(%rip), %rax
-    mov $0x1310, %rdi               # IDT (0x1000) + 16 * 0x31
-    mov %ax, (%rdi)
-    movw $0x08, 2(%rdi)
-    movb $0, 4(%rdi)
-    movb $0x8e, 5(%rdi)
-    shr $16, %rax
-    mov %ax, 6(%rdi)
-    shr $16, %rax
-    mov %eax, 8(%rdi)
-    movl $0, 12(%rdi)
+    mov $0x31, %edi              # vector
+    call set_gate
     mov $VIRTIO, %ebx
     movl $0, 0x70(%rbx)             # reset
     movl $3, 0x70(%rbx)             # ACKNOWLEDGE | DRIVER
@@ -43,12 +35,13 @@ _start:
     movl $0xb, 0x70(%rbx)           # | FEATURES_OK
     testl $8, 0x70(%rbx)
     jz fail
+    mov $QSIZE, %edx
     xor %edi, %edi
     mov $RXQ, %esi
-    call setup_queue
+    call virtio_queue
     mov $1, %edi
     mov $TXQ, %esi
-    call setup_queue
+    call virtio_queue
     movl $0xf, 0x70(%rbx)           # | DRIVER_OK
     sti
     xor %r13d, %r13d                # frames sent or received
@@ -139,21 +132,6 @@ done:
 fail:
     mov $1, %eax
     call poweroff
-
-# setup_queue: queue %edi with rings at %esi (desc), +0x1000 (avail), +0x2000 (used).
-setup_queue:
-    mov %edi, 0x30(%rbx)
-    movl $QSIZE, 0x38(%rbx)
-    mov %esi, 0x80(%rbx)
-    movl $0, 0x84(%rbx)
-    lea 0x1000(%rsi), %eax
-    mov %eax, 0x90(%rbx)
-    movl $0, 0x94(%rbx)
-    lea 0x2000(%rsi), %eax
-    mov %eax, 0xa0(%rbx)
-    movl $0, 0xa4(%rbx)
-    movl $1, 0x44(%rbx)
-    ret
 
 handler:
     push %rax

@@ -19,16 +19,8 @@ _start:
     movabs $0x9e3779b97f4a7c15, %rax
     mov %rax, SEED
     lea tick_handler(%rip), %rax
-    mov $0x1200, %rdi               # IDT (0x1000) + 16 * 0x20
-    mov %ax, (%rdi)
-    movw $0x08, 2(%rdi)
-    movb $0, 4(%rdi)
-    movb $0x8e, 5(%rdi)             # present, DPL 0, 64-bit interrupt gate
-    shr $16, %rax
-    mov %ax, 6(%rdi)
-    shr $16, %rax
-    mov %eax, 8(%rdi)
-    movl $0, 12(%rdi)
+    mov $0x20, %edi              # vector
+    call set_gate
     lea hello(%rip), %rsi
     call puts
     mov $1000000, %eax

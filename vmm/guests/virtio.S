@@ -9,16 +9,8 @@
 _start:
     movq $0, IRQS
     lea handler(%rip), %rax
-    mov $0x1310, %rdi               # IDT (0x1000) + 16 * 0x31
-    mov %ax, (%rdi)
-    movw $0x08, 2(%rdi)
-    movb $0, 4(%rdi)
-    movb $0x8e, 5(%rdi)
-    shr $16, %rax
-    mov %ax, 6(%rdi)
-    shr $16, %rax
-    mov %eax, 8(%rdi)
-    movl $0, 12(%rdi)
+    mov $0x31, %edi              # vector
+    call set_gate
     mov $VIRTIO, %ebx
     mov (%rbx), %eax                # MagicValue
     call puthex
