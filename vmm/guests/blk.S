@@ -23,7 +23,7 @@
     .set T_FLUSH, 4
 _start:
     movq $0, IRQS
-    lea handler(%rip), %rax
+    lea virtio_irq(%rip), %rax
     mov $0x32, %edi              # vector
     call set_gate
     mov $VIRTIO, %ebx
@@ -201,19 +201,9 @@ wait_used:
 2:  sti
     ret
 
-handler:
-    push %rax
-    push %rbx
-    mov $VIRTIO, %ebx
-    incq IRQS
-    mov 0x60(%rbx), %eax            # InterruptStatus
-    mov %eax, 0x64(%rbx)            # InterruptACK
-    pop %rbx
-    pop %rax
-    iretq
-
 written:  .asciz "written\n"
 flushed:  .asciz "flushed\n"
 readback: .asciz "read back AD, irqs="
 ok:       .asciz "blk ok\n"
     .include "common.inc"
+    .include "virtio.inc"

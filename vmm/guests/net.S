@@ -21,7 +21,7 @@
     .set FRAME, 60
 _start:
     movq $0, IRQS
-    lea handler(%rip), %rax
+    lea virtio_irq(%rip), %rax
     mov $0x31, %edi              # vector
     call set_gate
     mov $VIRTIO, %ebx
@@ -116,17 +116,6 @@ fail:
     mov $1, %eax
     call poweroff
 
-handler:
-    push %rax
-    push %rbx
-    mov $VIRTIO, %ebx
-    incq IRQS
-    mov 0x60(%rbx), %eax            # InterruptStatus
-    mov %eax, 0x64(%rbx)            # InterruptACK
-    pop %rbx
-    pop %rax
-    iretq
-
 hello:  .ascii "hello from node ?"
     .set hello_len, . - hello
 sent:   .asciz "sent\n"
@@ -134,3 +123,4 @@ rxmsg:  .asciz "rx len="
 from:   .asciz " from="
 ok:     .asciz "net ok\n"
     .include "common.inc"
+    .include "virtio.inc"

@@ -22,7 +22,7 @@
     .set FRAME, 60
 _start:
     movq $0, IRQS
-    lea handler(%rip), %rax
+    lea virtio_irq(%rip), %rax
     mov $0x31, %edi              # vector
     call set_gate
     mov $VIRTIO, %ebx
@@ -133,16 +133,6 @@ fail:
     mov $1, %eax
     call poweroff
 
-handler:
-    push %rax
-    push %rbx
-    mov $VIRTIO, %ebx
-    incq IRQS
-    mov 0x60(%rbx), %eax            # InterruptStatus
-    mov %eax, 0x64(%rbx)            # InterruptACK
-    pop %rbx
-    pop %rax
-    iretq
-
 count:  .asciz "frames "
     .include "common.inc"
+    .include "virtio.inc"
