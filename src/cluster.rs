@@ -20,8 +20,14 @@ pub struct ClusterFile {
     pub workload: WorkloadSection,
     #[serde(default, rename = "invariant")]
     pub invariants: Vec<InvariantSection>,
+    #[serde(default, rename = "liveness")]
+    pub liveness: Vec<LivenessSection>,
     #[serde(default)]
     pub run: RunSection,
+    #[serde(default)]
+    pub explore: ExploreSection,
+    /// A data disk per node (absent: nodes have none).
+    pub disk: Option<DiskSection>,
     #[serde(default)]
     pub faults: FaultsSection,
 }
@@ -37,6 +43,70 @@ pub struct FaultsSection {
     /// Partitions at fixed virtual times.
     #[serde(default)]
     pub partition: Vec<PartitionSection>,
+    /// Node crashes (power loss) the strategy may choose.
+    #[serde(default)]
+    pub crash: CrashSection,
+}
+
+/// `[faults.crash]`: power loss as an engine action.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrashSection {
+    /// Crashes per execution at most (default 0: none).
+    #[serde(default)]
+    pub max: u32,
+    /// Nodes that may crash; default every node but the workload's.
+    pub nodes: Option<Vec<String>>,
+    /// Virtual time a crashed node stays down before it may restart
+    /// (default "1s").
+    pub restart_after: Option<String>,
+}
+
+/// `[disk]`: every node gets a virtio-blk data disk (`/dev/vda`), an empty
+/// ext4 filesystem built by the image builder, mounted at `mount`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskSection {
+    /// Size in MiB (at least 16: ext4's journal needs room).
+    pub size_mb: u64,
+    /// Absolute guest path the disk is mounted at.
+    pub mount: String,
+    /// Virtual time from a write's or flush's submission to its completion
+    /// (default "100us").
+    pub latency: Option<String>,
+    /// After a crash, multi-sector writes may persist in part (torn at
+    /// 512-byte sectors); default false: each write persists whole or not.
+    #[serde(default)]
+    pub torn_writes: bool,
+    /// A crash point with at most this many crash states has every one of
+    /// them explored (an execution per state); above it one state is drawn
+    /// from the seed. Default 16.
+    pub enumerate: Option<u64>,
+}
+
+/// `[explore]`: how much freedom the strategy has.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExploreSection {
+    /// Timers and deliveries due within this window of the earliest event
+    /// compete (the strategy may run a later one first); default "0s":
+    /// only simultaneous events compete.
+    pub window: Option<String>,
+}
+
+/// `[[liveness]]`: a predicate that must eventually hold after the workload.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LivenessSection {
+    pub name: String,
+    /// Node to evaluate it on (`n1`, ...).
+    pub node: String,
+    /// Shell command; the property holds once it exits 0.
+    pub command: String,
+    /// How long (virtual) it may take to hold, e.g. "60s".
+    pub within: String,
+    /// How often (virtual) it is evaluated; default "1s".
+    pub every: Option<String>,
 }
 
 /// `[[faults.partition]]`: either `groups` (symmetric) or `from`/`to`
@@ -130,8 +200,24 @@ pub struct Cluster {
     /// (name, 0-based node, command) for every invariant, `all` expanded.
     pub invariants: Vec<(String, usize, String)>,
     pub time_limit_ns: Option<u64>,
+    /// (name, 0-based node, polling script) for every `[[liveness]]`.
+    pub liveness: Vec<(String, usize, String)>,
+    /// `[disk]`, checked: (size MiB, mount path, latency ns, torn, enumerate).
+    pub disk: Option<DiskSettings>,
+    /// `[faults.crash]` and `[explore]`, checked (`calm_from` is the run's).
+    pub explore: checker::engine::ExploreSpec,
     /// `[[faults.partition]]`, checked.
     pub partitions: Vec<checker::engine::ScheduledPartition>,
+}
+
+/// `[disk]` with defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskSettings {
+    pub size_mb: u64,
+    pub mount: String,
+    pub latency_ns: u64,
+    pub torn_writes: bool,
+    pub enumerate: u64,
 }
 
 /// A problem with the user's input. Always names the file.
@@ -147,6 +233,24 @@ pub enum ClusterError {
     Syntax { path: PathBuf, message: String },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+}
+
+/// The guest script of a liveness check: evaluate the predicate every
+/// `every` ns of virtual time until it holds (exit 0) or `within` ns have
+/// passed (exit 1). Guest time is virtual, so the deadline is exact.
+fn liveness_script(command: &str, within: u64, every: u64) -> String {
+    // Shell built-ins only around the predicate: every fork costs a guest
+    // process creation, and this loop may run for minutes of virtual time.
+    format!(
+        "read up _ < /proc/uptime; deadline=$(( ${{up%.*}} * 100 + 1${{up#*.}} - 100 + {within_cs} ))\n\
+         while :; do\n\
+         \t{{ {command}\n }} && exit 0\n\
+         \tread up _ < /proc/uptime; [ $(( ${{up%.*}} * 100 + 1${{up#*.}} - 100 )) -ge $deadline ] && exit 1\n\
+         \tsleep {every_s}\n\
+         done\n",
+        within_cs = within / 10_000_000,
+        every_s = every as f64 / 1e9,
+    )
 }
 
 /// Node names are n1..nN; returns the 0-based index.
@@ -239,6 +343,92 @@ impl Cluster {
                 invariants.push((name, i, inv.command.clone()));
             }
         }
+        let mut liveness = Vec::new();
+        for l in &spec.liveness {
+            let what = format!("[[liveness]] {}", l.name);
+            if l.name.is_empty() || !l.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(invalid(format!("{what}: the name may hold only letters, digits, '-' and '_'")));
+            }
+            if invariants.iter().any(|(o, _, _)| o == &l.name) || liveness.iter().any(|(o, _, _): &(String, usize, String)| o == &l.name) {
+                return Err(invalid(format!("{what}: the name is used twice")));
+            }
+            let i = parse_node_name(&l.node, n).ok_or_else(|| {
+                invalid(format!("{what}: node = {:?}: no such node (nodes are n1..n{n})", l.node))
+            })?;
+            let within = parse_duration_ns(&l.within)
+                .filter(|&w| w > 0)
+                .ok_or_else(|| invalid(format!("{what}: within = {:?} is not a positive duration", l.within)))?;
+            let every = match &l.every {
+                None => 1_000_000_000,
+                Some(e) => parse_duration_ns(e)
+                    .filter(|&v| v >= 1_000_000)
+                    .ok_or_else(|| invalid(format!("{what}: every = {e:?} is not a duration of at least 1ms")))?,
+            };
+            liveness.push((l.name.clone(), i, liveness_script(&l.command, within, every)));
+        }
+        let opt_duration = |key: &str, v: &Option<String>, default: u64| match v {
+            None => Ok(default),
+            Some(s) => parse_duration_ns(s).ok_or_else(|| invalid(format!("{key} = {s:?} is not a duration"))),
+        };
+        let window_ns = opt_duration("[explore] window", &spec.explore.window, 0)?;
+        let crash = &spec.faults.crash;
+        let restart_after_ns = opt_duration("[faults.crash] restart_after", &crash.restart_after, 1_000_000_000)?;
+        let crashable = match &crash.nodes {
+            None => (0..usize::from(n)).filter(|&i| i != workload_node).collect(),
+            Some(names) => {
+                let mut v = Vec::new();
+                for name in names {
+                    let i = parse_node_name(name, n).ok_or_else(|| {
+                        invalid(format!("[faults.crash] nodes: {name:?}: no such node (nodes are n1..n{n})"))
+                    })?;
+                    if i == workload_node {
+                        return Err(invalid(format!(
+                            "[faults.crash] nodes: {name} runs the workload; a crash would lose the workload itself \
+                             (run the workload on a node that does not crash)"
+                        )));
+                    }
+                    v.push(i);
+                }
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
+        };
+        let disk = match &spec.disk {
+            None => None,
+            Some(d) => {
+                if !(16..=65536).contains(&d.size_mb) {
+                    return Err(invalid(format!("[disk] size_mb = {}: must be between 16 and 65536", d.size_mb)));
+                }
+                if !d.mount.starts_with('/') || d.mount == "/" || d.mount.split('/').any(|c| c == "..")
+                    || d.mount.chars().any(|c| c.is_whitespace() || c == '\'' || c == '"')
+                {
+                    return Err(invalid(format!(
+                        "[disk] mount = {:?}: must be an absolute guest path other than / (no spaces, quotes or '..')",
+                        d.mount
+                    )));
+                }
+                if ["/proc", "/sys", "/dev", "/sim", "/tmp", "/run"].iter().any(|p| d.mount == *p || d.mount.starts_with(&format!("{p}/"))) {
+                    return Err(invalid(format!("[disk] mount = {:?}: that path is used by the guest's own file systems", d.mount)));
+                }
+                let latency_ns = opt_duration("[disk] latency", &d.latency, 100_000)?;
+                Some(DiskSettings {
+                    size_mb: d.size_mb,
+                    mount: d.mount.clone(),
+                    latency_ns,
+                    torn_writes: d.torn_writes,
+                    enumerate: d.enumerate.unwrap_or(16),
+                })
+            }
+        };
+        let explore = checker::engine::ExploreSpec {
+            window_ns,
+            max_crashes: crash.max,
+            crashable,
+            restart_after_ns,
+            calm_from: None,
+            crash_states: Default::default(),
+        };
         for (guest, host) in &spec.image.files {
             if !guest.starts_with('/') || guest.split('/').any(|c| c == "..") {
                 return Err(invalid(format!(
@@ -319,6 +509,9 @@ impl Cluster {
             workload_node,
             invariants,
             time_limit_ns,
+            liveness,
+            disk,
+            explore,
             partitions,
         })
     }

@@ -7,6 +7,8 @@
 
 pub mod cluster;
 pub mod image;
+pub mod outputs;
+pub mod replay;
 pub mod run;
 
 /// A problem with what the user gave us: the command line, a cluster

@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use simcluster::cluster::{parse_duration_ns, ClusterError};
 use simcluster::image::debs::UnknownPackage;
-use simcluster::run::{self, RunOptions};
+use simcluster::replay;
+use simcluster::run::{self, RunOptions, StrategyKind, StrategyOptions};
 use simcluster::BadInput;
 
 /// Deterministic whole-cluster simulation of unmodified distributed software.
@@ -31,7 +32,10 @@ const EXAMPLES: &str = "Examples:
   simcluster image build guest-images/hello-cluster
   simcluster run --images guest-images/hello-cluster --seed 7
   simcluster run --images guest-images/db-cluster --executions 20 --out results
-  simcluster replay results/failures/execution-3/failure.json";
+  simcluster run --images guest-images/examples/crash-primary --strategy pct --executions 50
+  simcluster run --images guest-images/db-cluster --time-budget 1h --strategy dfs
+  simcluster replay results/failures/execution-3/failure.json
+  simcluster shrink results/failures/execution-3/failure.json";
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -51,6 +55,21 @@ enum Command {
     Replay {
         /// A failure file written by `simcluster run` (failure.json).
         failure_file: PathBuf,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Make a recorded failure smaller: drop the strategy's decisions
+    /// (delta debugging) while the execution still fails the same way.
+    ///
+    /// Writes the smaller execution (failure file, trace, report, pcaps)
+    /// under OUT/shrunk/. Exit 0 when its trace is strictly shorter, 1 when
+    /// nothing could be removed.
+    Shrink {
+        /// A failure file written by `simcluster run` (failure.json).
+        failure_file: PathBuf,
+        /// Replays to spend at most.
+        #[arg(long, default_value_t = 40)]
+        max_executions: u64,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -101,12 +120,39 @@ struct RunArgs {
     /// Seed of the run; execution i uses a seed derived from it and i.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Number of executions to explore.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
-    executions: u64,
-    /// Exploration strategy.
+    /// Number of executions to explore (default 1, or unlimited with --time-budget).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    executions: Option<u64>,
+    /// Stop at the first failing execution (the default explores every
+    /// execution and reports the first failure).
+    #[arg(long)]
+    until_failure: bool,
+    /// Stop starting new executions after this much wall time (e.g. 10m, 2h).
+    #[arg(long, value_parser = parse_limit, value_name = "DURATION")]
+    time_budget: Option<u64>,
+    /// Exploration strategy: how the engine picks among enabled actions.
     #[arg(long, value_enum, default_value_t = Strategy::Random)]
     strategy: Strategy,
+    /// The strategy's bound: PCT's bug depth d (default 3), the number of
+    /// delays (default 2), the choice points DFS explores exhaustively
+    /// (default 4).
+    #[arg(long)]
+    depth: Option<u32>,
+    /// Choice points over which PCT change points, delays and DFS prefixes
+    /// are placed (about the number of choice points of one execution).
+    #[arg(long, default_value_t = run::DEFAULT_HORIZON)]
+    horizon: u64,
+    /// Virtual-clock choice: events due within this window of the earliest
+    /// compete (e.g. 2ms); overrides [explore] window.
+    #[arg(long, value_parser = parse_limit, value_name = "DURATION")]
+    window: Option<u64>,
+    /// Node crashes per execution at most; overrides [faults.crash] max.
+    #[arg(long)]
+    max_crashes: Option<u32>,
+    /// Random walks per probe when searching a liveness failure's critical
+    /// transition (0: do not search).
+    #[arg(long, default_value_t = 2)]
+    critical_walks: u32,
     /// Node runtime: auto picks KVM where it can boot the cluster, else user-mode Linux.
     #[arg(long, value_enum, default_value_t = Runtime::Auto)]
     runtime: Runtime,
@@ -116,8 +162,33 @@ struct RunArgs {
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum Strategy {
-    /// Seeded random choice among the earliest events.
+    /// Weighted random walk over enabled actions (MaceMC): crashes and
+    /// partitions rare, ordinary events common.
     Random,
+    /// Probabilistic concurrency testing: random priorities per (node, kind)
+    /// with depth-1 priority change points.
+    Pct,
+    /// The default scheduler (earliest first) plus --depth delays at random
+    /// choice points.
+    Delay,
+    /// Every placement of up to --depth delays, by increasing count; stops
+    /// when all are explored.
+    DelayAll,
+    /// Bounded DFS with dynamic partial-order reduction over --depth choice
+    /// points, restarted from random prefixes (MODIST's hybrid).
+    Dfs,
+}
+
+impl Strategy {
+    fn kind(self) -> StrategyKind {
+        match self {
+            Strategy::Random => StrategyKind::Random,
+            Strategy::Pct => StrategyKind::Pct,
+            Strategy::Delay => StrategyKind::Delay,
+            Strategy::DelayAll => StrategyKind::DelayAll,
+            Strategy::Dfs => StrategyKind::Dfs,
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
@@ -151,15 +222,21 @@ fn choose_runtime(asked: Runtime) -> Result<&'static str, BadInput> {
     }
 }
 
-fn options(c: &CommonArgs, seed: u64, executions: u64) -> RunOptions {
+fn options(c: &CommonArgs) -> RunOptions {
     RunOptions {
-        seed,
-        executions,
+        seed: 1,
+        executions: Some(1),
+        time_budget: None,
         time_limit_ns: c.time_limit,
         out: c.out.clone(),
         watchdog: Duration::from_secs(c.watchdog),
         quiet: c.quiet,
         pcap: c.pcap.clone(),
+        strategy: StrategyOptions { kind: StrategyKind::Random, depth: 0, horizon: run::DEFAULT_HORIZON },
+        until_failure: false,
+        window_ns: None,
+        max_crashes: None,
+        critical_walks: 0,
     }
 }
 
@@ -199,11 +276,25 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run(args) => {
             let why = choose_runtime(args.runtime)?;
-            let _ = args.strategy;
             if !args.common.quiet {
                 eprintln!("runtime: {why}");
             }
-            let opts = options(&args.common, args.seed, args.executions);
+            let kind = args.strategy.kind();
+            let opts = RunOptions {
+                seed: args.seed,
+                executions: args.executions,
+                time_budget: args.time_budget.map(Duration::from_nanos),
+                strategy: StrategyOptions {
+                    kind,
+                    depth: args.depth.unwrap_or(kind.default_depth()),
+                    horizon: args.horizon.max(1),
+                },
+                until_failure: args.until_failure,
+                window_ns: args.window,
+                max_crashes: args.max_crashes,
+                critical_walks: args.critical_walks,
+                ..options(&args.common)
+            };
             let (summary, failed) = run::run(&args.images, &opts)?;
             if failed && !opts.quiet {
                 if let Some(f) = &summary.failure {
@@ -217,10 +308,24 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Replay { failure_file, common } => {
-            let opts = options(&common, 0, 1);
-            let r = run::replay(&failure_file, &opts)?;
+            let r = replay::replay(&failure_file, &options(&common))?;
             println!("{}", serde_json::to_string(&r)?);
             Ok(if r.reproduced { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Shrink { failure_file, max_executions, common } => {
+            let r = replay::shrink(&failure_file, &options(&common), max_executions)?;
+            if !common.quiet {
+                eprintln!(
+                    "shrunk: {} -> {} decisions, {} -> {} trace events; written to {}",
+                    r.original_decisions,
+                    r.decisions,
+                    r.original_events,
+                    r.events,
+                    r.failure_file.display()
+                );
+            }
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(if r.shorter { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
     }
 }

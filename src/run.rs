@@ -1,45 +1,114 @@
-//! `simcluster run` and `simcluster replay`: executions, their outputs, and
+//! `simcluster run`: executions chosen by a strategy, their outputs, and
 //! the one JSON line a machine reads at the end.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use checker::engine::{self, ExecutionResult, ExecutionSpec, Verdict};
-use checker::failure_file::{self, FailureRecord, StrategySpec};
-use checker::report;
-use checker::trace::EventKind;
+use checker::engine::{self, ExecutionResult, ExecutionSpec, FailureKind, Verdict};
+use checker::failure_file::{self, FailureRecord};
+use checker::strategy::{
+    find_critical_transition, DelayBounded, Guided, HybridDfs, KindWeights, Pct, RandomWalk, Strategy,
+};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::cluster::Cluster;
 use crate::image::{self, Images};
+use crate::outputs::{write_execution, write_failure, write_pcaps};
 
 pub use crate::BadInput;
 
-/// Options shared by run and replay.
+/// Which exploration strategy, with its bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyKind {
+    /// Weighted random walk (MaceMC).
+    Random,
+    /// Probabilistic concurrency testing, `depth` = bug depth d.
+    Pct,
+    /// Default scheduler plus `depth` delays at random choice points.
+    Delay,
+    /// Every placement of up to `depth` delays, by increasing count.
+    DelayAll,
+    /// Bounded DPOR over `depth` choice points after random prefixes.
+    Dfs,
+}
+
+impl StrategyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyKind::Random => "random",
+            StrategyKind::Pct => "pct",
+            StrategyKind::Delay => "delay",
+            StrategyKind::DelayAll => "delay-all",
+            StrategyKind::Dfs => "dfs",
+        }
+    }
+
+    pub fn default_depth(self) -> u32 {
+        match self {
+            StrategyKind::Random => 0,
+            StrategyKind::Pct => 3,
+            StrategyKind::Delay | StrategyKind::DelayAll => 2,
+            StrategyKind::Dfs => 4,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct StrategyOptions {
+    pub kind: StrategyKind,
+    pub depth: u32,
+    /// Choice points over which PCT change points, delays and DFS prefixes
+    /// are placed.
+    pub horizon: u64,
+}
+
+/// The default horizon: about the number of choice points of one
+/// execution of the example clusters (measured; see the README).
+pub const DEFAULT_HORIZON: u64 = 2000;
+
+/// Options shared by run, replay and shrink.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub seed: u64,
-    pub executions: u64,
+    /// At most this many executions (`None`: until the time budget ends).
+    pub executions: Option<u64>,
+    /// Stop starting executions after this much wall time.
+    pub time_budget: Option<Duration>,
+    /// Stop after the first failing execution.
+    pub until_failure: bool,
     pub time_limit_ns: Option<u64>,
     pub out: PathBuf,
     pub watchdog: Duration,
     pub quiet: bool,
     /// Also keep every execution's pcap files under DIR/execution-I/.
     pub pcap: Option<PathBuf>,
+    pub strategy: StrategyOptions,
+    /// Override `[explore] window`.
+    pub window_ns: Option<u64>,
+    /// Override `[faults.crash] max`.
+    pub max_crashes: Option<u32>,
+    /// Random walks per critical-transition probe of a liveness failure
+    /// (0: do not search).
+    pub critical_walks: u32,
 }
 
 /// Default virtual-time limit of one execution.
 pub const DEFAULT_TIME_LIMIT_NS: u64 = 600_000_000_000;
 
-/// One scheduling decision, as recorded in failure files.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunAction {
-    /// Virtual time (ns).
-    pub t: u64,
-    /// 1-based node.
-    pub n: u16,
+/// MaceMC's answer for a liveness failure.
+#[derive(Debug, Clone, Serialize)]
+pub struct CriticalSummary {
+    /// The step (0-based, every engine action counted) after which no
+    /// fault-free random walk reached a live state.
+    pub step: u64,
+    /// Virtual time of that choice point in the failing execution.
+    pub virtual_seconds: f64,
+    /// What the failing execution did there.
+    pub action: Option<String>,
+    pub probes: u64,
+    pub walks_per_probe: u32,
 }
 
 /// The summary printed as the last line of `run`.
@@ -51,6 +120,10 @@ pub struct Summary {
     pub virtual_seconds: f64,
     pub wall_seconds: f64,
     pub seed: u64,
+    pub strategy: String,
+    /// An exhaustive strategy ran out of executions to explore.
+    pub exhausted: bool,
+    pub executions_per_hour: f64,
     pub runtime: &'static str,
     pub nodes: usize,
     pub images_hash: String,
@@ -59,11 +132,144 @@ pub struct Summary {
     pub speedup: f64,
     /// Mean PSS of one node's host processes at the end of an execution.
     pub memory_per_node_mib: f64,
+    /// Choice points of the reported execution.
+    pub choice_points: u64,
+    /// Crashes in the reported execution.
+    pub crashes: u32,
     /// netsim's counters for the reported execution.
     pub network: Option<serde_json::Value>,
     pub failure: Option<serde_json::Value>,
     pub failure_file: Option<PathBuf>,
+    /// Which execution (0-based) failed first.
+    pub failing_execution: Option<u64>,
+    pub critical_transition: Option<CriticalSummary>,
+    /// Disk crash states explored, over every crash point of the run.
+    pub crash_states_explored: u64,
+    /// The first disk crash point of each execution that had one.
+    pub crash_points: Vec<CrashPointSummary>,
     pub out: PathBuf,
+}
+
+/// A disk crash point: how many crash states it has, how many were run.
+#[derive(Debug, Clone, Serialize)]
+pub struct CrashPointSummary {
+    pub execution: u64,
+    pub node: String,
+    pub virtual_seconds: f64,
+    pub volatile_writes: usize,
+    pub states: u128,
+    /// False when counting gave up and `states` is a lower bound.
+    pub states_exact: bool,
+    /// Executions that applied one of its states (all of them when the
+    /// count is at most `[disk] enumerate`, else one sampled state).
+    pub explored: u64,
+}
+
+/// The cluster and images of a run.
+struct Ctx<'a> {
+    cluster: &'a Cluster,
+    images: &'a Images,
+}
+
+/// Running totals of a run.
+#[derive(Default)]
+struct Tally {
+    executions: u64,
+    failures: u64,
+    virtual_ns_total: u64,
+    boot_walls: Vec<f64>,
+    last: Option<(ExecutionResult, Vec<(String, Vec<u8>)>)>,
+    failing: Option<(u64, ExecutionResult, PathBuf)>,
+    critical: Option<CriticalSummary>,
+    crash_points: Vec<CrashPointSummary>,
+}
+
+impl Tally {
+    /// Counts a finished execution; the run's first failure is written out
+    /// (failure file, trace, logs, pcaps, report).
+    #[allow(clippy::too_many_arguments)]
+    fn observe(
+        &mut self,
+        ctx: &Ctx,
+        opts: &RunOptions,
+        spec: &ExecutionSpec,
+        executed: Executed,
+        index: u64,
+        strategy_spec: &checker::failure_file::StrategySpec,
+        crash_state: Option<(u32, u64)>,
+        bar: &ProgressBar,
+    ) -> Result<()> {
+        let Executed { result, pcaps } = executed;
+        self.executions += 1;
+        let label = match crash_state {
+            None => format!("execution-{index}"),
+            Some((_, k)) => format!("execution-{index}-state{k}"),
+        };
+        if let Some(dir) = &opts.pcap {
+            write_pcaps(&dir.join(&label), &pcaps)?;
+        }
+        self.virtual_ns_total += result.virtual_ns;
+        if let Some(b) = result.boot_wall {
+            self.boot_walls.push(b.as_secs_f64());
+        }
+        if let Verdict::Fail(f) = &result.verdict {
+            self.failures += 1;
+            if self.failing.is_none() {
+                let mut strategy = strategy_spec.clone();
+                if !spec.explore.crash_states.is_empty() {
+                    strategy.params.insert("crash_states".into(), crash_states_value(&spec.explore.crash_states));
+                }
+                let record = FailureRecord {
+                    format_version: failure_file::FORMAT_VERSION,
+                    images_hash: ctx.images.hash.clone(),
+                    cluster_dir: ctx.cluster.dir.canonicalize().unwrap_or(ctx.cluster.dir.clone()),
+                    seed: opts.seed,
+                    strategy,
+                    execution_index: index,
+                    actions: result.decisions.clone(),
+                    failure: failure_line(&result).unwrap_or_default(),
+                    trace_hash: result.trace_hash.clone(),
+                };
+                let mut extra = Vec::new();
+                if f.kind == FailureKind::Liveness && opts.critical_walks > 0 {
+                    bar.set_message("searching for the critical transition".to_string());
+                    self.critical = critical_transition(spec, &result, &record, opts.critical_walks, bar)?;
+                    if let Some(c) = &self.critical {
+                        extra.push(format!(
+                            "Critical transition (MaceMC): step {} at {:.6} s virtual ({}); \
+                             from the state before it fault-free random walks still reached a live state, \
+                             from the state after it none of {} did ({} probes).",
+                            c.step,
+                            c.virtual_seconds,
+                            c.action.as_deref().unwrap_or("?"),
+                            c.walks_per_probe,
+                            c.probes
+                        ));
+                    }
+                }
+                let dir = opts.out.join("failures").join(&label);
+                let file = write_failure(&dir, ctx.cluster, &result, &pcaps, &record, &extra)?;
+                self.failing = Some((index, result.clone(), file));
+            }
+        }
+        self.last = Some((result, pcaps));
+        Ok(())
+    }
+}
+
+/// `{"1": 3}`: crash number -> enumerated state index, as failure files
+/// store it.
+fn crash_states_value(m: &std::collections::BTreeMap<u32, u64>) -> serde_json::Value {
+    serde_json::Value::Object(m.iter().map(|(c, k)| (c.to_string(), (*k).into())).collect())
+}
+
+/// The forced crash states of a failure file's strategy parameters.
+pub(crate) fn crash_states_param(s: &checker::failure_file::StrategySpec) -> std::collections::BTreeMap<u32, u64> {
+    s.params
+        .get("crash_states")
+        .and_then(|v| v.as_object())
+        .map(|o| o.iter().filter_map(|(c, k)| Some((c.parse().ok()?, k.as_u64()?))).collect())
+        .unwrap_or_default()
 }
 
 fn scratch_dir() -> Result<PathBuf> {
@@ -72,7 +278,42 @@ fn scratch_dir() -> Result<PathBuf> {
     Ok(d)
 }
 
-fn spec_for(cluster: &Cluster, images: &Images, opts: &RunOptions, seed: u64, scratch: &Path) -> ExecutionSpec {
+/// The explore settings of a run: the cluster's, with command-line overrides.
+pub fn explore_for(cluster: &Cluster, window_ns: Option<u64>, max_crashes: Option<u32>) -> engine::ExploreSpec {
+    let mut e = cluster.explore.clone();
+    if let Some(w) = window_ns {
+        e.window_ns = w;
+    }
+    if let Some(m) = max_crashes {
+        e.max_crashes = m;
+    }
+    e
+}
+
+/// The data disk spec of a run: the base image opened once (reading it
+/// computes every block's crc) and shared by every node and execution.
+pub(crate) fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<engine::DiskSpec>> {
+    let (Some(d), Some(path)) = (&cluster.disk, &images.disk) else { return Ok(None) };
+    let base = disksim::BlockStore::open_image(path).with_context(|| format!("cannot open the disk image {}", path.display()))?;
+    Ok(Some(engine::DiskSpec {
+        base,
+        latency_ns: d.latency_ns,
+        model: if d.torn_writes { disksim::CrashModel::TORN } else { disksim::CrashModel::ATOMIC },
+        enumerate: d.enumerate,
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn spec_for(
+    cluster: &Cluster,
+    images: &Images,
+    disk: &Option<engine::DiskSpec>,
+    time_limit_ns: Option<u64>,
+    watchdog: Duration,
+    explore: engine::ExploreSpec,
+    seed: u64,
+    scratch: &Path,
+) -> ExecutionSpec {
     ExecutionSpec {
         kernel: images.kernel.clone(),
         initrd: images.initrd.clone(),
@@ -80,8 +321,9 @@ fn spec_for(cluster: &Cluster, images: &Images, opts: &RunOptions, seed: u64, sc
         mem_mb: cluster.spec.cluster.memory_mb,
         workload_node: cluster.workload_node,
         invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), *i)).collect(),
-        time_limit_ns: opts.time_limit_ns.or(cluster.time_limit_ns).unwrap_or(DEFAULT_TIME_LIMIT_NS),
-        watchdog: opts.watchdog,
+        liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), *i)).collect(),
+        time_limit_ns: time_limit_ns.or(cluster.time_limit_ns).unwrap_or(DEFAULT_TIME_LIMIT_NS),
+        watchdog,
         connect_timeout: Duration::from_secs(60),
         seed,
         scratch: scratch.to_path_buf(),
@@ -90,23 +332,27 @@ fn spec_for(cluster: &Cluster, images: &Images, opts: &RunOptions, seed: u64, sc
             scheduled: cluster.partitions.clone(),
             pcap_dir: Some(scratch.join("pcap")),
         }),
+        disk: disk.clone(),
+        explore,
     }
 }
 
-/// An execution's result and its traffic captures (node name -> pcap).
-struct Executed {
-    result: ExecutionResult,
-    pcaps: Vec<(String, Vec<u8>)>,
+/// An execution's result and its traffic captures (file name -> pcap).
+pub(crate) struct Executed {
+    pub result: ExecutionResult,
+    pub pcaps: Vec<(String, Vec<u8>)>,
 }
 
 /// Runs one execution in its own scratch directory.
-fn execute_one(cluster: &Cluster, images: &Images, opts: &RunOptions, index: u64) -> Result<Executed> {
-    let scratch = scratch_dir()?.join(format!("e{index}"));
+pub(crate) fn execute_one(spec: &mut ExecutionSpec, strategy: &mut dyn Strategy, label: &str) -> Result<Executed> {
+    let scratch = scratch_dir()?.join(label);
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;
-    let seed = engine::execution_seed(opts.seed, index);
-    let r = engine::execute(&spec_for(cluster, images, opts, seed, &scratch))
-        .with_context(|| format!("execution {index} (seed {}) could not run", opts.seed));
+    spec.scratch = scratch.clone();
+    if let Some(n) = spec.network.as_mut() {
+        n.pcap_dir = Some(scratch.join("pcap"));
+    }
+    let r = engine::execute(spec, strategy).with_context(|| format!("{label} (seed {}) could not run", spec.seed));
     let mut pcaps = Vec::new();
     if let Ok(dir) = std::fs::read_dir(scratch.join("pcap")) {
         let mut names: Vec<_> = dir.flatten().map(|e| e.path()).collect();
@@ -121,155 +367,116 @@ fn execute_one(cluster: &Cluster, images: &Images, opts: &RunOptions, index: u64
     Ok(Executed { result: r?, pcaps })
 }
 
-fn write_pcaps(dir: &Path, pcaps: &[(String, Vec<u8>)]) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    for (name, bytes) in pcaps {
-        write_atomic(&dir.join(name), bytes)?;
+fn make_strategy(o: &StrategyOptions, seed: u64) -> Box<dyn Strategy> {
+    let d = o.depth;
+    match o.kind {
+        StrategyKind::Random => Box::new(RandomWalk::new(seed, KindWeights::default())),
+        StrategyKind::Pct => Box::new(Pct::new(seed, d.max(1), o.horizon)),
+        StrategyKind::Delay => Box::new(DelayBounded::sampling(seed, d, o.horizon)),
+        StrategyKind::DelayAll => Box::new(DelayBounded::exhaustive(d, o.horizon)),
+        StrategyKind::Dfs => Box::new(HybridDfs::new(seed, u64::from(d), o.horizon)),
     }
-    Ok(())
 }
 
-/// Writes a file atomically: a reader sees the old content or the new one.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
-}
-
-/// Per-node console logs, each line prefixed with its virtual time.
-fn console_logs(cluster: &Cluster, result: &ExecutionResult) -> Vec<(String, String)> {
-    let mut logs: Vec<(String, String)> = cluster.node_names().into_iter().map(|n| (n, String::new())).collect();
-    for ev in result.trace.events() {
-        if let EventKind::Console { text } = &ev.kind {
-            if let Some((_, log)) = logs.get_mut(usize::from(ev.node).wrapping_sub(1)) {
-                log.push_str(&format!("[{:>14.6}] {}\n", ev.time as f64 / 1e9, text));
-            }
-        }
-    }
-    logs
-}
-
-/// Writes an execution's trace and console logs into `dir`.
-fn write_execution(dir: &Path, cluster: &Cluster, result: &ExecutionResult) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    write_atomic(&dir.join("trace.jsonl"), result.trace.to_jsonl().as_bytes())?;
-    for (node, log) in console_logs(cluster, result) {
-        write_atomic(&dir.join(format!("console-{node}.log")), log.as_bytes())?;
-    }
-    Ok(())
-}
-
-/// The human-readable report of a failing execution: report.html (a
-/// space-time diagram and the interleaved console logs) and report.txt.
-fn write_report(
-    dir: &Path,
-    cluster: &Cluster,
-    result: &ExecutionResult,
-    seed: u64,
-    index: u64,
-    failure: &str,
-) -> Result<()> {
-    let meta = report::ReportMeta {
-        cluster: cluster.name.clone(),
-        seed,
-        strategy: "random".into(),
-        execution: index,
-        trace_hash: result.trace_hash.clone(),
-        // The headline only: the console lines that follow it in the
-        // failure message are in the report's console log already.
-        failure: Some(failure.lines().next().unwrap_or(failure).to_string()),
-        node_names: cluster.node_names(),
-    };
-    let events = result.trace.events();
-    write_atomic(&dir.join("report.html"), report::render_html(&meta, events).as_bytes())?;
-    write_atomic(&dir.join("report.txt"), report::render_text(&meta, events).as_bytes())?;
-    Ok(())
-}
-
-fn actions_of(result: &ExecutionResult) -> Vec<RunAction> {
-    result
-        .trace
-        .events()
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Run))
-        .map(|e| RunAction { t: e.time, n: e.node })
-        .collect()
+/// The failure as recorded and compared by replay: "Kind: message".
+pub fn failure_line(result: &ExecutionResult) -> Option<String> {
+    result.verdict.failure().map(|f| format!("{:?}: {}", f.kind, f.message))
 }
 
 /// `simcluster run`.
 pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let cluster = Cluster::load(cluster_dir)?;
     let images = image::build(&cluster, opts.quiet)?;
+    let explore = explore_for(&cluster, opts.window_ns, opts.max_crashes);
+    let disk = disk_spec(&cluster, &images)?;
+    let ctx = Ctx { cluster: &cluster, images: &images };
+    let mut strategy = make_strategy(&opts.strategy, opts.seed);
+    let mut strategy_spec = strategy.spec();
+    strategy_spec.params.insert("window_ns".into(), explore.window_ns.into());
+    strategy_spec.params.insert("max_crashes".into(), explore.max_crashes.into());
     let began = Instant::now();
-    let bar = if opts.quiet || opts.executions < 2 {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(opts.executions)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} executions, {msg} [{elapsed_precise}]").unwrap(),
-    );
-    let mut failures = 0u64;
-    let mut last: Option<ExecutionResult> = None;
-    let mut failing: Option<(u64, ExecutionResult, PathBuf)> = None;
-    let mut virtual_ns_total = 0u64;
-    let mut boot_walls = Vec::new();
-    for index in 0..opts.executions {
-        let Executed { result, pcaps } = execute_one(&cluster, &images, opts, index)?;
-        if let Some(dir) = &opts.pcap {
-            write_pcaps(&dir.join(format!("execution-{index}")), &pcaps)?;
+    let limit = opts.executions.unwrap_or(if opts.time_budget.is_some() { u64::MAX } else { 1 });
+    let bar = progress_bar(opts, limit);
+    let mut t = Tally::default();
+    let mut exhausted = false;
+    for index in 0..limit {
+        if opts.time_budget.is_some_and(|b| began.elapsed() >= b) && index > 0 {
+            break;
         }
-        if index + 1 == opts.executions {
-            write_pcaps(&opts.out.join("last"), &pcaps)?;
+        if opts.until_failure && t.failing.is_some() {
+            break;
         }
-        virtual_ns_total += result.virtual_ns;
-        if let Some(b) = result.boot_wall {
-            boot_walls.push(b.as_secs_f64());
+        if !strategy.begin_execution(index) {
+            exhausted = true;
+            break;
         }
-        if let Verdict::Fail(f) = &result.verdict {
-            failures += 1;
-            if failing.is_none() {
-                let dir = opts.out.join("failures").join(format!("execution-{index}"));
-                write_execution(&dir, &cluster, &result)?;
-                write_pcaps(&dir, &pcaps)?;
-                let record = FailureRecord {
-                    format_version: failure_file::FORMAT_VERSION,
-                    images_hash: images.hash.clone(),
-                    cluster_dir: cluster.dir.canonicalize().unwrap_or(cluster.dir.clone()),
-                    seed: opts.seed,
-                    strategy: StrategySpec { name: "random".into(), params: Default::default() },
-                    execution_index: index,
-                    actions: actions_of(&result),
-                    failure: format!("{:?}: {}", f.kind, f.message),
-                    trace_hash: result.trace_hash.clone(),
-                };
-                let file = dir.join("failure.json");
-                failure_file::save(&file, &record)?;
-                write_report(&dir, &cluster, &result, opts.seed, index, &record.failure)?;
-                failing = Some((index, result.clone(), file));
+        let seed = engine::execution_seed(opts.seed, index);
+        let mut spec = spec_for(&cluster, &images, &disk, opts.time_limit_ns, opts.watchdog, explore.clone(), seed, Path::new("."));
+        let executed = execute_one(&mut spec, strategy.as_mut(), &format!("e{index}"))?;
+        // A crash point with few enough disk crash states: explore every
+        // other state too, each in a sibling execution that replays this
+        // one's decisions up to the crash and applies that state.
+        let siblings = executed
+            .result
+            .crash_points
+            .first()
+            .filter(|p| disk.as_ref().is_some_and(|d| p.enumerable(d.enumerate)))
+            .and_then(|p| p.chosen.map(|k| (p.crash, k, p.states as u64)));
+        let decisions = executed.result.decisions.clone();
+        if let Some(p) = executed.result.crash_points.first() {
+            t.crash_points.push(CrashPointSummary {
+                execution: index,
+                node: p.node.clone(),
+                virtual_seconds: p.time as f64 / 1e9,
+                volatile_writes: p.volatile_writes,
+                states: p.states,
+                states_exact: p.states_exact,
+                explored: siblings.map_or(1, |(_, _, n)| n),
+            });
+        }
+        t.observe(&ctx, opts, &spec, executed, index, &strategy_spec, None, &bar)?;
+        if let Some((crash, chosen, states)) = siblings {
+            for k in (0..states).filter(|&k| k != chosen) {
+                if opts.until_failure && t.failing.is_some() {
+                    break;
+                }
+                let mut s = spec.clone();
+                s.explore.crash_states.insert(crash, k);
+                let mut guided = Guided::new(&decisions);
+                let e = execute_one(&mut s, &mut guided, &format!("e{index}-state{k}"))?;
+                t.observe(&ctx, opts, &s, e, index, &strategy_spec, Some((crash, k)), &bar)?;
             }
         }
         let wall = began.elapsed().as_secs_f64();
         bar.set_message(format!(
-            "{failures} failures, {:.0}x virtual/wall",
-            virtual_ns_total as f64 / 1e9 / wall.max(1e-9)
+            "{} failed, {:.0}x virtual/wall, {:.0} executions/hour",
+            t.failures,
+            t.virtual_ns_total as f64 / 1e9 / wall.max(1e-9),
+            t.executions as f64 * 3600.0 / wall.max(1e-9)
         ));
         bar.inc(1);
-        last = Some(result);
+        if index + 1 == limit || opts.time_budget.is_some_and(|b| began.elapsed() >= b) {
+            if let Some((_, pcaps)) = &t.last {
+                write_pcaps(&opts.out.join("last"), pcaps)?;
+            }
+        }
     }
     bar.finish_and_clear();
-    let last = last.context("--executions must be at least 1")?;
+    let Tally { executions: done, failures, last, failing, critical, virtual_ns_total, boot_walls, crash_points, .. } = t;
+    let (last, _) = last.context("no execution ran")?;
     write_execution(&opts.out.join("last"), &cluster, &last)?;
     let wall = began.elapsed().as_secs_f64();
     let shown = failing.as_ref().map(|(_, r, _)| r).unwrap_or(&last);
     let summary = Summary {
-        executions: opts.executions,
+        executions: done,
         failures,
         trace_hash: shown.trace_hash.clone(),
         virtual_seconds: shown.virtual_ns as f64 / 1e9,
         wall_seconds: wall,
         seed: opts.seed,
+        strategy: opts.strategy.kind.name().to_string(),
+        exhausted,
+        executions_per_hour: done as f64 * 3600.0 / wall.max(1e-9),
         runtime: "uml",
         nodes: cluster.node_count(),
         images_hash: images.hash.clone(),
@@ -280,57 +487,98 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
             let m = &last.node_memory_kib;
             m.iter().sum::<u64>() as f64 / 1024.0 / m.len().max(1) as f64
         },
+        choice_points: shown.choice_points,
+        crashes: shown.crashes,
         network: shown.network.clone(),
         failure: shown.verdict.failure().map(|f| serde_json::to_value(f).unwrap()),
         failure_file: failing.as_ref().map(|(_, _, p)| p.clone()),
+        failing_execution: failing.as_ref().map(|(i, _, _)| *i),
+        critical_transition: critical,
+        crash_states_explored: crash_points.iter().map(|p| p.explored).sum(),
+        crash_points,
         out: opts.out.clone(),
     };
     Ok((summary, failures > 0))
 }
 
-/// The result of `simcluster replay`.
-#[derive(Debug, Serialize)]
-pub struct ReplaySummary {
-    pub reproduced: bool,
-    pub trace_hash: String,
-    pub expected_trace_hash: String,
-    pub failure: Option<serde_json::Value>,
-    pub expected_failure: String,
-    pub images_match: bool,
-    pub virtual_seconds: f64,
-    pub wall_seconds: f64,
+fn progress_bar(opts: &RunOptions, limit: u64) -> ProgressBar {
+    if opts.quiet || limit < 2 {
+        return ProgressBar::hidden();
+    }
+    if limit == u64::MAX {
+        let b = ProgressBar::new_spinner();
+        b.set_style(ProgressStyle::with_template("{spinner} {pos} executions, {msg} [{elapsed_precise}]").unwrap());
+        b.enable_steady_tick(Duration::from_millis(200));
+        return b;
+    }
+    let b = ProgressBar::new(limit);
+    b.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} executions, {msg} [{elapsed_precise}]").unwrap());
+    b
 }
 
-/// `simcluster replay FILE`.
-pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
-    let record: FailureRecord<RunAction> = failure_file::load(file).map_err(|e| BadInput(e.to_string()))?;
-    let cluster = Cluster::load(&record.cluster_dir).map_err(|e| {
-        BadInput(format!("{}: the cluster it was recorded on cannot be loaded: {e}", file.display()))
-    })?;
-    let images = image::build(&cluster, opts.quiet)?;
-    let images_match = images.hash == record.images_hash;
-    if !images_match && !opts.quiet {
-        eprintln!(
-            "warning: the images of {} changed since this failure was recorded; the replay may differ",
-            cluster.dir.display()
-        );
+/// MaceMC's critical-transition search over the choice points of a failing
+/// liveness execution. Probe k replays the first k choice points (the
+/// recorded decisions, the same network randomness) and then walks at
+/// random `walks` times, fault-free (see `ExploreSpec::calm_from`); the
+/// prefix is live if any walk satisfies every liveness check.
+fn critical_transition(
+    spec: &ExecutionSpec,
+    failed: &ExecutionResult,
+    record: &FailureRecord<checker::strategy::Decision>,
+    walks: u32,
+    bar: &ProgressBar,
+) -> Result<Option<CriticalSummary>> {
+    let steps = &failed.chosen;
+    let mut host_error = None;
+    let mut probe_no = 0u64;
+    let found = find_critical_transition(steps, |k| {
+        probe_no += 1;
+        for w in 0..walks {
+            let walk_seed = engine::execution_seed(spec.seed ^ 0x6372_6974, (k as u64) << 8 | u64::from(w));
+            let mut s = spec.clone();
+            s.explore.calm_from = Some((k as u64, walk_seed));
+            let mut g = Guided::new(&record.actions);
+            bar.set_message(format!("critical transition: probe {probe_no} (prefix of {k} steps), walk {}", w + 1));
+            match execute_one(&mut s, &mut g, &format!("probe{k}-{w}")) {
+                Ok(e) => {
+                    let live = e.result.verdict.failure().is_none_or(|f| f.kind != FailureKind::Liveness);
+                    if live {
+                        return true;
+                    }
+                }
+                Err(e) => {
+                    host_error.get_or_insert(e);
+                    return true;
+                }
+            }
+        }
+        false
+    });
+    if let Some(e) = host_error {
+        return Err(e.context("a critical-transition probe could not run"));
     }
-    let mut o = opts.clone();
-    o.seed = record.seed;
-    let began = Instant::now();
-    let Executed { result, pcaps } = execute_one(&cluster, &images, &o, record.execution_index)?;
-    write_pcaps(&opts.out.join("replay"), &pcaps)?;
-    let failure = result.verdict.failure().map(|f| format!("{:?}: {}", f.kind, f.message));
-    let reproduced = result.trace_hash == record.trace_hash && failure.as_deref() == Some(record.failure.as_str());
-    write_execution(&opts.out.join("replay"), &cluster, &result)?;
-    Ok(ReplaySummary {
-        reproduced,
-        trace_hash: result.trace_hash.clone(),
-        expected_trace_hash: record.trace_hash,
-        failure: result.verdict.failure().map(|f| serde_json::to_value(f).unwrap()),
-        expected_failure: record.failure,
-        images_match,
-        virtual_seconds: result.virtual_ns as f64 / 1e9,
-        wall_seconds: began.elapsed().as_secs_f64(),
-    })
+    let Ok(c) = found else { return Ok(None) };
+    let at = failed.chosen.get(c.index);
+    Ok(Some(CriticalSummary {
+        step: c.index as u64,
+        virtual_seconds: at.map_or(0.0, |(t, _)| *t as f64 / 1e9),
+        action: at.map(|(_, a)| describe_action(a)),
+        probes: c.probes,
+        walks_per_probe: walks,
+    }))
+}
+
+/// "DeliverFrame to n2 from n1", "Crash of n3", "RunNode n1".
+pub fn describe_action(a: &checker::strategy::EnabledAction) -> String {
+    use checker::strategy::ActionKind::*;
+    match (a.kind, a.peer) {
+        (DeliverFrame, Some(p)) => format!("frame delivery to n{} from n{p}", a.node),
+        (RunNode, _) => format!("n{} runs", a.node),
+        (Crash, _) => format!("crash of n{}", a.node),
+        (Restart, _) => format!("restart of n{}", a.node),
+        (Partition, _) => "partition starts".into(),
+        (Heal, _) => "partition heals".into(),
+        (CompleteDisk, _) => format!("disk request of n{} completes", a.node),
+        (k, _) => format!("{} on n{}", k.name(), a.node),
+    }
 }

@@ -61,6 +61,9 @@ pub enum EventKind {
     Invariant { name: String, ok: bool },
     /// Free-form engine remark that still belongs to the execution.
     Note { text: String },
+    /// A disk request of the node completed: `op` is read, write or flush;
+    /// writes and flushes complete when the engine chooses, reads at once.
+    Disk { id: u64, op: String, sector: u64, sectors: u64 },
 }
 
 /// An append-only trace with a running hash.

@@ -20,6 +20,7 @@
 pub mod addr;
 pub mod config;
 pub mod frame;
+pub mod host;
 pub mod network;
 pub mod partition;
 pub mod pcap;

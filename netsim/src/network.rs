@@ -166,6 +166,17 @@ impl Network {
         &self.params[self.link_index(from, to)]
     }
 
+    /// From now on no link loses, duplicates or reorders frames (latency
+    /// and bandwidth stay). Frames already in flight keep their fate. Used
+    /// to ask "can the system still recover if nothing else goes wrong?"
+    pub fn stop_faults(&mut self) {
+        for p in &mut self.params {
+            p.loss = 0.0;
+            p.duplicate = 0.0;
+            p.reorder = 0.0;
+        }
+    }
+
     pub fn stats(&self) -> &NetStats {
         &self.stats
     }

@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod cpio;
 pub mod debs;
+pub mod disk;
 pub mod host;
 pub mod kernel;
 pub mod rootfs;
@@ -32,6 +33,8 @@ pub struct Images {
     pub hash: String,
     pub kernel_cached: bool,
     pub rootfs_cached: bool,
+    /// The empty ext4 filesystem every node's data disk starts as.
+    pub disk: Option<PathBuf>,
     pub wall_seconds: f64,
 }
 
@@ -61,6 +64,12 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     for (name, _, command) in &cluster.invariants {
         key.add_str(name).add_str(command);
     }
+    for (name, _, script) in &cluster.liveness {
+        key.add_str("liveness").add_str(name).add_str(script);
+    }
+    if let Some(d) = &cluster.disk {
+        key.add_str("disk-mount").add_str(&d.mount);
+    }
     let rootfs_key = key.finish();
     let dir = cache_root().join("images").join(&rootfs_key);
     let initrd = dir.join("rootfs.cpio");
@@ -72,8 +81,19 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
             build_rootfs(cluster, &debs, &dir, quiet)?;
         }
     }
-    let hash = KeyHasher::new("images").add_str(&kernel.key).add_str(&rootfs_key).finish();
+    let disk = match &cluster.disk {
+        None => None,
+        Some(d) => Some(disk::ext4_image(d.size_mb, quiet).with_context(|| format!("{}: [disk]", cluster.file.display()))?),
+    };
+    let mut hash = KeyHasher::new("images");
+    hash.add_str(&kernel.key).add_str(&rootfs_key);
+    if let Some(p) = &disk {
+        // The path holds the image's own cache key (size, recipe, mke2fs).
+        hash.add_str(&p.to_string_lossy());
+    }
+    let hash = hash.finish();
     Ok(Images {
+        disk,
         kernel: kernel.path,
         initrd,
         hash,

@@ -42,6 +42,13 @@ if [ -e /sys/class/net/eth0 ]; then
     i=$((i + 1))
   done
 fi
+# The data disk ([disk] in cluster.toml), ext4 on simcluster's virtio-blk.
+# After a crash ext4 replays its journal here.
+if [ -f /sim/disk-mount ]; then
+  m=$(cat /sim/disk-mount)
+  mkdir -p "$m"
+  mount -t ext4 /dev/vda "$m" || echo "simcluster: cannot mount the data disk /dev/vda at $m"
+fi
 exec /bin/busybox sh /sim/agent
 "#;
 
@@ -85,9 +92,15 @@ pub fn write_agent_files(root: &Path, cluster: &Cluster) -> Result<()> {
     if let Some(start) = &cluster.spec.node.start {
         write("sim/start", &format!("{start}\n"), 0o644)?;
     }
+    if let Some(d) = &cluster.disk {
+        write("sim/disk-mount", &format!("{}\n", d.mount), 0o644)?;
+    }
     write("sim/cmd/workload", &format!("{}\n", cluster.spec.workload.command), 0o644)?;
     for (name, _, command) in &cluster.invariants {
         write(&format!("sim/cmd/{name}"), &format!("{command}\n"), 0o644)?;
+    }
+    for (name, _, script) in &cluster.liveness {
+        write(&format!("sim/cmd/{name}"), script, 0o644)?;
     }
     for dir in ["proc", "sys", "dev", "tmp", "run", "root", "etc"] {
         std::fs::create_dir_all(root.join(dir))?;
@@ -121,6 +134,9 @@ pub fn check_commands(root: &Path, cluster: &Cluster) -> Result<()> {
     commands.push(("[workload] command".into(), &cluster.spec.workload.command));
     for (name, _, c) in &cluster.invariants {
         commands.push((format!("[[invariant]] {name}"), c));
+    }
+    for l in &cluster.spec.liveness {
+        commands.push((format!("[[liveness]] {}", l.name), &l.command));
     }
     for (what, command) in commands {
         let Some(prog) = program_of(command) else { continue };

@@ -10,9 +10,12 @@
 //! Exactly one node executes at any moment, so nothing a node sees can
 //! depend on how the host scheduled the others.
 
+mod actions;
 mod agent;
+mod disk;
 mod frames;
 mod network;
+mod node;
 mod outcome;
 
 use std::path::PathBuf;
@@ -20,24 +23,50 @@ use std::time::{Duration, Instant};
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use vmm::uml::{Delivered, GuestOutput, OutputStream, RunOutcome, UmlConfig, UmlError, UmlNode};
+use vmm::uml::{Delivered, GuestOutput, OutputStream, RunOutcome, UmlConfig, UmlError};
 
-use crate::trace::{EventKind, LineSplitter, Trace};
+use crate::strategy::{default_choice, Decision, Strategy};
+use crate::trace::{EventKind, Trace};
+use actions::{effective_time, horizon, Action, Enabled};
 use agent::AgentMsg;
+use node::Node;
+pub use disk::{CrashPoint, DiskSpec};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
-
-/// An enabled engine action at the current instant.
-#[derive(Debug, Clone, Copy)]
-enum Choice {
-    Run(usize),
-    Deliver(netsim::DeliveryId),
-    Fault,
-}
 
 /// The wall-clock date guests believe they booted at (GET_TOD):
 /// 2026-01-01T00:00:00Z. Fixed, so that `date` in a guest is deterministic.
 pub const GUEST_EPOCH_NS: u64 = 1_767_225_600 * 1_000_000_000;
+
+/// What the strategy may choose besides the order of events due together.
+#[derive(Debug, Clone, Default)]
+pub struct ExploreSpec {
+    /// Virtual-clock choice: every timer and delivery due within this many
+    /// ns of the earliest is enabled, so the strategy can let a later one go
+    /// first (the earlier then happens late, never early). 0: only events
+    /// due at the same instant compete.
+    pub window_ns: u64,
+    /// Crash budget of one execution.
+    pub max_crashes: u32,
+    /// 0-based nodes that may crash.
+    pub crashable: Vec<usize>,
+    /// A crashed node is enabled to restart this long after its crash.
+    pub restart_after_ns: u64,
+    /// From step `.0` on (counting every action, not only choice points),
+    /// the execution is a fault-free random
+    /// continuation: the engine picks uniformly at random (seeded with
+    /// `.1`) instead of asking the strategy, netsim's latency stream is
+    /// reseeded, frames are no longer lost, duplicated or reordered,
+    /// partitions heal and no crash is enabled. A critical-transition
+    /// probe: after a replayed prefix, can the system still reach a live
+    /// state if nothing else goes wrong? (MaceMC's probes walk at random with faults; with faults
+    /// drawn at the rates of the failing run most walks fail from any
+    /// state, so the probe would mostly measure bad luck.)
+    pub calm_from: Option<(u64, u64)>,
+    /// Crash number (1-based) -> index of the disk crash state to apply, for
+    /// crash points whose states are enumerated (see [`DiskSpec`]).
+    pub crash_states: std::collections::BTreeMap<u32, u64>,
+}
 
 /// Everything one execution needs; plain data so a failure file can
 /// reproduce it.
@@ -52,6 +81,10 @@ pub struct ExecutionSpec {
     pub workload_node: usize,
     /// (command name, 0-based node), in the order they are sent.
     pub invariants: Vec<(String, usize)>,
+    /// (command name, 0-based node) of liveness checks: each polls its
+    /// predicate until it holds or its deadline passes (see the image
+    /// builder), sent together with the invariants.
+    pub liveness: Vec<(String, usize)>,
     /// The execution fails if the workload and invariants are not done by
     /// this virtual time.
     pub time_limit_ns: u64,
@@ -67,6 +100,9 @@ pub struct ExecutionSpec {
     pub scratch: PathBuf,
     /// The simulated network; `None`: nodes have loopback only.
     pub network: Option<NetworkSpec>,
+    /// Every node's data disk; `None`: no disks.
+    pub disk: Option<DiskSpec>,
+    pub explore: ExploreSpec,
 }
 
 /// The host failed us (not the guest): a node could not be started, or it
@@ -77,8 +113,8 @@ pub enum EngineError {
     Node(#[from] UmlError),
     #[error("cannot prepare {path}: {source}")]
     Scratch { path: PathBuf, source: std::io::Error },
-    #[error("node {node} asked to run at {requested} ns, before the current time {now} ns")]
-    TimeWentBack { node: String, requested: u64, now: u64 },
+    #[error("node {node}: its disk's crash state could not be applied: {source}")]
+    Crash { node: String, source: disksim::CrashError },
 }
 
 /// Derives the seed of execution `index` of a run, so any execution can be
@@ -90,47 +126,47 @@ pub fn execution_seed(run_seed: u64, index: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Per-node bookkeeping beside the runtime handle.
-struct NodeState {
-    name: String,
-    console: LineSplitter,
-    control: LineSplitter,
-    ready: bool,
-    saw_panic: bool,
-    /// The kernel's "Kernel panic - not syncing: ..." line.
-    panic_line: Option<String>,
-    /// Last console lines, for failure messages.
-    tail: Vec<String>,
-}
-
-const TAIL_LINES: usize = 20;
-
 /// Progress of the cluster through its script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Booting,
     Workload,
-    Invariants { done: usize },
+    /// Invariants and liveness checks sent; `done` of them answered.
+    Checks { done: usize },
 }
 
-/// Runs one execution to its verdict.
-pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
+/// The state of one execution between steps.
+struct Execution<'a> {
+    spec: &'a ExecutionSpec,
+    nodes: Vec<Node>,
+    net: Option<network::NetState>,
+    trace: Trace,
+    now: u64,
+    phase: Phase,
+    crashes: u32,
+    crash_points: Vec<CrashPoint>,
+    /// A probe's fault-free continuation began (see `ExploreSpec::calm_from`).
+    calm: bool,
+    grants: u64,
+    verdict: Option<Verdict>,
+    out: Vec<GuestOutput>,
+    msgs: Vec<(usize, AgentMsg)>,
+}
+
+/// Runs one execution to its verdict. The caller has called the
+/// strategy's `begin_execution`; the engine calls `choose` at every choice
+/// point (a step with more than one enabled action).
+pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<ExecutionResult, EngineError> {
     let began = Instant::now();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
-    let mut trace = Trace::new();
-    let mut nodes = Vec::new();
-    let mut states = Vec::new();
     let peers = spec.node_names.join(",");
+    let mut nodes = Vec::new();
     for (i, name) in spec.node_names.iter().enumerate() {
-        let run_dir = spec.scratch.join(name);
-        std::fs::create_dir_all(&run_dir)
-            .map_err(|source| EngineError::Scratch { path: run_dir.clone(), source })?;
         let cfg = UmlConfig {
             kernel: spec.kernel.clone(),
             initrd: spec.initrd.clone(),
             mem_mb: spec.mem_mb,
             node_id: (i + 1) as u16,
-            run_dir,
+            run_dir: spec.scratch.join(name),
             init_env: vec![
                 ("NODE_ID".into(), (i + 1).to_string()),
                 ("NODE_NAME".into(), name.clone()),
@@ -139,309 +175,446 @@ pub fn execute(spec: &ExecutionSpec) -> Result<ExecutionResult, EngineError> {
             extra_args: vec![],
             net: spec.network.is_some(),
         };
-        nodes.push(UmlNode::spawn(&cfg)?);
-        states.push(NodeState {
-            name: name.clone(),
-            console: LineSplitter::default(),
-            control: LineSplitter::default(),
-            ready: false,
-            saw_panic: false,
-            panic_line: None,
-            tail: Vec::new(),
-        });
+        let mut n = Node::new(name.clone(), cfg, spec.scratch.clone());
+        n.disk = spec.disk.as_ref().map(|d| disksim::Disk::new(d.base.clone()));
+        n.boot()?;
+        nodes.push(n);
     }
-    let mut net = match &spec.network {
+    let net = match &spec.network {
         None => None,
         Some(n) => Some(
             network::NetState::new(n, spec.node_names.len() as u16, spec.seed, spec.time_limit_ns)
                 .map_err(|source| EngineError::Scratch { path: spec.scratch.clone(), source })?,
         ),
     };
-    let mut out: Vec<GuestOutput> = Vec::new();
-    for (i, node) in nodes.iter_mut().enumerate() {
-        // Output from before the kernel connected is UML's host-side
-        // start-up chatter (checks of the host's ptys, /dev/shm, ...): it
-        // describes the host, not the guest, and stays out of the trace.
-        let _host_chatter = node.wait_connected(0, spec.connect_timeout)?;
-        trace.push(0, (i + 1) as u16, EventKind::Boot);
+    let mut ex = Execution {
+        spec,
+        nodes,
+        net,
+        trace: Trace::new(),
+        now: 0,
+        phase: Phase::Booting,
+        crashes: 0,
+        crash_points: Vec::new(),
+        calm: false,
+        grants: 0,
+        verdict: None,
+        out: Vec::new(),
+        msgs: Vec::new(),
+    };
+    for i in 0..ex.nodes.len() {
+        ex.nodes[i].connect(0, spec.connect_timeout)?;
+        ex.trace.push(0, (i + 1) as u16, EventKind::Boot);
     }
 
-    let mut now = 0u64;
-    let mut phase = Phase::Booting;
     let mut boot_wall = None;
-    let mut grants = 0u64;
-    let mut verdict = None;
-    let mut msgs = Vec::new();
-    let mut cands = Vec::new();
-    while verdict.is_none() {
-        let node_min = nodes.iter().filter(|n| !n.has_exited()).map(|n| n.requested()).min();
-        let net_min = net.as_ref().and_then(|n| n.next_time());
-        let Some(t) = [node_min, net_min].into_iter().flatten().min() else {
-            verdict = Some(Verdict::Fail(Failure::new(
-                FailureKind::GuestExit,
-                None,
-                now,
-                "every node has exited".into(),
-            )));
+    let mut step = 0u64;
+    let mut steps = 0u64;
+    let mut calm_rng = None;
+    let mut decisions = Vec::new();
+    let mut chosen_log = Vec::new();
+    let mut enabled = Vec::new();
+    let mut descs = Vec::new();
+    while ex.verdict.is_none() {
+        let Some(earliest) = ex.earliest() else {
+            ex.fail(FailureKind::GuestExit, None, "every node has exited".into());
             break;
         };
-        if t < now {
-            let i = nodes.iter().position(|n| n.requested() == t).unwrap_or(0);
-            return Err(EngineError::TimeWentBack { node: states[i].name.clone(), requested: t, now });
-        }
-        if t > spec.time_limit_ns {
-            let what = match phase {
+        if earliest > spec.time_limit_ns {
+            let what = match ex.phase {
                 Phase::Booting => "the nodes did not all boot",
                 Phase::Workload => "the workload did not finish",
-                Phase::Invariants { .. } => "the invariants did not finish",
+                Phase::Checks { .. } => "the invariants did not finish",
             };
-            verdict = Some(Verdict::Fail(Failure::new(
-                FailureKind::TimeLimit,
-                None,
-                spec.time_limit_ns,
-                format!("{what} within the virtual-time limit of {} s", spec.time_limit_ns as f64 / 1e9),
-            )));
-            now = spec.time_limit_ns;
+            ex.now = spec.time_limit_ns;
+            let msg = format!("{what} within the virtual-time limit of {} s", spec.time_limit_ns as f64 / 1e9);
+            ex.fail(FailureKind::TimeLimit, None, msg);
             break;
         }
-        // Every event due at `t` is enabled; the seed picks one.
-        cands.clear();
-        cands.extend((0..nodes.len()).filter(|&i| !nodes[i].has_exited() && nodes[i].requested() == t).map(Choice::Run));
-        if let Some(ns) = &net {
-            cands.extend(ns.deliveries_at(t).into_iter().map(Choice::Deliver));
-            if ns.fault_at(t) {
-                cands.push(Choice::Fault);
+        ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns), &mut enabled);
+        if let Some((at, seed)) = spec.explore.calm_from.filter(|(at, _)| *at == steps) {
+            let _ = at;
+            ex.calm = true;
+            calm_rng = Some(Xoshiro256PlusPlus::seed_from_u64(seed));
+            if let Some(ns) = ex.net.as_mut() {
+                ns.calm(seed);
             }
+            // Calming may have healed a partition or stopped a crash:
+            // the enabled set changed.
+            ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns), &mut enabled);
         }
-        let choice = if cands.len() == 1 { cands[0] } else { cands[(rng.next_u64() % cands.len() as u64) as usize] };
-        now = t;
-        let i = match choice {
-            Choice::Fault => {
-                net.as_mut().unwrap().apply_fault(&mut trace, now);
-                continue;
+        let pick = if enabled.len() == 1 {
+            0
+        } else if let Some(rng) = calm_rng.as_mut() {
+            step += 1;
+            (rng.next_u64() % enabled.len() as u64) as usize
+        } else {
+            descs.clear();
+            descs.extend(enabled.iter().map(|e| e.desc));
+            let k = strategy.choose(step, &descs).min(enabled.len() - 1);
+            if k != default_choice(&descs) {
+                decisions.push(Decision { step, action: descs[k] });
             }
-            Choice::Deliver(id) => {
-                let ns = net.as_mut().unwrap();
-                let Some(d) = ns.take(id) else { continue };
-                let (to, from) = (d.to.index(), d.from.get());
-                let summary = frames::summarize(&d.frame);
-                let len = d.frame.len() as u32;
-                if nodes[to].has_exited() {
-                    trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: "node down".into() });
-                    continue;
-                }
-                trace.push(now, d.to.get(), EventKind::Deliver { id: d.id.0, from, len, summary });
-                if nodes[to].deliver_frame(now, &d.frame, spec.watchdog)? == Delivered::Dropped {
-                    trace.push(now, d.to.get(), EventKind::Note { text: format!("frame {} dropped: no receive buffer", d.id.0) });
-                }
-                continue;
-            }
-            Choice::Run(i) => i,
+            step += 1;
+            k
         };
-        trace.push(now, (i + 1) as u16, EventKind::Run);
-        grants += 1;
-        let outcome = nodes[i].grant(GUEST_EPOCH_NS, spec.watchdog, &mut out)?;
-        record_output(&mut trace, &mut states[i], i, &mut out, &mut msgs);
-        if let Some(ns) = net.as_mut() {
-            let node_id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
-            ns.transmit(node_id, nodes[i].take_tx(), &mut trace);
-            if !matches!(outcome, RunOutcome::Waiting { .. }) {
-                ns.node_down(node_id);
-            }
-        }
-        if matches!(outcome, RunOutcome::Waiting { .. }) {
-            // Interrupts owed for transmitted frames and control output,
-            // and input that waited for receive buffers, reach it now.
-            nodes[i].settle(now, spec.watchdog)?;
-        }
-        match outcome {
-            RunOutcome::Waiting { .. } => {}
-            RunOutcome::Exited { status, signal } => {
-                let st = &states[i];
-                trace.push(now, (i + 1) as u16, EventKind::Exit { status, signal, panic: st.saw_panic });
-                let (kind, what) = if st.saw_panic {
-                    (
-                        FailureKind::GuestPanic,
-                        format!("node {} panicked: {}", st.name, st.panic_line.as_deref().unwrap_or("Kernel panic")),
-                    )
-                } else {
-                    (
-                        FailureKind::GuestExit,
-                        format!("node {} powered off or died unexpectedly (status {status:?}, signal {signal:?})", st.name),
-                    )
-                };
-                verdict = Some(Verdict::Fail(Failure::new(kind, Some(st.name.clone()), now, with_tail(what, st))));
-                break;
-            }
-            RunOutcome::Hung { wall } => {
-                trace.push(now, (i + 1) as u16, EventKind::Hung);
-                let st = &states[i];
-                let what = format!(
-                    "node {} hung: it ran {:.1} s of wall time without letting virtual time advance \
-                     (a guest busy loop waiting for time to pass never sees it pass)",
-                    st.name,
-                    wall.as_secs_f64()
-                );
-                verdict = Some(Verdict::Fail(Failure::new(FailureKind::GuestHang, Some(st.name.clone()), now, with_tail(what, st))));
-                break;
-            }
-        }
-        for (from, msg) in msgs.drain(..) {
-            if verdict.is_none() {
-                verdict = on_agent_message(spec, &mut nodes, &mut states, &mut trace, &mut phase, now, from, msg)?;
-            }
-        }
-        if verdict.is_some() {
-            break;
-        }
-        if phase == Phase::Booting && states.iter().all(|s| s.ready) {
+        let chosen = enabled[pick];
+        ex.now = effective_time(&chosen, ex.now);
+        chosen_log.push((ex.now, chosen.desc));
+        steps += 1;
+        ex.apply(chosen.action)?;
+        if ex.phase == Phase::Booting && ex.nodes.iter().all(|n| n.ready) && ex.verdict.is_none() {
             boot_wall = Some(began.elapsed());
-            phase = Phase::Workload;
-            let w = spec.workload_node;
-            send(&mut nodes[w], &mut trace, now, w, "workload", spec.watchdog)?;
+            ex.phase = Phase::Workload;
+            ex.command(spec.workload_node, "workload")?;
         }
-        if let Phase::Invariants { done } = phase {
-            if done == spec.invariants.len() {
-                verdict = Some(Verdict::Pass);
+        if let Phase::Checks { done } = ex.phase {
+            if done == spec.invariants.len() + spec.liveness.len() && ex.verdict.is_none() {
+                ex.verdict = Some(Verdict::Pass);
             }
         }
     }
-    let node_memory_kib = nodes.iter().map(|n| n.memory_kib()).collect();
-    for node in nodes.iter_mut() {
-        node.kill();
+    let node_memory_kib = ex.nodes.iter().map(|n| n.vm.as_ref().map_or(0, |v| v.memory_kib())).collect();
+    for n in ex.nodes.iter_mut() {
+        if let Some(vm) = n.vm.as_mut() {
+            vm.kill();
+        }
     }
-    for (i, st) in states.iter_mut().enumerate() {
-        if let Some(line) = st.console.finish() {
-            trace.push(now, (i + 1) as u16, EventKind::Console { text: line });
+    let now = ex.now;
+    for (i, n) in ex.nodes.iter_mut().enumerate() {
+        if let Some(line) = n.console.finish() {
+            ex.trace.push(now, (i + 1) as u16, EventKind::Console { text: line });
         }
     }
     Ok(ExecutionResult {
-        verdict: verdict.unwrap_or(Verdict::Pass),
-        trace_hash: trace.hash(),
-        trace,
+        verdict: ex.verdict.unwrap_or(Verdict::Pass),
+        trace_hash: ex.trace.hash(),
+        trace: ex.trace,
         virtual_ns: now,
         wall: began.elapsed(),
         boot_wall,
-        grants,
+        grants: ex.grants,
         node_memory_kib,
-        network: net.as_mut().map(|n| n.finish()),
+        network: ex.net.as_mut().map(|n| n.finish()),
+        decisions,
+        choice_points: step,
+        chosen: chosen_log,
+        crashes: ex.crashes,
+        crash_points: ex.crash_points,
     })
 }
 
-/// Reacts to one agent message; returns the verdict if it decides one.
-#[allow(clippy::too_many_arguments)]
-fn on_agent_message(
-    spec: &ExecutionSpec,
-    nodes: &mut [UmlNode],
-    states: &mut [NodeState],
-    trace: &mut Trace,
-    phase: &mut Phase,
-    now: u64,
-    from: usize,
-    msg: AgentMsg,
-) -> Result<Option<Verdict>, EngineError> {
-    let name = states[from].name.clone();
-    let node = (from + 1) as u16;
-    let fail = |kind, what: String, st: &NodeState| {
-        Some(Verdict::Fail(Failure::new(kind, Some(st.name.clone()), now, with_tail(what, st))))
-    };
-    match msg {
-        AgentMsg::Ready => {
-            states[from].ready = true;
-            trace.push(now, node, EventKind::Ready);
-        }
-        AgentMsg::Done { command, status } => {
-            trace.push(now, node, EventKind::CommandDone { name: command.clone(), status });
-            let hint = agent::status_hint(status);
-            if command == "start" {
-                if status != 0 {
-                    let what = format!("node {name}: its start command exited with status {status}{hint}");
-                    return Ok(fail(FailureKind::StartCommand, what, &states[from]));
-                }
-            } else if command == "workload" && *phase == Phase::Workload {
-                if status != 0 {
-                    let what = format!("the workload on {name} exited with status {status}{hint}");
-                    return Ok(fail(FailureKind::Workload, what, &states[from]));
-                }
-                *phase = Phase::Invariants { done: 0 };
-                for (cmd, n) in &spec.invariants {
-                    send(&mut nodes[*n], trace, now, *n, cmd, spec.watchdog)?;
-                }
-            } else if let Phase::Invariants { done } = *phase {
-                let ok = status == 0;
-                trace.push(now, node, EventKind::Invariant { name: command.clone(), ok });
-                *phase = Phase::Invariants { done: done + 1 };
-                if !ok {
-                    let what = format!("invariant {command} failed on {name} (exit status {status}{hint})");
-                    return Ok(fail(FailureKind::Invariant, what, &states[from]));
-                }
-            }
-        }
-        AgentMsg::Unknown(line) => {
-            trace.push(now, node, EventKind::Note { text: format!("agent: {line}") });
-        }
+impl Execution<'_> {
+    fn fail(&mut self, kind: FailureKind, node: Option<usize>, what: String) {
+        let (name, what) = match node {
+            Some(i) => (Some(self.nodes[i].name.clone()), self.nodes[i].with_tail(what)),
+            None => (None, what),
+        };
+        self.verdict = Some(Verdict::Fail(Failure::new(kind, name, self.now, what)));
     }
-    Ok(None)
-}
 
-fn send(
-    node: &mut UmlNode,
-    trace: &mut Trace,
-    now: u64,
-    index: usize,
-    command: &str,
-    watchdog: Duration,
-) -> Result<(), EngineError> {
-    trace.push(now, (index + 1) as u16, EventKind::Command { name: command.to_string() });
-    node.send_control(now, format!("run {command}\n").as_bytes(), watchdog)?;
-    Ok(())
-}
+    /// The earliest due time of anything that can happen; `None` when
+    /// nothing can (every node gone for good).
+    fn earliest(&self) -> Option<u64> {
+        let runs = self.nodes.iter().filter(|n| n.is_up()).map(|n| n.vm.as_ref().unwrap().requested());
+        let restarts = self.nodes.iter().filter_map(|n| n.crashed_at).map(|t| t + self.spec.explore.restart_after_ns);
+        let net = self.net.as_ref().and_then(|n| n.next_time());
+        let latency = self.spec.disk.as_ref().map_or(0, |d| d.latency_ns);
+        let disks = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.vm.as_ref().filter(|v| !v.has_exited()))
+            .filter_map(|v| v.pending_disk().first().map(|r| r.submitted.saturating_add(latency)));
+        runs.chain(restarts).chain(net).chain(disks).min()
+    }
 
-/// Moves a node's stamped output into the trace: console lines as events,
-/// control lines parsed into agent messages.
-fn record_output(
-    trace: &mut Trace,
-    st: &mut NodeState,
-    index: usize,
-    out: &mut Vec<GuestOutput>,
-    msgs: &mut Vec<(usize, AgentMsg)>,
-) {
-    for o in out.drain(..) {
-        match o.stream {
-            OutputStream::Console => {
-                for line in st.console.feed(&o.bytes) {
-                    if line.contains("Kernel panic") {
-                        st.saw_panic = true;
-                        st.panic_line.get_or_insert_with(|| line.trim().to_string());
-                    }
-                    st.tail.push(line.clone());
-                    if st.tail.len() > TAIL_LINES {
-                        st.tail.remove(0);
-                    }
-                    trace.push(o.time, (index + 1) as u16, EventKind::Console { text: line });
+    /// Every action due by `horizon`, in the fixed order the strategy
+    /// contract needs.
+    fn enabled(&self, horizon: u64, into: &mut Vec<Enabled>) {
+        into.clear();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(vm) = n.vm.as_ref().filter(|v| !v.has_exited()) {
+                if vm.requested() <= horizon {
+                    into.push(Enabled::run(i, vm.requested()));
                 }
             }
-            OutputStream::Control => {
-                for line in st.control.feed(&o.bytes) {
-                    if let Some(m) = agent::parse(&line) {
-                        msgs.push((index, m));
+        }
+        if let Some(ns) = &self.net {
+            for (id, to, from, due) in ns.deliveries_until(horizon) {
+                into.push(Enabled::deliver(id, to, from, due));
+            }
+            if let Some((due, heal)) = ns.next_fault().filter(|(t, _)| *t <= horizon) {
+                into.push(Enabled::network_fault(heal, due));
+            }
+        }
+        if let Some(d) = &self.spec.disk {
+            for (i, n) in self.nodes.iter().enumerate() {
+                let Some(vm) = n.vm.as_ref().filter(|v| !v.has_exited()) else { continue };
+                if let Some(r) = vm.pending_disk().first() {
+                    let due = r.submitted.saturating_add(d.latency_ns);
+                    if due <= horizon {
+                        into.push(Enabled::complete_disk(i, r.id.0, due));
                     }
                 }
             }
         }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(t) = n.crashed_at.map(|t| t + self.spec.explore.restart_after_ns).filter(|&t| t <= horizon) {
+                into.push(Enabled::restart(i, t));
+            }
+        }
+        // A crash is enabled while the workload runs, within the budget, on
+        // a node that has frames in flight or disk writes that are not yet
+        // durable: the moments when the rest of the cluster (or the disk)
+        // may hold something the node is about to lose (an acknowledgement
+        // sent before a replica has the write; a rename not yet synced).
+        // Offering it at every step instead would spend nearly all crashes
+        // on idle nodes and on boot.
+        if self.phase == Phase::Workload && self.crashes < self.spec.explore.max_crashes && !self.calm {
+            for &i in &self.spec.explore.crashable {
+                let n = &self.nodes[i];
+                let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
+                let sending = self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
+                let vm = n.vm.as_ref();
+                let unsynced = vm.and_then(|v| v.disk()).is_some_and(|d| d.volatile_writes().next().is_some())
+                    || vm.is_some_and(|v| !v.pending_disk().is_empty());
+                if n.is_up() && n.ready && (sending || unsynced) {
+                    into.push(Enabled::crash(i, self.now));
+                }
+            }
+        }
     }
-}
 
-fn with_tail(what: String, st: &NodeState) -> String {
-    if st.tail.is_empty() {
-        return what;
+    fn apply(&mut self, action: Action) -> Result<(), EngineError> {
+        let now = self.now;
+        match action {
+            Action::NetworkFault { .. } => self.net.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now),
+            Action::Deliver(id) => {
+                let ns = self.net.as_mut().expect("deliveries come from the network");
+                let Some(d) = ns.take(id) else { return Ok(()) };
+                let (to, from) = (d.to.index(), d.from.get());
+                if !self.nodes[to].is_up() {
+                    self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: "node down".into() });
+                    return Ok(());
+                }
+                let summary = frames::summarize(&d.frame);
+                let len = d.frame.len() as u32;
+                self.trace.push(now, d.to.get(), EventKind::Deliver { id: d.id.0, from, len, summary });
+                if self.nodes[to].vm().deliver_frame(now, &d.frame, self.spec.watchdog)? == Delivered::Dropped {
+                    let text = format!("frame {} dropped: no receive buffer", d.id.0);
+                    self.trace.push(now, d.to.get(), EventKind::Note { text });
+                }
+            }
+            Action::Crash(i) => {
+                self.crashes += 1;
+                let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
+                let crash = self.crashes;
+                let name = self.nodes[i].name.clone();
+                let disk = self.nodes[i].power_off(now)?;
+                let detail = match (disk, &self.spec.disk) {
+                    (Some(disk), Some(ds)) => {
+                        let seed = self.spec.seed;
+                        let (point, state) =
+                            disk::crash_disk(disk, ds, crash, &name, now, seed, &self.spec.explore.crash_states)
+                                .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
+                        let which = match point.chosen {
+                            Some(k) => format!("crash state {} of {}", k + 1, point.states),
+                            None => format!("a sampled crash state of {}{}", if point.states_exact { "" } else { "at least " }, point.states),
+                        };
+                        let d = format!(
+                            "power loss; disk: {which}, {} of {} volatile writes persisted",
+                            state.persisted.len(),
+                            point.volatile_writes
+                        );
+                        self.crash_points.push(point);
+                        d
+                    }
+                    _ => "power loss".into(),
+                };
+                self.trace.push(now, id.get(), EventKind::Crash { detail });
+                if let Some(ns) = self.net.as_mut() {
+                    ns.node_down(id);
+                }
+            }
+            Action::Restart(i) => {
+                self.trace.push(now, (i + 1) as u16, EventKind::Restart);
+                self.nodes[i].boot()?;
+                self.nodes[i].connect(now, self.spec.connect_timeout)?;
+            }
+            Action::CompleteDisk(i, request) => {
+                let watchdog = self.spec.watchdog;
+                self.nodes[i].vm().complete_disk(now, disksim::RequestId(request), watchdog)?;
+                self.record_disk(i);
+            }
+            Action::Run(i) => self.run_node(i)?,
+        }
+        Ok(())
     }
-    let mut s = what;
-    s.push_str(&format!("\nlast console lines of {}:\n", st.name));
-    for l in &st.tail {
-        s.push_str("  | ");
-        s.push_str(l);
-        s.push('\n');
+
+    fn run_node(&mut self, i: usize) -> Result<(), EngineError> {
+        let now = self.now;
+        let node_no = (i + 1) as u16;
+        self.trace.push(now, node_no, EventKind::Run);
+        self.grants += 1;
+        let mut out = std::mem::take(&mut self.out);
+        let outcome = self.nodes[i].vm().grant_at(now, GUEST_EPOCH_NS, self.spec.watchdog, &mut out)?;
+        self.record_output(i, &mut out);
+        self.out = out;
+        self.record_disk(i);
+        if let Some(ns) = self.net.as_mut() {
+            let id = netsim::NodeId::new(node_no).expect("node ids fit");
+            let tx = self.nodes[i].vm().take_tx();
+            ns.transmit(id, tx, &mut self.trace);
+            if !matches!(outcome, RunOutcome::Waiting { .. }) {
+                ns.node_down(id);
+            }
+        }
+        match outcome {
+            // Interrupts owed for transmitted frames and control output,
+            // and input that waited for receive buffers, reach it now.
+            RunOutcome::Waiting { .. } => self.nodes[i].vm().settle(now, self.spec.watchdog)?,
+            RunOutcome::Exited { status, signal } => {
+                let n = &self.nodes[i];
+                self.trace.push(now, node_no, EventKind::Exit { status, signal, panic: n.saw_panic });
+                let (kind, what) = if n.saw_panic {
+                    let line = n.panic_line.as_deref().unwrap_or("Kernel panic");
+                    (FailureKind::GuestPanic, format!("node {} panicked: {line}", n.name))
+                } else {
+                    let what = format!(
+                        "node {} powered off or died unexpectedly (status {status:?}, signal {signal:?})",
+                        n.name
+                    );
+                    (FailureKind::GuestExit, what)
+                };
+                self.fail(kind, Some(i), what);
+                return Ok(());
+            }
+            RunOutcome::Hung { wall } => {
+                self.trace.push(now, node_no, EventKind::Hung);
+                let what = format!(
+                    "node {} hung: it ran {:.1} s of wall time without letting virtual time advance \
+                     (a guest busy loop waiting for time to pass never sees it pass)",
+                    self.nodes[i].name,
+                    wall.as_secs_f64()
+                );
+                self.fail(FailureKind::GuestHang, Some(i), what);
+                return Ok(());
+            }
+        }
+        let msgs = std::mem::take(&mut self.msgs);
+        for (from, msg) in msgs {
+            if self.verdict.is_none() {
+                self.on_agent_message(from, msg)?;
+            }
+        }
+        Ok(())
     }
-    s
+
+    /// Moves a node's stamped output into the trace: console lines as
+    /// events, control lines parsed into agent messages.
+    fn record_output(&mut self, i: usize, out: &mut Vec<GuestOutput>) {
+        let node_no = (i + 1) as u16;
+        for o in out.drain(..) {
+            match o.stream {
+                OutputStream::Console => {
+                    for line in self.nodes[i].console.feed(&o.bytes) {
+                        self.nodes[i].remember_line(&line);
+                        self.trace.push(o.time, node_no, EventKind::Console { text: line });
+                    }
+                }
+                OutputStream::Control => {
+                    for line in self.nodes[i].control.feed(&o.bytes) {
+                        if let Some(m) = agent::parse(&line) {
+                            self.msgs.push((i, m));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves the node's disk completions (reads done at submission, writes
+    /// and flushes the engine completed) into the trace.
+    fn record_disk(&mut self, i: usize) {
+        let Some(vm) = self.nodes[i].vm.as_mut() else { return };
+        for c in vm.take_disk_completions() {
+            let op = match c.request.kind {
+                disksim::RequestKind::Read => "read",
+                disksim::RequestKind::Write { .. } => "write",
+                disksim::RequestKind::Flush => "flush",
+            };
+            let (id, sector, sectors) = (c.request.id.0, c.request.sector, c.request.sectors);
+            self.trace.push(c.completed, (i + 1) as u16, EventKind::Disk { id, op: op.into(), sector, sectors });
+        }
+    }
+
+    /// Sends an agent command to node `i`, or keeps it until the node is up
+    /// and ready again (it may be powered off or rebooting after a crash).
+    fn command(&mut self, i: usize, name: &str) -> Result<(), EngineError> {
+        if !(self.nodes[i].is_up() && self.nodes[i].ready) {
+            self.nodes[i].deferred.push(name.to_string());
+            return Ok(());
+        }
+        self.trace.push(self.now, (i + 1) as u16, EventKind::Command { name: name.to_string() });
+        let line = format!("run {name}\n");
+        let (now, watchdog) = (self.now, self.spec.watchdog);
+        self.nodes[i].vm().send_control(now, line.as_bytes(), watchdog)?;
+        Ok(())
+    }
+
+    /// Reacts to one agent message; may decide the verdict.
+    fn on_agent_message(&mut self, from: usize, msg: AgentMsg) -> Result<(), EngineError> {
+        let name = self.nodes[from].name.clone();
+        let node = (from + 1) as u16;
+        let now = self.now;
+        match msg {
+            AgentMsg::Ready => {
+                self.nodes[from].ready = true;
+                self.trace.push(now, node, EventKind::Ready);
+                for cmd in std::mem::take(&mut self.nodes[from].deferred) {
+                    self.command(from, &cmd)?;
+                }
+            }
+            AgentMsg::Done { command, status } => {
+                self.trace.push(now, node, EventKind::CommandDone { name: command.clone(), status });
+                let hint = agent::status_hint(status);
+                let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && *i == from);
+                if command == "start" {
+                    if status != 0 {
+                        let what = format!("node {name}: its start command exited with status {status}{hint}");
+                        self.fail(FailureKind::StartCommand, Some(from), what);
+                    }
+                } else if command == "workload" && self.phase == Phase::Workload {
+                    if status != 0 {
+                        let what = format!("the workload on {name} exited with status {status}{hint}");
+                        self.fail(FailureKind::Workload, Some(from), what);
+                        return Ok(());
+                    }
+                    self.phase = Phase::Checks { done: 0 };
+                    let spec = self.spec;
+                    for (cmd, n) in spec.invariants.iter().chain(&spec.liveness) {
+                        self.command(*n, cmd)?;
+                    }
+                } else if let Phase::Checks { done } = self.phase {
+                    let ok = status == 0;
+                    self.trace.push(now, node, EventKind::Invariant { name: command.clone(), ok });
+                    self.phase = Phase::Checks { done: done + 1 };
+                    if !ok && is_liveness {
+                        let what = format!(
+                            "liveness {command} never held on {name}: its predicate was still false at its deadline \
+                             (exit status {status}{hint})"
+                        );
+                        self.fail(FailureKind::Liveness, Some(from), what);
+                    } else if !ok {
+                        let what = format!("invariant {command} failed on {name} (exit status {status}{hint})");
+                        self.fail(FailureKind::Invariant, Some(from), what);
+                    }
+                }
+            }
+            AgentMsg::Unknown(line) => {
+                self.trace.push(now, node, EventKind::Note { text: format!("agent: {line}") });
+            }
+        }
+        Ok(())
+    }
 }

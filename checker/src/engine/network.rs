@@ -137,21 +137,41 @@ impl NetState {
         }
     }
 
-    /// Deliveries due at exactly `t` that may go next: per directed link
-    /// only the oldest, so a link stays first-in first-out (netsim's
-    /// promise; reordering is netsim's choice, made when it schedules).
-    pub fn deliveries_at(&self, t: u64) -> Vec<DeliveryId> {
+    /// Deliveries due by `horizon` that may go next: per directed link only
+    /// the oldest, so a link stays first-in first-out (netsim's promise;
+    /// reordering within a link is netsim's choice, made when it schedules).
+    /// (id, to, from, due time), in netsim's order.
+    pub fn deliveries_until(&self, horizon: u64) -> Vec<(DeliveryId, u16, u16, u64)> {
         let mut seen = std::collections::BTreeSet::new();
         self.net
             .pending()
-            .take_while(|d| d.time == t)
+            .take_while(|d| d.time <= horizon)
             .filter(|d| seen.insert((d.from, d.to)))
-            .map(|d| d.id)
+            .map(|d| (d.id, d.to.get(), d.from.get(), d.time))
             .collect()
     }
 
-    pub fn fault_at(&self, t: u64) -> bool {
-        self.faults.get(self.next_fault).is_some_and(|(ft, _)| *ft == t)
+    /// The next fault of the timeline: (due time, is it a heal).
+    pub fn next_fault(&self) -> Option<(u64, bool)> {
+        self.faults.get(self.next_fault).map(|(t, f)| (*t, matches!(f, Fault::Heal)))
+    }
+
+    /// Has `node` frames in flight (sent, not yet delivered)?
+    pub fn has_in_flight_from(&self, node: NodeId) -> bool {
+        self.net.pending().any(|d| d.from == node)
+    }
+
+    /// The fault-free continuation of a critical-transition probe: a fresh
+    /// stream for latencies, no more loss, duplication or reordering, and
+    /// no partition after the current one heals.
+    pub fn calm(&mut self, seed: u64) {
+        self.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6e65_7473_696d_0001);
+        self.net.stop_faults();
+        let keep_heal = self.net.current_partition().is_some();
+        self.faults.truncate(self.next_fault);
+        if keep_heal {
+            self.faults.push((0, Fault::Heal));
+        }
     }
 
     /// Applies the next fault of the timeline.

@@ -25,6 +25,8 @@ pub enum FailureKind {
     GuestHang,
     /// The virtual-time limit passed first.
     TimeLimit,
+    /// A liveness predicate was still false at its deadline.
+    Liveness,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -74,4 +76,15 @@ pub struct ExecutionResult {
     pub node_memory_kib: Vec<u64>,
     /// netsim's counters (sent, delivered, dropped by cause, ...).
     pub network: Option<serde_json::Value>,
+    /// The strategy's choices that differ from the default scheduler's,
+    /// by choice step: with the seed, all a replay needs.
+    pub decisions: Vec<crate::strategy::Decision>,
+    /// Steps at which more than one action was enabled.
+    pub choice_points: u64,
+    /// Every action taken (one per step), and when it took effect.
+    pub chosen: Vec<(u64, crate::strategy::EnabledAction)>,
+    /// Nodes crashed by the engine.
+    pub crashes: u32,
+    /// The disk side of each crash (nodes with disks only).
+    pub crash_points: Vec<super::CrashPoint>,
 }

@@ -991,9 +991,15 @@ fn diagram(cx: &Ctx, h: &mut String) {
                 );
                 continue;
             }
+            EventKind::Disk { op, .. } if op == "flush" => {
+                // A flush is a durability point: a small square on the lane.
+                let _ = write!(h, "<rect x=\"{}\" y=\"{}\" width=\"6\" height=\"6\" fill=\"#555\"><title>{}</title></rect>", x - 3, y - 3, esc(&describe(m, e), TITLE_CHARS));
+                continue;
+            }
             EventKind::Deliver { .. }
             | EventKind::Drop { .. }
             | EventKind::Run
+            | EventKind::Disk { .. }
             | EventKind::Console { .. } => continue,
             EventKind::Boot => ("b-ok", "boot".into()),
             EventKind::Ready => ("b-ok", "ready".into()),

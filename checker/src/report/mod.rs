@@ -224,6 +224,7 @@ pub fn kind_name(k: &EventKind) -> &'static str {
         EventKind::Restart => "restart",
         EventKind::Invariant { .. } => "invariant",
         EventKind::Note { .. } => "note",
+        EventKind::Disk { .. } => "disk",
     }
 }
 
@@ -300,6 +301,10 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
         EventKind::Invariant { name, ok: true } => format!("invariant {name} ok"),
         EventKind::Invariant { name, ok: false } => format!("invariant {name} FAILED"),
         EventKind::Note { text } => format!("note: {text}"),
+        EventKind::Disk { id, op, .. } if op == "flush" => format!("disk flush #{id} completed"),
+        EventKind::Disk { id, op, sector, sectors } => {
+            format!("disk {op} #{id} completed: sectors {sector}..{}", sector + sectors)
+        }
     }
 }
 

@@ -16,12 +16,16 @@
 pub mod critical;
 pub mod delay;
 pub mod dpor;
+pub mod guided;
+pub mod hybrid;
 pub mod pct;
 pub mod random_walk;
 
 pub use critical::{find_critical_transition, CriticalError, CriticalTransition};
 pub use delay::{DelayBounded, DelayPlacements};
 pub use dpor::{Dpor, Transition};
+pub use guided::{Decision, Guided};
+pub use hybrid::HybridDfs;
 pub use pct::Pct;
 pub use random_walk::{KindWeights, RandomWalk};
 

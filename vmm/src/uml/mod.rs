@@ -17,12 +17,18 @@
 //!   layout from run to run; the environment is cleared and fixed;
 //! - host entropy is cut off ([`seccomp`]): UML would otherwise seed the
 //!   guest's random pool from the host's getrandom(2);
+//! - the data disk ([`disk`]): requests are accepted while the guest is
+//!   blocked on its kick; writes and flushes complete, and every disk
+//!   interrupt is delivered, only while the node is stopped, when the
+//!   engine says so;
 //! - the kernel command line holds no host paths (the guest mixes it into
 //!   its random pool, and prints it): everything is relative to the node's
 //!   run directory, its working directory.
 
+pub mod disk;
 pub mod node;
 pub mod seccomp;
 pub mod timetravel;
 
+pub use disk::{DiskCompletion, DiskRequest};
 pub use node::{Delivered, GuestOutput, OutputStream, RunOutcome, TxFrame, UmlConfig, UmlError, UmlNode};

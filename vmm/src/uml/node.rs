@@ -9,9 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use disksim::{Disk, RequestId};
+
+use super::disk::{CompleteError, DiskCompletion, DiskPort, DiskRequest};
 use super::timetravel::{Msg, Op, ProtocolError};
 use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
 use crate::virtio::console::{self, VirtioConsole};
+use crate::virtio::blk::REQUEST_QUEUE;
 use crate::virtio::net::VirtioNet;
 
 /// How to start one node.
@@ -130,6 +134,23 @@ pub enum UmlError {
     Net { node: u16, source: VhostUserError },
     #[error("node {node} did not take an interrupt within {secs} s")]
     InterruptTimeout { node: u16, secs: u64 },
+    #[error("node {node}: disk device: {source}")]
+    DiskDevice { node: u16, source: VhostUserError },
+    #[error("node {node} has no disk")]
+    NoDisk { node: u16 },
+    #[error("node {node}: disk request {id} is not pending")]
+    UnknownDiskRequest { node: u16, id: RequestId },
+    #[error("node {node}: completing disk request {id}: {source}")]
+    DiskComplete { node: u16, id: RequestId, source: crate::virtio::DeviceError },
+    #[error("node {node} has exited: its disk requests died with it")]
+    DiskNodeExited { node: u16 },
+    #[error("node {node} is still running: kill it before taking its disk")]
+    DiskInUse { node: u16 },
+    #[error(
+        "node {node}: the disk has {outstanding} outstanding request(s) from a node that lost power; \
+         resolve them with disksim::Disk::apply_crash before starting a node on it"
+    )]
+    DiskBusy { node: u16, outstanding: usize },
 }
 
 /// A running (or stopped) user-mode Linux node.
@@ -159,6 +180,8 @@ pub struct UmlNode {
     unstamped_console: Vec<u8>,
     unstamped_control: Vec<u8>,
     net: Option<NetPort>,
+    /// The data disk (`/dev/vda`), if the node has one.
+    disk: Option<DiskPort>,
 }
 
 const PIPE_BYTES: libc::c_int = 1 << 20;
@@ -194,6 +217,22 @@ impl UmlNode {
     /// connects to the socket and then blocks on START until the engine
     /// grants it time.
     pub fn spawn(cfg: &UmlConfig) -> Result<UmlNode, UmlError> {
+        Self::spawn_with_disk(cfg, None)
+    }
+
+    /// [`UmlNode::spawn`] with a data disk: `disk` becomes the guest's
+    /// `/dev/vda` (virtio-blk over vhost-user, `blk.sock` in the run
+    /// directory), served as described in [`super::disk`].
+    ///
+    /// The disk is passed here rather than in [`UmlConfig`] because it is
+    /// state, not configuration: it moves into the node, and
+    /// [`UmlNode::take_disk`] moves it back out after a power loss so the
+    /// engine can pick a crash state and start a fresh node on it.
+    ///
+    /// `disk` must have no outstanding requests: those of a node that lost
+    /// power are resolved by [`Disk::apply_crash`] first (a new driver could
+    /// never complete them, and an in-flight write would block the log).
+    pub fn spawn_with_disk(cfg: &UmlConfig, disk: Option<Disk>) -> Result<UmlNode, UmlError> {
         if !cfg.kernel.is_file() {
             return Err(UmlError::MissingKernel(cfg.kernel.clone()));
         }
@@ -225,6 +264,19 @@ impl UmlNode {
         } else {
             None
         };
+        let disk = match disk {
+            None => None,
+            Some(d) => {
+                let outstanding = d.outstanding().count();
+                if outstanding > 0 {
+                    return Err(UmlError::DiskBusy { node: id, outstanding });
+                }
+                Some(
+                    DiskPort::listen(&cfg.run_dir.join("blk.sock"), d)
+                        .map_err(|source| UmlError::DiskDevice { node: id, source })?,
+                )
+            }
+        };
         let ctl = VhostUserBackend::listen(&cfg.run_dir.join("ctl.sock"), VirtioConsole::new())
             .map_err(|source| UmlError::Net { node: id, source })?;
         let (con_r, con_w) = pipe().map_err(io_err("pipe"))?;
@@ -245,6 +297,7 @@ impl UmlNode {
             .arg("console=tty0")
             .arg("virtio_uml.device=ctl.sock:3")
             .args(net.as_ref().map(|_| "virtio_uml.device=net.sock:1"))
+            .args(disk.as_ref().map(|_| "virtio_uml.device=blk.sock:2"))
             .args(&cfg.extra_args);
         for (k, v) in &cfg.init_env {
             cmd.arg(format!("{k}={v}"));
@@ -293,6 +346,7 @@ impl UmlNode {
             unstamped_console: Vec::new(),
             unstamped_control: Vec::new(),
             net,
+            disk,
         })
     }
 
@@ -403,12 +457,26 @@ impl UmlNode {
         watchdog: Duration,
         out: &mut Vec<GuestOutput>,
     ) -> Result<RunOutcome, UmlError> {
+        self.grant_at(self.requested, time_of_day, watchdog, out)
+    }
+
+    /// [`UmlNode::grant`] at virtual time `at`, which may be later than the
+    /// node asked for (never earlier): the engine may let other events due
+    /// within its clock window go first, and this node's timer then fires
+    /// late, as a timer on a loaded machine does.
+    pub fn grant_at(
+        &mut self,
+        at: u64,
+        time_of_day: u64,
+        watchdog: Duration,
+        out: &mut Vec<GuestOutput>,
+    ) -> Result<RunOutcome, UmlError> {
         assert!(!self.exited, "grant to an exited node");
         assert!(self.conn.is_some(), "grant before wait_connected");
         if let Some(seq) = self.pending_start.take() {
             self.send_msg(Op::Ack, seq, 0)?;
         } else {
-            self.time = self.requested;
+            self.time = at.max(self.requested).max(self.time);
             self.send_msg(Op::Run, 0, self.time)?;
         }
         let began = Instant::now();
@@ -491,13 +559,17 @@ impl UmlNode {
                 libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
                 libc::pollfd { fd: self.console.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             ];
-            for dfd in self.ctl.fds() {
-                pfd.push(libc::pollfd { fd: dfd, events: libc::POLLIN, revents: 0 });
-            }
-            if let Some(net) = &self.net {
-                for dfd in net.backend.fds() {
-                    pfd.push(libc::pollfd { fd: dfd, events: libc::POLLIN, revents: 0 });
-                }
+            // Device sockets: control line, network, disk, in that order;
+            // `ends` marks where each one's descriptors end in `pfd`.
+            let mut ends = [0usize; 3];
+            let device_fds = [
+                self.ctl.fds(),
+                self.net.as_ref().map(|n| n.backend.fds()).unwrap_or_default(),
+                self.disk.as_ref().map(|d| d.backend.fds()).unwrap_or_default(),
+            ];
+            for (end, fds) in ends.iter_mut().zip(device_fds) {
+                pfd.extend(fds.into_iter().map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }));
+                *end = pfd.len();
             }
             // SAFETY: pfd is a valid array of pollfd.
             let n = unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, wait_ms.max(1)) };
@@ -513,14 +585,23 @@ impl UmlNode {
                 // node's next message.
                 self.read_pipes();
             }
-            if pfd[2].revents != 0 {
+            let readable = |from: usize, to: usize| pfd[from..to].iter().any(|p| p.revents != 0);
+            let (ctl_ready, net_ready, disk_ready) =
+                (readable(2, ends[0]), readable(ends[0], ends[1]), readable(ends[1], ends[2]));
+            if ctl_ready {
                 self.service_ctl()?;
             }
-            if pfd[3..].iter().any(|p| p.revents != 0) {
-                // The guest waits for our answer to each device message
-                // (a kick carries NEED_REPLY), so it is stopped while the
-                // device works and frames are stamped with its current time.
+            // The guest waits for our answer to each device message (a kick
+            // carries NEED_REPLY), so it is stopped while the device works,
+            // and frames and disk requests are stamped with its current time.
+            if net_ready {
                 self.service_net()?;
+            }
+            if disk_ready {
+                let (id, time) = (self.id, self.time);
+                if let Some(d) = self.disk.as_mut() {
+                    d.service(time).map_err(|source| UmlError::DiskDevice { node: id, source })?;
+                }
             }
             if pfd[0].revents != 0 {
                 let conn = self.conn.as_mut().unwrap();
@@ -583,6 +664,80 @@ impl UmlNode {
             }
         }
         Ok(())
+    }
+
+    /// The node's virtual time as last granted or reported.
+    pub fn time(&self) -> u64 {
+        self.time
+    }
+
+    /// Whether the node has a data disk.
+    pub fn has_disk(&self) -> bool {
+        self.disk.is_some()
+    }
+
+    /// The data disk, for inspection (its durable store, volatile writes,
+    /// crash-state counts). Completing requests behind the node's back
+    /// breaks its bookkeeping: use [`Self::complete_disk`].
+    pub fn disk(&self) -> Option<&Disk> {
+        self.disk.as_ref().map(|d| d.disk())
+    }
+
+    /// Disk writes and flushes the guest submitted and that wait for the
+    /// engine, in submission (= id) order: the completions the engine may
+    /// choose from, in any order. Empty once the node has exited (its
+    /// requests died with it; the disk resolves them in a crash state).
+    pub fn pending_disk(&self) -> Vec<DiskRequest> {
+        match &self.disk {
+            Some(d) if !self.exited => d.pending(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Completes pending disk request `id` at virtual time `t`: applies its
+    /// durability effect to the disk's write log (a completed write is
+    /// volatile; a completed flush makes durable every write completed
+    /// before it was issued), hands the status to the guest's driver and
+    /// delivers the used-buffer interrupt in-band at `t`. Call only while
+    /// the node is stopped, with `t` no earlier than its clock and no later
+    /// than its requested time; the guest will then ask to run at `t`.
+    pub fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, UmlError> {
+        let node = self.id;
+        if self.exited {
+            return Err(UmlError::DiskNodeExited { node });
+        }
+        let t = t.max(self.time);
+        let d = self.disk.as_mut().ok_or(UmlError::NoDisk { node })?;
+        let c = d.complete(t, id).map_err(|e| match e {
+            CompleteError::Unknown => UmlError::UnknownDiskRequest { node, id },
+            CompleteError::Device(source) => UmlError::DiskComplete { node, id, source },
+        })?;
+        self.raise_interrupts(t, watchdog)?;
+        Ok(c)
+    }
+
+    /// Disk requests completed since the last call, in completion order:
+    /// reads (completed at their kick) and the writes and flushes the engine
+    /// completed. For the engine's trace; two runs with the same inputs
+    /// yield the same sequence.
+    pub fn take_disk_completions(&mut self) -> Vec<DiskCompletion> {
+        self.disk.as_mut().map(|d| d.take_completions()).unwrap_or_default()
+    }
+
+    /// Takes the data disk out of a node that is no longer running (after
+    /// [`Self::kill`], or once it exited): the disk as the power loss left
+    /// it, with its write log and the requests that were in flight still
+    /// outstanding. The engine then picks a crash state
+    /// ([`Disk::crash_states`], [`Disk::sample_crash_state`]), applies it
+    /// ([`Disk::apply_crash`]) and may start a fresh node on the result
+    /// with [`Self::spawn_with_disk`].
+    pub fn take_disk(&mut self) -> Result<Disk, UmlError> {
+        let node = self.id;
+        if !self.exited {
+            return Err(UmlError::DiskInUse { node });
+        }
+        let d = self.disk.take().ok_or(UmlError::NoDisk { node })?;
+        Ok(d.into_disk())
     }
 
     /// Frames the guest transmitted since the last call, in order.
@@ -678,6 +833,12 @@ impl UmlNode {
                 net.backend.send_call(q).map_err(net_err)?;
             }
         }
+        let disk_err = |source| UmlError::DiskDevice { node: id, source };
+        if let Some(d) = self.disk.as_mut().filter(|d| d.backend.is_connected()) {
+            if std::mem::take(&mut d.irq_pending) {
+                d.backend.send_call(REQUEST_QUEUE as u16).map_err(disk_err)?;
+            }
+        }
         let began = Instant::now();
         loop {
             if self.ctl.calls_in_flight() > 0 {
@@ -692,6 +853,13 @@ impl UmlNode {
                 }
                 in_flight += net.backend.calls_in_flight();
                 fds.extend(net.backend.call_reply_fd().filter(|_| net.backend.calls_in_flight() > 0));
+            }
+            if let Some(d) = self.disk.as_mut() {
+                if d.backend.calls_in_flight() > 0 {
+                    d.backend.take_call_replies().map_err(disk_err)?;
+                }
+                in_flight += d.backend.calls_in_flight();
+                fds.extend(d.backend.call_reply_fd().filter(|_| d.backend.calls_in_flight() > 0));
             }
             if in_flight == 0 {
                 return Ok(());

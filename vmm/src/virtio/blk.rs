@@ -13,15 +13,17 @@
 //!
 //! Requests that fail before reaching the disk (bad header, unsupported
 //! type) and GET_ID complete at once, during acceptance: the disk model has
-//! nothing to order for them.
+//! nothing to order for them. With [`VirtioBlk::set_reads_at_once`], reads
+//! do too (see there for why that is sound); they are reported by
+//! [`VirtioBlk::take_reads_done`].
 //!
 //! Invariant: every id in `pending` is outstanding in the disk, and every
 //! chain popped from the queue is either in `pending` or on the used ring.
 
 use std::collections::BTreeMap;
 
-use disksim::virtio::{submit, Status};
-use disksim::{Disk, RequestId};
+use disksim::virtio::{submit, BlkOp, RequestHeader, Status, T_OUT};
+use disksim::{BlockStore, Disk, RequestId, RequestKind, SECTOR_SIZE};
 use virtio_queue::QueueT;
 
 use super::{
@@ -59,11 +61,26 @@ impl Default for BlkConfig {
     }
 }
 
+/// What a request that reached the disk asks of it: the engine's view of
+/// an accepted request (for choosing completions and for its trace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlkRequest {
+    pub id: RequestId,
+    /// Read, write or flush. Writes are never FUA: virtio-blk has no FUA
+    /// flag (Linux emulates REQ_FUA with a flush after the write).
+    pub kind: RequestKind,
+    /// First sector (512 bytes each); 0 for a flush.
+    pub sector: u64,
+    /// Number of sectors; 0 for a flush.
+    pub sectors: u64,
+}
+
 /// A request accepted but not completed.
 struct Pending {
     chain: Chain,
     status: Status,
     data_in: Vec<u8>,
+    request: BlkRequest,
 }
 
 /// A virtio-blk device.
@@ -74,6 +91,10 @@ pub struct VirtioBlk {
     acked: u64,
     pending: BTreeMap<RequestId, Pending>,
     accepted: Vec<RequestId>,
+    /// Complete reads during acceptance (see [`Self::set_reads_at_once`]).
+    reads_at_once: bool,
+    /// Reads completed during acceptance, not yet taken.
+    reads_done: Vec<BlkRequest>,
 }
 
 impl VirtioBlk {
@@ -86,7 +107,54 @@ impl VirtioBlk {
             acked: 0,
             pending: BTreeMap::new(),
             accepted: Vec::new(),
+            reads_at_once: false,
+            reads_done: Vec::new(),
         }
+    }
+
+    /// Whether reads complete during acceptance, inside the kick, instead
+    /// of waiting for [`Self::complete`]. Off by default.
+    ///
+    /// Why this is sound (the user-mode Linux runtime turns it on):
+    /// - a read has no durability effect, so completing it never changes
+    ///   which crash states exist; only writes and flushes are engine
+    ///   choices that matter for crash consistency;
+    /// - its data is the disk's cache view at acceptance, a function of the
+    ///   requests issued before it, which the guest issued at points fixed
+    ///   by the engine's schedule (reading data of a write still in flight
+    ///   is one of the answers a real device may give);
+    /// - its data and used-ring entry are written inside
+    ///   [`VirtioDevice::queue_notify`], which the transport calls while the
+    ///   guest is blocked on the kick, so guest memory is quiescent and the
+    ///   guest sees the entry at a deterministic point; the interrupt that
+    ///   announces it is still delivered by the engine, at a time it picks
+    ///   (the transport reports it as owed).
+    ///
+    /// What is lost: the engine no longer explores read latencies. Reads
+    /// completed this way are listed by [`Self::take_reads_done`].
+    pub fn set_reads_at_once(&mut self, on: bool) {
+        self.reads_at_once = on;
+    }
+
+    /// Reads completed during acceptance since the last call, in order.
+    pub fn take_reads_done(&mut self) -> Vec<BlkRequest> {
+        std::mem::take(&mut self.reads_done)
+    }
+
+    /// What pending request `id` asks for, if it is pending.
+    pub fn request(&self, id: RequestId) -> Option<BlkRequest> {
+        self.pending.get(&id).map(|p| p.request)
+    }
+
+    /// Takes the disk out, leaving an empty one (0 sectors) behind, and
+    /// forgets every pending request: their chains belong to a driver that
+    /// is gone (the node lost power). The requests stay outstanding in the
+    /// returned disk until [`Disk::apply_crash`] resolves them.
+    pub fn take_disk(&mut self) -> Disk {
+        self.pending.clear();
+        self.accepted.clear();
+        self.reads_done.clear();
+        std::mem::replace(&mut self.disk, Disk::new(BlockStore::zeros(0)))
     }
 
     pub fn disk(&self) -> &Disk {
@@ -148,18 +216,50 @@ impl VirtioBlk {
         match s.request {
             None => finish(mem, q, &chain, s.status, &s.data_in).map(|()| false),
             Some(id) => {
+                let request = describe(id, header, data_out.len(), writable - 1);
+                if self.reads_at_once && request.kind == RequestKind::Read {
+                    self.disk.complete(id)?;
+                    finish(mem, q, &chain, s.status, &s.data_in)?;
+                    self.reads_done.push(request);
+                    return Ok(false);
+                }
                 self.pending.insert(
                     id,
                     Pending {
                         chain,
                         status: s.status,
                         data_in: s.data_in,
+                        request,
                     },
                 );
                 self.accepted.push(id);
                 Ok(true)
             }
         }
+    }
+}
+
+/// The [`BlkRequest`] of a request that [`submit`] issued as `id` (so its
+/// header parsed and mapped to a read, write or flush).
+fn describe(id: RequestId, header: &[u8], out_len: usize, in_len: usize) -> BlkRequest {
+    let op = RequestHeader::parse(header).and_then(|h| {
+        h.op(if h.request_type == T_OUT {
+            out_len
+        } else {
+            in_len
+        })
+    });
+    let (kind, sector, len) = match op {
+        Ok(BlkOp::Read { sector, len }) => (RequestKind::Read, sector, len),
+        Ok(BlkOp::Write { sector, len }) => (RequestKind::Write { fua: false }, sector, len),
+        // Flush; GET_ID and errors never reach the disk, so never get here.
+        _ => (RequestKind::Flush, 0, 0),
+    };
+    BlkRequest {
+        id,
+        kind,
+        sector,
+        sectors: (len / SECTOR_SIZE) as u64,
     }
 }
 
@@ -359,6 +459,71 @@ mod tests {
         assert!(got[..512].iter().all(|&b| b == 0x5a));
         assert!(got[512..1024].iter().all(|&b| b == 0xa5));
         assert_eq!(got[1024], 0);
+    }
+
+    #[test]
+    fn reads_at_once_complete_inside_the_kick_and_writes_wait() {
+        let (mut dev, mut qs, mut dq) = setup();
+        dev.set_reads_at_once(true);
+        // WRITE at sector 8 (pending), then READ of sectors 8..10 (at once,
+        // seeing the in-flight write through the cache view).
+        header(&qs, 0x10000, T_OUT, 8);
+        qs.mem
+            .write_slice(&[0x77; 1024], GuestAddress(0x11000))
+            .unwrap();
+        let w = dq.add(
+            &qs.mem,
+            &[
+                (0x10000, 16, false),
+                (0x11000, 1024, false),
+                (0x12000, 1, true),
+            ],
+        );
+        header(&qs, 0x13000, T_IN, 8);
+        let r = dq.add(&qs.mem, &[(0x13000, 16, false), (0x14000, 1025, true)]);
+        assert!(
+            dev.queue_notify(0, &mut qs).unwrap(),
+            "the read completed: the driver wants an interrupt"
+        );
+        let ids = dev.take_accepted();
+        assert_eq!(ids.len(), 1, "only the write waits");
+        assert_eq!(
+            dev.request(ids[0]),
+            Some(BlkRequest {
+                id: ids[0],
+                kind: RequestKind::Write { fua: false },
+                sector: 8,
+                sectors: 2
+            })
+        );
+        let reads = dev.take_reads_done();
+        assert_eq!(reads.len(), 1);
+        assert_eq!(
+            (reads[0].kind, reads[0].sector, reads[0].sectors),
+            (RequestKind::Read, 8, 2)
+        );
+        assert_eq!(dq.take_used(&qs.mem), vec![(r as u32, 1025)]);
+        let mut got = vec![0u8; 1025];
+        qs.mem.read_slice(&mut got, GuestAddress(0x14000)).unwrap();
+        assert!(got[..1024].iter().all(|&b| b == 0x77));
+        assert_eq!(got[1024], 0);
+        assert_eq!(
+            dev.disk().outstanding().count(),
+            1,
+            "the read is done in the disk too"
+        );
+        // Flushes wait as well.
+        header(&qs, 0x15000, T_FLUSH, 0);
+        dq.add(&qs.mem, &[(0x15000, 16, false), (0x16000, 1, true)]);
+        dev.queue_notify(0, &mut qs).unwrap();
+        let f = dev.take_accepted();
+        assert_eq!(dev.request(f[0]).unwrap().kind, RequestKind::Flush);
+        dev.complete(ids[0], &mut qs).unwrap();
+        assert_eq!(dq.take_used(&qs.mem), vec![(w as u32, 1)]);
+        let disk = dev.take_disk();
+        assert_eq!(disk.outstanding().count(), 1, "the flush stays outstanding");
+        assert!(dev.pending().next().is_none());
+        assert_eq!(dev.disk().capacity_sectors(), 0);
     }
 
     #[test]

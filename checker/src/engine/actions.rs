@@ -1,0 +1,81 @@
+//! The engine's actions and the enabled set a strategy chooses from.
+//!
+//! An [`Action`] is what the engine can do next; its [`EnabledAction`] is
+//! the abstract description a strategy sees (node, kind, due time, peer).
+//! The enabled set is built in a fixed order (runs by node, deliveries in
+//! netsim's order, the network fault, restarts, crashes by node), so a
+//! strategy's index means the same thing every time the same state is
+//! reached (the [`crate::strategy`] invariant).
+
+use netsim::DeliveryId;
+
+use crate::strategy::{ActionKind, EnabledAction};
+use crate::trace::ENGINE;
+
+/// Something the engine can do at the current instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Action {
+    /// Let node `i` (0-based) run until it waits again.
+    Run(usize),
+    /// Hand a frame in flight to its receiver.
+    Deliver(DeliveryId),
+    /// Apply the next partition start or heal of the timeline.
+    NetworkFault { heal: bool },
+    /// Power-fail node `i`.
+    Crash(usize),
+    /// Boot crashed node `i` again.
+    Restart(usize),
+    /// Complete one outstanding disk request of node `i`.
+    CompleteDisk(usize, u64),
+}
+
+/// One entry of the enabled set: the concrete action and its description.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Enabled {
+    pub action: Action,
+    pub desc: EnabledAction,
+}
+
+fn node_id(i: usize) -> u16 {
+    (i + 1) as u16
+}
+
+impl Enabled {
+    pub fn run(i: usize, due: u64) -> Enabled {
+        Enabled { action: Action::Run(i), desc: EnabledAction::new(node_id(i), ActionKind::RunNode, due) }
+    }
+    pub fn deliver(id: DeliveryId, to: u16, from: u16, due: u64) -> Enabled {
+        Enabled {
+            action: Action::Deliver(id),
+            desc: EnabledAction::new(to, ActionKind::DeliverFrame, due).with_peer(from),
+        }
+    }
+    pub fn network_fault(heal: bool, due: u64) -> Enabled {
+        let kind = if heal { ActionKind::Heal } else { ActionKind::Partition };
+        Enabled { action: Action::NetworkFault { heal }, desc: EnabledAction::new(ENGINE, kind, due) }
+    }
+    pub fn crash(i: usize, now: u64) -> Enabled {
+        Enabled { action: Action::Crash(i), desc: EnabledAction::new(node_id(i), ActionKind::Crash, now) }
+    }
+    pub fn restart(i: usize, due: u64) -> Enabled {
+        Enabled { action: Action::Restart(i), desc: EnabledAction::new(node_id(i), ActionKind::Restart, due) }
+    }
+    pub fn complete_disk(i: usize, request: u64, due: u64) -> Enabled {
+        Enabled {
+            action: Action::CompleteDisk(i, request),
+            desc: EnabledAction::new(node_id(i), ActionKind::CompleteDisk, due),
+        }
+    }
+}
+
+/// The time an action takes effect: its due time, or now if it is overdue
+/// (an event the strategy postponed runs late, never early).
+pub(super) fn effective_time(e: &Enabled, now: u64) -> u64 {
+    e.desc.time.max(now)
+}
+
+/// The latest due time still enabled: everything due within `window` of
+/// the earliest event, and everything already overdue.
+pub(super) fn horizon(earliest: u64, now: u64, window: u64) -> u64 {
+    earliest.saturating_add(window).max(now)
+}

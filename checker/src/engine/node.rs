@@ -1,0 +1,141 @@
+//! One node as the engine sees it: the runtime handle (absent while the
+//! node is powered off), how to start it again, and what its agent and
+//! console said.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use disksim::Disk;
+use vmm::uml::{UmlConfig, UmlNode};
+
+use super::EngineError;
+use crate::trace::LineSplitter;
+
+/// Lines of console output kept for failure messages.
+const TAIL_LINES: usize = 20;
+
+pub(super) struct Node {
+    pub name: String,
+    /// `None` while the node is powered off after a crash.
+    pub vm: Option<UmlNode>,
+    /// The configuration every boot of this node uses (its run directory
+    /// changes per boot; see [`Node::boot`]).
+    config: UmlConfig,
+    scratch: PathBuf,
+    boots: u32,
+    pub console: LineSplitter,
+    pub control: LineSplitter,
+    /// The agent reported ready since the node last booted.
+    pub ready: bool,
+    pub saw_panic: bool,
+    /// The kernel's "Kernel panic - not syncing: ..." line.
+    pub panic_line: Option<String>,
+    /// Last console lines, for failure messages.
+    pub tail: Vec<String>,
+    /// Virtual time of the crash, while powered off.
+    pub crashed_at: Option<u64>,
+    /// Agent commands that wait for the node to be up and ready again.
+    pub deferred: Vec<String>,
+    /// The node's data disk while it is powered off (the runtime holds it
+    /// while the node is up).
+    pub disk: Option<Disk>,
+}
+
+impl Node {
+    pub fn new(name: String, config: UmlConfig, scratch: PathBuf) -> Node {
+        Node {
+            name,
+            vm: None,
+            config,
+            scratch,
+            boots: 0,
+            console: LineSplitter::default(),
+            control: LineSplitter::default(),
+            ready: false,
+            saw_panic: false,
+            panic_line: None,
+            tail: Vec::new(),
+            crashed_at: None,
+            deferred: Vec::new(),
+            disk: None,
+        }
+    }
+
+    /// Starts a fresh kernel process for this node. Each boot gets its own
+    /// run directory (`n2`, `n2.boot1`, ...): the guest sees only relative
+    /// names, so the directory's name never reaches it, and a dead boot's
+    /// sockets cannot be confused with the new one's.
+    pub fn boot(&mut self) -> Result<(), EngineError> {
+        let dir_name = if self.boots == 0 { self.name.clone() } else { format!("{}.boot{}", self.name, self.boots) };
+        let run_dir = self.scratch.join(dir_name);
+        std::fs::create_dir_all(&run_dir).map_err(|source| EngineError::Scratch { path: run_dir.clone(), source })?;
+        self.config.run_dir = run_dir;
+        self.boots += 1;
+        self.vm = Some(UmlNode::spawn_with_disk(&self.config, self.disk.take())?);
+        self.ready = false;
+        self.crashed_at = None;
+        self.console = LineSplitter::default();
+        self.control = LineSplitter::default();
+        Ok(())
+    }
+
+    /// Waits until the freshly booted kernel connects; its clock starts at
+    /// `now`. Output from before that is UML's host-side start-up chatter
+    /// (checks of the host's ptys, /dev/shm, ...): it describes the host,
+    /// not the guest, and stays out of the trace.
+    pub fn connect(&mut self, now: u64, timeout: Duration) -> Result<(), EngineError> {
+        let vm = self.vm.as_mut().expect("connect after boot");
+        let _host_chatter = vm.wait_connected(now, timeout)?;
+        Ok(())
+    }
+
+    /// Power loss: the kernel process is killed on the spot. Its disk (if
+    /// any) comes back with its write log, for the engine to choose what
+    /// survived.
+    pub fn power_off(&mut self, now: u64) -> Result<Option<&mut Disk>, EngineError> {
+        if let Some(mut vm) = self.vm.take() {
+            vm.kill();
+            if vm.has_disk() {
+                self.disk = Some(vm.take_disk()?);
+            }
+        }
+        self.ready = false;
+        self.crashed_at = Some(now);
+        Ok(self.disk.as_mut())
+    }
+
+    /// Up: booted and not exited.
+    pub fn is_up(&self) -> bool {
+        self.vm.as_ref().is_some_and(|v| !v.has_exited())
+    }
+
+    pub fn vm(&mut self) -> &mut UmlNode {
+        self.vm.as_mut().expect("the node is up")
+    }
+
+    pub fn remember_line(&mut self, line: &str) {
+        if line.contains("Kernel panic") {
+            self.saw_panic = true;
+            self.panic_line.get_or_insert_with(|| line.trim().to_string());
+        }
+        self.tail.push(line.to_string());
+        if self.tail.len() > TAIL_LINES {
+            self.tail.remove(0);
+        }
+    }
+
+    /// `what`, followed by the node's last console lines.
+    pub fn with_tail(&self, what: String) -> String {
+        if self.tail.is_empty() {
+            return what;
+        }
+        let mut s = what;
+        s.push_str(&format!("\nlast console lines of {}:\n", self.name));
+        for l in &self.tail {
+            s.push_str("  | ");
+            s.push_str(l);
+            s.push('\n');
+        }
+        s
+    }
+}

@@ -1,0 +1,47 @@
+//! Errors of the host-side client.
+//!
+//! Two layers, because they reach the workload in two ways: a [`HostError`]
+//! is returned synchronously by an API call that cannot be carried out (an
+//! unknown handle, no free port), while a [`ConnError`] is what the network
+//! did to a connection, discovered during a later `poll` and reported
+//! through [`ConnState::Failed`](super::ConnState::Failed) or an HTTP result.
+
+use super::ConnId;
+
+/// How a TCP connection failed. Final: a failed connection never recovers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConnError {
+    /// The peer answered the SYN with a reset: nothing listens on that port.
+    #[error("connection refused")]
+    Refused,
+    /// No answer to the SYN within the connect timeout, or no progress on
+    /// outstanding data within the I/O timeout (a partition, a dead node).
+    #[error("connection timed out")]
+    TimedOut,
+    /// The peer reset an established connection (or aborted a half-closed one).
+    #[error("connection reset by peer")]
+    Reset,
+}
+
+/// Why an API call of [`HostClient`](super::HostClient) was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// The handle was never issued, or was released.
+    #[error("unknown connection {0}")]
+    UnknownConn(ConnId),
+    /// The connection failed earlier; the operation cannot proceed.
+    #[error("connection {id} failed: {err}")]
+    Failed { id: ConnId, err: ConnError },
+    /// `send` after `close`, or after the connection finished.
+    #[error("connection {0} is closed for sending")]
+    NotWritable(ConnId),
+    /// Every ephemeral port (49152..=65535) is held by a live connection.
+    #[error("no free ephemeral port")]
+    NoFreePort,
+    /// Port 0 is not a port.
+    #[error("port 0 is not valid")]
+    ZeroPort,
+    /// The client's own node is not a connection target.
+    #[error("cannot connect to own node {0}")]
+    SelfConnect(crate::NodeId),
+}

@@ -1,0 +1,129 @@
+//! What a run leaves on disk: traces, console logs, pcaps, failure files
+//! and reports. Every file is written atomically (a reader sees the old
+//! content or the new, never half).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use checker::engine::ExecutionResult;
+use checker::failure_file::{self, FailureRecord};
+use checker::report;
+use checker::strategy::Decision;
+use checker::trace::EventKind;
+
+use crate::cluster::Cluster;
+
+/// Writes a file atomically: a temporary beside it, then a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+pub fn write_pcaps(dir: &Path, pcaps: &[(String, Vec<u8>)]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, bytes) in pcaps {
+        write_atomic(&dir.join(name), bytes)?;
+    }
+    Ok(())
+}
+
+/// Per-node console logs, each line prefixed with its virtual time.
+fn console_logs(cluster: &Cluster, result: &ExecutionResult) -> Vec<(String, String)> {
+    let mut logs: Vec<(String, String)> = cluster.node_names().into_iter().map(|n| (n, String::new())).collect();
+    for ev in result.trace.events() {
+        let line = match &ev.kind {
+            EventKind::Console { text } => text.clone(),
+            EventKind::Crash { detail } => format!("===== crash: {detail} ====="),
+            EventKind::Restart => "===== restart =====".into(),
+            _ => continue,
+        };
+        if let Some((_, log)) = logs.get_mut(usize::from(ev.node).wrapping_sub(1)) {
+            log.push_str(&format!("[{:>14.6}] {line}\n", ev.time as f64 / 1e9));
+        }
+    }
+    logs
+}
+
+/// Writes an execution's trace and console logs into `dir`.
+pub fn write_execution(dir: &Path, cluster: &Cluster, result: &ExecutionResult) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    write_atomic(&dir.join("trace.jsonl"), result.trace.to_jsonl().as_bytes())?;
+    for (node, log) in console_logs(cluster, result) {
+        write_atomic(&dir.join(format!("console-{node}.log")), log.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The human-readable report of a failing execution: report.html (a
+/// space-time diagram and the interleaved console logs) and report.txt.
+/// `extra` lines (a critical transition, shrink figures) go at the top of
+/// report.txt.
+pub fn write_report(
+    dir: &Path,
+    cluster: &Cluster,
+    result: &ExecutionResult,
+    record: &FailureRecord<Decision>,
+    extra: &[String],
+) -> Result<()> {
+    let failure = &record.failure;
+    let meta = report::ReportMeta {
+        cluster: cluster.name.clone(),
+        seed: record.seed,
+        strategy: strategy_label(record),
+        execution: record.execution_index,
+        trace_hash: result.trace_hash.clone(),
+        // The headline only: the console lines that follow it in the
+        // failure message are in the report's console log already.
+        failure: Some(failure.lines().next().unwrap_or(failure).to_string()),
+        node_names: cluster.node_names(),
+    };
+    let events = result.trace.events();
+    write_atomic(&dir.join("report.html"), report::render_html(&meta, events).as_bytes())?;
+    let mut text = String::new();
+    for l in extra {
+        text.push_str(l);
+        text.push('\n');
+    }
+    if !extra.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&report::render_text(&meta, events));
+    write_atomic(&dir.join("report.txt"), text.as_bytes())?;
+    Ok(())
+}
+
+/// "pct(depth=3, horizon=2000)".
+pub fn strategy_label(record: &FailureRecord<Decision>) -> String {
+    let params: Vec<String> = record
+        .strategy
+        .params
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "window_ns" | "max_crashes"))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if params.is_empty() {
+        record.strategy.name.clone()
+    } else {
+        format!("{}({})", record.strategy.name, params.join(", "))
+    }
+}
+
+/// Everything about a failing execution: the failure file, its trace,
+/// console logs, pcaps and report, in `dir`. Returns the failure file.
+pub fn write_failure(
+    dir: &Path,
+    cluster: &Cluster,
+    result: &ExecutionResult,
+    pcaps: &[(String, Vec<u8>)],
+    record: &FailureRecord<Decision>,
+    extra: &[String],
+) -> Result<PathBuf> {
+    write_execution(dir, cluster, result)?;
+    write_pcaps(dir, pcaps)?;
+    let file = dir.join("failure.json");
+    failure_file::save(&file, record)?;
+    write_report(dir, cluster, result, record, extra)?;
+    Ok(file)
+}

@@ -1,0 +1,220 @@
+//! `simcluster replay` and `simcluster shrink`: re-running a recorded
+//! failure from its failure file.
+//!
+//! A failure file holds the run seed, the execution index and the
+//! strategy's decisions (its departures from the default scheduler). With
+//! the execution seed (derived from both) and [`Guided`] over the
+//! decisions, the engine repeats the execution exactly, whatever strategy
+//! found it, exhaustive ones included.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Result;
+use checker::engine::{self, ExecutionResult, ExploreSpec};
+use checker::failure_file::{self, FailureRecord, StrategySpec};
+use checker::shrink;
+use checker::strategy::{Decision, Guided};
+use serde::Serialize;
+
+use crate::cluster::Cluster;
+use crate::image::{self, Images};
+use crate::outputs::{write_execution, write_failure, write_pcaps};
+use crate::run::{crash_states_param, disk_spec, execute_one, explore_for, failure_line, spec_for, Executed, RunOptions};
+use crate::BadInput;
+
+/// A loaded failure file with the cluster and images it needs.
+struct Loaded {
+    record: FailureRecord<Decision>,
+    cluster: Cluster,
+    images: Images,
+    disk: Option<engine::DiskSpec>,
+    explore: ExploreSpec,
+}
+
+fn load(file: &Path, quiet: bool) -> Result<Loaded> {
+    let record: FailureRecord<Decision> = failure_file::load(file).map_err(|e| BadInput(e.to_string()))?;
+    let cluster = Cluster::load(&record.cluster_dir).map_err(|e| {
+        BadInput(format!("{}: the cluster it was recorded on cannot be loaded: {e}", file.display()))
+    })?;
+    let images = image::build(&cluster, quiet)?;
+    if images.hash != record.images_hash && !quiet {
+        eprintln!(
+            "warning: the images of {} changed since this failure was recorded; the replay may differ",
+            cluster.dir.display()
+        );
+    }
+    let param = |k: &str| record.strategy.params.get(k).and_then(|v| v.as_u64());
+    let mut explore = explore_for(&cluster, param("window_ns"), param("max_crashes").map(|m| m as u32));
+    explore.crash_states = crash_states_param(&record.strategy);
+    let disk = disk_spec(&cluster, &images)?;
+    Ok(Loaded { record, cluster, images, disk, explore })
+}
+
+impl Loaded {
+    fn execute(&self, opts: &RunOptions, decisions: &[Decision], label: &str) -> Result<Executed> {
+        let seed = engine::execution_seed(self.record.seed, self.record.execution_index);
+        let mut spec =
+            spec_for(&self.cluster, &self.images, &self.disk, opts.time_limit_ns, opts.watchdog, self.explore.clone(), seed, Path::new("."));
+        let mut guided = Guided::new(decisions);
+        execute_one(&mut spec, &mut guided, label)
+    }
+}
+
+/// The result of `simcluster replay`.
+#[derive(Debug, Serialize)]
+pub struct ReplaySummary {
+    pub reproduced: bool,
+    pub trace_hash: String,
+    pub expected_trace_hash: String,
+    pub failure: Option<serde_json::Value>,
+    pub expected_failure: String,
+    pub images_match: bool,
+    pub virtual_seconds: f64,
+    pub wall_seconds: f64,
+}
+
+/// `simcluster replay FILE`.
+pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
+    let l = load(file, opts.quiet)?;
+    let began = Instant::now();
+    let Executed { result, pcaps } = l.execute(opts, &l.record.actions, "replay")?;
+    write_pcaps(&opts.out.join("replay"), &pcaps)?;
+    let failure = failure_line(&result);
+    let reproduced = result.trace_hash == l.record.trace_hash && failure.as_deref() == Some(l.record.failure.as_str());
+    write_execution(&opts.out.join("replay"), &l.cluster, &result)?;
+    Ok(ReplaySummary {
+        reproduced,
+        trace_hash: result.trace_hash.clone(),
+        expected_trace_hash: l.record.trace_hash.clone(),
+        failure: result.verdict.failure().map(|f| serde_json::to_value(f).unwrap()),
+        expected_failure: l.record.failure.clone(),
+        images_match: l.images.hash == l.record.images_hash,
+        virtual_seconds: result.virtual_ns as f64 / 1e9,
+        wall_seconds: began.elapsed().as_secs_f64(),
+    })
+}
+
+/// The result of `simcluster shrink`.
+#[derive(Debug, Serialize)]
+pub struct ShrinkSummary {
+    /// A failing execution with a strictly shorter trace was found.
+    pub shorter: bool,
+    pub original_decisions: usize,
+    pub decisions: usize,
+    pub original_events: usize,
+    pub events: usize,
+    pub original_virtual_seconds: f64,
+    pub virtual_seconds: f64,
+    pub executions: u64,
+    pub failure: String,
+    pub trace_hash: String,
+    pub failure_file: PathBuf,
+    pub wall_seconds: f64,
+}
+
+/// The failure's kind: "Invariant" of "Invariant: invariant x failed ...".
+fn kind_of(failure: &str) -> &str {
+    failure.split(':').next().unwrap_or("")
+}
+
+/// `simcluster shrink FILE`: drops decisions (ddmin) while the execution
+/// still fails the same way with a trace no longer than the original, within
+/// `max_executions` replays; writes the result under OUT/shrunk/.
+pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<ShrinkSummary> {
+    let l = load(file, opts.quiet)?;
+    let began = Instant::now();
+    let original = l.execute(opts, &l.record.actions, "shrink-original")?;
+    let original_events = original.result.trace.len();
+    let original_virtual_seconds = original.result.virtual_ns as f64 / 1e9;
+    if failure_line(&original.result).as_deref() != Some(l.record.failure.as_str()) {
+        return Err(BadInput(format!(
+            "{}: the recorded failure does not reproduce (got {:?}); replay it to see how it differs",
+            file.display(),
+            failure_line(&original.result)
+        ))
+        .into());
+    }
+    let want = kind_of(&l.record.failure).to_string();
+    let mut executions = 1u64;
+    let mut best: Option<(Vec<Decision>, Executed)> = None;
+    let mut host_error = None;
+    let bar = if opts.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new_spinner() };
+    let outcome = shrink::shrink(&l.record.actions, |candidate: &[Decision]| {
+        if executions >= max_executions || host_error.is_some() {
+            return false;
+        }
+        executions += 1;
+        bar.set_message(format!(
+            "shrinking: execution {executions}, trying {} of {} decisions",
+            candidate.len(),
+            l.record.actions.len()
+        ));
+        bar.tick();
+        match l.execute(opts, candidate, "shrink") {
+            Ok(e) => {
+                let same = failure_line(&e.result).is_some_and(|f| kind_of(&f) == want);
+                let ok = same && e.result.trace.len() <= original_events;
+                let better = best.as_ref().is_none_or(|(d, _)| candidate.len() < d.len());
+                if ok && better {
+                    best = Some((candidate.to_vec(), e));
+                }
+                ok
+            }
+            Err(e) => {
+                host_error = Some(e);
+                false
+            }
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(e) = host_error {
+        return Err(e.context("a shrink replay could not run"));
+    }
+    let (decisions, shrunk) = match (outcome, best) {
+        (Ok(_), Some(b)) => b,
+        _ => (l.record.actions.clone(), original),
+    };
+    let result: &ExecutionResult = &shrunk.result;
+    let record = FailureRecord {
+        format_version: failure_file::FORMAT_VERSION,
+        images_hash: l.record.images_hash.clone(),
+        cluster_dir: l.record.cluster_dir.clone(),
+        seed: l.record.seed,
+        strategy: StrategySpec {
+            name: "shrunk".into(),
+            params: {
+                let mut p = l.record.strategy.params.clone();
+                p.insert("from".into(), l.record.strategy.name.clone().into());
+                p
+            },
+        },
+        execution_index: l.record.execution_index,
+        actions: decisions.clone(),
+        failure: failure_line(result).unwrap_or_default(),
+        trace_hash: result.trace_hash.clone(),
+    };
+    let extra = vec![format!(
+        "Shrunk from {} decisions and {} trace events to {} decisions and {} events ({executions} executions).",
+        l.record.actions.len(),
+        original_events,
+        decisions.len(),
+        result.trace.len()
+    )];
+    let dir = opts.out.join("shrunk");
+    let failure_file = write_failure(&dir, &l.cluster, result, &shrunk.pcaps, &record, &extra)?;
+    Ok(ShrinkSummary {
+        shorter: result.trace.len() < original_events,
+        original_decisions: l.record.actions.len(),
+        decisions: decisions.len(),
+        original_events,
+        events: result.trace.len(),
+        original_virtual_seconds,
+        virtual_seconds: result.virtual_ns as f64 / 1e9,
+        executions,
+        failure: record.failure,
+        trace_hash: result.trace_hash.clone(),
+        failure_file,
+        wall_seconds: began.elapsed().as_secs_f64(),
+    })
+}

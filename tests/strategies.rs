@@ -1,0 +1,190 @@
+//! The checker's strategies on the example clusters with known bugs
+//! (guest-images/examples): each strategy finds each bug within a stated
+//! number of executions, replay reproduces what any strategy found, shrink
+//! makes a failing trace strictly shorter, a liveness failure gets its
+//! critical transition, exhaustive strategies stop, and budgets bound runs.
+//!
+//! The bounds are what scripts/bench-strategies.sh measured, with slack;
+//! the figures are in the README.
+
+mod common;
+use common::*;
+
+use std::path::PathBuf;
+use std::sync::Once;
+
+/// Builds the examples' static C programs once; false (with a printed
+/// reason) when no C compiler is available.
+fn examples() -> Option<PathBuf> {
+    static BUILD: Once = Once::new();
+    let dir = repo().join("guest-images/examples");
+    BUILD.call_once(|| {
+        let st = std::process::Command::new("sh").arg(dir.join("build.sh")).output();
+        if let Ok(o) = &st {
+            if !o.status.success() {
+                println!("examples/build.sh failed: {}", String::from_utf8_lossy(&o.stderr));
+            }
+        }
+    });
+    if dir.join("crash-primary/pbkv").is_file() {
+        Some(dir)
+    } else {
+        println!("skipping: the example programs could not be built (is gcc with static libc installed?)");
+        None
+    }
+}
+
+/// Runs `strategy` on `example` for at most `bound` executions, stopping at
+/// the first failure; returns the 1-based execution that failed.
+fn executions_to_find(example: &str, strategy: &str, bound: u64, extra: &[&str]) -> u64 {
+    let dir = examples().unwrap().join(example);
+    let out = tempfile::tempdir().unwrap();
+    let b = bound.to_string();
+    let mut args = vec!["--strategy", strategy, "--executions", &b, "--until-failure", "--critical-walks", "0"];
+    args.extend_from_slice(extra);
+    let r = run_cluster(&dir, out.path(), &args);
+    assert_eq!(r.code, 1, "{strategy} did not find the bug of {example} within {bound} executions: {r:?}");
+    let j = r.json();
+    assert_eq!(j["strategy"], strategy);
+    let first = j["failing_execution"].as_u64().unwrap() + 1;
+    // The failure replays exactly, whatever strategy found it.
+    let file = j["failure_file"].as_str().unwrap();
+    let rep = run(&["replay", "--quiet", file, "--out", out.path().to_str().unwrap()]);
+    assert_eq!(rep.code, 0, "{strategy} on {example}: replay did not reproduce: {rep:?}");
+    assert_eq!(rep.json()["trace_hash"], j["trace_hash"]);
+    println!("{strategy} found the {example} bug in execution {first}");
+    first
+}
+
+const STRATEGIES: [&str; 4] = ["random", "pct", "delay", "dfs"];
+
+#[test]
+fn every_strategy_finds_the_crash_of_the_primary() {
+    if examples().is_none() {
+        return;
+    }
+    for s in STRATEGIES {
+        executions_to_find("crash-primary", s, 12, &[]);
+    }
+}
+
+#[test]
+fn every_strategy_finds_the_reorder_bug() {
+    if examples().is_none() {
+        return;
+    }
+    for s in STRATEGIES {
+        executions_to_find("reorder", s, 4, &[]);
+    }
+}
+
+#[test]
+fn every_strategy_finds_the_split_brain_under_partition() {
+    if examples().is_none() {
+        return;
+    }
+    for s in STRATEGIES {
+        executions_to_find("partition", s, 2, &[]);
+    }
+}
+
+#[test]
+fn every_strategy_finds_the_acknowledged_write_lost_by_rename_without_fsync() {
+    if examples().is_none() {
+        return;
+    }
+    for s in STRATEGIES {
+        executions_to_find("rename-unsafe", s, 6, &[]);
+    }
+}
+
+#[test]
+fn a_liveness_failure_reports_its_critical_transition() {
+    let Some(ex) = examples() else { return };
+    let out = tempfile::tempdir().unwrap();
+    // Seed 1 loses a token frame (loss = 0.1 per frame).
+    let r = run_cluster(&ex.join("liveness"), out.path(), &["--seed", "1", "--critical-walks", "1"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["failure"]["kind"], "liveness", "{j}");
+    let c = &j["critical_transition"];
+    assert!(c.is_object(), "no critical transition: {j}");
+    let step = c["step"].as_u64().unwrap();
+    assert!(step > 0, "{c}");
+    assert!(c["probes"].as_u64().unwrap() >= 2, "{c}");
+    // The token frame that was lost left before the critical step: the
+    // step is after boot and before the deadline.
+    let t = c["virtual_seconds"].as_f64().unwrap();
+    assert!(t > 0.0 && t < 61.0, "{c}");
+    let report = std::fs::read_to_string(out.path().join("failures/execution-0/report.txt")).unwrap();
+    assert!(report.contains("Critical transition"), "{report}");
+}
+
+#[test]
+fn shrink_returns_a_strictly_shorter_failing_trace_that_replays() {
+    let Some(ex) = examples() else { return };
+    let out = tempfile::tempdir().unwrap();
+    // The reorder bug under a random walk with a clock window: many
+    // decisions, most of them irrelevant to the failure.
+    let r = run_cluster(&ex.join("reorder"), out.path(), &["--window", "2ms"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let file = r.json()["failure_file"].as_str().unwrap().to_string();
+    let s = run(&["shrink", "--quiet", &file, "--max-executions", "12", "--out", out.path().to_str().unwrap()]);
+    assert_eq!(s.code, 0, "{s:?}");
+    let j = s.json();
+    assert!(j["events"].as_u64() < j["original_events"].as_u64(), "{j}");
+    assert!(j["decisions"].as_u64() <= j["original_decisions"].as_u64(), "{j}");
+    let shrunk = j["failure_file"].as_str().unwrap();
+    assert!(shrunk.ends_with("shrunk/failure.json"));
+    let rep = run(&["replay", "--quiet", shrunk, "--out", out.path().to_str().unwrap()]);
+    assert_eq!(rep.code, 0, "the shrunk failure does not replay: {rep:?}");
+    assert_eq!(rep.json()["trace_hash"], j["trace_hash"]);
+}
+
+#[test]
+fn delay_all_explores_every_placement_then_stops() {
+    // One delay over a horizon of 3 choice points: the default schedule
+    // plus 3 placements, then the strategy is exhausted.
+    let d = simple(2, None, "sleep 1", "");
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(
+        d.path(),
+        out.path(),
+        &["--strategy", "delay-all", "--depth", "1", "--horizon", "3", "--executions", "50"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["executions"], 4, "{j}");
+    assert_eq!(j["exhausted"], true, "{j}");
+}
+
+#[test]
+fn a_time_budget_bounds_the_run() {
+    let d = simple(1, None, "sleep 1", "");
+    let out = tempfile::tempdir().unwrap();
+    let began = std::time::Instant::now();
+    let r = run_cluster(d.path(), out.path(), &["--time-budget", "4s"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    let n = j["executions"].as_u64().unwrap();
+    assert!(n >= 2, "a 4 s budget runs several one-second executions: {j}");
+    // The run stops starting executions at the budget: it ends within one
+    // execution (plus image checks) after it.
+    assert!(began.elapsed().as_secs_f64() < 30.0, "{j}");
+    assert!(j["executions_per_hour"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn strategies_are_deterministic_per_seed() {
+    let Some(ex) = examples() else { return };
+    for s in ["pct", "dfs"] {
+        let hashes: Vec<String> = (0..2)
+            .map(|_| {
+                let out = tempfile::tempdir().unwrap();
+                let r = run_cluster(&ex.join("crash-primary"), out.path(), &["--strategy", s, "--seed", "4"]);
+                r.json()["trace_hash"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(hashes[0], hashes[1], "{s}");
+    }
+}
