@@ -21,10 +21,16 @@ const RECIPE_VERSION: &str = "uml-kernel-2";
 const SOURCE_PACKAGE: &str = "linux-source-6.1";
 const SOURCE_TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
 const CONFIG_FRAGMENT: &str = include_str!("../../guest-images/kernel/uml.config");
-const PATCHES: &[(&str, &str)] = &[(
-    "0001-um-room-for-the-host-xstate.patch",
-    include_str!("../../guest-images/kernel/patches/0001-um-room-for-the-host-xstate.patch"),
-)];
+const PATCHES: &[(&str, &str)] = &[
+    (
+        "0001-um-room-for-the-host-xstate.patch",
+        include_str!("../../guest-images/kernel/patches/0001-um-room-for-the-host-xstate.patch"),
+    ),
+    (
+        "0002-um-emulate-rdtsc-from-virtual-time.patch",
+        include_str!("../../guest-images/kernel/patches/0002-um-emulate-rdtsc-from-virtual-time.patch"),
+    ),
+];
 /// Roughly how many lines `make` prints for this build; only for the
 /// progress bar.
 const EXPECTED_BUILD_STEPS: u64 = 1420;
