@@ -27,12 +27,13 @@ for ex in $examples; do
     for seed in $seeds; do
       json=$($bin run --quiet --images "$dir" --strategy "$s" --seed "$seed" --executions "$max" --until-failure \
              --critical-walks 0 --out "$out/$ex-$s-$seed" 2>/dev/null | tail -1) || true
+      if [ -z "$json" ]; then firsts="$firsts error"; continue; fi
       first=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); i=d['failing_execution']; print('-' if i is None else i+1)" "$json")
       rate=$(python3 -c "import json,sys; print(round(json.loads(sys.argv[1])['executions_per_hour']))" "$json")
       w=$(python3 -c "import json,sys; print(round(json.loads(sys.argv[1])['wall_seconds'],1))" "$json")
       firsts="$firsts $first"; rate_sum=$((rate_sum + rate)); n=$((n + 1)); wall=$(python3 -c "print(round($wall+$w,1))")
     done
-    printf "%-15s %-8s %-28s %-10s %s\n" "$ex" "$s" "$firsts" "$((rate_sum / n))" "$wall"
+    printf "%-15s %-8s %-28s %-10s %s\n" "$ex" "$s" "$firsts" "$((rate_sum / (n > 0 ? n : 1)))" "$wall"
   done
 done
 echo "('-': no failure within $max executions; hello-cluster has no bug, its row is the executions/hour figure)"

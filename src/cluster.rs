@@ -60,6 +60,13 @@ pub struct CrashSection {
     /// Virtual time a crashed node stays down before it may restart
     /// (default "1s").
     pub restart_after: Option<String>,
+    /// Random walk weight of a crash, against 100 for ordinary events
+    /// (default 50).
+    pub weight: Option<u32>,
+    /// Crashes become possible at a virtual time drawn uniformly from the
+    /// first `span` of the workload (default "10s"), and then only at
+    /// moments when the node has frames in flight or unsynced disk writes.
+    pub span: Option<String>,
 }
 
 /// `[disk]`: every node gets a virtio-blk data disk (`/dev/vda`), an empty
@@ -159,14 +166,71 @@ pub struct NodeSection {
     pub start: Option<String>,
 }
 
+/// `[workload]`: either a shell command in a guest (`node` + `command`), or
+/// HTTP requests from the host-side client (`[workload.host]`), never both.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSection {
-    /// Node that runs the workload (`n1`, ...).
+    /// Node that runs the workload (`n1`, ...); empty with `[workload.host]`.
+    #[serde(default)]
     pub node: String,
     /// Shell command; the execution's workload ends when it exits, and a
-    /// non-zero status is a failure.
+    /// non-zero status is a failure. Empty with `[workload.host]` (the
+    /// image builder then writes an empty, never-run workload script).
+    #[serde(default)]
     pub command: String,
+    /// The workload runs on simcluster's host-side client instead: node
+    /// N+1 (`10.0.0.N+1`, `host` in the guests' /etc/hosts), no client VM.
+    pub host: Option<HostWorkloadSection>,
+}
+
+/// `[workload.host]`: HTTP requests sent from the host-side client, in list
+/// order, `repeat` times over, `concurrency` at a time. The workload passes
+/// when every response meets its request's expectations; the first that
+/// does not (or gets no response) is the workload's failure.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostWorkloadSection {
+    pub requests: Vec<HostRequestSection>,
+    /// Run the whole list this many times (default 1).
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// Requests in flight at once (default 1: strictly one after another).
+    #[serde(default = "one")]
+    pub concurrency: u32,
+    /// Virtual time from "every node is ready" to the first request
+    /// (default "0s"); servers started in the background may need a moment.
+    pub start_after: Option<String>,
+    /// A request without a complete response after this long fails
+    /// (default "30s"); its TCP handshake gives up after 5 s, or this if
+    /// shorter (Linux retries SYNs for minutes; a workload wants to know).
+    pub timeout: Option<String>,
+}
+
+/// One request of `[workload.host] requests`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostRequestSection {
+    /// Target guest (`n1`, ...).
+    pub node: String,
+    pub port: u16,
+    /// Default "GET".
+    pub method: Option<String>,
+    /// Default "/".
+    pub path: Option<String>,
+    /// Request body (sent with Content-Length).
+    pub body: Option<String>,
+    /// Default 200.
+    pub expect_status: Option<u16>,
+    /// The response body must contain this text.
+    pub body_contains: Option<String>,
+    /// The response body must equal this file (relative to the cluster
+    /// directory), byte for byte.
+    pub body_file: Option<String>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -195,8 +259,11 @@ pub struct Cluster {
     pub file: PathBuf,
     pub name: String,
     pub spec: ClusterFile,
-    /// 0-based index of the workload node.
+    /// 0-based index of the workload node; with a host workload, the node
+    /// count (the host client is node N+1, index N).
     pub workload_node: usize,
+    /// `[workload.host]`, checked (`None`: the workload runs in a guest).
+    pub host_workload: Option<checker::engine::HostWorkload>,
     /// (name, 0-based node, command) for every invariant, `all` expanded.
     pub invariants: Vec<(String, usize, String)>,
     pub time_limit_ns: Option<u64>,
@@ -308,15 +375,38 @@ impl Cluster {
                 spec.cluster.memory_mb
             )));
         }
-        let workload_node = parse_node_name(&spec.workload.node, n).ok_or_else(|| {
-            invalid(format!(
-                "[workload] node = {:?}: no such node (nodes are n1..n{n})",
-                spec.workload.node
-            ))
-        })?;
-        if spec.workload.command.trim().is_empty() {
-            return Err(invalid("[workload] command is empty".into()));
-        }
+        let host_workload = match &spec.workload.host {
+            Some(h) => Some(host_workload(h, n, dir).map_err(&invalid)?),
+            None => None,
+        };
+        let workload_node = if host_workload.is_some() {
+            if !spec.workload.node.is_empty() || !spec.workload.command.is_empty() {
+                return Err(invalid(
+                    "[workload]: node + command (a guest runs the workload) and [workload.host] (the host-side \
+                     client does) exclude each other; keep one"
+                        .into(),
+                ));
+            }
+            usize::from(n)
+        } else {
+            if spec.workload.node.is_empty() && spec.workload.command.is_empty() {
+                return Err(invalid(
+                    "[workload]: give node + command (a guest runs the workload) or a [workload.host] table \
+                     (simcluster's host-side client sends HTTP requests)"
+                        .into(),
+                ));
+            }
+            let node = parse_node_name(&spec.workload.node, n).ok_or_else(|| {
+                invalid(format!(
+                    "[workload] node = {:?}: no such node (nodes are n1..n{n})",
+                    spec.workload.node
+                ))
+            })?;
+            if spec.workload.command.trim().is_empty() {
+                return Err(invalid("[workload] command is empty".into()));
+            }
+            node
+        };
         let mut invariants = Vec::new();
         for (k, inv) in spec.invariants.iter().enumerate() {
             let name = inv.name.clone().unwrap_or_else(|| format!("invariant-{}", k + 1));
@@ -428,6 +518,8 @@ impl Cluster {
             restart_after_ns,
             calm_from: None,
             crash_states: Default::default(),
+            crash_weight: crash.weight.unwrap_or(50),
+            crash_span_ns: opt_duration("[faults.crash] span", &crash.span, 10_000_000_000)?,
         };
         for (guest, host) in &spec.image.files {
             if !guest.starts_with('/') || guest.split('/').any(|c| c == "..") {
@@ -468,13 +560,16 @@ impl Cluster {
             if heal <= at {
                 return Err(invalid(format!("{what}: heal ({}) must come after at ({})", p.heal, p.at)));
             }
+            // With a host workload "host" names the host client (node N+1).
+            let has_host = host_workload.is_some();
             let nodes_of = |names: &[String]| -> Result<Vec<netsim::NodeId>, ClusterError> {
                 names
                     .iter()
                     .map(|name| {
-                        parse_node_name(name, n)
-                            .and_then(|i| netsim::NodeId::new((i + 1) as u16))
-                            .ok_or_else(|| invalid(format!("{what}: {name:?}: no such node (nodes are n1..n{n})")))
+                        let i = if has_host && name == "host" { Some(usize::from(n)) } else { parse_node_name(name, n) };
+                        let also = if has_host { ", and host" } else { "" };
+                        i.and_then(|i| netsim::NodeId::new((i + 1) as u16))
+                            .ok_or_else(|| invalid(format!("{what}: {name:?}: no such node (nodes are n1..n{n}{also})")))
                     })
                     .collect()
             };
@@ -492,7 +587,7 @@ impl Cluster {
                     )))
                 }
             };
-            partition.validate(n).map_err(|e| invalid(format!("{what}: {e}")))?;
+            partition.validate(n + u16::from(has_host)).map_err(|e| invalid(format!("{what}: {e}")))?;
             partitions.push(checker::engine::ScheduledPartition { at, heal, partition });
         }
         let name = spec.cluster.name.clone().unwrap_or_else(|| {
@@ -507,6 +602,7 @@ impl Cluster {
             name,
             spec,
             workload_node,
+            host_workload,
             invariants,
             time_limit_ns,
             liveness,
@@ -523,6 +619,78 @@ impl Cluster {
     pub fn node_names(&self) -> Vec<String> {
         (1..=self.spec.cluster.nodes).map(|i| format!("n{i}")).collect()
     }
+}
+
+/// Checks `[workload.host]` for a cluster of `n` guests in `dir`; the error
+/// is the message (without the file name).
+fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<checker::engine::HostWorkload, String> {
+    const W: &str = "[workload.host]";
+    if n >= netsim::MAX_NODES {
+        return Err(format!("{W}: the host client is node N+1, so a cluster with it has at most {} nodes", netsim::MAX_NODES - 1));
+    }
+    if h.requests.is_empty() {
+        return Err(format!("{W} requests is empty (give at least one {{ node = \"n1\", port = 80 }})"));
+    }
+    if h.repeat == 0 {
+        return Err(format!("{W} repeat = 0: must be at least 1"));
+    }
+    if !(1..=1024).contains(&h.concurrency) {
+        return Err(format!("{W} concurrency = {}: must be between 1 and 1024", h.concurrency));
+    }
+    let duration = |key: &str, v: &Option<String>, default: u64| match v {
+        None => Ok(default),
+        Some(s) => parse_duration_ns(s).ok_or_else(|| format!("{W} {key} = {s:?} is not a duration")),
+    };
+    let start_after_ns = duration("start_after", &h.start_after, 0)?;
+    let timeout_ns = duration("timeout", &h.timeout, 30_000_000_000)?;
+    if timeout_ns < 1_000_000 {
+        return Err(format!("{W} timeout = {:?}: must be at least 1ms", h.timeout.as_deref().unwrap_or("")));
+    }
+    let mut requests = Vec::new();
+    for (k, r) in h.requests.iter().enumerate() {
+        let what = format!("{W} requests #{}", k + 1);
+        let i = parse_node_name(&r.node, n)
+            .ok_or_else(|| format!("{what}: node = {:?}: no such node (nodes are n1..n{n})", r.node))?;
+        if r.port == 0 {
+            return Err(format!("{what}: port = 0 is not a port (1..65535)"));
+        }
+        let method = r.method.clone().unwrap_or_else(|| "GET".into());
+        if method.is_empty() || !method.chars().all(|c| c.is_ascii_uppercase()) {
+            return Err(format!("{what}: method = {method:?}: must be an upper-case HTTP method such as GET or POST"));
+        }
+        let path = r.path.clone().unwrap_or_else(|| "/".into());
+        if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!("{what}: path = {path:?}: must start with '/' and hold no spaces or control characters"));
+        }
+        let expect_status = r.expect_status.unwrap_or(200);
+        if !(100..=599).contains(&expect_status) {
+            return Err(format!("{what}: expect_status = {expect_status}: not an HTTP status (100..599)"));
+        }
+        let body_equals = match &r.body_file {
+            None => None,
+            Some(f) => {
+                let p = dir.join(f);
+                Some(std::fs::read(&p).map_err(|e| format!("{what}: body_file = {f:?}: cannot read {}: {e}", p.display()))?)
+            }
+        };
+        requests.push(checker::engine::HostRequest {
+            node: (i + 1) as u16,
+            port: r.port,
+            method,
+            path,
+            body: r.body.clone().unwrap_or_default().into_bytes(),
+            expect_status,
+            body_contains: r.body_contains.clone(),
+            body_equals,
+        });
+    }
+    Ok(checker::engine::HostWorkload {
+        requests,
+        repeat: h.repeat,
+        concurrency: h.concurrency,
+        start_after_ns,
+        timeout_ns,
+    })
 }
 
 /// toml's own message already carries line, column and a caret; keep it but
@@ -645,5 +813,71 @@ mod fault_tests {
         assert!(e.contains("\"n9\": no such node"), "{e}");
         let e = parse("[[faults.partition]]\nat = \"3s\"\nheal = \"2s\"\ngroups = [[\"n1\"]]\n").unwrap_err().to_string();
         assert!(e.contains("heal"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod host_workload_tests {
+    use super::*;
+
+    fn parse(workload: &str, extra: &str) -> Result<Cluster, ClusterError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("want.txt"), "1\n2\n").unwrap();
+        let text = format!("[cluster]\nnodes = 2\n{workload}\n{extra}");
+        Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), &text)
+    }
+
+    #[test]
+    fn a_host_workload_parses_with_defaults() {
+        let c = parse(
+            "[workload.host]\nrequests = [ { node = \"n2\", port = 8080, path = \"/data\", body_contains = \"2\" },\n\
+             { node = \"n1\", port = 80, method = \"POST\", body = \"x\", expect_status = 201, body_file = \"want.txt\" } ]\n\
+             repeat = 3\nconcurrency = 2\nstart_after = \"1s\"\n",
+            "",
+        )
+        .unwrap();
+        let w = c.host_workload.as_ref().unwrap();
+        assert_eq!(c.workload_node, 2, "the host client is node N+1");
+        assert_eq!((w.repeat, w.concurrency, w.start_after_ns, w.timeout_ns), (3, 2, 1_000_000_000, 30_000_000_000));
+        assert_eq!((w.requests[0].node, w.requests[0].method.as_str(), w.requests[0].expect_status), (2, "GET", 200));
+        assert_eq!(w.requests[1].body_equals.as_deref(), Some(&b"1\n2\n"[..]));
+        assert_eq!(w.requests[1].body, b"x");
+        // Crashes may hit every guest: none runs the workload.
+        assert_eq!(c.explore.crashable, vec![0, 1]);
+    }
+
+    #[test]
+    fn host_workload_mistakes_are_named() {
+        let req = |r: &str| format!("[workload.host]\nrequests = [ {{ {r} }} ]\n");
+        let e = parse(&req("node = \"n3\", port = 80"), "").unwrap_err().to_string();
+        assert!(e.contains("cluster.toml") && e.contains("requests #1") && e.contains("\"n3\": no such node"), "{e}");
+        let e = parse(&req("node = \"n1\", port = 0"), "").unwrap_err().to_string();
+        assert!(e.contains("port = 0"), "{e}");
+        let e = parse(&req("node = \"n1\", port = 80, path = \"data\""), "").unwrap_err().to_string();
+        assert!(e.contains("path"), "{e}");
+        let e = parse(&req("node = \"n1\", port = 80, body_file = \"nope\""), "").unwrap_err().to_string();
+        assert!(e.contains("body_file") && e.contains("nope"), "{e}");
+        let e = parse(&req("node = \"n1\", prot = 80"), "").unwrap_err().to_string();
+        assert!(e.contains("prot"), "{e}");
+        let e = parse("[workload.host]\nrequests = []\n", "").unwrap_err().to_string();
+        assert!(e.contains("requests is empty"), "{e}");
+        let e = parse("[workload]\nnode = \"n1\"\ncommand = \"true\"\n[workload.host]\nrequests = [ { node = \"n1\", port = 80 } ]\n", "")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exclude each other"), "{e}");
+        let e = parse("[workload]\n", "").unwrap_err().to_string();
+        assert!(e.contains("[workload.host]"), "{e}");
+    }
+
+    #[test]
+    fn partitions_may_name_the_host_only_with_a_host_workload() {
+        let host = "[workload.host]\nrequests = [ { node = \"n1\", port = 80 } ]\n";
+        let cut = "[[faults.partition]]\nat = \"1s\"\nheal = \"2s\"\ngroups = [[\"n1\", \"host\"], [\"n2\"]]\n";
+        let c = parse(host, cut).unwrap();
+        let (n1, host_id) = (netsim::NodeId::new(1).unwrap(), netsim::NodeId::new(3).unwrap());
+        assert!(!c.partitions[0].partition.blocks(host_id, n1));
+        assert!(c.partitions[0].partition.blocks(host_id, netsim::NodeId::new(2).unwrap()));
+        let e = parse("[workload]\nnode = \"n1\"\ncommand = \"true\"\n", cut).unwrap_err().to_string();
+        assert!(e.contains("\"host\": no such node"), "{e}");
     }
 }

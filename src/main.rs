@@ -62,8 +62,9 @@ enum Command {
     /// (delta debugging) while the execution still fails the same way.
     ///
     /// Writes the smaller execution (failure file, trace, report, pcaps)
-    /// under OUT/shrunk/. Exit 0 when its trace is strictly shorter, 1 when
-    /// nothing could be removed.
+    /// under OUT/shrunk/. Its event trace is never longer than the
+    /// original's. Exit 0 when its list of decisions (the replayable trace)
+    /// is strictly shorter, 1 when nothing could be removed.
     Shrink {
         /// A failure file written by `simcluster run` (failure.json).
         failure_file: PathBuf,
@@ -142,8 +143,10 @@ struct RunArgs {
     /// are placed (about the number of choice points of one execution).
     #[arg(long, default_value_t = run::DEFAULT_HORIZON)]
     horizon: u64,
-    /// Virtual-clock choice: events due within this window of the earliest
-    /// compete (e.g. 2ms); overrides [explore] window.
+    /// Virtual-clock choice: frame deliveries, disk completions and faults
+    /// due within this window of the earliest event compete (e.g. 2ms), so
+    /// the strategy may postpone one past another; node timers always fire
+    /// on time. Overrides [explore] window.
     #[arg(long, value_parser = parse_limit, value_name = "DURATION")]
     window: Option<u64>,
     /// Node crashes per execution at most; overrides [faults.crash] max.

@@ -77,7 +77,7 @@ pub fn write_report(
         // The headline only: the console lines that follow it in the
         // failure message are in the report's console log already.
         failure: Some(failure.lines().next().unwrap_or(failure).to_string()),
-        node_names: cluster.node_names(),
+        node_names: report_node_names(cluster),
     };
     let events = result.trace.events();
     write_atomic(&dir.join("report.html"), report::render_html(&meta, events).as_bytes())?;
@@ -92,6 +92,16 @@ pub fn write_report(
     text.push_str(&report::render_text(&meta, events));
     write_atomic(&dir.join("report.txt"), text.as_bytes())?;
     Ok(())
+}
+
+/// Names of the trace's nodes: the guests, then `host` for the host-side
+/// client (node N+1) when the workload runs there.
+fn report_node_names(cluster: &Cluster) -> Vec<String> {
+    let mut names = cluster.node_names();
+    if cluster.host_workload.is_some() {
+        names.push("host".into());
+    }
+    names
 }
 
 /// "pct(depth=3, horizon=2000)".

@@ -98,7 +98,8 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
 /// The result of `simcluster shrink`.
 #[derive(Debug, Serialize)]
 pub struct ShrinkSummary {
-    /// A failing execution with a strictly shorter trace was found.
+    /// The failing execution's replayable trace (its decisions: the actions
+    /// where the schedule departs from the default) got strictly shorter.
     pub shorter: bool,
     pub original_decisions: usize,
     pub decisions: usize,
@@ -204,7 +205,7 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
     let dir = opts.out.join("shrunk");
     let failure_file = write_failure(&dir, &l.cluster, result, &shrunk.pcaps, &record, &extra)?;
     Ok(ShrinkSummary {
-        shorter: result.trace.len() < original_events,
+        shorter: decisions.len() < l.record.actions.len(),
         original_decisions: l.record.actions.len(),
         decisions: decisions.len(),
         original_events,

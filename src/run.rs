@@ -132,6 +132,9 @@ pub struct Summary {
     pub speedup: f64,
     /// Mean PSS of one node's host processes at the end of an execution.
     pub memory_per_node_mib: f64,
+    /// simcluster's storage for one node's data disk (overlay of written
+    /// blocks, cache view, write log) at the end of the last execution.
+    pub disk_storage_per_node_kib: Option<f64>,
     /// Choice points of the reported execution.
     pub choice_points: u64,
     /// Crashes in the reported execution.
@@ -320,6 +323,7 @@ pub(crate) fn spec_for(
         node_names: cluster.node_names(),
         mem_mb: cluster.spec.cluster.memory_mb,
         workload_node: cluster.workload_node,
+        host_workload: cluster.host_workload.clone(),
         invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), *i)).collect(),
         liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), *i)).collect(),
         time_limit_ns: time_limit_ns.or(cluster.time_limit_ns).unwrap_or(DEFAULT_TIME_LIMIT_NS),
@@ -367,14 +371,15 @@ pub(crate) fn execute_one(spec: &mut ExecutionSpec, strategy: &mut dyn Strategy,
     Ok(Executed { result: r?, pcaps })
 }
 
-fn make_strategy(o: &StrategyOptions, seed: u64) -> Box<dyn Strategy> {
+fn make_strategy(o: &StrategyOptions, seed: u64, crash_weight: u32) -> Box<dyn Strategy> {
     let d = o.depth;
+    let weights = KindWeights::default().set(checker::strategy::ActionKind::Crash, crash_weight);
     match o.kind {
-        StrategyKind::Random => Box::new(RandomWalk::new(seed, KindWeights::default())),
+        StrategyKind::Random => Box::new(RandomWalk::new(seed, weights)),
         StrategyKind::Pct => Box::new(Pct::new(seed, d.max(1), o.horizon)),
         StrategyKind::Delay => Box::new(DelayBounded::sampling(seed, d, o.horizon)),
         StrategyKind::DelayAll => Box::new(DelayBounded::exhaustive(d, o.horizon)),
-        StrategyKind::Dfs => Box::new(HybridDfs::new(seed, u64::from(d), o.horizon)),
+        StrategyKind::Dfs => Box::new(HybridDfs::new(seed, u64::from(d), o.horizon, weights)),
     }
 }
 
@@ -390,7 +395,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let explore = explore_for(&cluster, opts.window_ns, opts.max_crashes);
     let disk = disk_spec(&cluster, &images)?;
     let ctx = Ctx { cluster: &cluster, images: &images };
-    let mut strategy = make_strategy(&opts.strategy, opts.seed);
+    let mut strategy = make_strategy(&opts.strategy, opts.seed, explore.crash_weight);
     let mut strategy_spec = strategy.spec();
     strategy_spec.params.insert("window_ns".into(), explore.window_ns.into());
     strategy_spec.params.insert("max_crashes".into(), explore.max_crashes.into());
@@ -487,6 +492,10 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
             let m = &last.node_memory_kib;
             m.iter().sum::<u64>() as f64 / 1024.0 / m.len().max(1) as f64
         },
+        disk_storage_per_node_kib: disk.as_ref().map(|_| {
+            let d = &last.disk_storage_bytes;
+            d.iter().sum::<u64>() as f64 / 1024.0 / d.len().max(1) as f64
+        }),
         choice_points: shown.choice_points,
         crashes: shown.crashes,
         network: shown.network.clone(),

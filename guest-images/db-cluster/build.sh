@@ -8,8 +8,10 @@ set -eu
 cd "$(dirname "$0")"
 CC="${CC:-gcc}"
 $CC -static -O2 -Wall -Wextra -Wno-unused-parameter -o dbclient dbclient.c
+# Its own target directory, whatever the caller's CARGO_TARGET_DIR says:
+# the binary is copied from a known place.
 ( cd lincheck &&
-  RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}" \
+  RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=target \
     cargo build --release --quiet --target x86_64-unknown-linux-gnu )
-cp "lincheck/${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/lincheck" lincheck-bin
+cp lincheck/target/x86_64-unknown-linux-gnu/release/lincheck lincheck-bin
 echo "build.sh: built dbclient and lincheck-bin" >&2

@@ -259,6 +259,11 @@ pub struct NetConfig {
     /// Whether the exploration strategy may partition the network. netsim
     /// itself obeys whatever partition it is given.
     pub partitions: bool,
+    /// With `partitions`: the time from the start (or the last heal) to the
+    /// next partition, drawn per partition.
+    pub partition_gap: Latency,
+    /// With `partitions`: how long each partition lasts.
+    pub partition_length: Latency,
     /// Overrides keyed `"1-2"` / `"n1-n2"` (both directions) or `"1->2"`
     /// (one direction; wins over a two-way key for that direction).
     pub links: BTreeMap<String, LinkOverride>,
@@ -274,6 +279,8 @@ impl Default for NetConfig {
             reorder_delay: Latency::Uniform { min: 100_000, max: 1_000_000 },
             bandwidth: None,
             partitions: false,
+            partition_gap: Latency::Uniform { min: 5_000_000_000, max: 20_000_000_000 },
+            partition_length: Latency::Uniform { min: 1_000_000_000, max: 10_000_000_000 },
             links: BTreeMap::new(),
         }
     }
@@ -408,6 +415,8 @@ impl NetConfig {
         check_p(k("duplicate"), self.duplicate)?;
         check_p(k("reorder"), self.reorder)?;
         self.reorder_delay.validate(&k("reorder_delay"))?;
+        self.partition_gap.validate(&k("partition_gap"))?;
+        self.partition_length.validate(&k("partition_length"))?;
         check_bw(k("bandwidth"), self.bandwidth)?;
 
         let base = LinkParams {

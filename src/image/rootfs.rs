@@ -31,6 +31,8 @@ ip link set lo up
 echo "127.0.0.1 localhost" > /etc/hosts
 i=1
 for peer in $(echo "$PEERS" | tr , ' '); do echo "10.0.0.$i $peer" >> /etc/hosts; i=$((i + 1)); done
+# The node after the guests is simcluster's host-side client ([workload.host]).
+[ "$i" -le 254 ] && echo "10.0.0.$i host" >> /etc/hosts
 if [ -e /sys/class/net/eth0 ]; then
   ip addr add "10.0.0.$NODE_ID/24" dev eth0
   ip link set eth0 up
@@ -41,6 +43,8 @@ if [ -e /sys/class/net/eth0 ]; then
     [ "$i" = "$NODE_ID" ] || arp -i eth0 -s "10.0.0.$i" "02:00:0a:00:00:$(printf %02x $i)"
     i=$((i + 1))
   done
+  # ... and the host-side client, node N+1 (harmless without one).
+  [ "$i" -le 254 ] && arp -i eth0 -s "10.0.0.$i" "02:00:0a:00:00:$(printf %02x $i)"
 fi
 # The data disk ([disk] in cluster.toml), ext4 on simcluster's virtio-blk.
 # After a crash ext4 replays its journal here.

@@ -2,7 +2,8 @@
 //!
 //! An [`Action`] is what the engine can do next; its [`EnabledAction`] is
 //! the abstract description a strategy sees (node, kind, due time, peer).
-//! The enabled set is built in a fixed order (runs by node, deliveries in
+//! The enabled set is built in a fixed order (runs by node, the host
+//! client's poll (node N+1, after the guests), deliveries in
 //! netsim's order, the network fault, restarts, crashes by node), so a
 //! strategy's index means the same thing every time the same state is
 //! reached (the [`crate::strategy`] invariant).
@@ -17,6 +18,8 @@ use crate::trace::ENGINE;
 pub(super) enum Action {
     /// Let node `i` (0-based) run until it waits again.
     Run(usize),
+    /// Poll the host-side client (node N+1): see `host.rs`.
+    RunHost,
     /// Hand a frame in flight to its receiver.
     Deliver(DeliveryId),
     /// Apply the next partition start or heal of the timeline.
@@ -43,6 +46,11 @@ fn node_id(i: usize) -> u16 {
 impl Enabled {
     pub fn run(i: usize, due: u64) -> Enabled {
         Enabled { action: Action::Run(i), desc: EnabledAction::new(node_id(i), ActionKind::RunNode, due) }
+    }
+    /// The host client's poll looks like a node run to a strategy: node
+    /// N+1, [`ActionKind::RunNode`].
+    pub fn run_host(node: u16, due: u64) -> Enabled {
+        Enabled { action: Action::RunHost, desc: EnabledAction::new(node, ActionKind::RunNode, due) }
     }
     pub fn deliver(id: DeliveryId, to: u16, from: u16, due: u64) -> Enabled {
         Enabled {
@@ -75,7 +83,17 @@ pub(super) fn effective_time(e: &Enabled, now: u64) -> u64 {
 }
 
 /// The latest due time still enabled: everything due within `window` of
-/// the earliest event, and everything already overdue.
-pub(super) fn horizon(earliest: u64, now: u64, window: u64) -> u64 {
-    earliest.saturating_add(window).max(now)
+/// the earliest event, but never past the earliest time a live node asked
+/// to run at (`min_requested`), and never before `now`.
+///
+/// Why the clamp: a user-mode Linux node must run at exactly the time it
+/// asked for (its time-travel loop BUGs when woken later), and a frame or
+/// disk completion may only reach a node at a time between its clock and
+/// its requested time. Keeping every action at or before the earliest
+/// requested run keeps both true: the window lets the strategy reorder and
+/// postpone deliveries, disk completions and faults, and choose among nodes
+/// due together, but never runs a timer late.
+pub(super) fn horizon(earliest: u64, now: u64, window: u64, min_requested: Option<u64>) -> u64 {
+    let h = earliest.saturating_add(window);
+    min_requested.map_or(h, |r| h.min(r)).max(now)
 }

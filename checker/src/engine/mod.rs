@@ -14,6 +14,7 @@ mod actions;
 mod agent;
 mod disk;
 mod frames;
+mod host;
 mod network;
 mod node;
 mod outcome;
@@ -31,6 +32,7 @@ use actions::{effective_time, horizon, Action, Enabled};
 use agent::AgentMsg;
 use node::Node;
 pub use disk::{CrashPoint, DiskSpec};
+pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
 
@@ -41,10 +43,12 @@ pub const GUEST_EPOCH_NS: u64 = 1_767_225_600 * 1_000_000_000;
 /// What the strategy may choose besides the order of events due together.
 #[derive(Debug, Clone, Default)]
 pub struct ExploreSpec {
-    /// Virtual-clock choice: every timer and delivery due within this many
-    /// ns of the earliest is enabled, so the strategy can let a later one go
-    /// first (the earlier then happens late, never early). 0: only events
-    /// due at the same instant compete.
+    /// Virtual-clock choice: every delivery, disk completion and fault due
+    /// within this many ns of the earliest event is enabled (up to the
+    /// earliest time a node asked to run at), so the strategy can let a
+    /// later one go first; the earlier one then happens late, never early.
+    /// Node timers are never postponed (see `actions::horizon`). 0: only
+    /// events due at the same instant compete.
     pub window_ns: u64,
     /// Crash budget of one execution.
     pub max_crashes: u32,
@@ -66,6 +70,12 @@ pub struct ExploreSpec {
     /// Crash number (1-based) -> index of the disk crash state to apply, for
     /// crash points whose states are enumerated (see [`DiskSpec`]).
     pub crash_states: std::collections::BTreeMap<u32, u64>,
+    /// Weight of a crash in random walks (ordinary events weigh 100); the
+    /// run builds its strategy with it.
+    pub crash_weight: u32,
+    /// Crashes become possible at a time drawn uniformly from the first
+    /// this-many ns of the workload.
+    pub crash_span_ns: u64,
 }
 
 /// Everything one execution needs; plain data so a failure file can
@@ -77,8 +87,11 @@ pub struct ExecutionSpec {
     /// n1..nN.
     pub node_names: Vec<String>,
     pub mem_mb: u32,
-    /// 0-based index of the workload node.
+    /// 0-based index of the workload node (unused with `host_workload`).
     pub workload_node: usize,
+    /// The workload runs on the host-side client (node N+1) instead of in
+    /// a guest; needs `network`.
+    pub host_workload: Option<HostWorkload>,
     /// (command name, 0-based node), in the order they are sent.
     pub invariants: Vec<(String, usize)>,
     /// (command name, 0-based node) of liveness checks: each polls its
@@ -140,11 +153,16 @@ struct Execution<'a> {
     spec: &'a ExecutionSpec,
     nodes: Vec<Node>,
     net: Option<network::NetState>,
+    /// The host-side client, with a host workload.
+    host: Option<host::HostEndpoint>,
     trace: Trace,
     now: u64,
     phase: Phase,
     crashes: u32,
     crash_points: Vec<CrashPoint>,
+    /// Crashes are enabled from this virtual time on (drawn when the
+    /// workload starts; `None` before).
+    crash_not_before: Option<u64>,
     /// A probe's fault-free continuation began (see `ExploreSpec::calm_from`).
     calm: bool,
     grants: u64,
@@ -180,10 +198,15 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         n.boot()?;
         nodes.push(n);
     }
+    let guests = spec.node_names.len() as u16;
+    let host = match (&spec.host_workload, &spec.network) {
+        (Some(w), Some(_)) => host::HostEndpoint::new(guests, w.clone(), spec.seed),
+        _ => None,
+    };
     let net = match &spec.network {
         None => None,
         Some(n) => Some(
-            network::NetState::new(n, spec.node_names.len() as u16, spec.seed, spec.time_limit_ns)
+            network::NetState::new(n, guests + u16::from(host.is_some()), host.as_ref().map(|h| h.node()), spec.seed, spec.time_limit_ns)
                 .map_err(|source| EngineError::Scratch { path: spec.scratch.clone(), source })?,
         ),
     };
@@ -191,11 +214,13 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         spec,
         nodes,
         net,
+        host,
         trace: Trace::new(),
         now: 0,
         phase: Phase::Booting,
         crashes: 0,
         crash_points: Vec::new(),
+        crash_not_before: None,
         calm: false,
         grants: 0,
         verdict: None,
@@ -231,7 +256,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             ex.fail(FailureKind::TimeLimit, None, msg);
             break;
         }
-        ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns), &mut enabled);
+        ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns, ex.min_requested()), &mut enabled);
         if let Some((at, seed)) = spec.explore.calm_from.filter(|(at, _)| *at == steps) {
             let _ = at;
             ex.calm = true;
@@ -241,7 +266,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             }
             // Calming may have healed a partition or stopped a crash:
             // the enabled set changed.
-            ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns), &mut enabled);
+            ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns, ex.min_requested()), &mut enabled);
         }
         let pick = if enabled.len() == 1 {
             0
@@ -266,7 +291,16 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         if ex.phase == Phase::Booting && ex.nodes.iter().all(|n| n.ready) && ex.verdict.is_none() {
             boot_wall = Some(began.elapsed());
             ex.phase = Phase::Workload;
-            ex.command(spec.workload_node, "workload")?;
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x6372_6173_6874);
+            let span = spec.explore.crash_span_ns.max(1);
+            ex.crash_not_before = Some(ex.now + rng.next_u64() % span);
+            match ex.host.as_mut() {
+                Some(h) => h.start(ex.now, &mut ex.trace),
+                None if spec.host_workload.is_some() => {
+                    ex.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
+                }
+                None => ex.command(spec.workload_node, "workload")?,
+            }
         }
         if let Phase::Checks { done } = ex.phase {
             if done == spec.invariants.len() + spec.liveness.len() && ex.verdict.is_none() {
@@ -275,6 +309,13 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         }
     }
     let node_memory_kib = ex.nodes.iter().map(|n| n.vm.as_ref().map_or(0, |v| v.memory_kib())).collect();
+    // What simcluster itself holds per node for its disk: the blocks that
+    // differ from the shared base image, the cache view and the write log.
+    let disk_storage_bytes = ex
+        .nodes
+        .iter()
+        .map(|n| n.vm.as_ref().and_then(|v| v.disk()).or(n.disk.as_ref()).map_or(0, |d| d.storage().total()))
+        .collect();
     for n in ex.nodes.iter_mut() {
         if let Some(vm) = n.vm.as_mut() {
             vm.kill();
@@ -295,6 +336,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         boot_wall,
         grants: ex.grants,
         node_memory_kib,
+        disk_storage_bytes,
         network: ex.net.as_mut().map(|n| n.finish()),
         decisions,
         choice_points: step,
@@ -315,17 +357,23 @@ impl Execution<'_> {
 
     /// The earliest due time of anything that can happen; `None` when
     /// nothing can (every node gone for good).
+    /// The earliest time a live node asked to run at.
+    fn min_requested(&self) -> Option<u64> {
+        self.nodes.iter().filter(|n| n.is_up()).map(|n| n.vm.as_ref().unwrap().requested()).min()
+    }
+
     fn earliest(&self) -> Option<u64> {
         let runs = self.nodes.iter().filter(|n| n.is_up()).map(|n| n.vm.as_ref().unwrap().requested());
         let restarts = self.nodes.iter().filter_map(|n| n.crashed_at).map(|t| t + self.spec.explore.restart_after_ns);
         let net = self.net.as_ref().and_then(|n| n.next_time());
+        let host = self.host.as_ref().and_then(|h| h.due());
         let latency = self.spec.disk.as_ref().map_or(0, |d| d.latency_ns);
         let disks = self
             .nodes
             .iter()
             .filter_map(|n| n.vm.as_ref().filter(|v| !v.has_exited()))
             .filter_map(|v| v.pending_disk().first().map(|r| r.submitted.saturating_add(latency)));
-        runs.chain(restarts).chain(net).chain(disks).min()
+        runs.chain(restarts).chain(net).chain(host).chain(disks).min()
     }
 
     /// Every action due by `horizon`, in the fixed order the strategy
@@ -337,6 +385,11 @@ impl Execution<'_> {
                 if vm.requested() <= horizon {
                     into.push(Enabled::run(i, vm.requested()));
                 }
+            }
+        }
+        if let Some(h) = &self.host {
+            if let Some(due) = h.due().filter(|&t| t <= horizon) {
+                into.push(Enabled::run_host(h.node().get(), due));
             }
         }
         if let Some(ns) = &self.net {
@@ -363,14 +416,17 @@ impl Execution<'_> {
                 into.push(Enabled::restart(i, t));
             }
         }
-        // A crash is enabled while the workload runs, within the budget, on
-        // a node that has frames in flight or disk writes that are not yet
-        // durable: the moments when the rest of the cluster (or the disk)
-        // may hold something the node is about to lose (an acknowledgement
-        // sent before a replica has the write; a rename not yet synced).
-        // Offering it at every step instead would spend nearly all crashes
-        // on idle nodes and on boot.
-        if self.phase == Phase::Workload && self.crashes < self.spec.explore.max_crashes && !self.calm {
+        // A crash is enabled while the workload runs, within the budget,
+        // from a virtual time drawn uniformly over the first `crash_span` of
+        // the workload (so crashes spread over the run instead of piling up
+        // at its first opportunities), on a node with something at stake:
+        // frames in flight (the rest of the cluster may already believe
+        // something the node is about to lose, such as an acknowledgement
+        // sent before a replica has the write) or disk writes that are not
+        // yet durable. Offering a crash at every step would spend nearly
+        // all of them on idle nodes.
+        let crash_time = self.crash_not_before.is_some_and(|t| self.now >= t);
+        if crash_time && self.crashes < self.spec.explore.max_crashes && !self.calm {
             for &i in &self.spec.explore.crashable {
                 let n = &self.nodes[i];
                 let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
@@ -392,6 +448,10 @@ impl Execution<'_> {
             Action::Deliver(id) => {
                 let ns = self.net.as_mut().expect("deliveries come from the network");
                 let Some(d) = ns.take(id) else { return Ok(()) };
+                if let Some(h) = self.host.as_mut().filter(|h| h.node() == d.to) {
+                    h.deliver(now, &d, &mut self.trace);
+                    return Ok(());
+                }
                 let (to, from) = (d.to.index(), d.from.get());
                 if !self.nodes[to].is_up() {
                     self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: "node down".into() });
@@ -447,6 +507,7 @@ impl Execution<'_> {
                 self.record_disk(i);
             }
             Action::Run(i) => self.run_node(i)?,
+            Action::RunHost => self.run_host()?,
         }
         Ok(())
     }
@@ -562,6 +623,16 @@ impl Execution<'_> {
         Ok(())
     }
 
+    /// The workload passed: send the invariants and liveness checks.
+    fn start_checks(&mut self) -> Result<(), EngineError> {
+        self.phase = Phase::Checks { done: 0 };
+        let spec = self.spec;
+        for (cmd, n) in spec.invariants.iter().chain(&spec.liveness) {
+            self.command(*n, cmd)?;
+        }
+        Ok(())
+    }
+
     /// Reacts to one agent message; may decide the verdict.
     fn on_agent_message(&mut self, from: usize, msg: AgentMsg) -> Result<(), EngineError> {
         let name = self.nodes[from].name.clone();
@@ -590,11 +661,7 @@ impl Execution<'_> {
                         self.fail(FailureKind::Workload, Some(from), what);
                         return Ok(());
                     }
-                    self.phase = Phase::Checks { done: 0 };
-                    let spec = self.spec;
-                    for (cmd, n) in spec.invariants.iter().chain(&spec.liveness) {
-                        self.command(*n, cmd)?;
-                    }
+                    self.start_checks()?;
                 } else if let Phase::Checks { done } = self.phase {
                     let ok = status == 0;
                     self.trace.push(now, node, EventKind::Invariant { name: command.clone(), ok });

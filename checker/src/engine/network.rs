@@ -31,10 +31,6 @@ pub struct NetworkSpec {
     pub pcap_dir: Option<PathBuf>,
 }
 
-/// Random partitions (`partitions = true`): the gap before each and its
-/// length are drawn uniformly from these ranges (ns).
-const RANDOM_GAP: (u64, u64) = (5_000_000_000, 20_000_000_000);
-const RANDOM_LENGTH: (u64, u64) = (1_000_000_000, 10_000_000_000);
 
 #[derive(Debug, Clone)]
 enum Fault {
@@ -52,17 +48,22 @@ pub(super) struct NetState {
     /// Ids for frames that were lost (they have no delivery id); the top bit
     /// keeps them apart from netsim's.
     lost_ids: u64,
+    /// Every node of the network, the host client (if any) included.
     nodes: u16,
-}
-
-fn uniform(rng: &mut Xoshiro256PlusPlus, (lo, hi): (u64, u64)) -> u64 {
-    lo + rng.next_u64() % (hi - lo + 1)
+    /// The host client's node, named `host` in partition descriptions.
+    host: Option<NodeId>,
 }
 
 /// "{n1} | {n2,n3}" or "{n1} -> {n2,n3} cut".
 pub fn describe(p: &Partition) -> String {
+    describe_named(p, None)
+}
+
+/// [`describe`], with the host client's node (if any) called `host`.
+fn describe_named(p: &Partition, host: Option<NodeId>) -> String {
+    let name = |n: &NodeId| if Some(*n) == host { "host".to_string() } else { n.to_string() };
     let set = |s: &std::collections::BTreeSet<NodeId>| {
-        format!("{{{}}}", s.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(","))
+        format!("{{{}}}", s.iter().map(name).collect::<Vec<_>>().join(","))
     };
     match p {
         Partition::Symmetric { groups } => groups.iter().map(set).collect::<Vec<_>>().join(" | "),
@@ -72,6 +73,11 @@ pub fn describe(p: &Partition) -> String {
 
 /// A random partition of `n` nodes: isolate one node, split in two, or cut
 /// one node's outgoing links.
+///
+/// With a host-side workload `n` counts the host client too (node N+1), so
+/// the seed may cut the client off from some or all of the cluster, or
+/// split it from the servers it talks to: what a real client sees when its
+/// network fails, and the same exposure a guest workload node has.
 fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16) -> Partition {
     let node = |i: u16| NodeId::new(i).expect("node ids are 1..=n");
     let pick = 1 + (rng.next_u64() % u64::from(n)) as u16;
@@ -94,7 +100,10 @@ fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16) -> Partition {
 }
 
 impl NetState {
-    pub fn new(spec: &NetworkSpec, nodes: u16, seed: u64, time_limit: u64) -> std::io::Result<NetState> {
+    /// A network of `nodes` nodes; `host` is the host-side client's node
+    /// (the last one) when the workload runs on the host: it takes part in
+    /// random partitions like any node, and its capture is `host.pcap`.
+    pub fn new(spec: &NetworkSpec, nodes: u16, host: Option<NodeId>, seed: u64, time_limit: u64) -> std::io::Result<NetState> {
         let net = Network::new(&spec.config, nodes).map_err(|e| std::io::Error::other(e.to_string()))?;
         // Separate streams: a change in how many frames a guest sends must
         // not shift the partition timeline.
@@ -108,11 +117,12 @@ impl NetState {
         if spec.config.partitions && nodes > 1 {
             let mut t = 0u64;
             loop {
-                t = t.saturating_add(uniform(&mut fault_rng, RANDOM_GAP));
+                // At least 1 ms apart, so a zero draw cannot loop forever.
+                t = t.saturating_add(spec.config.partition_gap.sample(&mut fault_rng).max(1_000_000));
                 if t >= time_limit {
                     break;
                 }
-                let len = uniform(&mut fault_rng, RANDOM_LENGTH);
+                let len = spec.config.partition_length.sample(&mut fault_rng).max(1_000_000);
                 faults.push((t, Fault::Start(random_partition(&mut fault_rng, nodes))));
                 t = t.saturating_add(len);
                 faults.push((t, Fault::Heal));
@@ -122,9 +132,9 @@ impl NetState {
         faults.sort_by_key(|(t, _)| *t);
         let capture = match &spec.pcap_dir {
             None => None,
-            Some(dir) => Some(open_capture(dir, nodes)?),
+            Some(dir) => Some(open_capture(dir, nodes, host)?),
         };
-        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, nodes })
+        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, nodes, host })
     }
 
     /// The earliest pending network event (delivery or fault).
@@ -180,7 +190,7 @@ impl NetState {
         self.next_fault += 1;
         match fault {
             Fault::Start(p) => {
-                let description = describe(&p);
+                let description = describe_named(&p, self.host);
                 let dropped = self.net.partition(p).unwrap_or(0);
                 let text = if dropped > 0 { format!("{description} ({dropped} frames in flight lost)") } else { description };
                 trace.push(now, crate::trace::ENGINE, EventKind::Partition { description: text });
@@ -206,35 +216,43 @@ impl NetState {
     /// of each copy.
     pub fn transmit(&mut self, from: NodeId, frames: Vec<TxFrame>, trace: &mut Trace) {
         for f in frames {
-            if let Some(c) = &mut self.capture {
-                let _ = c.on_send(f.time, from, &f.bytes);
+            self.send_frame(from, f.time, &f.bytes, trace);
+        }
+    }
+
+    /// Like [`NetState::transmit`] for frames that carry no time of their
+    /// own (the host client's): all were sent at `now`.
+    pub fn transmit_frames(&mut self, from: NodeId, now: u64, frames: Vec<Vec<u8>>, trace: &mut Trace) {
+        for f in frames {
+            self.send_frame(from, now, &f, trace);
+        }
+    }
+
+    fn send_frame(&mut self, from: NodeId, time: u64, bytes: &[u8], trace: &mut Trace) {
+        if let Some(c) = &mut self.capture {
+            let _ = c.on_send(time, from, bytes);
+        }
+        let summary = summarize(bytes);
+        let scheduled = self.net.send(time, from, bytes, &mut self.rng);
+        let len = bytes.len() as u32;
+        for d in &scheduled {
+            trace.push(time, from.get(), EventKind::Send { id: d.id.0, to: d.to.get(), len, summary: summary.clone() });
+        }
+        // Destinations with no scheduled copy lost the frame.
+        let wanted: Vec<NodeId> = match netsim::destination(bytes) {
+            Ok(Destination::Unicast(to)) if to != from && to.get() <= self.nodes => vec![to],
+            Ok(Destination::Broadcast) => NodeId::all(self.nodes).filter(|&n| n != from).collect(),
+            _ => vec![],
+        };
+        for to in wanted {
+            if scheduled.iter().any(|d| d.to == to) {
+                continue;
             }
-            let summary = summarize(&f.bytes);
-            let scheduled = self.net.send(f.time, from, &f.bytes, &mut self.rng);
-            let len = f.bytes.len() as u32;
-            for d in &scheduled {
-                trace.push(
-                    f.time,
-                    from.get(),
-                    EventKind::Send { id: d.id.0, to: d.to.get(), len, summary: summary.clone() },
-                );
-            }
-            // Destinations with no scheduled copy lost the frame.
-            let wanted: Vec<NodeId> = match netsim::destination(&f.bytes) {
-                Ok(Destination::Unicast(to)) if to != from && to.get() <= self.nodes => vec![to],
-                Ok(Destination::Broadcast) => NodeId::all(self.nodes).filter(|&n| n != from).collect(),
-                _ => vec![],
-            };
-            for to in wanted {
-                if scheduled.iter().any(|d| d.to == to) {
-                    continue;
-                }
-                self.lost_ids += 1;
-                let id = (1 << 63) | self.lost_ids;
-                let cause = if self.net.is_blocked(from, to) { "partition" } else { "loss" };
-                trace.push(f.time, from.get(), EventKind::Send { id, to: to.get(), len, summary: summary.clone() });
-                trace.push(f.time, from.get(), EventKind::Drop { id, to: to.get(), cause: cause.into() });
-            }
+            self.lost_ids += 1;
+            let id = (1 << 63) | self.lost_ids;
+            let cause = if self.net.is_blocked(from, to) { "partition" } else { "loss" };
+            trace.push(time, from.get(), EventKind::Send { id, to: to.get(), len, summary: summary.clone() });
+            trace.push(time, from.get(), EventKind::Drop { id, to: to.get(), cause: cause.into() });
         }
     }
 
@@ -251,11 +269,13 @@ impl NetState {
     }
 }
 
-fn open_capture(dir: &Path, nodes: u16) -> std::io::Result<Capture<BufWriter<File>>> {
+/// `n1.pcap` .. `nN.pcap`, `host.pcap` for the host client, `network.pcap`.
+fn open_capture(dir: &Path, nodes: u16, host: Option<NodeId>) -> std::io::Result<Capture<BufWriter<File>>> {
     std::fs::create_dir_all(dir)?;
     let mut c = Capture::new();
     for n in NodeId::all(nodes) {
-        c.add_node(n, BufWriter::new(File::create(dir.join(format!("{n}.pcap")))?))?;
+        let name = if Some(n) == host { "host.pcap".to_string() } else { format!("{n}.pcap") };
+        c.add_node(n, BufWriter::new(File::create(dir.join(name))?))?;
     }
     c.set_network(BufWriter::new(File::create(dir.join("network.pcap"))?))?;
     Ok(c)

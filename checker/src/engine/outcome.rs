@@ -74,6 +74,8 @@ pub struct ExecutionResult {
     pub grants: u64,
     /// Memory (PSS, KiB) of each node's host processes at the end.
     pub node_memory_kib: Vec<u64>,
+    /// Bytes simcluster holds for each node's disk at the end (0 without).
+    pub disk_storage_bytes: Vec<u64>,
     /// netsim's counters (sent, delivered, dropped by cause, ...).
     pub network: Option<serde_json::Value>,
     /// The strategy's choices that differ from the default scheduler's,

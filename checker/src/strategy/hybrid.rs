@@ -35,7 +35,8 @@ pub struct HybridDfs {
 }
 
 impl HybridDfs {
-    pub fn new(seed: u64, depth: u64, horizon: u64) -> HybridDfs {
+    /// `weights`: the random prefix's walk.
+    pub fn new(seed: u64, depth: u64, horizon: u64, weights: KindWeights) -> HybridDfs {
         let mut h = HybridDfs {
             seed,
             horizon: horizon.max(1),
@@ -43,7 +44,7 @@ impl HybridDfs {
             round: 0,
             prefix: 0,
             dpor: Dpor::new(dependent as DepFn),
-            walk: RandomWalk::new(seed, KindWeights::default()),
+            walk: RandomWalk::new(seed, weights),
             stopped: false,
         };
         h.start_round(0);
@@ -127,7 +128,7 @@ mod tests {
     #[test]
     fn independent_nodes_need_one_execution_per_round() {
         // Runs of different nodes commute: DPOR explores one order per round.
-        let mut h = HybridDfs::new(3, 4, 3);
+        let mut h = HybridDfs::new(3, 4, 3, KindWeights::default());
         let mut rounds = BTreeSet::new();
         for e in 0..6 {
             assert!(h.begin_execution(e));
@@ -139,13 +140,13 @@ mod tests {
 
     #[test]
     fn executions_in_a_round_share_the_prefix() {
-        let mut h = HybridDfs::new(11, 0, 4);
+        let mut h = HybridDfs::new(11, 0, 4, KindWeights::default());
         h.begin_execution(0);
         let a = run(&mut h);
         let (round, prefix) = h.round();
         // Depth 0: each round is one execution; replaying the round's walk
         // gives the same prefix.
-        let mut again = HybridDfs::new(11, 0, 4);
+        let mut again = HybridDfs::new(11, 0, 4, KindWeights::default());
         again.begin_execution(0);
         assert_eq!(again.round(), (round, prefix));
         assert_eq!(run(&mut again), a);

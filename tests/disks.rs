@@ -1,0 +1,133 @@
+//! Data disks with real guests on ext4: power loss is an engine action, the
+//! crash state of the disk is a choice enumerated per crash point, and what
+//! a program did right or wrong shows after the restart.
+//!
+//! guest-images/examples/rename-safe and rename-unsafe: n2 replaces a file
+//! (write, fsync, rename, fsync the directory; or write and rename only),
+//! acknowledges the update to n1, and may lose power; after the restart n1
+//! checks that the acknowledged content survived.
+
+mod common;
+use common::*;
+
+use std::path::PathBuf;
+use std::sync::Once;
+
+fn examples() -> Option<PathBuf> {
+    static BUILD: Once = Once::new();
+    let dir = repo().join("guest-images/examples");
+    BUILD.call_once(|| {
+        let _ = std::process::Command::new("sh").arg(dir.join("build.sh")).output();
+    });
+    if dir.join("rename-safe/safefile").is_file() {
+        Some(dir)
+    } else {
+        println!("skipping: the example programs could not be built (is gcc with static libc installed?)");
+        None
+    }
+}
+
+#[test]
+fn a_correct_rename_keeps_old_or_new_content_in_every_crash_state() {
+    let Some(ex) = examples() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(&ex.join("rename-safe"), out.path(), &["--executions", "4", "--seed", "3"]);
+    assert_eq!(r.code, 0, "a crash state broke the correct program: {r:?}");
+    let j = r.json();
+    let points = j["crash_points"].as_array().unwrap();
+    assert!(!points.is_empty(), "no execution crashed the writer: {j}");
+    let mut explored = 0;
+    for p in points {
+        let (states, n) = (p["states"].as_u64().unwrap(), p["explored"].as_u64().unwrap());
+        assert!(p["states_exact"].as_bool().unwrap());
+        assert!(states >= 1 && states <= 16, "{p}");
+        assert_eq!(n, states, "every crash state of a small crash point is explored: {p}");
+        explored += n;
+    }
+    assert_eq!(j["crash_states_explored"].as_u64().unwrap(), explored);
+    assert!(j["executions"].as_u64().unwrap() >= explored, "{j}");
+    assert!(j["disk_storage_per_node_kib"].as_f64().unwrap() > 0.0, "{j}");
+    // The guest mounted its disk and ext4 replayed its journal after the crash.
+    let logs: String = ["n1", "n2"]
+        .iter()
+        .map(|n| std::fs::read_to_string(out.path().join(format!("last/console-{n}.log"))).unwrap())
+        .collect();
+    assert!(logs.contains("EXT4-fs (vda): mounted filesystem"), "{logs}");
+}
+
+#[test]
+fn a_rename_without_fsync_loses_an_acknowledged_update_and_replays() {
+    let Some(ex) = examples() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(&ex.join("rename-unsafe"), out.path(), &["--executions", "6", "--until-failure"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    let msg = j["failure"]["message"].as_str().unwrap();
+    assert!(msg.contains("PROPERTY VIOLATED"), "{msg}");
+    assert!(j["crashes"].as_u64().unwrap() == 1, "{j}");
+    let file = j["failure_file"].as_str().unwrap();
+    let trace = std::fs::read_to_string(PathBuf::from(file).with_file_name("trace.jsonl")).unwrap();
+    assert!(trace.contains("\"event\":\"crash\"") && trace.contains("crash state"), "the crash state is in the trace");
+    assert!(trace.contains("\"event\":\"disk\"") && trace.contains("\"op\":\"flush\""));
+    for _ in 0..2 {
+        let rep = run(&["replay", "--quiet", file, "--out", out.path().to_str().unwrap()]);
+        assert_eq!(rep.code, 0, "{rep:?}");
+        assert_eq!(rep.json()["trace_hash"], j["trace_hash"]);
+    }
+}
+
+#[test]
+fn crashes_and_crash_states_are_deterministic() {
+    let Some(ex) = examples() else { return };
+    let hashes: Vec<(String, String)> = (0..5)
+        .map(|_| {
+            let out = tempfile::tempdir().unwrap();
+            let r = run_cluster(&ex.join("rename-safe"), out.path(), &["--seed", "5"]);
+            assert_eq!(r.code, 0, "{r:?}");
+            let j = r.json();
+            (j["trace_hash"].as_str().unwrap().to_string(), j["crash_points"].to_string())
+        })
+        .collect();
+    for h in &hashes[1..] {
+        assert_eq!(h, &hashes[0]);
+    }
+}
+
+#[test]
+fn a_guest_sees_a_synced_file_on_its_disk() {
+    // No crash: data written and synced is read back through the page
+    // cache, and the disk is the size cluster.toml asked for.
+    let d = simple(
+        1,
+        None,
+        "echo hello > /data/x && sync && test \"$(cat /data/x)\" = hello && df -m /data | tail -1",
+        "[disk]\nsize_mb = 32\nmount = \"/data\"\n",
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let log = std::fs::read_to_string(out.path().join("last/console-n1.log")).unwrap();
+    assert!(log.contains("/dev/vda"), "{log}");
+    let trace = std::fs::read_to_string(out.path().join("last/trace.jsonl")).unwrap();
+    assert!(trace.contains("\"op\":\"write\"") && trace.contains("\"op\":\"flush\""), "sync reached the disk");
+}
+
+#[test]
+fn bad_disk_and_crash_settings_are_rejected() {
+    for (extra, needle) in [
+        ("[disk]\nsize_mb = 1\nmount = \"/data\"\n", "size_mb"),
+        ("[disk]\nsize_mb = 32\nmount = \"data\"\n", "mount"),
+        ("[disk]\nsize_mb = 32\nmount = \"/proc/x\"\n", "mount"),
+        ("[disk]\nsize_mb = 32\nmount = \"/data\"\nlatency = \"soon\"\n", "latency"),
+        ("[faults.crash]\nmax = 1\nnodes = [\"n1\"]\n", "workload"),
+        ("[faults.crash]\nmax = 1\nnodes = [\"n9\"]\n", "n9"),
+        ("[faults.crash]\nmax = 1\nrestart_after = \"x\"\n", "restart_after"),
+    ] {
+        let d = simple(2, None, "true", extra);
+        let out = tempfile::tempdir().unwrap();
+        let r = run_cluster(d.path(), out.path(), &[]);
+        assert_eq!(r.code, 2, "{extra}: {r:?}");
+        assert!(r.stderr.contains("cluster.toml") && r.stderr.contains(needle), "{extra}: {}", r.stderr);
+        assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "nothing written");
+    }
+}
