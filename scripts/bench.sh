@@ -51,3 +51,21 @@ print(f"  execution: {med('virtual_seconds'):.1f} virtual s in {med('wall_second
 print(f"  memory per node (PSS of its host processes): {med('memory_per_node_mib'):.1f} MiB")
 print(f"  failures: {sum(r['failures'] for r in runs)}")
 PY
+
+# Disks and crash states end to end: rename-safe crashes its writer once per
+# execution and runs every crash state of the crash point (one execution
+# each). Figures: crash states explored per wall second, simcluster's
+# storage per node's disk (overlay of written blocks + cache + write log;
+# the 16 MiB base image is shared by every node and execution).
+guest-images/examples/build.sh 2>/dev/null
+$bin run --quiet --images guest-images/examples/rename-safe --executions "${BENCH_DISK_EXECUTIONS:-6}" --out "$tmp/disk" | tail -1 > "$tmp/disk.json"
+python3 - "$tmp/disk.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+e = r["crash_states_explored"]
+print(f"rename-safe (ext4 data disk, power loss of n2): {r['executions']} executions, {e} crash states explored "
+      f"in {r['wall_seconds']:.1f} s wall: {e / r['wall_seconds']:.2f} crash states/s end to end, "
+      f"{r['executions_per_hour']:.0f} executions/hour")
+print(f"  disk storage per node: {r['disk_storage_per_node_kib']:.0f} KiB; failures: {r['failures']}")
+PY
+echo "crash-state enumeration alone (no guests): cargo bench -p disksim"

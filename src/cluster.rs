@@ -28,6 +28,9 @@ pub struct ClusterFile {
     pub explore: ExploreSection,
     /// A data disk per node (absent: nodes have none).
     pub disk: Option<DiskSection>,
+    /// Host-side checks.
+    #[serde(default)]
+    pub check: CheckSection,
     #[serde(default)]
     pub faults: FaultsSection,
 }
@@ -89,6 +92,16 @@ pub struct DiskSection {
     /// them explored (an execution per state); above it one state is drawn
     /// from the seed. Default 16.
     pub enumerate: Option<u64>,
+}
+
+/// `[check]`: properties simcluster checks itself, on the host.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSection {
+    /// Node whose console prints a client history (JSON lines of
+    /// invoke/ok/fail/info events between `@history begin` and
+    /// `@history end`); it must be linearizable for a key-value register.
+    pub history: Option<String>,
 }
 
 /// `[explore]`: how much freedom the strategy has.
@@ -269,6 +282,8 @@ pub struct Cluster {
     pub time_limit_ns: Option<u64>,
     /// (name, 0-based node, polling script) for every `[[liveness]]`.
     pub liveness: Vec<(String, usize, String)>,
+    /// `[check] history`, 0-based.
+    pub history_node: Option<usize>,
     /// `[disk]`, checked: (size MiB, mount path, latency ns, torn, enumerate).
     pub disk: Option<DiskSettings>,
     /// `[faults.crash]` and `[explore]`, checked (`calm_from` is the run's).
@@ -511,6 +526,12 @@ impl Cluster {
                 })
             }
         };
+        let history_node = match &spec.check.history {
+            None => None,
+            Some(name) => Some(parse_node_name(name, n).ok_or_else(|| {
+                invalid(format!("[check] history = {name:?}: no such node (nodes are n1..n{n})"))
+            })?),
+        };
         let explore = checker::engine::ExploreSpec {
             window_ns,
             max_crashes: crash.max,
@@ -606,6 +627,7 @@ impl Cluster {
             invariants,
             time_limit_ns,
             liveness,
+            history_node,
             disk,
             explore,
             partitions,

@@ -337,6 +337,7 @@ pub(crate) fn spec_for(
             pcap_dir: Some(scratch.join("pcap")),
         }),
         disk: disk.clone(),
+        history_node: cluster.history_node,
         explore,
     }
 }

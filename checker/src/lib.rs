@@ -1,5 +1,6 @@
 //! checker
 pub mod history;
+pub mod history_check;
 pub mod linearizability;
 pub mod shrink;
 pub mod failure_file;

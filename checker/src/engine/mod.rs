@@ -113,6 +113,10 @@ pub struct ExecutionSpec {
     pub scratch: PathBuf,
     /// The simulated network; `None`: nodes have loopback only.
     pub network: Option<NetworkSpec>,
+    /// 0-based node whose console carries a client history (between
+    /// `@history begin` and `@history end`) that simcluster checks for
+    /// linearizability after a passing execution.
+    pub history_node: Option<usize>,
     /// Every node's data disk; `None`: no disks.
     pub disk: Option<DiskSpec>,
     pub explore: ExploreSpec,
@@ -327,6 +331,9 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             ex.trace.push(now, (i + 1) as u16, EventKind::Console { text: line });
         }
     }
+    if let (Some(node), None | Some(Verdict::Pass)) = (spec.history_node, &ex.verdict) {
+        check_history(&mut ex, node);
+    }
     Ok(ExecutionResult {
         verdict: ex.verdict.unwrap_or(Verdict::Pass),
         trace_hash: ex.trace.hash(),
@@ -344,6 +351,31 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         crashes: ex.crashes,
         crash_points: ex.crash_points,
     })
+}
+
+/// The host-side linearizability check of the history `node` printed; its
+/// verdict goes into the trace as the invariant `history-linearizable`.
+fn check_history(ex: &mut Execution, node: usize) {
+    use crate::history_check::HistoryVerdict as H;
+    let node_no = (node + 1) as u16;
+    let verdict = crate::history_check::check_history(ex.trace.events(), node_no);
+    let name = "history-linearizable".to_string();
+    let (ok, note) = match &verdict {
+        H::Linearizable { ops, ok, info, fail } => {
+            (true, format!("history: {ops} operations ({ok} ok, {info} info, {fail} fail) are linearizable"))
+        }
+        H::Violation(why) => (false, format!("history is not linearizable: {why}")),
+        H::Missing => (false, "no history: the node printed no \"@history begin\" .. \"@history end\" block".into()),
+        H::Malformed(why) => (false, format!("the history cannot be read: {why}")),
+        H::Unknown(why) => (false, format!("the linearizability check could not decide: {why}")),
+    };
+    let now = ex.now;
+    ex.trace.push(now, crate::trace::ENGINE, EventKind::Note { text: note.lines().next().unwrap_or("").to_string() });
+    ex.trace.push(now, node_no, EventKind::Invariant { name, ok });
+    if !ok {
+        let what = format!("[check] history on {}: {note}", ex.nodes[node].name);
+        ex.verdict = Some(Verdict::Fail(Failure::new(FailureKind::Linearizability, Some(ex.nodes[node].name.clone()), now, what)));
+    }
 }
 
 impl Execution<'_> {

@@ -27,6 +27,9 @@ pub enum FailureKind {
     TimeLimit,
     /// A liveness predicate was still false at its deadline.
     Liveness,
+    /// The host-side check found the recorded client history not
+    /// linearizable (or could not read it).
+    Linearizability,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,0 +1,62 @@
+//! `[check] history`: simcluster checks a client history that a guest
+//! printed on its console, on the host, for linearizability.
+
+mod common;
+use common::*;
+
+/// A workload that prints `lines` as its history block.
+fn printing(lines: &[&str]) -> tempfile::TempDir {
+    let mut cmd = String::from("echo '@history begin'; ");
+    for l in lines {
+        cmd.push_str(&format!("echo '{l}'; "));
+    }
+    cmd.push_str("echo '@history end'");
+    simple(1, None, &cmd, "[check]\nhistory = \"n1\"\n")
+}
+
+const W1: &str = r#"{"process":0,"type":"invoke","time":1000,"f":"write","key":"x","value":1}"#;
+const W1_OK: &str = r#"{"process":0,"type":"ok","time":2000,"f":"write","key":"x","value":1}"#;
+const R: &str = r#"{"process":1,"type":"invoke","time":3000,"f":"read","key":"x"}"#;
+
+#[test]
+fn a_linearizable_history_passes() {
+    let d = printing(&[W1, W1_OK, R, r#"{"process":1,"type":"ok","time":4000,"f":"read","key":"x","value":1}"#]);
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let trace = std::fs::read_to_string(out.path().join("last/trace.jsonl")).unwrap();
+    assert!(trace.contains("2 operations (2 ok, 0 info, 0 fail) are linearizable"), "{trace}");
+}
+
+#[test]
+fn a_stale_read_fails_with_the_checkers_explanation_and_replays() {
+    let d = printing(&[W1, W1_OK, R, r#"{"process":1,"type":"ok","time":4000,"f":"read","key":"x","value":0}"#]);
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let f = &r.json()["failure"];
+    assert_eq!(f["kind"], "linearizability");
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.contains("key \"x\" is not linearizable") && msg.contains("Longest linearizable prefix"), "{msg}");
+    let file = r.json()["failure_file"].as_str().unwrap().to_string();
+    let rep = run(&["replay", "--quiet", &file, "--out", out.path().to_str().unwrap()]);
+    assert_eq!(rep.code, 0, "{rep:?}");
+}
+
+#[test]
+fn a_missing_history_is_a_failure_not_a_pass() {
+    let d = simple(1, None, "echo no history", "[check]\nhistory = \"n1\"\n");
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.json()["failure"]["message"].as_str().unwrap().contains("no history"), "{r:?}");
+}
+
+#[test]
+fn an_unknown_history_node_is_bad_input() {
+    let d = simple(1, None, "true", "[check]\nhistory = \"n7\"\n");
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("cluster.toml") && r.stderr.contains("[check] history"), "{}", r.stderr);
+}
