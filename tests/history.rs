@@ -39,6 +39,8 @@ fn a_stale_read_fails_with_the_checkers_explanation_and_replays() {
     let msg = f["message"].as_str().unwrap();
     assert!(msg.contains("key \"x\" is not linearizable") && msg.contains("Longest linearizable prefix"), "{msg}");
     let file = r.json()["failure_file"].as_str().unwrap().to_string();
+    let history = std::fs::read_to_string(std::path::Path::new(&file).with_file_name("history.jsonl")).unwrap();
+    assert_eq!(history.lines().count(), 4, "the checked history is kept beside the failure file: {history}");
     let rep = run(&["replay", "--quiet", &file, "--out", out.path().to_str().unwrap()]);
     assert_eq!(rep.code, 0, "{rep:?}");
 }

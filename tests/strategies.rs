@@ -10,29 +10,6 @@
 mod common;
 use common::*;
 
-use std::path::PathBuf;
-use std::sync::Once;
-
-/// Builds the examples' static C programs once; false (with a printed
-/// reason) when no C compiler is available.
-fn examples() -> Option<PathBuf> {
-    static BUILD: Once = Once::new();
-    let dir = repo().join("guest-images/examples");
-    BUILD.call_once(|| {
-        let st = std::process::Command::new("sh").arg(dir.join("build.sh")).output();
-        if let Ok(o) = &st {
-            if !o.status.success() {
-                println!("examples/build.sh failed: {}", String::from_utf8_lossy(&o.stderr));
-            }
-        }
-    });
-    if dir.join("crash-primary/pbkv").is_file() {
-        Some(dir)
-    } else {
-        println!("skipping: the example programs could not be built (is gcc with static libc installed?)");
-        None
-    }
-}
 
 /// Runs `strategy` on `example` for at most `bound` executions, stopping at
 /// the first failure; returns the 1-based execution that failed.
@@ -58,44 +35,34 @@ fn executions_to_find(example: &str, strategy: &str, bound: u64, extra: &[&str])
 
 const STRATEGIES: [&str; 4] = ["random", "pct", "delay", "dfs"];
 
-#[test]
-fn every_strategy_finds_the_crash_of_the_primary() {
+/// Every strategy finds `example`'s bug within `bound` executions.
+fn every_strategy_finds(example: &str, bound: u64) {
     if examples().is_none() {
         return;
     }
     for s in STRATEGIES {
-        executions_to_find("crash-primary", s, 12, &[]);
+        executions_to_find(example, s, bound, &[]);
     }
+}
+
+#[test]
+fn every_strategy_finds_the_crash_of_the_primary() {
+    every_strategy_finds("crash-primary", 12);
 }
 
 #[test]
 fn every_strategy_finds_the_reorder_bug() {
-    if examples().is_none() {
-        return;
-    }
-    for s in STRATEGIES {
-        executions_to_find("reorder", s, 4, &[]);
-    }
+    every_strategy_finds("reorder", 4);
 }
 
 #[test]
 fn every_strategy_finds_the_split_brain_under_partition() {
-    if examples().is_none() {
-        return;
-    }
-    for s in STRATEGIES {
-        executions_to_find("partition", s, 2, &[]);
-    }
+    every_strategy_finds("partition", 2);
 }
 
 #[test]
 fn every_strategy_finds_the_acknowledged_write_lost_by_rename_without_fsync() {
-    if examples().is_none() {
-        return;
-    }
-    for s in STRATEGIES {
-        executions_to_find("rename-unsafe", s, 6, &[]);
-    }
+    every_strategy_finds("rename-unsafe", 6);
 }
 
 #[test]

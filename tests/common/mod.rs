@@ -72,3 +72,36 @@ pub fn simple(nodes: u16, start: Option<&str>, workload: &str, extra: &str) -> t
         &[],
     )
 }
+
+/// Runs the cluster `n` times with the same arguments, checks each run with
+/// `check` (which sees the JSON line) and asserts every trace hash is equal.
+pub fn same_trace_every_time(dir: &Path, n: usize, args: &[&str], check: impl Fn(&Run, &serde_json::Value)) {
+    let mut hashes = Vec::new();
+    for _ in 0..n {
+        let out = tempfile::tempdir().unwrap();
+        let r = run_cluster(dir, out.path(), args);
+        let j = r.json();
+        check(&r, &j);
+        hashes.push(j["trace_hash"].as_str().unwrap().to_string());
+    }
+    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{hashes:#?}");
+}
+
+/// guest-images/examples with its C programs built (once per test binary);
+/// `None`, with a printed reason, when they cannot be built here.
+pub fn examples() -> Option<PathBuf> {
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    let dir = repo().join("guest-images/examples");
+    BUILD.call_once(|| match Command::new("sh").arg(dir.join("build.sh")).output() {
+        Ok(o) if !o.status.success() => println!("examples/build.sh failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => println!("examples/build.sh could not run: {e}"),
+        Ok(_) => {}
+    });
+    let built = ["crash-primary/pbkv", "rename-safe/safefile", "reorder/regkv", "partition/leader", "liveness/token"];
+    if built.iter().all(|b| dir.join(b).is_file()) {
+        Some(dir)
+    } else {
+        println!("skipping: the example programs could not be built (is gcc with static libc installed?)");
+        None
+    }
+}
