@@ -116,7 +116,7 @@ pub fn strategy_label(record: &FailureRecord<Decision>) -> String {
         .strategy
         .params
         .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "window_ns" | "max_crashes"))
+        .filter(|(k, _)| !matches!(k.as_str(), "window_ns" | "max_crashes" | "weights" | "crash_states"))
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     if params.is_empty() {

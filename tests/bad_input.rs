@@ -68,15 +68,19 @@ fn a_missing_or_garbage_failure_file() {
     let f = d.path().join("failure.json");
     std::fs::write(&f, "not a failure file").unwrap();
     assert_bad(&run(&["replay", f.to_str().unwrap()]), &["failure.json", "not a simcluster failure file"]);
+    // shrink reads failure files the same way.
+    let out = d.path().join("out");
+    assert_bad(&run(&["shrink", f.to_str().unwrap(), "--out", out.to_str().unwrap()]), &["failure.json"]);
+    assert!(!out.exists(), "nothing written");
 }
 
 #[test]
 fn help_teaches() {
     let r = run(&["run", "--help"]);
     assert_eq!(r.code, 0);
-    for word in ["--seed", "--executions", "--time-limit", "--out", "--runtime", "--strategy"] {
+    for word in ["--seed", "--executions", "--time-limit", "--out", "--runtime", "--strategy", "--time-budget", "--depth", "--window"] {
         assert!(r.stdout.contains(word), "run --help lacks {word}");
     }
     let r = run(&["--help"]);
-    assert!(r.stdout.contains("Exit codes") && r.stdout.contains("replay"), "{r:?}");
+    assert!(r.stdout.contains("Exit codes") && r.stdout.contains("replay") && r.stdout.contains("shrink"), "{r:?}");
 }
