@@ -40,6 +40,7 @@ mod error;
 pub mod host;
 pub mod linux;
 pub mod mmio;
+pub mod node;
 pub mod ports;
 pub mod probe;
 pub mod snapshot;

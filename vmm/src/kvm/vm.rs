@@ -411,6 +411,10 @@ impl MicroVm {
     pub fn mmio_mut(&mut self) -> &mut MmioBus {
         &mut self.mmio
     }
+    /// The MMIO device at `base`, if it is a `T` (inspection).
+    pub fn mmio_ref<T: 'static>(&self, base: u64) -> Option<&T> {
+        self.mmio.device_ref(base)
+    }
     /// The port I/O devices.
     pub fn devices(&self) -> &PioBus {
         &self.bus
@@ -533,6 +537,38 @@ impl MicroVm {
             self.record(Ev::TimerJump, t, &[]);
         }
         true
+    }
+
+    /// For a halted vCPU: whether an interrupt can wake it at the current time (one is
+    /// pending, or the timer is due). Moves a due timer into the pending set.
+    pub fn wake_due(&mut self) -> bool {
+        self.collect_interrupts();
+        !self.pending.is_empty()
+    }
+
+    /// The armed timer's deadline, if any.
+    pub fn timer_deadline(&self) -> Option<u64> {
+        self.bus.clock.deadline()
+    }
+
+    /// Moves the clock of a halted vCPU forward to `t` (recorded like a timer jump),
+    /// also past an armed timer, which then fires late, at `t`: the engine granted the
+    /// node later than it asked, or an outside event reaches it. A running (not
+    /// halted) vCPU's clock only moves by its exits. Returns the clock.
+    pub fn advance_halted(&mut self, t: u64) -> u64 {
+        if self.halted && t > self.clock.now() {
+            self.clock.jump_to(t);
+            self.record(Ev::TimerJump, t, &[]);
+        }
+        self.clock.now()
+    }
+
+    /// Starts the clock of a VM that has not run yet at `t` (a node booted, or booted
+    /// again after a crash, at engine time `t`).
+    pub fn start_clock_at(&mut self, t: u64) {
+        if self.stats.exits == 0 && t > self.clock.now() {
+            self.clock.jump_to(t);
+        }
     }
 
     /// Whether the vCPU is halted, waiting for an interrupt.
