@@ -53,7 +53,7 @@ use super::error::KvmError;
 use super::linux::{LinuxBootBuilder, DEFAULT_CMDLINE};
 use super::ports::{BlkPort, NetPort};
 use super::virtio_mmio::{window_base, Signal, VirtioMmioTransport, WINDOW};
-use super::vm::{MicroVm, RunLimits, RunOutcome as VmOutcome};
+use super::vm::{MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
 use crate::runtime::{
     Delivered, DiskCompletion, DiskRequest, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome,
     TxFrame,
@@ -128,6 +128,11 @@ pub fn kernel_cmdline(cfg: &NodeConfig, net: bool, blk: bool) -> String {
     c
 }
 
+/// Whether `image` is a Linux kernel: a bzImage ("HdrS" at 0x202) or an ELF file.
+pub fn is_linux_kernel(image: &[u8]) -> bool {
+    image.starts_with(b"\x7fELF") || image.get(0x202..0x206) == Some(b"HdrS")
+}
+
 /// One KVM microVM node under the engine.
 pub struct KvmNode {
     id: u16,
@@ -146,19 +151,26 @@ pub struct KvmNode {
 }
 
 impl KvmNode {
-    /// Boots `cfg.kernel` (a bzImage or vmlinux) with `cfg.initrd` as its
-    /// initramfs, `cfg.mem_mb` of RAM, a network device when `cfg.net`, and `disk`.
+    /// Boots `cfg.kernel` with `cfg.mem_mb` of RAM, a network device when `cfg.net`,
+    /// and `disk`. A bzImage or ELF vmlinux boots as Linux with `cfg.initrd` as its
+    /// initramfs and [`kernel_cmdline`]; any other file is a flat microVM image (a
+    /// guest of vmm/guests, entered at [`super::arch::layout::LOAD_ADDR`] in long
+    /// mode), which gets no initrd nor command line.
     pub fn spawn(cfg: &NodeConfig, disk: Option<Disk>) -> Result<KvmNode, KvmNodeError> {
         let node = cfg.node_id;
         let kvm = |source| KvmNodeError::Kvm { node, source };
-        let cmdline = kernel_cmdline(cfg, cfg.net, disk.is_some());
-        let vm = LinuxBootBuilder::new(&cfg.kernel)
-            .memory_mib(u64::from(cfg.mem_mb))
-            .initrd(&cfg.initrd)
-            .cmdline(&cmdline)
-            .build()
-            .map_err(kvm)?;
-        KvmNode::new(node, vm, cfg.net, disk)
+        let image = super::vm::read_image(&cfg.kernel).map_err(kvm)?;
+        let vm = if is_linux_kernel(&image) {
+            let cmdline = kernel_cmdline(cfg, cfg.net, disk.is_some());
+            LinuxBootBuilder::new(&cfg.kernel)
+                .memory_mib(u64::from(cfg.mem_mb))
+                .initrd(&cfg.initrd)
+                .cmdline(&cmdline)
+                .build()
+        } else {
+            MicroVmBuilder::new().memory_mib(u64::from(cfg.mem_mb)).image(&image).build()
+        };
+        KvmNode::new(node, vm.map_err(kvm)?, cfg.net, disk)
     }
 
     /// Makes a node of a built VM (any guest: Linux, or a microVM guest that drives
@@ -494,6 +506,16 @@ mod tests {
         assert!(c.ends_with("NODE_ID=2 PEERS=n1,n2 quiet"), "{c}");
         let c = kernel_cmdline(&cfg(), false, false);
         assert!(!c.contains(":5") && !c.contains(":6") && c.contains(":7"), "{c}");
+    }
+
+    #[test]
+    fn linux_kernels_are_told_from_flat_images() {
+        let mut bz = vec![0u8; 0x300];
+        bz[0x202..0x206].copy_from_slice(b"HdrS");
+        assert!(is_linux_kernel(&bz));
+        assert!(is_linux_kernel(b"\x7fELF\x02\x01\x01"));
+        assert!(!is_linux_kernel(&[0xfa, 0xf4]));
+        assert!(!is_linux_kernel(&[]));
     }
 
     #[test]
