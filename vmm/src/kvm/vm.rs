@@ -411,6 +411,10 @@ impl MicroVm {
     pub fn mmio_mut(&mut self) -> &mut MmioBus {
         &mut self.mmio
     }
+    /// The MMIO windows: (device name, base, length).
+    pub fn mmio_windows(&self) -> Vec<(&'static str, u64, u64)> {
+        self.mmio.windows()
+    }
     /// The MMIO device at `base`, if it is a `T` (inspection).
     pub fn mmio_ref<T: 'static>(&self, base: u64) -> Option<&T> {
         self.mmio.device_ref(base)
