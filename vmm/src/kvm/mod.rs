@@ -45,6 +45,7 @@ pub mod ports;
 pub mod probe;
 pub mod snapshot;
 pub mod virtio_mmio;
+pub mod watchdog;
 mod vm;
 
 pub use devices::{DeviceEvent, PioBus, PioDevice, PowerPort, PvClock, Serial};

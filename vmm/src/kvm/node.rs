@@ -53,6 +53,7 @@ use super::error::KvmError;
 use super::linux::{LinuxBootBuilder, DEFAULT_CMDLINE};
 use super::ports::{BlkPort, NetPort};
 use super::virtio_mmio::{window_base, Signal, VirtioMmioTransport, WINDOW};
+use super::watchdog::Watchdog;
 use super::vm::{MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
 use crate::runtime::{
     Delivered, DiskCompletion, DiskRequest, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome,
@@ -148,6 +149,8 @@ pub struct KvmNode {
     completions: Vec<DiskCompletion>,
     /// The disk, once taken out of a dead node's device.
     disk: Option<Disk>,
+    /// Stops a grant whose guest runs past the wall-clock watchdog without exits.
+    watchdog: Watchdog,
 }
 
 impl KvmNode {
@@ -199,7 +202,6 @@ impl KvmNode {
         vm.mmio_mut().attach(ctl_base(), WINDOW, Box::new(ctl));
         Ok(KvmNode {
             id,
-            vm,
             requested: 0,
             exited: false,
             net,
@@ -208,6 +210,8 @@ impl KvmNode {
             pending: BTreeMap::new(),
             completions: Vec::new(),
             disk: None,
+            watchdog: Watchdog::new(vm.stop_flag()),
+            vm,
         })
     }
 
@@ -296,6 +300,53 @@ impl KvmNode {
         }
         Ok(())
     }
+    /// One grant (see [`NodeRuntime::grant_at`]), with the watchdog armed.
+    fn run_grant(&mut self, at: u64, watchdog: Duration, out: &mut Vec<GuestOutput>) -> Result<RunOutcome, NodeError> {
+        let began = Instant::now();
+        let start = self.vm.advance_halted(at.max(self.requested));
+        let until = start.saturating_add(GRANT_SLICE_NS);
+        loop {
+            if self.vm.is_halted() && !self.vm.wake_due() {
+                // Waits: for its timer, or for the engine.
+                self.requested = self.vm.timer_deadline().unwrap_or(IDLE).max(self.vm.now_ns());
+                return Ok(RunOutcome::Waiting { requested: self.requested });
+            }
+            if self.vm.now_ns() >= until {
+                self.requested = self.vm.now_ns();
+                return Ok(RunOutcome::Waiting { requested: self.requested });
+            }
+            if began.elapsed() > watchdog {
+                // The guest exits, but the grant outlived the watchdog.
+                return Ok(RunOutcome::Hung { wall: began.elapsed() });
+            }
+            // One exit at a time, so output and device effects carry their exit's time.
+            let limits = RunLimits { max_exits: Some(self.vm.stats().exits + 1), until_ns: Some(until) };
+            let r = self.vm.run(limits).map_err(|e| self.kvm_err(e));
+            let r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    self.exited = true;
+                    return Err(e);
+                }
+            };
+            self.collect(out)?;
+            match r {
+                VmOutcome::ExitLimit | VmOutcome::TimeLimit | VmOutcome::Halted => {}
+                VmOutcome::Interrupted => return Ok(RunOutcome::Hung { wall: began.elapsed() }),
+                VmOutcome::PoweredOff(code) => {
+                    self.exited = true;
+                    return Ok(RunOutcome::Exited { status: Some(code as i32), signal: None });
+                }
+                VmOutcome::Shutdown => {
+                    // A triple fault: the machine resets, as a panicking kernel with
+                    // reboot=k does; the node is gone.
+                    self.exited = true;
+                    return Ok(RunOutcome::Exited { status: None, signal: None });
+                }
+            }
+        }
+    }
+
 }
 
 impl NodeRuntime for KvmNode {
@@ -322,47 +373,12 @@ impl NodeRuntime for KvmNode {
         out: &mut Vec<GuestOutput>,
     ) -> Result<RunOutcome, NodeError> {
         assert!(!self.exited, "grant to an exited node");
-        let began = Instant::now();
-        let start = self.vm.advance_halted(at.max(self.requested));
-        let until = start.saturating_add(GRANT_SLICE_NS);
-        loop {
-            if self.vm.is_halted() && !self.vm.wake_due() {
-                // Waits: for its timer, or for the engine.
-                self.requested = self.vm.timer_deadline().unwrap_or(IDLE).max(self.vm.now_ns());
-                return Ok(RunOutcome::Waiting { requested: self.requested });
-            }
-            if self.vm.now_ns() >= until {
-                self.requested = self.vm.now_ns();
-                return Ok(RunOutcome::Waiting { requested: self.requested });
-            }
-            if began.elapsed() > watchdog {
-                return Ok(RunOutcome::Hung { wall: began.elapsed() });
-            }
-            // One exit at a time, so output and device effects carry their exit's time.
-            let limits = RunLimits { max_exits: Some(self.vm.stats().exits + 1), until_ns: Some(until) };
-            let r = self.vm.run(limits).map_err(|e| self.kvm_err(e));
-            let r = match r {
-                Ok(r) => r,
-                Err(e) => {
-                    self.exited = true;
-                    return Err(e);
-                }
-            };
-            self.collect(out)?;
-            match r {
-                VmOutcome::ExitLimit | VmOutcome::TimeLimit | VmOutcome::Halted => {}
-                VmOutcome::PoweredOff(code) => {
-                    self.exited = true;
-                    return Ok(RunOutcome::Exited { status: Some(code as i32), signal: None });
-                }
-                VmOutcome::Shutdown => {
-                    // A triple fault: the machine resets, as a panicking kernel with
-                    // reboot=k does; the node is gone.
-                    self.exited = true;
-                    return Ok(RunOutcome::Exited { status: None, signal: None });
-                }
-            }
-        }
+        self.watchdog.arm(watchdog);
+        let r = self.run_grant(at, watchdog, out);
+        self.watchdog.disarm();
+        // A kick that raced with the end of the grant must not stop the next one.
+        self.vm.stop_flag().store(false, std::sync::atomic::Ordering::SeqCst);
+        r
     }
 
     fn settle(&mut self, t: u64, _watchdog: Duration) -> Result<(), NodeError> {

@@ -155,6 +155,10 @@ pub enum RunOutcome {
     ExitLimit,
     /// [`RunLimits::until_ns`] reached.
     TimeLimit,
+    /// The stop flag ([`MicroVm::stop_flag`]) was set from another thread, which
+    /// signalled the vCPU thread out of KVM_RUN (the wall-clock watchdog,
+    /// [`super::watchdog`]): a host-timed stop, for reporting a hang only.
+    Interrupted,
 }
 
 /// Trace kinds folded into the hash.
@@ -300,6 +304,9 @@ pub struct MicroVm {
     pub(crate) stats: ExitStats,
     pub(crate) trace: Sha256,
     pub(crate) host: HostCaps,
+    /// Set from another thread to make [`MicroVm::run`] return
+    /// [`RunOutcome::Interrupted`] (see [`super::watchdog`]).
+    pub(crate) stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for MicroVm {
@@ -363,6 +370,7 @@ impl MicroVm {
             stats: ExitStats::default(),
             trace: Sha256::new(),
             host: HostCaps::detect(),
+            stop: Default::default(),
         })
     }
 
@@ -410,6 +418,11 @@ impl MicroVm {
     /// The MMIO bus (virtio-mmio transports are attached here).
     pub fn mmio_mut(&mut self) -> &mut MmioBus {
         &mut self.mmio
+    }
+    /// The flag that stops [`MicroVm::run`] from another thread (set it, then signal
+    /// the vCPU thread; [`super::watchdog::Watchdog`] does both).
+    pub fn stop_flag(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        self.stop.clone()
     }
     /// The MMIO windows: (device name, base, length).
     pub fn mmio_windows(&self) -> Vec<(&'static str, u64, u64)> {
@@ -590,6 +603,9 @@ impl MicroVm {
             if limits.until_ns.is_some_and(|t| self.clock.now() >= t) {
                 return Ok(RunOutcome::TimeLimit);
             }
+            if self.stop.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                return Ok(RunOutcome::Interrupted);
+            }
             if self.halted {
                 if let Some(outcome) = self.wait_halted(&limits)? {
                     return Ok(outcome);
@@ -648,6 +664,9 @@ impl MicroVm {
                 Ok(VcpuExit::FailEntry(reason, _)) => Exit::FailEntry(reason),
                 Ok(other) => Exit::Other(format!("{other:?}")),
                 Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
+                    if self.stop.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                        return Ok(RunOutcome::Interrupted);
+                    }
                     reenter = true;
                     continue;
                 }
