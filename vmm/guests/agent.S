@@ -14,22 +14,16 @@
     .text
     .globl _start
     .set NET, 0xd0000000
-    .set CTL, 0xd0002000
     .set VIRTIO, NET                 # for virtio.inc (its handler is unused)
     .set IRQS, 0x300000
     .set NODE, 0x300008
     .set NETSEEN, 0x300010
     .set CMDSEEN, 0x300018
     .set DONE, 0x300020
-    .set CTXN, 0x300028              # control-line messages sent
     .set NRXQ, 0x400000              # desc table; avail at +0x1000, used at +0x2000
     .set NTXQ, 0x410000
     .set NRXBUF, 0x420000
     .set NTXBUF, 0x430000
-    .set CRXQ, 0x440000
-    .set CTXQ, 0x450000
-    .set CRXBUF, 0x460000
-    .set CTXBUF, 0x470000            # message n at +n*0x100
     .set QSIZE, 8
     .set HDR, 12                     # virtio-net header (VERSION_1)
     .set FRAME, 60
@@ -37,40 +31,10 @@ _start:
     movq $0, NETSEEN
     movq $0, CMDSEEN
     movq $0, DONE
-    movq $0, CTXN
     lea net_irq(%rip), %rax
     mov $0x35, %edi
     call set_gate
-    lea ctl_irq(%rip), %rax
-    mov $0x37, %edi
-    call set_gate
-    # Control line: virtio-console, VERSION_1 only.
-    mov $CTL, %ebx
-    cmpl $3, 8(%rbx)                 # DeviceID: console
-    jne fail
-    movl $0, 0x70(%rbx)
-    movl $3, 0x70(%rbx)
-    movl $0, 0x24(%rbx)
-    movl $0, 0x20(%rbx)
-    movl $1, 0x24(%rbx)
-    movl $1, 0x20(%rbx)              # VIRTIO_F_VERSION_1
-    movl $0xb, 0x70(%rbx)
-    testl $8, 0x70(%rbx)
-    jz fail
-    mov $QSIZE, %edx
-    xor %edi, %edi
-    mov $CRXQ, %esi
-    call virtio_queue
-    mov $1, %edi
-    mov $CTXQ, %esi
-    call virtio_queue
-    movl $0xf, 0x70(%rbx)
-    movq $CRXBUF, CRXQ               # RX descriptor 0: 256 device-writable bytes
-    movl $256, CRXQ+8
-    movw $2, CRXQ+12
-    movw $0, CRXQ+0x1004
-    movw $1, CRXQ+0x1002
-    movl $0, 0x50(%rbx)
+    call ctl_init
     # Network: as guests/net.S.
     mov $NET, %ebx
     cmpl $1, 8(%rbx)
@@ -144,7 +108,7 @@ wait:
     call putc
 1:  cmpq $0, CMDSEEN
     jne 2f
-    cmpw $0, CRXQ+0x2002             # control used.idx
+    call ctl_got_cmd
     je 2f
     movq $1, CMDSEEN
     cmpb $0x72, CRXBUF               # 'r' of "run workload\n"
@@ -168,49 +132,10 @@ fail:
     mov $1, %eax
     call poweroff
 
-# ctl_send: write %ecx bytes at %rsi on the control line (TX queue 1),
-# descriptor and avail slot number CTXN. Clobbers %rax, %rcx, %rdi, %rsi.
-ctl_send:
-    push %rbx
-    mov CTXN, %rax
-    mov %rax, %rdi
-    shl $8, %rdi
-    add $CTXBUF, %rdi
-    mov %rdi, %rbx                   # buffer address
-    push %rcx
-    rep movsb
-    pop %rcx
-    mov %rax, %rdi
-    shl $4, %rdi
-    add $CTXQ, %rdi                  # descriptor
-    mov %rbx, (%rdi)
-    mov %ecx, 8(%rdi)
-    movw $0, 12(%rdi)
-    mov %rax, %rdi
-    shl $1, %rdi
-    mov %ax, CTXQ+0x1004(%rdi)       # avail.ring[n] = n
-    inc %rax
-    mov %rax, CTXN
-    mov %ax, CTXQ+0x1002             # avail.idx = n + 1
-    mov $CTL, %ebx
-    movl $1, 0x50(%rbx)              # QueueNotify(TX)
-    pop %rbx
-    ret
-
 net_irq:
     push %rax
     push %rbx
     mov $NET, %ebx
-    mov 0x60(%rbx), %eax
-    mov %eax, 0x64(%rbx)
-    pop %rbx
-    pop %rax
-    iretq
-
-ctl_irq:
-    push %rax
-    push %rbx
-    mov $CTL, %ebx
     mov 0x60(%rbx), %eax
     mov %eax, 0x64(%rbx)
     pop %rbx
@@ -227,3 +152,4 @@ got:    .asciz "got: "
 wdone:  .asciz "workload done\n"
     .include "common.inc"
     .include "virtio.inc"
+    .include "agent.inc"
