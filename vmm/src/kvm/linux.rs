@@ -4,9 +4,10 @@
 //!
 //! Needs hardware virtualization in practice: under PVM a stock kernel's ring-0 code is
 //! emulated and stops with an emulation failure (see DESIGN.md, "Measured facts").
-//! The devices are still the microVM's (serial, pvclock, power): a stock kernel gets a
-//! console on ttyS0 but no interrupt controller or timer it knows (a userspace
-//! PIC/LAPIC model is future work), so only its early boot is expected to work.
+//! The devices are the microVM's: serial (ttyS0), the legacy 8259A/8254 pair for the
+//! tick ([`super::legacy`]), pvclock and power ports; [`super::node::KvmNode`] adds the
+//! virtio-mmio devices and the initramfs. No local APIC/IO-APIC model: boot with
+//! `noapic nolapic` ([`DEFAULT_CMDLINE`]).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

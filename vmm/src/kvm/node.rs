@@ -13,7 +13,8 @@
 //! so the same initramfs and agent run on both. A Linux guest learns the windows from
 //! its command line (`virtio_mmio.device=4K@0xd0000000:5 ...`, see [`kernel_cmdline`]).
 //! The transports inject vector `0x30 + IRQ` directly (KVM_INTERRUPT, no in-kernel
-//! irqchip), the vectors Linux gives legacy IRQs.
+//! irqchip), the vectors Linux gives legacy IRQs; the timer tick (IRQ 0) and the
+//! serial port (IRQ 4) go through the userspace 8259A ([`super::legacy`]).
 //!
 //! # Time model
 //! The node's clock is the [`MicroVm`]'s virtual clock: it advances by a fixed cost per
@@ -35,11 +36,13 @@
 //! - RDTSC/RDTSCP read host time (see [`super`]): a Linux guest must not use the TSC
 //!   as its clocksource (`tsc=unstable` / `clocksource=jiffies` on the command line);
 //!   a user program reading the TSC directly still sees host time.
-//! - A stock Linux kernel needs a legacy interrupt controller and timer (8259 PIC,
-//!   8254 PIT) for its tick: the microVM has neither yet (only the paravirtual clock
-//!   of [`super::devices::PvClock`]), so a stock kernel gets no further than its early
-//!   boot; guests written for the microVM (vmm/guests) run fully. A userspace
-//!   PIC/PIT driven by the virtual clock is the next step.
+//! - A stock Linux kernel (`noapic nolapic`) gets its tick from the userspace 8259A
+//!   pair and 8254 PIT ([`super::legacy`]), driven by virtual time; it has no local
+//!   APIC, IO-APIC, HPET or ACPI PM timer. Busy-wait loops that wait for the tick
+//!   without exiting never see it (no PMU preemption yet): `lpj=` on the command
+//!   line skips the delay-loop calibration, the main one at boot. Whether a given
+//!   kernel boots to its init this way is tested only where vmx/svm exists
+//!   (vmm/tests/kvm_linux_boot.rs); under PVM a stock kernel does not boot at all.
 //! - No RTC: the guest's wall-clock epoch (`time_of_day`) is not delivered.
 //! - Without a PMU a guest spinning without exits is preempted only by the wall-clock
 //!   watchdog (reported as a hang).
@@ -107,10 +110,12 @@ pub enum KvmNodeError {
 
 type CtlTransport = VirtioMmioTransport<MmioAdapter<VirtioConsole>>;
 
-/// The kernel command line of a Linux node: serial console, no TSC clocksource,
-/// virtio-mmio windows, then `KEY=value` pairs for init and the extra words.
+/// The kernel command line of a Linux node: serial console, no TSC clocksource, no
+/// delay-loop calibration, virtio-mmio windows, then `KEY=value` pairs for init and the extra words.
 pub fn kernel_cmdline(cfg: &NodeConfig, net: bool, blk: bool) -> String {
-    let mut c = format!("{DEFAULT_CMDLINE} tsc=unstable clocksource=jiffies rdinit=/init");
+    // The TSC reads host time: never a clocksource. lpj: no delay-loop calibration
+    // (it spins until the tick, which a guest without exits never gets).
+    let mut c = format!("{DEFAULT_CMDLINE} tsc=unstable clocksource=jiffies lpj=1000000 rdinit=/init");
     let mut dev = |base: u64, irq: u8| c.push_str(&format!(" virtio_mmio.device=4K@{base:#x}:{irq}"));
     if net {
         dev(net_base(), NET_IRQ);

@@ -463,19 +463,31 @@ impl MicroVm {
                 self.pending.set(v);
             }
         }
+        if let Some(d) = self.bus.pit.deadline() {
+            if d <= self.clock.now() {
+                self.bus.pit.fire(self.clock.now());
+                self.bus.pic.raise(0);
+            }
+        }
         for v in self.mmio.take_interrupts() {
             self.pending.set(v);
         }
+    }
+
+    /// An interrupt waits for the vCPU: a vector raised directly, or one the PIC
+    /// would deliver.
+    fn has_interrupt(&self) -> bool {
+        !self.pending.is_empty() || self.bus.pic.has_pending()
     }
 
     /// Moves a due timer into the pending interrupt, then injects the pending interrupt
     /// if the vCPU can take it, or asks KVM for an interrupt-window exit.
     fn deliver_interrupts(&mut self) -> Result<()> {
         self.collect_interrupts();
-        let Some(vector) = self.pending.highest() else {
+        if !self.has_interrupt() {
             self.vcpu.get_kvm_run().request_interrupt_window = 0;
             return Ok(());
-        };
+        }
         // Readiness comes from the vCPU state itself (IF set, no STI/MOV-SS shadow), not
         // from kvm_run's flags: those are only written at exits, so they would be stale
         // after a restore or a snapshot's immediate-exit run and make the injection path
@@ -488,6 +500,15 @@ impl MicroVm {
         };
         if if_set && shadow == 0 {
             self.vcpu.get_kvm_run().request_interrupt_window = 0;
+            // Directly raised vectors first, then the PIC's (acknowledged only now,
+            // when the CPU takes it).
+            let vector = match self.pending.highest() {
+                Some(v) => {
+                    self.pending.clear(v);
+                    v
+                }
+                None => self.bus.pic.ack().expect("the PIC has an interrupt pending"),
+            };
             let irq = kvm_interrupt { irq: u32::from(vector) };
             // SAFETY: KVM_INTERRUPT reads one kvm_interrupt; `irq` outlives the call.
             let ret = unsafe { vmm_sys_util::ioctl::ioctl_with_ref(&self.vcpu, KVM_INTERRUPT(), &irq) };
@@ -497,7 +518,6 @@ impl MicroVm {
                     source: kvm_ioctls::Error::last(),
                 });
             }
-            self.pending.clear(vector);
             self.stats.injected += 1;
             self.record(Ev::Inject, u64::from(vector), &[]);
         } else {
@@ -516,9 +536,9 @@ impl MicroVm {
     /// guest stays halted (it remains so on the next [`MicroVm::run`]).
     fn wait_halted(&mut self, limits: &RunLimits) -> Result<Option<RunOutcome>> {
         self.collect_interrupts();
-        if self.pending.is_empty() {
+        if !self.has_interrupt() {
             let rflags = self.vcpu.get_regs().map_err(ioctl("KVM_GET_REGS"))?.rflags;
-            let deadline = self.bus.clock.deadline().filter(|_| rflags & 0x200 != 0);
+            let deadline = self.bus.next_deadline().filter(|_| rflags & 0x200 != 0);
             let Some(deadline) = deadline else {
                 // Interrupts off, or nothing that could raise one: halted for good
                 // (until a device interrupt is raised from outside).
@@ -545,8 +565,8 @@ impl MicroVm {
     /// nothing, when the node is not halted or an armed timer would fire first: then
     /// the node must be run (with [`RunLimits::until_ns`]) instead.
     pub fn idle_until(&mut self, t: u64) -> bool {
-        let timer_first = self.bus.clock.deadline().is_some_and(|d| d < t);
-        if !self.halted || timer_first || !self.pending.is_empty() {
+        let timer_first = self.bus.next_deadline().is_some_and(|d| d < t);
+        if !self.halted || timer_first || self.has_interrupt() {
             return false;
         }
         if t > self.clock.now() {
@@ -560,12 +580,12 @@ impl MicroVm {
     /// pending, or the timer is due). Moves a due timer into the pending set.
     pub fn wake_due(&mut self) -> bool {
         self.collect_interrupts();
-        !self.pending.is_empty()
+        self.has_interrupt()
     }
 
     /// The armed timer's deadline, if any.
     pub fn timer_deadline(&self) -> Option<u64> {
-        self.bus.clock.deadline()
+        self.bus.next_deadline()
     }
 
     /// Moves the clock of a halted vCPU forward to `t` (recorded like a timer jump),
