@@ -233,8 +233,7 @@ fn options(c: &CommonArgs) -> RunOptions {
         window_ns: None,
         max_crashes: None,
         critical_walks: 0,
-        // Replays and shrinks run under user-mode Linux: a failure file does
-        // not record its runtime yet.
+        // Replays and shrinks take the runtime from the failure file.
         runtime: RuntimeKind::Uml,
     }
 }

@@ -488,6 +488,10 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let mut strategy_spec = strategy.spec();
     strategy_spec.params.insert("window_ns".into(), explore.window_ns.into());
     strategy_spec.params.insert("max_crashes".into(), explore.max_crashes.into());
+    if opts.runtime != RuntimeKind::Uml {
+        // Replays run on the runtime the failure was found on (absent: UML).
+        strategy_spec.params.insert("runtime".into(), opts.runtime.name().into());
+    }
     let began = Instant::now();
     let limit = opts.executions.unwrap_or(if opts.time_budget.is_some() { u64::MAX } else { 1 });
     let bar = progress_bar(opts, limit);

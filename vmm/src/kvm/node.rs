@@ -147,8 +147,6 @@ pub struct KvmNode {
     exited: bool,
     net: bool,
     blk: bool,
-    /// Serial console bytes already handed out.
-    console_seen: usize,
     /// Pending writes and flushes by id, with their submission times.
     pending: BTreeMap<RequestId, DiskRequest>,
     completions: Vec<DiskCompletion>,
@@ -211,7 +209,6 @@ impl KvmNode {
             exited: false,
             net,
             blk,
-            console_seen: 0,
             pending: BTreeMap::new(),
             completions: Vec::new(),
             disk: None,
@@ -220,7 +217,8 @@ impl KvmNode {
         })
     }
 
-    /// The VM (inspection: its exit trace hash, console, statistics).
+    /// The VM (inspection: its exit trace hash, statistics; its console output goes
+    /// to the grants' output, not [`MicroVm::console`]).
     pub fn vm(&self) -> &MicroVm {
         &self.vm
     }
@@ -262,10 +260,9 @@ impl KvmNode {
     /// What the guest produced at the exit just taken, stamped with the clock.
     fn collect(&mut self, out: &mut Vec<GuestOutput>) -> Result<(), NodeError> {
         let time = self.vm.now_ns();
-        let console = self.vm.console();
-        if console.len() > self.console_seen {
-            let bytes = console[self.console_seen..].to_vec();
-            self.console_seen = console.len();
+        // Taken out of the serial device, so a long run does not accumulate its console.
+        let bytes = std::mem::take(&mut self.vm.bus.serial.output);
+        if !bytes.is_empty() {
             out.push(GuestOutput { time, stream: OutputStream::Console, bytes });
         }
         let ctl = self.ctl_port().device_mut().device_and_queues().0.take_output();
