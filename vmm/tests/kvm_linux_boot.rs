@@ -53,7 +53,7 @@ fn empty_initramfs() -> Vec<u8> {
         a.extend_from_slice(format!("{v:08x}").as_bytes());
     }
     a.extend_from_slice(name);
-    while a.len() % 4 != 0 {
+    while !a.len().is_multiple_of(4) {
         a.push(0);
     }
     a.resize(512, 0);
