@@ -13,6 +13,7 @@
 //! | 0x5f0..=0x5f3  | [`PowerPort`] | write a 32-bit status: the node powers off    |
 //! | 0x20, 0x21, 0xa0, 0xa1 | [`Pic`] | 8259A pair (Linux's tick and legacy IRQs) |
 //! | 0x40..=0x43, 0x61 | [`Pit`]    | 8254 timer, channel 2 gate/output          |
+//! | 0x70, 0x71     | [`Rtc`]       | CMOS clock: boot date + virtual time          |
 //!
 //! COM1 raises IRQ 4 on the PIC when the guest enables its transmit interrupt
 //! (transmission is instantaneous, so the holding register is always empty).
@@ -20,7 +21,7 @@
 //! Reads from unclaimed ports return all ones, writes are dropped (as on a PC bus).
 
 use super::error::{KvmError, Result};
-pub use super::legacy::{Pic, Pit};
+pub use super::legacy::{Pic, Pit, Rtc};
 
 /// What a device write asks of the run loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,6 +281,8 @@ pub struct PioBus {
     pub pic: Pic,
     /// Legacy timer.
     pub pit: Pit,
+    /// CMOS clock.
+    pub rtc: Rtc,
     /// COM1's THR-empty interrupt is owed (cleared by reading IIR).
     pub serial_thre: bool,
     /// Accesses to unclaimed ports (diagnostics; part of device state).
@@ -318,6 +321,11 @@ impl PioBus {
                 data[0] = self.pit.read(now, port);
                 return;
             }
+            0x70 | 0x71 => {
+                data.fill(0);
+                data[0] = self.rtc.read(now, port);
+                return;
+            }
             0x3fa if self.serial.thri_enabled() && self.serial_thre && !self.serial.dlab() => {
                 self.serial_thre = false;
                 data.fill(0);
@@ -346,6 +354,10 @@ impl PioBus {
                 self.pit.write(now, port, data[0]);
                 return DeviceEvent::None;
             }
+            0x70 | 0x71 => {
+                self.rtc.write(port, data[0]);
+                return DeviceEvent::None;
+            }
             0x3f8 | 0x3f9 if !self.serial.dlab() => {
                 let was = self.serial.thri_enabled();
                 self.serial.write(now, port - SERIAL_BASE, data);
@@ -370,7 +382,7 @@ impl PioBus {
     /// All device state, length-prefixed per device.
     pub fn save(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        let legacy = [vec![u8::from(self.serial_thre)], self.pic.save(), self.pit.save()];
+        let legacy = [vec![u8::from(self.serial_thre)], self.pic.save(), self.pit.save(), self.rtc.save()];
         for s in [self.serial.save(), self.clock.save(), self.power.save()].into_iter().chain(legacy) {
             out.extend_from_slice(&(s.len() as u64).to_le_bytes());
             out.extend_from_slice(&s);
@@ -403,6 +415,7 @@ impl PioBus {
         self.serial_thre = thre.first().is_some_and(|&t| t != 0);
         self.pic.restore(&take(&mut b)?)?;
         self.pit.restore(&take(&mut b)?)?;
+        self.rtc.restore(&take(&mut b)?)?;
         if b.len() != 8 {
             return Err(bad_state("pio bus", b.len()));
         }

@@ -11,6 +11,10 @@
 //! shot), 2 and 3 (periodic; mode 3's output is modelled as mode 2's interrupt
 //! timing), counter latch and lobyte/hibyte access, channel 2 gated by port 0x61.
 //! No special mask mode, rotation, polling, or PIT read-back command.
+//!
+//! Also the CMOS real-time clock (ports 0x70-0x71, [`Rtc`]): the guest's wall-clock
+//! time at boot, as the engine gives it ([`crate::runtime::NodeRuntime::grant_at`]'s
+//! `time_of_day`) plus virtual time; BCD, 24-hour, never "update in progress".
 
 use super::error::{KvmError, Result};
 
@@ -439,6 +443,79 @@ impl Pit {
     }
 }
 
+/// The MC146818 CMOS clock, read-only: date and time from virtual time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rtc {
+    /// Wall-clock time (ns since the Unix epoch) at virtual time 0.
+    pub epoch_ns: u64,
+    index: u8,
+}
+
+/// (year, month 1-12, day 1-31) of a day count since 1970-01-01 (proleptic
+/// Gregorian; Howard Hinnant's civil_from_days).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+fn bcd(v: u32) -> u8 {
+    ((v / 10) << 4 | (v % 10)) as u8
+}
+
+impl Rtc {
+    pub fn write(&mut self, port: u16, v: u8) {
+        if port == 0x70 {
+            self.index = v & 0x7f; // bit 7 masks NMI
+        }
+    }
+
+    pub fn read(&self, now: u64, port: u16) -> u8 {
+        if port != 0x71 {
+            return 0xff;
+        }
+        let secs = (self.epoch_ns.saturating_add(now) / 1_000_000_000) as i64;
+        let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400) as u32);
+        let (y, m, d) = civil_from_days(days);
+        match self.index {
+            0x00 => bcd(rem % 60),
+            0x02 => bcd(rem / 60 % 60),
+            0x04 => bcd(rem / 3600),
+            0x06 => bcd(((days + 4).rem_euclid(7) + 1) as u32), // 1 = Sunday
+            0x07 => bcd(d),
+            0x08 => bcd(m),
+            0x09 => bcd((y % 100) as u32),
+            0x32 => bcd((y / 100) as u32),
+            0x0a => 0x26, // divider on, 1024 Hz, update not in progress
+            0x0b => 0x02, // 24-hour, BCD, no interrupts
+            0x0c => 0x00,
+            0x0d => 0x80, // battery good
+            _ => 0x00,
+        }
+    }
+
+    pub fn save(&self) -> Vec<u8> {
+        let mut v = self.epoch_ns.to_le_bytes().to_vec();
+        v.push(self.index);
+        v
+    }
+
+    pub fn restore(&mut self, b: &[u8]) -> Result<()> {
+        if b.len() != 9 {
+            return Err(KvmError::Config(format!("rtc: saved state has {} bytes, wrong size", b.len())));
+        }
+        self.epoch_ns = u64::from_le_bytes(b[..8].try_into().unwrap());
+        self.index = b[8];
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -541,6 +618,28 @@ mod tests {
     }
 
     #[test]
+    fn rtc_reads_the_engine_date_plus_virtual_time() {
+        // 2026-01-01T00:00:00Z, the engine's guest epoch; 90061 s later.
+        let mut r = Rtc { epoch_ns: 1_767_225_600 * 1_000_000_000, index: 0 };
+        let at = 90_061 * 1_000_000_000 + 5;
+        let reg = |r: &mut Rtc, i: u8| {
+            r.write(0x70, 0x80 | i);
+            r.read(at, 0x71)
+        };
+        assert_eq!(reg(&mut r, 0x00), 0x01);
+        assert_eq!(reg(&mut r, 0x02), 0x01);
+        assert_eq!(reg(&mut r, 0x04), 0x01);
+        assert_eq!(reg(&mut r, 0x07), 0x02);
+        assert_eq!(reg(&mut r, 0x08), 0x01);
+        assert_eq!(reg(&mut r, 0x09), 0x26);
+        assert_eq!(reg(&mut r, 0x32), 0x20);
+        assert_eq!(reg(&mut r, 0x06), 0x06, "2026-01-02 is a Friday");
+        assert_eq!(reg(&mut r, 0x0a) & 0x80, 0, "never update-in-progress");
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
     fn state_survives_save_and_restore() {
         let mut p = linux_pic();
         p.raise(3);
@@ -553,5 +652,10 @@ mod tests {
         let mut u = Pit::default();
         u.restore(&t.save()).unwrap();
         assert_eq!(t, u);
+        let mut r = Rtc { epoch_ns: 42, index: 0 };
+        r.write(0x70, 0x09);
+        let mut q = Rtc::default();
+        q.restore(&r.save()).unwrap();
+        assert_eq!(r, q);
     }
 }

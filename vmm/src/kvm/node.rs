@@ -43,7 +43,8 @@
 //!   line skips the delay-loop calibration, the main one at boot. Whether a given
 //!   kernel boots to its init this way is tested only where vmx/svm exists
 //!   (vmm/tests/kvm_linux_boot.rs); under PVM a stock kernel does not boot at all.
-//! - No RTC: the guest's wall-clock epoch (`time_of_day`) is not delivered.
+//! - The guest's wall clock is the CMOS RTC ([`super::legacy::Rtc`]): the engine's
+//!   `time_of_day` plus virtual time, as under user-mode Linux.
 //! - Without a PMU a guest spinning without exits is preempted only by the wall-clock
 //!   watchdog (reported as a hang).
 
@@ -370,11 +371,12 @@ impl NodeRuntime for KvmNode {
     fn grant_at(
         &mut self,
         at: u64,
-        _time_of_day: u64,
+        time_of_day: u64,
         watchdog: Duration,
         out: &mut Vec<GuestOutput>,
     ) -> Result<RunOutcome, NodeError> {
         assert!(!self.exited, "grant to an exited node");
+        self.vm.set_time_of_day(time_of_day);
         self.watchdog.arm(watchdog);
         let r = self.run_grant(at, watchdog, out);
         self.watchdog.disarm();

@@ -600,6 +600,12 @@ impl MicroVm {
         self.clock.now()
     }
 
+    /// The wall-clock time (ns since the Unix epoch) the guest's CMOS clock shows at
+    /// virtual time 0.
+    pub fn set_time_of_day(&mut self, epoch_ns: u64) {
+        self.bus.rtc.epoch_ns = epoch_ns;
+    }
+
     /// Starts the clock of a VM that has not run yet at `t` (a node booted, or booted
     /// again after a crash, at engine time `t`).
     pub fn start_clock_at(&mut self, t: u64) {
