@@ -56,6 +56,7 @@ use disksim::{Disk, RequestId};
 use super::error::KvmError;
 use super::linux::{LinuxBootBuilder, DEFAULT_CMDLINE};
 use super::ports::{BlkPort, NetPort};
+use super::virtio_mmio::status::DRIVER_OK;
 use super::virtio_mmio::{window_base, Signal, VirtioMmioTransport, WINDOW};
 use super::watchdog::Watchdog;
 use super::vm::{MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
@@ -77,6 +78,9 @@ pub const IRQ_VECTOR_BASE: u8 = 0x30;
 
 /// The most virtual time one grant runs a guest that does not halt.
 pub const GRANT_SLICE_NS: u64 = 1_000_000;
+
+/// Frames kept for a guest that has no free receive buffer, at most.
+const RX_BACKLOG: usize = 1024;
 
 /// What [`KvmNode::requested`] says of a node that waits for an outside event only.
 pub const IDLE: u64 = u64::MAX / 2;
@@ -406,6 +410,13 @@ impl NodeRuntime for KvmNode {
 
     fn deliver_frame(&mut self, t: u64, frame: &[u8], _watchdog: Duration) -> Result<Delivered, NodeError> {
         if self.net_port().is_none() {
+            return Ok(Delivered::Dropped);
+        }
+        let port = self.net_port().expect("checked above");
+        // As under user-mode Linux: no driver (or a backlog that is not drained) loses
+        // the frame instead of keeping it forever.
+        let driver_up = port.status() & DRIVER_OK != 0;
+        if !driver_up || port.device_mut().backlog_len() >= RX_BACKLOG {
             return Ok(Delivered::Dropped);
         }
         self.wake_at(t);
