@@ -9,6 +9,7 @@ use simcluster::cluster::{parse_duration_ns, ClusterError};
 use simcluster::image::debs::UnknownPackage;
 use simcluster::replay;
 use simcluster::run::{self, RunOptions, StrategyKind, StrategyOptions};
+use checker::engine::RuntimeKind;
 use simcluster::BadInput;
 
 /// Deterministic whole-cluster simulation of unmodified distributed software.
@@ -156,7 +157,8 @@ struct RunArgs {
     /// transition (0: do not search).
     #[arg(long, default_value_t = 2)]
     critical_walks: u32,
-    /// Node runtime: auto picks KVM where it can boot the cluster, else user-mode Linux.
+    /// Node runtime: auto picks KVM when /dev/kvm opens and the CPU has vmx/svm
+    /// (the kernel: $SIMCLUSTER_KVM_KERNEL), else user-mode Linux; prints which and why.
     #[arg(long, value_enum, default_value_t = Runtime::Auto)]
     runtime: Runtime,
     #[command(flatten)]
@@ -205,23 +207,14 @@ fn parse_limit(s: &str) -> Result<u64, String> {
     parse_duration_ns(s).ok_or_else(|| format!("{s:?} is not a duration (examples: 90s, 10m, 1h)"))
 }
 
-fn hardware_virtualization() -> bool {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .map(|s| s.lines().any(|l| l.starts_with("flags") && (l.contains(" vmx") || l.contains(" svm"))))
-        .unwrap_or(false)
-}
-
-/// Picks the node runtime and says why.
-fn choose_runtime(asked: Runtime) -> Result<&'static str, BadInput> {
-    let hv = hardware_virtualization();
-    match asked {
-        Runtime::Uml => Ok("uml (asked for)"),
-        Runtime::Kvm => Err(BadInput(format!(
-            "--runtime kvm: the KVM runtime does not boot Linux clusters yet{}; use --runtime uml",
-            if hv { "" } else { " (and this host has no vmx/svm)" }
-        ))),
-        Runtime::Auto if hv => Ok("uml (auto: the host has vmx/svm, but the KVM runtime does not boot Linux clusters yet)"),
-        Runtime::Auto => Ok("uml (auto: /dev/kvm offers no hardware virtualization, vmx/svm absent)"),
+impl Runtime {
+    /// `None`: let [`run::choose_runtime`] decide.
+    fn asked(self) -> Option<RuntimeKind> {
+        match self {
+            Runtime::Auto => None,
+            Runtime::Kvm => Some(RuntimeKind::Kvm),
+            Runtime::Uml => Some(RuntimeKind::Uml),
+        }
     }
 }
 
@@ -240,6 +233,8 @@ fn options(c: &CommonArgs) -> RunOptions {
         window_ns: None,
         max_crashes: None,
         critical_walks: 0,
+        // Replays and shrinks take the runtime from the failure file.
+        runtime: RuntimeKind::Uml,
     }
 }
 
@@ -278,7 +273,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => {
-            let why = choose_runtime(args.runtime)?;
+            let (runtime, why) = run::choose_runtime(args.runtime.asked(), &run::HostVirt::detect())?;
             if !args.common.quiet {
                 eprintln!("runtime: {why}");
             }
@@ -296,6 +291,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 window_ns: args.window,
                 max_crashes: args.max_crashes,
                 critical_walks: args.critical_walks,
+                runtime,
                 ..options(&args.common)
             };
             let (summary, failed) = run::run(&args.images, &opts)?;

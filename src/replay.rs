@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Result;
-use checker::engine::{self, ExecutionResult, ExploreSpec};
+use checker::engine::{self, ExecutionResult, ExploreSpec, RuntimeKind};
 use checker::failure_file::{self, FailureRecord, StrategySpec};
 use checker::shrink;
 use checker::strategy::{Decision, Guided};
@@ -30,6 +30,8 @@ struct Loaded {
     images: Images,
     disk: Option<engine::DiskSpec>,
     explore: ExploreSpec,
+    /// The runtime the failure was found on.
+    runtime: RuntimeKind,
 }
 
 fn load(file: &Path, quiet: bool) -> Result<Loaded> {
@@ -48,7 +50,18 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
     let mut explore = explore_for(&cluster, param("window_ns"), param("max_crashes").map(|m| m as u32));
     explore.crash_states = crash_states_param(&record.strategy);
     let disk = disk_spec(&cluster, &images)?;
-    Ok(Loaded { record, cluster, images, disk, explore })
+    let runtime = match record.strategy.params.get("runtime").and_then(|v| v.as_str()) {
+        None | Some("uml") => RuntimeKind::Uml,
+        Some("kvm") => RuntimeKind::Kvm,
+        Some(other) => return Err(BadInput(format!("{}: unknown runtime {other:?}", file.display())).into()),
+    };
+    if runtime == RuntimeKind::Kvm {
+        // Same checks and messages as `run --runtime kvm`.
+        crate::run::choose_runtime(Some(runtime), &crate::run::HostVirt::detect())
+            .map_err(|e| BadInput(format!("{}: recorded under KVM: {}", file.display(), e.0)))?;
+    }
+    let images = crate::run::images_for_runtime(images, runtime)?;
+    Ok(Loaded { record, cluster, images, disk, explore, runtime })
 }
 
 impl Loaded {
@@ -56,6 +69,7 @@ impl Loaded {
         let seed = engine::execution_seed(self.record.seed, self.record.execution_index);
         let mut spec =
             spec_for(&self.cluster, &self.images, &self.disk, opts.time_limit_ns, opts.watchdog, self.explore.clone(), seed, Path::new("."));
+        spec.runtime = self.runtime;
         let mut guided = Guided::new(decisions);
         execute_one(&mut spec, &mut guided, label)
     }

@@ -84,3 +84,21 @@ fn help_teaches() {
     let r = run(&["--help"]);
     assert!(r.stdout.contains("Exit codes") && r.stdout.contains("replay") && r.stdout.contains("shrink"), "{r:?}");
 }
+
+fn hardware_virtualization() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| {
+        s.lines().filter(|l| l.starts_with("flags")).any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"))
+    })
+}
+
+#[test]
+fn runtime_kvm_without_hardware_virtualization_says_why() {
+    if hardware_virtualization() {
+        eprintln!("SKIP runtime_kvm_without_hardware_virtualization_says_why: this host has vmx/svm");
+        return;
+    }
+    let d = cluster("[cluster]\nnodes = 1\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n", &[]);
+    let out = tempfile::tempdir().unwrap();
+    let r = run(&["run", "--images", d.path().to_str().unwrap(), "--out", out.path().to_str().unwrap(), "--runtime", "kvm"]);
+    assert_bad(&r, &["--runtime kvm", "vmx/svm", "--runtime uml"]);
+}

@@ -11,6 +11,7 @@
 //!   time-travel controller. Works on any x86-64 Linux host.
 
 pub mod kvm;
+pub mod runtime;
 pub mod uml;
 pub mod vhost_user;
 pub mod virtio;

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use vmm::uml::{Delivered, GuestOutput, OutputStream, RunOutcome, UmlConfig, UmlError};
+use vmm::runtime::{Delivered, GuestOutput, NodeConfig, NodeError, OutputStream, RunOutcome};
+pub use vmm::runtime::RuntimeKind;
 
 use crate::strategy::{default_choice, Decision, Strategy};
 use crate::trace::{EventKind, Trace};
@@ -120,6 +121,9 @@ pub struct ExecutionSpec {
     /// Every node's data disk; `None`: no disks.
     pub disk: Option<DiskSpec>,
     pub explore: ExploreSpec,
+    /// The node runtime (user-mode Linux or KVM); the engine drives both the
+    /// same way, through [`vmm::runtime::NodeRuntime`].
+    pub runtime: RuntimeKind,
 }
 
 /// The host failed us (not the guest): a node could not be started, or it
@@ -127,7 +131,7 @@ pub struct ExecutionSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error(transparent)]
-    Node(#[from] UmlError),
+    Node(#[from] NodeError),
     #[error("cannot prepare {path}: {source}")]
     Scratch { path: PathBuf, source: std::io::Error },
     #[error("node {node}: its disk's crash state could not be applied: {source}")]
@@ -183,7 +187,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
     let peers = spec.node_names.join(",");
     let mut nodes = Vec::new();
     for (i, name) in spec.node_names.iter().enumerate() {
-        let cfg = UmlConfig {
+        let cfg = NodeConfig {
             kernel: spec.kernel.clone(),
             initrd: spec.initrd.clone(),
             mem_mb: spec.mem_mb,
@@ -197,7 +201,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             extra_args: vec![],
             net: spec.network.is_some(),
         };
-        let mut n = Node::new(name.clone(), cfg, spec.scratch.clone());
+        let mut n = Node::new(name.clone(), cfg, spec.runtime, spec.scratch.clone());
         n.disk = spec.disk.as_ref().map(|d| disksim::Disk::new(d.base.clone()));
         n.boot()?;
         nodes.push(n);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use netsim::{Capture, Delivery, DeliveryId, Destination, NetConfig, Network, NodeId, Partition};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use vmm::uml::TxFrame;
+use vmm::runtime::TxFrame;
 
 use super::frames::summarize;
 use crate::trace::{EventKind, Trace};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use disksim::Disk;
-use vmm::uml::{UmlConfig, UmlNode};
+use vmm::runtime::{self, NodeConfig, NodeRuntime, RuntimeKind};
 
 use super::EngineError;
 use crate::trace::LineSplitter;
@@ -17,10 +17,11 @@ const TAIL_LINES: usize = 20;
 pub(super) struct Node {
     pub name: String,
     /// `None` while the node is powered off after a crash.
-    pub vm: Option<UmlNode>,
+    pub vm: Option<Box<dyn NodeRuntime>>,
     /// The configuration every boot of this node uses (its run directory
     /// changes per boot; see [`Node::boot`]).
-    config: UmlConfig,
+    config: NodeConfig,
+    runtime: RuntimeKind,
     scratch: PathBuf,
     boots: u32,
     pub console: LineSplitter,
@@ -42,11 +43,12 @@ pub(super) struct Node {
 }
 
 impl Node {
-    pub fn new(name: String, config: UmlConfig, scratch: PathBuf) -> Node {
+    pub fn new(name: String, config: NodeConfig, runtime: RuntimeKind, scratch: PathBuf) -> Node {
         Node {
             name,
             vm: None,
             config,
+            runtime,
             scratch,
             boots: 0,
             console: LineSplitter::default(),
@@ -61,7 +63,8 @@ impl Node {
         }
     }
 
-    /// Starts a fresh kernel process for this node. Each boot gets its own
+    /// Starts a fresh kernel (a process under user-mode Linux, a VM under KVM)
+    /// for this node. Each boot gets its own
     /// run directory (`n2`, `n2.boot1`, ...): the guest sees only relative
     /// names, so the directory's name never reaches it, and a dead boot's
     /// sockets cannot be confused with the new one's.
@@ -71,7 +74,7 @@ impl Node {
         std::fs::create_dir_all(&run_dir).map_err(|source| EngineError::Scratch { path: run_dir.clone(), source })?;
         self.config.run_dir = run_dir;
         self.boots += 1;
-        self.vm = Some(UmlNode::spawn_with_disk(&self.config, self.disk.take())?);
+        self.vm = Some(runtime::spawn(self.runtime, &self.config, self.disk.take())?);
         self.ready = false;
         self.crashed_at = None;
         self.console = LineSplitter::default();
@@ -109,8 +112,8 @@ impl Node {
         self.vm.as_ref().is_some_and(|v| !v.has_exited())
     }
 
-    pub fn vm(&mut self) -> &mut UmlNode {
-        self.vm.as_mut().expect("the node is up")
+    pub fn vm(&mut self) -> &mut dyn NodeRuntime {
+        self.vm.as_deref_mut().expect("the node is up")
     }
 
     pub fn remember_line(&mut self, line: &str) {

@@ -289,7 +289,9 @@ impl Cluster {
             RunOutcome::TimeLimit | RunOutcome::ExitLimit => {}
             RunOutcome::Halted => n.state = State::Idle,
             RunOutcome::PoweredOff(code) => n.state = State::Off(code),
-            RunOutcome::Shutdown => return Err(ClusterError::Stopped { node: id.get(), outcome: out }),
+            RunOutcome::Shutdown | RunOutcome::Interrupted => {
+                return Err(ClusterError::Stopped { node: id.get(), outcome: out })
+            }
         }
         let dev_err = |source| ClusterError::Device { node: id.get(), source };
         let mut sent = Vec::new();

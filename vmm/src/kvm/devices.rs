@@ -11,10 +11,17 @@
 //! | 0x3f8..=0x3ff  | [`Serial`]    | 8250 subset (COM1): THR captured, LSR ready   |
 //! | 0x520..=0x53f  | [`PvClock`]   | virtual time (read) and one-shot timer (write)|
 //! | 0x5f0..=0x5f3  | [`PowerPort`] | write a 32-bit status: the node powers off    |
+//! | 0x20, 0x21, 0xa0, 0xa1 | [`Pic`] | 8259A pair (Linux's tick and legacy IRQs) |
+//! | 0x40..=0x43, 0x61 | [`Pit`]    | 8254 timer, channel 2 gate/output          |
+//! | 0x70, 0x71     | [`Rtc`]       | CMOS clock: boot date + virtual time          |
+//!
+//! COM1 raises IRQ 4 on the PIC when the guest enables its transmit interrupt
+//! (transmission is instantaneous, so the holding register is always empty).
 //!
 //! Reads from unclaimed ports return all ones, writes are dropped (as on a PC bus).
 
 use super::error::{KvmError, Result};
+pub use super::legacy::{Pic, Pit, Rtc};
 
 /// What a device write asks of the run loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +88,13 @@ pub struct Serial {
 
 impl Serial {
     const DLAB: u8 = 0x80;
+    /// The guest enabled the transmit-holding-register-empty interrupt.
+    pub fn thri_enabled(&self) -> bool {
+        self.ier & 0x02 != 0
+    }
+    fn dlab(&self) -> bool {
+        self.lcr & Self::DLAB != 0
+    }
 }
 
 impl PioDevice for Serial {
@@ -263,6 +277,14 @@ pub struct PioBus {
     pub clock: PvClock,
     /// Power-off port.
     pub power: PowerPort,
+    /// Legacy interrupt controllers.
+    pub pic: Pic,
+    /// Legacy timer.
+    pub pit: Pit,
+    /// CMOS clock.
+    pub rtc: Rtc,
+    /// COM1's THR-empty interrupt is owed (cleared by reading IIR).
+    pub serial_thre: bool,
     /// Accesses to unclaimed ports (diagnostics; part of device state).
     pub unclaimed: u64,
 }
@@ -277,8 +299,41 @@ impl PioBus {
         }
     }
 
+    /// The earliest virtual time a timer (paravirtual clock or PIT channel 0)
+    /// interrupts.
+    pub fn next_deadline(&self) -> Option<u64> {
+        match (self.clock.deadline(), self.pit.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Dispatches a guest `in`.
     pub fn read(&mut self, now: u64, port: u16, data: &mut [u8]) {
+        match port {
+            0x20 | 0x21 | 0xa0 | 0xa1 => {
+                data.fill(0);
+                data[0] = self.pic.read(port);
+                return;
+            }
+            0x40..=0x43 | 0x61 => {
+                data.fill(0);
+                data[0] = self.pit.read(now, port);
+                return;
+            }
+            0x70 | 0x71 => {
+                data.fill(0);
+                data[0] = self.rtc.read(now, port);
+                return;
+            }
+            0x3fa if self.serial.thri_enabled() && self.serial_thre && !self.serial.dlab() => {
+                self.serial_thre = false;
+                data.fill(0);
+                data[0] = 0x02; // IIR: THR empty
+                return;
+            }
+            _ => {}
+        }
         match self.route(port) {
             Some((d, off)) => d.read(now, off, data),
             None => {
@@ -290,6 +345,31 @@ impl PioBus {
 
     /// Dispatches a guest `out`.
     pub fn write(&mut self, now: u64, port: u16, data: &[u8]) -> DeviceEvent {
+        match port {
+            0x20 | 0x21 | 0xa0 | 0xa1 => {
+                self.pic.write(port, data[0]);
+                return DeviceEvent::None;
+            }
+            0x40..=0x43 | 0x61 => {
+                self.pit.write(now, port, data[0]);
+                return DeviceEvent::None;
+            }
+            0x70 | 0x71 => {
+                self.rtc.write(port, data[0]);
+                return DeviceEvent::None;
+            }
+            0x3f8 | 0x3f9 if !self.serial.dlab() => {
+                let was = self.serial.thri_enabled();
+                self.serial.write(now, port - SERIAL_BASE, data);
+                let thr = port == 0x3f8;
+                if self.serial.thri_enabled() && (thr || !was) {
+                    self.serial_thre = true;
+                    self.pic.raise(4);
+                }
+                return DeviceEvent::None;
+            }
+            _ => {}
+        }
         match self.route(port) {
             Some((d, off)) => d.write(now, off, data),
             None => {
@@ -302,7 +382,8 @@ impl PioBus {
     /// All device state, length-prefixed per device.
     pub fn save(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        for s in [self.serial.save(), self.clock.save(), self.power.save()] {
+        let legacy = [vec![u8::from(self.serial_thre)], self.pic.save(), self.pit.save(), self.rtc.save()];
+        for s in [self.serial.save(), self.clock.save(), self.power.save()].into_iter().chain(legacy) {
             out.extend_from_slice(&(s.len() as u64).to_le_bytes());
             out.extend_from_slice(&s);
         }
@@ -330,6 +411,11 @@ impl PioBus {
         self.serial.restore(&s)?;
         self.clock.restore(&c)?;
         self.power.restore(&p)?;
+        let thre = take(&mut b)?;
+        self.serial_thre = thre.first().is_some_and(|&t| t != 0);
+        self.pic.restore(&take(&mut b)?)?;
+        self.pit.restore(&take(&mut b)?)?;
+        self.rtc.restore(&take(&mut b)?)?;
         if b.len() != 8 {
             return Err(bad_state("pio bus", b.len()));
         }

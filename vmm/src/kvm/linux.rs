@@ -4,9 +4,10 @@
 //!
 //! Needs hardware virtualization in practice: under PVM a stock kernel's ring-0 code is
 //! emulated and stops with an emulation failure (see DESIGN.md, "Measured facts").
-//! The devices are still the microVM's (serial, pvclock, power): a stock kernel gets a
-//! console on ttyS0 but no interrupt controller or timer it knows (a userspace
-//! PIC/LAPIC model is future work), so only its early boot is expected to work.
+//! The devices are the microVM's: serial (ttyS0), the legacy 8259A/8254 pair for the
+//! tick ([`super::legacy`]), pvclock and power ports; [`super::node::KvmNode`] adds the
+//! virtio-mmio devices and the initramfs. No local APIC/IO-APIC model: boot with
+//! `noapic nolapic` ([`DEFAULT_CMDLINE`]).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ pub struct LinuxBootBuilder {
     kernel: PathBuf,
     cmdline: String,
     config: VmConfig,
+    initrd: Option<PathBuf>,
 }
 
 impl LinuxBootBuilder {
@@ -47,7 +49,14 @@ impl LinuxBootBuilder {
             kernel: kernel.to_path_buf(),
             cmdline: DEFAULT_CMDLINE.to_string(),
             config: VmConfig { mem_size: 256 << 20, ..VmConfig::default() },
+            initrd: None,
         }
+    }
+    /// An initramfs (newc cpio, optionally compressed), loaded page-aligned at the top
+    /// of RAM and announced in the zero page (ramdisk_image/ramdisk_size).
+    pub fn initrd(mut self, path: &Path) -> Self {
+        self.initrd = Some(path.to_path_buf());
+        self
     }
     /// Replaces the command line.
     pub fn cmdline(mut self, c: &str) -> Self {
@@ -105,6 +114,16 @@ impl LinuxBootBuilder {
             params.e820_table[i] = boot_e820_entry { addr: *addr, size: *size, r#type: 1 };
         }
         params.e820_entries = e820.len() as u8;
+        if let Some(path) = &self.initrd {
+            let bytes = super::vm::read_image(path)?;
+            let (addr, size) = initrd_placement(self.config.mem_size, bytes.len() as u64, loaded.kernel_end)
+                .ok_or_else(|| KvmError::Kernel(format!("initrd {} does not fit in RAM", path.display())))?;
+            vm.mem
+                .write_slice(&bytes, GuestAddress(addr))
+                .map_err(|e| KvmError::Memory(format!("write initrd: {e}")))?;
+            params.hdr.ramdisk_image = addr as u32;
+            params.hdr.ramdisk_size = size as u32;
+        }
         // SAFETY: boot_params is a plain-old-data bindgen struct.
         let bytes = unsafe {
             std::slice::from_raw_parts(&params as *const boot_params as *const u8, std::mem::size_of::<boot_params>())
@@ -122,5 +141,25 @@ impl LinuxBootBuilder {
         vm.vcpu.set_regs(&regs).map_err(ioctl("KVM_SET_REGS"))?;
         vm.vcpu.set_fpu(&arch::boot_fpu()).map_err(ioctl("KVM_SET_FPU"))?;
         Ok(vm)
+    }
+}
+
+/// Where an initrd of `len` bytes goes: page-aligned, as high as RAM (and the 32-bit
+/// ramdisk_image field) allows, above the kernel's end. `None` when it does not fit.
+pub fn initrd_placement(mem_size: u64, len: u64, kernel_end: u64) -> Option<(u64, u64)> {
+    let top = mem_size.min(1 << 32);
+    let addr = top.checked_sub(len)? & !0xfff;
+    (addr >= kernel_end && len > 0).then_some((addr, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initrd_goes_page_aligned_at_the_top_of_ram() {
+        assert_eq!(initrd_placement(256 << 20, 5000, 0x100_0000), Some(((256 << 20) - 8192, 5000)));
+        assert_eq!(initrd_placement(16 << 20, 15 << 20, 8 << 20), None);
+        assert_eq!(initrd_placement(16 << 20, 0, 0), None);
     }
 }

@@ -23,6 +23,10 @@ pub trait MmioDevice {
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         None
     }
+    /// [`MmioDevice::as_any_mut`] for inspection.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// Device windows, non-overlapping.
@@ -73,6 +77,12 @@ impl MmioBus {
         let (_, _, d) = self.windows.iter_mut().find(|(b, _, _)| *b == base)?;
         self.raised_hint = true;
         d.as_any_mut()?.downcast_mut::<T>()
+    }
+
+    /// The device mapped at `base`, if it is a `T`, for inspection.
+    pub fn device_ref<T: 'static>(&self, base: u64) -> Option<&T> {
+        let (_, _, d) = self.windows.iter().find(|(b, _, _)| *b == base)?;
+        d.as_any()?.downcast_ref::<T>()
     }
 
     /// Vectors raised by devices since the last call, in window order.

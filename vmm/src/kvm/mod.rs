@@ -2,7 +2,7 @@
 //!
 //! A node is a [`MicroVm`]: one KVM vCPU started directly in 64-bit long mode, one RAM
 //! region, and devices emulated in userspace ([`devices`]: an 8250 serial subset, a
-//! paravirtual clock/timer, a power port; [`mmio`]: the MMIO bus, with the
+//! paravirtual clock/timer, a power port, the legacy 8259A/8254 pair of [`legacy`]; [`mmio`]: the MMIO bus, with the
 //! [`virtio_mmio`] transport; [`ports`]: the virtio-net and virtio-blk models of
 //! [`crate::virtio`] behind it, stamped with virtual time). [`cluster`] runs several
 //! nodes on one virtual timeline, frames through netsim and disk requests through
@@ -27,6 +27,9 @@
 //!   through from KVM_GET_SUPPORTED_CPUID minus the list above; a fixed CPU model is a gap.
 //! - **MONITOR/MWAIT, UMWAIT/TPAUSE** (WAITPKG) wake on host time: hidden by CPUID.
 //!
+//! [`node::KvmNode`] is this runtime as the engine drives it (the
+//! [`crate::runtime::NodeRuntime`] trait, shared with user-mode Linux).
+//!
 //! # Under PVM (kvm_pvm, no vmx/svm)
 //! Guest ring 3 runs natively, guest ring 0 is emulated about 1000x slower; the test
 //! guests in vmm/guests/ run at ring 0 and are kept to a few hundred instructions. See
@@ -38,12 +41,15 @@ pub mod cluster;
 pub mod devices;
 mod error;
 pub mod host;
+pub mod legacy;
 pub mod linux;
 pub mod mmio;
+pub mod node;
 pub mod ports;
 pub mod probe;
 pub mod snapshot;
 pub mod virtio_mmio;
+pub mod watchdog;
 mod vm;
 
 pub use devices::{DeviceEvent, PioBus, PioDevice, PowerPort, PvClock, Serial};

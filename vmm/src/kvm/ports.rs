@@ -121,6 +121,12 @@ impl BlkPort {
         self.adapter.device()
     }
 
+    /// The device model, for engine actions on the disk (reads done, taking the disk
+    /// out of a dead node).
+    pub fn blk_mut(&mut self) -> &mut VirtioBlk {
+        self.adapter.device_and_queues().0
+    }
+
     /// The first device error (a guest breaking the protocol) since the last call.
     pub fn take_error(&mut self) -> Option<DeviceError> {
         self.adapter.take_error()

@@ -317,6 +317,9 @@ impl<D: VirtioDevice + 'static> MmioDevice for VirtioMmioTransport<D> {
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]

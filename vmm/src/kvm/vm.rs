@@ -155,6 +155,10 @@ pub enum RunOutcome {
     ExitLimit,
     /// [`RunLimits::until_ns`] reached.
     TimeLimit,
+    /// The stop flag ([`MicroVm::stop_flag`]) was set from another thread, which
+    /// signalled the vCPU thread out of KVM_RUN (the wall-clock watchdog,
+    /// [`super::watchdog`]): a host-timed stop, for reporting a hang only.
+    Interrupted,
 }
 
 /// Trace kinds folded into the hash.
@@ -300,6 +304,9 @@ pub struct MicroVm {
     pub(crate) stats: ExitStats,
     pub(crate) trace: Sha256,
     pub(crate) host: HostCaps,
+    /// Set from another thread to make [`MicroVm::run`] return
+    /// [`RunOutcome::Interrupted`] (see [`super::watchdog`]).
+    pub(crate) stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for MicroVm {
@@ -363,6 +370,7 @@ impl MicroVm {
             stats: ExitStats::default(),
             trace: Sha256::new(),
             host: HostCaps::detect(),
+            stop: Default::default(),
         })
     }
 
@@ -411,6 +419,19 @@ impl MicroVm {
     pub fn mmio_mut(&mut self) -> &mut MmioBus {
         &mut self.mmio
     }
+    /// The flag that stops [`MicroVm::run`] from another thread (set it, then signal
+    /// the vCPU thread; [`super::watchdog::Watchdog`] does both).
+    pub fn stop_flag(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        self.stop.clone()
+    }
+    /// The MMIO windows: (device name, base, length).
+    pub fn mmio_windows(&self) -> Vec<(&'static str, u64, u64)> {
+        self.mmio.windows()
+    }
+    /// The MMIO device at `base`, if it is a `T` (inspection).
+    pub fn mmio_ref<T: 'static>(&self, base: u64) -> Option<&T> {
+        self.mmio.device_ref(base)
+    }
     /// The port I/O devices.
     pub fn devices(&self) -> &PioBus {
         &self.bus
@@ -442,19 +463,31 @@ impl MicroVm {
                 self.pending.set(v);
             }
         }
+        if let Some(d) = self.bus.pit.deadline() {
+            if d <= self.clock.now() {
+                self.bus.pit.fire(self.clock.now());
+                self.bus.pic.raise(0);
+            }
+        }
         for v in self.mmio.take_interrupts() {
             self.pending.set(v);
         }
+    }
+
+    /// An interrupt waits for the vCPU: a vector raised directly, or one the PIC
+    /// would deliver.
+    fn has_interrupt(&self) -> bool {
+        !self.pending.is_empty() || self.bus.pic.has_pending()
     }
 
     /// Moves a due timer into the pending interrupt, then injects the pending interrupt
     /// if the vCPU can take it, or asks KVM for an interrupt-window exit.
     fn deliver_interrupts(&mut self) -> Result<()> {
         self.collect_interrupts();
-        let Some(vector) = self.pending.highest() else {
+        if !self.has_interrupt() {
             self.vcpu.get_kvm_run().request_interrupt_window = 0;
             return Ok(());
-        };
+        }
         // Readiness comes from the vCPU state itself (IF set, no STI/MOV-SS shadow), not
         // from kvm_run's flags: those are only written at exits, so they would be stale
         // after a restore or a snapshot's immediate-exit run and make the injection path
@@ -467,6 +500,15 @@ impl MicroVm {
         };
         if if_set && shadow == 0 {
             self.vcpu.get_kvm_run().request_interrupt_window = 0;
+            // Directly raised vectors first, then the PIC's (acknowledged only now,
+            // when the CPU takes it).
+            let vector = match self.pending.highest() {
+                Some(v) => {
+                    self.pending.clear(v);
+                    v
+                }
+                None => self.bus.pic.ack().expect("the PIC has an interrupt pending"),
+            };
             let irq = kvm_interrupt { irq: u32::from(vector) };
             // SAFETY: KVM_INTERRUPT reads one kvm_interrupt; `irq` outlives the call.
             let ret = unsafe { vmm_sys_util::ioctl::ioctl_with_ref(&self.vcpu, KVM_INTERRUPT(), &irq) };
@@ -476,7 +518,6 @@ impl MicroVm {
                     source: kvm_ioctls::Error::last(),
                 });
             }
-            self.pending.clear(vector);
             self.stats.injected += 1;
             self.record(Ev::Inject, u64::from(vector), &[]);
         } else {
@@ -495,9 +536,9 @@ impl MicroVm {
     /// guest stays halted (it remains so on the next [`MicroVm::run`]).
     fn wait_halted(&mut self, limits: &RunLimits) -> Result<Option<RunOutcome>> {
         self.collect_interrupts();
-        if self.pending.is_empty() {
+        if !self.has_interrupt() {
             let rflags = self.vcpu.get_regs().map_err(ioctl("KVM_GET_REGS"))?.rflags;
-            let deadline = self.bus.clock.deadline().filter(|_| rflags & 0x200 != 0);
+            let deadline = self.bus.next_deadline().filter(|_| rflags & 0x200 != 0);
             let Some(deadline) = deadline else {
                 // Interrupts off, or nothing that could raise one: halted for good
                 // (until a device interrupt is raised from outside).
@@ -524,8 +565,8 @@ impl MicroVm {
     /// nothing, when the node is not halted or an armed timer would fire first: then
     /// the node must be run (with [`RunLimits::until_ns`]) instead.
     pub fn idle_until(&mut self, t: u64) -> bool {
-        let timer_first = self.bus.clock.deadline().is_some_and(|d| d < t);
-        if !self.halted || timer_first || !self.pending.is_empty() {
+        let timer_first = self.bus.next_deadline().is_some_and(|d| d < t);
+        if !self.halted || timer_first || self.has_interrupt() {
             return false;
         }
         if t > self.clock.now() {
@@ -533,6 +574,44 @@ impl MicroVm {
             self.record(Ev::TimerJump, t, &[]);
         }
         true
+    }
+
+    /// For a halted vCPU: whether an interrupt can wake it at the current time (one is
+    /// pending, or the timer is due). Moves a due timer into the pending set.
+    pub fn wake_due(&mut self) -> bool {
+        self.collect_interrupts();
+        self.has_interrupt()
+    }
+
+    /// The armed timer's deadline, if any.
+    pub fn timer_deadline(&self) -> Option<u64> {
+        self.bus.next_deadline()
+    }
+
+    /// Moves the clock of a halted vCPU forward to `t` (recorded like a timer jump),
+    /// also past an armed timer, which then fires late, at `t`: the engine granted the
+    /// node later than it asked, or an outside event reaches it. A running (not
+    /// halted) vCPU's clock only moves by its exits. Returns the clock.
+    pub fn advance_halted(&mut self, t: u64) -> u64 {
+        if self.halted && t > self.clock.now() {
+            self.clock.jump_to(t);
+            self.record(Ev::TimerJump, t, &[]);
+        }
+        self.clock.now()
+    }
+
+    /// The wall-clock time (ns since the Unix epoch) the guest's CMOS clock shows at
+    /// virtual time 0.
+    pub fn set_time_of_day(&mut self, epoch_ns: u64) {
+        self.bus.rtc.epoch_ns = epoch_ns;
+    }
+
+    /// Starts the clock of a VM that has not run yet at `t` (a node booted, or booted
+    /// again after a crash, at engine time `t`).
+    pub fn start_clock_at(&mut self, t: u64) {
+        if self.stats.exits == 0 && t > self.clock.now() {
+            self.clock.jump_to(t);
+        }
     }
 
     /// Whether the vCPU is halted, waiting for an interrupt.
@@ -549,6 +628,9 @@ impl MicroVm {
             }
             if limits.until_ns.is_some_and(|t| self.clock.now() >= t) {
                 return Ok(RunOutcome::TimeLimit);
+            }
+            if self.stop.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                return Ok(RunOutcome::Interrupted);
             }
             if self.halted {
                 if let Some(outcome) = self.wait_halted(&limits)? {
@@ -608,6 +690,9 @@ impl MicroVm {
                 Ok(VcpuExit::FailEntry(reason, _)) => Exit::FailEntry(reason),
                 Ok(other) => Exit::Other(format!("{other:?}")),
                 Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
+                    if self.stop.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                        return Ok(RunOutcome::Interrupted);
+                    }
                     reenter = true;
                     continue;
                 }

@@ -1,0 +1,66 @@
+//! The KVM node runtime ([`vmm::kvm::node::KvmNode`]) as the engine drives it.
+//! Runs wherever /dev/kvm opens.
+
+mod kvm_common;
+
+use std::time::{Duration, Instant};
+
+use kvm_common::{guest, kvm_available};
+use vmm::kvm::node::KvmNode;
+use vmm::kvm::MicroVm;
+use vmm::runtime::{NodeRuntime, OutputStream, RunOutcome};
+
+/// A guest spinning without exits is stopped by the wall-clock watchdog and
+/// reported as hung, instead of holding the engine forever.
+#[test]
+fn kvm_node_spinning_guest_is_reported_hung() {
+    if !kvm_available("kvm_node_spinning_guest_is_reported_hung") {
+        return;
+    }
+    let vm = MicroVm::boot_image(&guest("spin"), 4).unwrap();
+    let mut node = KvmNode::new(1, vm, false, None).unwrap();
+    node.wait_connected(0, Duration::from_secs(1)).unwrap();
+    let began = Instant::now();
+    let mut out = Vec::new();
+    let r = node.grant_at(0, 0, Duration::from_millis(300), &mut out).unwrap();
+    assert!(matches!(r, RunOutcome::Hung { .. }), "{r:?}");
+    assert!(began.elapsed() < Duration::from_secs(10), "the watchdog took {:?}", began.elapsed());
+}
+
+/// hello.S prints, then halts with interrupts off: its output is stamped with
+/// virtual time from the node's start time on, and it then waits for the engine.
+#[test]
+fn kvm_node_output_then_idle() {
+    if !kvm_available("kvm_node_output_then_idle") {
+        return;
+    }
+    let vm = MicroVm::boot_image(&guest("hello"), 4).unwrap();
+    let mut node = KvmNode::new(1, vm, false, None).unwrap();
+    node.wait_connected(5_000, Duration::from_secs(1)).unwrap();
+    assert_eq!(node.requested(), 5_000);
+    let mut out = Vec::new();
+    let mut outcome = None;
+    for _ in 0..100 {
+        let r = node.grant_at(node.requested(), 0, Duration::from_secs(60), &mut out).unwrap();
+        match r {
+            RunOutcome::Waiting { requested } if requested == vmm::kvm::node::IDLE => break,
+            RunOutcome::Waiting { .. } => {}
+            other => {
+                outcome = Some(other);
+                break;
+            }
+        }
+    }
+    assert_eq!(outcome, None);
+    assert_eq!(node.requested(), vmm::kvm::node::IDLE);
+    assert!(!node.has_exited());
+    let text: String = out
+        .iter()
+        .filter(|o| o.stream == OutputStream::Console)
+        .map(|o| String::from_utf8_lossy(&o.bytes).into_owned())
+        .collect();
+    assert!(text.contains("hello from a 64-bit guest at t="), "{text}");
+    // Stamps start at the node's start time and never decrease.
+    assert!(out.first().unwrap().time > 5_000);
+    assert!(out.windows(2).all(|w| w[0].time <= w[1].time));
+}
