@@ -240,7 +240,9 @@ fn options(c: &CommonArgs) -> RunOptions {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match dispatch(cli) {
+    let result = dispatch(cli);
+    simcluster::run::remove_scratch();
+    match result {
         Ok(code) => code,
         Err(e) => {
             let bad_input = e.downcast_ref::<BadInput>().is_some()

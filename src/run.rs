@@ -363,6 +363,11 @@ pub(crate) fn crash_states_param(s: &checker::failure_file::StrategySpec) -> std
         .unwrap_or_default()
 }
 
+/// Removes this process's scratch directory once no execution uses it.
+pub fn remove_scratch() {
+    let _ = std::fs::remove_dir(std::env::temp_dir().join(format!("simcluster-{}", std::process::id())));
+}
+
 fn scratch_dir() -> Result<PathBuf> {
     let d = std::env::temp_dir().join(format!("simcluster-{}", std::process::id()));
     std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
@@ -562,6 +567,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
         }
     }
     bar.finish_and_clear();
+    remove_scratch();
     let Tally { executions: done, failures, last, failing, critical, virtual_ns_total, boot_walls, crash_points, .. } = t;
     let (last, _) = last.context("no execution ran")?;
     write_execution(&opts.out.join("last"), &cluster, &last)?;
