@@ -41,6 +41,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         seed,
         scratch: scratch.to_path_buf(),
         network: Some(NetworkSpec { config: Default::default(), scheduled: vec![], pcap_dir: None }),
+        history_node: None,
         disk: None,
         explore: ExploreSpec::default(),
         runtime: RuntimeKind::Kvm,
