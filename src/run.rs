@@ -262,6 +262,9 @@ struct Ctx<'a> {
     images: &'a Images,
 }
 
+/// Traffic captures of an execution: (file name, pcap bytes).
+type Pcaps = Vec<(String, Vec<u8>)>;
+
 /// Running totals of a run.
 #[derive(Default)]
 struct Tally {
@@ -269,7 +272,7 @@ struct Tally {
     failures: u64,
     virtual_ns_total: u64,
     boot_walls: Vec<f64>,
-    last: Option<(ExecutionResult, Vec<(String, Vec<u8>)>)>,
+    last: Option<(ExecutionResult, Pcaps)>,
     failing: Option<(u64, ExecutionResult, PathBuf)>,
     critical: Option<CriticalSummary>,
     crash_points: Vec<CrashPointSummary>,

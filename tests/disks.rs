@@ -25,7 +25,7 @@ fn a_correct_rename_keeps_old_or_new_content_in_every_crash_state() {
     for p in points {
         let (states, n) = (p["states"].as_u64().unwrap(), p["explored"].as_u64().unwrap());
         assert!(p["states_exact"].as_bool().unwrap());
-        assert!(states >= 1 && states <= 16, "{p}");
+        assert!((1..=16).contains(&states), "{p}");
         assert_eq!(n, states, "every crash state of a small crash point is explored: {p}");
         explored += n;
     }
