@@ -15,9 +15,15 @@ cd "$(dirname "$0")/.."
 cluster="${1:-guest-images/db-cluster}"
 shift || true
 cargo build --release --quiet
-# db-cluster-unsafe and the examples take their programs from a sibling
-# directory's build.sh.
-for dir in "$cluster" "$cluster/../db-cluster" "$cluster/.."; do
-  if [ -x "$dir/build.sh" ] && [ -f "$dir/build.sh" ]; then "$dir/build.sh"; break; fi
-done
+# The cluster's guest programs: its own build.sh, or its parent's (the
+# examples), and that of any sibling directory its cluster.toml takes files
+# from (db-cluster-unsafe uses db-cluster's).
+if [ -f "$cluster/build.sh" ]; then "$cluster/build.sh"
+elif [ -f "$cluster/../build.sh" ]; then "$cluster/../build.sh"
+fi
+if [ -f "$cluster/cluster.toml" ]; then
+  for sib in $(grep -o '"\.\./[^/"]*/' "$cluster/cluster.toml" | tr -d '"' | sort -u); do
+    if [ -f "$cluster/$sib/build.sh" ]; then "$cluster/$sib/build.sh"; fi
+  done
+fi
 exec target/release/simcluster run --images "$cluster" "$@"
