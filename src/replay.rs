@@ -68,7 +68,7 @@ impl Loaded {
     fn execute(&self, opts: &RunOptions, decisions: &[Decision], label: &str) -> Result<Executed> {
         let seed = engine::execution_seed(self.record.seed, self.record.execution_index);
         let mut spec =
-            spec_for(&self.cluster, &self.images, &self.disk, opts.time_limit_ns, opts.watchdog, self.explore.clone(), seed, Path::new("."));
+            spec_for(&self.cluster, &self.images, &self.disk, opts.time_limit_ns, opts.watchdog, self.explore.clone(), seed);
         spec.runtime = self.runtime;
         let mut guided = Guided::new(decisions);
         execute_one(&mut spec, &mut guided, label)

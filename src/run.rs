@@ -402,7 +402,6 @@ pub(crate) fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<eng
     }))
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn spec_for(
     cluster: &Cluster,
     images: &Images,
@@ -411,7 +410,6 @@ pub(crate) fn spec_for(
     watchdog: Duration,
     explore: engine::ExploreSpec,
     seed: u64,
-    scratch: &Path,
 ) -> ExecutionSpec {
     ExecutionSpec {
         kernel: images.kernel.clone(),
@@ -426,11 +424,12 @@ pub(crate) fn spec_for(
         watchdog,
         connect_timeout: Duration::from_secs(60),
         seed,
-        scratch: scratch.to_path_buf(),
+        // Set per execution by `execute_one`.
+        scratch: PathBuf::new(),
         network: Some(engine::NetworkSpec {
             config: cluster.spec.faults.network.clone(),
             scheduled: cluster.partitions.clone(),
-            pcap_dir: Some(scratch.join("pcap")),
+            pcap_dir: None,
         }),
         disk: disk.clone(),
         history_node: cluster.history_node,
@@ -442,7 +441,7 @@ pub(crate) fn spec_for(
 /// An execution's result and its traffic captures (file name -> pcap).
 pub(crate) struct Executed {
     pub result: ExecutionResult,
-    pub pcaps: Vec<(String, Vec<u8>)>,
+    pub pcaps: Pcaps,
 }
 
 /// Runs one execution in its own scratch directory.
@@ -518,7 +517,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
             break;
         }
         let seed = engine::execution_seed(opts.seed, index);
-        let mut spec = spec_for(&cluster, &images, &disk, opts.time_limit_ns, opts.watchdog, explore.clone(), seed, Path::new("."));
+        let mut spec = spec_for(&cluster, &images, &disk, opts.time_limit_ns, opts.watchdog, explore.clone(), seed);
         spec.runtime = opts.runtime;
         let executed = execute_one(&mut spec, strategy.as_mut(), &format!("e{index}"))?;
         // A crash point with few enough disk crash states: explore every

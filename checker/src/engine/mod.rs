@@ -264,18 +264,16 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             ex.fail(FailureKind::TimeLimit, None, msg);
             break;
         }
-        ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns, ex.min_requested()), &mut enabled);
-        if let Some((at, seed)) = spec.explore.calm_from.filter(|(at, _)| *at == steps) {
-            let _ = at;
+        if let Some((_, seed)) = spec.explore.calm_from.filter(|&(at, _)| at == steps) {
+            // Before the enabled set: calming heals a partition and stops
+            // crashes.
             ex.calm = true;
             calm_rng = Some(Xoshiro256PlusPlus::seed_from_u64(seed));
             if let Some(ns) = ex.net.as_mut() {
                 ns.calm(seed);
             }
-            // Calming may have healed a partition or stopped a crash:
-            // the enabled set changed.
-            ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns, ex.min_requested()), &mut enabled);
         }
+        ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns, ex.min_requested()), &mut enabled);
         let pick = if enabled.len() == 1 {
             0
         } else if let Some(rng) = calm_rng.as_mut() {
@@ -298,17 +296,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         ex.apply(chosen.action)?;
         if ex.phase == Phase::Booting && ex.nodes.iter().all(|n| n.ready) && ex.verdict.is_none() {
             boot_wall = Some(began.elapsed());
-            ex.phase = Phase::Workload;
-            let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x6372_6173_6874);
-            let span = spec.explore.crash_span_ns.max(1);
-            ex.crash_not_before = Some(ex.now + rng.next_u64() % span);
-            match ex.host.as_mut() {
-                Some(h) => h.start(ex.now, &mut ex.trace),
-                None if spec.host_workload.is_some() => {
-                    ex.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
-                }
-                None => ex.command(spec.workload_node, "workload")?,
-            }
+            ex.start_workload()?;
         }
         if let Phase::Checks { done } = ex.phase {
             if done == spec.invariants.len() + spec.liveness.len() && ex.verdict.is_none() {
@@ -383,6 +371,23 @@ fn check_history(ex: &mut Execution, node: usize) {
 }
 
 impl Execution<'_> {
+    /// Every node is ready: the workload starts, and so does the time from
+    /// which crashes are possible.
+    fn start_workload(&mut self) -> Result<(), EngineError> {
+        let spec = self.spec;
+        self.phase = Phase::Workload;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x6372_6173_6874);
+        self.crash_not_before = Some(self.now + rng.next_u64() % spec.explore.crash_span_ns.max(1));
+        match self.host.as_mut() {
+            Some(h) => h.start(self.now, &mut self.trace),
+            None if spec.host_workload.is_some() => {
+                self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
+            }
+            None => self.command(spec.workload_node, "workload")?,
+        }
+        Ok(())
+    }
+
     fn fail(&mut self, kind: FailureKind, node: Option<usize>, what: String) {
         let (name, what) = match node {
             Some(i) => (Some(self.nodes[i].name.clone()), self.nodes[i].with_tail(what)),
