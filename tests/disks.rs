@@ -108,3 +108,28 @@ fn bad_disk_and_crash_settings_are_rejected() {
         assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "nothing written");
     }
 }
+
+#[test]
+fn torn_writes_multiply_crash_states_and_a_large_crash_point_is_sampled() {
+    let Some(ex) = examples() else { return };
+    // rename-safe with torn writes: a crash during a 4 KiB write leaves any
+    // subset of its 8 sectors, 2^8 states, more than [disk] enumerate (16),
+    // so one is drawn from the seed. ext4's journal copes: still correct.
+    let d = tempfile::tempdir().unwrap();
+    let toml = std::fs::read_to_string(ex.join("rename-safe/cluster.toml"))
+        .unwrap()
+        .replace("\"../rename-safe/safefile\"", &format!("{:?}", ex.join("rename-safe/safefile").display().to_string()))
+        .replace("mount = \"/data\"", "mount = \"/data\"\ntorn_writes = true");
+    std::fs::write(d.path().join("cluster.toml"), toml).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &["--executions", "3", "--seed", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    let points = j["crash_points"].as_array().unwrap();
+    let big: Vec<_> = points.iter().filter(|p| p["states"].as_u64().unwrap() > 16).collect();
+    assert!(!big.is_empty(), "no crash during a multi-sector write: {j}");
+    for p in big {
+        assert_eq!(p["explored"], 1, "{p}");
+        assert_eq!(p["states"].as_u64().unwrap().count_ones(), 1, "2^sectors states: {p}");
+    }
+}
