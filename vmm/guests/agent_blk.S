@@ -26,23 +26,7 @@ _start:
     mov $0x36, %edi
     call set_gate
     call ctl_init
-    mov $VIRTIO, %ebx
-    cmpl $2, 8(%rbx)                 # DeviceID: block
-    jne fail
-    movl $0, 0x70(%rbx)
-    movl $3, 0x70(%rbx)
-    movl $0, 0x24(%rbx)
-    movl $0x200, 0x20(%rbx)          # VIRTIO_BLK_F_FLUSH
-    movl $1, 0x24(%rbx)
-    movl $1, 0x20(%rbx)              # VIRTIO_F_VERSION_1
-    movl $0xb, 0x70(%rbx)
-    testl $8, 0x70(%rbx)
-    jz fail
-    xor %edi, %edi
-    mov $QSIZE, %edx
-    mov $BLKQ, %esi
-    call virtio_queue
-    movl $0xf, 0x70(%rbx)
+    call blk_init
     mov $DATA, %edi
     mov $'A', %al
     mov $512, %ecx
@@ -125,58 +109,6 @@ fail:
     mov $1, %eax
     call poweroff
 
-# req and wait_used: as in guests/blk.S.
-req:
-    mov %edi, %r9d
-    shl $4, %r9d
-    lea HDRS(%r9), %r10
-    mov %eax, (%r10)
-    movl $0, 4(%r10)
-    mov %rdx, 8(%r10)
-    lea (%rdi,%rdi,2), %r11d
-    mov %r11d, %r12d
-    shl $4, %r12d
-    add $BLKQ, %r12d
-    mov %r10, (%r12)
-    movl $16, 8(%r12)
-    movw $1, 12(%r12)
-    lea 1(%r11), %eax
-    mov %ax, 14(%r12)
-    add $16, %r12
-    test %ecx, %ecx
-    jz 1f
-    mov %rsi, (%r12)
-    mov %ecx, 8(%r12)
-    mov %r8d, %eax
-    or $1, %eax
-    mov %ax, 12(%r12)
-    lea 2(%r11), %eax
-    mov %ax, 14(%r12)
-    add $16, %r12
-1:  lea STATS(%rdi), %rax
-    movb $0xff, (%rax)
-    mov %rax, (%r12)
-    movl $1, 8(%r12)
-    movw $2, 12(%r12)
-    movw $0, 14(%r12)
-    movzwl BLKQ+0x1002, %eax
-    mov %eax, %r9d
-    and $QSIZE-1, %r9d
-    mov %r11w, BLKQ+0x1004(,%r9,2)
-    inc %eax
-    mov %ax, BLKQ+0x1002
-    ret
-
-wait_used:
-1:  cli
-    cmpw %ax, BLKQ+0x2002
-    je 2f
-    sti
-    hlt
-    jmp 1b
-2:  sti
-    ret
-
 ready:  .ascii "@sim ready\n"
     .set ready_len, . - ready
 done:   .ascii "@sim done workload 0\n"
@@ -184,4 +116,5 @@ done:   .ascii "@sim done workload 0\n"
 ok:     .asciz "disk ok\n"
     .include "common.inc"
     .include "virtio.inc"
+    .include "blk.inc"
     .include "agent.inc"

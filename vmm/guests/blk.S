@@ -26,23 +26,7 @@ _start:
     lea virtio_irq(%rip), %rax
     mov $0x32, %edi              # vector
     call set_gate
-    mov $VIRTIO, %ebx
-    cmpl $2, 8(%rbx)                # DeviceID: block
-    jne fail
-    movl $0, 0x70(%rbx)             # reset
-    movl $3, 0x70(%rbx)             # ACKNOWLEDGE | DRIVER
-    movl $0, 0x24(%rbx)
-    movl $0x200, 0x20(%rbx)         # VIRTIO_BLK_F_FLUSH
-    movl $1, 0x24(%rbx)
-    movl $1, 0x20(%rbx)             # VIRTIO_F_VERSION_1
-    movl $0xb, 0x70(%rbx)           # | FEATURES_OK
-    testl $8, 0x70(%rbx)
-    jz fail
-    xor %edi, %edi                  # request queue 0
-    mov $QSIZE, %edx
-    mov $BLKQ, %esi
-    call virtio_queue
-    movl $0xf, 0x70(%rbx)           # | DRIVER_OK
+    call blk_init
     sti
     # Data: 1024 x 'A', then 512 x 'B', 'C', 'D'.
     mov $DATA, %edi
@@ -146,64 +130,10 @@ fail:
     mov $1, %eax
     call poweroff
 
-# req: makes request %edi (k) available: type %eax, sector %rdx, data at %esi of
-# %ecx bytes (0: no data), data descriptor flags %r8d (0: device reads, 2: writes).
-# Chain: descriptors 3k (header), 3k+1 (data), then the status byte STATS+k.
-req:
-    mov %edi, %r9d
-    shl $4, %r9d
-    lea HDRS(%r9), %r10             # header
-    mov %eax, (%r10)
-    movl $0, 4(%r10)
-    mov %rdx, 8(%r10)
-    lea (%rdi,%rdi,2), %r11d        # head descriptor d = 3k
-    mov %r11d, %r12d
-    shl $4, %r12d
-    add $BLKQ, %r12d                # &desc[d]
-    mov %r10, (%r12)
-    movl $16, 8(%r12)
-    movw $1, 12(%r12)               # NEXT
-    lea 1(%r11), %eax
-    mov %ax, 14(%r12)
-    add $16, %r12
-    test %ecx, %ecx
-    jz 1f
-    mov %rsi, (%r12)
-    mov %ecx, 8(%r12)
-    mov %r8d, %eax
-    or $1, %eax                     # | NEXT
-    mov %ax, 12(%r12)
-    lea 2(%r11), %eax
-    mov %ax, 14(%r12)
-    add $16, %r12
-1:  lea STATS(%rdi), %rax
-    movb $0xff, (%rax)
-    mov %rax, (%r12)
-    movl $1, 8(%r12)
-    movw $2, 12(%r12)               # WRITE
-    movw $0, 14(%r12)
-    movzwl BLKQ+0x1002, %eax        # avail.idx
-    mov %eax, %r9d
-    and $QSIZE-1, %r9d
-    mov %r11w, BLKQ+0x1004(,%r9,2)  # avail.ring[idx % QSIZE] = d
-    inc %eax
-    mov %ax, BLKQ+0x1002
-    ret
-
-# wait_used: halts until used.idx == %ax.
-wait_used:
-1:  cli
-    cmpw %ax, BLKQ+0x2002
-    je 2f
-    sti
-    hlt
-    jmp 1b
-2:  sti
-    ret
-
 written:  .asciz "written\n"
 flushed:  .asciz "flushed\n"
 readback: .asciz "read back AD, irqs="
 ok:       .asciz "blk ok\n"
     .include "common.inc"
     .include "virtio.inc"
+    .include "blk.inc"
