@@ -83,6 +83,34 @@ fn disk_ops(r: &engine::ExecutionResult) -> Vec<String> {
         .collect()
 }
 
+/// Executes the spec `make_spec` builds (from a fresh scratch directory)
+/// `runs` times under a random walk with `weights` and seed `seed`, checks
+/// each result, and asserts every trace hash is the same. The first run's
+/// trace goes to stderr (shown when a test fails).
+fn same_trace(
+    dir: &Path,
+    runs: usize,
+    seed: u64,
+    weights: KindWeights,
+    make_spec: impl Fn(&Path) -> ExecutionSpec,
+    check: impl Fn(&engine::ExecutionResult),
+) {
+    let mut hashes = Vec::new();
+    for run in 0..runs {
+        let scratch = dir.join(format!("run{run}"));
+        std::fs::create_dir_all(&scratch).unwrap();
+        let mut strategy = RandomWalk::new(seed, weights.clone());
+        assert!(strategy.begin_execution(0));
+        let r = engine::execute(&make_spec(&scratch), &mut strategy).expect("engine");
+        if run == 0 {
+            eprintln!("{}", r.trace.to_jsonl());
+        }
+        check(&r);
+        hashes.push(r.trace_hash);
+    }
+    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "trace hashes differ: {hashes:?}");
+}
+
 #[test]
 fn kvm_nodes_run_under_the_engine_deterministically() {
     if !kvm_available("kvm_nodes_run_under_the_engine_deterministically") {
@@ -90,16 +118,7 @@ fn kvm_nodes_run_under_the_engine_deterministically() {
     }
     let dir = tempfile::tempdir().unwrap();
     let img = image(dir.path());
-    let mut hashes = Vec::new();
-    for run in 0..5 {
-        let scratch = dir.path().join(format!("run{run}"));
-        std::fs::create_dir_all(&scratch).unwrap();
-        let mut strategy = RandomWalk::new(11, KindWeights::default());
-        assert!(strategy.begin_execution(0));
-        let r = engine::execute(&spec(&img, &scratch, 11), &mut strategy).expect("engine");
-        if run == 0 {
-            eprintln!("{}", r.trace.to_jsonl());
-        }
+    same_trace(dir.path(), 5, 11, KindWeights::default(), |scratch| spec(&img, scratch, 11), |r| {
         assert!(matches!(r.verdict, Verdict::Pass), "verdict {:?}", r.verdict);
         let ev = r.trace.events();
         let console = |node: u16, what: &str| {
@@ -112,9 +131,7 @@ fn kvm_nodes_run_under_the_engine_deterministically() {
         // is done, before n2 runs again to read its frame.
         assert_eq!(delivered, 2, "two frames through netsim");
         assert!(ev.iter().any(|e| matches!(&e.kind, EventKind::CommandDone { name, status: 0 } if name == "workload")));
-        hashes.push(r.trace_hash);
-    }
-    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "trace hashes differ: {hashes:?}");
+    });
 }
 
 /// Disk writes and flushes are engine actions on KVM nodes too: the guest's requests
@@ -127,22 +144,11 @@ fn kvm_node_disk_requests_are_engine_actions() {
     }
     let dir = tempfile::tempdir().unwrap();
     let img = guest_image("agent_blk", dir.path());
-    let mut hashes = Vec::new();
-    for run in 0..3 {
-        let scratch = dir.path().join(format!("run{run}"));
-        std::fs::create_dir_all(&scratch).unwrap();
-        let mut strategy = RandomWalk::new(5, KindWeights::default());
-        assert!(strategy.begin_execution(0));
-        let r = engine::execute(&disk_spec(&img, &scratch, 5), &mut strategy).expect("engine");
-        if run == 0 {
-            eprintln!("{}", r.trace.to_jsonl());
-        }
+    same_trace(dir.path(), 3, 5, KindWeights::default(), |scratch| disk_spec(&img, scratch, 5), |r| {
         assert!(matches!(r.verdict, Verdict::Pass), "verdict {:?}", r.verdict);
-        assert_eq!(disk_ops(&r), ["write@0", "flush@0", "write@8", "read@0"]);
+        assert_eq!(disk_ops(r), ["write@0", "flush@0", "write@8", "read@0"]);
         assert!(r.trace.events().iter().any(|e| matches!(&e.kind, EventKind::Console { text } if text == "disk ok")));
-        hashes.push(r.trace_hash);
-    }
-    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "trace hashes differ: {hashes:?}");
+    });
 }
 
 /// Power loss on a KVM node: the engine kills it with a write in flight, picks a
@@ -156,11 +162,8 @@ fn kvm_node_crash_and_restart_through_the_engine() {
     }
     let dir = tempfile::tempdir().unwrap();
     let img = guest_image("agent_blk", dir.path());
-    let mut hashes = Vec::new();
-    for run in 0..3 {
-        let scratch = dir.path().join(format!("run{run}"));
-        std::fs::create_dir_all(&scratch).unwrap();
-        let mut spec = disk_spec(&img, &scratch, 9);
+    let make_spec = |scratch: &Path| {
+        let mut spec = disk_spec(&img, scratch, 9);
         spec.explore = ExploreSpec {
             max_crashes: 1,
             crashable: vec![0],
@@ -168,13 +171,10 @@ fn kvm_node_crash_and_restart_through_the_engine() {
             crash_span_ns: 1,
             ..Default::default()
         };
-        let weights = KindWeights::default().set(ActionKind::Crash, 1_000_000);
-        let mut strategy = RandomWalk::new(9, weights);
-        assert!(strategy.begin_execution(0));
-        let r = engine::execute(&spec, &mut strategy).expect("engine");
-        if run == 0 {
-            eprintln!("{}", r.trace.to_jsonl());
-        }
+        spec
+    };
+    let weights = KindWeights::default().set(ActionKind::Crash, 1_000_000);
+    same_trace(dir.path(), 3, 9, weights, make_spec, |r| {
         let ev = r.trace.events();
         let pos = |f: &dyn Fn(&EventKind) -> bool| ev.iter().position(|e| f(&e.kind));
         let crash = pos(&|k| matches!(k, EventKind::Crash { .. })).expect("a crash");
@@ -184,7 +184,5 @@ fn kvm_node_crash_and_restart_through_the_engine() {
         assert_eq!(readies, 2, "ready before the crash and after the restart");
         assert_eq!(r.crashes, 1);
         assert!(matches!(&r.verdict, Verdict::Fail(f) if f.kind == engine::FailureKind::TimeLimit), "{:?}", r.verdict);
-        hashes.push(r.trace_hash);
-    }
-    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "trace hashes differ: {hashes:?}");
+    });
 }
