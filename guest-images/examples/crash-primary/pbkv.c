@@ -20,54 +20,11 @@
  * Node N is 10.0.0.N. SIM_LOOPBACK=1 (one machine, no simulated network) puts
  * node N on 127.0.0.1 port 7003+N.
  */
-#include <arpa/inet.h>
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #define PORT 7003
+#include "../simnet.h"
 #define NKEYS 30
 #define ACKED "/tmp/acked"
-
-static int me;
-
-static struct sockaddr_in node_addr(int n) {
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    if (getenv("SIM_LOOPBACK")) {
-        a.sin_addr.s_addr = htonl(0x7f000001);
-        a.sin_port = htons(PORT + n);
-    } else {
-        a.sin_addr.s_addr = htonl(0x0a000000 | n); /* 10.0.0.n */
-        a.sin_port = htons(PORT);
-    }
-    return a;
-}
-
-static int udp_socket(int bind_port) {
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
-    if (s < 0) { perror("socket"); exit(2); }
-    if (bind_port) {
-        struct sockaddr_in a = node_addr(me);
-        a.sin_addr.s_addr = htonl(INADDR_ANY);
-        if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) { perror("bind"); exit(2); }
-    }
-    return s;
-}
-
-static void send_to(int s, int n, const char *msg) {
-    struct sockaddr_in a = node_addr(n);
-    sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&a, sizeof a); /* errors: like a lost frame */
-}
-
-static long long now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000LL + t.tv_nsec / 1000000;
-}
 
 /* ---- the server ---------------------------------------------------------- */
 
@@ -218,7 +175,7 @@ static int client(int crash_after) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    me = getenv("NODE_ID") ? atoi(getenv("NODE_ID")) : 1;
+    me = node_id();
     if (argc == 2 && !strcmp(argv[1], "server")) server();
     if (argc >= 2 && !strcmp(argv[1], "client")) return client(argc > 2 ? atoi(argv[2]) : 0);
     if (argc == 2 && !strcmp(argv[1], "check")) return check();

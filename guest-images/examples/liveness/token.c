@@ -16,46 +16,11 @@
  * Node N is 10.0.0.N. SIM_LOOPBACK=1 (one machine, no simulated network) puts
  * node N on 127.0.0.1 port 7004+N.
  */
-#include <arpa/inet.h>
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #define PORT 7004
+#include "../simnet.h"
 #define PASSES 20
 #define DONE "/tmp/done"
-
-static int me;
-
-static struct sockaddr_in node_addr(int n) {
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    if (getenv("SIM_LOOPBACK")) {
-        a.sin_addr.s_addr = htonl(0x7f000001);
-        a.sin_port = htons(PORT + n);
-    } else {
-        a.sin_addr.s_addr = htonl(0x0a000000 | n); /* 10.0.0.n */
-        a.sin_port = htons(PORT);
-    }
-    return a;
-}
-
-static void send_to(int s, int n, const char *msg) {
-    struct sockaddr_in a = node_addr(n);
-    sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&a, sizeof a); /* errors: like a lost frame */
-}
-
-/* Waits up to ms milliseconds (virtual time) for a datagram; 0 on timeout. */
-static int recv_timeout(int s, char *buf, int len, int ms) {
-    struct pollfd p = {.fd = s, .events = POLLIN};
-    if (poll(&p, 1, ms) <= 0) return 0;
-    int r = recv(s, buf, len - 1, 0);
-    if (r <= 0) return 0;
-    buf[r] = 0;
-    return r;
-}
 
 static int node(void) {
     int s = socket(AF_INET, SOCK_DGRAM, 0), other = me == 1 ? 2 : 1, last = 0, k;
@@ -106,7 +71,7 @@ static int node(void) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    me = getenv("NODE_ID") ? atoi(getenv("NODE_ID")) : 1;
+    me = node_id();
     if (argc == 2 && !strcmp(argv[1], "node")) return node();
     fprintf(stderr, "usage: token node\n");
     return 2;

@@ -16,54 +16,19 @@
  * Node N is 10.0.0.N (NODE_ID, PEERS). For testing on one machine without the
  * simulated network, SIM_LOOPBACK=1 puts node N on 127.0.0.1 port 7002+N.
  */
-#include <arpa/inet.h>
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #define PORT 7002
+#include "../simnet.h"
 #define MAXN 16
 #define MAXIV 64
 #define HEARTBEAT_MS 200
 #define TIMEOUT_MS 1000
 #define STARTUP_MS 3000
 
-static int me, nodes;
-
-static struct sockaddr_in node_addr(int n) {
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    if (getenv("SIM_LOOPBACK")) {
-        a.sin_addr.s_addr = htonl(0x7f000001);
-        a.sin_port = htons(PORT + n);
-    } else {
-        a.sin_addr.s_addr = htonl(0x0a000000 | n); /* 10.0.0.n */
-        a.sin_port = htons(PORT);
-    }
-    return a;
-}
-
-static int udp_socket(int bind_port) {
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
-    if (s < 0) { perror("socket"); exit(2); }
-    if (bind_port) {
-        struct sockaddr_in a = node_addr(me);
-        a.sin_addr.s_addr = htonl(INADDR_ANY);
-        if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) { perror("bind"); exit(2); }
-    }
-    return s;
-}
-
-static void send_to(int s, int n, const char *msg) {
-    struct sockaddr_in a = node_addr(n);
-    sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&a, sizeof a); /* errors: like a lost frame */
-}
+static int nodes;
 
 /* Virtual wall-clock time in ms: one clock for the whole cluster. */
-static long long now_ms(void) {
+static long long cluster_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return t.tv_sec * 1000LL + t.tv_nsec / 1000000;
@@ -75,13 +40,13 @@ static double tsec(long long ms) { return (ms % 86400000LL) / 1000.0; }
 /* ---- the server ---------------------------------------------------------- */
 
 static _Noreturn void server(void) {
-    long long heard[MAXN + 1] = {0}, start = now_ms(), last_hb = 0;
+    long long heard[MAXN + 1] = {0}, start = cluster_ms(), last_hb = 0;
     long long iv[MAXIV][2]; /* my leadership intervals [from, to); to = -1: ongoing */
     int niv = 0, leader = 0, s = udp_socket(1);
     char buf[2048];
     printf("n%d: up, %d nodes, heartbeats every %d ms\n", me, nodes, HEARTBEAT_MS);
     for (;;) {
-        long long now = now_ms();
+        long long now = cluster_ms();
         if (now - last_hb >= HEARTBEAT_MS) {
             snprintf(buf, sizeof buf, "hb %d", me);
             for (int n = 1; n <= nodes; n++)
@@ -112,12 +77,12 @@ static _Noreturn void server(void) {
         if (r <= 0) continue;
         buf[r] = 0;
         if (sscanf(buf, "hb %d", &n) == 1 && n >= 1 && n <= MAXN) {
-            heard[n] = now_ms();
+            heard[n] = cluster_ms();
         } else if (!strncmp(buf, "intervals?", 10)) {
             /* Answer "iv ME FROM TO FROM TO ..." with ongoing ones ending now. */
             int o = snprintf(buf, sizeof buf, "iv %d", me);
             for (int i = 0; i < niv && o < (int)sizeof buf - 48; i++)
-                o += snprintf(buf + o, sizeof buf - o, " %lld %lld", iv[i][0], iv[i][1] < 0 ? now_ms() : iv[i][1]);
+                o += snprintf(buf + o, sizeof buf - o, " %lld %lld", iv[i][0], iv[i][1] < 0 ? cluster_ms() : iv[i][1]);
             sendto(s, buf, o, 0, (struct sockaddr *)&from, fl);
         }
     }
@@ -172,7 +137,7 @@ static int check(void) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    me = getenv("NODE_ID") ? atoi(getenv("NODE_ID")) : 1;
+    me = node_id();
     nodes = 1;
     for (const char *p = getenv("PEERS"); p && *p; p++) nodes += *p == ',';
     if (nodes > MAXN) nodes = MAXN;

@@ -22,45 +22,14 @@
  * may be rebooting). `safefile check` (the invariant) fails when an
  * acknowledged update is missing or the content is neither version.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #define PORT 7010
+#include "../simnet.h"
 #define DIR "/data"
 #define FILE_ DIR "/f"
 #define TMP DIR "/f.tmp"
-
-static struct sockaddr_in node_addr(int n) {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(PORT)};
-    a.sin_addr.s_addr = htonl(0x0a000000 | n); /* 10.0.0.n */
-    return a;
-}
-
-static int udp_socket(void) {
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(PORT)};
-    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0) { perror("udp"); exit(2); }
-    return s;
-}
-
-static void send_to(int s, int n, const char *msg) {
-    struct sockaddr_in a = node_addr(n);
-    sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&a, sizeof a);
-}
-
-static long long now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000LL + t.tv_nsec / 1000000;
-}
 
 static void must(int ok, const char *what) {
     if (!ok) { printf("n2: %s: %s\n", what, strerror(errno)); exit(2); }
@@ -91,8 +60,8 @@ static void read_content(char *buf, size_t n) {
     buf[r] = 0;
 }
 
-static int writer(int safe) {
-    int s = udp_socket();
+static _Noreturn void writer(int safe) {
+    int s = udp_socket(1);
     char buf[64], msg[80];
     if (access(FILE_, F_OK) != 0) {
         replace("old", 1);
@@ -122,14 +91,13 @@ static int writer(int safe) {
 }
 
 static int client(void) {
-    int s = udp_socket(), acked = 0;
+    int s = udp_socket(1), acked = 0;
     char buf[80];
     long long start = now_ms(), acked_at = 0;
     while (!acked && now_ms() - start < 10000) {
-        struct pollfd p = {.fd = s, .events = POLLIN};
-        if (poll(&p, 1, 500) > 0) {
-            ssize_t r = recv(s, buf, sizeof buf - 1, 0);
-            if (r > 0) { buf[r] = 0; if (!strcmp(buf, "acked")) { acked = 1; acked_at = now_ms(); } }
+        if (recv_timeout(s, buf, sizeof buf, 500) && !strcmp(buf, "acked")) {
+            acked = 1;
+            acked_at = now_ms();
         }
     }
     FILE *f = fopen("/tmp/acked", "w");
@@ -140,17 +108,12 @@ static int client(void) {
     while (now_ms() < wait_until) usleep(100000);
     for (long long t0 = now_ms(); now_ms() - t0 < 60000;) {
         send_to(s, 2, "get");
-        struct pollfd p = {.fd = s, .events = POLLIN};
-        if (poll(&p, 1, 500) > 0) {
-            ssize_t r = recv(s, buf, sizeof buf - 1, 0);
-            if (r > 8 && !strncmp(buf, "content ", 8)) {
-                buf[r] = 0;
-                printf("n1: n2 says /data/f = \"%s\"\n", buf + 8);
-                f = fopen("/tmp/content", "w");
-                fprintf(f, "%s\n", buf + 8);
-                fclose(f);
-                return 0;
-            }
+        if (recv_timeout(s, buf, sizeof buf, 500) > 8 && !strncmp(buf, "content ", 8)) {
+            printf("n1: n2 says /data/f = \"%s\"\n", buf + 8);
+            f = fopen("/tmp/content", "w");
+            fprintf(f, "%s\n", buf + 8);
+            fclose(f);
+            return 0;
         }
     }
     printf("n1: n2 never answered\n");
@@ -180,7 +143,8 @@ static int check(void) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc == 3 && !strcmp(argv[1], "writer")) return writer(!strcmp(argv[2], "safe"));
+    me = node_id();
+    if (argc == 3 && !strcmp(argv[1], "writer")) writer(!strcmp(argv[2], "safe"));
     if (argc == 2 && !strcmp(argv[1], "client")) return client();
     if (argc == 2 && !strcmp(argv[1], "check")) return check();
     fprintf(stderr, "usage: safefile writer safe|unsafe | client | check\n");

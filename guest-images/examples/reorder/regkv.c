@@ -11,59 +11,12 @@
  * Node N is 10.0.0.N (NODE_ID). For testing on one machine without the
  * simulated network, SIM_LOOPBACK=1 puts node N on 127.0.0.1 port 7001+N.
  */
-#include <arpa/inet.h>
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #define PORT 7001
+#include "../simnet.h"
 #define REPLICA 2 /* the replica is n2 */
 #define NKEYS 10
 #define EXPECTED "/tmp/expected"
-
-static int me;
-
-static struct sockaddr_in node_addr(int n) {
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    if (getenv("SIM_LOOPBACK")) {
-        a.sin_addr.s_addr = htonl(0x7f000001);
-        a.sin_port = htons(PORT + n);
-    } else {
-        a.sin_addr.s_addr = htonl(0x0a000000 | n); /* 10.0.0.n */
-        a.sin_port = htons(PORT);
-    }
-    return a;
-}
-
-/* A UDP socket bound to this node's port (port 0, any, for a client). */
-static int udp_socket(int bind_port) {
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
-    if (s < 0) { perror("socket"); exit(2); }
-    if (bind_port) {
-        struct sockaddr_in a = node_addr(me);
-        a.sin_addr.s_addr = htonl(INADDR_ANY);
-        if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) { perror("bind"); exit(2); }
-    }
-    return s;
-}
-
-static void send_to(int s, int n, const char *msg) {
-    struct sockaddr_in a = node_addr(n);
-    sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&a, sizeof a); /* errors: like a lost frame */
-}
-
-/* Waits up to ms milliseconds (virtual time) for a datagram; 0 on timeout. */
-static int recv_timeout(int s, char *buf, int len, int ms) {
-    struct pollfd p = {.fd = s, .events = POLLIN};
-    if (poll(&p, 1, ms) <= 0) return 0;
-    int r = recv(s, buf, len - 1, 0);
-    if (r <= 0) return 0;
-    buf[r] = 0;
-    return r;
-}
 
 /* ---- the replica --------------------------------------------------------- */
 
@@ -156,7 +109,7 @@ static int client(void) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    me = getenv("NODE_ID") ? atoi(getenv("NODE_ID")) : 1;
+    me = node_id();
     if (argc == 2 && !strcmp(argv[1], "replica")) replica();
     if (argc == 2 && !strcmp(argv[1], "client")) return client();
     if (argc == 2 && !strcmp(argv[1], "check")) return check() ? 1 : 0;
