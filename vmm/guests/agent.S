@@ -35,27 +35,10 @@ _start:
     mov $0x35, %edi
     call set_gate
     call ctl_init
-    # Network: as guests/net.S.
+    # Network: virtio-net (net.inc).
     mov $NET, %ebx
-    cmpl $1, 8(%rbx)
-    jne fail
-    movl $0, 0x70(%rbx)
-    movl $3, 0x70(%rbx)
-    movl $0, 0x24(%rbx)
-    movl $0x20, 0x20(%rbx)           # VIRTIO_NET_F_MAC
-    movl $1, 0x24(%rbx)
-    movl $1, 0x20(%rbx)
-    movl $0xb, 0x70(%rbx)
-    testl $8, 0x70(%rbx)
-    jz fail
-    mov $QSIZE, %edx
-    xor %edi, %edi
     mov $NRXQ, %esi
-    call virtio_queue
-    mov $1, %edi
-    mov $NTXQ, %esi
-    call virtio_queue
-    movl $0xf, 0x70(%rbx)
+    call net_init
     mov 0x100(%rbx), %eax
     movzwl 0x104(%rbx), %edx
     mov %dh, NODE
@@ -152,4 +135,5 @@ got:    .asciz "got: "
 wdone:  .asciz "workload done\n"
     .include "common.inc"
     .include "virtio.inc"
+    .include "net.inc"
     .include "agent.inc"

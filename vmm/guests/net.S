@@ -25,25 +25,8 @@ _start:
     mov $0x31, %edi              # vector
     call set_gate
     mov $VIRTIO, %ebx
-    cmpl $1, 8(%rbx)                # DeviceID: net
-    jne fail
-    movl $0, 0x70(%rbx)             # reset
-    movl $3, 0x70(%rbx)             # ACKNOWLEDGE | DRIVER
-    movl $0, 0x24(%rbx)
-    movl $0x20, 0x20(%rbx)          # VIRTIO_NET_F_MAC
-    movl $1, 0x24(%rbx)
-    movl $1, 0x20(%rbx)             # VIRTIO_F_VERSION_1
-    movl $0xb, 0x70(%rbx)           # | FEATURES_OK
-    testl $8, 0x70(%rbx)
-    jz fail
-    mov $QSIZE, %edx
-    xor %edi, %edi
     mov $RXQ, %esi
-    call virtio_queue
-    mov $1, %edi
-    mov $TXQ, %esi
-    call virtio_queue
-    movl $0xf, 0x70(%rbx)           # | DRIVER_OK
+    call net_init
     # Frame: dst = peer, src = own MAC (config space), ethertype, payload.
     mov 0x100(%rbx), %eax           # mac[0..4]
     movzwl 0x104(%rbx), %edx        # mac[4..6]; %dh = NN
@@ -124,3 +107,4 @@ from:   .asciz " from="
 ok:     .asciz "net ok\n"
     .include "common.inc"
     .include "virtio.inc"
+    .include "net.inc"

@@ -26,23 +26,8 @@ _start:
     mov $0x31, %edi              # vector
     call set_gate
     mov $VIRTIO, %ebx
-    movl $0, 0x70(%rbx)             # reset
-    movl $3, 0x70(%rbx)             # ACKNOWLEDGE | DRIVER
-    movl $0, 0x24(%rbx)
-    movl $0x20, 0x20(%rbx)          # VIRTIO_NET_F_MAC
-    movl $1, 0x24(%rbx)
-    movl $1, 0x20(%rbx)             # VIRTIO_F_VERSION_1
-    movl $0xb, 0x70(%rbx)           # | FEATURES_OK
-    testl $8, 0x70(%rbx)
-    jz fail
-    mov $QSIZE, %edx
-    xor %edi, %edi
     mov $RXQ, %esi
-    call virtio_queue
-    mov $1, %edi
-    mov $TXQ, %esi
-    call virtio_queue
-    movl $0xf, 0x70(%rbx)           # | DRIVER_OK
+    call net_init
     sti
     xor %r13d, %r13d                # frames sent or received
     cmpb $1, 0x105(%rbx)            # mac[5]: node 1 sends
@@ -136,3 +121,4 @@ fail:
 count:  .asciz "frames "
     .include "common.inc"
     .include "virtio.inc"
+    .include "net.inc"
