@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -87,11 +87,10 @@ pub enum OutputStream {
 
 /// Bytes a node wrote, stamped with the node's virtual time.
 ///
-/// The stamp is deterministic although pipes are read at host-chosen
-/// moments: bytes are attributed at the next protocol message the node
-/// sends, and the node writes its console synchronously and is stopped
-/// while a message of its is being handled, so exactly the bytes written
-/// since its previous message are in the pipe.
+/// Bytes are attributed at the next protocol message the node sends: the
+/// node writes its console synchronously and is stopped while a message of
+/// its is being handled, so exactly the bytes written since its previous
+/// message are there to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestOutput {
     pub time: u64,
@@ -163,6 +162,7 @@ pub struct UmlNode {
     child: Child,
     listener: Option<UnixListener>,
     conn: Option<UnixStream>,
+    /// The read end of the console file (see [`CONSOLE_FILE`]).
     console: File,
     /// The control line (virtio-console, `/dev/hvc0` in the guest).
     ctl: VhostUserBackend<VirtioConsole>,
@@ -175,7 +175,7 @@ pub struct UmlNode {
     /// The time the node asked to run at next.
     requested: u64,
     exited: bool,
-    /// Bytes read from the pipes since the node's last message, not yet
+    /// Bytes read from the console and control line since the node's last message, not yet
     /// stamped (see [`GuestOutput`]).
     unstamped_console: Vec<u8>,
     unstamped_control: Vec<u8>,
@@ -184,33 +184,17 @@ pub struct UmlNode {
     disk: Option<DiskPort>,
 }
 
-const PIPE_BYTES: libc::c_int = 1 << 20;
-
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: fds is a valid two-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 returned two fresh descriptors we now own.
-    let r = unsafe { OwnedFd::from_raw_fd(fds[0]) };
-    let w = unsafe { OwnedFd::from_raw_fd(fds[1]) };
-    // A large pipe keeps the guest's console writes synchronous (see
-    // GuestOutput); failure to enlarge only matters for huge bursts.
-    unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, PIPE_BYTES) };
-    Ok((r, w))
-}
-
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: plain fcntl on a descriptor we own.
-    unsafe {
-        let fl = libc::fcntl(fd, libc::F_GETFL);
-        if fl < 0 || libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
+/// The file in the node's run directory that its console (`con0`, UML's
+/// standard output) is written to.
+///
+/// A file, not a pipe: UML registers a write interrupt on its console
+/// descriptor, and the host signals the writer of a pipe (SIGIO) each time
+/// the reader drains it. Every read of ours would then be a guest
+/// interrupt at a moment the host scheduler picked, and the guest kernel
+/// mixes interrupts (their count and the interrupted address) into its
+/// random pool: ephemeral ports then differed between runs of the same
+/// seed on a loaded host. Writing a regular file never signals anyone.
+pub const CONSOLE_FILE: &str = "console.out";
 
 impl UmlNode {
     /// Starts the node's process. The node runs its early host-side setup,
@@ -279,7 +263,9 @@ impl UmlNode {
         };
         let ctl = VhostUserBackend::listen(&cfg.run_dir.join("ctl.sock"), VirtioConsole::new())
             .map_err(|source| UmlError::Net { node: id, source })?;
-        let (con_r, con_w) = pipe().map_err(io_err("pipe"))?;
+        let console_path = cfg.run_dir.join(CONSOLE_FILE);
+        let con_w = File::create(&console_path).map_err(io_err("console file"))?;
+        let con_r = File::open(&console_path).map_err(io_err("console file"))?;
         let stderr_path = cfg.run_dir.join("stderr.log");
         let stderr = File::create(&stderr_path).map_err(io_err("stderr log"))?;
 
@@ -329,13 +315,12 @@ impl UmlNode {
             .spawn()
             .map_err(|source| UmlError::Spawn { kernel: cfg.kernel.clone(), source })?;
         drop(cmd);
-        set_nonblocking(con_r.as_raw_fd()).map_err(io_err("pipe"))?;
         Ok(UmlNode {
             id,
             child,
             listener: Some(listener),
             conn: None,
-            console: File::from(con_r),
+            console: con_r,
             ctl,
             ctl_irq_pending: Default::default(),
             stderr_path,
@@ -538,8 +523,8 @@ impl UmlNode {
         Ok(true)
     }
 
-    /// Reads one message, draining output pipes while waiting so a chatty
-    /// guest never blocks on a full pipe. `None`: the socket closed (the
+    /// Reads one message, serving the node's devices while waiting.
+    /// `None`: the socket closed (the
     /// node exited; `self.exited` is set) or `limit` passed.
     fn read_msg(&mut self, limit: Option<Duration>) -> Result<Option<Msg>, UmlError> {
         let began = Instant::now();
@@ -555,10 +540,8 @@ impl UmlNode {
                 }
                 None => 100,
             };
-            let mut pfd = vec![
-                libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
-                libc::pollfd { fd: self.console.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            ];
+            // The console is a file, read at message boundaries only.
+            let mut pfd = vec![libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
             // Device sockets: control line, network, disk, in that order;
             // `ends` marks where each one's descriptors end in `pfd`.
             let mut ends = [0usize; 3];
@@ -580,14 +563,9 @@ impl UmlNode {
                 }
                 return Err(UmlError::Io { node: self.id, what: "poll", source: e });
             }
-            if pfd[1].revents != 0 {
-                // Keep the pipe from filling; the bytes are stamped at the
-                // node's next message.
-                self.read_pipes();
-            }
             let readable = |from: usize, to: usize| pfd[from..to].iter().any(|p| p.revents != 0);
             let (ctl_ready, net_ready, disk_ready) =
-                (readable(2, ends[0]), readable(ends[0], ends[1]), readable(ends[1], ends[2]));
+                (readable(1, ends[0]), readable(ends[0], ends[1]), readable(ends[1], ends[2]));
             if ctl_ready {
                 self.service_ctl()?;
             }
@@ -895,15 +873,16 @@ impl UmlNode {
         }
     }
 
-    /// Moves whatever is in the output pipes into the unstamped buffers.
-    fn read_pipes(&mut self) {
+    /// Moves what the node appended to its console file since the last
+    /// read into the unstamped buffer.
+    fn read_console(&mut self) {
         let mut buf = [0u8; 65536];
         loop {
             match self.console.read(&mut buf) {
-                Ok(0) => break,
+                Ok(0) => break, // all of it, for now
                 Ok(n) => self.unstamped_console.extend_from_slice(&buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break, // WouldBlock: empty for now
+                Err(_) => break,
             }
         }
     }
@@ -911,7 +890,7 @@ impl UmlNode {
     /// Stamps everything the node wrote since its previous message with its
     /// current virtual time. Call at every message boundary.
     fn drain(&mut self, out: &mut Vec<GuestOutput>) {
-        self.read_pipes();
+        self.read_console();
         for (stream, buf) in [
             (OutputStream::Console, &mut self.unstamped_console),
             (OutputStream::Control, &mut self.unstamped_control),
