@@ -309,7 +309,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Replay { failure_file, common } => {
-            let r = replay::replay(&failure_file, &options(&common))?;
+            let opts = options(&common);
+            let r = replay::replay(&failure_file, &opts)?;
+            if !r.reproduced && !opts.quiet {
+                eprintln!("NOT REPRODUCED: trace hash {} (recorded {})", r.trace_hash, r.expected_trace_hash);
+                if let Some(d) = &r.divergence {
+                    eprintln!("first difference at trace line {}:", d.line);
+                    eprintln!("  recorded: {}", d.expected.as_deref().unwrap_or("(end of trace)"));
+                    eprintln!("  replayed: {}", d.actual.as_deref().unwrap_or("(end of trace)"));
+                }
+            }
             println!("{}", serde_json::to_string(&r)?);
             Ok(if r.reproduced { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }

@@ -84,8 +84,37 @@ pub struct ReplaySummary {
     pub failure: Option<serde_json::Value>,
     pub expected_failure: String,
     pub images_match: bool,
+    /// Where the replayed trace first departs from the recorded one (the
+    /// trace.jsonl beside the failure file), when they differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub divergence: Option<Divergence>,
     pub virtual_seconds: f64,
     pub wall_seconds: f64,
+}
+
+/// The first trace event where a replay departs from the recording.
+#[derive(Debug, Serialize)]
+pub struct Divergence {
+    /// 1-based line of trace.jsonl.
+    pub line: usize,
+    /// The recorded event (None: the recording ended first).
+    pub expected: Option<String>,
+    /// The replayed event (None: the replay ended first).
+    pub actual: Option<String>,
+}
+
+/// Compares two traces line by line; None when they are the same.
+fn first_divergence(expected: &str, actual: &str) -> Option<Divergence> {
+    let (mut e, mut a) = (expected.lines(), actual.lines());
+    let mut line = 0;
+    loop {
+        line += 1;
+        match (e.next(), a.next()) {
+            (None, None) => return None,
+            (x, y) if x == y => continue,
+            (x, y) => return Some(Divergence { line, expected: x.map(str::to_owned), actual: y.map(str::to_owned) }),
+        }
+    }
 }
 
 /// `simcluster replay FILE`.
@@ -97,6 +126,12 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
     let failure = failure_line(&result);
     let reproduced = result.trace_hash == l.record.trace_hash && failure.as_deref() == Some(l.record.failure.as_str());
     write_execution(&opts.out.join("replay"), &l.cluster, &result)?;
+    // The recording's trace, if it is still beside the failure file, says
+    // where a non-reproducing replay went its own way.
+    let divergence = match std::fs::read_to_string(file.with_file_name("trace.jsonl")) {
+        Ok(recorded) if result.trace_hash != l.record.trace_hash => first_divergence(&recorded, &result.trace.to_jsonl()),
+        _ => None,
+    };
     Ok(ReplaySummary {
         reproduced,
         trace_hash: result.trace_hash.clone(),
@@ -104,6 +139,7 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
         failure: result.verdict.failure().map(|f| serde_json::to_value(f).unwrap()),
         expected_failure: l.record.failure.clone(),
         images_match: l.images.hash == l.record.images_hash,
+        divergence,
         virtual_seconds: result.virtual_ns as f64 / 1e9,
         wall_seconds: began.elapsed().as_secs_f64(),
     })
@@ -232,4 +268,18 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
         failure_file,
         wall_seconds: began.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_divergence;
+
+    #[test]
+    fn divergence_names_the_first_differing_line() {
+        assert!(first_divergence("a\nb\n", "a\nb\n").is_none());
+        let d = first_divergence("a\nb\nc\n", "a\nx\nc\n").unwrap();
+        assert_eq!((d.line, d.expected.as_deref(), d.actual.as_deref()), (2, Some("b"), Some("x")));
+        let d = first_divergence("a\n", "a\nb\n").unwrap();
+        assert_eq!((d.line, d.expected, d.actual.as_deref()), (2, None, Some("b")));
+    }
 }
