@@ -27,7 +27,11 @@ fn executions_to_find(example: &str, strategy: &str, bound: u64, extra: &[&str])
     // The failure replays exactly, whatever strategy found it.
     let file = j["failure_file"].as_str().unwrap();
     let rep = run(&["replay", "--quiet", file, "--out", out.path().to_str().unwrap()]);
-    assert_eq!(rep.code, 0, "{strategy} on {example}: replay did not reproduce: {rep:?}");
+    if rep.code != 0 {
+        // Keep both traces for whoever reads the failure.
+        let kept = out.keep();
+        panic!("{strategy} on {example}: replay did not reproduce (outputs kept in {}): {rep:?}", kept.display());
+    }
     assert_eq!(rep.json()["trace_hash"], j["trace_hash"]);
     println!("{strategy} found the {example} bug in execution {first}");
     first
