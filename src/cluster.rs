@@ -154,6 +154,25 @@ pub struct ClusterSection {
     /// Guest memory per node in MiB.
     #[serde(default = "default_memory_mb")]
     pub memory_mb: u32,
+    /// What CPUID tells guest programs (user-mode Linux runtime).
+    #[serde(default)]
+    pub cpuid: CpuidMode,
+}
+
+/// `[cluster] cpuid`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuidMode {
+    /// Trapped and answered by the guest kernel without RDRAND, RDSEED and
+    /// RDPID and with APIC id 0, so nothing about the host cpu reaches the
+    /// guest (kernel patch 0003). Costs a trap per CPUID: glibc asks a few
+    /// dozen times at every exec.
+    #[default]
+    Virtual,
+    /// Native: faster process start-up, but guest programs may read host
+    /// randomness (RDRAND) and see which host cpu they run on, so the same
+    /// seed may not give the same execution.
+    Host,
 }
 
 fn default_memory_mb() -> u32 {

@@ -13,7 +13,7 @@ use checker::strategy::{
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, CpuidMode};
 use crate::image::{self, Images};
 use crate::outputs::{write_execution, write_failure, write_pcaps};
 
@@ -435,6 +435,7 @@ pub(crate) fn spec_for(
         history_node: cluster.history_node,
         explore,
         runtime: RuntimeKind::Uml,
+        host_cpuid: cluster.spec.cluster.cpuid == CpuidMode::Host,
     }
 }
 

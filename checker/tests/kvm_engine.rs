@@ -45,6 +45,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         disk: None,
         explore: ExploreSpec::default(),
         runtime: RuntimeKind::Kvm,
+        host_cpuid: false,
     }
 }
 

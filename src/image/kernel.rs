@@ -30,6 +30,10 @@ const PATCHES: &[(&str, &str)] = &[
         "0002-um-emulate-rdtsc-from-virtual-time.patch",
         include_str!("../../guest-images/kernel/patches/0002-um-emulate-rdtsc-from-virtual-time.patch"),
     ),
+    (
+        "0003-um-guest-cpuid-without-host-randomness.patch",
+        include_str!("../../guest-images/kernel/patches/0003-um-guest-cpuid-without-host-randomness.patch"),
+    ),
 ];
 /// Roughly how many lines `make` prints for this build; only for the
 /// progress bar.

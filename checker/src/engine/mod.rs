@@ -124,6 +124,10 @@ pub struct ExecutionSpec {
     /// The node runtime (user-mode Linux or KVM); the engine drives both the
     /// same way, through [`vmm::runtime::NodeRuntime`].
     pub runtime: RuntimeKind,
+    /// User-mode Linux guests execute CPUID natively (`[cluster] cpuid =
+    /// "host"`): faster process start-up, but guest programs then see the
+    /// host's RDRAND/RDSEED and the APIC id of the host cpu they run on.
+    pub host_cpuid: bool,
 }
 
 /// The host failed us (not the guest): a node could not be started, or it
@@ -198,7 +202,13 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
                 ("NODE_NAME".into(), name.clone()),
                 ("PEERS".into(), peers.clone()),
             ],
-            extra_args: vec![],
+            // UML's option for kernel patch 0003; a KVM guest's CPUID is
+            // the VMM's answer either way.
+            extra_args: if spec.host_cpuid && spec.runtime == RuntimeKind::Uml {
+                vec!["host_cpuid".into()]
+            } else {
+                vec![]
+            },
             net: spec.network.is_some(),
         };
         let mut n = Node::new(name.clone(), cfg, spec.runtime, spec.scratch.clone());
