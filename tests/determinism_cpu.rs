@@ -151,9 +151,10 @@ fn rdtsc_reads_virtual_time_and_the_same_seed_gives_the_same_trace() {
     assert_eq!(runs[0].0, runs[1].0, "trace hashes differ between runs with the same seed");
 }
 
-/// Asks CPUID what a program asks before it uses RDRAND, RDSEED or RDPID,
-/// and which cpu it is on, in a process and in a forked one; exits 1 if
-/// any of them is offered or an APIC id is not 0 (kernel patch 0003).
+/// Asks CPUID what a program asks before it uses RDRAND, RDSEED, RDPID,
+/// TSX (HLE, RTM) or WAITPKG, and which cpu it is on, in a process and in
+/// a forked one; exits 1 if any of them is offered or an APIC id is not 0
+/// (kernel patch 0003).
 const CPUID_PROBE_C: &str = r#"
 #include <cpuid.h>
 #include <stdio.h>
@@ -163,7 +164,7 @@ const CPUID_PROBE_C: &str = r#"
 
 static int probe(const char *who)
 {
-	unsigned int a, b, c, d, max, rdrand, apic, rdseed = 0, rdpid = 0, x2apic = 0;
+	unsigned int a, b, c, d, max, rdrand, apic, rdseed = 0, rdpid = 0, tsx = 0, waitpkg = 0, x2apic = 0;
 	char vendor[13];
 
 	__cpuid(0, max, b, c, d);
@@ -178,14 +179,17 @@ static int probe(const char *who)
 		__cpuid_count(7, 0, a, b, c, d);
 		rdseed = (b >> 18) & 1;
 		rdpid = (c >> 22) & 1;
+		tsx = ((b >> 4) & 1) | ((b >> 11) & 1);
+		waitpkg = (c >> 5) & 1;
 	}
 	if (max >= 0xb) {
 		__cpuid_count(0xb, 0, a, b, c, d);
 		x2apic = d;
 	}
-	int ok = vendor[0] && max >= 1 && !rdrand && !rdseed && !rdpid && !apic && !x2apic;
-	printf("cpuid-probe %s: vendor %s max leaf %u rdrand %u rdseed %u rdpid %u apic id %u x2apic id %u %s\n",
-	       who, vendor, max, rdrand, rdseed, rdpid, apic, x2apic, ok ? "ok" : "BAD");
+	int ok = vendor[0] && max >= 1 && !rdrand && !rdseed && !rdpid && !tsx && !waitpkg && !apic && !x2apic;
+	printf("cpuid-probe %s: vendor %s max leaf %u rdrand %u rdseed %u rdpid %u tsx %u waitpkg %u "
+	       "apic id %u x2apic id %u %s\n",
+	       who, vendor, max, rdrand, rdseed, rdpid, tsx, waitpkg, apic, x2apic, ok ? "ok" : "BAD");
 	return !ok;
 }
 
