@@ -240,6 +240,16 @@ fn options(c: &CommonArgs) -> RunOptions {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Ctrl-C, SIGTERM or SIGHUP: take the nodes down with us (their helper
+    // processes would otherwise outlive simcluster) and say so; outputs
+    // are written whole or not at all, so nothing is left half-written.
+    // A second signal while this runs is ignored by the handler thread.
+    let _ = ctrlc::set_handler(|| {
+        vmm::uml::node::kill_all_nodes();
+        simcluster::run::remove_scratch_now();
+        eprintln!("simcluster: interrupted; the nodes are stopped");
+        std::process::exit(130);
+    });
     let result = dispatch(cli);
     simcluster::run::remove_scratch();
     match result {

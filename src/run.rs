@@ -366,6 +366,12 @@ pub(crate) fn crash_states_param(s: &checker::failure_file::StrategySpec) -> std
         .unwrap_or_default()
 }
 
+/// Removes this process's scratch directory and everything in it, for a
+/// process about to exit mid-execution (its nodes already killed).
+pub fn remove_scratch_now() {
+    let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("simcluster-{}", std::process::id())));
+}
+
 /// Removes this process's scratch directory once no execution uses it.
 pub fn remove_scratch() {
     let _ = std::fs::remove_dir(std::env::temp_dir().join(format!("simcluster-{}", std::process::id())));

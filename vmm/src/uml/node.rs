@@ -184,6 +184,33 @@ pub struct UmlNode {
     disk: Option<DiskPort>,
 }
 
+/// Process groups of this process's nodes that are not reaped yet. A node
+/// is a process group (the kernel process and the host processes behind
+/// guest address spaces); if simcluster is ended by a signal, the kernel
+/// process dies with it (PR_SET_PDEATHSIG) but the others would live on,
+/// reparented to init. Entries leave the set before the group leader is
+/// reaped, under the lock, so its pid is never signalled once reused.
+static LIVE_GROUPS: std::sync::Mutex<std::collections::BTreeSet<libc::pid_t>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+fn live_groups() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<libc::pid_t>> {
+    LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Kills every node of this process (SIGKILL to each node's process
+/// group). For a signal handler thread that is about to exit the process:
+/// nodes killed here stay in the set, and their `UmlNode`s must not be
+/// used afterwards.
+pub fn kill_all_nodes() {
+    for &pgid in live_groups().iter() {
+        // SAFETY: signalling a process group this process created and has
+        // not reaped (see LIVE_GROUPS).
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
 /// The file in the node's run directory that its console (`con0`, UML's
 /// standard output) is written to.
 ///
@@ -315,6 +342,7 @@ impl UmlNode {
             .spawn()
             .map_err(|source| UmlError::Spawn { kernel: cfg.kernel.clone(), source })?;
         drop(cmd);
+        live_groups().insert(child.id() as libc::pid_t);
         Ok(UmlNode {
             id,
             child,
@@ -921,6 +949,7 @@ impl UmlNode {
             std::thread::sleep(Duration::from_millis(1));
         }
         self.kill_group();
+        live_groups().remove(&(self.child.id() as libc::pid_t));
         self.child.wait().ok()
     }
 
@@ -969,6 +998,7 @@ impl UmlNode {
         // so the group id) may already belong to someone else.
         if !self.exited {
             self.kill_group();
+            live_groups().remove(&(self.child.id() as libc::pid_t));
             let _ = self.child.wait();
             self.exited = true;
         }

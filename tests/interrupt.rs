@@ -1,0 +1,86 @@
+//! Ctrl-C (or SIGTERM) during a run takes every node down with simcluster:
+//! no guest process outlives it, its scratch directory is gone, and the
+//! exit code is 130. Before, the node kernels died with simcluster but the
+//! host processes behind their guest programs were left running.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Processes whose working directory is under `dir` (a node's processes
+/// run in its run directory).
+fn processes_under(dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return vec![] };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir)))
+        .collect()
+}
+
+/// Polls `done` every 50 ms for up to `limit`.
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let began = Instant::now();
+    while began.elapsed() < limit {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+fn interrupt_a_busy_run(signal: libc::c_int) {
+    // Two guest programs that spin, so the run is still going when the
+    // signal comes.
+    let d = simple(2, None, "sh -c 'while :; do :; done' & sh -c 'while :; do :; done'; true", "");
+    let out = tempfile::tempdir().unwrap();
+    let mut child = bin()
+        .args(["run", "--quiet", "--images"])
+        .arg(d.path())
+        .arg("--out")
+        .arg(out.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let scratch = std::env::temp_dir().join(format!("simcluster-{}", child.id()));
+    // The nodes are up, then give the workload's programs time to start
+    // (their host processes are the ones that used to be left behind).
+    assert!(
+        wait_until(Duration::from_secs(60), || processes_under(&scratch).len() >= 4),
+        "the nodes did not come up under {}",
+        scratch.display()
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let before = processes_under(&scratch).len();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let left: Vec<u32> = {
+        let mut left = vec![];
+        wait_until(Duration::from_secs(5), || {
+            left = processes_under(&scratch);
+            left.is_empty()
+        });
+        left
+    };
+    assert!(left.is_empty(), "{} of {before} processes outlived simcluster: {left:?}", left.len());
+    assert!(!scratch.exists(), "{} is left behind", scratch.display());
+    assert!(!out.path().join("last").exists(), "a half-finished execution was written");
+}
+
+#[test]
+fn ctrl_c_takes_the_nodes_down() {
+    interrupt_a_busy_run(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_takes_the_nodes_down() {
+    interrupt_a_busy_run(libc::SIGTERM);
+}
