@@ -79,6 +79,18 @@ static int probe(const char *who)
 	return bad;
 }
 
+"#;
+
+/// Compiles the probe as a static binary into `dir`; false (with the reason
+/// printed) when the host cannot.
+fn build_probe(dir: &Path) -> bool {
+    build_static(dir, "tsc-probe", PROBE_C)
+}
+
+/// The `main` both probes share: `probe()` in the first process and in a
+/// forked one (a new host process for the new address space), then the
+/// verdict line; exits 1 if either probe failed.
+const PROBE_MAIN_C: &str = r#"
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -89,22 +101,17 @@ int main(void)
 	int status = 1;
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		bad = 1;
-	printf("tsc-probe result %s\n", bad ? "BAD" : "ok");
+	printf("%s result %s\n", PROBE_NAME, bad ? "BAD" : "ok");
 	return bad;
 }
 "#;
 
-/// Compiles the probe as a static binary into `dir`; false (with the reason
-/// printed) when the host cannot.
-fn build_probe(dir: &Path) -> bool {
-    build_static(dir, "tsc-probe", PROBE_C)
-}
-
-/// Compiles C source `src` as the static binary `dir/name`; false (with
-/// the reason printed) when the host cannot.
+/// Compiles probe source `src` (which defines `probe()`) with
+/// [`PROBE_MAIN_C`] as the static binary `dir/name`; false (with the
+/// reason printed) when the host cannot.
 fn build_static(dir: &Path, name: &str, src: &str) -> bool {
     let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, src).unwrap();
+    std::fs::write(&c, format!("#define PROBE_NAME \"{name}\"\n{src}{PROBE_MAIN_C}")).unwrap();
     match Command::new("gcc").args(["-static", "-O2", "-Wall", "-o"]).arg(dir.join(name)).arg(&c).output() {
         Ok(o) if o.status.success() => true,
         Ok(o) => {
@@ -193,19 +200,6 @@ static int probe(const char *who)
 	return !ok;
 }
 
-int main(void)
-{
-	setvbuf(stdout, NULL, _IONBF, 0);
-	int bad = probe("parent");
-	pid_t pid = fork();
-	if (pid == 0)
-		_exit(probe("child"));
-	int status = 1;
-	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		bad = 1;
-	printf("cpuid-probe result %s\n", bad ? "BAD" : "ok");
-	return bad;
-}
 "#;
 
 /// A one-node cluster that runs the CPUID probe, with `cluster_extra`
