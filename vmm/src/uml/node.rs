@@ -175,8 +175,8 @@ pub struct UmlNode {
     /// The time the node asked to run at next.
     requested: u64,
     exited: bool,
-    /// Bytes read from the console and control line since the node's last message, not yet
-    /// stamped (see [`GuestOutput`]).
+    /// Bytes read from the console and the control line since the node's
+    /// last message, not yet stamped (see [`GuestOutput`]).
     unstamped_console: Vec<u8>,
     unstamped_control: Vec<u8>,
     net: Option<NetPort>,
@@ -215,12 +215,13 @@ pub fn kill_all_nodes() {
 /// standard output) is written to.
 ///
 /// A file, not a pipe: UML registers a write interrupt on its console
-/// descriptor, and the host signals the writer of a pipe (SIGIO) each time
-/// the reader drains it. Every read of ours would then be a guest
-/// interrupt at a moment the host scheduler picked, and the guest kernel
-/// mixes interrupts (their count and the interrupted address) into its
-/// random pool: ephemeral ports then differed between runs of the same
-/// seed on a loaded host. Writing a regular file never signals anyone.
+/// descriptor, and the host sends the writer of a pipe SIGIO each time the
+/// reader drains it, at a moment the host scheduler picks. Now and then
+/// (2 runs in 240 of one seed, measured on a loaded host) the guest then
+/// took a "console-write" interrupt that other runs did not, and the guest
+/// kernel mixes every interrupt into its random pool: a UDP client got
+/// another ephemeral port, and replays did not reproduce. Nobody signals
+/// the writer of a regular file.
 pub const CONSOLE_FILE: &str = "console.out";
 
 impl UmlNode {
@@ -551,9 +552,9 @@ impl UmlNode {
         Ok(true)
     }
 
-    /// Reads one message, serving the node's devices while waiting.
-    /// `None`: the socket closed (the
-    /// node exited; `self.exited` is set) or `limit` passed.
+    /// Reads one message, serving the node's devices while waiting. `None`:
+    /// the socket closed (the node exited; `self.exited` is set) or `limit`
+    /// passed.
     fn read_msg(&mut self, limit: Option<Duration>) -> Result<Option<Msg>, UmlError> {
         let began = Instant::now();
         let fd = self.conn.as_ref().unwrap().as_raw_fd();
