@@ -366,19 +366,25 @@ pub(crate) fn crash_states_param(s: &checker::failure_file::StrategySpec) -> std
         .unwrap_or_default()
 }
 
+/// This process's scratch directory: executions' node sockets and run
+/// directories live in subdirectories of it.
+fn scratch_root() -> PathBuf {
+    std::env::temp_dir().join(format!("simcluster-{}", std::process::id()))
+}
+
 /// Removes this process's scratch directory and everything in it, for a
 /// process about to exit mid-execution (its nodes already killed).
 pub fn remove_scratch_now() {
-    let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("simcluster-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(scratch_root());
 }
 
 /// Removes this process's scratch directory once no execution uses it.
 pub fn remove_scratch() {
-    let _ = std::fs::remove_dir(std::env::temp_dir().join(format!("simcluster-{}", std::process::id())));
+    let _ = std::fs::remove_dir(scratch_root());
 }
 
 fn scratch_dir() -> Result<PathBuf> {
-    let d = std::env::temp_dir().join(format!("simcluster-{}", std::process::id()));
+    let d = scratch_root();
     std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
     Ok(d)
 }

@@ -81,12 +81,6 @@ static int probe(const char *who)
 
 "#;
 
-/// Compiles the probe as a static binary into `dir`; false (with the reason
-/// printed) when the host cannot.
-fn build_probe(dir: &Path) -> bool {
-    build_static(dir, "tsc-probe", PROBE_C)
-}
-
 /// The `main` both probes share: `probe()` in the first process and in a
 /// forked one (a new host process for the new address space), then the
 /// verdict line; exits 1 if either probe failed.
@@ -138,7 +132,7 @@ fn rdtsc_reads_virtual_time_and_the_same_seed_gives_the_same_trace() {
          [workload]\nnode = \"n1\"\ncommand = \"/usr/local/bin/tsc-probe\"\n",
         &[],
     );
-    if !build_probe(d.path()) {
+    if !build_static(d.path(), "tsc-probe", PROBE_C) {
         return;
     }
     let mut runs = Vec::new();

@@ -949,18 +949,21 @@ impl UmlNode {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        self.kill_group();
-        live_groups().remove(&(self.child.id() as libc::pid_t));
-        self.child.wait().ok()
+        self.kill_and_reap()
     }
 
-    fn kill_group(&mut self) {
+    /// Kills the node's process group and reaps its kernel process. The
+    /// group leaves LIVE_GROUPS before the reap, so no one signals its pid
+    /// once it may be reused.
+    fn kill_and_reap(&mut self) -> Option<ExitStatus> {
         let pid = self.child.id() as libc::pid_t;
         // SAFETY: signalling our own child's process group (setsid in
-        // pre_exec made its pgid equal to its pid).
+        // pre_exec made its pgid equal to its pid); not reaped yet.
         unsafe {
             libc::kill(-pid, libc::SIGKILL);
         }
+        live_groups().remove(&pid);
+        self.child.wait().ok()
     }
 
     /// Proportional set size of the node's processes (the kernel process
@@ -998,9 +1001,7 @@ impl UmlNode {
         // Never signal the group after the child was reaped: its pid (and
         // so the group id) may already belong to someone else.
         if !self.exited {
-            self.kill_group();
-            live_groups().remove(&(self.child.id() as libc::pid_t));
-            let _ = self.child.wait();
+            let _ = self.kill_and_reap();
             self.exited = true;
         }
     }
