@@ -8,8 +8,9 @@
 #   scripts/run.sh                                   # guest-images/db-cluster
 #   scripts/run.sh guest-images/db-cluster --executions 20
 #
-# Host packages the image builder needs (flex, bison, bc, linux-source-6.1,
-# e2fsprogs) are installed with apt-get on first use.
+# Host packages the image builder needs (flex, bison, bc, e2fsprogs) are installed
+# with apt-get on first use, and linux-source-7.2 is fetched from trixie-backports
+# through a private apt root (pinned version and checksum; host apt setup untouched).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cluster="${1:-guest-images/db-cluster}"

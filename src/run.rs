@@ -213,9 +213,19 @@ pub struct Summary {
     pub exhausted: bool,
     pub executions_per_hour: f64,
     pub runtime: &'static str,
+    /// The user-mode Linux guest kernel series ("7.2", "6.1"); null on KVM.
+    pub kernel: Option<&'static str>,
+    /// Host CPU seconds of the whole run, simcluster's own against its
+    /// guests' (the node processes it started and reaped).
+    pub host_cpu: HostCpu,
+    /// The user-mode Linux userspace mode ("seccomp", "ptrace"); null on KVM.
+    pub userspace: Option<&'static str>,
     pub nodes: usize,
     pub images_hash: String,
     pub image_build_seconds: f64,
+    /// Mean over the executions of the wall time from an execution's first
+    /// node spawn until every node's agent was ready (null: none got
+    /// there); image building is `image_build_seconds`, never part of it.
     pub boot_wall_seconds: Option<f64>,
     pub speedup: f64,
     /// Mean PSS of one node's host processes at the end of an execution.
@@ -225,6 +235,13 @@ pub struct Summary {
     pub disk_storage_per_node_kib: Option<f64>,
     /// Choice points of the reported execution.
     pub choice_points: u64,
+    /// Events in the reported execution's trace (trace.jsonl lines): quiet
+    /// grants fold (see checker::trace), so this follows what guests saw,
+    /// not `grants`.
+    pub trace_events: usize,
+    /// Grants (times a node was let run) of the reported execution: the
+    /// engine's unit of work.
+    pub grants: u64,
     /// Crashes in the reported execution.
     pub crashes: u32,
     /// netsim's counters for the reported execution.
@@ -447,8 +464,54 @@ pub(crate) fn spec_for(
         history_node: cluster.history_node,
         explore,
         runtime: RuntimeKind::Uml,
-        host_cpuid: cluster.spec.cluster.cpuid == CpuidMode::Host,
+        uml_args: uml_args(&cluster.spec.cluster),
+        shared_clock: cluster.spec.cluster.shared_clock(),
     }
+}
+
+/// Host CPU time (getrusage), in seconds.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct HostCpu {
+    /// simcluster's own threads: the engine, its devices, the controller.
+    pub simcluster_user: f64,
+    pub simcluster_system: f64,
+    /// The node processes (guest kernels and the host processes behind
+    /// guest programs) that have ended and been reaped.
+    pub guests_user: f64,
+    pub guests_system: f64,
+    /// simcluster's share of all of it.
+    pub simcluster_share: f64,
+}
+
+impl HostCpu {
+    pub fn now() -> HostCpu {
+        fn usage(who: libc::c_int) -> (f64, f64) {
+            // SAFETY: getrusage fills the zeroed struct we pass.
+            let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(who, &mut u) };
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            (secs(u.ru_utime), secs(u.ru_stime))
+        }
+        let (su, ss) = usage(libc::RUSAGE_SELF);
+        let (gu, gs) = usage(libc::RUSAGE_CHILDREN);
+        HostCpu {
+            simcluster_user: su,
+            simcluster_system: ss,
+            guests_user: gu,
+            guests_system: gs,
+            simcluster_share: (su + ss) / (su + ss + gu + gs).max(1e-9),
+        }
+    }
+}
+
+/// The kernel command-line words that carry `[cluster]`'s settings to
+/// user-mode Linux nodes.
+fn uml_args(c: &crate::cluster::ClusterSection) -> Vec<String> {
+    let mut args: Vec<String> = c.userspace().kernel_arg().map(String::from).into_iter().collect();
+    if c.cpuid == CpuidMode::Host {
+        args.push("host_cpuid".into());
+    }
+    args
 }
 
 /// An execution's result and its traffic captures (file name -> pcap).
@@ -599,6 +662,9 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
         exhausted,
         executions_per_hour: done as f64 * 3600.0 / wall.max(1e-9),
         runtime: opts.runtime.name(),
+        kernel: (opts.runtime == RuntimeKind::Uml).then(|| cluster.spec.cluster.kernel.name()),
+        host_cpu: HostCpu::now(),
+        userspace: (opts.runtime == RuntimeKind::Uml).then(|| cluster.spec.cluster.userspace().name()),
         nodes: cluster.node_count(),
         images_hash: images.hash.clone(),
         image_build_seconds: images.wall_seconds,
@@ -613,6 +679,8 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
             d.iter().sum::<u64>() as f64 / 1024.0 / d.len().max(1) as f64
         }),
         choice_points: shown.choice_points,
+        trace_events: shown.trace.len(),
+        grants: shown.grants,
         crashes: shown.crashes,
         network: shown.network.clone(),
         failure: shown.verdict.failure().map(|f| serde_json::to_value(f).unwrap()),
@@ -653,7 +721,7 @@ fn critical_transition(
     walks: u32,
     bar: &ProgressBar,
 ) -> Result<Option<CriticalSummary>> {
-    let steps = &failed.chosen;
+    let steps = usize::try_from(failed.chosen.steps()).unwrap_or(usize::MAX);
     let mut host_error = None;
     let mut probe_no = 0u64;
     let found = find_critical_transition(steps, |k| {
@@ -683,14 +751,34 @@ fn critical_transition(
         return Err(e.context("a critical-transition probe could not run"));
     }
     let Ok(c) = found else { return Ok(None) };
-    let at = failed.chosen.get(c.index);
+    let at = failed.chosen.at(c.index as u64);
     Ok(Some(CriticalSummary {
         step: c.index as u64,
-        virtual_seconds: at.map_or(0.0, |(t, _)| *t as f64 / 1e9),
-        action: at.map(|(_, a)| describe_action(a)),
+        // Inside a folded quiet stretch only its first and last times are
+        // kept: the stretch's first time stands for the step's.
+        virtual_seconds: at.map_or(0.0, |s| s.time as f64 / 1e9),
+        action: at.map(describe_span),
         probes: c.probes,
         walks_per_probe: walks,
     }))
+}
+
+/// What a step of the step log did: its action, or for a step inside a
+/// folded stretch of quiet node runs, the stretch.
+fn describe_span(s: &checker::engine::StepSpan) -> String {
+    if s.steps == 1 {
+        return describe_action(&s.action);
+    }
+    let nodes: Vec<String> = s.nodes.iter().map(|n| format!("n{n}")).collect();
+    format!(
+        "one of {} quiet runs of {} (steps {}..={}, {:.6}..{:.6} s virtual), none of which showed anything to a guest",
+        s.steps,
+        nodes.join(", "),
+        s.first,
+        s.first + s.steps - 1,
+        s.time as f64 / 1e9,
+        s.until as f64 / 1e9
+    )
 }
 
 /// "DeliverFrame to n2 from n1", "Crash of n3", "RunNode n1".

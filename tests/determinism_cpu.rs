@@ -5,14 +5,16 @@
 //! - RDTSC and RDTSCP read the host's time stamp counter, a different value
 //!   in every run, which made Go programs (whose runtime seeds its
 //!   per-thread random state from it) take a different path in every run.
-//!   Kernel patch 0002 (guest-images/kernel/patches) makes them fault, and
-//!   the guest kernel answers with its CLOCK_MONOTONIC.
+//!   The kernel patch (guest-images/kernel/patches/7.2) makes them fault,
+//!   and the guest kernel answers with its CLOCK_MONOTONIC.
 //! - CPUID offers RDRAND and RDSEED (host randomness, read natively) and
-//!   tells the APIC id of whichever host cpu the process runs on. Patch
-//!   0003 makes it fault where the host cpu can, and hides both.
+//!   tells the APIC id of whichever host cpu the process runs on. The same
+//!   patch makes it fault where the host cpu can, and hides both.
 //!
-//! Each probe prints what it read, so the values are in the trace: two
-//! runs with the same seed must agree byte for byte.
+//! Both userspace modes of the 7.2 kernel (seccomp, the default, and
+//! ptrace) take the faults through different paths, so every probe runs in
+//! both. Each probe prints what it read, so the values are in the trace:
+//! two runs with the same seed must agree byte for byte.
 
 mod common;
 use common::*;
@@ -123,13 +125,25 @@ fn probe_lines(console: &str) -> Vec<&str> {
     console.lines().filter(|l| l.contains("tsc-probe")).collect()
 }
 
+/// The userspace modes of the default kernel, as `[cluster] userspace`.
+const USERSPACES: [&str; 2] = ["seccomp", "ptrace"];
+
 #[test]
 fn rdtsc_reads_virtual_time_and_the_same_seed_gives_the_same_trace() {
+    for mode in USERSPACES {
+        println!("userspace = {mode}");
+        rdtsc_probe(mode);
+    }
+}
+
+fn rdtsc_probe(mode: &str) {
     let d = cluster(
-        "[cluster]\nnodes = 1\nmemory_mb = 128\n\
-         [image]\npackages = [\"busybox-static\"]\n\
-         files = { \"/usr/local/bin/tsc-probe\" = \"tsc-probe\" }\n\
-         [workload]\nnode = \"n1\"\ncommand = \"/usr/local/bin/tsc-probe\"\n",
+        &format!(
+            "[cluster]\nnodes = 1\nmemory_mb = 128\nuserspace = \"{mode}\"\n\
+             [image]\npackages = [\"busybox-static\"]\n\
+             files = {{ \"/usr/local/bin/tsc-probe\" = \"tsc-probe\" }}\n\
+             [workload]\nnode = \"n1\"\ncommand = \"/usr/local/bin/tsc-probe\"\n"
+        ),
         &[],
     );
     if !build_static(d.path(), "tsc-probe", PROBE_C) {
@@ -146,10 +160,11 @@ fn rdtsc_reads_virtual_time_and_the_same_seed_gives_the_same_trace() {
         assert_eq!(lines.len(), 9, "{console}");
         assert!(lines.iter().all(|l| !l.contains("BAD")), "{console}");
         assert!(lines.last().unwrap().ends_with("tsc-probe result ok"), "{console}");
+        assert_eq!(r.json()["userspace"], mode, "{r:?}");
         runs.push((r.json()["trace_hash"].as_str().unwrap().to_string(), lines));
     }
-    assert_eq!(runs[0].1, runs[1].1, "the counter's values differ between runs");
-    assert_eq!(runs[0].0, runs[1].0, "trace hashes differ between runs with the same seed");
+    assert_eq!(runs[0].1, runs[1].1, "{mode}: the counter's values differ between runs");
+    assert_eq!(runs[0].0, runs[1].0, "{mode}: trace hashes differ between runs with the same seed");
 }
 
 /// Asks CPUID what a program asks before it uses RDRAND, RDSEED, RDPID,
@@ -219,7 +234,14 @@ fn host_flags() -> String {
 
 #[test]
 fn cpuid_hides_host_randomness_and_the_host_cpu() {
-    let Some(d) = cpuid_cluster("") else { return };
+    for mode in USERSPACES {
+        println!("userspace = {mode}");
+        cpuid_probe(mode);
+    }
+}
+
+fn cpuid_probe(mode: &str) {
+    let Some(d) = cpuid_cluster(&format!("userspace = \"{mode}\"")) else { return };
     let flags = host_flags();
     println!("host offers rdrand: {}, rdseed: {}", flags.contains(" rdrand"), flags.contains(" rdseed"));
     let mut lines = Vec::new();
@@ -237,7 +259,20 @@ fn cpuid_hides_host_randomness_and_the_host_cpu() {
         assert!(probe.last().unwrap().ends_with("cpuid-probe result ok"), "{console}");
         lines.push((r.json()["trace_hash"].as_str().unwrap().to_string(), probe));
     }
-    assert_eq!(lines[0], lines[1], "two runs of one seed differ");
+    assert_eq!(lines[0], lines[1], "{mode}: two runs of one seed differ");
+}
+
+#[test]
+fn seccomp_userspace_needs_the_72_kernel() {
+    let d = cluster(
+        "[cluster]\nnodes = 1\nkernel = \"6.1\"\nuserspace = \"seccomp\"\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n",
+        &[],
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("cluster.toml") && r.stderr.contains("seccomp") && r.stderr.contains("7.2"), "{}", r.stderr);
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "nothing is written for bad input");
 }
 
 /// `[cluster] cpuid = "host"` lets the native instruction through: on a

@@ -45,7 +45,8 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         disk: None,
         explore: ExploreSpec::default(),
         runtime: RuntimeKind::Kvm,
-        host_cpuid: false,
+        uml_args: vec![],
+        shared_clock: false,
     }
 }
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the guest program this cluster's cluster.toml names under
 # [image] files (not committed; see .gitignore):
-#   dbclient  static C: the workload client, seed-entropy, wait
+#   dbclient  static C: the workload client, wait
 # Used by db-cluster and db-cluster-unsafe (which links to it). The history
 # it records is checked on the host by simcluster ([check] history).
 set -eu

@@ -1,14 +1,6 @@
 /*
  * dbclient: the db-cluster workload's client, and two small guest helpers.
  *
- *   dbclient seed-entropy
- *       Credits 256 bits to the guest kernel's random pool from a fixed,
- *       per-node seed (RNDADDENTROPY), so getrandom(2) never blocks. Without
- *       it, Go's crypto/rand (etcdctl, etcd) blocks in getrandom until the
- *       guest kernel's jitter-entropy loop has credited 256 bits: about 2.5
- *       virtual seconds of a kernel busy loop, minutes of wall time. The seed
- *       is fixed: the simulation is deterministic anyway.
- *
  *   dbclient now
  *       Prints CLOCK_MONOTONIC of the guest (virtual time) in ns.
  *
@@ -52,8 +44,6 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/random.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -62,7 +52,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -89,28 +78,6 @@ static uint64_t rng_next(uint64_t *s) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
-}
-
-/* ---- seed-entropy ------------------------------------------------------ */
-
-static int seed_entropy(void) {
-    struct {
-        int entropy_count;
-        int buf_size;
-        uint64_t buf[8];
-    } req;
-    const char *id = getenv("NODE_ID");
-    uint64_t s = 0x73696d636c757374ull ^ (uint64_t)(id ? atoi(id) : 0);
-    for (int i = 0; i < 8; i++) req.buf[i] = rng_next(&s);
-    req.entropy_count = 512; /* bits credited; 256 initialise the crng */
-    req.buf_size = sizeof req.buf;
-    int fd = open("/dev/urandom", O_RDWR);
-    if (fd < 0 || ioctl(fd, RNDADDENTROPY, &req) != 0) {
-        perror("dbclient seed-entropy: RNDADDENTROPY");
-        return 1;
-    }
-    close(fd);
-    return 0;
 }
 
 /* ---- base64 ------------------------------------------------------------ */
@@ -465,13 +432,12 @@ usage:
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "seed-entropy")) return seed_entropy();
     if (argc >= 2 && !strcmp(argv[1], "now")) {
         printf("%llu\n", (unsigned long long)now_ns());
         return 0;
     }
     if (argc >= 2 && !strcmp(argv[1], "run")) return run(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "wait")) return wait_ready(argc, argv);
-    fprintf(stderr, "usage: dbclient seed-entropy | now | wait [--endpoints ..] [--timeout-ms N] | run [options]\n");
+    fprintf(stderr, "usage: dbclient now | wait [--endpoints ..] [--timeout-ms N] | run [options]\n");
     return 1;
 }

@@ -1,9 +1,20 @@
-//! The guest kernel: linux 6.1 built for `ARCH=um` from Debian's
-//! `linux-source-6.1`, with simcluster's config fragment and patches.
+//! The guest kernel: Linux built for `ARCH=um` from a Debian source
+//! package, with simcluster's config fragment and patches.
 //!
-//! The recipe's inputs (the fragment, the patches, the source package's
-//! version and this file's recipe version) are compiled into the binary and
-//! hashed into the cache key, so the kernel is rebuilt exactly when one of
+//! Two series are known ([`KernelSeries`]):
+//! - 7.2 (the default): `linux-source-7.2` from Debian's trixie-backports,
+//!   fetched by package name with apt's own tools through a private root
+//!   (its own sources list, lists and archive directories under the cache;
+//!   the host's apt setup is never touched), pinned to one version and the
+//!   archive's SHA-256. Its seccomp userspace and shared-memory time travel
+//!   are what make executions fast.
+//! - 6.1: `linux-source-6.1` from the host's own bookworm archive, the
+//!   kernel simcluster started on, kept so benchmarks can put old and new
+//!   side by side (ptrace userspace only).
+//!
+//! The recipe's inputs (series, source version, the fragment, the series'
+//! patches and this file's recipe version) are compiled into the binary and
+//! hashed into the cache key, so a kernel is rebuilt exactly when one of
 //! them changes. A build takes minutes on two cores; a cached one is free.
 
 use std::io::{BufRead, BufReader};
@@ -13,31 +24,101 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::cache::{cache_root, publish, KeyHasher};
+use super::cache::{cache_root, publish, sha256_file, KeyHasher};
 use super::host::{apt_install, have_program, installed_version, run_capture};
 
 /// Bump when the build steps below change in a way that changes the output.
-const RECIPE_VERSION: &str = "uml-kernel-2";
-const SOURCE_PACKAGE: &str = "linux-source-6.1";
-const SOURCE_TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
+const RECIPE_VERSION: &str = "uml-kernel-3";
 const CONFIG_FRAGMENT: &str = include_str!("../../guest-images/kernel/uml.config");
-const PATCHES: &[(&str, &str)] = &[
-    (
-        "0001-um-room-for-the-host-xstate.patch",
-        include_str!("../../guest-images/kernel/patches/0001-um-room-for-the-host-xstate.patch"),
-    ),
-    (
-        "0002-um-emulate-rdtsc-from-virtual-time.patch",
-        include_str!("../../guest-images/kernel/patches/0002-um-emulate-rdtsc-from-virtual-time.patch"),
-    ),
-    (
-        "0003-um-guest-cpuid-without-host-randomness.patch",
-        include_str!("../../guest-images/kernel/patches/0003-um-guest-cpuid-without-host-randomness.patch"),
-    ),
+
+/// Which kernel a cluster's nodes run (`[cluster] kernel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+pub enum KernelSeries {
+    /// linux-source-7.2 (trixie-backports), seccomp userspace available.
+    #[default]
+    #[serde(rename = "7.2")]
+    V7_2,
+    /// linux-source-6.1 (bookworm): the previous kernel, for comparisons.
+    #[serde(rename = "6.1")]
+    V6_1,
+}
+
+/// Where a series' source tarball comes from.
+enum Source {
+    /// Installed into the host with apt-get (the host's own suite).
+    HostPackage { tarball: &'static str },
+    /// Downloaded with apt-get through a private root for `suite`, pinned.
+    Pinned { suite: &'static str, version: &'static str, sha256: &'static str },
+}
+
+impl KernelSeries {
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelSeries::V7_2 => "7.2",
+            KernelSeries::V6_1 => "6.1",
+        }
+    }
+
+    /// The Debian source package; it unpacks to a directory of this name.
+    fn package(self) -> &'static str {
+        match self {
+            KernelSeries::V7_2 => "linux-source-7.2",
+            KernelSeries::V6_1 => "linux-source-6.1",
+        }
+    }
+
+    fn source(self) -> Source {
+        match self {
+            // Pinned like guest packages: the exact version and the
+            // archive's checksum (apt-cache show in the private root).
+            KernelSeries::V7_2 => Source::Pinned {
+                suite: "trixie-backports",
+                version: "7.2.12-1~bpo13+1",
+                sha256: "73ca6c22599ba411ab3179642d33501ca2c90174e13c3c8d86e996ea1cbf2a8f",
+            },
+            KernelSeries::V6_1 => Source::HostPackage { tarball: "/usr/src/linux-source-6.1.tar.xz" },
+        }
+    }
+
+    fn patches(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            KernelSeries::V7_2 => PATCHES_7_2,
+            KernelSeries::V6_1 => PATCHES_6_1,
+        }
+    }
+
+    /// Whether the series has UML's seccomp userspace (Linux 6.16+).
+    pub fn has_seccomp_userspace(self) -> bool {
+        self == KernelSeries::V7_2
+    }
+
+    /// Whether the series speaks time travel's shared-memory mode (6.11+).
+    pub fn has_shared_clock(self) -> bool {
+        self == KernelSeries::V7_2
+    }
+
+    /// Roughly how many lines `make` prints for this build; only for the
+    /// progress bar.
+    fn expected_build_steps(self) -> u64 {
+        match self {
+            KernelSeries::V7_2 => 1500,
+            KernelSeries::V6_1 => 1420,
+        }
+    }
+}
+
+macro_rules! patch {
+    ($series:literal, $name:literal) => {
+        ($name, include_str!(concat!("../../guest-images/kernel/patches/", $series, "/", $name)))
+    };
+}
+
+const PATCHES_7_2: &[(&str, &str)] = &[patch!("7.2", "0001-um-trap-rdtsc-rdtscp-cpuid.patch")];
+const PATCHES_6_1: &[(&str, &str)] = &[
+    patch!("6.1", "0001-um-room-for-the-host-xstate.patch"),
+    patch!("6.1", "0002-um-emulate-rdtsc-from-virtual-time.patch"),
+    patch!("6.1", "0003-um-guest-cpuid-without-host-randomness.patch"),
 ];
-/// Roughly how many lines `make` prints for this build; only for the
-/// progress bar.
-const EXPECTED_BUILD_STEPS: u64 = 1420;
 
 /// Kbuild's stamps, fixed (see the kernel's reproducible-builds docs).
 const REPRODUCIBLE_BUILD_ENV: &[(&str, &str)] = &[
@@ -56,6 +137,7 @@ const BUILD_DEPS: &[(&str, &str)] = &[
     ("gcc", "gcc"),
     ("patch", "patch"),
     ("xz", "xz-utils"),
+    ("dpkg-deb", "dpkg"),
 ];
 
 /// A built kernel.
@@ -65,66 +147,147 @@ pub struct Kernel {
     /// The cache key, which names the exact recipe and inputs.
     pub key: String,
     pub cached: bool,
+    pub series: KernelSeries,
 }
 
-fn ensure_build_deps() -> Result<String> {
-    let mut missing: Vec<&str> = BUILD_DEPS
+fn ensure_build_deps() -> Result<()> {
+    let missing: Vec<&str> = BUILD_DEPS
         .iter()
         .filter(|(prog, _)| !have_program(prog))
         .map(|(_, pkg)| *pkg)
         .collect();
-    if installed_version(SOURCE_PACKAGE).is_none() || !Path::new(SOURCE_TARBALL).is_file() {
-        missing.push(SOURCE_PACKAGE);
-    }
-    apt_install(&missing)?;
-    installed_version(SOURCE_PACKAGE)
-        .with_context(|| format!("{SOURCE_PACKAGE} is not installed after apt-get install"))
+    apt_install(&missing)
 }
 
-/// The cache key for the kernel built from `source_version`.
-pub fn kernel_key(source_version: &str) -> String {
+/// The source tarball of `series` and its exact version, fetching it first
+/// if needed. For a pinned source this needs the network once; afterwards
+/// the tarball is in the cache.
+fn ensure_source(series: KernelSeries) -> Result<(PathBuf, String)> {
+    match series.source() {
+        Source::HostPackage { tarball } => {
+            let version = match installed_version(series.package()) {
+                Some(v) if Path::new(tarball).is_file() => v,
+                _ => {
+                    apt_install(&[series.package()])?;
+                    installed_version(series.package())
+                        .with_context(|| format!("{} is not installed after apt-get install", series.package()))?
+                }
+            };
+            Ok((PathBuf::from(tarball), version))
+        }
+        Source::Pinned { suite, version, sha256 } => {
+            let dir = cache_root().join("sources");
+            let tarball = dir.join(format!("{}_{}.tar.xz", series.package(), version.replace('~', "_")));
+            if !tarball.is_file() {
+                let _lock = super::cache::BuildLock::acquire(&tarball, true)?;
+                if !tarball.is_file() {
+                    fetch_pinned(series.package(), suite, version, sha256, &tarball)?;
+                }
+            }
+            Ok((tarball, version.to_string()))
+        }
+    }
+}
+
+/// apt-get with a private root for `suite`: its own sources list, package
+/// lists and archive cache under `root`, no host sources.list.d, no dpkg
+/// status (nothing is installed). The host's apt configuration is left as
+/// it is.
+fn private_apt(root: &Path, tool: &str) -> Command {
+    let mut c = Command::new(tool);
+    c.arg(format!("-oDir::Etc::SourceList={}", root.join("sources.list").display()))
+        .arg("-oDir::Etc::SourceParts=/dev/null")
+        .arg(format!("-oDir::State::Lists={}", root.join("lists").display()))
+        .arg(format!("-oDir::Cache={}", root.join("cache").display()))
+        .arg("-oDir::State::Status=/dev/null")
+        .arg("-oAPT::Sandbox::User=root")
+        .arg("-q");
+    c
+}
+
+/// Downloads `package=version` from `suite`, checks the .deb against
+/// `sha256`, and moves its source tarball to `dest`.
+fn fetch_pinned(package: &str, suite: &str, version: &str, sha256: &str, dest: &Path) -> Result<()> {
+    if !have_program("apt-get") || !have_program("dpkg-deb") {
+        bail!("apt-get and dpkg-deb are needed to fetch {package} (a Debian-based host)");
+    }
+    let root = cache_root().join("apt").join(suite);
+    for d in ["lists/partial", "cache/archives/partial"] {
+        std::fs::create_dir_all(root.join(d)).with_context(|| format!("cannot create {}", root.display()))?;
+    }
+    std::fs::write(
+        root.join("sources.list"),
+        format!("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian {suite} main\n"),
+    )?;
+    let work = dest.with_extension(format!("fetch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work)?;
+    let result = (|| -> Result<()> {
+        run_capture(private_apt(&root, "apt-get").arg("update"))
+            .with_context(|| format!("apt-get update for {suite} (private lists in {})", root.display()))?;
+        run_capture(private_apt(&root, "apt-get").current_dir(&work).arg("download").arg(format!("{package}={version}")))
+            .with_context(|| {
+                format!("downloading {package} {version} from {suite}: the pinned version may have left the archive; pin the current one in src/image/kernel.rs")
+            })?;
+        let deb = std::fs::read_dir(&work)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "deb"))
+            .with_context(|| format!("apt-get download {package} produced no .deb"))?;
+        let sum = sha256_file(&deb)?;
+        if sum != sha256 {
+            bail!("{}: checksum {sum} does not match the pinned {sha256}", deb.display());
+        }
+        let unpacked = work.join("x");
+        run_capture(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
+        let inner = unpacked.join("usr/src").join(format!("{package}.tar.xz"));
+        std::fs::create_dir_all(dest.parent().unwrap())?;
+        std::fs::rename(&inner, dest).with_context(|| format!("{} has no usr/src/{package}.tar.xz", deb.display()))?;
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+/// The cache key for the kernel of `series` built from `source_version`.
+pub fn kernel_key(series: KernelSeries, source_version: &str) -> String {
     let mut k = KeyHasher::new(RECIPE_VERSION);
-    k.add_str(source_version).add_str(CONFIG_FRAGMENT);
-    for (name, body) in PATCHES {
+    k.add_str(series.name()).add_str(source_version).add_str(CONFIG_FRAGMENT);
+    for (name, body) in series.patches() {
         k.add_str(name).add_str(body);
     }
     k.finish()
 }
 
-/// Returns the kernel, building it first if the cache lacks it.
-pub fn ensure_kernel(quiet: bool) -> Result<Kernel> {
-    // The common case (cached) must not need apt or root: look for the key
-    // of the installed source first.
-    let version = match installed_version(SOURCE_PACKAGE) {
-        Some(v) if Path::new(SOURCE_TARBALL).is_file() => v,
-        _ => ensure_build_deps()?,
-    };
-    let key = kernel_key(&version);
+/// Returns the kernel of `series`, building it first if the cache lacks it.
+pub fn ensure_kernel(series: KernelSeries, quiet: bool) -> Result<Kernel> {
+    let (tarball, version) = ensure_source(series)?;
+    let key = kernel_key(series, &version);
     let dir = cache_root().join("kernel").join(&key);
     let path = dir.join("linux");
     if path.is_file() {
-        return Ok(Kernel { path, key, cached: true });
+        return Ok(Kernel { path, key, cached: true, series });
     }
     let _lock = super::cache::BuildLock::acquire(&dir, quiet)?;
     if path.is_file() {
-        return Ok(Kernel { path, key, cached: true });
+        return Ok(Kernel { path, key, cached: true, series });
     }
     ensure_build_deps()?;
-    build(&dir, &version, quiet)?;
-    Ok(Kernel { path, key, cached: false })
+    build(&dir, series, &tarball, &version, quiet)?;
+    Ok(Kernel { path, key, cached: false, series })
 }
 
-fn build(final_dir: &Path, version: &str, quiet: bool) -> Result<()> {
+fn build(final_dir: &Path, series: KernelSeries, tarball: &Path, version: &str, quiet: bool) -> Result<()> {
     let work = final_dir.with_extension(format!("build-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
-    let result = build_in(&work, version, quiet);
+    let result = build_in(&work, series, tarball, version, quiet);
     if result.is_ok() {
         let staged = work.join("out");
         std::fs::create_dir_all(&staged)?;
         std::fs::copy(work.join("src/linux"), staged.join("linux"))?;
         std::fs::write(staged.join("config"), std::fs::read(work.join("src/.config"))?)?;
-        std::fs::write(staged.join("source-version"), version)?;
+        std::fs::write(staged.join("source-version"), format!("{} {version}\n", series.package()))?;
         publish(&staged, final_dir)
             .with_context(|| format!("cannot move the kernel into {}", final_dir.display()))?;
     }
@@ -132,21 +295,22 @@ fn build(final_dir: &Path, version: &str, quiet: bool) -> Result<()> {
     result
 }
 
-fn build_in(work: &Path, version: &str, quiet: bool) -> Result<()> {
+fn build_in(work: &Path, series: KernelSeries, tarball: &Path, version: &str, quiet: bool) -> Result<()> {
+    let package = series.package();
     let pb = if quiet { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
     pb.set_style(ProgressStyle::with_template("{spinner} kernel: {msg}").unwrap());
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
-    pb.set_message(format!("unpacking {SOURCE_PACKAGE} {version}"));
-    run_capture(Command::new("tar").arg("-C").arg(work).args(["-xf", SOURCE_TARBALL]))?;
+    pb.set_message(format!("unpacking {package} {version}"));
+    run_capture(Command::new("tar").arg("-C").arg(work).arg("-xf").arg(tarball))?;
     let src = work.join("src");
-    std::fs::rename(work.join(SOURCE_PACKAGE), &src)
-        .with_context(|| format!("{SOURCE_TARBALL} did not unpack to {SOURCE_PACKAGE}/"))?;
-    for (name, body) in PATCHES {
+    std::fs::rename(work.join(package), &src)
+        .with_context(|| format!("{} did not unpack to {package}/", tarball.display()))?;
+    for (name, body) in series.patches() {
         pb.set_message(format!("applying {name}"));
         let p = work.join(name);
         std::fs::write(&p, body)?;
         run_capture(Command::new("patch").current_dir(&src).args(["-p1", "--forward", "-i"]).arg(&p))
-            .with_context(|| format!("patch {name} does not apply to {SOURCE_PACKAGE} {version}"))?;
+            .with_context(|| format!("patch {name} does not apply to {package} {version}"))?;
     }
     pb.set_message("configuring");
     let frag = work.join("simcluster.config");
@@ -162,7 +326,7 @@ fn build_in(work: &Path, version: &str, quiet: bool) -> Result<()> {
     verify_config(&std::fs::read_to_string(src.join(".config"))?)?;
     pb.finish_and_clear();
 
-    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(EXPECTED_BUILD_STEPS) };
+    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(series.expected_build_steps()) };
     bar.set_style(
         ProgressStyle::with_template("kernel: [{elapsed_precise}] {bar:40} {pos}/~{len} {msg}")
             .unwrap(),
@@ -239,9 +403,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_depends_on_source_version() {
-        assert_ne!(kernel_key("6.1.1-1"), kernel_key("6.1.1-2"));
-        assert_eq!(kernel_key("6.1.1-1"), kernel_key("6.1.1-1"));
+    fn key_depends_on_series_and_source_version() {
+        let s = KernelSeries::V6_1;
+        assert_ne!(kernel_key(s, "6.1.1-1"), kernel_key(s, "6.1.1-2"));
+        assert_eq!(kernel_key(s, "6.1.1-1"), kernel_key(s, "6.1.1-1"));
+        assert_ne!(kernel_key(KernelSeries::V7_2, "x"), kernel_key(KernelSeries::V6_1, "x"));
+    }
+
+    #[test]
+    fn each_series_has_its_patches() {
+        assert!(KernelSeries::V7_2.patches().iter().all(|(_, b)| b.contains("arch/um/kernel/trap.c") || b.contains("stub_exe.c")));
+        assert_eq!(KernelSeries::V6_1.patches().len(), 3);
+        assert!(KernelSeries::V7_2.has_seccomp_userspace() && !KernelSeries::V6_1.has_seccomp_userspace());
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub struct Images {
 /// Builds (or finds) the kernel and root filesystem for `cluster`.
 pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     let began = Instant::now();
-    let kernel = kernel::ensure_kernel(quiet)?;
+    let kernel = kernel::ensure_kernel(cluster.spec.cluster.kernel, quiet)?;
 
     let mut names: Vec<String> = cluster.spec.image.packages.clone();
     names.push(rootfs::AGENT_PACKAGE.to_string());

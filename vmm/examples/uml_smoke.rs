@@ -17,6 +17,8 @@ fn main() {
         init_env: vec![("NODE_ID".into(), "1".into())],
         extra_args: vec![],
         net: false,
+        entropy_seed: 1,
+        shared_clock: false,
     };
     let t0 = std::time::Instant::now();
     let mut n = UmlNode::spawn(&cfg).unwrap();

@@ -100,6 +100,8 @@ fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
         init_env: vec![("NODE_ID".into(), "1".into())],
         extra_args: vec![],
         net: true,
+        entropy_seed: 1,
+        shared_clock: false,
     };
     let disk = disksim::Disk::new(disksim::BlockStore::zeros(2048));
     let mut node = vmm::kvm::node::KvmNode::spawn(&cfg, Some(disk)).unwrap();
@@ -174,6 +176,8 @@ fn kvm_linux_node_loads_kernel_initramfs_and_cmdline() {
         init_env: vec![("NODE_ID".into(), "2".into()), ("PEERS".into(), "n1,n2".into())],
         extra_args: vec![],
         net: true,
+        entropy_seed: 1,
+        shared_clock: false,
     };
     let disk = disksim::Disk::new(disksim::BlockStore::zeros(64));
     let node = vmm::kvm::node::KvmNode::spawn(&cfg, Some(disk)).unwrap();

@@ -18,7 +18,7 @@ fn kvm_node_spinning_guest_is_reported_hung() {
         return;
     }
     let vm = MicroVm::boot_image(&guest("spin"), 4).unwrap();
-    let mut node = KvmNode::new(1, vm, false, None).unwrap();
+    let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
     node.wait_connected(0, Duration::from_secs(1)).unwrap();
     let began = Instant::now();
     let mut out = Vec::new();
@@ -35,7 +35,7 @@ fn kvm_node_output_then_idle() {
         return;
     }
     let vm = MicroVm::boot_image(&guest("hello"), 4).unwrap();
-    let mut node = KvmNode::new(1, vm, false, None).unwrap();
+    let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
     node.wait_connected(5_000, Duration::from_secs(1)).unwrap();
     assert_eq!(node.requested(), 5_000);
     let mut out = Vec::new();

@@ -293,6 +293,8 @@ impl Setup {
             init_env: vec![("MODE".into(), mode.into())],
             extra_args: vec![],
             net: false,
+            entropy_seed: 1,
+            shared_clock: false,
         };
         let mut node = UmlNode::spawn_with_disk(&cfg, Some(disk)).unwrap();
         // Output before the connection is UML's host-side start-up chatter.
@@ -572,6 +574,8 @@ fn fsync_waits_for_the_engine() {
         init_env: vec![],
         extra_args: vec![],
         net: false,
+        entropy_seed: 1,
+        shared_clock: false,
     };
     assert!(matches!(
         UmlNode::spawn_with_disk(&cfg, Some(busy)),

@@ -182,7 +182,7 @@ impl HostEndpoint {
     /// Returns the frames to send and what became of the workload.
     pub fn poll(&mut self, now: u64, trace: &mut Trace) -> (Vec<Vec<u8>>, HostOutcome) {
         let node = self.node().get();
-        trace.push(now, node, EventKind::Run);
+        trace.push(now, node, EventKind::run());
         if !self.started && self.start_at.is_some_and(|t| t <= now) {
             self.started = true;
         }

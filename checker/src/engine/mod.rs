@@ -18,6 +18,7 @@ mod host;
 mod network;
 mod node;
 mod outcome;
+mod steps;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -36,6 +37,7 @@ pub use disk::{CrashPoint, DiskSpec};
 pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
+pub use steps::{StepLog, StepSpan};
 
 /// The wall-clock date guests believe they booted at (GET_TOD):
 /// 2026-01-01T00:00:00Z. Fixed, so that `date` in a guest is deterministic.
@@ -124,10 +126,15 @@ pub struct ExecutionSpec {
     /// The node runtime (user-mode Linux or KVM); the engine drives both the
     /// same way, through [`vmm::runtime::NodeRuntime`].
     pub runtime: RuntimeKind,
-    /// User-mode Linux guests execute CPUID natively (`[cluster] cpuid =
-    /// "host"`): faster process start-up, but guest programs then see the
-    /// host's RDRAND/RDSEED and the APIC id of the host cpu they run on.
-    pub host_cpuid: bool,
+    /// Extra kernel command-line words for user-mode Linux nodes: the
+    /// userspace mode (`seccomp=on`) and `host_cpuid` (guest programs
+    /// execute CPUID natively: faster process start-up, but they then see
+    /// the host's RDRAND/RDSEED and the APIC id of the host cpu they run
+    /// on). A KVM guest's CPUID is the VMM's answer either way.
+    pub uml_args: Vec<String>,
+    /// User-mode Linux nodes speak time travel's shared-memory mode (the
+    /// 7.2 kernel; see `vmm::uml::timetravel::SchedShm`).
+    pub shared_clock: bool,
 }
 
 /// The host failed us (not the guest): a node could not be started, or it
@@ -149,6 +156,31 @@ pub fn execution_seed(run_seed: u64, index: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// Names the entropy stream among the execution's seeded streams ("entropy"
+/// in ASCII), so it never coincides with another stream of the same seed.
+const ENTROPY_STREAM: u64 = 0x0065_6e74_726f_7079;
+
+/// The seed of the entropy device (virtio-rng) of 0-based node `node` in its
+/// `boot`-th boot (0 the first, 1 after the first crash, ...) of the
+/// execution with seed `execution_seed`:
+/// `mix(mix(mix(execution_seed ^ ENTROPY_STREAM) ^ node) ^ boot)`, where
+/// `mix` is SplitMix64's finaliser.
+///
+/// A pure function of its arguments, drawn from no PRNG: giving guests
+/// entropy shifts no other draw of the execution (scheduling, netsim,
+/// crashes), and replaying an execution gives every guest the same bytes.
+/// `mix` is a bijection, so within one execution distinct nodes get
+/// distinct seeds and a node's boots get distinct seeds (a restarted node
+/// does not see its previous boot's random numbers again).
+pub fn entropy_seed(execution_seed: u64, node: u64, boot: u32) -> u64 {
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    mix(mix(mix(execution_seed ^ ENTROPY_STREAM) ^ node) ^ u64::from(boot))
 }
 
 /// Progress of the cluster through its script.
@@ -188,6 +220,10 @@ struct Execution<'a> {
 /// point (a step with more than one enabled action).
 pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<ExecutionResult, EngineError> {
     let began = Instant::now();
+    // `boot_wall` counts from here: the first node's spawn, so nothing the
+    // run did before (image build, scratch set-up, node configuration) is
+    // taken for boot time.
+    let mut first_spawn: Option<Instant> = None;
     let peers = spec.node_names.join(",");
     let mut nodes = Vec::new();
     for (i, name) in spec.node_names.iter().enumerate() {
@@ -202,18 +238,16 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
                 ("NODE_NAME".into(), name.clone()),
                 ("PEERS".into(), peers.clone()),
             ],
-            // UML's option for kernel patch 0003; a KVM guest's CPUID is
-            // the VMM's answer either way.
-            extra_args: if spec.host_cpuid && spec.runtime == RuntimeKind::Uml {
-                vec!["host_cpuid".into()]
-            } else {
-                vec![]
-            },
+            extra_args: if spec.runtime == RuntimeKind::Uml { spec.uml_args.clone() } else { vec![] },
             net: spec.network.is_some(),
+            // Node::boot sets it for each boot (see `entropy_seed`).
+            entropy_seed: entropy_seed(spec.seed, i as u64, 0),
+            shared_clock: spec.shared_clock,
         };
         let mut n = Node::new(name.clone(), cfg, spec.runtime, spec.scratch.clone());
         n.disk = spec.disk.as_ref().map(|d| disksim::Disk::new(d.base.clone()));
-        n.boot()?;
+        first_spawn.get_or_insert_with(Instant::now);
+        n.boot(spec.seed)?;
         nodes.push(n);
     }
     let guests = spec.node_names.len() as u16;
@@ -255,7 +289,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
     let mut steps = 0u64;
     let mut calm_rng = None;
     let mut decisions = Vec::new();
-    let mut chosen_log = Vec::new();
+    let mut chosen_log = StepLog::new();
     let mut enabled = Vec::new();
     let mut descs = Vec::new();
     while ex.verdict.is_none() {
@@ -301,11 +335,15 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         };
         let chosen = enabled[pick];
         ex.now = effective_time(&chosen, ex.now);
-        chosen_log.push((ex.now, chosen.desc));
         steps += 1;
+        let visible = ex.trace.visible();
         ex.apply(chosen.action)?;
+        // Quiet: a node run that added nothing to the trace but its (folded)
+        // `Run`; the step log folds those as the trace does.
+        let quiet = chosen.desc.kind == crate::strategy::ActionKind::RunNode && ex.trace.visible() == visible;
+        chosen_log.push(ex.now, chosen.desc, quiet);
         if ex.phase == Phase::Booting && ex.nodes.iter().all(|n| n.ready) && ex.verdict.is_none() {
-            boot_wall = Some(began.elapsed());
+            boot_wall = first_spawn.map(|t| t.elapsed());
             ex.start_workload()?;
         }
         if let Phase::Checks { done } = ex.phase {
@@ -549,7 +587,7 @@ impl Execution<'_> {
             }
             Action::Restart(i) => {
                 self.trace.push(now, (i + 1) as u16, EventKind::Restart);
-                self.nodes[i].boot()?;
+                self.nodes[i].boot(self.spec.seed)?;
                 self.nodes[i].connect(now, self.spec.connect_timeout)?;
             }
             Action::CompleteDisk(i, request) => {
@@ -566,7 +604,7 @@ impl Execution<'_> {
     fn run_node(&mut self, i: usize) -> Result<(), EngineError> {
         let now = self.now;
         let node_no = (i + 1) as u16;
-        self.trace.push(now, node_no, EventKind::Run);
+        self.trace.push(now, node_no, EventKind::run());
         self.grants += 1;
         let mut out = std::mem::take(&mut self.out);
         let outcome = self.nodes[i].vm().grant_at(now, GUEST_EPOCH_NS, self.spec.watchdog, &mut out)?;
@@ -734,5 +772,31 @@ impl Execution<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod entropy_seed_tests {
+    use super::entropy_seed;
+
+    #[test]
+    fn entropy_seeds_are_fixed_and_distinct_per_node_and_boot() {
+        // A fixed derivation: replays and failure files depend on it, so a
+        // change must show here (values computed independently, in Python,
+        // from the formula in the doc comment).
+        assert_eq!(entropy_seed(1, 0, 0), 0xd037_606f_e0be_dbba);
+        assert_eq!(entropy_seed(1, 2, 1), 0xc8e0_bccb_cc45_0bbf);
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in [0u64, 1, 2, u64::MAX] {
+            for node in 0..8u64 {
+                for boot in 0..4u32 {
+                    assert!(seen.insert(entropy_seed(seed, node, boot)), "{seed} {node} {boot}");
+                }
+            }
+        }
+        // Not the execution seed itself, nor the execution seed of a
+        // neighbouring run index.
+        assert_ne!(entropy_seed(5, 0, 0), 5);
+        assert_ne!(entropy_seed(5, 0, 0), super::execution_seed(5, 0));
     }
 }

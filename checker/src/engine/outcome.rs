@@ -71,7 +71,8 @@ pub struct ExecutionResult {
     /// Virtual time at the end (ns).
     pub virtual_ns: u64,
     pub wall: Duration,
-    /// Wall time until every node's agent was ready.
+    /// Wall time from the first node's spawn until every node's agent was
+    /// ready (`None`: they never all were).
     pub boot_wall: Option<Duration>,
     /// Number of times a node was let run.
     pub grants: u64,
@@ -86,8 +87,10 @@ pub struct ExecutionResult {
     pub decisions: Vec<crate::strategy::Decision>,
     /// Steps at which more than one action was enabled.
     pub choice_points: u64,
-    /// Every action taken (one per step), and when it took effect.
-    pub chosen: Vec<(u64, crate::strategy::EnabledAction)>,
+    /// Every action taken and when it took effect, stretches of quiet node
+    /// runs folded (see [`super::StepLog`]): bounded by what guests saw,
+    /// not by the number of grants.
+    pub chosen: super::StepLog,
     /// Nodes crashed by the engine.
     pub crashes: u32,
     /// The disk side of each crash (nodes with disks only).

@@ -83,7 +83,7 @@ impl Layout {
         let mut rows: Vec<Row> = Vec::new();
         let mut row_of = vec![None; events.len()];
         for (i, ev) in events.iter().enumerate() {
-            if matches!(ev.kind, EventKind::Run | EventKind::Console { .. }) {
+            if matches!(ev.kind, EventKind::Run { .. } | EventKind::Console { .. }) {
                 continue;
             }
             let engine = ev.node == ENGINE;
@@ -998,7 +998,7 @@ fn diagram(cx: &Ctx, h: &mut String) {
             }
             EventKind::Deliver { .. }
             | EventKind::Drop { .. }
-            | EventKind::Run
+            | EventKind::Run { .. }
             | EventKind::Disk { .. }
             | EventKind::Console { .. } => continue,
             EventKind::Boot => ("b-ok", "boot".into()),
@@ -1080,7 +1080,7 @@ fn console(cx: &Ctx, h: &mut String) {
         .filter(|(_, e)| {
             !matches!(
                 e.kind,
-                EventKind::Run
+                EventKind::Run { .. }
                     | EventKind::Send { .. }
                     | EventKind::Deliver { .. }
                     | EventKind::Drop { .. }

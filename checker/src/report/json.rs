@@ -14,7 +14,7 @@ pub const MAX_FAILED_INVARIANTS: usize = 100;
 ///
 /// ```json
 /// { "cluster", "seed", "strategy", "execution", "trace_hash",
-///   "events": N, "virtual_end_ns": T,
+///   "events": N, "grants": G, "virtual_end_ns": T,
 ///   "counts": { "<kind>": n, ... every kind, zeros included },
 ///   "messages": { "sent", "delivered", "duplicates", "dropped", "in_flight" },
 ///   "failure": null | { "description", "event_index", "time", "node",
@@ -23,6 +23,9 @@ pub const MAX_FAILED_INVARIANTS: usize = 100;
 ///   "nodes": [ { "node", "name", "console_lines", "last_console": [...],
 ///                "crashes", "restarts", "hung", "exit": null | {...} } ] }
 /// ```
+///
+/// `counts.run` counts `run` events, one per node and quiet stretch of the
+/// trace; `grants` counts the node runs they stand for.
 ///
 /// Guest text is stripped of control characters and cut to 1000 characters.
 pub fn summary_json(meta: &ReportMeta, events: &[Event]) -> Value {
@@ -144,6 +147,7 @@ pub fn summary_json(meta: &ReportMeta, events: &[Event]) -> Value {
         "execution": meta.execution,
         "trace_hash": sanitize(&meta.trace_hash, 200),
         "events": events.len(),
+        "grants": c.grants,
         "virtual_end_ns": a.end_time(),
         "counts": counts,
         "messages": {

@@ -85,7 +85,7 @@ pub fn failure_index(failure: Option<&str>, events: &[Event]) -> Option<usize> {
     }
     events
         .iter()
-        .rposition(|e| !matches!(e.kind, EventKind::Run))
+        .rposition(|e| !matches!(e.kind, EventKind::Run { .. }))
 }
 
 /// The failure of this execution, if any (see [`failure_index`]).
@@ -109,6 +109,9 @@ pub(crate) struct Counts {
     pub dropped: u64,
     pub in_flight: u64,
     pub invariants_failed: u64,
+    /// Node runs: `run` events count a folded quiet stretch once, this
+    /// counts its grants.
+    pub grants: u64,
 }
 
 impl Counts {
@@ -147,6 +150,7 @@ impl<'a> Analysis<'a> {
         for (i, ev) in events.iter().enumerate() {
             nodes.insert(ev.node);
             *counts.by_kind.entry(kind_name(&ev.kind)).or_insert(0) += 1;
+            counts.grants += ev.kind.grants();
             match &ev.kind {
                 EventKind::Send { id, to, .. } => {
                     nodes.insert(*to);
@@ -200,7 +204,7 @@ impl<'a> Analysis<'a> {
     }
 
     pub fn end_time(&self) -> u64 {
-        self.events.iter().map(|e| e.time).max().unwrap_or(0)
+        self.events.iter().map(Event::end_time).max().unwrap_or(0)
     }
 }
 
@@ -208,7 +212,7 @@ impl<'a> Analysis<'a> {
 pub fn kind_name(k: &EventKind) -> &'static str {
     match k {
         EventKind::Boot => "boot",
-        EventKind::Run => "run",
+        EventKind::Run { .. } => "run",
         EventKind::Console { .. } => "console",
         EventKind::Command { .. } => "command",
         EventKind::CommandDone { .. } => "command_done",
@@ -258,7 +262,10 @@ pub(crate) fn node_label(meta: &ReportMeta, node: u16) -> String {
 pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
     match &ev.kind {
         EventKind::Boot => "boot".into(),
-        EventKind::Run => "run".into(),
+        EventKind::Run { grants: 1, .. } => "run".into(),
+        EventKind::Run { grants, until } => {
+            format!("run x{grants} (quiet stretch, last at {})", fmt_time(until.unwrap_or(ev.time)))
+        }
         EventKind::Console { text } => format!("console: {text}"),
         EventKind::Command { name } => format!("command {name}"),
         EventKind::CommandDone { name, status } => format!("command {name} done, status {status}"),

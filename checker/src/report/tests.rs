@@ -97,7 +97,7 @@ pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
         b.ev(0, n, EventKind::Boot);
     }
     for n in 1..=3u16 {
-        b.ev(10 * MS * n as u64, n, EventKind::Run);
+        b.ev(10 * MS * n as u64, n, EventKind::run());
     }
     for n in 1..=3u16 {
         b.console(
@@ -282,7 +282,7 @@ fn big(n: usize) -> (ReportMeta, Vec<Event>) {
         let from = (step % nodes as u64) as u16 + 1;
         let to = ((step * 3) % nodes as u64) as u16 + 1;
         let to = if to == from { to % nodes + 1 } else { to };
-        b.ev(t, from, EventKind::Run);
+        b.ev(t, from, EventKind::run());
         b.console(t, from, &format!("step {step}: node {from} log line"));
         match step % 1000 {
             200 => b.ev(
@@ -678,7 +678,7 @@ fn failure_is_located() {
                 ok: false,
             },
         ),
-        e(3, EventKind::Run),
+        e(3, EventKind::run()),
     ];
     assert_eq!(failure_index(None, &ev), Some(3));
     assert_eq!(failure_index(None, &ev[..3]), Some(2));
@@ -688,7 +688,7 @@ fn failure_is_located() {
     let ok = vec![
         e(1, EventKind::Boot),
         e(1, EventKind::Console { text: "x".into() }),
-        e(1, EventKind::Run),
+        e(1, EventKind::run()),
     ];
     assert_eq!(failure_index(Some("liveness"), &ok), Some(1));
     // Found in the trace without a description: one is made up.
@@ -787,4 +787,29 @@ fn example_report_and_screenshot() {
         assert!(meta.len() > 10_000, "screenshot is {} bytes", meta.len());
         eprintln!("screenshot: {}", png.display());
     }
+}
+
+#[test]
+fn folded_quiet_runs_are_counted_and_described() {
+    // Two nodes spin quietly (a million grants each, interleaved), then n1
+    // prints: the trace holds two folded runs and the console line.
+    let mut t = Trace::new();
+    for k in 0..1_000_000u64 {
+        t.push(k * 1_000, 1, EventKind::run());
+        t.push(k * 1_000, 2, EventKind::run());
+    }
+    t.push(2 * S, 1, EventKind::Console { text: "spun".into() });
+    let ev = t.events().to_vec();
+    assert_eq!(ev.len(), 3);
+    let m = meta(None);
+    let v = summary_json(&m, &ev);
+    assert_eq!(v["counts"]["run"], 2);
+    assert_eq!(v["grants"], 2_000_000);
+    assert_eq!(v["virtual_end_ns"], 2 * S);
+    let d = describe(&m, &ev[0]);
+    assert!(d.contains("x1000000") && d.contains("0.999999s"), "{d}");
+    assert_eq!(describe(&m, &Event { time: 5, node: 1, kind: EventKind::run() }), "run");
+    check_html(&render_html(&m, &ev)).unwrap();
+    let text = render_text(&m, &ev);
+    assert!(text.contains("3 events (2000000 node runs)") && text.contains("spun"), "{text}");
 }

@@ -30,9 +30,10 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
         .collect();
     let _ = writeln!(
         s,
-        "trace {}: {} events, virtual time {}, nodes: {}",
+        "trace {}: {} events ({} node runs), virtual time {}, nodes: {}",
         sanitize(&meta.trace_hash, 80),
         events.len(),
+        c.grants,
         fmt_time(a.end_time()),
         if nodes.is_empty() {
             "none".to_string()
@@ -105,7 +106,7 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
             .iter()
             .enumerate()
             .rev()
-            .filter(|(_, e)| e.node == node && !matches!(e.kind, EventKind::Run))
+            .filter(|(_, e)| e.node == node && !matches!(e.kind, EventKind::Run { .. }))
             .map(|(i, _)| i)
             .take(LAST_EVENTS_PER_NODE)
             .collect();

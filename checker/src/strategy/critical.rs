@@ -14,7 +14,7 @@
 //! practice; the answer is always a boundary the probe itself reported
 //! (prefix `index` live, prefix `index + 1` dead).
 
-/// The result: `path[index]` is the critical transition.
+/// The result: step `index` of the path is the critical transition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CriticalTransition {
     pub index: usize,
@@ -30,11 +30,14 @@ pub enum CriticalError {
     EndLive(usize),
 }
 
-pub fn find_critical_transition<A>(
-    path: &[A],
+/// `steps`: the length of the path (the failing execution's step count;
+/// only its length matters, so a folded step log serves as well as a list
+/// of every step).
+pub fn find_critical_transition(
+    steps: usize,
     mut live_from: impl FnMut(usize) -> bool,
 ) -> Result<CriticalTransition, CriticalError> {
-    let n = path.len();
+    let n = steps;
     let mut probes = 0u64;
     let mut probe = |k: usize| {
         probes += 1;
@@ -79,10 +82,10 @@ mod tests {
 
     #[test]
     fn finds_the_boundary_everywhere() {
-        let path: Vec<u32> = (0..1000).collect();
+        let path = 1000;
         for c in [0usize, 1, 2, 3, 7, 100, 511, 512, 998, 999] {
             let mut calls = 0;
-            let r = find_critical_transition(&path, |k| {
+            let r = find_critical_transition(path, |k| {
                 calls += 1;
                 k <= c
             })
@@ -96,27 +99,24 @@ mod tests {
 
     #[test]
     fn early_critical_transition_is_cheap_on_a_long_path() {
-        let path = vec![(); 1_000_000];
-        let r = find_critical_transition(&path, |k| k <= 5).unwrap();
+        let r = find_critical_transition(1_000_000, |k| k <= 5).unwrap();
         assert_eq!(r.index, 5);
         assert!(r.probes <= 8, "{r:?}");
     }
 
     #[test]
     fn errors() {
-        let path = [1, 2, 3];
-        assert_eq!(find_critical_transition(&path, |_| false), Err(CriticalError::InitialDead));
-        assert_eq!(find_critical_transition(&path, |_| true), Err(CriticalError::EndLive(3)));
-        assert_eq!(find_critical_transition(&[] as &[u8], |_| true), Err(CriticalError::EndLive(0)));
+        assert_eq!(find_critical_transition(3, |_| false), Err(CriticalError::InitialDead));
+        assert_eq!(find_critical_transition(3, |_| true), Err(CriticalError::EndLive(3)));
+        assert_eq!(find_critical_transition(0, |_| true), Err(CriticalError::EndLive(0)));
     }
 
     #[test]
     fn non_monotone_probe_still_gives_a_reported_boundary() {
         // Live at 0..=3, dead at 4, "live" again at 5..=9 (a lucky random
         // walk), dead from 10. Any boundary the probe reported is acceptable.
-        let path = vec![(); 64];
         let live = |k: usize| k <= 3 || (5..=9).contains(&k);
-        let r = find_critical_transition(&path, live).unwrap();
+        let r = find_critical_transition(64, live).unwrap();
         assert!(live(r.index) && !live(r.index + 1), "{r:?}");
     }
 }

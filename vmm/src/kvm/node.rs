@@ -7,6 +7,7 @@
 //! | 0      | virtio-net ([`NetPort`]) to netsim        | 5   | 0x35   |
 //! | 1      | virtio-blk ([`BlkPort`]) over disksim     | 6   | 0x36   |
 //! | 2      | virtio-console: the engine's control line | 7   | 0x37   |
+//! | 3      | virtio-rng: entropy from the seed         | 3   | 0x33   |
 //!
 //! The guest console is the serial port (COM1, `console=ttyS0`); the control line is
 //! a virtio console, `/dev/hvc0` in a Linux guest, exactly as under user-mode Linux,
@@ -67,12 +68,16 @@ use crate::runtime::{
 use crate::virtio::blk::{BlkConfig, VirtioBlk};
 use crate::virtio::console::{self, VirtioConsole};
 use crate::virtio::mmio::MmioAdapter;
+use crate::virtio::rng::VirtioRng;
 use crate::virtio::DeviceError;
 
 /// Legacy IRQ of each device (vector `0x30 + IRQ`).
 pub const NET_IRQ: u8 = 5;
 pub const BLK_IRQ: u8 = 6;
 pub const CTL_IRQ: u8 = 7;
+/// IRQ 3 is COM2 on a PC; this machine has no COM2 (its ports read as all
+/// ones, so Linux's 8250 driver finds no UART there and never claims it).
+pub const RNG_IRQ: u8 = 3;
 /// Vector of legacy IRQ 0 in Linux (ISA_IRQ_VECTOR(0)).
 pub const IRQ_VECTOR_BASE: u8 = 0x30;
 
@@ -95,6 +100,9 @@ pub fn blk_base() -> u64 {
 pub fn ctl_base() -> u64 {
     window_base(2)
 }
+pub fn rng_base() -> u64 {
+    window_base(3)
+}
 
 /// Errors of a KVM node; each names the node (1-based).
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +122,7 @@ pub enum KvmNodeError {
 }
 
 type CtlTransport = VirtioMmioTransport<MmioAdapter<VirtioConsole>>;
+type RngTransport = VirtioMmioTransport<MmioAdapter<VirtioRng>>;
 
 /// The kernel command line of a Linux node: serial console, no TSC clocksource, no
 /// delay-loop calibration, virtio-mmio windows, then `KEY=value` pairs for init and the extra words.
@@ -129,6 +138,7 @@ pub fn kernel_cmdline(cfg: &NodeConfig, net: bool, blk: bool) -> String {
         dev(blk_base(), BLK_IRQ);
     }
     dev(ctl_base(), CTL_IRQ);
+    dev(rng_base(), RNG_IRQ);
     for (k, v) in &cfg.init_env {
         c.push_str(&format!(" {k}={v}"));
     }
@@ -181,13 +191,20 @@ impl KvmNode {
         } else {
             MicroVmBuilder::new().memory_mib(u64::from(cfg.mem_mb)).image(&image).build()
         };
-        KvmNode::new(node, vm.map_err(kvm)?, cfg.net, disk)
+        KvmNode::new(node, vm.map_err(kvm)?, cfg.net, disk, cfg.entropy_seed)
     }
 
     /// Makes a node of a built VM (any guest: Linux, or a microVM guest that drives
-    /// the windows of the module docs itself), attaching the control line, and the
-    /// network and disk devices when asked.
-    pub fn new(id: u16, mut vm: MicroVm, net: bool, disk: Option<Disk>) -> Result<KvmNode, KvmNodeError> {
+    /// the windows of the module docs itself), attaching the control line and the
+    /// entropy device (its stream drawn from `entropy_seed`), and the network and
+    /// disk devices when asked.
+    pub fn new(
+        id: u16,
+        mut vm: MicroVm,
+        net: bool,
+        disk: Option<Disk>,
+        entropy_seed: u64,
+    ) -> Result<KvmNode, KvmNodeError> {
         let mem = vm.memory().clone();
         if net {
             let t = VirtioMmioTransport::new(NetPort::new(id as u8, mem.clone()), IRQ_VECTOR_BASE + NET_IRQ);
@@ -208,6 +225,13 @@ impl KvmNode {
         }
         let ctl: CtlTransport = VirtioMmioTransport::new(MmioAdapter::new(VirtioConsole::new(), mem), IRQ_VECTOR_BASE + CTL_IRQ);
         vm.mmio_mut().attach(ctl_base(), WINDOW, Box::new(ctl));
+        // Fills the guest's buffers at its QueueNotify exit, so the bytes a guest
+        // reads depend only on its own requests; the used-buffer interrupt is raised
+        // by the transport at that exit, like every device's here.
+        let mem = vm.memory().clone();
+        let rng: RngTransport =
+            VirtioMmioTransport::new(MmioAdapter::new(VirtioRng::new(entropy_seed), mem), IRQ_VECTOR_BASE + RNG_IRQ);
+        vm.mmio_mut().attach(rng_base(), WINDOW, Box::new(rng));
         Ok(KvmNode {
             id,
             requested: 0,
@@ -254,6 +278,10 @@ impl KvmNode {
         self.vm.mmio_mut().device_mut(ctl_base()).expect("the control line is always attached")
     }
 
+    fn rng_port(&mut self) -> &mut RngTransport {
+        self.vm.mmio_mut().device_mut(rng_base()).expect("the entropy device is always attached")
+    }
+
     /// An outside event reaches the stopped node at `t`: its clock moves there if it
     /// is halted, and it must run (to take the interrupt) at its clock.
     fn wake_at(&mut self, t: u64) -> u64 {
@@ -275,6 +303,9 @@ impl KvmNode {
             out.push(GuestOutput { time, stream: OutputStream::Control, bytes: ctl });
         }
         if let Some(e) = self.ctl_port().device_mut().take_error() {
+            return Err(self.dev_err(e));
+        }
+        if let Some(e) = self.rng_port().device_mut().take_error() {
             return Err(self.dev_err(e));
         }
         if let Some(p) = self.net_port() {
@@ -523,6 +554,8 @@ mod tests {
             init_env: vec![("NODE_ID".into(), "2".into()), ("PEERS".into(), "n1,n2".into())],
             extra_args: vec!["quiet".into()],
             net: true,
+            entropy_seed: 1,
+            shared_clock: false,
         }
     }
 
@@ -533,10 +566,11 @@ mod tests {
         assert!(c.contains("virtio_mmio.device=4K@0xd0000000:5"), "{c}");
         assert!(c.contains("virtio_mmio.device=4K@0xd0001000:6"), "{c}");
         assert!(c.contains("virtio_mmio.device=4K@0xd0002000:7"), "{c}");
+        assert!(c.contains("virtio_mmio.device=4K@0xd0003000:3"), "{c}");
         assert!(c.contains("clocksource=jiffies"), "{c}");
         assert!(c.ends_with("NODE_ID=2 PEERS=n1,n2 quiet"), "{c}");
         let c = kernel_cmdline(&cfg(), false, false);
-        assert!(!c.contains(":5") && !c.contains(":6") && c.contains(":7"), "{c}");
+        assert!(!c.contains(":5") && !c.contains(":6") && c.contains(":7") && c.contains("0xd0003000:3"), "{c}");
     }
 
     #[test]
@@ -553,5 +587,6 @@ mod tests {
     fn windows_do_not_overlap() {
         assert_eq!(blk_base() - net_base(), WINDOW);
         assert_eq!(ctl_base() - blk_base(), WINDOW);
+        assert_eq!(rng_base() - ctl_base(), WINDOW);
     }
 }

@@ -16,7 +16,9 @@
 //!   (`ADDR_NO_RANDOMIZE`), which otherwise changes the guest's memory
 //!   layout from run to run; the environment is cleared and fixed;
 //! - host entropy is cut off ([`seccomp`]): UML would otherwise seed the
-//!   guest's random pool from the host's getrandom(2);
+//!   guest's random pool from the host's getrandom(2); the guest's entropy
+//!   is a virtio-rng device (`rng.sock`, [`crate::virtio::rng`]) whose
+//!   bytes come from the execution seed, handed out at the guest's kicks;
 //! - the data disk ([`disk`]): requests are accepted while the guest is
 //!   blocked on its kick; writes and flushes complete, and every disk
 //!   interrupt is delivered, only while the node is stopped, when the

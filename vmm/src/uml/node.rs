@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 use disksim::{Disk, RequestId};
 
 use super::disk::{CompleteError, DiskCompletion, DiskPort, DiskRequest};
-use super::timetravel::{Msg, Op, ProtocolError};
+use super::timetravel::{Msg, Op, ProtocolError, SchedShm};
 use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
 use crate::virtio::console::{self, VirtioConsole};
 use crate::virtio::blk::REQUEST_QUEUE;
 use crate::virtio::net::VirtioNet;
+use crate::virtio::rng::VirtioRng;
 
 /// How to start one node.
 #[derive(Debug, Clone)]
@@ -41,6 +42,17 @@ pub struct UmlConfig {
     pub extra_args: Vec<String>,
     /// Give the node a virtio-net device (eth0, MAC 02:00:0a:00:00:NN).
     pub net: bool,
+    /// Seed of the node's entropy device (virtio-rng, both runtimes): the
+    /// guest's random bytes are this seed's stream (see
+    /// [`crate::virtio::rng`]). The engine derives it from the execution
+    /// seed, the node and the boot, so the same execution gives every
+    /// guest the same bytes.
+    pub entropy_seed: u64,
+    /// Speak time travel's shared-memory mode (Linux 6.11+; the 7.2 guest
+    /// kernel): the guest keeps its clock and its run request in a page
+    /// shared with us, and only RUN and WAIT cross the socket. The 6.1
+    /// kernel does not know it.
+    pub shared_clock: bool,
 }
 
 /// A frame the guest transmitted, stamped with its virtual time.
@@ -135,6 +147,8 @@ pub enum UmlError {
     InterruptTimeout { node: u16, secs: u64 },
     #[error("node {node}: disk device: {source}")]
     DiskDevice { node: u16, source: VhostUserError },
+    #[error("node {node}: entropy device: {source}")]
+    Entropy { node: u16, source: VhostUserError },
     #[error("node {node} has no disk")]
     NoDisk { node: u16 },
     #[error("node {node}: disk request {id} is not pending")]
@@ -167,9 +181,19 @@ pub struct UmlNode {
     /// The control line (virtio-console, `/dev/hvc0` in the guest).
     ctl: VhostUserBackend<VirtioConsole>,
     ctl_irq_pending: std::collections::BTreeSet<u16>,
+    /// The entropy device (virtio-rng, `rng.sock`): fills the guest's
+    /// buffers at its kick, while the guest waits for our reply.
+    rng: VhostUserBackend<VirtioRng>,
+    /// Queues whose used-buffer interrupt is owed at the node's next stop.
+    rng_irq_pending: std::collections::BTreeSet<u16>,
     stderr_path: PathBuf,
     /// Sequence number of the START we have not acknowledged yet.
     pending_start: Option<u32>,
+    /// The shared scheduling page, in shared-memory mode (see
+    /// [`SchedShm`]); set when the guest's START is acknowledged with it.
+    shm: Option<SchedShm>,
+    /// Whether to offer the page at START ([`UmlConfig::shared_clock`]).
+    offer_shm: bool,
     /// The node's virtual time as last granted or reported.
     time: u64,
     /// The time the node asked to run at next.
@@ -291,6 +315,8 @@ impl UmlNode {
         };
         let ctl = VhostUserBackend::listen(&cfg.run_dir.join("ctl.sock"), VirtioConsole::new())
             .map_err(|source| UmlError::Net { node: id, source })?;
+        let rng = VhostUserBackend::listen(&cfg.run_dir.join("rng.sock"), VirtioRng::new(cfg.entropy_seed))
+            .map_err(|source| UmlError::Entropy { node: id, source })?;
         let console_path = cfg.run_dir.join(CONSOLE_FILE);
         let con_w = File::create(&console_path).map_err(io_err("console file"))?;
         let con_r = File::open(&console_path).map_err(io_err("console file"))?;
@@ -312,6 +338,8 @@ impl UmlNode {
             .arg("virtio_uml.device=ctl.sock:3")
             .args(net.as_ref().map(|_| "virtio_uml.device=net.sock:1"))
             .args(disk.as_ref().map(|_| "virtio_uml.device=blk.sock:2"))
+            // Last, so the other devices keep their numbers (virtio0, ...).
+            .arg("virtio_uml.device=rng.sock:4")
             .args(&cfg.extra_args);
         for (k, v) in &cfg.init_env {
             cmd.arg(format!("{k}={v}"));
@@ -352,8 +380,12 @@ impl UmlNode {
             console: con_r,
             ctl,
             ctl_irq_pending: Default::default(),
+            rng,
+            rng_irq_pending: Default::default(),
             stderr_path,
             pending_start: None,
+            shm: None,
+            offer_shm: cfg.shared_clock,
             time: 0,
             requested: 0,
             exited: false,
@@ -368,9 +400,21 @@ impl UmlNode {
         self.id
     }
 
-    /// The time this node wants to run at next.
+    /// The time this node wants to run at next. In shared-memory mode the
+    /// guest publishes a request in the page (while it runs or takes an
+    /// interrupt) instead of sending REQUEST; one it has not published
+    /// since its last RUN leaves the previous request standing, as a
+    /// missing REQUEST message does.
     pub fn requested(&self) -> u64 {
-        self.requested
+        self.shm.as_ref().and_then(|s| s.request()).unwrap_or(self.requested)
+    }
+
+    /// Takes in the clock the guest published in the shared page (where it
+    /// would send UPDATE), before anything is stamped with `self.time`.
+    fn sync_shared_clock(&mut self) {
+        if let Some(shm) = &self.shm {
+            self.time = self.time.max(shm.current_time());
+        }
     }
 
     pub fn has_exited(&self) -> bool {
@@ -488,9 +532,14 @@ impl UmlNode {
         assert!(!self.exited, "grant to an exited node");
         assert!(self.conn.is_some(), "grant before wait_connected");
         if let Some(seq) = self.pending_start.take() {
-            self.send_msg(Op::Ack, seq, 0)?;
+            self.ack_start(seq)?;
         } else {
+            self.requested = self.requested();
             self.time = at.max(self.requested).max(self.time);
+            if let Some(shm) = &self.shm {
+                // What the guest's clock reads until it publishes its own.
+                shm.set_current_time(self.time);
+            }
             self.send_msg(Op::Run, 0, self.time)?;
         }
         let began = Instant::now();
@@ -510,16 +559,42 @@ impl UmlNode {
             };
             self.drain(out);
             match msg.op {
-                Op::Ack => {} // the node's ACK of our RUN
+                Op::Ack => {} // the node's ACK of our RUN (not in shared-memory mode)
                 Op::GetTod => self.send_msg(Op::Ack, msg.seq, time_of_day)?,
                 Op::Wait => {
-                    self.send_msg(Op::Ack, msg.seq, 0)?;
+                    // A guest that refused the page (another layout version)
+                    // speaks the message protocol: so do we, from now on.
+                    if self.shm.as_ref().is_some_and(|s| !s.guest_attached()) {
+                        self.shm = None;
+                    }
+                    // No ACK for WAIT in shared-memory mode.
+                    if self.shm.is_none() {
+                        self.send_msg(Op::Ack, msg.seq, 0)?;
+                    }
+                    self.requested = self.requested();
                     return Ok(RunOutcome::Waiting { requested: self.requested });
                 }
                 _ if self.answer_clock_message(&msg, self.time)? => {}
                 _ => return Err(UmlError::Unexpected { node: self.id, msg, state: "running" }),
             }
         }
+    }
+
+    /// Answers the guest's START: with the shared page where the guest
+    /// should use one (the ACK then carries its client id and the page's
+    /// descriptor), else with a plain ACK.
+    fn ack_start(&mut self, seq: u32) -> Result<(), UmlError> {
+        if !self.offer_shm {
+            return self.send_msg(Op::Ack, seq, 0);
+        }
+        let id = self.id;
+        // current_time stays 0 here: the guest takes it as its offset
+        // into our time domain, and RUN times are not offset (time.c).
+        let shm = SchedShm::new().map_err(|source| UmlError::Io { node: id, what: "shared time-travel page", source })?;
+        let conn = self.conn.as_ref().expect("the node is connected");
+        shm.send_start_ack(conn, seq).map_err(|source| UmlError::Protocol { node: id, source })?;
+        self.shm = Some(shm);
+        Ok(())
     }
 
     /// Writes one message to the node's time-travel socket.
@@ -571,13 +646,14 @@ impl UmlNode {
             };
             // The console is a file, read at message boundaries only.
             let mut pfd = vec![libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
-            // Device sockets: control line, network, disk, in that order;
-            // `ends` marks where each one's descriptors end in `pfd`.
-            let mut ends = [0usize; 3];
+            // Device sockets: control line, network, disk, entropy, in that
+            // order; `ends` marks where each one's descriptors end in `pfd`.
+            let mut ends = [0usize; 4];
             let device_fds = [
                 self.ctl.fds(),
                 self.net.as_ref().map(|n| n.backend.fds()).unwrap_or_default(),
                 self.disk.as_ref().map(|d| d.backend.fds()).unwrap_or_default(),
+                self.rng.fds(),
             ];
             for (end, fds) in ends.iter_mut().zip(device_fds) {
                 pfd.extend(fds.into_iter().map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }));
@@ -592,9 +668,16 @@ impl UmlNode {
                 }
                 return Err(UmlError::Io { node: self.id, what: "poll", source: e });
             }
+            // Frames, disk requests and output are stamped with the guest's
+            // clock as it stands when it hands control to us.
+            self.sync_shared_clock();
             let readable = |from: usize, to: usize| pfd[from..to].iter().any(|p| p.revents != 0);
-            let (ctl_ready, net_ready, disk_ready) =
-                (readable(1, ends[0]), readable(ends[0], ends[1]), readable(ends[1], ends[2]));
+            let (ctl_ready, net_ready, disk_ready, rng_ready) = (
+                readable(1, ends[0]),
+                readable(ends[0], ends[1]),
+                readable(ends[1], ends[2]),
+                readable(ends[2], ends[3]),
+            );
             if ctl_ready {
                 self.service_ctl()?;
             }
@@ -609,6 +692,9 @@ impl UmlNode {
                 if let Some(d) = self.disk.as_mut() {
                     d.service(time).map_err(|source| UmlError::DiskDevice { node: id, source })?;
                 }
+            }
+            if rng_ready {
+                self.service_rng()?;
             }
             if pfd[0].revents != 0 {
                 let conn = self.conn.as_mut().unwrap();
@@ -668,6 +754,22 @@ impl UmlNode {
                 if interrupt {
                     self.ctl_irq_pending.insert(queue);
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers the entropy device. Its buffers are filled inside the kick,
+    /// while the guest waits for our reply (so guest memory is quiescent and
+    /// the bytes depend only on the guest's own requests); the used-buffer
+    /// interrupt is owed and delivered in-band at the node's next stop
+    /// ([`Self::raise_interrupts`]), like every other device's.
+    fn service_rng(&mut self) -> Result<(), UmlError> {
+        let id = self.id;
+        let events = self.rng.handle_readable().map_err(|source| UmlError::Entropy { node: id, source })?;
+        for ev in events {
+            if let DeviceEvent::Kicked { queue, interrupt: true } = ev {
+                self.rng_irq_pending.insert(queue);
             }
         }
         Ok(())
@@ -829,6 +931,12 @@ impl UmlNode {
     /// See `vmm::vhost_user` for the exact sequence.
     pub fn raise_interrupts(&mut self, t: u64, watchdog: Duration) -> Result<(), UmlError> {
         let id = self.id;
+        if let Some(shm) = &self.shm {
+            // The guest's interrupt handler reads its clock from the page
+            // (where it would send GET, answered with `t`).
+            self.time = self.time.max(t);
+            shm.set_current_time(self.time);
+        }
         let net_err = |source| UmlError::Net { node: id, source };
         if self.ctl.is_connected() {
             for q in std::mem::take(&mut self.ctl_irq_pending) {
@@ -844,6 +952,12 @@ impl UmlNode {
         if let Some(d) = self.disk.as_mut().filter(|d| d.backend.is_connected()) {
             if std::mem::take(&mut d.irq_pending) {
                 d.backend.send_call(REQUEST_QUEUE as u16).map_err(disk_err)?;
+            }
+        }
+        let rng_err = |source| UmlError::Entropy { node: id, source };
+        if self.rng.is_connected() {
+            for q in std::mem::take(&mut self.rng_irq_pending) {
+                self.rng.send_call(q).map_err(rng_err)?;
             }
         }
         let began = Instant::now();
@@ -868,6 +982,11 @@ impl UmlNode {
                 in_flight += d.backend.calls_in_flight();
                 fds.extend(d.backend.call_reply_fd().filter(|_| d.backend.calls_in_flight() > 0));
             }
+            if self.rng.calls_in_flight() > 0 {
+                self.rng.take_call_replies().map_err(rng_err)?;
+            }
+            in_flight += self.rng.calls_in_flight();
+            fds.extend(self.rng.call_reply_fd().filter(|_| self.rng.calls_in_flight() > 0));
             if in_flight == 0 {
                 return Ok(());
             }

@@ -1,7 +1,7 @@
 //! The controller side of user-mode Linux's external time-travel protocol.
 //!
 //! The wire format is `struct um_timetravel_msg` from
-//! `include/uapi/linux/um_timetravel.h` (linux 6.1): three little-endian
+//! `include/uapi/linux/um_timetravel.h` (linux 6.1 and 7.2): three little-endian
 //! fields, `op: u32`, `seq: u32`, `time: u64`, 16 bytes in all, over a
 //! `SOCK_STREAM` unix socket that the guest connects to
 //! (`time-travel=ext:ID:PATH`).
@@ -15,8 +15,18 @@
 //!   exactly the time the guest last REQUESTed (the kernel BUGs otherwise,
 //!   unless an interrupt event was queued in between), and the guest ACKs
 //!   the RUN.
+//!
+//! Linux 6.11 added a shared-memory mode ([`SchedShm`]), which simcluster
+//! uses with the 7.2 kernel: the ACK of START carries a memfd (and a log
+//! descriptor) with SCM_RIGHTS, and from then on the guest keeps its clock
+//! and its next request in that page instead of sending GET, UPDATE and
+//! REQUEST, and neither side ACKs RUN or WAIT. A grant costs two messages
+//! (RUN, WAIT) instead of six to ten.
 
 use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{fence, Ordering};
 
 /// Size of one message on the wire.
 pub const MSG_LEN: usize = 16;
@@ -130,9 +140,234 @@ impl Msg {
     }
 }
 
+/// `UM_TIMETRAVEL_SCHEDSHM_VERSION`.
+const SCHEDSHM_VERSION: u32 = 2;
+/// The header is one page (`union { ...; char hdr[4096]; }`).
+const HEADER_LEN: usize = 4096;
+/// `union um_timetravel_schedshm_client` is 128 bytes.
+const CLIENT_LEN: usize = 128;
+/// `UM_TIMETRAVEL_SCHEDSHM_CAP_TIME_SHARE`.
+const CAP_TIME_SHARE: u32 = 0x1;
+/// `UM_TIMETRAVEL_SCHEDSHM_FLAGS_REQ_RUN`.
+const FLAG_REQ_RUN: u32 = 0x1;
+// Header field offsets (struct um_timetravel_schedshm, naturally aligned).
+const OFF_VERSION: usize = 0;
+const OFF_LEN: usize = 4;
+const OFF_FREE_UNTIL: usize = 8;
+const OFF_CURRENT_TIME: usize = 16;
+const OFF_RUNNING_ID: usize = 24;
+const OFF_MAX_CLIENTS: usize = 26;
+// Client field offsets.
+const OFF_CAPA: usize = 0;
+const OFF_FLAGS: usize = 4;
+const OFF_REQ_TIME: usize = 8;
+
+/// The controller's own slot, and the guest's (each node has a page of its
+/// own, so the guest is always client 1 and always "running": the engine,
+/// not the page, decides who runs).
+const CONTROLLER_ID: u16 = 0;
+pub const GUEST_ID: u16 = 1;
+const CLIENTS: usize = 2;
+
+/// One node's `struct um_timetravel_schedshm`, shared with its guest
+/// kernel (arch/um/kernel/time.c) through a memfd.
+///
+/// Invariants:
+/// - `current_time` starts at 0, so the guest's offset into the
+///   controller's time domain is 0 and its clock is the engine's virtual
+///   time, as without shared memory (a restarted node's first RUN moves its
+///   clock to the engine's "now");
+/// - `free_until` stays 0: the guest never runs past a time without a RUN
+///   (free running would let it handle its own timers unseen, and a frame
+///   another node sends it could then arrive in its past);
+/// - `running_id` is always [`GUEST_ID`]: the guest asserts that it is the
+///   running client whenever it publishes its time, and it publishes
+///   requests in the page only while the running client can read it.
+/// - The guest writes `current_time` (its clock, where it used to send
+///   UPDATE) and its client slot (`flags`, `req_time`) only while it runs
+///   or takes an interrupt, that is while the controller waits for its next
+///   message; the controller writes `current_time` only while the guest is
+///   stopped. Each side's writes are ordered before the socket message that
+///   hands control over, so plain volatile accesses with fences suffice.
+pub struct SchedShm {
+    fd: OwnedFd,
+    base: *mut u8,
+    map_len: usize,
+}
+
+// SAFETY: the mapping is owned by this value and only accessed through it.
+unsafe impl Send for SchedShm {}
+
+impl SchedShm {
+    /// Creates the page (a memfd) and fills its header.
+    pub fn new() -> io::Result<SchedShm> {
+        let len = HEADER_LEN + CLIENTS * CLIENT_LEN;
+        let map_len = len.next_multiple_of(4096);
+        // SAFETY: a NUL-terminated name; the descriptor is checked.
+        let raw = unsafe { libc::memfd_create(c"simcluster-schedshm".as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: ftruncate on our descriptor.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), map_len as libc::off_t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: mapping our memfd; checked below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let shm = SchedShm { fd, base: base as *mut u8, map_len };
+        shm.write_u32(OFF_VERSION, SCHEDSHM_VERSION);
+        shm.write_u32(OFF_LEN, len as u32);
+        shm.write_u64(OFF_FREE_UNTIL, 0);
+        shm.write_u64(OFF_CURRENT_TIME, 0);
+        shm.write_u16(OFF_RUNNING_ID, GUEST_ID);
+        shm.write_u16(OFF_MAX_CLIENTS, CLIENTS as u16);
+        shm.write_u32(client_off(CONTROLLER_ID) + OFF_CAPA, CAP_TIME_SHARE);
+        fence(Ordering::SeqCst);
+        Ok(shm)
+    }
+
+    /// ACKs the guest's START with the page: `time` carries the guest's
+    /// client id, SCM_RIGHTS the memfd and the log descriptor (the kernel
+    /// receives exactly two and closes the second unused, so it gets a
+    /// duplicate of the memfd).
+    pub fn send_start_ack(&self, conn: &UnixStream, seq: u32) -> Result<(), ProtocolError> {
+        use vmm_sys_util::sock_ctrl_msg::ScmSocket;
+        let msg = Msg::new(Op::Ack, seq, u64::from(GUEST_ID)).encode();
+        let fd = self.fd.as_raw_fd();
+        let sent = conn.send_with_fds(&[&msg[..]], &[fd, fd]).map_err(|e| ProtocolError::Io(io::Error::from_raw_os_error(e.errno())))?;
+        if sent != MSG_LEN {
+            return Err(ProtocolError::Io(io::Error::new(io::ErrorKind::WriteZero, "short START ACK")));
+        }
+        Ok(())
+    }
+
+    /// Whether the guest took the page (set its capability after the ACK).
+    pub fn guest_attached(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.read_u32(client_off(GUEST_ID) + OFF_CAPA) & CAP_TIME_SHARE != 0
+    }
+
+    /// The guest's clock as it last published it (or as we set it).
+    pub fn current_time(&self) -> u64 {
+        fence(Ordering::SeqCst);
+        self.read_u64(OFF_CURRENT_TIME)
+    }
+
+    /// Sets the clock the guest reads (GET) before it runs or takes an
+    /// interrupt. Only while the guest is stopped.
+    pub fn set_current_time(&self, t: u64) {
+        self.write_u64(OFF_CURRENT_TIME, t);
+        fence(Ordering::SeqCst);
+    }
+
+    /// The guest's pending run request, if it published one since its last
+    /// RUN (it clears the flag when it receives RUN).
+    pub fn request(&self) -> Option<u64> {
+        fence(Ordering::SeqCst);
+        let c = client_off(GUEST_ID);
+        (self.read_u32(c + OFF_FLAGS) & FLAG_REQ_RUN != 0).then(|| self.read_u64(c + OFF_REQ_TIME))
+    }
+
+    fn ptr(&self, off: usize) -> *mut u8 {
+        assert!(off < self.map_len);
+        // SAFETY: in bounds of our mapping (checked above).
+        unsafe { self.base.add(off) }
+    }
+    fn read_u32(&self, off: usize) -> u32 {
+        // SAFETY: aligned, in bounds, mapped for our lifetime.
+        unsafe { std::ptr::read_volatile(self.ptr(off) as *const u32) }
+    }
+    fn read_u64(&self, off: usize) -> u64 {
+        // SAFETY: as above.
+        unsafe { std::ptr::read_volatile(self.ptr(off) as *const u64) }
+    }
+    fn write_u16(&self, off: usize, v: u16) {
+        // SAFETY: as above.
+        unsafe { std::ptr::write_volatile(self.ptr(off) as *mut u16, v) }
+    }
+    fn write_u32(&self, off: usize, v: u32) {
+        // SAFETY: as above.
+        unsafe { std::ptr::write_volatile(self.ptr(off) as *mut u32, v) }
+    }
+    fn write_u64(&self, off: usize, v: u64) {
+        // SAFETY: as above.
+        unsafe { std::ptr::write_volatile(self.ptr(off) as *mut u64, v) }
+    }
+}
+
+fn client_off(id: u16) -> usize {
+    HEADER_LEN + usize::from(id) * CLIENT_LEN
+}
+
+impl Drop for SchedShm {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping once.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.map_len);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schedshm_header_is_what_the_kernel_checks() {
+        let shm = SchedShm::new().unwrap();
+        assert_eq!(shm.read_u32(OFF_VERSION), 2);
+        // len must cover clients[GUEST_ID] (struct_size(shm, clients, id + 1)).
+        assert!(shm.read_u32(OFF_LEN) as usize >= client_off(GUEST_ID) + CLIENT_LEN);
+        assert_eq!(shm.read_u64(OFF_FREE_UNTIL), 0);
+        assert_eq!(shm.current_time(), 0);
+        assert!(!shm.guest_attached());
+        assert_eq!(shm.request(), None);
+    }
+
+    #[test]
+    fn schedshm_request_needs_the_flag() {
+        let shm = SchedShm::new().unwrap();
+        let c = client_off(GUEST_ID);
+        shm.write_u64(c + OFF_REQ_TIME, 42);
+        assert_eq!(shm.request(), None, "a stale req_time without REQ_RUN is no request");
+        shm.write_u32(c + OFF_FLAGS, FLAG_REQ_RUN);
+        assert_eq!(shm.request(), Some(42));
+        shm.set_current_time(7);
+        assert_eq!(shm.current_time(), 7);
+    }
+
+    #[test]
+    fn start_ack_carries_the_id_and_two_descriptors() {
+        use vmm_sys_util::sock_ctrl_msg::ScmSocket;
+        let shm = SchedShm::new().unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
+        shm.send_start_ack(&a, 9).unwrap();
+        let mut buf = [0u8; MSG_LEN];
+        let mut fds = [-1; 2];
+        let mut iov = [libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: MSG_LEN }];
+        // SAFETY: the iovec points at `buf`, which outlives the call.
+        let (n, nfds) = unsafe { b.recv_with_fds(&mut iov, &mut fds) }.unwrap();
+        assert_eq!((n, nfds), (MSG_LEN, 2));
+        assert_eq!(Msg::decode(&buf).unwrap(), Msg::new(Op::Ack, 9, u64::from(GUEST_ID)));
+        for fd in fds {
+            // SAFETY: received descriptors we now own.
+            drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+    }
 
     #[test]
     fn round_trip_every_op() {

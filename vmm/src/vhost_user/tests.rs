@@ -448,3 +448,38 @@ fn disconnect_resets_and_a_new_front_end_can_connect() {
         vec![DeviceEvent::Connected]
     );
 }
+
+#[test]
+fn rng_fills_buffers_before_acking_the_kick_and_calls_in_band() {
+    use crate::virtio::rng::{VirtioRng, REQUEST_QUEUE};
+    let mut f = Front::connect("rng", VirtioRng::new(11));
+    assert_eq!(f.request(req::GET_QUEUE_NUM, vec![], &[], false), Some(1));
+    // No config space: GET_CONFIG answers zeros.
+    let mut p = vec![0u8; 12];
+    p[4..8].copy_from_slice(&4u32.to_le_bytes());
+    p.extend_from_slice(&[0xee; 4]);
+    let r = f.exchange(req::GET_CONFIG, p, &[], false).unwrap();
+    assert_eq!(&r.payload[12..], &[0, 0, 0, 0]);
+    let mut q = f.setup(&[(0x1000, 64)]);
+    let mem = f.mem.clone();
+    let at = GUEST_BASE + 0x20000;
+    mem.write_slice(&[0u8; 32], GuestAddress(at)).unwrap();
+    q[REQUEST_QUEUE].add(&mem, &[(at, 32, true)]);
+    // By the time the kick is acknowledged the bytes are in guest memory.
+    assert_eq!(
+        f.kick(REQUEST_QUEUE as u32),
+        DeviceEvent::Kicked { queue: 0, interrupt: true }
+    );
+    assert_eq!(q[REQUEST_QUEUE].take_used(&mem), vec![(0, 32)]);
+    let mut got = vec![0u8; 32];
+    mem.read_slice(&mut got, GuestAddress(at)).unwrap();
+    let mut want = vec![0u8; 32];
+    let mut r = <rand_xoshiro::Xoshiro256PlusPlus as rand_core::SeedableRng>::seed_from_u64(11);
+    rand_core::RngCore::fill_bytes(&mut r, &mut want);
+    assert_eq!(got, want);
+    assert_eq!(f.be.device().handed_out(), 32);
+    // The interrupt is an in-band call, as for every device.
+    f.be.send_call(REQUEST_QUEUE as u16).unwrap();
+    assert_eq!(f.take_call(), 0);
+    assert_eq!(f.call_reply(), 0);
+}

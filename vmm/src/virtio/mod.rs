@@ -18,12 +18,16 @@
 //! - [`blk`]: virtio-blk (device id 2) over a [`disksim::Disk`], with
 //!   request acceptance and completion split so that the engine decides
 //!   when each request completes.
+//! - [`console`]: virtio-console (device id 3), the engine's control line.
+//! - [`rng`]: virtio-rng (device id 4), entropy drawn from the execution
+//!   seed, handed out only when the guest asks.
 //! - [`mmio`]: an adapter to the KVM runtime's virtio-mmio device trait.
 
 pub mod blk;
 pub mod console;
 pub mod mmio;
 pub mod net;
+pub mod rng;
 
 use std::sync::atomic::Ordering;
 
@@ -32,6 +36,7 @@ use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryError, GuestMemoryMmap}
 
 pub use blk::{BlkConfig, VirtioBlk};
 pub use net::VirtioNet;
+pub use rng::VirtioRng;
 
 /// `VIRTIO_F_VERSION_1`: the device is a virtio 1.x device (little-endian
 /// everything, 12-byte virtio-net header).
@@ -120,7 +125,7 @@ impl Queues {
 /// What a transport needs from a device. Kept small: device-specific input
 /// and output (frames, block requests) go through the device's own methods.
 pub trait VirtioDevice {
-    /// The virtio device id (1 net, 2 block).
+    /// The virtio device id (1 net, 2 block, 3 console, 4 entropy).
     fn device_id(&self) -> u32;
     /// Feature bits the device offers.
     fn features(&self) -> u64;
