@@ -163,7 +163,9 @@ def cpu():
     hz = 100.0
     return (int(f[0]) + int(f[1])) / hz, int(f[2]) / hz
 u0, s0 = cpu()
-p = subprocess.run([binary, "run", "--quiet", "--images", cluster, "--out", out, *extra],
+# --watchdog: the loops compute for many wall seconds without yielding
+# (virtual time does not pass while a guest computes), which is no hang.
+p = subprocess.run([binary, "run", "--quiet", "--images", cluster, "--out", out, "--watchdog", "600", *extra],
                    capture_output=True, text=True)
 u1, s1 = cpu()
 try:

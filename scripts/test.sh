@@ -22,4 +22,5 @@ echo "$images"
 # The vmm crate's own UML tests boot the same kernel.
 SIMCLUSTER_UML_KERNEL=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["kernel"])' "$images")
 export SIMCLUSTER_UML_KERNEL
-cargo test --workspace 2>&1
+# --no-fail-fast: one failing test binary does not hide the others' results.
+cargo test --workspace --no-fail-fast 2>&1

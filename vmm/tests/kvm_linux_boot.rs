@@ -199,7 +199,8 @@ fn kvm_linux_node_loads_kernel_initramfs_and_cmdline() {
     let mut got = vec![0u8; cpio.len()];
     vm.read_memory(u64::from(image), &mut got).unwrap();
     assert_eq!(got, cpio);
-    // The command line: the virtio-mmio windows (net, blk, control line) and init's env.
+    // The command line: the virtio-mmio windows (net, blk, control line,
+    // entropy) and init's env.
     let ptr = word(zp + 0x228);
     let mut cl = vec![0u8; 1024];
     vm.read_memory(u64::from(ptr), &mut cl).unwrap();
@@ -209,11 +210,12 @@ fn kvm_linux_node_loads_kernel_initramfs_and_cmdline() {
         "virtio_mmio.device=4K@0xd0000000:5",
         "virtio_mmio.device=4K@0xd0001000:6",
         "virtio_mmio.device=4K@0xd0002000:7",
+        "virtio_mmio.device=4K@0xd0003000:3",
         "NODE_ID=2 PEERS=n1,n2",
     ] {
         assert!(cl.contains(want), "command line lacks {want}: {cl}");
     }
     // The devices sit in those windows.
     let windows: Vec<_> = vm.mmio_windows().into_iter().map(|(_, base, _)| base).collect();
-    assert_eq!(windows, vec![0xd000_0000, 0xd000_1000, 0xd000_2000]);
+    assert_eq!(windows, vec![0xd000_0000, 0xd000_1000, 0xd000_2000, 0xd000_3000]);
 }

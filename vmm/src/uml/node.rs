@@ -194,6 +194,10 @@ pub struct UmlNode {
     shm: Option<SchedShm>,
     /// Whether to offer the page at START ([`UmlConfig::shared_clock`]).
     offer_shm: bool,
+    /// In shared-memory mode, the engine time at which the guest took the
+    /// page: the guest's own clock is engine time less this (see
+    /// [`Self::ack_start`]). 0 for a node that boots with the cluster.
+    clock_offset: u64,
     /// The node's virtual time as last granted or reported.
     time: u64,
     /// The time the node asked to run at next.
@@ -386,6 +390,7 @@ impl UmlNode {
             pending_start: None,
             shm: None,
             offer_shm: cfg.shared_clock,
+            clock_offset: 0,
             time: 0,
             requested: 0,
             exited: false,
@@ -536,11 +541,18 @@ impl UmlNode {
         } else {
             self.requested = self.requested();
             self.time = at.max(self.requested).max(self.time);
-            if let Some(shm) = &self.shm {
-                // What the guest's clock reads until it publishes its own.
-                shm.set_current_time(self.time);
-            }
-            self.send_msg(Op::Run, 0, self.time)?;
+            let run_at = match &self.shm {
+                Some(shm) => {
+                    // What the guest's clock reads until it publishes its
+                    // own. RUN's time is not offset by the guest (7.2's
+                    // time.c sets it as is), so it is sent in the guest's
+                    // domain.
+                    shm.set_current_time(self.time);
+                    self.time - self.clock_offset
+                }
+                None => self.time,
+            };
+            self.send_msg(Op::Run, 0, run_at)?;
         }
         let began = Instant::now();
         loop {
@@ -588,9 +600,17 @@ impl UmlNode {
             return self.send_msg(Op::Ack, seq, 0);
         }
         let id = self.id;
-        // current_time stays 0 here: the guest takes it as its offset
-        // into our time domain, and RUN times are not offset (time.c).
+        // The guest takes the page's clock at START as its offset into our
+        // time domain: from then on it reads and publishes engine time in
+        // the page, while its own clock starts at 0. A node that boots with
+        // the cluster starts at 0 anyway; one restarted after a power loss
+        // boots at the engine's "now" with a monotonic clock from 0, as a
+        // rebooted machine does. (With messages, its first GET moves its
+        // clock to "now" instead; the page leaves no moment for that,
+        // since the guest reads it as soon as it runs.)
         let shm = SchedShm::new().map_err(|source| UmlError::Io { node: id, what: "shared time-travel page", source })?;
+        shm.start_at(self.time);
+        self.clock_offset = self.time;
         let conn = self.conn.as_ref().expect("the node is connected");
         shm.send_start_ack(conn, seq).map_err(|source| UmlError::Protocol { node: id, source })?;
         self.shm = Some(shm);

@@ -173,13 +173,19 @@ const CLIENTS: usize = 2;
 /// kernel (arch/um/kernel/time.c) through a memfd.
 ///
 /// Invariants:
-/// - `current_time` starts at 0, so the guest's offset into the
-///   controller's time domain is 0 and its clock is the engine's virtual
-///   time, as without shared memory (a restarted node's first RUN moves its
-///   clock to the engine's "now");
-/// - `free_until` stays 0: the guest never runs past a time without a RUN
-///   (free running would let it handle its own timers unseen, and a frame
-///   another node sends it could then arrive in its past);
+/// - `current_time` holds engine time; at START it is the node's start
+///   time, which the guest takes as its offset (0 for a node that boots
+///   with the cluster). Requests and the published clock are engine time
+///   (the guest adds its offset); RUN's time field is not offset by the
+///   guest, so the controller sends it in the guest's domain (engine time
+///   less the offset);
+/// - `free_until` equals the guest's offset: the guest may run without a
+///   RUN up to `free_until - offset` in its own domain, computed unsigned,
+///   so that difference must be exactly 0 (a `free_until` of 0 under a
+///   non-zero offset wraps to "forever": a restarted node then ran its
+///   timers unseen and never yielded). The guest never runs past a time
+///   without a RUN: free running would let it handle its own timers
+///   unseen, and a frame another node sends it could arrive in its past;
 /// - `running_id` is always [`GUEST_ID`]: the guest asserts that it is the
 ///   running client whenever it publishes its time, and it publishes
 ///   requests in the page only while the running client can read it.
@@ -267,6 +273,15 @@ impl SchedShm {
         self.read_u64(OFF_CURRENT_TIME)
     }
 
+    /// Prepares the page for a guest that starts at engine time `t`: its
+    /// clock reads `t`, which the guest takes as its offset, and
+    /// `free_until` is `t` too (see the invariants). Before the START ACK.
+    pub fn start_at(&self, t: u64) {
+        self.write_u64(OFF_CURRENT_TIME, t);
+        self.write_u64(OFF_FREE_UNTIL, t);
+        fence(Ordering::SeqCst);
+    }
+
     /// Sets the clock the guest reads (GET) before it runs or takes an
     /// interrupt. Only while the guest is stopped.
     pub fn set_current_time(&self, t: u64) {
@@ -336,6 +351,15 @@ mod tests {
         assert_eq!(shm.current_time(), 0);
         assert!(!shm.guest_attached());
         assert_eq!(shm.request(), None);
+    }
+
+    #[test]
+    fn a_late_start_moves_free_until_with_the_offset() {
+        let shm = SchedShm::new().unwrap();
+        shm.start_at(2_161_473_615);
+        // The guest computes free_until - offset unsigned: it must be 0.
+        let offset = shm.current_time();
+        assert_eq!(shm.read_u64(OFF_FREE_UNTIL).wrapping_sub(offset), 0);
     }
 
     #[test]
