@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod image;
 pub mod outputs;
+pub mod pin;
 pub mod replay;
 pub mod run;
 

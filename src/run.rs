@@ -94,6 +94,8 @@ pub struct RunOptions {
     pub critical_walks: u32,
     /// The node runtime (see [`choose_runtime`]).
     pub runtime: RuntimeKind,
+    /// The host CPU simcluster and its nodes were pinned to (`--pin`).
+    pub pinned_cpu: Option<usize>,
 }
 
 /// What the host offers a KVM runtime.
@@ -481,6 +483,8 @@ pub struct HostCpu {
     pub guests_system: f64,
     /// simcluster's share of all of it.
     pub simcluster_share: f64,
+    /// The CPU simcluster and its nodes shared (`--pin`); null: spread.
+    pub pinned_cpu: Option<usize>,
 }
 
 impl HostCpu {
@@ -500,6 +504,7 @@ impl HostCpu {
             guests_user: gu,
             guests_system: gs,
             simcluster_share: (su + ss) / (su + ss + gu + gs).max(1e-9),
+            pinned_cpu: None,
         }
     }
 }
@@ -663,7 +668,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
         executions_per_hour: done as f64 * 3600.0 / wall.max(1e-9),
         runtime: opts.runtime.name(),
         kernel: (opts.runtime == RuntimeKind::Uml).then(|| cluster.spec.cluster.kernel.name()),
-        host_cpu: HostCpu::now(),
+        host_cpu: HostCpu { pinned_cpu: opts.pinned_cpu, ..HostCpu::now() },
         userspace: (opts.runtime == RuntimeKind::Uml).then(|| cluster.spec.cluster.userspace().name()),
         nodes: cluster.node_count(),
         images_hash: images.hash.clone(),
