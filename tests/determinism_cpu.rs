@@ -202,10 +202,20 @@ static int probe(const char *who)
 		__cpuid_count(0xb, 0, a, b, c, d);
 		x2apic = d;
 	}
-	int ok = vendor[0] && max >= 1 && !rdrand && !rdseed && !rdpid && !tsx && !waitpkg && !apic && !x2apic;
+	/* Leaves 0 and 1 ignore ECX on real cpus: any ECX, the same answer. */
+	unsigned int a0, b0, c0, d0, a1, b1, c1, d1, any_ecx = 1;
+	for (unsigned int ecx = 1; ecx < 0x10000; ecx = ecx * 7 + 3) {
+		__cpuid_count(0, 0, a0, b0, c0, d0);
+		__cpuid_count(0, ecx, a1, b1, c1, d1);
+		any_ecx &= a0 == a1 && b0 == b1 && c0 == c1 && d0 == d1;
+		__cpuid_count(1, 0, a0, b0, c0, d0);
+		__cpuid_count(1, ecx, a1, b1, c1, d1);
+		any_ecx &= a0 == a1 && b0 == b1 && c0 == c1 && d0 == d1;
+	}
+	int ok = vendor[0] && max >= 1 && !rdrand && !rdseed && !rdpid && !tsx && !waitpkg && !apic && !x2apic && any_ecx;
 	printf("cpuid-probe %s: vendor %s max leaf %u rdrand %u rdseed %u rdpid %u tsx %u waitpkg %u "
-	       "apic id %u x2apic id %u %s\n",
-	       who, vendor, max, rdrand, rdseed, rdpid, tsx, waitpkg, apic, x2apic, ok ? "ok" : "BAD");
+	       "apic id %u x2apic id %u any ecx %u %s\n",
+	       who, vendor, max, rdrand, rdseed, rdpid, tsx, waitpkg, apic, x2apic, any_ecx, ok ? "ok" : "BAD");
 	return !ok;
 }
 
@@ -224,6 +234,12 @@ fn cpuid_cluster(cluster_extra: &str) -> Option<tempfile::TempDir> {
         &[],
     );
     build_static(d.path(), "cpuid-probe", CPUID_PROBE_C).then_some(d)
+}
+
+/// The host cpu's vendor string from /proc/cpuinfo.
+fn host_vendor() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    info.lines().find_map(|l| l.strip_prefix("vendor_id")).map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_string()).unwrap_or_default()
 }
 
 /// The host cpu's feature flags from /proc/cpuinfo.
@@ -256,6 +272,9 @@ fn cpuid_probe(mode: &str) {
         assert_eq!(r.code, 0, "{r:?}\n--- console\n{console}");
         let probe: Vec<String> = console.lines().filter(|l| l.contains("cpuid-probe")).map(String::from).collect();
         assert_eq!(probe.len(), 3, "{console}");
+        // The host's own vendor string, as the guest kernel read it at boot.
+        let vendor = host_vendor();
+        assert!(probe[..2].iter().all(|l| l.contains(&format!("vendor {vendor} "))), "host vendor {vendor}:\n{console}");
         assert!(probe.last().unwrap().ends_with("cpuid-probe result ok"), "{console}");
         lines.push((r.json()["trace_hash"].as_str().unwrap().to_string(), probe));
     }
