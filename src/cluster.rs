@@ -248,10 +248,12 @@ impl Userspace {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CpuidMode {
-    /// Trapped and answered by the guest kernel without RDRAND, RDSEED and
-    /// RDPID and with APIC id 0, so nothing about the host cpu reaches the
-    /// guest (kernel patch 0003). Costs a trap per CPUID: glibc asks a few
-    /// dozen times at every exec.
+    /// Trapped and answered by the guest kernel from the host's answers
+    /// read at boot, without RDRAND, RDSEED, RDPID, TSX and WAITPKG and
+    /// with APIC id 0, so nothing about the host cpu reaches the guest (the
+    /// kernel patch). Costs a trap per CPUID (glibc asks a few dozen times
+    /// at every exec); with faulting on for the guest kernel too, hardly
+    /// more than native on the 7.2 kernel (measured: README, Figures).
     #[default]
     Virtual,
     /// Native: faster process start-up, but guest programs may read host

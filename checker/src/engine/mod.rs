@@ -1,8 +1,9 @@
 //! The engine: one execution of a cluster under virtual time.
 //!
-//! The engine is the only source of time for every node. At each step it
-//! runs the node whose next event is earliest (ties broken by the seeded
-//! PRNG), lets it run until it waits again, records everything it printed
+//! The engine is the only source of time for every node. At each step the
+//! strategy picks one of the actions due first (a node's run, a frame's
+//! delivery, a disk completion, a fault; see `actions`); a chosen node
+//! runs until it waits again; the engine records everything it printed
 //! in the trace at the virtual time it printed it, and reacts to what the
 //! node's agent reported: all nodes ready -> start the workload; workload
 //! done -> run the invariants; all invariants done -> the execution passes.

@@ -7,11 +7,18 @@
 //! (the ACK of START, or RUN) and its next WAIT.
 //!
 //! What reaches the guest from the host, and why each is deterministic:
-//! - time: only through the time-travel socket ([`timetravel`]);
-//! - the console (`con0`) is output-only, to a pipe we drain;
-//! - the control line (`con1`) carries engine commands in; we write to it
-//!   only while the node is stopped, so the guest sees the bytes at the
-//!   next grant, a point fixed by the engine's schedule;
+//! - time: only through the time-travel socket and, with the 7.2 kernel,
+//!   the shared scheduling page ([`timetravel`], [`timetravel::SchedShm`]);
+//! - the console (`con0`) is output-only, to a regular file read at the
+//!   node's protocol messages (a pipe's reader signals its writer, which
+//!   reached the guest as an interrupt at a host-chosen moment);
+//! - the control line (virtio-console, `/dev/hvc0`, `ctl.sock`) carries
+//!   engine commands in; we fill it only while the node is stopped, and
+//!   its interrupt is delivered in-band at a time the engine chooses;
+//! - RDTSC, RDTSCP and CPUID in guest programs are trapped by the kernel
+//!   patch (guest-images/kernel/patches) and answered from virtual time
+//!   and a table of the host's answers less RDRAND/RDSEED/RDPID, TSX,
+//!   WAITPKG and APIC ids;
 //! - host address-space randomisation is turned off for the process
 //!   (`ADDR_NO_RANDOMIZE`), which otherwise changes the guest's memory
 //!   layout from run to run; the environment is cleared and fixed;
