@@ -468,6 +468,7 @@ pub(crate) fn spec_for(
         runtime: RuntimeKind::Uml,
         uml_args: uml_args(&cluster.spec.cluster),
         shared_clock: cluster.spec.cluster.shared_clock(),
+        kernel_faults_cpuid: cluster.spec.cluster.kernel.faults_cpuid_itself() && cluster.spec.cluster.cpuid == CpuidMode::Virtual,
     }
 }
 

@@ -97,6 +97,12 @@ impl KernelSeries {
         self == KernelSeries::V7_2
     }
 
+    /// Whether the kernel, trapping its guest programs' CPUID, keeps CPUID
+    /// faulting on for its own process too (the 7.2 patch; see its text).
+    pub fn faults_cpuid_itself(self) -> bool {
+        self == KernelSeries::V7_2
+    }
+
     /// Roughly how many lines `make` prints for this build; only for the
     /// progress bar.
     fn expected_build_steps(self) -> u64 {

@@ -102,6 +102,7 @@ fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
         net: true,
         entropy_seed: 1,
         shared_clock: false,
+        kernel_faults_cpuid: false,
     };
     let disk = disksim::Disk::new(disksim::BlockStore::zeros(2048));
     let mut node = vmm::kvm::node::KvmNode::spawn(&cfg, Some(disk)).unwrap();
@@ -178,6 +179,7 @@ fn kvm_linux_node_loads_kernel_initramfs_and_cmdline() {
         net: true,
         entropy_seed: 1,
         shared_clock: false,
+        kernel_faults_cpuid: false,
     };
     let disk = disksim::Disk::new(disksim::BlockStore::zeros(64));
     let node = vmm::kvm::node::KvmNode::spawn(&cfg, Some(disk)).unwrap();

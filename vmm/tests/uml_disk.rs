@@ -295,6 +295,7 @@ impl Setup {
             net: false,
             entropy_seed: 1,
             shared_clock: false,
+            kernel_faults_cpuid: false,
         };
         let mut node = UmlNode::spawn_with_disk(&cfg, Some(disk)).unwrap();
         // Output before the connection is UML's host-side start-up chatter.
@@ -576,6 +577,7 @@ fn fsync_waits_for_the_engine() {
         net: false,
         entropy_seed: 1,
         shared_clock: false,
+        kernel_faults_cpuid: false,
     };
     assert!(matches!(
         UmlNode::spawn_with_disk(&cfg, Some(busy)),

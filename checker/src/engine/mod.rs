@@ -136,6 +136,10 @@ pub struct ExecutionSpec {
     /// User-mode Linux nodes speak time travel's shared-memory mode (the
     /// 7.2 kernel; see `vmm::uml::timetravel::SchedShm`).
     pub shared_clock: bool,
+    /// The user-mode Linux kernel keeps CPUID faulting on for itself (the
+    /// 7.2 kernel with guest CPUID trapped): so does the engine's thread
+    /// (see `vmm::uml::host_cpuid`). Speed only.
+    pub kernel_faults_cpuid: bool,
 }
 
 /// The host failed us (not the guest): a node could not be started, or it
@@ -244,6 +248,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             // Node::boot sets it for each boot (see `entropy_seed`).
             entropy_seed: entropy_seed(spec.seed, i as u64, 0),
             shared_clock: spec.shared_clock,
+            kernel_faults_cpuid: spec.kernel_faults_cpuid,
         };
         let mut n = Node::new(name.clone(), cfg, spec.runtime, spec.scratch.clone());
         n.disk = spec.disk.as_ref().map(|d| disksim::Disk::new(d.base.clone()));

@@ -556,6 +556,7 @@ mod tests {
             net: true,
             entropy_seed: 1,
             shared_clock: false,
+            kernel_faults_cpuid: false,
         }
     }
 

@@ -35,6 +35,7 @@
 //!   run directory, its working directory.
 
 pub mod disk;
+pub mod host_cpuid;
 pub mod node;
 pub mod seccomp;
 pub mod timetravel;

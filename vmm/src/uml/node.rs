@@ -53,6 +53,11 @@ pub struct UmlConfig {
     /// shared with us, and only RUN and WAIT cross the socket. The 6.1
     /// kernel does not know it.
     pub shared_clock: bool,
+    /// The guest kernel keeps CPUID faulting on for its own process (the
+    /// 7.2 patch, unless `host_cpuid`): the thread that drives the node
+    /// then turns it on too ([`super::host_cpuid`]), so the host does not
+    /// rewrite an MSR at each switch between them.
+    pub kernel_faults_cpuid: bool,
 }
 
 /// A frame the guest transmitted, stamped with its virtual time.
@@ -281,6 +286,10 @@ impl UmlNode {
         }
         let id = cfg.node_id;
         let io_err = |what: &'static str| move |source| UmlError::Io { node: id, what, source };
+        if cfg.kernel_faults_cpuid {
+            // Speed only; a host that cannot fault CPUID loses nothing.
+            super::host_cpuid::enable();
+        }
         let sock = cfg.run_dir.join("tt.sock");
         let _ = std::fs::remove_file(&sock);
         // The guest sees only run-directory-relative names (see the module
