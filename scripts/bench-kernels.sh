@@ -3,8 +3,10 @@
 # side in one run on this machine (they are shared and noisy: compare
 # columns of one run, not figures of different runs):
 #
-#   6.1-ptrace     the kernel simcluster started on (linux-source-6.1),
-#                  every time-travel exchange a socket message
+#   6.1-before     simcluster as it ran before the 7.2 work: the 6.1 kernel
+#                  (linux-source-6.1), every time-travel exchange a socket
+#                  message, processes spread over the CPUs (--pin off)
+#   6.1-ptrace     the same kernel, pinned to one CPU (--pin auto)
 #   7.2-ptrace     linux-source-7.2, ptrace userspace, shared-memory clock
 #   7.2-seccomp    linux-source-7.2, seccomp userspace, shared-memory clock
 #                  (the default)
@@ -28,18 +30,26 @@ cargo build --release --quiet
 bin=$PWD/target/release/simcluster
 rounds=${BENCH_ROUNDS:-3}
 db_execs=${BENCH_DB_EXECUTIONS:-1}
-variants=${BENCH_VARIANTS:-"6.1-ptrace 7.2-ptrace 7.2-seccomp 7.2-seccomp-msg"}
+variants=${BENCH_VARIANTS:-"6.1-before 6.1-ptrace 7.2-ptrace 7.2-seccomp 7.2-seccomp-msg"}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # [cluster] keys of each variant.
 keys() {
   case "$1" in
-    6.1-ptrace) printf 'kernel = "6.1"\n' ;;
+    6.1-before|6.1-ptrace) printf 'kernel = "6.1"\n' ;;
     7.2-ptrace) printf 'userspace = "ptrace"\n' ;;
     7.2-seccomp) printf '' ;;
     7.2-seccomp-msg) printf 'time_travel = "messages"\n' ;;
     *) echo "unknown variant $1" >&2; exit 2 ;;
+  esac
+}
+
+# Command-line options of each variant.
+opts() {
+  case "$1" in
+    6.1-before) echo "--pin off" ;;
+    *) echo "" ;;
   esac
 }
 
@@ -181,11 +191,12 @@ PY
 for round in $(seq 1 "$rounds"); do
   for v in $variants; do
     echo "round $round/$rounds: $v" >&2
-    timed "$v" hello "$(variant_of guest-images/hello-cluster "$v")" --seed "$round"
-    timed "$v" fork-exec "$(variant_of "$loops/fork-exec" "$v")" --seed 1
-    timed "$v" page-faults "$(variant_of "$loops/page-faults" "$v")" --seed 1
+    # shellcheck disable=SC2046
+    timed "$v" hello "$(variant_of guest-images/hello-cluster "$v")" --seed "$round" $(opts "$v")
+    timed "$v" fork-exec "$(variant_of "$loops/fork-exec" "$v")" --seed 1 $(opts "$v")
+    timed "$v" page-faults "$(variant_of "$loops/page-faults" "$v")" --seed 1 $(opts "$v")
     if [ "${BENCH_SKIP_DB:-0}" != 1 ]; then
-      timed "$v" db "$(variant_of guest-images/db-cluster "$v")" --seed "$round" --executions "$db_execs"
+      timed "$v" db "$(variant_of guest-images/db-cluster "$v")" --seed "$round" --executions "$db_execs" $(opts "$v")
     fi
   done
 done
@@ -203,6 +214,7 @@ table = [
     ("db-cluster wall s / execution", "db", per_exec, "{:.1f}"),
     ("db-cluster virtual/wall", "db", lambda r: r["speedup"], "{:.2f}"),
     ("db-cluster failures (all runs)", "db", None, "{}"),
+    ("db-cluster grants / execution", "db", lambda r: r["grants"] / max(r["executions"], 1), "{:.0f}"),
     ("hello-cluster boot wall s", "hello", lambda r: r["boot_wall_seconds"], "{:.2f}"),
     ("hello-cluster total wall s", "hello", lambda r: r["wall_seconds"], "{:.2f}"),
     ("hello-cluster grants", "hello", lambda r: r["grants"], "{:.0f}"),
@@ -211,6 +223,7 @@ table = [
     ("db: machine user CPU s / exec", "db", lambda r: r["machine_user"] / max(r["executions"], 1), "{:.1f}"),
     ("db: machine system CPU s / exec", "db", lambda r: r["machine_system"] / max(r["executions"], 1), "{:.1f}"),
     ("db: simcluster's share of CPU", "db", lambda r: r["host_cpu"]["simcluster_share"], "{:.0%}"),
+    ("db: simcluster CPU us / grant", "db", lambda r: 1e6 * (r["host_cpu"]["simcluster_user"] + r["host_cpu"]["simcluster_system"]) / max(r["grants"], 1), "{:.1f}"),
     ("fork+exec: machine system CPU s", "fork-exec", lambda r: r["machine_system"], "{:.1f}"),
     ("fork+exec: simcluster's share", "fork-exec", lambda r: r["host_cpu"]["simcluster_share"], "{:.0%}"),
 ]

@@ -20,7 +20,6 @@ mod common;
 use common::*;
 
 use std::path::Path;
-use std::process::Command;
 
 /// Reads the counter with both instructions between two reads of
 /// CLOCK_MONOTONIC, in the first process and in a forked one (a new host
@@ -106,19 +105,7 @@ int main(void)
 /// [`PROBE_MAIN_C`] as the static binary `dir/name`; false (with the
 /// reason printed) when the host cannot.
 fn build_static(dir: &Path, name: &str, src: &str) -> bool {
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, format!("#define PROBE_NAME \"{name}\"\n{src}{PROBE_MAIN_C}")).unwrap();
-    match Command::new("gcc").args(["-static", "-O2", "-Wall", "-o"]).arg(dir.join(name)).arg(&c).output() {
-        Ok(o) if o.status.success() => true,
-        Ok(o) => {
-            println!("skipping: gcc -static failed: {}", String::from_utf8_lossy(&o.stderr));
-            false
-        }
-        Err(e) => {
-            println!("skipping: cannot run gcc: {e}");
-            false
-        }
-    }
+    gcc_static(dir, name, &format!("#define PROBE_NAME \"{name}\"\n{src}{PROBE_MAIN_C}"))
 }
 
 fn probe_lines(console: &str) -> Vec<&str> {

@@ -15,7 +15,6 @@ mod common;
 use common::*;
 
 use std::path::Path;
-use std::process::Command;
 
 /// Calls getrandom(buf, 16, 0) (blocking until the guest crng is ready) and
 /// prints the bytes in hex, with the node's current hwrng for diagnosis.
@@ -50,27 +49,7 @@ int main(void)
 const MAX_GRANTS: u64 = 20_000;
 
 fn build_probe(dir: &Path) -> bool {
-    let c = dir.join("entropy-probe.c");
-    std::fs::write(&c, PROBE_C).unwrap();
-    match Command::new("gcc")
-        .args(["-static", "-O2", "-Wall", "-o"])
-        .arg(dir.join("entropy-probe"))
-        .arg(&c)
-        .output()
-    {
-        Ok(o) if o.status.success() => true,
-        Ok(o) => {
-            println!(
-                "skipping: gcc -static failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            false
-        }
-        Err(e) => {
-            println!("skipping: cannot run gcc: {e}");
-            false
-        }
-    }
+    gcc_static(dir, "entropy-probe", PROBE_C)
 }
 
 /// What one run printed: per node, the probe's hwrng and its 16 bytes in

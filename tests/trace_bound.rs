@@ -15,7 +15,6 @@ mod common;
 use common::*;
 
 use std::path::Path;
-use std::process::Command;
 
 /// Polls CLOCK_MONOTONIC until `argv[1]` virtual ms have passed, prints how
 /// many reads that took, and exits 1: the run then records a failure (with
@@ -51,19 +50,7 @@ const SPIN_MS: u32 = 80;
 /// Compiles [`SPIN_C`] as the static binary `dir/spin`; false (with the
 /// reason printed) when the host cannot.
 fn build_spin(dir: &Path) -> bool {
-    let c = dir.join("spin.c");
-    std::fs::write(&c, SPIN_C).unwrap();
-    match Command::new("gcc").args(["-static", "-O2", "-Wall", "-o"]).arg(dir.join("spin")).arg(&c).output() {
-        Ok(o) if o.status.success() => true,
-        Ok(o) => {
-            println!("skipping: gcc -static failed: {}", String::from_utf8_lossy(&o.stderr));
-            false
-        }
-        Err(e) => {
-            println!("skipping: cannot run gcc: {e}");
-            false
-        }
-    }
+    gcc_static(dir, "spin", SPIN_C)
 }
 
 /// The grants the `run` events of a trace.jsonl stand for, and its lines.

@@ -139,3 +139,23 @@ pub fn examples() -> Option<PathBuf> {
         None
     }
 }
+
+/// Compiles C source `src` as the static binary `dir/name` (guest probes);
+/// false, with the reason printed, when this host cannot (no gcc, no
+/// static libc): the calling test then skips.
+#[allow(dead_code)] // not every test binary builds probes
+pub fn gcc_static(dir: &Path, name: &str, src: &str) -> bool {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    match Command::new("gcc").args(["-static", "-O2", "-Wall", "-o"]).arg(dir.join(name)).arg(&c).output() {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => {
+            println!("skipping: gcc -static failed: {}", String::from_utf8_lossy(&o.stderr));
+            false
+        }
+        Err(e) => {
+            println!("skipping: cannot run gcc: {e}");
+            false
+        }
+    }
+}

@@ -27,7 +27,7 @@ use disksim::{BlockStore, Disk, RequestId, RequestKind, SECTOR_SIZE};
 use virtio_queue::QueueT;
 
 use super::{
-    Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
+    drain_chains, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
 };
 
 /// `VIRTIO_BLK_F_SEG_MAX`: `seg_max` in the config is valid.
@@ -318,32 +318,9 @@ impl VirtioDevice for VirtioBlk {
         if index != REQUEST_QUEUE {
             return Err(DeviceError::QueueNotReady(index));
         }
-        // Chains completed during acceptance (errors, GET_ID).
-        let mut immediate = 0usize;
-        loop {
-            {
-                let (mem, q) = queues.ready(REQUEST_QUEUE)?;
-                q.disable_notification(mem)?;
-            }
-            loop {
-                let chain = {
-                    let (mem, q) = queues.ready(REQUEST_QUEUE)?;
-                    Chain::pop(q, mem)
-                };
-                let Some(chain) = chain else { break };
-                if !self.accept(queues, chain)? {
-                    immediate += 1;
-                }
-            }
-            let (mem, q) = queues.ready(REQUEST_QUEUE)?;
-            if !q.enable_notification(mem)? {
-                break;
-            }
-        }
-        if immediate == 0 {
-            return Ok(false);
-        }
-        queues.needs_interrupt(REQUEST_QUEUE)
+        // Chains completed during acceptance (errors, GET_ID) are used now;
+        // accepted requests wait for the engine.
+        drain_chains(queues, REQUEST_QUEUE, |queues, chain| self.accept(queues, chain).map(|pending| !pending))
     }
 
     fn reset(&mut self) {

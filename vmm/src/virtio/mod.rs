@@ -177,6 +177,45 @@ pub fn drain_readable(
     queues.needs_interrupt(index)
 }
 
+/// Takes every chain the driver has made available on queue `index` and
+/// hands each to `f` (which may write guest memory through `queues` and
+/// returns whether it put the chain in the used ring now). Notifications
+/// stay off while draining and the queue is re-checked after turning them
+/// back on, as in [`drain_readable`], so a chain added in between is not
+/// missed. Returns whether the driver wants an interrupt for the chains
+/// used now.
+pub fn drain_chains(
+    queues: &mut Queues,
+    index: usize,
+    mut f: impl FnMut(&mut Queues, Chain) -> Result<bool, DeviceError>,
+) -> Result<bool, DeviceError> {
+    let mut used = 0usize;
+    loop {
+        {
+            let (mem, q) = queues.ready(index)?;
+            q.disable_notification(mem)?;
+        }
+        loop {
+            let chain = {
+                let (mem, q) = queues.ready(index)?;
+                Chain::pop(q, mem)
+            };
+            let Some(chain) = chain else { break };
+            if f(queues, chain)? {
+                used += 1;
+            }
+        }
+        let (mem, q) = queues.ready(index)?;
+        if !q.enable_notification(mem)? {
+            break;
+        }
+    }
+    if used == 0 {
+        return Ok(false);
+    }
+    queues.needs_interrupt(index)
+}
+
 /// Copies `offset..offset+len` of a config space, zero-padded.
 pub fn read_config_padded(config: &[u8], offset: usize, len: usize) -> Vec<u8> {
     let mut out = vec![0u8; len];

@@ -32,7 +32,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use virtio_queue::QueueT;
 
 use super::{
-    Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
+    drain_chains, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
 };
 
 /// The virtio device id of an entropy source.
@@ -135,32 +135,8 @@ impl VirtioDevice for VirtioRng {
         if index != REQUEST_QUEUE {
             return Err(DeviceError::QueueNotReady(index));
         }
-        let mut used = 0usize;
-        // As in `drain_readable`: notifications off while draining, and the
-        // ring re-checked after turning them on, so no buffer is missed.
-        loop {
-            {
-                let (mem, q) = queues.ready(REQUEST_QUEUE)?;
-                q.disable_notification(mem)?;
-            }
-            loop {
-                let chain = {
-                    let (mem, q) = queues.ready(REQUEST_QUEUE)?;
-                    Chain::pop(q, mem)
-                };
-                let Some(chain) = chain else { break };
-                self.fill(queues, chain)?;
-                used += 1;
-            }
-            let (mem, q) = queues.ready(REQUEST_QUEUE)?;
-            if !q.enable_notification(mem)? {
-                break;
-            }
-        }
-        if used == 0 {
-            return Ok(false);
-        }
-        queues.needs_interrupt(REQUEST_QUEUE)
+        // Every buffer is filled and used at once.
+        drain_chains(queues, REQUEST_QUEUE, |queues, chain| self.fill(queues, chain).map(|()| true))
     }
 
     fn reset(&mut self) {
