@@ -165,6 +165,18 @@ fn ensure_build_deps() -> Result<()> {
     apt_install(&missing)
 }
 
+/// The exact source version of `series`, without fetching anything where
+/// it is pinned (so a cached kernel needs neither network nor root).
+fn source_version(series: KernelSeries) -> Result<String> {
+    match series.source() {
+        Source::Pinned { version, .. } => Ok(version.to_string()),
+        Source::HostPackage { tarball } => match installed_version(series.package()) {
+            Some(v) if Path::new(tarball).is_file() => Ok(v),
+            _ => ensure_source(series).map(|(_, v)| v),
+        },
+    }
+}
+
 /// The source tarball of `series` and its exact version, fetching it first
 /// if needed. For a pinned source this needs the network once; afterwards
 /// the tarball is in the cache.
@@ -267,7 +279,7 @@ pub fn kernel_key(series: KernelSeries, source_version: &str) -> String {
 
 /// Returns the kernel of `series`, building it first if the cache lacks it.
 pub fn ensure_kernel(series: KernelSeries, quiet: bool) -> Result<Kernel> {
-    let (tarball, version) = ensure_source(series)?;
+    let version = source_version(series)?;
     let key = kernel_key(series, &version);
     let dir = cache_root().join("kernel").join(&key);
     let path = dir.join("linux");
@@ -279,6 +291,10 @@ pub fn ensure_kernel(series: KernelSeries, quiet: bool) -> Result<Kernel> {
         return Ok(Kernel { path, key, cached: true, series });
     }
     ensure_build_deps()?;
+    let (tarball, fetched) = ensure_source(series)?;
+    if fetched != version {
+        bail!("{} is {fetched} now, not {version}: run the build again", series.package());
+    }
     build(&dir, series, &tarball, &version, quiet)?;
     Ok(Kernel { path, key, cached: false, series })
 }
