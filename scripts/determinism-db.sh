@@ -5,11 +5,16 @@
 # hello-cluster and the examples inside `cargo test`.
 #
 #   scripts/determinism-db.sh [SEED] [RUNS]      (defaults: 1, 5)
+#   SIMCLUSTER_BIN=target/debug/simcluster scripts/determinism-db.sh   (as scripts/test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seed=${1:-1}
 runs=${2:-5}
-cargo build --release --quiet
+bin=${SIMCLUSTER_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --quiet
+  bin=target/release/simcluster
+fi
 guest-images/db-cluster/build.sh >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -20,7 +25,7 @@ for mode in seccomp ptrace; do
   sed -i "0,/^\[cluster\]/s//[cluster]\nuserspace = \"$mode\"/" "$tmp/$mode/db-cluster/cluster.toml"
   hashes=()
   for i in $(seq 1 "$runs"); do
-    h=$(target/release/simcluster run --quiet --images "$tmp/$mode/db-cluster" --seed "$seed" --out "$tmp/out" \
+    h=$("$bin" run --quiet --images "$tmp/$mode/db-cluster" --seed "$seed" --out "$tmp/out" \
         | python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); print(j["trace_hash"], j["failures"], round(j["wall_seconds"],1))') || true
     echo "$mode run $i: $h"
     hashes+=("${h%% *}")

@@ -22,5 +22,11 @@ echo "$images"
 # The vmm crate's own UML tests boot the same kernel.
 SIMCLUSTER_UML_KERNEL=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["kernel"])' "$images")
 export SIMCLUSTER_UML_KERNEL
+# db-cluster (etcd, three nodes, faults on): one seed, five runs per
+# userspace mode, one trace hash each (about 2 minutes). Before cargo test,
+# so that its summary closes the output; a failure still fails the script.
+db_status=0
+SIMCLUSTER_BIN=target/debug/simcluster scripts/determinism-db.sh 1 5 || db_status=$?
 # --no-fail-fast: one failing test binary does not hide the others' results.
 cargo test --workspace --no-fail-fast 2>&1
+exit $db_status
