@@ -133,3 +133,36 @@ fn torn_writes_multiply_crash_states_and_a_large_crash_point_is_sampled() {
         assert_eq!(p["states"].as_u64().unwrap().count_ones(), 1, "2^sectors states: {p}");
     }
 }
+
+/// A node restarted after a power loss reads the same wall clock as the
+/// others: the cluster's date plus virtual time, not the cluster's date
+/// again (its clock would then be as far behind as the restart is late).
+#[test]
+fn a_restarted_node_keeps_the_cluster_date() {
+    let Some(ex) = examples() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp").arg("-r").arg(format!("{}/.", ex.display())).arg(t.path()).status().unwrap();
+    assert!(status.success());
+    let dir = t.path().join("rename-safe");
+    let toml = std::fs::read_to_string(dir.join("cluster.toml")).unwrap();
+    let toml = toml.replacen("start = \"", "start = \"echo boot-date $NODE_NAME $(date +%s); ", 1);
+    std::fs::write(dir.join("cluster.toml"), toml).unwrap();
+    // 2026-01-01T00:00:00Z, the cluster's date at virtual time 0.
+    const EPOCH_S: f64 = 1_767_225_600.0;
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(&dir, out.path(), &["--seed", "5"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let trace = std::fs::read_to_string(out.path().join("last/trace.jsonl")).unwrap();
+    assert!(trace.contains("\"event\":\"restart\""), "seed 5 no longer restarts n2; pick another seed");
+    let mut seen = 0;
+    for line in trace.lines().filter(|l| l.contains("boot-date")) {
+        let ev: serde_json::Value = serde_json::from_str(line).unwrap();
+        let text = ev["text"].as_str().unwrap();
+        let date: f64 = text.rsplit(' ').next().unwrap().parse().unwrap();
+        let virtual_s = ev["time"].as_u64().unwrap() as f64 / 1e9;
+        assert!((date - (EPOCH_S + virtual_s)).abs() <= 1.0, "{text} at virtual {virtual_s} s");
+        seen += 1;
+    }
+    // Two nodes at boot, and n2 again after its restart.
+    assert_eq!(seen, 3, "{trace}");
+}

@@ -66,7 +66,9 @@ pub trait NodeRuntime {
     fn has_exited(&self) -> bool;
     /// Lets the node run at `at` (never earlier than it asked) until it waits
     /// again, exits, or trips the wall-clock watchdog. `time_of_day`: the
-    /// wall-clock time (ns since the Unix epoch) the guest booted at.
+    /// wall-clock time (ns since the Unix epoch) at virtual time 0, the
+    /// cluster's boot; a node booted later (restarted after a power loss)
+    /// shows that plus virtual time, like every other node.
     fn grant_at(
         &mut self,
         at: u64,

@@ -199,6 +199,9 @@ pub struct UmlNode {
     shm: Option<SchedShm>,
     /// Whether to offer the page at START ([`UmlConfig::shared_clock`]).
     offer_shm: bool,
+    /// The engine time the node was started at ([`Self::wait_connected`]):
+    /// 0 for a node that boots with the cluster.
+    boot_time: u64,
     /// In shared-memory mode, the engine time at which the guest took the
     /// page: the guest's own clock is engine time less this (see
     /// [`Self::ack_start`]). 0 for a node that boots with the cluster.
@@ -402,6 +405,7 @@ impl UmlNode {
             shm: None,
             offer_shm: cfg.shared_clock,
             clock_offset: 0,
+            boot_time: 0,
             time: 0,
             requested: 0,
             exited: false,
@@ -478,6 +482,7 @@ impl UmlNode {
         let msg = self.read_msg(None)?;
         let mut out = Vec::new();
         self.time = start_time;
+        self.boot_time = start_time;
         self.requested = start_time;
         self.drain(&mut out);
         match msg {
@@ -525,7 +530,8 @@ impl UmlNode {
 
     /// Lets the node run at its requested time until it waits again, exits,
     /// or trips the watchdog. `time_of_day` is the wall-clock time (ns since
-    /// the Unix epoch) the guest believes it booted at, answered to GET_TOD.
+    /// the Unix epoch) at virtual time 0; GET_TOD is answered with it plus
+    /// the node's start time (`boot_time`).
     pub fn grant(
         &mut self,
         time_of_day: u64,
@@ -584,7 +590,14 @@ impl UmlNode {
             self.drain(out);
             match msg.op {
                 Op::Ack => {} // the node's ACK of our RUN (not in shared-memory mode)
-                Op::GetTod => self.send_msg(Op::Ack, msg.seq, time_of_day)?,
+                // The guest takes this as the time of day "now", at its
+                // boot: a node restarted after a power loss at engine time
+                // t must read the cluster's date plus t, or its wall clock
+                // would be t behind every other node's (with either
+                // transport: the guest subtracts its own clock at the GET
+                // that follows, which is t with messages and 0 with the
+                // shared page, whose clock it counts from its offset).
+                Op::GetTod => self.send_msg(Op::Ack, msg.seq, time_of_day + self.boot_time)?,
                 Op::Wait => {
                     // A guest that refused the page (another layout version)
                     // speaks the message protocol: so do we, from now on.
