@@ -140,13 +140,9 @@ fn torn_writes_multiply_crash_states_and_a_large_crash_point_is_sampled() {
 #[test]
 fn a_restarted_node_keeps_the_cluster_date() {
     let Some(ex) = examples() else { return };
-    let t = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new("cp").arg("-r").arg(format!("{}/.", ex.display())).arg(t.path()).status().unwrap();
-    assert!(status.success());
-    let dir = t.path().join("rename-safe");
-    let toml = std::fs::read_to_string(dir.join("cluster.toml")).unwrap();
-    let toml = toml.replacen("start = \"", "start = \"echo boot-date $NODE_NAME $(date +%s); ", 1);
-    std::fs::write(dir.join("cluster.toml"), toml).unwrap();
+    let (_keep, dir) = edited_copy(&ex, "rename-safe", |toml| {
+        toml.replacen("start = \"", "start = \"echo boot-date $NODE_NAME $(date +%s); ", 1)
+    });
     // 2026-01-01T00:00:00Z, the cluster's date at virtual time 0.
     const EPOCH_S: f64 = 1_767_225_600.0;
     let out = tempfile::tempdir().unwrap();

@@ -9,18 +9,9 @@ use common::*;
 
 use std::path::Path;
 
-/// hello-cluster with `time_travel = "..."` added to its [cluster] table.
-fn hello_with(extra: &str) -> tempfile::TempDir {
-    let src = repo().join("guest-images/hello-cluster");
-    let d = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(&src).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), d.path().join(e.file_name())).unwrap();
-    }
-    let toml = std::fs::read_to_string(d.path().join("cluster.toml")).unwrap();
-    let toml = toml.replacen("[cluster]\n", &format!("[cluster]\n{extra}\n"), 1);
-    std::fs::write(d.path().join("cluster.toml"), toml).unwrap();
-    d
+/// hello-cluster with `extra` added to its [cluster] table.
+fn hello_with(extra: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    with_cluster_keys(&repo().join("guest-images"), "hello-cluster", extra)
 }
 
 /// The trace, less UML's boot complaint that it cannot poll the console
@@ -40,9 +31,9 @@ fn trace_without_host_fd_numbers(out: &Path) -> Vec<String> {
 fn shared_memory_and_messages_give_the_same_execution() {
     let mut traces = Vec::new();
     for transport in ["shared-memory", "messages"] {
-        let d = hello_with(&format!("time_travel = \"{transport}\""));
+        let (_keep, d) = hello_with(&format!("time_travel = \"{transport}\""));
         let out = tempfile::tempdir().unwrap();
-        let r = run_cluster(d.path(), out.path(), &["--seed", "3"]);
+        let r = run_cluster(&d, out.path(), &["--seed", "3"]);
         assert_eq!(r.code, 0, "{transport}: {r:?}");
         let t = trace_without_host_fd_numbers(out.path());
         assert!(t.len() > 100, "{transport}: a trace of {} events", t.len());
@@ -57,8 +48,7 @@ fn shared_memory_and_messages_give_the_same_execution() {
 
 #[test]
 fn shared_memory_is_deterministic_and_the_default() {
-    let d = hello_with("");
-    same_trace_every_time(d.path(), 3, &["--seed", "11"], |r, j| {
+    same_trace_every_time(&repo().join("guest-images/hello-cluster"), 3, &["--seed", "11"], |r, j| {
         assert_eq!(r.code, 0, "{r:?}");
         assert_eq!(j["kernel"], "7.2");
         assert_eq!(j["userspace"], "seccomp");
@@ -67,18 +57,18 @@ fn shared_memory_is_deterministic_and_the_default() {
 
 #[test]
 fn shared_memory_needs_the_72_kernel() {
-    let d = hello_with("kernel = \"6.1\"\ntime_travel = \"shared-memory\"");
+    let (_keep, d) = hello_with("kernel = \"6.1\"\ntime_travel = \"shared-memory\"");
     let out = tempfile::tempdir().unwrap();
-    let r = run_cluster(d.path(), out.path(), &[]);
+    let r = run_cluster(&d, out.path(), &[]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("cluster.toml") && r.stderr.contains("shared-memory"), "{}", r.stderr);
 }
 
 #[test]
 fn an_unknown_transport_is_rejected() {
-    let d = hello_with("time_travel = \"carrier-pigeon\"");
+    let (_keep, d) = hello_with("time_travel = \"carrier-pigeon\"");
     let out = tempfile::tempdir().unwrap();
-    let r = run_cluster(d.path(), out.path(), &[]);
+    let r = run_cluster(&d, out.path(), &[]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("cluster.toml") && r.stderr.contains("carrier-pigeon"), "{}", r.stderr);
 }

@@ -159,3 +159,29 @@ pub fn gcc_static(dir: &Path, name: &str, src: &str) -> bool {
         }
     }
 }
+
+/// A copy of cluster `parent/name` in a temp dir, with `edit` applied to
+/// its cluster.toml. The whole of `parent` is copied, so a cluster that
+/// takes files from a sibling (`../rename-safe/safefile`) keeps them.
+/// Returns the temp dir (keep it alive) and the copied cluster's path.
+#[allow(dead_code)] // not every test binary edits clusters
+pub fn edited_copy(parent: &Path, name: &str, edit: impl FnOnce(&str) -> String) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let status = Command::new("cp").arg("-r").arg(format!("{}/.", parent.display())).arg(t.path()).status().unwrap();
+    assert!(status.success(), "copying {}", parent.display());
+    let dir = t.path().join(name);
+    let toml = std::fs::read_to_string(dir.join("cluster.toml")).unwrap();
+    let edited = edit(&toml);
+    assert_ne!(edited, toml, "{name}: the edit changed nothing");
+    std::fs::write(dir.join("cluster.toml"), edited).unwrap();
+    (t, dir)
+}
+
+/// [`edited_copy`] with `keys` added at the top of the [cluster] table.
+#[allow(dead_code)]
+pub fn with_cluster_keys(parent: &Path, name: &str, keys: &str) -> (tempfile::TempDir, PathBuf) {
+    edited_copy(parent, name, |toml| {
+        assert!(toml.contains("[cluster]\n"), "{name} has no [cluster] table");
+        toml.replacen("[cluster]\n", &format!("[cluster]\n{keys}\n"), 1)
+    })
+}

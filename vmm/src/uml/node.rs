@@ -200,12 +200,11 @@ pub struct UmlNode {
     /// Whether to offer the page at START ([`UmlConfig::shared_clock`]).
     offer_shm: bool,
     /// The engine time the node was started at ([`Self::wait_connected`]):
-    /// 0 for a node that boots with the cluster.
+    /// 0 for a node that boots with the cluster. In shared-memory mode it
+    /// is also the guest's offset into engine time (the page's clock when
+    /// its START is acknowledged, before it ever runs; see
+    /// [`Self::ack_start`]): its own clock is engine time less this.
     boot_time: u64,
-    /// In shared-memory mode, the engine time at which the guest took the
-    /// page: the guest's own clock is engine time less this (see
-    /// [`Self::ack_start`]). 0 for a node that boots with the cluster.
-    clock_offset: u64,
     /// The node's virtual time as last granted or reported.
     time: u64,
     /// The time the node asked to run at next.
@@ -404,7 +403,6 @@ impl UmlNode {
             pending_start: None,
             shm: None,
             offer_shm: cfg.shared_clock,
-            clock_offset: 0,
             boot_time: 0,
             time: 0,
             requested: 0,
@@ -566,7 +564,7 @@ impl UmlNode {
                     // time.c sets it as is), so it is sent in the guest's
                     // domain.
                     shm.set_current_time(self.time);
-                    self.time - self.clock_offset
+                    self.time - self.boot_time
                 }
                 None => self.time,
             };
@@ -633,9 +631,11 @@ impl UmlNode {
         // rebooted machine does. (With messages, its first GET moves its
         // clock to "now" instead; the page leaves no moment for that,
         // since the guest reads it as soon as it runs.)
+        // START is acknowledged before the node ever runs, so its clock is
+        // still the start time.
+        debug_assert_eq!(self.time, self.boot_time);
         let shm = SchedShm::new().map_err(|source| UmlError::Io { node: id, what: "shared time-travel page", source })?;
-        shm.start_at(self.time);
-        self.clock_offset = self.time;
+        shm.start_at(self.boot_time);
         let conn = self.conn.as_ref().expect("the node is connected");
         shm.send_start_ack(conn, seq).map_err(|source| UmlError::Protocol { node: id, source })?;
         self.shm = Some(shm);
