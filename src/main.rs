@@ -35,6 +35,9 @@ const EXAMPLES: &str = "Examples:
   simcluster run --images guest-images/db-cluster --executions 20 --out results
   simcluster run --images guest-images/examples/crash-primary --strategy pct --executions 50
   simcluster run --images guest-images/db-cluster --time-budget 1h --strategy dfs
+  simcluster run --images guest-images/db-cluster --executions 40 --jobs 4
+  simcluster run --images guest-images/db-cluster --executions 40 --shard 1/2 --out s1
+  simcluster merge s1 s2
   simcluster replay results/failures/execution-3/failure.json
   simcluster shrink results/failures/execution-3/failure.json";
 
@@ -58,6 +61,22 @@ enum Command {
         failure_file: PathBuf,
         #[command(flatten)]
         common: CommonArgs,
+    },
+    /// Combine the results of `run --shard K/N` (every shard, 1..N) into one
+    /// JSON line, as if one machine had run them all.
+    ///
+    /// Checks that the shards are of one run (same images hash, seed,
+    /// strategy and options; each shard once; none missing) and exits 2
+    /// naming the one that is not. Exit 0 when no execution failed, 1
+    /// otherwise; the line lists every failure and its failure file, which
+    /// replays alone on any machine with the cluster directory.
+    Merge {
+        /// The --out directories of the shards (or their shard.json files).
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+        /// Also write the merged line to DIR/summary.json.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Make a recorded failure smaller: drop the strategy's decisions
     /// (delta debugging) while the execution still fails the same way.
@@ -164,6 +183,17 @@ struct RunArgs {
     /// transition (0: do not search).
     #[arg(long, default_value_t = 2)]
     critical_walks: u32,
+    /// Executions run side by side, each with its own nodes (default: one
+    /// per CPU, fewer when their guest memory would not fit). Results do not
+    /// depend on it: execution i is the same execution whatever N, and
+    /// failures are reported in execution order.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..1025))]
+    jobs: Option<u64>,
+    /// Run one shard of the run's executions: those whose index is K-1
+    /// modulo N (the same ones on any machine). Each shard writes
+    /// OUT/shard.json; `simcluster merge` combines the N shards' results.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<simcluster::run::Shard>,
     /// Node runtime: auto picks KVM when /dev/kvm opens and the CPU has vmx/svm
     /// (the kernel: $SIMCLUSTER_KVM_KERNEL), else user-mode Linux; prints which and why.
     #[arg(long, value_enum, default_value_t = Runtime::Auto)]
@@ -242,7 +272,9 @@ fn options(c: &CommonArgs) -> RunOptions {
         critical_walks: 0,
         // Replays and shrinks take the runtime from the failure file.
         runtime: RuntimeKind::Uml,
-        pinned_cpu: None,
+        pin: c.pin,
+        jobs: Some(1),
+        shard: simcluster::run::Shard::ALL,
     }
 }
 
@@ -305,7 +337,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => {
-            let pinned_cpu = pin(&args.common)?;
             let (runtime, why) = run::choose_runtime(args.runtime.asked(), &run::HostVirt::detect())?;
             if !args.common.quiet {
                 eprintln!("runtime: {why}");
@@ -325,7 +356,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 max_crashes: args.max_crashes,
                 critical_walks: args.critical_walks,
                 runtime,
-                pinned_cpu,
+                jobs: args.jobs.map(|j| j as usize),
+                shard: args.shard.unwrap_or(simcluster::run::Shard::ALL),
                 ..options(&args.common)
             };
             let (summary, failed) = run::run(&args.images, &opts)?;
@@ -339,6 +371,22 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             println!("{}", serde_json::to_string(&summary)?);
             Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+        }
+        Command::Merge { shards, out } => {
+            let summary = simcluster::run::shard::merge(&shards, out.clone().unwrap_or_default())?;
+            let line = serde_json::to_string(&summary)?;
+            if let Some(dir) = &out {
+                std::fs::create_dir_all(dir)?;
+                simcluster::outputs::write_atomic(&dir.join("summary.json"), format!("{line}\n").as_bytes())?;
+            }
+            if let Some(f) = summary.failing_executions.first() {
+                eprintln!("FAILED: execution {} of {} failed first: {}", f.execution, summary.executions, f.message);
+                if let Some(p) = &f.failure_file {
+                    eprintln!("replay with: simcluster replay {}", p.display());
+                }
+            }
+            println!("{line}");
+            Ok(if summary.failures > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Replay { failure_file, common } => {
             pin(&common)?;

@@ -78,28 +78,38 @@ fn allowed() -> Vec<usize> {
 /// `None` for [`Pin::Off`] or where the host refuses (then nothing
 /// changed, and nothing needs to: pinning only saves time).
 pub fn apply(pin: Pin) -> Result<Option<usize>, NoSuchCpu> {
+    Ok(plan(pin, 1)?[0].filter(|&c| pin_thread(c)))
+}
+
+/// The CPU each of `jobs` jobs (a job: one execution at a time, with its
+/// nodes) should run on: for [`Pin::Auto`], distinct CPUs this process may
+/// use, starting with the one it runs on now, round-robin when there are
+/// more jobs than CPUs; for a named CPU, that CPU for every job; nothing
+/// for [`Pin::Off`]. Pins nothing itself (see [`pin_thread`]).
+pub fn plan(pin: Pin, jobs: usize) -> Result<Vec<Option<usize>>, NoSuchCpu> {
     let allowed = allowed();
-    let cpu = match pin {
-        Pin::Off => return Ok(None),
-        Pin::Cpu(c) if !allowed.contains(&c) => return Err(NoSuchCpu { cpu: c, allowed }),
-        Pin::Cpu(c) => c,
+    let jobs = jobs.max(1);
+    match pin {
+        Pin::Off => Ok(vec![None; jobs]),
+        Pin::Cpu(c) if !allowed.contains(&c) => Err(NoSuchCpu { cpu: c, allowed }),
+        Pin::Cpu(c) => Ok(vec![Some(c); jobs]),
+        Pin::Auto if allowed.is_empty() => Ok(vec![None; jobs]),
         Pin::Auto => {
             // SAFETY: no preconditions.
             let here = unsafe { libc::sched_getcpu() };
-            match usize::try_from(here) {
-                Ok(c) if allowed.contains(&c) => c,
-                _ => match allowed.first() {
-                    Some(&c) => c,
-                    None => return Ok(None),
-                },
-            }
+            let start = usize::try_from(here).ok().and_then(|c| allowed.iter().position(|&a| a == c)).unwrap_or(0);
+            Ok((0..jobs).map(|j| Some(allowed[(start + j) % allowed.len()])).collect())
         }
-    };
+    }
+}
+
+/// Pins the calling thread, and the processes it starts from now on, to
+/// `cpu`. False where the host refuses.
+pub fn pin_thread(cpu: usize) -> bool {
     // SAFETY: a zeroed set with one CPU, passed with its size.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     unsafe { libc::CPU_SET(cpu, &mut set) };
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    Ok((r == 0).then_some(cpu))
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
 }
 
 #[cfg(test)]
@@ -127,6 +137,19 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn jobs_get_distinct_cpus_while_there_are_enough() {
+        let allowed = allowed();
+        let cpus = plan(Pin::Auto, allowed.len()).unwrap();
+        let mut got: Vec<usize> = cpus.iter().map(|c| c.unwrap()).collect();
+        got.sort_unstable();
+        assert_eq!(got, allowed);
+        let more = plan(Pin::Auto, allowed.len() + 1).unwrap();
+        assert_eq!(more[allowed.len()], more[0], "round-robin past the last CPU");
+        assert_eq!(plan(Pin::Off, 3).unwrap(), vec![None; 3]);
+        assert_eq!(plan(Pin::Cpu(allowed[0]), 2).unwrap(), vec![Some(allowed[0]); 2]);
     }
 
     #[test]

@@ -66,7 +66,12 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
 
 impl Loaded {
     fn execute(&self, opts: &RunOptions, decisions: &[Decision], label: &str) -> Result<Executed> {
-        let seed = engine::execution_seed(self.record.seed, self.record.execution_index);
+        // dfs records its execution's seed (one per round); the other
+        // strategies' follows from the run's seed and the index.
+        let seed = match self.record.strategy.params.get("execution_seed") {
+            Some(v) => v.as_u64().ok_or_else(|| BadInput("failure file: execution_seed is not a number".into()))?,
+            None => engine::execution_seed(self.record.seed, self.record.execution_index),
+        };
         let mut spec =
             spec_for(&self.cluster, &self.images, &self.disk, opts.time_limit_ns, opts.watchdog, self.explore.clone(), seed);
         spec.runtime = self.runtime;

@@ -48,6 +48,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         uml_args: vec![],
         shared_clock: false,
         kernel_faults_cpuid: false,
+        cancel: None,
     }
 }
 

@@ -140,6 +140,11 @@ pub struct ExecutionSpec {
     /// 7.2 kernel with guest CPUID trapped): so does the engine's thread
     /// (see `vmm::uml::host_cpuid`). Speed only.
     pub kernel_faults_cpuid: bool,
+    /// Set by another thread to abandon the execution (a parallel run no
+    /// longer needs it): the engine checks it between steps, takes its
+    /// nodes down and returns [`EngineError::Cancelled`]. Never read for
+    /// anything a guest sees.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// The host failed us (not the guest): a node could not be started, or it
@@ -152,6 +157,9 @@ pub enum EngineError {
     Scratch { path: PathBuf, source: std::io::Error },
     #[error("node {node}: its disk's crash state could not be applied: {source}")]
     Crash { node: String, source: disksim::CrashError },
+    /// [`ExecutionSpec::cancel`] was set.
+    #[error("the execution was cancelled")]
+    Cancelled,
 }
 
 /// Derives the seed of execution `index` of a run, so any execution can be
@@ -299,6 +307,14 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
     let mut enabled = Vec::new();
     let mut descs = Vec::new();
     while ex.verdict.is_none() {
+        if spec.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
+            for n in ex.nodes.iter_mut() {
+                if let Some(vm) = n.vm.as_mut() {
+                    vm.kill();
+                }
+            }
+            return Err(EngineError::Cancelled);
+        }
         let Some(earliest) = ex.earliest() else {
             ex.fail(FailureKind::GuestExit, None, "every node has exited".into());
             break;

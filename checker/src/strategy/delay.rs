@@ -134,9 +134,16 @@ impl Strategy for DelayBounded {
         match &mut self.mode {
             Mode::Exhaustive { iter, next_exec } => {
                 if execution != *next_exec {
-                    // Random access (replay): restart and skip ahead.
-                    *iter = DelayPlacements::new(self.bound, self.horizon);
-                    for _ in 0..execution {
+                    // Random access (a replay, or a parallel run's worker
+                    // taking every N-th execution): skip ahead from here,
+                    // or restart when going back.
+                    let from = if execution > *next_exec {
+                        *next_exec
+                    } else {
+                        *iter = DelayPlacements::new(self.bound, self.horizon);
+                        0
+                    };
+                    for _ in from..execution {
                         if iter.next().is_none() {
                             return false;
                         }
@@ -247,6 +254,14 @@ mod tests {
         assert!(ra.begin_execution(7));
         assert_eq!(ra.delays(), &all[7][..]);
         assert!(!ra.begin_execution(all.len() as u64));
+        // A parallel worker's stride (forward skips), then a step back.
+        let mut stride = DelayBounded::exhaustive(2, 5);
+        for e in (1..all.len()).step_by(3) {
+            assert!(stride.begin_execution(e as u64));
+            assert_eq!(stride.delays(), &all[e][..], "execution {e}");
+        }
+        assert!(stride.begin_execution(2));
+        assert_eq!(stride.delays(), &all[2][..]);
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct HybridDfs {
     walk: RandomWalk,
     /// DPOR said stop (sleep-blocked or diverged): default from here on.
     stopped: bool,
+    /// Explore this one round only ([`HybridDfs::one_round`]).
+    single_round: bool,
 }
 
 impl HybridDfs {
@@ -46,8 +48,22 @@ impl HybridDfs {
             dpor: Dpor::new(dependent as DepFn),
             walk: RandomWalk::new(seed, weights),
             stopped: false,
+            single_round: false,
         };
         h.start_round(0);
+        h
+    }
+
+    /// Explores round `round` alone: `begin_execution` returns false when
+    /// its tree is exhausted instead of starting the next round. A round
+    /// depends only on the seed and its number, so a parallel run explores
+    /// rounds side by side and numbers their executions afterwards, in
+    /// round order: the same executions, in the same order, as one
+    /// `HybridDfs` exploring round after round.
+    pub fn one_round(seed: u64, depth: u64, horizon: u64, weights: KindWeights, round: u64) -> HybridDfs {
+        let mut h = HybridDfs::new(seed, depth, horizon, weights);
+        h.single_round = true;
+        h.start_round(round);
         h
     }
 
@@ -78,6 +94,9 @@ impl Strategy for HybridDfs {
 
     fn begin_execution(&mut self, _execution: u64) -> bool {
         if !self.dpor.begin_execution() {
+            if self.single_round {
+                return false;
+            }
             self.start_round(self.round + 1);
             let fresh = self.dpor.begin_execution();
             debug_assert!(fresh, "a new DPOR always has a first execution");
@@ -136,6 +155,30 @@ mod tests {
             rounds.insert(h.round().0);
         }
         assert_eq!(rounds.len(), 6, "every execution starts a new round");
+    }
+
+    #[test]
+    fn rounds_alone_give_the_executions_of_one_search() {
+        // Depth 2 over three nodes: rounds of several executions.
+        let mut whole = HybridDfs::new(5, 2, 3, KindWeights::default());
+        let mut by_round: Vec<Vec<Vec<u16>>> = Vec::new();
+        for e in 0..20 {
+            assert!(whole.begin_execution(e));
+            let order = run(&mut whole);
+            let r = whole.round().0 as usize;
+            by_round.resize(r + 1, Vec::new());
+            by_round[r].push(order);
+        }
+        let complete = by_round.len() - 1;
+        assert!(complete >= 2, "20 executions span several rounds");
+        for (r, expected) in by_round.iter().enumerate().take(complete) {
+            let mut alone = HybridDfs::one_round(5, 2, 3, KindWeights::default(), r as u64);
+            let mut got = Vec::new();
+            while alone.begin_execution(0) {
+                got.push(run(&mut alone));
+            }
+            assert_eq!(&got, expected, "round {r}");
+        }
     }
 
     #[test]

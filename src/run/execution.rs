@@ -1,0 +1,176 @@
+//! One execution: its spec from the cluster, its scratch directory, its
+//! strategy, and running it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use checker::engine::{self, ExecutionResult, ExecutionSpec, RuntimeKind};
+use checker::strategy::{DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk, Strategy};
+
+use super::{StrategyKind, StrategyOptions, DEFAULT_TIME_LIMIT_NS};
+use crate::cluster::{Cluster, CpuidMode};
+use crate::image::Images;
+
+/// Traffic captures of an execution: (file name, pcap bytes).
+pub(crate) type Pcaps = Vec<(String, Vec<u8>)>;
+
+/// `{"1": 3}`: crash number -> enumerated state index, as failure files
+/// store it.
+pub(crate) fn crash_states_value(m: &std::collections::BTreeMap<u32, u64>) -> serde_json::Value {
+    serde_json::Value::Object(m.iter().map(|(c, k)| (c.to_string(), (*k).into())).collect())
+}
+
+/// The forced crash states of a failure file's strategy parameters.
+pub(crate) fn crash_states_param(s: &checker::failure_file::StrategySpec) -> std::collections::BTreeMap<u32, u64> {
+    s.params
+        .get("crash_states")
+        .and_then(|v| v.as_object())
+        .map(|o| o.iter().filter_map(|(c, k)| Some((c.parse().ok()?, k.as_u64()?))).collect())
+        .unwrap_or_default()
+}
+
+/// This process's scratch directory: executions' node sockets and run
+/// directories live in subdirectories of it.
+fn scratch_root() -> PathBuf {
+    std::env::temp_dir().join(format!("simcluster-{}", std::process::id()))
+}
+
+/// Removes this process's scratch directory and everything in it, for a
+/// process about to exit mid-execution (its nodes already killed).
+pub fn remove_scratch_now() {
+    let _ = std::fs::remove_dir_all(scratch_root());
+}
+
+/// Removes this process's scratch directory once no execution uses it.
+pub fn remove_scratch() {
+    let _ = std::fs::remove_dir(scratch_root());
+}
+
+fn scratch_dir() -> Result<PathBuf> {
+    let d = scratch_root();
+    std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
+    Ok(d)
+}
+
+/// The explore settings of a run: the cluster's, with command-line overrides.
+pub fn explore_for(cluster: &Cluster, window_ns: Option<u64>, max_crashes: Option<u32>) -> engine::ExploreSpec {
+    let mut e = cluster.explore.clone();
+    if let Some(w) = window_ns {
+        e.window_ns = w;
+    }
+    if let Some(m) = max_crashes {
+        e.max_crashes = m;
+    }
+    e
+}
+
+/// The data disk spec of a run: the base image opened once (reading it
+/// computes every block's crc) and shared by every node and execution.
+pub(crate) fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<engine::DiskSpec>> {
+    let (Some(d), Some(path)) = (&cluster.disk, &images.disk) else { return Ok(None) };
+    let base = disksim::BlockStore::open_image(path).with_context(|| format!("cannot open the disk image {}", path.display()))?;
+    Ok(Some(engine::DiskSpec {
+        base,
+        latency_ns: d.latency_ns,
+        model: if d.torn_writes { disksim::CrashModel::TORN } else { disksim::CrashModel::ATOMIC },
+        enumerate: d.enumerate,
+    }))
+}
+
+pub(crate) fn spec_for(
+    cluster: &Cluster,
+    images: &Images,
+    disk: &Option<engine::DiskSpec>,
+    time_limit_ns: Option<u64>,
+    watchdog: Duration,
+    explore: engine::ExploreSpec,
+    seed: u64,
+) -> ExecutionSpec {
+    ExecutionSpec {
+        kernel: images.kernel.clone(),
+        initrd: images.initrd.clone(),
+        node_names: cluster.node_names(),
+        mem_mb: cluster.spec.cluster.memory_mb,
+        workload_node: cluster.workload_node,
+        host_workload: cluster.host_workload.clone(),
+        invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), *i)).collect(),
+        liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), *i)).collect(),
+        time_limit_ns: time_limit_ns.or(cluster.time_limit_ns).unwrap_or(DEFAULT_TIME_LIMIT_NS),
+        watchdog,
+        connect_timeout: Duration::from_secs(60),
+        seed,
+        // Set per execution by `execute_one`.
+        scratch: PathBuf::new(),
+        network: Some(engine::NetworkSpec {
+            config: cluster.spec.faults.network.clone(),
+            scheduled: cluster.partitions.clone(),
+            pcap_dir: None,
+        }),
+        disk: disk.clone(),
+        history_node: cluster.history_node,
+        explore,
+        runtime: RuntimeKind::Uml,
+        uml_args: uml_args(&cluster.spec.cluster),
+        shared_clock: cluster.spec.cluster.shared_clock(),
+        kernel_faults_cpuid: cluster.spec.cluster.kernel.faults_cpuid_itself() && cluster.spec.cluster.cpuid == CpuidMode::Virtual,
+        cancel: None,
+    }
+}
+
+/// The kernel command-line words that carry `[cluster]`'s settings to
+/// user-mode Linux nodes.
+fn uml_args(c: &crate::cluster::ClusterSection) -> Vec<String> {
+    let mut args: Vec<String> = c.userspace().kernel_arg().map(String::from).into_iter().collect();
+    if c.cpuid == CpuidMode::Host {
+        args.push("host_cpuid".into());
+    }
+    args
+}
+
+/// An execution's result and its traffic captures (file name -> pcap).
+pub(crate) struct Executed {
+    pub result: ExecutionResult,
+    pub pcaps: Pcaps,
+}
+
+/// Runs one execution in its own scratch directory.
+pub(crate) fn execute_one(spec: &mut ExecutionSpec, strategy: &mut dyn Strategy, label: &str) -> Result<Executed> {
+    let scratch = scratch_dir()?.join(label);
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    spec.scratch = scratch.clone();
+    if let Some(n) = spec.network.as_mut() {
+        n.pcap_dir = Some(scratch.join("pcap"));
+    }
+    let r = engine::execute(spec, strategy).with_context(|| format!("{label} (seed {}) could not run", spec.seed));
+    let mut pcaps = Vec::new();
+    if let Ok(dir) = std::fs::read_dir(scratch.join("pcap")) {
+        let mut names: Vec<_> = dir.flatten().map(|e| e.path()).collect();
+        names.sort();
+        for p in names {
+            if let (Some(name), Ok(bytes)) = (p.file_name(), std::fs::read(&p)) {
+                pcaps.push((name.to_string_lossy().into_owned(), bytes));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(Executed { result: r?, pcaps })
+}
+
+pub(crate) fn make_strategy(o: &StrategyOptions, seed: u64, crash_weight: u32) -> Box<dyn Strategy> {
+    let d = o.depth;
+    let weights = KindWeights::default().set(checker::strategy::ActionKind::Crash, crash_weight);
+    match o.kind {
+        StrategyKind::Random => Box::new(RandomWalk::new(seed, weights)),
+        StrategyKind::Pct => Box::new(Pct::new(seed, d.max(1), o.horizon)),
+        StrategyKind::Delay => Box::new(DelayBounded::sampling(seed, d, o.horizon)),
+        StrategyKind::DelayAll => Box::new(DelayBounded::exhaustive(d, o.horizon)),
+        StrategyKind::Dfs => Box::new(HybridDfs::new(seed, u64::from(d), o.horizon, weights)),
+    }
+}
+
+/// The failure as recorded and compared by replay: "Kind: message".
+pub fn failure_line(result: &ExecutionResult) -> Option<String> {
+    result.verdict.failure().map(|f| format!("{:?}: {}", f.kind, f.message))
+}

@@ -1,0 +1,316 @@
+//! `simcluster run`: executions chosen by a strategy, run side by side,
+//! their outputs, and the one JSON line a machine reads at the end.
+//!
+//! - [`execution`]: one execution (its spec, scratch directory, strategy).
+//! - [`parallel`]: units of work on `--jobs` workers, observed in order.
+//! - [`observer`]: what the run does with each finished execution.
+//! - [`summary`]: the records a run keeps and the summary line.
+//! - [`shard`]: `--shard K/N` results and `simcluster merge`.
+//! - [`critical`], [`runtime`], [`host_cpu`], [`jobs`]: the rest.
+
+mod critical;
+mod execution;
+mod host_cpu;
+pub mod jobs;
+mod observer;
+mod parallel;
+mod runtime;
+pub mod shard;
+pub mod summary;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use checker::engine::{self, RuntimeKind};
+use checker::strategy::{HybridDfs, KindWeights, Strategy};
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub(crate) use execution::{crash_states_param, disk_spec, execute_one, spec_for, Executed};
+pub use execution::{explore_for, failure_line, remove_scratch, remove_scratch_now};
+pub use host_cpu::HostCpu;
+pub use runtime::{choose_runtime, images_for_runtime, HostVirt, KVM_KERNEL_ENV};
+pub use summary::{CrashPointSummary, CriticalSummary, Shard, Summary};
+
+use crate::cluster::Cluster;
+use crate::image;
+use crate::outputs::{write_execution, write_pcaps};
+use observer::{Group, Observer};
+use parallel::{Feed, Flow};
+use summary::{RunIdentity, RunRecord, RUN_RECORD_VERSION};
+
+pub use crate::BadInput;
+
+/// Which exploration strategy, with its bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyKind {
+    /// Weighted random walk (MaceMC).
+    Random,
+    /// Probabilistic concurrency testing, `depth` = bug depth d.
+    Pct,
+    /// Default scheduler plus `depth` delays at random choice points.
+    Delay,
+    /// Every placement of up to `depth` delays, by increasing count.
+    DelayAll,
+    /// Bounded DPOR over `depth` choice points after random prefixes.
+    Dfs,
+}
+
+impl StrategyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyKind::Random => "random",
+            StrategyKind::Pct => "pct",
+            StrategyKind::Delay => "delay",
+            StrategyKind::DelayAll => "delay-all",
+            StrategyKind::Dfs => "dfs",
+        }
+    }
+
+    pub fn default_depth(self) -> u32 {
+        match self {
+            StrategyKind::Random => 0,
+            StrategyKind::Pct => 3,
+            StrategyKind::Delay | StrategyKind::DelayAll => 2,
+            StrategyKind::Dfs => 4,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct StrategyOptions {
+    pub kind: StrategyKind,
+    pub depth: u32,
+    /// Choice points over which PCT change points, delays and DFS prefixes
+    /// are placed.
+    pub horizon: u64,
+}
+
+/// The default horizon: about the number of choice points of one
+/// execution of the example clusters (measured; see the README).
+pub const DEFAULT_HORIZON: u64 = 2000;
+
+/// Options shared by run, replay and shrink.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub seed: u64,
+    /// At most this many executions (`None`: until the time budget ends).
+    pub executions: Option<u64>,
+    /// Stop starting executions after this much wall time.
+    pub time_budget: Option<Duration>,
+    /// Stop after the first failing execution.
+    pub until_failure: bool,
+    pub time_limit_ns: Option<u64>,
+    pub out: PathBuf,
+    pub watchdog: Duration,
+    pub quiet: bool,
+    /// Also keep every execution's pcap files under DIR/execution-I/.
+    pub pcap: Option<PathBuf>,
+    pub strategy: StrategyOptions,
+    /// Override `[explore] window`.
+    pub window_ns: Option<u64>,
+    /// Override `[faults.crash] max`.
+    pub max_crashes: Option<u32>,
+    /// Random walks per critical-transition probe of a liveness failure
+    /// (0: do not search).
+    pub critical_walks: u32,
+    /// The node runtime (see [`choose_runtime`]).
+    pub runtime: RuntimeKind,
+    /// `--pin`: the CPUs jobs and their nodes run on.
+    pub pin: crate::pin::Pin,
+    /// Executions side by side (`None`: as many as cores and memory
+    /// allow; see [`jobs::default_jobs`]).
+    pub jobs: Option<usize>,
+    /// Run only this shard of the executions.
+    pub shard: Shard,
+}
+
+/// Default virtual-time limit of one execution.
+pub const DEFAULT_TIME_LIMIT_NS: u64 = 600_000_000_000;
+
+/// Names the dfs round stream among a run's seeds ("dfs" in ASCII).
+const DFS_ROUND_STREAM: u64 = 0x0064_6673;
+
+/// The seed of every execution of dfs round `round`: one seed per round,
+/// so that the executions DPOR compares differ only in its choices.
+pub(crate) fn dfs_round_seed(run_seed: u64, round: u64) -> u64 {
+    engine::execution_seed(run_seed ^ DFS_ROUND_STREAM, round)
+}
+
+/// What a worker runs for one unit: one execution (with its crash-state
+/// siblings), or for dfs one round of executions.
+struct UnitOutput {
+    groups: Vec<Group>,
+    /// An exhaustive strategy has nothing more to explore at this unit.
+    exhausted: bool,
+}
+
+/// `simcluster run`.
+pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
+    let cluster = Cluster::load(cluster_dir)?;
+    let dfs = opts.strategy.kind == StrategyKind::Dfs;
+    if dfs && opts.shard.count > 1 {
+        return Err(BadInput(format!(
+            "--shard {}: dfs cannot be sharded: its executions are numbered across rounds whose sizes are known only \
+             after they run; run dfs on one machine (--jobs uses every core), or shard random, pct, delay or delay-all",
+            opts.shard
+        ))
+        .into());
+    }
+    let limit = opts.executions.unwrap_or(if opts.time_budget.is_some() { u64::MAX } else { 1 });
+    if opts.shard.units_below(limit) == 0 {
+        return Err(BadInput(format!("--shard {}: a run of {limit} executions has none for shard {}", opts.shard, opts.shard.index)).into());
+    }
+    let images = images_for_runtime(image::build(&cluster, opts.quiet)?, opts.runtime)?;
+    let explore = explore_for(&cluster, opts.window_ns, opts.max_crashes);
+    let disk = disk_spec(&cluster, &images)?;
+    let jobs = opts.jobs.unwrap_or_else(|| jobs::default_jobs(&cluster)).max(1);
+    // Never more jobs than executions to run.
+    let jobs = if dfs || limit == u64::MAX { jobs } else { jobs.min(opts.shard.units_below(limit).max(1) as usize) };
+    let cpus = crate::pin::plan(opts.pin, jobs).map_err(|e| BadInput(e.to_string()))?;
+    if !opts.quiet {
+        let pinned: Vec<String> = cpus.iter().flatten().map(|c| c.to_string()).collect();
+        let on = if pinned.is_empty() { String::new() } else { format!(", pinned to host CPU {} (--pin off to spread)", pinned.join(",")) };
+        let shard = if opts.shard == Shard::ALL { String::new() } else { format!(", shard {}", opts.shard) };
+        eprintln!("{jobs} job{}{on}{shard}", if jobs == 1 { "" } else { "s" });
+    }
+    let make = |seed| execution::make_strategy(&opts.strategy, seed, explore.crash_weight);
+    let mut strategy_spec = make(opts.seed).spec();
+    strategy_spec.params.insert("window_ns".into(), explore.window_ns.into());
+    strategy_spec.params.insert("max_crashes".into(), explore.max_crashes.into());
+    if opts.runtime != RuntimeKind::Uml {
+        // Replays run on the runtime the failure was found on (absent: UML).
+        strategy_spec.params.insert("runtime".into(), opts.runtime.name().into());
+    }
+    let began = Instant::now();
+    let bar = progress_bar(opts, if dfs { limit } else { opts.shard.units_below(limit) });
+    let cancel = Arc::new(AtomicBool::new(false));
+    let base = spec_for(&cluster, &images, &disk, opts.time_limit_ns, opts.watchdog, explore.clone(), 0);
+    let unit_runner = observer::UnitRunner { base: &base, runtime: opts.runtime, disk: &disk, until_failure: opts.until_failure, cancel: &cancel };
+    let mut obs = Observer::new(&cluster, &images, opts, strategy_spec, &bar);
+    let feed = Feed {
+        shard: opts.shard,
+        end: (!dfs && limit != u64::MAX).then(|| opts.shard.units_below(limit)),
+        budget: opts.time_budget.map(|b| (began, b)),
+        lookahead: 2 * jobs as u64,
+    };
+    let mut exhausted = false;
+    let mut next_index = 0u64;
+    parallel::run_in_order(
+        &cpus,
+        feed,
+        &cancel,
+        || make(opts.seed),
+        |strategy, unit| -> Result<UnitOutput> {
+            if dfs {
+                let d = &opts.strategy;
+                let mut round = HybridDfs::one_round(opts.seed, u64::from(d.depth), d.horizon, weights(explore.crash_weight), unit);
+                let seed = dfs_round_seed(opts.seed, unit);
+                let mut groups = Vec::new();
+                // A round never needs more executions than the run.
+                while (groups.len() as u64) < limit && round.begin_execution(0) {
+                    let g = unit_runner.group(seed, &mut round, &format!("r{unit}.{}", groups.len()))?;
+                    let failed = g.failed();
+                    groups.push(g);
+                    if failed && opts.until_failure {
+                        break;
+                    }
+                }
+                Ok(UnitOutput { groups, exhausted: false })
+            } else if !strategy.begin_execution(unit) {
+                Ok(UnitOutput { groups: Vec::new(), exhausted: true })
+            } else {
+                let seed = engine::execution_seed(opts.seed, unit);
+                Ok(UnitOutput { groups: vec![unit_runner.group(seed, strategy.as_mut(), &format!("e{unit}"))?], exhausted: false })
+            }
+        },
+        |unit, out| {
+            if out.exhausted {
+                exhausted = true;
+                return Ok(Flow::Stop);
+            }
+            for g in out.groups {
+                let index = if dfs { next_index } else { unit };
+                next_index += 1;
+                let flow = obs.observe(index, g, dfs)?;
+                bar.set_message(obs.progress(began.elapsed().as_secs_f64()));
+                bar.inc(1);
+                if flow == Flow::Stop || (dfs && next_index >= limit) {
+                    return Ok(Flow::Stop);
+                }
+            }
+            Ok(Flow::Continue)
+        },
+    )?;
+    bar.finish_and_clear();
+    remove_scratch();
+    let (executions, critical, last) = obs.finish();
+    let (last_result, last_pcaps) = last.ok_or_else(|| anyhow::anyhow!("no execution ran"))?;
+    write_pcaps(&opts.out.join("last"), &last_pcaps)?;
+    write_execution(&opts.out.join("last"), &cluster, &last_result)?;
+    let mut host_cpu = HostCpu::now();
+    host_cpu.pinned_cpus = cpus.iter().flatten().copied().collect();
+    host_cpu.pinned_cpu = host_cpu.pinned_cpus.first().copied();
+    let record = RunRecord {
+        simcluster_run_record: RUN_RECORD_VERSION,
+        identity: RunIdentity {
+            images_hash: images.hash.clone(),
+            seed: opts.seed,
+            strategy: opts.strategy.kind.name().to_string(),
+            depth: opts.strategy.depth,
+            horizon: opts.strategy.horizon,
+            window_ns: explore.window_ns,
+            max_crashes: explore.max_crashes,
+            time_limit_ns: base.time_limit_ns,
+            runtime: opts.runtime.name().to_string(),
+            kernel: (opts.runtime == RuntimeKind::Uml).then(|| cluster.spec.cluster.kernel.name().to_string()),
+            userspace: (opts.runtime == RuntimeKind::Uml).then(|| cluster.spec.cluster.userspace().name().to_string()),
+            nodes: cluster.node_count(),
+            executions: opts.executions,
+            until_failure: opts.until_failure,
+            critical_walks: opts.critical_walks,
+        },
+        shard: opts.shard,
+        executions,
+        exhausted,
+        critical_transition: critical,
+        jobs,
+        wall_seconds: began.elapsed().as_secs_f64(),
+        image_build_seconds: images.wall_seconds,
+        host_cpu,
+        memory_per_node_mib: {
+            let m = &last_result.node_memory_kib;
+            m.iter().sum::<u64>() as f64 / 1024.0 / m.len().max(1) as f64
+        },
+        disk_storage_per_node_kib: disk.as_ref().map(|_| {
+            let d = &last_result.disk_storage_bytes;
+            d.iter().sum::<u64>() as f64 / 1024.0 / d.len().max(1) as f64
+        }),
+        out: opts.out.clone(),
+    };
+    shard::write_record(&opts.out, &record)?;
+    let summary = summary::summarize(std::slice::from_ref(&record), opts.out.clone()).expect("a run record has executions");
+    let failed = summary.failures > 0;
+    Ok((summary, failed))
+}
+
+fn weights(crash_weight: u32) -> KindWeights {
+    KindWeights::default().set(checker::strategy::ActionKind::Crash, crash_weight)
+}
+
+fn progress_bar(opts: &RunOptions, limit: u64) -> ProgressBar {
+    if opts.quiet || limit < 2 {
+        return ProgressBar::hidden();
+    }
+    if limit == u64::MAX {
+        let b = ProgressBar::new_spinner();
+        b.set_style(ProgressStyle::with_template("{spinner} {pos} executions, {msg} [{elapsed_precise}]").unwrap());
+        b.enable_steady_tick(Duration::from_millis(200));
+        return b;
+    }
+    let b = ProgressBar::new(limit);
+    b.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} executions, {msg} [{elapsed_precise}]").unwrap());
+    b
+}

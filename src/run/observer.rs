@@ -1,0 +1,248 @@
+//! What a run does with its executions: a worker runs a group (an
+//! execution and its crash-state siblings, [`UnitRunner`]); the observer
+//! takes groups in execution order ([`Observer`]), keeps a record of each,
+//! and writes the first failure out (failure file, trace, logs, pcaps,
+//! report).
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::Result;
+use checker::engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, RuntimeKind, Verdict};
+use checker::failure_file::{self, FailureRecord, StrategySpec};
+use checker::strategy::{Guided, Strategy};
+use indicatif::ProgressBar;
+
+use super::execution::{crash_states_value, execute_one, Executed, Pcaps};
+use super::parallel::Flow;
+use super::summary::{CrashPointSummary, CriticalSummary, ExecutionRecord};
+use super::{failure_line, RunOptions};
+use crate::cluster::Cluster;
+use crate::image::Images;
+use crate::outputs::{write_failure, write_pcaps};
+
+/// One execution of a group, as its worker left it.
+pub(crate) struct Done {
+    pub spec: ExecutionSpec,
+    pub executed: Executed,
+    /// (crash number, state) a crash-state sibling applied.
+    pub crash_state: Option<(u32, u64)>,
+}
+
+/// An execution and its crash-state siblings, in the order a one-job run
+/// runs them.
+pub(crate) struct Group {
+    pub runs: Vec<Done>,
+    /// How many executions explored the group's crash point (1 when its
+    /// states were sampled, not enumerated).
+    pub explored: u64,
+}
+
+impl Group {
+    pub fn failed(&self) -> bool {
+        self.runs.iter().any(|d| d.executed.result.verdict.failure().is_some())
+    }
+}
+
+/// What a worker needs to run groups.
+pub(crate) struct UnitRunner<'a> {
+    /// The run's execution spec; each execution gets its seed, scratch
+    /// directory and the run's cancel flag.
+    pub base: &'a ExecutionSpec,
+    pub runtime: RuntimeKind,
+    pub disk: &'a Option<DiskSpec>,
+    pub until_failure: bool,
+    pub cancel: &'a Arc<AtomicBool>,
+}
+
+impl UnitRunner<'_> {
+    /// Runs an execution with `seed` under `strategy` (its
+    /// `begin_execution` already called), then, when its crash point has
+    /// few enough disk crash states, every other state in a sibling
+    /// execution that replays its decisions up to the crash and applies
+    /// that state. `label` names its scratch directories (unique in the
+    /// run).
+    pub fn group(&self, seed: u64, strategy: &mut dyn Strategy, label: &str) -> Result<Group> {
+        let mut spec = self.base.clone();
+        spec.seed = seed;
+        spec.runtime = self.runtime;
+        spec.cancel = Some(self.cancel.clone());
+        let executed = execute_one(&mut spec, strategy, label)?;
+        let siblings = executed
+            .result
+            .crash_points
+            .first()
+            .filter(|p| self.disk.as_ref().is_some_and(|d| p.enumerable(d.enumerate)))
+            .and_then(|p| p.chosen.map(|k| (p.crash, k, p.states as u64)));
+        let decisions = executed.result.decisions.clone();
+        let mut failed = executed.result.verdict.failure().is_some();
+        let mut runs = vec![Done { spec: spec.clone(), executed, crash_state: None }];
+        if let Some((crash, chosen, states)) = siblings {
+            for k in (0..states).filter(|&k| k != chosen) {
+                if self.until_failure && failed {
+                    break;
+                }
+                let mut s = spec.clone();
+                s.explore.crash_states.insert(crash, k);
+                let mut guided = Guided::new(&decisions);
+                let e = execute_one(&mut s, &mut guided, &format!("{label}-s{k}"))?;
+                failed |= e.result.verdict.failure().is_some();
+                runs.push(Done { spec: s, executed: e, crash_state: Some((crash, k)) });
+            }
+        }
+        Ok(Group { runs, explored: siblings.map_or(1, |(_, _, n)| n) })
+    }
+}
+
+/// Takes groups in execution order and keeps the run's records.
+pub(crate) struct Observer<'a> {
+    cluster: &'a Cluster,
+    images: &'a Images,
+    opts: &'a RunOptions,
+    strategy_spec: StrategySpec,
+    bar: &'a ProgressBar,
+    records: Vec<ExecutionRecord>,
+    virtual_ns_total: u64,
+    critical: Option<CriticalSummary>,
+    first_failure: bool,
+    last: Option<(ExecutionResult, Pcaps)>,
+}
+
+impl<'a> Observer<'a> {
+    pub fn new(
+        cluster: &'a Cluster,
+        images: &'a Images,
+        opts: &'a RunOptions,
+        strategy_spec: StrategySpec,
+        bar: &'a ProgressBar,
+    ) -> Self {
+        Observer {
+            cluster,
+            images,
+            opts,
+            strategy_spec,
+            bar,
+            records: Vec::new(),
+            virtual_ns_total: 0,
+            critical: None,
+            first_failure: false,
+            last: None,
+        }
+    }
+
+    /// Counts execution `index`'s group. Stops the run after a failure
+    /// when the run stops at the first.
+    pub fn observe(&mut self, index: u64, group: Group, dfs: bool) -> Result<Flow> {
+        let explored = group.explored;
+        for done in group.runs {
+            let Done { spec, executed: Executed { result, pcaps }, crash_state } = done;
+            let mut record = ExecutionRecord {
+                execution: index,
+                crash_state: crash_state.map(|(_, k)| k),
+                seed: spec.seed,
+                trace_hash: result.trace_hash.clone(),
+                virtual_ns: result.virtual_ns,
+                boot_wall_seconds: result.boot_wall.map(|b| b.as_secs_f64()),
+                choice_points: result.choice_points,
+                trace_events: result.trace.len(),
+                grants: result.grants,
+                crashes: result.crashes,
+                network: result.network.clone(),
+                failure: result.verdict.failure().map(|f| serde_json::to_value(f).expect("a failure serialises")),
+                failure_file: None,
+                crash_point: result.crash_points.first().filter(|_| crash_state.is_none()).map(|p| CrashPointSummary {
+                    execution: index,
+                    node: p.node.clone(),
+                    virtual_seconds: p.time as f64 / 1e9,
+                    volatile_writes: p.volatile_writes,
+                    states: p.states,
+                    states_exact: p.states_exact,
+                    explored,
+                }),
+            };
+            if let Some(dir) = &self.opts.pcap {
+                write_pcaps(&dir.join(record.label()), &pcaps)?;
+            }
+            self.virtual_ns_total += result.virtual_ns;
+            if matches!(result.verdict, Verdict::Fail(_)) && !self.first_failure {
+                self.first_failure = true;
+                record.failure_file = Some(self.write_first_failure(&spec, &result, &pcaps, &record, dfs)?);
+            }
+            let failed = record.failure.is_some();
+            self.records.push(record);
+            self.last = Some((result, pcaps));
+            if failed && self.opts.until_failure {
+                return Ok(Flow::Stop);
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Writes the run's first failure: its failure file (what replays it),
+    /// and for a liveness failure the critical transition.
+    fn write_first_failure(
+        &mut self,
+        spec: &ExecutionSpec,
+        result: &ExecutionResult,
+        pcaps: &Pcaps,
+        record: &ExecutionRecord,
+        dfs: bool,
+    ) -> Result<PathBuf> {
+        let mut strategy = self.strategy_spec.clone();
+        if !spec.explore.crash_states.is_empty() {
+            strategy.params.insert("crash_states".into(), crash_states_value(&spec.explore.crash_states));
+        }
+        if dfs {
+            // dfs seeds by round, not by execution index (see dfs_round_seed).
+            strategy.params.insert("execution_seed".into(), spec.seed.into());
+        }
+        let failure = FailureRecord {
+            format_version: failure_file::FORMAT_VERSION,
+            images_hash: self.images.hash.clone(),
+            cluster_dir: self.cluster.dir.canonicalize().unwrap_or(self.cluster.dir.clone()),
+            seed: self.opts.seed,
+            strategy,
+            execution_index: record.execution,
+            actions: result.decisions.clone(),
+            failure: failure_line(result).unwrap_or_default(),
+            trace_hash: result.trace_hash.clone(),
+        };
+        let mut extra = Vec::new();
+        let liveness = result.verdict.failure().is_some_and(|f| f.kind == FailureKind::Liveness);
+        if liveness && self.opts.critical_walks > 0 {
+            self.bar.set_message("searching for the critical transition".to_string());
+            self.critical = super::critical::critical_transition(spec, result, &failure, self.opts.critical_walks, self.bar)?;
+            if let Some(c) = &self.critical {
+                extra.push(format!(
+                    "Critical transition (MaceMC): step {} at {:.6} s virtual ({}); \
+                     from the state before it fault-free random walks still reached a live state, \
+                     from the state after it none of {} did ({} probes).",
+                    c.step,
+                    c.virtual_seconds,
+                    c.action.as_deref().unwrap_or("?"),
+                    c.walks_per_probe,
+                    c.probes
+                ));
+            }
+        }
+        let dir = self.opts.out.join("failures").join(record.label());
+        write_failure(&dir, self.cluster, result, pcaps, &failure, &extra)
+    }
+
+    /// The progress bar's figures so far.
+    pub fn progress(&self, wall: f64) -> String {
+        let failures = self.records.iter().filter(|r| r.failure.is_some()).count();
+        format!(
+            "{failures} failed, {:.0}x virtual/wall, {:.0} executions/hour",
+            self.virtual_ns_total as f64 / 1e9 / wall.max(1e-9),
+            self.records.len() as f64 * 3600.0 / wall.max(1e-9)
+        )
+    }
+
+    /// The records, the critical transition, and the last execution with
+    /// its pcaps.
+    pub fn finish(self) -> (Vec<ExecutionRecord>, Option<CriticalSummary>, Option<(ExecutionResult, Pcaps)>) {
+        (self.records, self.critical, self.last)
+    }
+}

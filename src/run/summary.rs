@@ -1,0 +1,362 @@
+//! What a run keeps of each execution, and the one JSON line made from it.
+//!
+//! A run (or one shard of it) ends with a [`RunRecord`]: who it was (the
+//! [`RunIdentity`]: images, seed, strategy, options), one
+//! [`ExecutionRecord`] per execution, and its host figures. The summary
+//! line is computed from records alone ([`summarize`]), so `simcluster
+//! merge` of shard records and an unsharded run give the same line, wall
+//! figures aside.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::host_cpu::HostCpu;
+
+/// MaceMC's answer for a liveness failure.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CriticalSummary {
+    /// The step (0-based, every engine action counted) after which no
+    /// fault-free random walk reached a live state.
+    pub step: u64,
+    /// Virtual time of that choice point in the failing execution.
+    pub virtual_seconds: f64,
+    /// What the failing execution did there.
+    pub action: Option<String>,
+    pub probes: u64,
+    pub walks_per_probe: u32,
+}
+
+/// A disk crash point: how many crash states it has, how many were run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CrashPointSummary {
+    pub execution: u64,
+    pub node: String,
+    pub virtual_seconds: f64,
+    pub volatile_writes: usize,
+    pub states: u128,
+    /// False when counting gave up and `states` is a lower bound.
+    pub states_exact: bool,
+    /// Executions that applied one of its states (all of them when the
+    /// count is at most `[disk] enumerate`, else one sampled state).
+    pub explored: u64,
+}
+
+/// One execution as the run keeps it: what the summary line, a merge and
+/// a person looking for a failure need. Never holds a wall-clock figure
+/// except `boot_wall_seconds`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecutionRecord {
+    /// The execution's index in the run (0-based).
+    pub execution: u64,
+    /// A sibling of execution `execution` that applied disk crash state
+    /// `k` at its crash point; `None` for the execution itself.
+    pub crash_state: Option<u64>,
+    /// The execution's own seed (derived from the run's).
+    pub seed: u64,
+    pub trace_hash: String,
+    pub virtual_ns: u64,
+    pub boot_wall_seconds: Option<f64>,
+    pub choice_points: u64,
+    pub trace_events: usize,
+    pub grants: u64,
+    pub crashes: u32,
+    pub network: Option<serde_json::Value>,
+    /// The failure (kind, message, ...) as the engine reported it.
+    pub failure: Option<serde_json::Value>,
+    /// Its failure file, for the run's (or shard's) first failure.
+    pub failure_file: Option<PathBuf>,
+    /// The execution's first disk crash point (not on siblings).
+    pub crash_point: Option<CrashPointSummary>,
+}
+
+impl ExecutionRecord {
+    /// The order a sequential run observes executions in: an execution,
+    /// then its crash-state siblings by state.
+    pub fn order_key(&self) -> (u64, u64) {
+        (self.execution, self.crash_state.map_or(0, |k| k + 1))
+    }
+
+    /// "execution-3", or "execution-3-state1" for a crash-state sibling.
+    pub fn label(&self) -> String {
+        match self.crash_state {
+            None => format!("execution-{}", self.execution),
+            Some(k) => format!("execution-{}-state{k}", self.execution),
+        }
+    }
+}
+
+/// Everything that makes two runs' executions the same executions: shards
+/// of one run must agree on all of it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunIdentity {
+    pub images_hash: String,
+    pub seed: u64,
+    pub strategy: String,
+    pub depth: u32,
+    pub horizon: u64,
+    pub window_ns: u64,
+    pub max_crashes: u32,
+    pub time_limit_ns: u64,
+    pub runtime: String,
+    /// The user-mode Linux kernel series; null on KVM.
+    pub kernel: Option<String>,
+    /// The user-mode Linux userspace mode; null on KVM.
+    pub userspace: Option<String>,
+    pub nodes: usize,
+    /// `--executions` (null: until the time budget ends).
+    pub executions: Option<u64>,
+    pub until_failure: bool,
+    pub critical_walks: u32,
+}
+
+/// Which part of a run's executions a shard ran: `--shard K/N` runs every
+/// execution (dfs: every round) whose index is K-1 modulo N.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Shard {
+    /// 1-based.
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Shard {
+    /// The whole run.
+    pub const ALL: Shard = Shard { index: 1, count: 1 };
+
+    /// Does this shard run unit `u` (an execution, or a dfs round)?
+    pub fn owns(self, u: u64) -> bool {
+        u % self.count == self.index - 1
+    }
+
+    /// The `p`-th (0-based) unit this shard runs.
+    pub fn unit(self, p: u64) -> u64 {
+        p * self.count + (self.index - 1)
+    }
+
+    /// How many of units `0..limit` this shard runs.
+    pub fn units_below(self, limit: u64) -> u64 {
+        let first = self.index - 1;
+        if limit <= first {
+            0
+        } else {
+            (limit - first).div_ceil(self.count)
+        }
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let bad = || format!("{s:?} is not K/N with 1 <= K <= N (examples: 1/2, 3/8)");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (k, n): (u64, u64) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        if k == 0 || n == 0 || k > n {
+            return Err(bad());
+        }
+        Ok(Shard { index: k, count: n })
+    }
+}
+
+/// A run's (or one shard's) result, written as `shard.json` under --out.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// [`RUN_RECORD_VERSION`].
+    pub simcluster_run_record: u32,
+    pub identity: RunIdentity,
+    pub shard: Shard,
+    /// In the order a sequential run observes them.
+    pub executions: Vec<ExecutionRecord>,
+    /// An exhaustive strategy ran out of executions to explore.
+    pub exhausted: bool,
+    pub critical_transition: Option<CriticalSummary>,
+    pub jobs: usize,
+    pub wall_seconds: f64,
+    pub image_build_seconds: f64,
+    pub host_cpu: HostCpu,
+    pub memory_per_node_mib: f64,
+    pub disk_storage_per_node_kib: Option<f64>,
+    pub out: PathBuf,
+}
+
+/// The version of `shard.json` this simcluster writes and reads.
+pub const RUN_RECORD_VERSION: u32 = 1;
+
+/// A failing execution, as the summary lists them.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FailingExecution {
+    pub execution: u64,
+    pub crash_state: Option<u64>,
+    pub seed: u64,
+    pub message: String,
+    /// Its failure file, where one was written (each run or shard writes
+    /// its first failure's).
+    pub failure_file: Option<PathBuf>,
+}
+
+/// The summary printed as the last line of `run` and `merge`.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub executions: u64,
+    pub failures: u64,
+    pub trace_hash: String,
+    pub virtual_seconds: f64,
+    pub wall_seconds: f64,
+    pub seed: u64,
+    pub strategy: String,
+    /// An exhaustive strategy ran out of executions to explore.
+    pub exhausted: bool,
+    pub executions_per_hour: f64,
+    /// Executions run side by side (`--jobs`; merged: the largest).
+    pub jobs: usize,
+    /// "K/N" for one shard, "N shards" merged; null for a whole run.
+    pub shard: Option<String>,
+    pub runtime: String,
+    /// The user-mode Linux guest kernel series ("7.2", "6.1"); null on KVM.
+    pub kernel: Option<String>,
+    /// Host CPU seconds of the whole run, simcluster's own against its
+    /// guests' (the node processes it started and reaped).
+    pub host_cpu: HostCpu,
+    /// The user-mode Linux userspace mode ("seccomp", "ptrace"); null on KVM.
+    pub userspace: Option<String>,
+    pub nodes: usize,
+    pub images_hash: String,
+    pub image_build_seconds: f64,
+    /// Mean over the executions of the wall time from an execution's first
+    /// node spawn until every node's agent was ready (null: none got
+    /// there); image building is `image_build_seconds`, never part of it.
+    pub boot_wall_seconds: Option<f64>,
+    pub speedup: f64,
+    /// Mean PSS of one node's host processes at the end of an execution.
+    pub memory_per_node_mib: f64,
+    /// simcluster's storage for one node's data disk (overlay of written
+    /// blocks, cache view, write log) at the end of the last execution.
+    pub disk_storage_per_node_kib: Option<f64>,
+    /// Choice points of the reported execution.
+    pub choice_points: u64,
+    /// Events in the reported execution's trace (trace.jsonl lines): quiet
+    /// grants fold (see checker::trace), so this follows what guests saw,
+    /// not `grants`.
+    pub trace_events: usize,
+    /// Grants (times a node was let run) of the reported execution: the
+    /// engine's unit of work.
+    pub grants: u64,
+    /// Crashes in the reported execution.
+    pub crashes: u32,
+    /// netsim's counters for the reported execution.
+    pub network: Option<serde_json::Value>,
+    pub failure: Option<serde_json::Value>,
+    pub failure_file: Option<PathBuf>,
+    /// Which execution (0-based) failed first.
+    pub failing_execution: Option<u64>,
+    /// Every failing execution, lowest index first.
+    pub failing_executions: Vec<FailingExecution>,
+    pub critical_transition: Option<CriticalSummary>,
+    /// Disk crash states explored, over every crash point of the run.
+    pub crash_states_explored: u64,
+    /// The first disk crash point of each execution that had one.
+    pub crash_points: Vec<CrashPointSummary>,
+    pub out: PathBuf,
+}
+
+/// The summary line of one run, or of shards of one run (already checked
+/// to match: see `shard::merge`). The reported execution is the first
+/// failing one in sequential order, else the last; wall figures: the
+/// longest record's wall time (shards ran side by side).
+pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
+    let first = records.first()?;
+    let mut all: Vec<&ExecutionRecord> = records.iter().flat_map(|r| &r.executions).collect();
+    all.sort_by_key(|e| e.order_key());
+    let failing: Vec<&ExecutionRecord> = all.iter().copied().filter(|e| e.failure.is_some()).collect();
+    let shown = failing.first().copied().or(all.last().copied())?;
+    let id = &first.identity;
+    let wall = records.iter().map(|r| r.wall_seconds).fold(0.0, f64::max);
+    let virtual_total: f64 = all.iter().map(|e| e.virtual_ns as f64 / 1e9).sum();
+    let boots: Vec<f64> = all.iter().filter_map(|e| e.boot_wall_seconds).collect();
+    let mean = |xs: &mut dyn Iterator<Item = f64>| {
+        let v: Vec<f64> = xs.collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    // The record whose executions hold the reported one gives the
+    // critical transition (only a run's first failure is searched).
+    let critical = failing
+        .first()
+        .and_then(|f| records.iter().find(|r| r.executions.iter().any(|e| e.order_key() == f.order_key())))
+        .and_then(|r| r.critical_transition.clone());
+    let crash_points: Vec<CrashPointSummary> = all.iter().filter_map(|e| e.crash_point.clone()).collect();
+    Some(Summary {
+        executions: all.len() as u64,
+        failures: failing.len() as u64,
+        trace_hash: shown.trace_hash.clone(),
+        virtual_seconds: shown.virtual_ns as f64 / 1e9,
+        wall_seconds: wall,
+        seed: id.seed,
+        strategy: id.strategy.clone(),
+        exhausted: records.iter().any(|r| r.exhausted),
+        executions_per_hour: all.len() as f64 * 3600.0 / wall.max(1e-9),
+        jobs: records.iter().map(|r| r.jobs).max().unwrap_or(1),
+        shard: match records {
+            [one] if one.shard == Shard::ALL => None,
+            [one] => Some(one.shard.to_string()),
+            many => Some(format!("{} shards", many.len())),
+        },
+        runtime: id.runtime.clone(),
+        kernel: id.kernel.clone(),
+        host_cpu: HostCpu::sum(records.iter().map(|r| &r.host_cpu)),
+        userspace: id.userspace.clone(),
+        nodes: id.nodes,
+        images_hash: id.images_hash.clone(),
+        image_build_seconds: records.iter().map(|r| r.image_build_seconds).fold(0.0, f64::max),
+        boot_wall_seconds: mean(&mut boots.into_iter()),
+        speedup: virtual_total / wall.max(1e-9),
+        memory_per_node_mib: mean(&mut records.iter().map(|r| r.memory_per_node_mib)).unwrap_or(0.0),
+        disk_storage_per_node_kib: mean(&mut records.iter().filter_map(|r| r.disk_storage_per_node_kib)),
+        choice_points: shown.choice_points,
+        trace_events: shown.trace_events,
+        grants: shown.grants,
+        crashes: shown.crashes,
+        network: shown.network.clone(),
+        failure: shown.failure.clone(),
+        failure_file: failing.first().and_then(|f| f.failure_file.clone()),
+        failing_execution: failing.first().map(|f| f.execution),
+        failing_executions: failing
+            .iter()
+            .map(|f| FailingExecution {
+                execution: f.execution,
+                crash_state: f.crash_state,
+                seed: f.seed,
+                message: f.failure.as_ref().and_then(|v| v["message"].as_str()).and_then(|m| m.lines().next()).unwrap_or("").to_string(),
+                failure_file: f.failure_file.clone(),
+            })
+            .collect(),
+        critical_transition: critical,
+        crash_states_explored: crash_points.iter().map(|p| p.explored).sum(),
+        crash_points,
+        out,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_split_units_by_residue() {
+        let s: Shard = "2/3".parse().unwrap();
+        assert_eq!((0..10).filter(|&u| s.owns(u)).collect::<Vec<_>>(), vec![1, 4, 7]);
+        assert_eq!((0..3).map(|p| s.unit(p)).collect::<Vec<_>>(), vec![1, 4, 7]);
+        assert_eq!(s.units_below(10), 3);
+        assert_eq!(s.units_below(8), 3);
+        assert_eq!(s.units_below(7), 2);
+        assert_eq!(s.units_below(1), 0);
+        assert_eq!(Shard::ALL.units_below(5), 5);
+        for bad in ["0/2", "3/2", "1", "a/b", "1/0"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+    }
+}
