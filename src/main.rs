@@ -297,12 +297,20 @@ fn main() -> ExitCode {
     // are written whole or not at all, so nothing is left half-written.
     // A second signal while this runs is ignored by the handler thread.
     let _ = ctrlc::set_handler(|| {
+        simcluster::run::mark_exiting();
         vmm::uml::node::kill_all_nodes();
         simcluster::run::remove_scratch_now();
         eprintln!("simcluster: interrupted; the nodes are stopped");
         std::process::exit(130);
     });
     let result = dispatch(cli);
+    if simcluster::run::exiting() {
+        // The signal handler is taking the nodes down and will exit 130;
+        // whatever the run met on the way down is not its result.
+        loop {
+            std::thread::park();
+        }
+    }
     simcluster::run::remove_scratch();
     match result {
         Ok(code) => code,

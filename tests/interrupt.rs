@@ -32,7 +32,7 @@ fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-fn interrupt_a_busy_run(signal: libc::c_int) {
+fn interrupt_a_busy_run(signal: libc::c_int, extra: &[&str], processes: usize) {
     // Two guest programs that spin, so the run is still going when the
     // signal comes.
     let d = simple(2, None, "sh -c 'while :; do :; done' & sh -c 'while :; do :; done'; true", "");
@@ -42,6 +42,7 @@ fn interrupt_a_busy_run(signal: libc::c_int) {
         .arg(d.path())
         .arg("--out")
         .arg(out.path())
+        .args(extra)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -49,7 +50,7 @@ fn interrupt_a_busy_run(signal: libc::c_int) {
     // The nodes are up, then give the workload's programs time to start
     // (their host processes are the ones that used to be left behind).
     assert!(
-        wait_until(Duration::from_secs(60), || processes_under(&scratch).len() >= 4),
+        wait_until(Duration::from_secs(60), || processes_under(&scratch).len() >= processes),
         "the nodes did not come up under {}",
         scratch.display()
     );
@@ -77,10 +78,17 @@ fn interrupt_a_busy_run(signal: libc::c_int) {
 
 #[test]
 fn ctrl_c_takes_the_nodes_down() {
-    interrupt_a_busy_run(libc::SIGINT);
+    interrupt_a_busy_run(libc::SIGINT, &[], 4);
 }
 
 #[test]
 fn sigterm_takes_the_nodes_down() {
-    interrupt_a_busy_run(libc::SIGTERM);
+    interrupt_a_busy_run(libc::SIGTERM, &[], 4);
+}
+
+#[test]
+fn ctrl_c_takes_down_every_job_of_a_parallel_run() {
+    // Two executions side by side: both jobs' nodes are up (two nodes of
+    // two processes each, per job) when the signal comes.
+    interrupt_a_busy_run(libc::SIGINT, &["--executions", "4", "--jobs", "2", "--pin", "off"], 8);
 }

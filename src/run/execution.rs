@@ -36,10 +36,36 @@ fn scratch_root() -> PathBuf {
     std::env::temp_dir().join(format!("simcluster-{}", std::process::id()))
 }
 
+/// Set when the process is exiting mid-run: no execution starts after.
+static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Is the process exiting mid-run (see [`remove_scratch_now`])? Then an
+/// error a job meets on the way down is not the run's result.
+pub fn exiting() -> bool {
+    EXITING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The process is exiting mid-run (a signal): from now on no execution
+/// starts and none that ends counts. Call before killing the nodes, so an
+/// execution they die under is not taken for a result.
+pub fn mark_exiting() {
+    EXITING.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// Removes this process's scratch directory and everything in it, for a
-/// process about to exit mid-execution (its nodes already killed).
+/// process about to exit mid-execution (its nodes already killed, and no
+/// new node can start: see `vmm::uml::node::kill_all_nodes`). Other jobs'
+/// threads may still be between an execution's start and its first node,
+/// so it looks again for a little while.
 pub fn remove_scratch_now() {
-    let _ = std::fs::remove_dir_all(scratch_root());
+    EXITING.store(true, std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..10 {
+        let _ = std::fs::remove_dir_all(scratch_root());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        if !scratch_root().exists() {
+            return;
+        }
+    }
 }
 
 /// Removes this process's scratch directory once no execution uses it.
@@ -48,6 +74,9 @@ pub fn remove_scratch() {
 }
 
 fn scratch_dir() -> Result<PathBuf> {
+    if EXITING.load(std::sync::atomic::Ordering::SeqCst) {
+        anyhow::bail!("simcluster is exiting");
+    }
     let d = scratch_root();
     std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
     Ok(d)
@@ -155,6 +184,10 @@ pub(crate) fn execute_one(spec: &mut ExecutionSpec, strategy: &mut dyn Strategy,
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
+    if exiting() {
+        // Its nodes were killed under it: not a result.
+        anyhow::bail!("simcluster is exiting");
+    }
     Ok(Executed { result: r?, pcaps })
 }
 

@@ -29,7 +29,7 @@ use checker::strategy::{HybridDfs, KindWeights, Strategy};
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub(crate) use execution::{crash_states_param, disk_spec, execute_one, spec_for, Executed};
-pub use execution::{explore_for, failure_line, remove_scratch, remove_scratch_now};
+pub use execution::{exiting, explore_for, mark_exiting, failure_line, remove_scratch, remove_scratch_now};
 pub use host_cpu::HostCpu;
 pub use runtime::{choose_runtime, images_for_runtime, HostVirt, KVM_KERNEL_ENV};
 pub use summary::{CrashPointSummary, CriticalSummary, Shard, Summary};
@@ -163,9 +163,6 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     if opts.shard.units_below(limit) == 0 {
         return Err(BadInput(format!("--shard {}: a run of {limit} executions has none for shard {}", opts.shard, opts.shard.index)).into());
     }
-    let images = images_for_runtime(image::build(&cluster, opts.quiet)?, opts.runtime)?;
-    let explore = explore_for(&cluster, opts.window_ns, opts.max_crashes);
-    let disk = disk_spec(&cluster, &images)?;
     let jobs = opts.jobs.unwrap_or_else(|| jobs::default_jobs(&cluster)).max(1);
     // Never more jobs than executions to run.
     let jobs = if dfs || limit == u64::MAX { jobs } else { jobs.min(opts.shard.units_below(limit).max(1) as usize) };
@@ -176,6 +173,9 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
         let shard = if opts.shard == Shard::ALL { String::new() } else { format!(", shard {}", opts.shard) };
         eprintln!("{jobs} job{}{on}{shard}", if jobs == 1 { "" } else { "s" });
     }
+    let images = images_for_runtime(image::build(&cluster, opts.quiet)?, opts.runtime)?;
+    let explore = explore_for(&cluster, opts.window_ns, opts.max_crashes);
+    let disk = disk_spec(&cluster, &images)?;
     let make = |seed| execution::make_strategy(&opts.strategy, seed, explore.crash_weight);
     let mut strategy_spec = make(opts.seed).spec();
     strategy_spec.params.insert("window_ns".into(), explore.window_ns.into());

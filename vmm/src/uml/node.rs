@@ -227,19 +227,30 @@ pub struct UmlNode {
 /// process dies with it (PR_SET_PDEATHSIG) but the others would live on,
 /// reparented to init. Entries leave the set before the group leader is
 /// reaped, under the lock, so its pid is never signalled once reused.
-static LIVE_GROUPS: std::sync::Mutex<std::collections::BTreeSet<libc::pid_t>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
+/// A node is spawned and entered under the lock, so [`kill_all_nodes`]
+/// (which closes the set) sees every node: none starts after it, even
+/// from another job's thread.
+static LIVE_GROUPS: std::sync::Mutex<LiveGroups> =
+    std::sync::Mutex::new(LiveGroups { live: std::collections::BTreeSet::new(), closed: false });
 
-fn live_groups() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<libc::pid_t>> {
+struct LiveGroups {
+    live: std::collections::BTreeSet<libc::pid_t>,
+    /// [`kill_all_nodes`] ran: the process is exiting.
+    closed: bool,
+}
+
+fn live_groups() -> std::sync::MutexGuard<'static, LiveGroups> {
     LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Kills every node of this process (SIGKILL to each node's process
-/// group). For a signal handler thread that is about to exit the process:
-/// nodes killed here stay in the set, and their `UmlNode`s must not be
-/// used afterwards.
+/// group) and refuses to start new ones. For a signal handler thread that
+/// is about to exit the process: nodes killed here stay in the set, and
+/// their `UmlNode`s must not be used afterwards.
 pub fn kill_all_nodes() {
-    for &pgid in live_groups().iter() {
+    let mut groups = live_groups();
+    groups.closed = true;
+    for &pgid in groups.live.iter() {
         // SAFETY: signalling a process group this process created and has
         // not reaped (see LIVE_GROUPS).
         unsafe {
@@ -384,11 +395,17 @@ impl UmlNode {
                 Ok(())
             });
         }
+        let mut groups = live_groups();
+        if groups.closed {
+            let source = io::Error::new(io::ErrorKind::Interrupted, "simcluster is exiting");
+            return Err(UmlError::Spawn { kernel: cfg.kernel.clone(), source });
+        }
         let child = cmd
             .spawn()
             .map_err(|source| UmlError::Spawn { kernel: cfg.kernel.clone(), source })?;
+        groups.live.insert(child.id() as libc::pid_t);
+        drop(groups);
         drop(cmd);
-        live_groups().insert(child.id() as libc::pid_t);
         Ok(UmlNode {
             id,
             child,
@@ -1137,7 +1154,7 @@ impl UmlNode {
         unsafe {
             libc::kill(-pid, libc::SIGKILL);
         }
-        live_groups().remove(&pid);
+        live_groups().live.remove(&pid);
         self.child.wait().ok()
     }
 
