@@ -91,3 +91,29 @@ fn concurrent_runs_of_one_seed_agree() {
     let hashes: Vec<String> = runs.into_iter().map(|t| t.join().unwrap()).collect();
     assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{hashes:#?}");
 }
+
+/// Descriptors simcluster inherits (a batch system, a shell, a test
+/// harness leave some open) never reach a node: before, the guest kernel's
+/// boot line "epollctl add err fd N" named a host descriptor number that
+/// moved with them, and a run under Slurm had another trace hash than the
+/// same run from a shell.
+#[test]
+fn descriptors_simcluster_inherits_do_not_reach_the_guests() {
+    let dir = repo().join("guest-images/hello-cluster");
+    let mut hashes = Vec::new();
+    for open in ["", "exec 7</dev/null 8</dev/null 9</dev/null;"] {
+        let out = tempfile::tempdir().unwrap();
+        let script = format!("{open} exec \"$0\" run --quiet --seed 2 --images \"$1\" --out \"$2\"");
+        let o = std::process::Command::new("sh")
+            .args(["-c", &script, env!("CARGO_BIN_EXE_simcluster")])
+            .arg(&dir)
+            .arg(out.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let line = String::from_utf8_lossy(&o.stdout).lines().last().unwrap().to_string();
+        let j: serde_json::Value = serde_json::from_str(&line).unwrap();
+        hashes.push(j["trace_hash"].as_str().unwrap().to_string());
+    }
+    assert_eq!(hashes[0], hashes[1], "three more inherited descriptors changed the trace");
+}

@@ -8,42 +8,6 @@ use common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The keys of the JSON line that measure the host (wall time, CPU time,
-/// memory), where output directories appear, or that say how the run was
-/// split; everything else must not depend on --jobs or --shard.
-const HOST_FIGURES: &[&str] = &[
-    "wall_seconds",
-    "executions_per_hour",
-    "speedup",
-    "image_build_seconds",
-    "boot_wall_seconds",
-    "host_cpu",
-    "memory_per_node_mib",
-    "jobs",
-    "shard",
-    "out",
-    "failure_file",
-    "failing_executions",
-];
-
-fn without_host_figures(mut j: serde_json::Value) -> serde_json::Value {
-    let o = j.as_object_mut().unwrap();
-    for k in HOST_FIGURES {
-        assert!(o.remove(*k).is_some(), "the JSON line has no {k}");
-    }
-    j
-}
-
-/// The failing executions listed, without their failure file paths.
-fn failing(j: &serde_json::Value) -> Vec<(u64, String)> {
-    j["failing_executions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["execution"].as_u64().unwrap(), f["message"].as_str().unwrap().to_string()))
-        .collect()
-}
-
 /// Every file under `dir`, by relative path.
 fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     fn walk(root: &Path, d: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
@@ -79,7 +43,7 @@ fn same_for_any_jobs(cluster: &Path, args: &[&str], jobs: &[&str]) -> serde_json
         match &first {
             None => first = Some((line, failures)),
             Some((l0, f0)) => {
-                assert_eq!(without_host_figures(l0.clone()), without_host_figures(line.clone()), "--jobs {j} vs {}", jobs[0]);
+                assert_same_run(l0, &line, &format!("--jobs {j} vs {}", jobs[0]));
                 assert_eq!(failing(l0), failing(&line));
                 assert_eq!(f0.keys().collect::<Vec<_>>(), failures.keys().collect::<Vec<_>>(), "--jobs {j}: failure files");
                 for (name, bytes) in f0 {
@@ -161,7 +125,7 @@ fn two_shards_merged_equal_the_unsharded_run() {
     assert_eq!(r.code, if unsharded["failures"] == 0 { 0 } else { 1 }, "{r:?}");
     let merged = r.json();
     assert_eq!(merged["shard"], "2 shards");
-    assert_eq!(without_host_figures(unsharded.clone()), without_host_figures(merged.clone()));
+    assert_same_run(&unsharded, &merged, "unsharded vs merged");
     assert_eq!(failing(&unsharded), failing(&merged));
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(merged_out.path().join("summary.json")).unwrap()).unwrap();

@@ -185,3 +185,53 @@ pub fn with_cluster_keys(parent: &Path, name: &str, keys: &str) -> (tempfile::Te
         toml.replacen("[cluster]\n", &format!("[cluster]\n{keys}\n"), 1)
     })
 }
+
+/// The keys of the JSON line that measure the host (wall time, CPU time,
+/// memory), where output directories appear, or that say how the run was
+/// split; everything else must not depend on --jobs or --shard.
+pub const HOST_FIGURES: &[&str] = &[
+    "wall_seconds",
+    "executions_per_hour",
+    "speedup",
+    "image_build_seconds",
+    "boot_wall_seconds",
+    "host_cpu",
+    "memory_per_node_mib",
+    "jobs",
+    "shard",
+    "out",
+    "failure_file",
+    "failing_executions",
+];
+
+pub fn without_host_figures(mut j: serde_json::Value) -> serde_json::Value {
+    let o = j.as_object_mut().unwrap();
+    for k in HOST_FIGURES {
+        assert!(o.remove(*k).is_some(), "the JSON line has no {k}");
+    }
+    j
+}
+
+/// The failing executions listed, without their failure file paths.
+pub fn failing(j: &serde_json::Value) -> Vec<(u64, String)> {
+    j["failing_executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["execution"].as_u64().unwrap(), f["message"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// Asserts two runs' JSON lines are equal but for host figures, naming
+/// the keys that differ.
+pub fn assert_same_run(a: &serde_json::Value, b: &serde_json::Value, what: &str) {
+    let (a, b) = (without_host_figures(a.clone()), without_host_figures(b.clone()));
+    let differ: Vec<String> = a
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, v)| b.get(k.as_str()) != Some(v))
+        .map(|(k, v)| format!("{k}: {v} vs {}", b.get(k.as_str()).unwrap_or(&serde_json::Value::Null)))
+        .collect();
+    assert!(differ.is_empty() && a == b, "{what}: the runs differ in\n{}", differ.join("\n"));
+}

@@ -391,6 +391,11 @@ impl UmlNode {
                 // A guest panic ends in abort(); no host core files.
                 let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
                 libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+                // Only stdin, stdout and stderr cross exec: descriptors
+                // simcluster inherited (a batch system's, a shell's) would
+                // shift the node's own descriptor numbers, which its
+                // kernel prints on the console. Best effort: Linux 5.11+.
+                libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
                 super::seccomp::deny_getrandom()?;
                 Ok(())
             });
