@@ -27,6 +27,18 @@ export SIMCLUSTER_UML_KERNEL
 # so that its summary closes the output; a failure still fails the script.
 db_status=0
 SIMCLUSTER_BIN=target/debug/simcluster scripts/determinism-db.sh 1 5 || db_status=$?
+# A private one-machine Slurm (Debian's packages, installed if missing)
+# for tests/slurm.rs: a job array of shards, merged. If it cannot start,
+# that test says why it skips.
+slurm_dir=$(mktemp -d /tmp/simcluster-slurm.XXXXXX)
+export SIMCLUSTER_SLURM_DIR=$slurm_dir
+trap 'scripts/slurm/local.sh stop; rm -rf "$slurm_dir"' EXIT
+if scripts/slurm/local.sh start; then
+  # shellcheck disable=SC1091
+  . "$slurm_dir/env"
+else
+  echo "note: the local Slurm did not start; tests/slurm.rs will say it skips"
+fi
 # --no-fail-fast: one failing test binary does not hide the others' results.
 cargo test --workspace --no-fail-fast 2>&1
 exit $db_status

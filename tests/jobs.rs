@@ -188,3 +188,48 @@ fn bad_shards_and_jobs_are_bad_input() {
     }
     assert!(!out.path().join("shard.json").exists(), "nothing written for bad input");
 }
+
+/// The Kubernetes Indexed Job's entry point (deploy/k8s/shard-entry.sh),
+/// run as its two pods would run it (JOB_COMPLETION_INDEX 0 and 1), merged,
+/// equals the unsharded run; the manifest keeps completions, parallelism
+/// and SHARDS equal.
+#[test]
+fn an_indexed_jobs_pods_merged_equal_the_unsharded_run() {
+    let Some(ex) = examples() else { return };
+    let cluster = ex.join("crash-primary");
+    let whole = tempfile::tempdir().unwrap();
+    let unsharded = run_cluster(&cluster, whole.path(), &["--executions", "4", "--seed", "7", "--jobs", "1"]).json();
+    let root = tempfile::tempdir().unwrap();
+    let pod = |index: &str, shards: &str| {
+        std::process::Command::new(repo().join("deploy/k8s/shard-entry.sh"))
+            .env("JOB_COMPLETION_INDEX", index)
+            .env("SHARDS", shards)
+            .env("OUT_ROOT", root.path())
+            .env("JOBS", "1")
+            .env("SIMCLUSTER", env!("CARGO_BIN_EXE_simcluster"))
+            .args(["--images", cluster.to_str().unwrap(), "--executions", "4", "--seed", "7", "--quiet"])
+            .output()
+            .unwrap()
+    };
+    for index in ["0", "1"] {
+        let o = pod(index, "2");
+        assert!(o.status.success(), "pod {index}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let shards: Vec<String> = (1..=2).map(|k| root.path().join(format!("shard-{k}")).display().to_string()).collect();
+    let r = run(&["merge", &shards[0], &shards[1]]);
+    assert!(r.code == 0 || r.code == 1, "{r:?}");
+    assert_same_run(&unsharded, &r.json(), "unsharded vs the Indexed Job's pods");
+    let o = pod("2", "2");
+    assert_eq!(o.status.code(), Some(2), "an index past SHARDS: {}", String::from_utf8_lossy(&o.stderr));
+
+    let manifest = std::fs::read_to_string(repo().join("deploy/k8s/indexed-job.yaml")).unwrap();
+    let value = |key: &str| -> String {
+        let line = manifest.lines().find(|l| l.trim_start().starts_with(key)).unwrap_or_else(|| panic!("no {key}"));
+        line.split_once(':').unwrap().1.trim().trim_matches('"').to_string()
+    };
+    assert_eq!(value("completionMode"), "Indexed");
+    let shards_env = manifest.lines().skip_while(|l| !l.contains("name: SHARDS")).nth(1).unwrap();
+    let shards_env = shards_env.split_once(':').unwrap().1.trim().trim_matches('"').to_string();
+    assert_eq!(value("completions"), shards_env);
+    assert_eq!(value("parallelism"), shards_env);
+}
