@@ -35,6 +35,18 @@ pub struct ClusterFile {
     pub check: CheckSection,
     #[serde(default)]
     pub faults: FaultsSection,
+    /// `[[expect]]`: what exploration must get to at least once.
+    #[serde(default, rename = "expect")]
+    pub expects: Vec<ExpectSection>,
+}
+
+/// `[[expect]] reached = "NAME"`: some execution of the run must print
+/// `@reached NAME` (or `@sometimes NAME`) on a guest console; otherwise
+/// the run fails (see `checker::reach`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectSection {
+    pub reached: String,
 }
 
 /// `[faults]`: what may go wrong, and when.
@@ -396,6 +408,8 @@ pub struct Cluster {
     pub explore: checker::engine::ExploreSpec,
     /// `[[faults.partition]]`, checked.
     pub partitions: Vec<checker::engine::ScheduledPartition>,
+    /// `[[expect]] reached` names, checked, in file order.
+    pub expect_reached: Vec<String>,
 }
 
 /// `[disk]` with defaults applied.
@@ -650,6 +664,18 @@ impl Cluster {
                 invalid(format!("[check] history = {name:?}: no such node (nodes are n1..n{n})"))
             })?),
         };
+        let mut expect_reached = Vec::new();
+        for (i, e) in spec.expects.iter().enumerate() {
+            if !checker::reach::valid_name(&e.reached) {
+                return Err(invalid(format!(
+                    "[[expect]] #{}: reached = {:?}: a name is one word of printable ASCII, as a guest prints it \
+                     after @reached",
+                    i + 1,
+                    e.reached
+                )));
+            }
+            expect_reached.push(e.reached.clone());
+        }
         let explore = checker::engine::ExploreSpec {
             window_ns,
             max_crashes: crash.max,
@@ -749,6 +775,7 @@ impl Cluster {
             disk,
             explore,
             partitions,
+            expect_reached,
         })
     }
 

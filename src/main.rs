@@ -290,6 +290,17 @@ fn pin(c: &CommonArgs) -> anyhow::Result<Option<usize>> {
     Ok(cpu)
 }
 
+/// Says which `[[expect]] reached` names no execution reached.
+fn report_unreached(summary: &simcluster::run::Summary) {
+    for name in &summary.unreached {
+        eprintln!(
+            "NOT REACHED: no execution of {} printed \"@reached {name}\" (cluster.toml [[expect]] reached = {name:?}); \
+             explore more executions, another strategy, or check that the program prints it",
+            summary.executions
+        );
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Ctrl-C, SIGTERM or SIGHUP: take the nodes down with us (their helper
@@ -377,6 +388,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     eprintln!("replay with: simcluster replay {}", p.display());
                 }
             }
+            report_unreached(&summary);
             println!("{}", serde_json::to_string(&summary)?);
             Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
@@ -393,8 +405,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     eprintln!("replay with: simcluster replay {}", p.display());
                 }
             }
+            report_unreached(&summary);
             println!("{line}");
-            Ok(if summary.failures > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            Ok(if summary.failed() { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Replay { failure_file, common } => {
             pin(&common)?;

@@ -5,6 +5,7 @@ pub mod linearizability;
 pub mod shrink;
 pub mod failure_file;
 pub mod strategy;
+pub mod reach;
 pub mod trace;
 pub mod report;
 pub mod engine;

@@ -271,6 +271,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
             executions: opts.executions,
             until_failure: opts.until_failure,
             critical_walks: opts.critical_walks,
+            expect_reached: cluster.expect_reached.clone(),
         },
         shard: opts.shard,
         executions,
@@ -292,7 +293,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     };
     shard::write_record(&opts.out, &record)?;
     let summary = summary::summarize(std::slice::from_ref(&record), opts.out.clone()).expect("a run record has executions");
-    let failed = summary.failures > 0;
+    let failed = summary.failed();
     Ok((summary, failed))
 }
 

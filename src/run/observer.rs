@@ -160,6 +160,7 @@ impl<'a> Observer<'a> {
                     states_exact: p.states_exact,
                     explored,
                 }),
+                reached: checker::reach::reached(&result.trace),
             };
             if let Some(dir) = &self.opts.pcap {
                 write_pcaps(&dir.join(record.label()), &pcaps)?;

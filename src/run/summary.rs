@@ -7,6 +7,7 @@
 //! merge` of shard records and an unsharded run give the same line, wall
 //! figures aside.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -68,6 +69,10 @@ pub struct ExecutionRecord {
     pub failure_file: Option<PathBuf>,
     /// The execution's first disk crash point (not on siblings).
     pub crash_point: Option<CrashPointSummary>,
+    /// `@reached NAME` / `@sometimes NAME` lines its guests printed, by
+    /// name (see `checker::reach`).
+    #[serde(default)]
+    pub reached: BTreeMap<String, u64>,
 }
 
 impl ExecutionRecord {
@@ -108,6 +113,9 @@ pub struct RunIdentity {
     pub executions: Option<u64>,
     pub until_failure: bool,
     pub critical_walks: u32,
+    /// cluster.toml's `[[expect]] reached` names.
+    #[serde(default)]
+    pub expect_reached: Vec<String>,
 }
 
 /// Which part of a run's executions a shard ran: `--shard K/N` runs every
@@ -199,6 +207,15 @@ pub struct FailingExecution {
     pub failure_file: Option<PathBuf>,
 }
 
+/// How often a reachability name showed over a run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ReachedCount {
+    /// Executions in which it showed at least once.
+    pub executions: u64,
+    /// Lines that named it, over all executions.
+    pub hits: u64,
+}
+
 /// The summary printed as the last line of `run` and `merge`.
 #[derive(Debug, Serialize)]
 pub struct Summary {
@@ -261,7 +278,21 @@ pub struct Summary {
     pub crash_states_explored: u64,
     /// The first disk crash point of each execution that had one.
     pub crash_points: Vec<CrashPointSummary>,
+    /// Every reachability name guests printed (`@reached NAME`,
+    /// `@sometimes NAME`), and every `[[expect]] reached` name, with how
+    /// often it showed.
+    pub reached: BTreeMap<String, ReachedCount>,
+    /// `[[expect]] reached` names no execution showed: the run fails.
+    pub unreached: Vec<String>,
     pub out: PathBuf,
+}
+
+impl Summary {
+    /// A property failed in some execution, or an expected name was never
+    /// reached.
+    pub fn failed(&self) -> bool {
+        self.failures > 0 || !self.unreached.is_empty()
+    }
 }
 
 /// The summary line of one run, or of shards of one run (already checked
@@ -289,6 +320,16 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         .and_then(|f| records.iter().find(|r| r.executions.iter().any(|e| e.order_key() == f.order_key())))
         .and_then(|r| r.critical_transition.clone());
     let crash_points: Vec<CrashPointSummary> = all.iter().filter_map(|e| e.crash_point.clone()).collect();
+    let mut reached: BTreeMap<String, ReachedCount> =
+        id.expect_reached.iter().map(|n| (n.clone(), ReachedCount { executions: 0, hits: 0 })).collect();
+    for e in &all {
+        for (name, hits) in &e.reached {
+            let c = reached.entry(name.clone()).or_insert(ReachedCount { executions: 0, hits: 0 });
+            c.executions += 1;
+            c.hits += hits;
+        }
+    }
+    let unreached = id.expect_reached.iter().filter(|n| reached[n.as_str()].executions == 0).cloned().collect();
     Some(Summary {
         executions: all.len() as u64,
         failures: failing.len() as u64,
@@ -337,6 +378,8 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         critical_transition: critical,
         crash_states_explored: crash_points.iter().map(|p| p.explored).sum(),
         crash_points,
+        reached,
+        unreached,
         out,
     })
 }

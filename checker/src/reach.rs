@@ -1,0 +1,63 @@
+//! Reachability assertions (Antithesis's `reachable`/`sometimes`): a guest
+//! prints `@reached NAME` or `@sometimes NAME` on its console when it gets
+//! somewhere worth getting to. A run counts, over all its executions, how
+//! often each name showed; `[[expect]] reached = "NAME"` in cluster.toml
+//! fails the run when a name never shows, so a user learns when
+//! exploration never reaches the state they care about.
+
+use std::collections::BTreeMap;
+
+use crate::trace::{EventKind, Trace};
+
+/// The name a console line reports, if it is a reachability line: its first
+/// word after `@reached` or `@sometimes` (leading blanks and a trailing
+/// carriage return ignored).
+pub fn reached_name(line: &str) -> Option<&str> {
+    let rest = line.trim_start();
+    let rest = rest.strip_prefix("@reached ").or_else(|| rest.strip_prefix("@sometimes "))?;
+    rest.split_whitespace().next()
+}
+
+/// Every name an execution's guests reported, with how many times.
+pub fn reached(trace: &Trace) -> BTreeMap<String, u64> {
+    let mut names = BTreeMap::new();
+    for e in trace.events() {
+        if let EventKind::Console { text } = &e.kind {
+            if let Some(name) = reached_name(text) {
+                *names.entry(name.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    names
+}
+
+/// Is `name` usable as a reachability name (one word of printable ASCII)?
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reachability_lines_name_their_first_word() {
+        assert_eq!(reached_name("@reached leader-elected"), Some("leader-elected"));
+        assert_eq!(reached_name("  @sometimes split-brain now\r"), Some("split-brain"));
+        assert_eq!(reached_name("@reached"), None);
+        assert_eq!(reached_name("log: @reached x"), None, "only at the start of a line");
+        assert_eq!(reached_name("@reachedx y"), None);
+    }
+
+    #[test]
+    fn counts_every_line_of_every_node() {
+        let mut t = Trace::new();
+        t.push(1, 1, EventKind::Console { text: "@reached a".into() });
+        t.push(2, 2, EventKind::Console { text: "@sometimes a".into() });
+        t.push(3, 2, EventKind::Console { text: "@reached b".into() });
+        t.push(4, 2, EventKind::Console { text: "unrelated".into() });
+        let r = reached(&t);
+        assert_eq!(r, BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 1)]));
+        assert!(valid_name("a-b_c.1") && !valid_name("") && !valid_name("two words"));
+    }
+}
