@@ -267,6 +267,25 @@ pub struct NetConfig {
     /// Overrides keyed `"1-2"` / `"n1-n2"` (both directions) or `"1->2"`
     /// (one direction; wins over a two-way key for that direction).
     pub links: BTreeMap<String, LinkOverride>,
+    /// Whether datagrams in flight on a link may be delivered in any order
+    /// (the strategy chooses; see [`DatagramOrder`]).
+    pub datagram_order: DatagramOrder,
+}
+
+/// `datagram_order`: may the exploration strategy deliver the datagrams
+/// in flight on one link (IP packets other than TCP: UDP, ICMP, ...) in
+/// any order? A real network may reorder them without any fault, and
+/// programs that assume it does not are wrong. TCP segments and non-IP
+/// frames (ARP) stay first-in first-out per link: reordering them would
+/// only exercise the guests' own TCP stacks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatagramOrder {
+    /// Any order: each datagram in flight is its own delivery action.
+    #[default]
+    Any,
+    /// First-in first-out per link, like every other frame.
+    Fifo,
 }
 
 impl Default for NetConfig {
@@ -282,6 +301,7 @@ impl Default for NetConfig {
             partition_gap: Latency::Uniform { min: 5_000_000_000, max: 20_000_000_000 },
             partition_length: Latency::Uniform { min: 1_000_000_000, max: 10_000_000_000 },
             links: BTreeMap::new(),
+            datagram_order: DatagramOrder::Any,
         }
     }
 }

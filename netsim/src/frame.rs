@@ -116,3 +116,38 @@ mod tests {
         assert_eq!(arp_request(a, b).len(), 42);
     }
 }
+
+/// Is `frame` a datagram: an IPv4 or IPv6 packet whose protocol is not TCP
+/// (UDP, ICMP, ...)? ARP and other non-IP frames are not; neither is a
+/// frame too short to say. (IPv6 extension headers are not followed: a
+/// TCP segment behind one counts as a datagram.)
+pub fn is_datagram(frame: &[u8]) -> bool {
+    const TCP: u8 = 6;
+    match frame.get(12..14) {
+        Some([0x08, 0x00]) => frame.get(14 + 9).is_some_and(|&p| p != TCP),
+        Some([0x86, 0xdd]) => frame.get(14 + 6).is_some_and(|&p| p != TCP),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod datagram_tests {
+    use super::*;
+    use crate::NodeId;
+
+    #[test]
+    fn udp_and_icmp_are_datagrams_tcp_and_arp_are_not() {
+        let (a, b) = (NodeId::new(1).unwrap(), NodeId::new(2).unwrap());
+        assert!(!is_datagram(&arp_request(a, b)));
+        let mut ip = vec![0u8; 20];
+        ip[0] = 0x45;
+        ip[9] = 17; // UDP
+        let udp = ethernet([2; 6], [4; 6], 0x0800, &ip);
+        assert!(is_datagram(&udp));
+        ip[9] = 1; // ICMP
+        assert!(is_datagram(&ethernet([2; 6], [4; 6], 0x0800, &ip)));
+        ip[9] = 6; // TCP
+        assert!(!is_datagram(&ethernet([2; 6], [4; 6], 0x0800, &ip)));
+        assert!(!is_datagram(&udp[..20]), "too short to say");
+    }
+}

@@ -52,6 +52,8 @@ pub(super) struct NetState {
     nodes: u16,
     /// The host client's node, named `host` in partition descriptions.
     host: Option<NodeId>,
+    /// Datagrams in flight on a link may be delivered in any order.
+    any_datagram_order: bool,
 }
 
 /// "{n1} | {n2,n3}" or "{n1} -> {n2,n3} cut".
@@ -134,7 +136,8 @@ impl NetState {
             None => None,
             Some(dir) => Some(open_capture(dir, nodes, host)?),
         };
-        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, nodes, host })
+        let any_datagram_order = spec.config.datagram_order == netsim::DatagramOrder::Any;
+        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, nodes, host, any_datagram_order })
     }
 
     /// The earliest pending network event (delivery or fault).
@@ -147,18 +150,40 @@ impl NetState {
         }
     }
 
-    /// Deliveries due by `horizon` that may go next: per directed link only
-    /// the oldest, so a link stays first-in first-out (netsim's promise;
-    /// reordering within a link is netsim's choice, made when it schedules).
-    /// (id, to, from, due time), in netsim's order.
+    /// Deliveries due by `horizon` that may go next, (id, to, from, due
+    /// time), in netsim's order:
+    /// - per directed link the oldest frame (its head), so TCP segments and
+    ///   other non-datagrams stay first-in first-out per link;
+    /// - with `datagram_order = "any"`, once a link's head is due, every
+    ///   other datagram in flight on that link too, due at the head's time:
+    ///   choosing one delivers it ahead of the frames sent before it, as a
+    ///   network that reorders datagrams would. Each is its own action, so
+    ///   every strategy sees the order of datagrams as a choice.
     pub fn deliveries_until(&self, horizon: u64) -> Vec<(DeliveryId, u16, u16, u64)> {
-        let mut seen = std::collections::BTreeSet::new();
-        self.net
-            .pending()
-            .take_while(|d| d.time <= horizon)
-            .filter(|d| seen.insert((d.from, d.to)))
-            .map(|d| (d.id, d.to.get(), d.from.get(), d.time))
-            .collect()
+        let mut heads: std::collections::BTreeMap<(NodeId, NodeId), u64> = std::collections::BTreeMap::new();
+        let mut out = Vec::new();
+        for d in self.net.pending() {
+            let link = (d.from, d.to);
+            match heads.get(&link) {
+                None if d.time <= horizon => {
+                    heads.insert(link, d.time);
+                    out.push((d.id, d.to.get(), d.from.get(), d.time));
+                }
+                None => {
+                    // Not due: nothing behind it on this link is either.
+                    heads.insert(link, u64::MAX);
+                }
+                Some(&head) if head != u64::MAX && self.any_datagram_order && netsim::frame::is_datagram(&d.frame) => {
+                    out.push((d.id, d.to.get(), d.from.get(), head));
+                }
+                Some(_) => {}
+            }
+            if !self.any_datagram_order && d.time > horizon {
+                // FIFO only: netsim's order is by time, nothing later is due.
+                break;
+            }
+        }
+        out
     }
 
     /// The next fault of the timeline: (due time, is it a heal).

@@ -7,7 +7,10 @@
 //!
 //! Threads here are (node, kind) pairs, so "node 2 receives frames" and
 //! "node 2 runs" can be ordered either way. Within a thread, the earliest
-//! action (default order) goes first. Initial priorities are a hash of
+//! action (default order) goes first; actions the default order cannot
+//! tell apart (datagrams in flight on one link, which the engine offers
+//! together) are each a thread of their own with a random priority: a hash
+//! of (salt, step, position), so their order is a coin flip per step. Initial priorities are a hash of
 //! (seed, execution, thread), so they do not depend on the order in which
 //! threads first appear.
 
@@ -53,12 +56,19 @@ impl Pct {
     }
 
     /// Index of the highest-priority thread's earliest action.
-    fn pick(&self, enabled: &[EnabledAction]) -> usize {
+    fn pick(&self, step: u64, enabled: &[EnabledAction]) -> usize {
+        let tie = |i: usize| mix64(self.salt ^ mix64(step) ^ i as u64);
         let mut best = 0;
         for i in 1..enabled.len() {
             let (a, b) = (&enabled[i], &enabled[best]);
             let (pa, pb) = (self.priority((a.node, a.kind)), self.priority((b.node, b.kind)));
-            let better = pa > pb || (pa == pb && default_order(a, b).is_lt());
+            let better = pa > pb
+                || (pa == pb
+                    && match default_order(a, b) {
+                        std::cmp::Ordering::Less => true,
+                        std::cmp::Ordering::Greater => false,
+                        std::cmp::Ordering::Equal => tie(i) > tie(best),
+                    });
             if better {
                 best = i;
             }
@@ -94,10 +104,10 @@ impl Strategy for Pct {
         let start = self.change_points.partition_point(|c| c.0 < step);
         let end = self.change_points.partition_point(|c| c.0 <= step);
         for c in start..end {
-            let a = enabled[self.pick(enabled)];
+            let a = enabled[self.pick(step, enabled)];
             self.lowered.insert((a.node, a.kind), self.change_points[c].1);
         }
-        self.pick(enabled)
+        self.pick(step, enabled)
     }
 }
 
