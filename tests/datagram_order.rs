@@ -30,6 +30,12 @@ fn every_strategy_finds_a_datagram_reordering_without_any_fault() {
         assert!(j["failing_execution"].as_u64().unwrap() < 20, "{j}");
         assert_eq!(j["network"]["reordered"], 0, "netsim reordered nothing: the strategy did");
         assert!(j["failure"]["message"].as_str().unwrap().contains("replica-holds-last-write"), "{j}");
+        // The decision names which datagram went first (alike deliveries
+        // differ in their place behind the link's head): it replays.
+        let replay_out = tempfile::tempdir().unwrap();
+        let file = j["failure_file"].as_str().unwrap();
+        let r = run(&["replay", "--quiet", "--out", replay_out.path().to_str().unwrap(), file]);
+        assert_eq!(r.code, 0, "{strategy}: the reordering did not replay: {r:?}");
     }
 }
 

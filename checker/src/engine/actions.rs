@@ -52,10 +52,12 @@ impl Enabled {
     pub fn run_host(node: u16, due: u64) -> Enabled {
         Enabled { action: Action::RunHost, desc: EnabledAction::new(node, ActionKind::RunNode, due) }
     }
-    pub fn deliver(id: DeliveryId, to: u16, from: u16, due: u64) -> Enabled {
+    /// `behind`: 0 for a link's oldest frame, k for the k-th datagram
+    /// offered behind it (see `NetState::deliveries_until`).
+    pub fn deliver(id: DeliveryId, to: u16, from: u16, due: u64, behind: u16) -> Enabled {
         Enabled {
             action: Action::Deliver(id),
-            desc: EnabledAction::new(to, ActionKind::DeliverFrame, due).with_peer(from),
+            desc: EnabledAction::new(to, ActionKind::DeliverFrame, due).with_peer(from).behind(behind),
         }
     }
     pub fn network_fault(heal: bool, due: u64) -> Enabled {

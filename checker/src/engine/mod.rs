@@ -504,8 +504,8 @@ impl Execution<'_> {
             }
         }
         if let Some(ns) = &self.net {
-            for (id, to, from, due) in ns.deliveries_until(horizon) {
-                into.push(Enabled::deliver(id, to, from, due));
+            for (id, to, from, due, behind) in ns.deliveries_until(horizon) {
+                into.push(Enabled::deliver(id, to, from, due, behind));
             }
             if let Some((due, heal)) = ns.next_fault().filter(|(t, _)| *t <= horizon) {
                 into.push(Enabled::network_fault(heal, due));

@@ -159,22 +159,28 @@ impl NetState {
     ///   choosing one delivers it ahead of the frames sent before it, as a
     ///   network that reorders datagrams would. Each is its own action, so
     ///   every strategy sees the order of datagrams as a choice.
-    pub fn deliveries_until(&self, horizon: u64) -> Vec<(DeliveryId, u16, u16, u64)> {
-        let mut heads: std::collections::BTreeMap<(NodeId, NodeId), u64> = std::collections::BTreeMap::new();
+    /// The last field is the datagram's place behind its link's head (0
+    /// for a head), which tells alike deliveries apart in decisions.
+    pub fn deliveries_until(&self, horizon: u64) -> Vec<(DeliveryId, u16, u16, u64, u16)> {
+        // Per link: (head's due time, datagrams offered behind it).
+        let mut heads: std::collections::BTreeMap<(NodeId, NodeId), (u64, u16)> = std::collections::BTreeMap::new();
         let mut out = Vec::new();
         for d in self.net.pending() {
             let link = (d.from, d.to);
-            match heads.get(&link) {
+            match heads.get_mut(&link) {
                 None if d.time <= horizon => {
-                    heads.insert(link, d.time);
-                    out.push((d.id, d.to.get(), d.from.get(), d.time));
+                    heads.insert(link, (d.time, 0));
+                    out.push((d.id, d.to.get(), d.from.get(), d.time, 0));
                 }
                 None => {
                     // Not due: nothing behind it on this link is either.
-                    heads.insert(link, u64::MAX);
+                    heads.insert(link, (u64::MAX, 0));
                 }
-                Some(&head) if head != u64::MAX && self.any_datagram_order && netsim::frame::is_datagram(&d.frame) => {
-                    out.push((d.id, d.to.get(), d.from.get(), head));
+                Some((head, behind))
+                    if *head != u64::MAX && self.any_datagram_order && netsim::frame::is_datagram(&d.frame) =>
+                {
+                    *behind = behind.saturating_add(1);
+                    out.push((d.id, d.to.get(), d.from.get(), *head, *behind));
                 }
                 Some(_) => {}
             }

@@ -38,7 +38,7 @@ impl Guided {
 /// Same action, ignoring when it was due (a replay that went slightly
 /// differently may see it due at another time).
 fn same(a: &EnabledAction, b: &EnabledAction) -> bool {
-    (a.node, a.kind, a.peer) == (b.node, b.kind, b.peer)
+    (a.node, a.kind, a.peer, a.behind) == (b.node, b.kind, b.peer, b.behind)
 }
 
 impl Strategy for Guided {

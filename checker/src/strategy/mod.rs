@@ -98,14 +98,28 @@ pub struct EnabledAction {
     pub time: u64,
     /// The other node involved: a frame's sender, a partition's other side.
     pub peer: Option<u16>,
+    /// For a datagram offered ahead of older frames on its link: its place
+    /// behind the link's oldest frame (1, 2, ...); 0 for every other action.
+    /// It tells apart deliveries that are otherwise alike (same receiver,
+    /// sender and due time), so a recorded decision names one of them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub behind: u16,
+}
+
+fn is_zero(n: &u16) -> bool {
+    *n == 0
 }
 
 impl EnabledAction {
     pub fn new(node: u16, kind: ActionKind, time: u64) -> Self {
-        EnabledAction { node, kind, time, peer: None }
+        EnabledAction { node, kind, time, peer: None, behind: 0 }
     }
     pub fn with_peer(mut self, peer: u16) -> Self {
         self.peer = Some(peer);
+        self
+    }
+    pub fn behind(mut self, behind: u16) -> Self {
+        self.behind = behind;
         self
     }
 }
