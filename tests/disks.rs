@@ -162,3 +162,32 @@ fn a_restarted_node_keeps_the_cluster_date() {
     // Two nodes at boot, and n2 again after its restart.
     assert_eq!(seen, 3, "{trace}");
 }
+
+/// Crash points fall where data is at risk: on db-cluster (etcd, which
+/// fsyncs before it answers) a crash is offered only while the node holds
+/// volatile writes, so its crash points have several crash states. Before,
+/// most had none (crashes were also offered whenever frames were in flight,
+/// which in etcd is always).
+#[test]
+fn db_cluster_crash_points_have_volatile_writes_and_several_states() {
+    let dir = repo().join("guest-images/db-cluster");
+    match std::process::Command::new("sh").arg(dir.join("build.sh")).output() {
+        Ok(o) if o.status.success() => {}
+        other => {
+            println!("skipping: db-cluster's client could not be built: {other:?}");
+            return;
+        }
+    }
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(&dir, out.path(), &["--executions", "3", "--seed", "2"]);
+    assert!(r.code == 0 || r.code == 1, "{r:?}");
+    let j = r.json();
+    let points = j["crash_points"].as_array().unwrap();
+    assert!(points.len() >= 2, "db-cluster crashes a node in most executions: {j}");
+    let at_risk = points
+        .iter()
+        .filter(|p| p["volatile_writes"].as_u64().unwrap() > 0 && p["states"].as_u64().unwrap() > 1)
+        .count();
+    assert!(at_risk * 2 > points.len(), "most crash points must have volatile writes and several states: {points:?}");
+    assert!(j["crash_states_explored"].as_u64().unwrap() > points.len() as u64, "{j}");
+}
