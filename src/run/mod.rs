@@ -37,7 +37,7 @@ pub use summary::{CrashPointSummary, CriticalSummary, Shard, Summary};
 use crate::cluster::Cluster;
 use crate::image;
 use crate::outputs::{write_execution, write_pcaps};
-use observer::{Group, Observer};
+use observer::{Group, Observer, UnitRunner};
 use parallel::{Feed, Flow};
 use summary::{RunIdentity, RunRecord, RUN_RECORD_VERSION};
 
@@ -147,103 +147,20 @@ struct UnitOutput {
     exhausted: bool,
 }
 
-/// `simcluster run`.
+/// `simcluster run`: checks the options, builds the images, runs the
+/// units of work on the jobs, and summarises the record it writes.
 pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let cluster = Cluster::load(cluster_dir)?;
-    let dfs = opts.strategy.kind == StrategyKind::Dfs;
-    if dfs && opts.shard.count > 1 {
-        return Err(BadInput(format!(
-            "--shard {}: dfs cannot be sharded: its executions are numbered across rounds whose sizes are known only \
-             after they run; run dfs on one machine (--jobs uses every core), or shard random, pct, delay or delay-all",
-            opts.shard
-        ))
-        .into());
-    }
-    let limit = opts.executions.unwrap_or(if opts.time_budget.is_some() { u64::MAX } else { 1 });
-    if opts.shard.units_below(limit) == 0 {
-        return Err(BadInput(format!("--shard {}: a run of {limit} executions has none for shard {}", opts.shard, opts.shard.index)).into());
-    }
-    let jobs = opts.jobs.unwrap_or_else(|| jobs::default_jobs(&cluster)).max(1);
-    // Never more jobs than executions to run.
-    let jobs = if dfs || limit == u64::MAX { jobs } else { jobs.min(opts.shard.units_below(limit).max(1) as usize) };
-    let cpus = crate::pin::plan(opts.pin, jobs).map_err(|e| BadInput(e.to_string()))?;
-    if !opts.quiet {
-        let pinned: Vec<String> = cpus.iter().flatten().map(|c| c.to_string()).collect();
-        let on = if pinned.is_empty() { String::new() } else { format!(", pinned to host CPU {} (--pin off to spread)", pinned.join(",")) };
-        let shard = if opts.shard == Shard::ALL { String::new() } else { format!(", shard {}", opts.shard) };
-        eprintln!("{jobs} job{}{on}{shard}", if jobs == 1 { "" } else { "s" });
-    }
+    let plan = Plan::new(&cluster, opts)?;
     let images = images_for_runtime(image::build(&cluster, opts.quiet)?, opts.runtime)?;
     let explore = explore_for(&cluster, opts.window_ns, opts.max_crashes);
     let disk = disk_spec(&cluster, &images)?;
-    let make = |seed| execution::make_strategy(&opts.strategy, seed, explore.crash_weight);
-    let mut strategy_spec = make(opts.seed).spec();
-    strategy_spec.params.insert("window_ns".into(), explore.window_ns.into());
-    strategy_spec.params.insert("max_crashes".into(), explore.max_crashes.into());
-    if opts.runtime != RuntimeKind::Uml {
-        // Replays run on the runtime the failure was found on (absent: UML).
-        strategy_spec.params.insert("runtime".into(), opts.runtime.name().into());
-    }
-    let began = Instant::now();
-    let bar = progress_bar(opts, if dfs { limit } else { opts.shard.units_below(limit) });
-    let cancel = Arc::new(AtomicBool::new(false));
     let base = spec_for(&cluster, &images, &disk, opts.time_limit_ns, opts.watchdog, explore.clone(), 0);
-    let unit_runner = observer::UnitRunner { base: &base, runtime: opts.runtime, disk: &disk, until_failure: opts.until_failure, cancel: &cancel };
-    let mut obs = Observer::new(&cluster, &images, opts, strategy_spec, &bar);
-    let feed = Feed {
-        shard: opts.shard,
-        end: (!dfs && limit != u64::MAX).then(|| opts.shard.units_below(limit)),
-        budget: opts.time_budget.map(|b| (began, b)),
-        lookahead: 2 * jobs as u64,
-    };
-    let mut exhausted = false;
-    let mut next_index = 0u64;
-    parallel::run_in_order(
-        &cpus,
-        feed,
-        &cancel,
-        || make(opts.seed),
-        |strategy, unit| -> Result<UnitOutput> {
-            if dfs {
-                let d = &opts.strategy;
-                let mut round = HybridDfs::one_round(opts.seed, u64::from(d.depth), d.horizon, weights(explore.crash_weight), unit);
-                let seed = dfs_round_seed(opts.seed, unit);
-                let mut groups = Vec::new();
-                // A round never needs more executions than the run.
-                while (groups.len() as u64) < limit && round.begin_execution(0) {
-                    let g = unit_runner.group(seed, &mut round, &format!("r{unit}.{}", groups.len()))?;
-                    let failed = g.failed();
-                    groups.push(g);
-                    if failed && opts.until_failure {
-                        break;
-                    }
-                }
-                Ok(UnitOutput { groups, exhausted: false })
-            } else if !strategy.begin_execution(unit) {
-                Ok(UnitOutput { groups: Vec::new(), exhausted: true })
-            } else {
-                let seed = engine::execution_seed(opts.seed, unit);
-                Ok(UnitOutput { groups: vec![unit_runner.group(seed, strategy.as_mut(), &format!("e{unit}"))?], exhausted: false })
-            }
-        },
-        |unit, out| {
-            if out.exhausted {
-                exhausted = true;
-                return Ok(Flow::Stop);
-            }
-            for g in out.groups {
-                let index = if dfs { next_index } else { unit };
-                next_index += 1;
-                let flow = obs.observe(index, g, dfs)?;
-                bar.set_message(obs.progress(began.elapsed().as_secs_f64()));
-                bar.inc(1);
-                if flow == Flow::Stop || (dfs && next_index >= limit) {
-                    return Ok(Flow::Stop);
-                }
-            }
-            Ok(Flow::Continue)
-        },
-    )?;
+    let began = Instant::now();
+    let units = Units { opts, plan: &plan, explore: &explore, base: &base, disk: &disk, cancel: Arc::new(AtomicBool::new(false)) };
+    let bar = progress_bar(opts, if plan.dfs { plan.limit } else { opts.shard.units_below(plan.limit) });
+    let mut obs = Observer::new(&cluster, &images, opts, units.failure_strategy_spec(), &bar);
+    let exhausted = units.run(&mut obs, &bar, began)?;
     bar.finish_and_clear();
     remove_scratch();
     let (executions, critical, last) = obs.finish();
@@ -251,50 +168,192 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     write_pcaps(&opts.out.join("last"), &last_pcaps)?;
     write_execution(&opts.out.join("last"), &cluster, &last_result)?;
     let mut host_cpu = HostCpu::now();
-    host_cpu.pinned_cpus = cpus.iter().flatten().copied().collect();
+    host_cpu.pinned_cpus = plan.cpus.iter().flatten().copied().collect();
     host_cpu.pinned_cpu = host_cpu.pinned_cpus.first().copied();
+    let per_node = |v: &[u64], unit: f64| v.iter().sum::<u64>() as f64 / unit / v.len().max(1) as f64;
     let record = RunRecord {
         simcluster_run_record: RUN_RECORD_VERSION,
-        identity: RunIdentity {
-            images_hash: images.hash.clone(),
-            seed: opts.seed,
-            strategy: opts.strategy.kind.name().to_string(),
-            depth: opts.strategy.depth,
-            horizon: opts.strategy.horizon,
-            window_ns: explore.window_ns,
-            max_crashes: explore.max_crashes,
-            time_limit_ns: base.time_limit_ns,
-            runtime: opts.runtime.name().to_string(),
-            kernel: (opts.runtime == RuntimeKind::Uml).then(|| cluster.spec.cluster.kernel.name().to_string()),
-            userspace: (opts.runtime == RuntimeKind::Uml).then(|| cluster.spec.cluster.userspace().name().to_string()),
-            nodes: cluster.node_count(),
-            executions: opts.executions,
-            until_failure: opts.until_failure,
-            critical_walks: opts.critical_walks,
-            expect_reached: cluster.expect_reached.clone(),
-        },
+        identity: identity(&cluster, opts, &images.hash, &explore, base.time_limit_ns),
         shard: opts.shard,
         executions,
         exhausted,
         critical_transition: critical,
-        jobs,
+        jobs: plan.jobs,
         wall_seconds: began.elapsed().as_secs_f64(),
         image_build_seconds: images.wall_seconds,
         host_cpu,
-        memory_per_node_mib: {
-            let m = &last_result.node_memory_kib;
-            m.iter().sum::<u64>() as f64 / 1024.0 / m.len().max(1) as f64
-        },
-        disk_storage_per_node_kib: disk.as_ref().map(|_| {
-            let d = &last_result.disk_storage_bytes;
-            d.iter().sum::<u64>() as f64 / 1024.0 / d.len().max(1) as f64
-        }),
+        memory_per_node_mib: per_node(&last_result.node_memory_kib, 1024.0),
+        disk_storage_per_node_kib: disk.as_ref().map(|_| per_node(&last_result.disk_storage_bytes, 1024.0)),
         out: opts.out.clone(),
     };
     shard::write_record(&opts.out, &record)?;
     let summary = summary::summarize(std::slice::from_ref(&record), opts.out.clone()).expect("a run record has executions");
     let failed = summary.failed();
     Ok((summary, failed))
+}
+
+/// How a run splits its work, decided before anything is built.
+struct Plan {
+    dfs: bool,
+    /// Executions to run (`u64::MAX`: until the time budget ends).
+    limit: u64,
+    jobs: usize,
+    /// Each job's CPU (`--pin`).
+    cpus: Vec<Option<usize>>,
+}
+
+impl Plan {
+    /// Checks `--shard` against the strategy and the execution count, and
+    /// picks the jobs and their CPUs (saying so unless quiet).
+    fn new(cluster: &Cluster, opts: &RunOptions) -> Result<Plan> {
+        let dfs = opts.strategy.kind == StrategyKind::Dfs;
+        if dfs && opts.shard.count > 1 {
+            return Err(BadInput(format!(
+                "--shard {}: dfs cannot be sharded: its executions are numbered across rounds whose sizes are known \
+                 only after they run; run dfs on one machine (--jobs uses every core), or shard random, pct, delay \
+                 or delay-all",
+                opts.shard
+            ))
+            .into());
+        }
+        let limit = opts.executions.unwrap_or(if opts.time_budget.is_some() { u64::MAX } else { 1 });
+        let units = opts.shard.units_below(limit);
+        if units == 0 {
+            let (s, k) = (opts.shard, opts.shard.index);
+            return Err(BadInput(format!("--shard {s}: a run of {limit} executions has none for shard {k}")).into());
+        }
+        let jobs = opts.jobs.unwrap_or_else(|| jobs::default_jobs(cluster)).max(1);
+        // Never more jobs than executions to run.
+        let jobs = if dfs || limit == u64::MAX { jobs } else { jobs.min(usize::try_from(units).unwrap_or(usize::MAX)) };
+        let cpus = crate::pin::plan(opts.pin, jobs).map_err(|e| BadInput(e.to_string()))?;
+        if !opts.quiet {
+            let pinned: Vec<String> = cpus.iter().flatten().map(|c| c.to_string()).collect();
+            let on = if pinned.is_empty() {
+                String::new()
+            } else {
+                format!(", pinned to host CPU {} (--pin off to spread)", pinned.join(","))
+            };
+            let shard = if opts.shard == Shard::ALL { String::new() } else { format!(", shard {}", opts.shard) };
+            eprintln!("{jobs} job{}{on}{shard}", if jobs == 1 { "" } else { "s" });
+        }
+        Ok(Plan { dfs, limit, jobs, cpus })
+    }
+}
+
+/// The run's identity: what shards of one run share.
+fn identity(cluster: &Cluster, opts: &RunOptions, images_hash: &str, explore: &engine::ExploreSpec, time_limit_ns: u64) -> RunIdentity {
+    let uml = opts.runtime == RuntimeKind::Uml;
+    RunIdentity {
+        images_hash: images_hash.to_string(),
+        seed: opts.seed,
+        strategy: opts.strategy.kind.name().to_string(),
+        depth: opts.strategy.depth,
+        horizon: opts.strategy.horizon,
+        window_ns: explore.window_ns,
+        max_crashes: explore.max_crashes,
+        time_limit_ns,
+        runtime: opts.runtime.name().to_string(),
+        kernel: uml.then(|| cluster.spec.cluster.kernel.name().to_string()),
+        userspace: uml.then(|| cluster.spec.cluster.userspace().name().to_string()),
+        nodes: cluster.node_count(),
+        executions: opts.executions,
+        until_failure: opts.until_failure,
+        critical_walks: opts.critical_walks,
+        expect_reached: cluster.expect_reached.clone(),
+    }
+}
+
+/// The units of a run and how to run one.
+struct Units<'a> {
+    opts: &'a RunOptions,
+    plan: &'a Plan,
+    explore: &'a engine::ExploreSpec,
+    base: &'a engine::ExecutionSpec,
+    disk: &'a Option<engine::DiskSpec>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Units<'_> {
+    fn strategy(&self) -> Box<dyn Strategy> {
+        execution::make_strategy(&self.opts.strategy, self.opts.seed, self.explore.crash_weight)
+    }
+
+    /// The strategy as a failure file records it.
+    fn failure_strategy_spec(&self) -> checker::failure_file::StrategySpec {
+        let mut spec = self.strategy().spec();
+        spec.params.insert("window_ns".into(), self.explore.window_ns.into());
+        spec.params.insert("max_crashes".into(), self.explore.max_crashes.into());
+        if self.opts.runtime != RuntimeKind::Uml {
+            // Replays run on the runtime the failure was found on (absent: UML).
+            spec.params.insert("runtime".into(), self.opts.runtime.name().into());
+        }
+        spec
+    }
+
+    /// Runs every unit on the jobs and lets `obs` observe them in order.
+    /// Returns whether an exhaustive strategy ran out of work.
+    fn run(&self, obs: &mut Observer, bar: &ProgressBar, began: Instant) -> Result<bool> {
+        let (opts, plan) = (self.opts, self.plan);
+        let feed = Feed {
+            shard: opts.shard,
+            end: (!plan.dfs && plan.limit != u64::MAX).then(|| opts.shard.units_below(plan.limit)),
+            budget: opts.time_budget.map(|b| (began, b)),
+            lookahead: 2 * plan.jobs as u64,
+        };
+        let mut exhausted = false;
+        let mut next_index = 0u64;
+        parallel::run_in_order(&plan.cpus, feed, &self.cancel, || self.strategy(), |s, u| self.unit(s, u), |unit, out| {
+            if out.exhausted {
+                exhausted = true;
+                return Ok(Flow::Stop);
+            }
+            for g in out.groups {
+                let index = if plan.dfs { next_index } else { unit };
+                next_index += 1;
+                let flow = obs.observe(index, g, plan.dfs)?;
+                bar.set_message(obs.progress(began.elapsed().as_secs_f64()));
+                bar.inc(1);
+                if flow == Flow::Stop || (plan.dfs && next_index >= plan.limit) {
+                    return Ok(Flow::Stop);
+                }
+            }
+            Ok(Flow::Continue)
+        })?;
+        Ok(exhausted)
+    }
+
+    /// One unit, on a worker: execution `unit` under the worker's
+    /// `strategy`, or for dfs round `unit` under a strategy of its own.
+    fn unit(&self, strategy: &mut Box<dyn Strategy>, unit: u64) -> Result<UnitOutput> {
+        let runner = UnitRunner {
+            base: self.base,
+            runtime: self.opts.runtime,
+            disk: self.disk,
+            until_failure: self.opts.until_failure,
+            cancel: &self.cancel,
+        };
+        if !self.plan.dfs {
+            if !strategy.begin_execution(unit) {
+                return Ok(UnitOutput { groups: Vec::new(), exhausted: true });
+            }
+            let seed = engine::execution_seed(self.opts.seed, unit);
+            return Ok(UnitOutput { groups: vec![runner.group(seed, strategy.as_mut(), &format!("e{unit}"))?], exhausted: false });
+        }
+        let (o, d) = (self.opts, &self.opts.strategy);
+        let mut round = HybridDfs::one_round(o.seed, u64::from(d.depth), d.horizon, weights(self.explore.crash_weight), unit);
+        let seed = dfs_round_seed(o.seed, unit);
+        let mut groups = Vec::new();
+        // A round never needs more executions than the run.
+        while (groups.len() as u64) < self.plan.limit && round.begin_execution(0) {
+            let g = runner.group(seed, &mut round, &format!("r{unit}.{}", groups.len()))?;
+            let failed = g.failed();
+            groups.push(g);
+            if failed && o.until_failure {
+                break;
+            }
+        }
+        Ok(UnitOutput { groups, exhausted: false })
+    }
 }
 
 fn weights(crash_weight: u32) -> KindWeights {

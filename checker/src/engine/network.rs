@@ -159,6 +159,7 @@ impl NetState {
     ///   choosing one delivers it ahead of the frames sent before it, as a
     ///   network that reorders datagrams would. Each is its own action, so
     ///   every strategy sees the order of datagrams as a choice.
+    ///
     /// The last field is the datagram's place behind its link's head (0
     /// for a head), which tells alike deliveries apart in decisions.
     pub fn deliveries_until(&self, horizon: u64) -> Vec<(DeliveryId, u16, u16, u64, u16)> {
