@@ -381,7 +381,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let (summary, failed) = run::run(&args.images, &opts)?;
             if failed && !opts.quiet {
-                if let Some(f) = &summary.failure {
+                if let Some(f) = &summary.figures.failure {
                     eprintln!("FAILED: {}", f["message"].as_str().unwrap_or(""));
                 }
                 if let Some(p) = &summary.failure_file {

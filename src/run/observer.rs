@@ -16,7 +16,7 @@ use indicatif::ProgressBar;
 
 use super::execution::{crash_states_value, execute_one, Executed, Pcaps};
 use super::parallel::Flow;
-use super::summary::{CrashPointSummary, CriticalSummary, ExecutionRecord};
+use super::summary::{CrashPointSummary, CriticalSummary, ExecutionFigures, ExecutionRecord};
 use super::{failure_line, RunOptions};
 use crate::cluster::Cluster;
 use crate::image::Images;
@@ -141,15 +141,17 @@ impl<'a> Observer<'a> {
                 execution: index,
                 crash_state: crash_state.map(|(_, k)| k),
                 seed: spec.seed,
-                trace_hash: result.trace_hash.clone(),
                 virtual_ns: result.virtual_ns,
                 boot_wall_seconds: result.boot_wall.map(|b| b.as_secs_f64()),
-                choice_points: result.choice_points,
-                trace_events: result.trace.len(),
-                grants: result.grants,
-                crashes: result.crashes,
-                network: result.network.clone(),
-                failure: result.verdict.failure().map(|f| serde_json::to_value(f).expect("a failure serialises")),
+                figures: ExecutionFigures {
+                    trace_hash: result.trace_hash.clone(),
+                    choice_points: result.choice_points,
+                    trace_events: result.trace.len(),
+                    grants: result.grants,
+                    crashes: result.crashes,
+                    network: result.network.clone(),
+                    failure: result.verdict.failure().map(|f| serde_json::to_value(f).expect("a failure serialises")),
+                },
                 failure_file: None,
                 crash_point: result.crash_points.first().filter(|_| crash_state.is_none()).map(|p| CrashPointSummary {
                     execution: index,
@@ -170,7 +172,7 @@ impl<'a> Observer<'a> {
                 self.first_failure = true;
                 record.failure_file = Some(self.write_first_failure(&spec, &result, &pcaps, &record, dfs)?);
             }
-            let failed = record.failure.is_some();
+            let failed = record.figures.failure.is_some();
             self.records.push(record);
             self.last = Some((result, pcaps));
             if failed && self.opts.until_failure {
@@ -233,7 +235,7 @@ impl<'a> Observer<'a> {
 
     /// The progress bar's figures so far.
     pub fn progress(&self, wall: f64) -> String {
-        let failures = self.records.iter().filter(|r| r.failure.is_some()).count();
+        let failures = self.records.iter().filter(|r| r.figures.failure.is_some()).count();
         format!(
             "{failures} failed, {:.0}x virtual/wall, {:.0} executions/hour",
             self.virtual_ns_total as f64 / 1e9 / wall.max(1e-9),

@@ -55,16 +55,10 @@ pub struct ExecutionRecord {
     pub crash_state: Option<u64>,
     /// The execution's own seed (derived from the run's).
     pub seed: u64,
-    pub trace_hash: String,
     pub virtual_ns: u64,
     pub boot_wall_seconds: Option<f64>,
-    pub choice_points: u64,
-    pub trace_events: usize,
-    pub grants: u64,
-    pub crashes: u32,
-    pub network: Option<serde_json::Value>,
-    /// The failure (kind, message, ...) as the engine reported it.
-    pub failure: Option<serde_json::Value>,
+    #[serde(flatten)]
+    pub figures: ExecutionFigures,
     /// Its failure file, for the run's (or shard's) first failure.
     pub failure_file: Option<PathBuf>,
     /// The execution's first disk crash point (not on siblings).
@@ -73,6 +67,25 @@ pub struct ExecutionRecord {
     /// name (see `checker::reach`).
     #[serde(default)]
     pub reached: BTreeMap<String, u64>,
+}
+
+/// What the summary line reports of one execution (the first failing one,
+/// else the last), as its record keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecutionFigures {
+    pub trace_hash: String,
+    /// Choice points of the execution.
+    pub choice_points: u64,
+    /// Events in its trace (trace.jsonl lines): quiet grants fold (see
+    /// checker::trace), so this follows what guests saw, not `grants`.
+    pub trace_events: usize,
+    /// Grants (times a node was let run): the engine's unit of work.
+    pub grants: u64,
+    pub crashes: u32,
+    /// netsim's counters.
+    pub network: Option<serde_json::Value>,
+    /// The failure (kind, message, ...) as the engine reported it.
+    pub failure: Option<serde_json::Value>,
 }
 
 impl ExecutionRecord {
@@ -221,7 +234,6 @@ pub struct ReachedCount {
 pub struct Summary {
     pub executions: u64,
     pub failures: u64,
-    pub trace_hash: String,
     pub virtual_seconds: f64,
     pub wall_seconds: f64,
     pub seed: u64,
@@ -254,20 +266,9 @@ pub struct Summary {
     /// simcluster's storage for one node's data disk (overlay of written
     /// blocks, cache view, write log) at the end of the last execution.
     pub disk_storage_per_node_kib: Option<f64>,
-    /// Choice points of the reported execution.
-    pub choice_points: u64,
-    /// Events in the reported execution's trace (trace.jsonl lines): quiet
-    /// grants fold (see checker::trace), so this follows what guests saw,
-    /// not `grants`.
-    pub trace_events: usize,
-    /// Grants (times a node was let run) of the reported execution: the
-    /// engine's unit of work.
-    pub grants: u64,
-    /// Crashes in the reported execution.
-    pub crashes: u32,
-    /// netsim's counters for the reported execution.
-    pub network: Option<serde_json::Value>,
-    pub failure: Option<serde_json::Value>,
+    /// The reported execution's figures (its `trace_hash` is the run's).
+    #[serde(flatten)]
+    pub figures: ExecutionFigures,
     pub failure_file: Option<PathBuf>,
     /// Which execution (0-based) failed first.
     pub failing_execution: Option<u64>,
@@ -303,7 +304,7 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
     let first = records.first()?;
     let mut all: Vec<&ExecutionRecord> = records.iter().flat_map(|r| &r.executions).collect();
     all.sort_by_key(|e| e.order_key());
-    let failing: Vec<&ExecutionRecord> = all.iter().copied().filter(|e| e.failure.is_some()).collect();
+    let failing: Vec<&ExecutionRecord> = all.iter().copied().filter(|e| e.figures.failure.is_some()).collect();
     let shown = failing.first().copied().or(all.last().copied())?;
     let id = &first.identity;
     let wall = records.iter().map(|r| r.wall_seconds).fold(0.0, f64::max);
@@ -333,7 +334,6 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
     Some(Summary {
         executions: all.len() as u64,
         failures: failing.len() as u64,
-        trace_hash: shown.trace_hash.clone(),
         virtual_seconds: shown.virtual_ns as f64 / 1e9,
         wall_seconds: wall,
         seed: id.seed,
@@ -357,12 +357,7 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         speedup: virtual_total / wall.max(1e-9),
         memory_per_node_mib: mean(&mut records.iter().map(|r| r.memory_per_node_mib)).unwrap_or(0.0),
         disk_storage_per_node_kib: mean(&mut records.iter().filter_map(|r| r.disk_storage_per_node_kib)),
-        choice_points: shown.choice_points,
-        trace_events: shown.trace_events,
-        grants: shown.grants,
-        crashes: shown.crashes,
-        network: shown.network.clone(),
-        failure: shown.failure.clone(),
+        figures: shown.figures.clone(),
         failure_file: failing.first().and_then(|f| f.failure_file.clone()),
         failing_execution: failing.first().map(|f| f.execution),
         failing_executions: failing
@@ -371,7 +366,7 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
                 execution: f.execution,
                 crash_state: f.crash_state,
                 seed: f.seed,
-                message: f.failure.as_ref().and_then(|v| v["message"].as_str()).and_then(|m| m.lines().next()).unwrap_or("").to_string(),
+                message: f.figures.failure.as_ref().and_then(|v| v["message"].as_str()).and_then(|m| m.lines().next()).unwrap_or("").to_string(),
                 failure_file: f.failure_file.clone(),
             })
             .collect(),
