@@ -270,6 +270,28 @@ pub struct NetConfig {
     /// Whether datagrams in flight on a link may be delivered in any order
     /// (the strategy chooses; see [`DatagramOrder`]).
     pub datagram_order: DatagramOrder,
+    /// With `partitions`: the shapes random partitions are drawn from,
+    /// uniformly (Jepsen's partitioner). Absent: isolate one node (5 in
+    /// 10), a random split (3 in 10), or one node's outgoing links (2 in 10).
+    pub partition_shapes: Option<Vec<PartitionShape>>,
+}
+
+/// A shape of random partition (`partition_shapes`), as Jepsen's nemeses
+/// name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PartitionShape {
+    /// Two halves, at random (sizes differ by at most one).
+    Halves,
+    /// One random node cut off from all others.
+    IsolateOne,
+    /// Every node sees a majority (itself and its nearest neighbours on a
+    /// shuffled ring), and no two nodes see the same one.
+    MajoritiesRing,
+    /// Two halves joined by one node that sees both.
+    Bridge,
+    /// One random node's outgoing links cut; it still hears the others.
+    OneWay,
 }
 
 /// `datagram_order`: may the exploration strategy deliver the datagrams
@@ -302,6 +324,7 @@ impl Default for NetConfig {
             partition_length: Latency::Uniform { min: 1_000_000_000, max: 10_000_000_000 },
             links: BTreeMap::new(),
             datagram_order: DatagramOrder::Any,
+            partition_shapes: None,
         }
     }
 }
@@ -327,6 +350,10 @@ pub enum ConfigError {
     DuplicateLink { key: String, other: String },
     #[error("{key}: node count {node_count} is outside 1..={max}", max = MAX_NODES)]
     NodeCount { key: String, node_count: u16 },
+    #[error("{key}: name at least one shape (halves, isolate-one, majorities-ring, bridge, one-way)")]
+    NoShapes { key: String },
+    #[error("{key}: {shape:?} needs at least {least} nodes; the cluster has {node_count}")]
+    ShapeTooSmall { key: String, shape: PartitionShape, least: u16, node_count: u16 },
 }
 
 impl ConfigError {
@@ -341,7 +368,9 @@ impl ConfigError {
             | ConfigError::UnknownNode { key, .. }
             | ConfigError::SelfLink { key }
             | ConfigError::DuplicateLink { key, .. }
-            | ConfigError::NodeCount { key, .. } => key,
+            | ConfigError::NodeCount { key, .. }
+            | ConfigError::NoShapes { key }
+            | ConfigError::ShapeTooSmall { key, .. } => key,
         }
     }
 }
@@ -417,6 +446,19 @@ impl NetConfig {
     /// Checks every value for a cluster of `node_count` nodes; the first
     /// problem found (in key order) is returned.
     pub fn validate(&self, node_count: u16) -> Result<(), ConfigError> {
+        if self.partition_shapes.as_ref().is_some_and(|s| s.is_empty()) {
+            return Err(ConfigError::NoShapes { key: "partition_shapes".into() });
+        }
+        for shape in self.partition_shapes.iter().flatten() {
+            let least = match shape {
+                PartitionShape::MajoritiesRing => 4,
+                PartitionShape::Bridge => 3,
+                _ => 2,
+            };
+            if node_count < least {
+                return Err(ConfigError::ShapeTooSmall { key: "partition_shapes".into(), shape: *shape, least, node_count });
+            }
+        }
         self.link_params(node_count).map(|_| ())
     }
 

@@ -28,7 +28,7 @@ pub mod rng;
 pub mod stats;
 
 pub use addr::{destination, Destination, FrameError, NodeId, MAX_NODES};
-pub use config::{ConfigError, DatagramOrder, Latency, LinkOverride, LinkParams, NetConfig};
+pub use config::{ConfigError, DatagramOrder, Latency, LinkOverride, LinkParams, NetConfig, PartitionShape};
 pub use network::{Delivery, DeliveryId, Network, ScheduledDelivery};
 pub use partition::{Partition, PartitionError};
 pub use pcap::{Capture, PcapWriter};

@@ -21,6 +21,12 @@ pub enum Partition {
     /// Frames from a node of `from` to a node of `to` are dropped; frames the
     /// other way still pass (a half-open link, e.g. a firewall rule).
     OneWay { from: BTreeSet<NodeId>, to: BTreeSet<NodeId> },
+    /// These pairs of nodes cannot talk, in either direction; every other
+    /// pair can. Shapes that are not a split into groups: Jepsen's
+    /// majorities ring (every node sees a majority, no two the same one)
+    /// and bridge (two halves joined by one node that sees both).
+    /// Each pair is stored lower node first.
+    Links { cut: BTreeSet<(NodeId, NodeId)> },
 }
 
 /// A partition that cannot be applied to this cluster.
@@ -49,6 +55,11 @@ impl Partition {
         Partition::OneWay { from: from.into_iter().collect(), to: to.into_iter().collect() }
     }
 
+    /// The pairs `cut` cannot talk (in either direction).
+    pub fn links(cut: impl IntoIterator<Item = (NodeId, NodeId)>) -> Partition {
+        Partition::Links { cut: cut.into_iter().filter(|(a, b)| a != b).map(|(a, b)| (a.min(b), a.max(b))).collect() }
+    }
+
     /// `node` cut off from everybody else.
     pub fn isolate(node: NodeId) -> Partition {
         Partition::symmetric([[node]])
@@ -72,6 +83,13 @@ impl Partition {
                     check(*n, &mut seen)?;
                 }
             }
+            Partition::Links { cut } => {
+                for n in cut.iter().flat_map(|(a, b)| [a, b]) {
+                    if n.get() > node_count {
+                        return Err(PartitionError::UnknownNode { node: *n, node_count });
+                    }
+                }
+            }
             Partition::OneWay { from, to } => {
                 for n in from.iter().chain(to) {
                     check(*n, &mut seen).map_err(|e| match e {
@@ -92,6 +110,7 @@ impl Partition {
                 from != to && group_of(from) != group_of(to)
             }
             Partition::OneWay { from: f, to: t } => f.contains(&from) && t.contains(&to),
+            Partition::Links { cut } => cut.contains(&(from.min(to), from.max(to))),
         }
     }
 }
@@ -118,6 +137,15 @@ mod tests {
         let p = Partition::one_way([n(1)], [n(2), n(3)]);
         assert!(p.blocks(n(1), n(2)) && p.blocks(n(1), n(3)));
         assert!(!p.blocks(n(2), n(1)) && !p.blocks(n(2), n(3)));
+    }
+
+    #[test]
+    fn cut_links_block_both_ways_and_nothing_else() {
+        let p = Partition::links([(n(3), n(1)), (n(2), n(4))]);
+        assert!(p.blocks(n(1), n(3)) && p.blocks(n(3), n(1)) && p.blocks(n(4), n(2)));
+        assert!(!p.blocks(n(1), n(2)) && !p.blocks(n(3), n(4)));
+        assert_eq!(p.validate(4), Ok(()));
+        assert!(p.validate(3).is_err());
     }
 
     #[test]

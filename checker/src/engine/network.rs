@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use netsim::{Capture, Delivery, DeliveryId, Destination, NetConfig, Network, NodeId, Partition};
+use netsim::{Capture, Delivery, DeliveryId, Destination, NetConfig, Network, NodeId, Partition, PartitionShape};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use vmm::runtime::TxFrame;
@@ -70,17 +70,26 @@ fn describe_named(p: &Partition, host: Option<NodeId>) -> String {
     match p {
         Partition::Symmetric { groups } => groups.iter().map(set).collect::<Vec<_>>().join(" | "),
         Partition::OneWay { from, to } => format!("{} -> {} cut (one way)", set(from), set(to)),
+        Partition::Links { cut } => {
+            let pairs: Vec<String> = cut.iter().map(|(a, b)| format!("{}-{}", name(a), name(b))).collect();
+            format!("links {} cut", pairs.join(" "))
+        }
     }
 }
 
-/// A random partition of `n` nodes: isolate one node, split in two, or cut
-/// one node's outgoing links.
+/// A random partition of `n` nodes: with `shapes`, one of them drawn
+/// uniformly ([`shaped_partition`]); without, isolate one node, split in
+/// two, or cut one node's outgoing links.
 ///
 /// With a host-side workload `n` counts the host client too (node N+1), so
 /// the seed may cut the client off from some or all of the cluster, or
 /// split it from the servers it talks to: what a real client sees when its
 /// network fails, and the same exposure a guest workload node has.
-fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16) -> Partition {
+fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shapes: Option<&[PartitionShape]>) -> Partition {
+    if let Some(shapes) = shapes.filter(|s| !s.is_empty()) {
+        let shape = shapes[(rng.next_u64() % shapes.len() as u64) as usize];
+        return shaped_partition(rng, n, shape);
+    }
     let node = |i: u16| NodeId::new(i).expect("node ids are 1..=n");
     let pick = 1 + (rng.next_u64() % u64::from(n)) as u16;
     match rng.next_u64() % 10 {
@@ -98,6 +107,61 @@ fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16) -> Partition {
             }
         }
         _ => Partition::one_way([node(pick)], (1..=n).filter(|&i| i != pick).map(node)),
+    }
+}
+
+/// Nodes 1..=n in an order drawn from `rng` (Fisher-Yates).
+fn shuffled(rng: &mut Xoshiro256PlusPlus, n: u16) -> Vec<NodeId> {
+    let mut v: Vec<NodeId> = (1..=n).map(|i| NodeId::new(i).expect("node ids are 1..=n")).collect();
+    for i in (1..v.len()).rev() {
+        v.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+/// A partition of `n` (at least 2) nodes of the given shape, its nodes
+/// drawn from `rng`.
+pub(super) fn shaped_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shape: PartitionShape) -> Partition {
+    let order = shuffled(rng, n);
+    let half = order.len() / 2;
+    match shape {
+        PartitionShape::IsolateOne => Partition::isolate(order[0]),
+        PartitionShape::OneWay => Partition::one_way([order[0]], order[1..].iter().copied()),
+        PartitionShape::Halves => Partition::symmetric([order[..half].to_vec(), order[half..].to_vec()]),
+        PartitionShape::Bridge => {
+            // order[0] is the bridge; the others split in two halves that
+            // each see it and not each other.
+            let rest = &order[1..];
+            let (a, b) = rest.split_at(rest.len() / 2);
+            Partition::links(a.iter().flat_map(|&x| b.iter().map(move |&y| (x, y))))
+        }
+        PartitionShape::MajoritiesRing => {
+            // On the shuffled ring each node keeps the m-1 nearest others
+            // (m = a majority), taking them alternately after and before
+            // itself; with fewer than 4 nodes every node would keep every
+            // other, so no link is cut.
+            let len = order.len();
+            let keep = len / 2; // m - 1 others, m = len / 2 + 1
+            let mut sees = vec![std::collections::BTreeSet::new(); len];
+            for (i, s) in sees.iter_mut().enumerate() {
+                for k in 0..keep {
+                    let step = k / 2 + 1;
+                    let j = if k % 2 == 0 { (i + step) % len } else { (i + len - step) % len };
+                    s.insert(j);
+                }
+            }
+            let mut cut = Vec::new();
+            for i in 0..len {
+                for j in i + 1..len {
+                    // A link stays when either end keeps the other (links
+                    // are symmetric).
+                    if !sees[i].contains(&j) && !sees[j].contains(&i) {
+                        cut.push((order[i], order[j]));
+                    }
+                }
+            }
+            Partition::links(cut)
+        }
     }
 }
 
@@ -125,7 +189,7 @@ impl NetState {
                     break;
                 }
                 let len = spec.config.partition_length.sample(&mut fault_rng).max(1_000_000);
-                faults.push((t, Fault::Start(random_partition(&mut fault_rng, nodes))));
+                faults.push((t, Fault::Start(random_partition(&mut fault_rng, nodes, spec.config.partition_shapes.as_deref()))));
                 t = t.saturating_add(len);
                 faults.push((t, Fault::Heal));
             }
@@ -311,4 +375,68 @@ fn open_capture(dir: &Path, nodes: u16, host: Option<NodeId>) -> std::io::Result
     }
     c.set_network(BufWriter::new(File::create(dir.join("network.pcap"))?))?;
     Ok(c)
+}
+
+#[cfg(test)]
+mod shape_tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// Who `i` can talk to under `p` (itself included), both ways.
+    fn sees(p: &Partition, n: u16, i: u16) -> BTreeSet<u16> {
+        let id = |k: u16| NodeId::new(k).unwrap();
+        (1..=n).filter(|&j| j == i || (!p.blocks(id(i), id(j)) && !p.blocks(id(j), id(i)))).collect()
+    }
+
+    fn draw(shape: PartitionShape, n: u16, seed: u64) -> Partition {
+        shaped_partition(&mut Xoshiro256PlusPlus::seed_from_u64(seed), n, shape)
+    }
+
+    #[test]
+    fn majorities_ring_every_node_sees_a_majority_and_no_two_the_same() {
+        for n in [4u16, 5, 6, 7, 9] {
+            for seed in 0..20 {
+                let p = draw(PartitionShape::MajoritiesRing, n, seed);
+                let views: Vec<BTreeSet<u16>> = (1..=n).map(|i| sees(&p, n, i)).collect();
+                for (i, v) in views.iter().enumerate() {
+                    assert!(v.len() > usize::from(n) / 2, "n={n}: node {} sees {v:?}", i + 1);
+                    assert!(v.len() < usize::from(n), "n={n}: node {} sees everyone", i + 1);
+                }
+                let distinct: BTreeSet<&BTreeSet<u16>> = views.iter().collect();
+                assert_eq!(distinct.len(), views.len(), "n={n}: two nodes see the same majority");
+            }
+        }
+    }
+
+    #[test]
+    fn bridge_joins_two_halves_through_one_node() {
+        for n in [3u16, 5, 6] {
+            let p = draw(PartitionShape::Bridge, n, 4);
+            let views: Vec<BTreeSet<u16>> = (1..=n).map(|i| sees(&p, n, i)).collect();
+            let bridges: Vec<usize> = (0..views.len()).filter(|&i| views[i].len() == usize::from(n)).collect();
+            assert_eq!(bridges.len(), 1, "n={n}: one node sees everyone: {views:?}");
+            assert!(views.iter().all(|v| v.len() > 1), "nobody is alone");
+        }
+    }
+
+    #[test]
+    fn halves_isolate_one_and_one_way() {
+        let n = 5;
+        let p = draw(PartitionShape::Halves, n, 1);
+        let sizes: BTreeSet<usize> = (1..=n).map(|i| sees(&p, n, i).len()).collect();
+        assert_eq!(sizes, BTreeSet::from([2, 3]));
+        let p = draw(PartitionShape::IsolateOne, n, 1);
+        assert_eq!((1..=n).filter(|&i| sees(&p, n, i).len() == 1).count(), 1);
+        let Partition::OneWay { from, to } = draw(PartitionShape::OneWay, n, 1) else { panic!("one way") };
+        assert_eq!((from.len(), to.len()), (1, 4));
+    }
+
+    #[test]
+    fn shapes_are_drawn_from_the_list_only() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+        for _ in 0..50 {
+            let p = random_partition(&mut rng, 5, Some(&[PartitionShape::MajoritiesRing]));
+            assert!(matches!(p, Partition::Links { .. }), "{p:?}");
+        }
+    }
 }
