@@ -63,6 +63,18 @@ pub struct FaultsSection {
     /// Node crashes (power loss) the strategy may choose.
     #[serde(default)]
     pub crash: CrashSection,
+    /// Disks that misbehave (needs `[disk]`).
+    #[serde(default)]
+    pub disk: DiskFaultsSection,
+}
+
+/// `[faults.disk]`: disk faults, each a decision drawn from the seed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskFaultsSection {
+    /// Probability that a flush is acknowledged but its writes stay
+    /// volatile (a lying disk: a later crash can lose them).
+    pub lost_flush: Option<f64>,
 }
 
 /// `[faults.crash]`: power loss as an engine action.
@@ -410,6 +422,8 @@ pub struct Cluster {
     pub partitions: Vec<checker::engine::ScheduledPartition>,
     /// `[[expect]] reached` names, checked, in file order.
     pub expect_reached: Vec<String>,
+    /// `[faults.disk] lost_flush`, checked (0 when absent).
+    pub lost_flush: f64,
 }
 
 /// `[disk]` with defaults applied.
@@ -664,6 +678,13 @@ impl Cluster {
                 invalid(format!("[check] history = {name:?}: no such node (nodes are n1..n{n})"))
             })?),
         };
+        let lost_flush = spec.faults.disk.lost_flush.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&lost_flush) {
+            return Err(invalid(format!("[faults.disk] lost_flush = {lost_flush}: a probability is within [0, 1]")));
+        }
+        if lost_flush > 0.0 && spec.disk.is_none() {
+            return Err(invalid("[faults.disk] lost_flush: the nodes have no disk (add a [disk] table)".into()));
+        }
         let mut expect_reached = Vec::new();
         for (i, e) in spec.expects.iter().enumerate() {
             if !checker::reach::valid_name(&e.reached) {
@@ -776,6 +797,7 @@ impl Cluster {
             explore,
             partitions,
             expect_reached,
+            lost_flush,
         })
     }
 

@@ -300,6 +300,20 @@ impl Disk {
         self.log_index(id).map(|i| &self.log[i])
     }
 
+    /// Makes outstanding flush `id` a lie: when it completes, the writes it
+    /// covers stay volatile (a later honest flush, or none, decides their
+    /// fate), as on a disk that acknowledges flushes it has not done.
+    /// Returns false when `id` is not an outstanding flush.
+    pub fn lose_flush(&mut self, id: RequestId) -> bool {
+        match self.outstanding.get_mut(&id) {
+            Some(Outstanding::Flush { covers_below }) => {
+                *covers_below = 0;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Completes outstanding request `id`, applying its durability effect.
     pub fn complete(&mut self, id: RequestId) -> Result<Completion, DiskError> {
         let what = self

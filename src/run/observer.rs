@@ -149,6 +149,7 @@ impl<'a> Observer<'a> {
                     trace_events: result.trace.len(),
                     grants: result.grants,
                     crashes: result.crashes,
+                    lost_flushes: result.lost_flushes,
                     network: result.network.clone(),
                     failure: result.verdict.failure().map(|f| serde_json::to_value(f).expect("a failure serialises")),
                 },

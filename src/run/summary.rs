@@ -82,6 +82,9 @@ pub struct ExecutionFigures {
     /// Grants (times a node was let run): the engine's unit of work.
     pub grants: u64,
     pub crashes: u32,
+    /// Flushes acknowledged but not made durable (`[faults.disk] lost_flush`).
+    #[serde(default)]
+    pub lost_flushes: u32,
     /// netsim's counters.
     pub network: Option<serde_json::Value>,
     /// The failure (kind, message, ...) as the engine reported it.

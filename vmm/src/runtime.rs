@@ -91,6 +91,10 @@ pub trait NodeRuntime {
     fn disk(&self) -> Option<&Disk>;
     /// Writes and flushes waiting for the engine, in submission order.
     fn pending_disk(&self) -> Vec<DiskRequest>;
+    /// Makes pending flush `id` complete without making anything durable
+    /// (a lying disk: `disksim::Disk::lose_flush`). False when `id` is not
+    /// a pending flush.
+    fn lose_flush(&mut self, id: RequestId) -> bool;
     /// Completes pending disk request `id` at `t`.
     fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, NodeError>;
     /// Disk requests completed since the last call, in completion order.
@@ -151,6 +155,9 @@ impl NodeRuntime for UmlNode {
     }
     fn pending_disk(&self) -> Vec<DiskRequest> {
         UmlNode::pending_disk(self)
+    }
+    fn lose_flush(&mut self, id: RequestId) -> bool {
+        UmlNode::lose_flush(self, id)
     }
     fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, NodeError> {
         Ok(UmlNode::complete_disk(self, t, id, watchdog)?)

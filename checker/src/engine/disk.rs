@@ -27,6 +27,9 @@ pub struct DiskSpec {
     /// Crash points with at most this many states are enumerated across
     /// executions; larger ones are sampled from the seed.
     pub enumerate: u64,
+    /// `[faults.disk] lost_flush`: the probability that a flush is
+    /// acknowledged without making anything durable (a lying disk).
+    pub lost_flush: f64,
 }
 
 /// What one power loss left on a disk: reported in the JSON line.

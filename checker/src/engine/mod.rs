@@ -223,6 +223,12 @@ struct Execution<'a> {
     /// A probe's fault-free continuation began (see `ExploreSpec::calm_from`).
     calm: bool,
     grants: u64,
+    /// Disk faults' own stream: drawn only where a fault can happen (a
+    /// flush completes and `lost_flush` > 0), so turning them on or off
+    /// shifts no other draw.
+    disk_faults: Xoshiro256PlusPlus,
+    /// Flushes acknowledged but not made durable.
+    lost_flushes: u32,
     verdict: Option<Verdict>,
     out: Vec<GuestOutput>,
     msgs: Vec<(usize, AgentMsg)>,
@@ -289,6 +295,8 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         crash_not_before: None,
         calm: false,
         grants: 0,
+        disk_faults: Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x6469_736b_6661_756c),
+        lost_flushes: 0,
         verdict: None,
         out: Vec::new(),
         msgs: Vec::new(),
@@ -412,6 +420,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         chosen: chosen_log,
         crashes: ex.crashes,
         crash_points: ex.crash_points,
+        lost_flushes: ex.lost_flushes,
     })
 }
 
@@ -441,6 +450,23 @@ fn check_history(ex: &mut Execution, node: usize) {
 }
 
 impl Execution<'_> {
+    /// `[faults.disk] lost_flush`: one draw per flush completion (none
+    /// while calm, none with probability 0); a lost flush is acknowledged
+    /// to the guest but leaves its writes volatile, and says so in the trace.
+    fn maybe_lose_flush(&mut self, i: usize, id: disksim::RequestId) {
+        let p = self.spec.disk.as_ref().map_or(0.0, |d| d.lost_flush);
+        if p <= 0.0 || self.calm {
+            return;
+        }
+        let Some(vm) = self.nodes[i].vm.as_mut() else { return };
+        let flush = vm.pending_disk().iter().any(|r| r.id == id && r.kind == disksim::RequestKind::Flush);
+        if flush && netsim::rng::bernoulli(&mut self.disk_faults, p) && vm.lose_flush(id) {
+            self.lost_flushes += 1;
+            let text = format!("disk fault: flush {} acknowledged but not made durable (lost_flush)", id.0);
+            self.trace.push(self.now, (i + 1) as u16, EventKind::Note { text });
+        }
+    }
+
     /// Every node is ready: the workload starts, and so does the time from
     /// which crashes are possible.
     fn start_workload(&mut self) -> Result<(), EngineError> {
@@ -621,6 +647,7 @@ impl Execution<'_> {
             }
             Action::CompleteDisk(i, request) => {
                 let watchdog = self.spec.watchdog;
+                self.maybe_lose_flush(i, disksim::RequestId(request));
                 self.nodes[i].vm().complete_disk(now, disksim::RequestId(request), watchdog)?;
                 self.record_disk(i);
             }

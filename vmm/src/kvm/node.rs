@@ -488,6 +488,10 @@ impl NodeRuntime for KvmNode {
         self.pending.values().copied().collect()
     }
 
+    fn lose_flush(&mut self, id: RequestId) -> bool {
+        self.blk_port().is_some_and(|p| p.device_mut().blk_mut().disk_mut().lose_flush(id))
+    }
+
     fn complete_disk(&mut self, t: u64, id: RequestId, _watchdog: Duration) -> Result<DiskCompletion, NodeError> {
         let node = self.id;
         let request = *self.pending.get(&id).ok_or(KvmNodeError::UnknownDiskRequest { node, id })?;

@@ -870,6 +870,11 @@ impl UmlNode {
         }
     }
 
+    /// See `NodeRuntime::lose_flush`.
+    pub fn lose_flush(&mut self, id: RequestId) -> bool {
+        self.disk.as_mut().is_some_and(|d| d.backend.device_and_queues().0.disk_mut().lose_flush(id))
+    }
+
     /// Completes pending disk request `id` at virtual time `t`: applies its
     /// durability effect to the disk's write log (a completed write is
     /// volatile; a completed flush makes durable every write completed
