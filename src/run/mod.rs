@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use checker::engine::{self, RuntimeKind};
-use checker::strategy::{HybridDfs, KindWeights, Strategy};
+use checker::strategy::{HybridDfs, Strategy};
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub(crate) use execution::{crash_states_param, disk_spec, execute_one, spec_for, Executed};
@@ -155,9 +155,11 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let images = images_for_runtime(image::build(&cluster, opts.quiet)?, opts.runtime)?;
     let explore = explore_for(&cluster, opts.window_ns, opts.max_crashes);
     let disk = disk_spec(&cluster, &images)?;
-    let base = spec_for(&cluster, &images, &disk, opts.time_limit_ns, opts.watchdog, explore.clone(), 0);
+    let mut base = spec_for(&cluster, &images, &disk, opts.time_limit_ns, opts.watchdog, explore.clone(), 0);
+    base.runtime = opts.runtime;
     let began = Instant::now();
-    let units = Units { opts, plan: &plan, explore: &explore, base: &base, disk: &disk, cancel: Arc::new(AtomicBool::new(false)) };
+    let runner = UnitRunner { base: &base, disk: &disk, until_failure: opts.until_failure, cancel: Arc::new(AtomicBool::new(false)) };
+    let units = Units { opts, plan: &plan, explore: &explore, runner };
     let bar = progress_bar(opts, if plan.dfs { plan.limit } else { opts.shard.units_below(plan.limit) });
     let mut obs = Observer::new(&cluster, &images, opts, units.failure_strategy_spec(), &bar);
     let exhausted = units.run(&mut obs, &bar, began)?;
@@ -170,7 +172,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let mut host_cpu = HostCpu::now();
     host_cpu.pinned_cpus = plan.cpus.iter().flatten().copied().collect();
     host_cpu.pinned_cpu = host_cpu.pinned_cpus.first().copied();
-    let per_node = |v: &[u64], unit: f64| v.iter().sum::<u64>() as f64 / unit / v.len().max(1) as f64;
+    let mean_k = |v: &[u64]| v.iter().sum::<u64>() as f64 / 1024.0 / v.len().max(1) as f64;
     let record = RunRecord {
         simcluster_run_record: RUN_RECORD_VERSION,
         identity: identity(&cluster, opts, &images.hash, &explore, base.time_limit_ns),
@@ -182,8 +184,8 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
         wall_seconds: began.elapsed().as_secs_f64(),
         image_build_seconds: images.wall_seconds,
         host_cpu,
-        memory_per_node_mib: per_node(&last_result.node_memory_kib, 1024.0),
-        disk_storage_per_node_kib: disk.as_ref().map(|_| per_node(&last_result.disk_storage_bytes, 1024.0)),
+        memory_per_node_mib: mean_k(&last_result.node_memory_kib),
+        disk_storage_per_node_kib: disk.as_ref().map(|_| mean_k(&last_result.disk_storage_bytes)),
         out: opts.out.clone(),
     };
     shard::write_record(&opts.out, &record)?;
@@ -268,9 +270,7 @@ struct Units<'a> {
     opts: &'a RunOptions,
     plan: &'a Plan,
     explore: &'a engine::ExploreSpec,
-    base: &'a engine::ExecutionSpec,
-    disk: &'a Option<engine::DiskSpec>,
-    cancel: Arc<AtomicBool>,
+    runner: UnitRunner<'a>,
 }
 
 impl Units<'_> {
@@ -302,7 +302,7 @@ impl Units<'_> {
         };
         let mut exhausted = false;
         let mut next_index = 0u64;
-        parallel::run_in_order(&plan.cpus, feed, &self.cancel, || self.strategy(), |s, u| self.unit(s, u), |unit, out| {
+        parallel::run_in_order(&plan.cpus, feed, &self.runner.cancel, || self.strategy(), |s, u| self.unit(s, u), |unit, out| {
             if out.exhausted {
                 exhausted = true;
                 return Ok(Flow::Stop);
@@ -325,13 +325,7 @@ impl Units<'_> {
     /// One unit, on a worker: execution `unit` under the worker's
     /// `strategy`, or for dfs round `unit` under a strategy of its own.
     fn unit(&self, strategy: &mut Box<dyn Strategy>, unit: u64) -> Result<UnitOutput> {
-        let runner = UnitRunner {
-            base: self.base,
-            runtime: self.opts.runtime,
-            disk: self.disk,
-            until_failure: self.opts.until_failure,
-            cancel: &self.cancel,
-        };
+        let runner = &self.runner;
         if !self.plan.dfs {
             if !strategy.begin_execution(unit) {
                 return Ok(UnitOutput { groups: Vec::new(), exhausted: true });
@@ -340,7 +334,7 @@ impl Units<'_> {
             return Ok(UnitOutput { groups: vec![runner.group(seed, strategy.as_mut(), &format!("e{unit}"))?], exhausted: false });
         }
         let (o, d) = (self.opts, &self.opts.strategy);
-        let mut round = HybridDfs::one_round(o.seed, u64::from(d.depth), d.horizon, weights(self.explore.crash_weight), unit);
+        let mut round = HybridDfs::one_round(o.seed, u64::from(d.depth), d.horizon, execution::weights(self.explore.crash_weight), unit);
         let seed = dfs_round_seed(o.seed, unit);
         let mut groups = Vec::new();
         // A round never needs more executions than the run.
@@ -354,10 +348,6 @@ impl Units<'_> {
         }
         Ok(UnitOutput { groups, exhausted: false })
     }
-}
-
-fn weights(crash_weight: u32) -> KindWeights {
-    KindWeights::default().set(checker::strategy::ActionKind::Crash, crash_weight)
 }
 
 fn progress_bar(opts: &RunOptions, limit: u64) -> ProgressBar {

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Result;
-use checker::engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, RuntimeKind, Verdict};
+use checker::engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, Verdict};
 use checker::failure_file::{self, FailureRecord, StrategySpec};
 use checker::strategy::{Guided, Strategy};
 use indicatif::ProgressBar;
@@ -47,13 +47,13 @@ impl Group {
 
 /// What a worker needs to run groups.
 pub(crate) struct UnitRunner<'a> {
-    /// The run's execution spec; each execution gets its seed, scratch
-    /// directory and the run's cancel flag.
+    /// The run's execution spec (its runtime set); each execution gets its
+    /// seed, scratch directory and the run's cancel flag.
     pub base: &'a ExecutionSpec,
-    pub runtime: RuntimeKind,
     pub disk: &'a Option<DiskSpec>,
     pub until_failure: bool,
-    pub cancel: &'a Arc<AtomicBool>,
+    /// Set when the run stops: the executions still running end.
+    pub cancel: Arc<AtomicBool>,
 }
 
 impl UnitRunner<'_> {
@@ -66,7 +66,6 @@ impl UnitRunner<'_> {
     pub fn group(&self, seed: u64, strategy: &mut dyn Strategy, label: &str) -> Result<Group> {
         let mut spec = self.base.clone();
         spec.seed = seed;
-        spec.runtime = self.runtime;
         spec.cancel = Some(self.cancel.clone());
         let executed = execute_one(&mut spec, strategy, label)?;
         let siblings = executed
@@ -105,7 +104,8 @@ pub(crate) struct Observer<'a> {
     records: Vec<ExecutionRecord>,
     virtual_ns_total: u64,
     critical: Option<CriticalSummary>,
-    first_failure: bool,
+    /// Failing executions so far (the first one's files are written).
+    failures: u64,
     last: Option<(ExecutionResult, Pcaps)>,
 }
 
@@ -126,7 +126,7 @@ impl<'a> Observer<'a> {
             records: Vec::new(),
             virtual_ns_total: 0,
             critical: None,
-            first_failure: false,
+            failures: 0,
             last: None,
         }
     }
@@ -169,9 +169,11 @@ impl<'a> Observer<'a> {
                 write_pcaps(&dir.join(record.label()), &pcaps)?;
             }
             self.virtual_ns_total += result.virtual_ns;
-            if matches!(result.verdict, Verdict::Fail(_)) && !self.first_failure {
-                self.first_failure = true;
-                record.failure_file = Some(self.write_first_failure(&spec, &result, &pcaps, &record, dfs)?);
+            if matches!(result.verdict, Verdict::Fail(_)) {
+                if self.failures == 0 {
+                    record.failure_file = Some(self.write_first_failure(&spec, &result, &pcaps, &record, dfs)?);
+                }
+                self.failures += 1;
             }
             let failed = record.figures.failure.is_some();
             self.records.push(record);
@@ -236,7 +238,7 @@ impl<'a> Observer<'a> {
 
     /// The progress bar's figures so far.
     pub fn progress(&self, wall: f64) -> String {
-        let failures = self.records.iter().filter(|r| r.figures.failure.is_some()).count();
+        let failures = self.failures;
         format!(
             "{failures} failed, {:.0}x virtual/wall, {:.0} executions/hour",
             self.virtual_ns_total as f64 / 1e9 / wall.max(1e-9),

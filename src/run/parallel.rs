@@ -160,14 +160,15 @@ fn observe_in_order<T>(
             }
             continue;
         }
-        match rx.recv_timeout(Duration::from_millis(200)) {
+        // Position p is running (a worker will send it) or not yet handed
+        // out (a worker is free to take it: p is within the lookahead).
+        // When no worker will send anything again, every one of them has
+        // ended: the feed ran out.
+        match rx.recv() {
             Ok((q, r)) => {
                 early.insert(q, r);
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            // Every worker is gone and position p never came: only
-            // possible once the dispatcher closed (checked above).
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+            Err(mpsc::RecvError) => return Ok(()),
         }
     }
 }

@@ -312,7 +312,6 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
     let id = &first.identity;
     let wall = records.iter().map(|r| r.wall_seconds).fold(0.0, f64::max);
     let virtual_total: f64 = all.iter().map(|e| e.virtual_ns as f64 / 1e9).sum();
-    let boots: Vec<f64> = all.iter().filter_map(|e| e.boot_wall_seconds).collect();
     let mean = |xs: &mut dyn Iterator<Item = f64>| {
         let v: Vec<f64> = xs.collect();
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
@@ -356,7 +355,7 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         nodes: id.nodes,
         images_hash: id.images_hash.clone(),
         image_build_seconds: records.iter().map(|r| r.image_build_seconds).fold(0.0, f64::max),
-        boot_wall_seconds: mean(&mut boots.into_iter()),
+        boot_wall_seconds: mean(&mut all.iter().filter_map(|e| e.boot_wall_seconds)),
         speedup: virtual_total / wall.max(1e-9),
         memory_per_node_mib: mean(&mut records.iter().map(|r| r.memory_per_node_mib)).unwrap_or(0.0),
         disk_storage_per_node_kib: mean(&mut records.iter().filter_map(|r| r.disk_storage_per_node_kib)),

@@ -316,11 +316,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
     let mut descs = Vec::new();
     while ex.verdict.is_none() {
         if spec.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
-            for n in ex.nodes.iter_mut() {
-                if let Some(vm) = n.vm.as_mut() {
-                    vm.kill();
-                }
-            }
+            // The nodes go down as `ex` drops, as on every other error.
             return Err(EngineError::Cancelled);
         }
         let Some(earliest) = ex.earliest() else {
