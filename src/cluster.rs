@@ -66,6 +66,13 @@ pub struct FaultsSection {
     /// Disks that misbehave (needs `[disk]`).
     #[serde(default)]
     pub disk: DiskFaultsSection,
+    /// When faults stop: "workload" (default): when the workload passes,
+    /// partitions heal, the network stops losing and reordering, no crash
+    /// or disk fault happens, and the invariants run `settle` later on a
+    /// calm cluster; "never": faults go on through the checks.
+    pub quiet_after: Option<String>,
+    /// How long the cluster calms down before the checks (default "5s").
+    pub settle: Option<String>,
 }
 
 /// `[faults.disk]`: disk faults, each a decision drawn from the seed.
@@ -293,13 +300,49 @@ fn default_memory_mb() -> u32 {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImageSection {
-    /// Debian packages unpacked into the root filesystem (busybox-static is
-    /// always added: the in-guest agent runs on it).
+    /// Debian packages for the root filesystem, their dependencies resolved
+    /// by apt (busybox-static is always added: the in-guest agent runs on it).
     #[serde(default)]
     pub packages: Vec<String>,
+    /// The Debian suite packages come from (default "bookworm").
+    pub suite: Option<String>,
+    /// Install with maintainer scripts (users, alternatives, directories)
+    /// on the suite's Essential set; default: yes when `packages` names
+    /// anything besides busybox-static.
+    pub maintainer_scripts: Option<bool>,
+    /// Shell commands run in the configured image root (chroot), in order,
+    /// after the packages are configured: remove generated state, preset
+    /// configuration.
+    #[serde(default)]
+    pub customize: Vec<String>,
+    /// Paths (globs, absolute) removed from the image after the packages
+    /// are installed: what a node never uses (a JIT compiler's libraries,
+    /// locale data) costs guest memory in every node of every execution.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// A container image as the node's root filesystem: an OCI image layout
+    /// directory (relative to the cluster directory).
+    pub oci: Option<String>,
+    /// ... or a `docker save` archive.
+    pub docker_archive: Option<String>,
+    /// Which image of the layout's index.json (its ref name); needed when
+    /// it holds more than one.
+    pub tag: Option<String>,
     /// Guest path -> path relative to the cluster directory.
     #[serde(default)]
     pub files: BTreeMap<String, String>,
+}
+
+impl ImageSection {
+    /// Whether packages are installed with their maintainer scripts.
+    pub fn configured(&self) -> bool {
+        self.maintainer_scripts
+            .unwrap_or_else(|| self.packages.iter().any(|p| p != crate::image::debs::AGENT_PACKAGE))
+    }
+
+    pub fn suite(&self) -> &str {
+        self.suite.as_deref().unwrap_or(crate::image::debs::DEFAULT_SUITE)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -424,6 +467,26 @@ pub struct Cluster {
     pub expect_reached: Vec<String>,
     /// `[faults.disk] lost_flush`, checked (0 when absent).
     pub lost_flush: f64,
+}
+
+/// The quiet period's settle time, or `None` for `quiet_after = "never"`.
+/// A cluster without faults has nothing to calm: no quiet period, no settle.
+fn quiet_settle(spec: &ClusterFile, invalid: &dyn Fn(String) -> ClusterError) -> Result<Option<u64>, ClusterError> {
+    let f = &spec.faults;
+    let settle = match &f.settle {
+        None => 5_000_000_000,
+        Some(s) => parse_duration_ns(s)
+            .ok_or_else(|| invalid(format!("[faults] settle = {s:?}: not a duration (examples: \"5s\", \"500ms\")")))?,
+    };
+    let quiet = match f.quiet_after.as_deref() {
+        None | Some("workload") => true,
+        Some("never") => false,
+        Some(other) => {
+            return Err(invalid(format!("[faults] quiet_after = {other:?}: expected \"workload\" or \"never\"")));
+        }
+    };
+    let any_fault = f.network.has_faults() || !f.partition.is_empty() || f.crash.max > 0 || f.disk.lost_flush.is_some_and(|p| p > 0.0);
+    Ok((quiet && any_fault).then_some(settle))
 }
 
 /// `[disk]` with defaults applied.
@@ -706,6 +769,7 @@ impl Cluster {
             crash_states: Default::default(),
             crash_weight: crash.weight.unwrap_or(50),
             crash_span_ns: opt_duration("[faults.crash] span", &crash.span, 10_000_000_000)?,
+            quiet_settle_ns: quiet_settle(&spec, &invalid)?,
         };
         for (guest, host) in &spec.image.files {
             if !guest.starts_with('/') || guest.split('/').any(|c| c == "..") {
@@ -728,6 +792,45 @@ impl Cluster {
             if p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric() || "+-.:".contains(c)) {
                 return Err(invalid(format!("[image] packages: {p:?} is not a Debian package name")));
             }
+        }
+        if let Some(s) = &spec.image.suite {
+            if s.is_empty() || !s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+                return Err(invalid(format!("[image] suite: {s:?} is not a Debian suite name (examples: \"bookworm\", \"trixie\")")));
+            }
+        }
+        for g in &spec.image.exclude {
+            if !g.starts_with('/') || g.split('/').any(|c| c == "..") || glob::Pattern::new(g).is_err() {
+                return Err(invalid(format!("[image] exclude: {g:?} must be an absolute glob without '..'")));
+            }
+            if g == "/" || g.starts_with("/sim") || g.starts_with("/init") || g.starts_with("/*") {
+                return Err(invalid(format!("[image] exclude: {g:?} would remove the root or simcluster's agent")));
+            }
+        }
+        let container = spec.image.oci.as_ref().map(|p| ("oci", p)).or(spec.image.docker_archive.as_ref().map(|p| ("docker_archive", p)));
+        if spec.image.oci.is_some() && spec.image.docker_archive.is_some() {
+            return Err(invalid("[image] oci and docker_archive: name one container image, not two".into()));
+        }
+        if let Some((key, path)) = container {
+            if spec.image.packages.iter().any(|p| p != crate::image::debs::AGENT_PACKAGE)
+                || spec.image.maintainer_scripts == Some(true)
+                || !spec.image.customize.is_empty()
+            {
+                return Err(invalid(format!(
+                    "[image] {key}: a container image is the whole root filesystem; packages, maintainer_scripts and customize apply to Debian images only"
+                )));
+            }
+            let p = dir.join(path);
+            let exists = if key == "oci" { p.is_dir() } else { p.is_file() };
+            if !exists {
+                return Err(invalid(format!("[image] {key} = {path:?}: {} does not exist", p.display())));
+            }
+        } else if spec.image.tag.is_some() {
+            return Err(invalid("[image] tag names an image of an OCI layout: it needs [image] oci".into()));
+        }
+        if !spec.image.customize.is_empty() && !spec.image.configured() {
+            return Err(invalid(
+                "[image] customize runs in a configured image: it needs maintainer_scripts = true".to_string(),
+            ));
         }
         let time_limit_ns = match &spec.run.time_limit {
             None => None,

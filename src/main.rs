@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use simcluster::cluster::{parse_duration_ns, ClusterError};
-use simcluster::image::debs::UnknownPackage;
+use simcluster::image::debs::PackageError;
 use simcluster::replay;
 use simcluster::run::{self, RunOptions, StrategyKind, StrategyOptions};
 use checker::engine::RuntimeKind;
@@ -328,7 +328,8 @@ fn main() -> ExitCode {
         Err(e) => {
             let bad_input = e.downcast_ref::<BadInput>().is_some()
                 || e.downcast_ref::<ClusterError>().is_some()
-                || e.downcast_ref::<UnknownPackage>().is_some()
+                || e.downcast_ref::<PackageError>().is_some()
+                || e.downcast_ref::<simcluster::image::oci::ImageError>().is_some()
                 || e.chain().any(|c| c.downcast_ref::<checker::failure_file::FailureFileError>().is_some());
             eprintln!("simcluster: error: {e:#}");
             ExitCode::from(if bad_input { 2 } else { 3 })

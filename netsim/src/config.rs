@@ -276,6 +276,20 @@ pub struct NetConfig {
     pub partition_shapes: Option<Vec<PartitionShape>>,
 }
 
+impl NetConfig {
+    /// Whether anything here is a fault (loss, duplication, reordering or
+    /// random partitions, on every link or one); latency and bandwidth are
+    /// the network's shape, not faults.
+    pub fn has_faults(&self) -> bool {
+        let some = |p: Option<f64>| p.is_some_and(|p| p > 0.0);
+        self.loss > 0.0
+            || self.duplicate > 0.0
+            || self.reorder > 0.0
+            || self.partitions
+            || self.links.values().any(|l| some(l.loss) || some(l.duplicate) || some(l.reorder))
+    }
+}
+
 /// A shape of random partition (`partition_shapes`), as Jepsen's nemeses
 /// name them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]

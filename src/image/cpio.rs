@@ -1,9 +1,11 @@
 //! A deterministic `newc` cpio writer for initramfs images.
 //!
-//! The archive depends only on the tree's names, contents, modes and link
-//! targets: entries are sorted by name, owners are root, times are zero and
-//! inode numbers count up, so the same inputs give the same bytes on any
-//! host, and the kernel unpacks it without root privileges on our side.
+//! The archive depends only on the tree's names, contents, modes, owners and
+//! link targets: entries are sorted by name, times are zero and inode
+//! numbers count up, so the same inputs give the same bytes on any host.
+//! Owners are the tree's (a configured image has system users: postgres
+//! owns its directories), except that the builder's own ids, when it is not
+//! root, become root's: the archive carries no host ids.
 
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -27,11 +29,24 @@ pub struct CpioWriter<W: Write> {
     out: W,
     written: u64,
     next_ino: u32,
+    /// The builder's (uid, gid), written as (0, 0).
+    builder: (u32, u32),
+}
+
+/// Owner ids in the archive for a file owned by `id` on the host.
+fn archive_id(id: u32, builder: u32) -> u32 {
+    if id == builder {
+        0
+    } else {
+        id
+    }
 }
 
 impl<W: Write> CpioWriter<W> {
     pub fn new(out: W) -> Self {
-        CpioWriter { out, written: 0, next_ino: 1 }
+        // SAFETY: getuid and getgid have no preconditions.
+        let builder = unsafe { (libc::getuid(), libc::getgid()) };
+        CpioWriter { out, written: 0, next_ino: 1, builder }
     }
 
     fn pad(&mut self) -> io::Result<()> {
@@ -42,14 +57,26 @@ impl<W: Write> CpioWriter<W> {
     }
 
     fn entry(&mut self, name: &str, mode: u32, nlink: u32, rdev: (u32, u32), data: &[u8]) -> io::Result<()> {
+        self.owned_entry(name, mode, (0, 0), nlink, rdev, data)
+    }
+
+    fn owned_entry(
+        &mut self,
+        name: &str,
+        mode: u32,
+        owner: (u32, u32),
+        nlink: u32,
+        rdev: (u32, u32),
+        data: &[u8],
+    ) -> io::Result<()> {
         let ino = self.next_ino;
         self.next_ino += 1;
         let header = format!(
             "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
             ino,
             mode,
-            0,
-            0,
+            owner.0,
+            owner.1,
             nlink,
             0,
             data.len(),
@@ -87,19 +114,21 @@ impl<W: Write> CpioWriter<W> {
             let md = std::fs::symlink_metadata(&path)?;
             let perm = md.permissions().mode() & 0o7777;
             let ft = md.file_type();
+            let owner = (archive_id(md.uid(), self.builder.0), archive_id(md.gid(), self.builder.1));
             if ft.is_dir() {
-                self.entry(&arch, S_IFDIR | perm, 2, (0, 0), &[])?;
+                self.owned_entry(&arch, S_IFDIR | perm, owner, 2, (0, 0), &[])?;
                 self.add_dir(&path, &format!("{arch}/"))?;
             } else if ft.is_symlink() {
                 let target = std::fs::read_link(&path)?;
-                self.entry(&arch, S_IFLNK | 0o777, 1, (0, 0), target.as_os_str().as_encoded_bytes())?;
+                self.owned_entry(&arch, S_IFLNK | 0o777, owner, 1, (0, 0), target.as_os_str().as_encoded_bytes())?;
             } else if ft.is_file() {
                 let data = std::fs::read(&path)?;
                 debug_assert_eq!(data.len() as u64, md.size());
-                self.entry(&arch, S_IFREG | perm, 1, (0, 0), &data)?;
+                self.owned_entry(&arch, S_IFREG | perm, owner, 1, (0, 0), &data)?;
             }
             // Sockets, fifos and device files in a staging tree are skipped:
-            // dpkg-deb -x never creates them.
+            // dpkg-deb -x never creates them, and the guest mounts devtmpfs
+            // over the /dev that mmdebstrap populates.
         }
         Ok(())
     }

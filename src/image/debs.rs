@@ -1,108 +1,269 @@
-//! Debian packages for guest root filesystems: resolved by name to an exact
-//! version and checksum, downloaded once into the cache, unpacked with
-//! `dpkg-deb -x` (no root needed, no maintainer scripts run).
+//! Debian packages for guest root filesystems: resolved with apt against the
+//! image's suite (dependencies followed, no Recommends), pinned to exact
+//! versions and checksums, then installed one of two ways:
+//!
+//! - **configured** (the default when a cluster names any package besides
+//!   busybox-static): mmdebstrap builds the suite's Essential set plus the
+//!   packages in a chroot and runs their maintainer scripts, so system users
+//!   and groups, alternatives and directories exist as on a Debian machine;
+//! - **unpacked** (`maintainer_scripts = false`, and busybox-only images):
+//!   each .deb's data is unpacked with `dpkg-deb -x`; small and fast, for
+//!   programs that need only their files.
+//!
+//! Either way the closure is the cache key: same names, same archive state,
+//! same image.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::cache::{cache_root, sha256_file};
-use super::host::{apt_update, have_program, run_capture};
+use super::apt::{Archive, Pin, ResolveError};
+use super::cache::KeyHasher;
+use super::host::{apt_install, have_program, run_capture};
+use crate::cluster::ImageSection;
 
-/// One package, pinned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Deb {
-    pub name: String,
-    pub version: String,
-    pub sha256: String,
+/// The suite images come from unless `[image] suite` says otherwise.
+pub const DEFAULT_SUITE: &str = "bookworm";
+
+/// The package the agent runs on; in every image.
+pub const AGENT_PACKAGE: &str = "busybox-static";
+
+/// Apt picks the first alternative of init-system-helpers' "usrmerge |
+/// usr-is-merged"; usrmerge drags in perl (46 MB) to convert a /usr that
+/// mmdebstrap already creates merged.
+const CONFIGURED_EXTRA: &[&str] = &["usr-is-merged"];
+
+/// Time stamp maintainer scripts and mmdebstrap see (shadow's last-change
+/// day, generated files): fixed, so that builds are reproducible.
+pub const SOURCE_DATE_EPOCH: &str = "1700000000";
+
+/// How packages land in the image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    /// `dpkg-deb -x` of every package in the closure; no scripts run.
+    Unpacked,
+    /// The Essential set and the closure, installed and configured by
+    /// mmdebstrap in a chroot.
+    Configured,
 }
 
-/// A package name apt does not know (a user input error).
+/// The user's `[image]` request failed to resolve: an input error (exit 2).
 #[derive(Debug, thiserror::Error)]
-#[error("{file}: [image] packages: no Debian package named {name:?} (checked with apt-cache show after apt-get update)")]
-pub struct UnknownPackage {
+#[error("{file}: [image] packages: {problem}")]
+pub struct PackageError {
     pub file: PathBuf,
-    pub name: String,
+    pub problem: ResolveError,
 }
 
-fn show(name: &str) -> Option<Deb> {
-    let out = Command::new("apt-cache")
-        .args(["show", "--no-all-versions", name])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
+/// What goes into an image, pinned.
+#[derive(Debug, Clone)]
+pub struct PackageSet {
+    pub suite: String,
+    pub base: Base,
+    /// The names the cluster asked for (plus the agent's package).
+    pub requested: Vec<String>,
+    /// The whole closure apt chose, sorted by name.
+    pub pins: Vec<Pin>,
+    /// Shell commands run in the configured image root (chroot).
+    pub customize: Vec<String>,
+    /// Absolute globs removed after installing.
+    pub exclude: Vec<String>,
+}
+
+/// Resolves `names` (the agent's package added) against `suite`.
+pub fn resolve(image: &ImageSection, file: &Path) -> Result<PackageSet> {
+    let base = if image.configured() { Base::Configured } else { Base::Unpacked };
+    let (suite, names) = (image.suite(), &image.packages);
+    let mut requested: Vec<String> = names.to_vec();
+    requested.push(AGENT_PACKAGE.to_string());
+    if base == Base::Configured {
+        requested.extend(CONFIGURED_EXTRA.iter().map(|s| s.to_string()));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let field = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
-    };
-    Some(Deb {
-        name: field("Package: ")?,
-        version: field("Version: ")?,
-        sha256: field("SHA256: ")?,
+    requested.sort();
+    requested.dedup();
+    let archive = Archive::open(suite)?;
+    let pins = archive.resolve(&requested, base == Base::Configured).map_err(|e| match e.downcast::<ResolveError>() {
+        Ok(problem) => PackageError { file: file.into(), problem }.into(),
+        Err(e) => e,
+    })?;
+    Ok(PackageSet {
+        suite: suite.into(),
+        base,
+        requested,
+        pins,
+        customize: image.customize.clone(),
+        exclude: image.exclude.clone(),
     })
 }
 
-/// Pins each package to apt's candidate version. Refreshes apt's lists once
-/// if a name is unknown, as on a fresh machine.
-pub fn resolve(names: &[String], cluster_file: &Path) -> Result<Vec<Deb>> {
-    if !have_program("apt-cache") {
-        bail!("apt-cache not found: simcluster's image builder needs a Debian-based host");
+impl PackageSet {
+    /// Adds everything that decides the installed tree to an image key.
+    pub fn add_to_key(&self, key: &mut KeyHasher) {
+        key.add_str(&self.suite).add_str(match self.base {
+            Base::Unpacked => "unpacked",
+            Base::Configured => "configured-1",
+        });
+        for p in &self.pins {
+            key.add_str(&p.name).add_str(&p.version).add_str(&p.sha256);
+        }
+        for c in &self.customize {
+            key.add_str("customize").add_str(c);
+        }
+        for g in &self.exclude {
+            key.add_str("exclude").add_str(g);
+        }
     }
-    let mut out = Vec::new();
-    let mut refreshed = false;
-    for name in names {
-        let deb = match show(name) {
-            Some(d) => d,
-            None if !refreshed => {
-                apt_update()?;
-                refreshed = true;
-                show(name).ok_or_else(|| UnknownPackage { file: cluster_file.into(), name: name.clone() })?
+
+    /// Installs the set into `root`, which must not exist yet.
+    pub fn install(&self, root: &Path, report: &dyn Fn(&str)) -> Result<()> {
+        match self.base {
+            Base::Unpacked => self.unpack(root, report),
+            Base::Configured => self.configure(root, report),
+        }
+    }
+
+    fn unpack(&self, root: &Path, report: &dyn Fn(&str)) -> Result<()> {
+        let archive = Archive::open(&self.suite)?;
+        report(&format!("downloading {} packages", self.pins.len()));
+        let files = archive.fetch(&self.pins)?;
+        std::fs::create_dir_all(root)?;
+        for (pin, file) in self.pins.iter().zip(&files) {
+            report(&format!("unpacking {} {}", pin.name, pin.version));
+            run_capture(Command::new("dpkg-deb").arg("-x").arg(file).arg(root))
+                .with_context(|| format!("unpacking {} ({})", pin.spec(), file.display()))?;
+        }
+        Ok(())
+    }
+
+    fn configure(&self, root: &Path, report: &dyn Fn(&str)) -> Result<()> {
+        if !have_program("mmdebstrap") {
+            apt_install(&["mmdebstrap"])?;
+        }
+        let archive = Archive::open(&self.suite)?;
+        report(&format!("mmdebstrap: {} packages with their maintainer scripts", self.pins.len()));
+        let mut cmd = Command::new("mmdebstrap");
+        cmd.arg("--variant=custom")
+            .arg("--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr")
+            .arg("--mode=auto")
+            .arg("--quiet")
+            .arg(format!("--include={}", self.pins.iter().map(Pin::spec).collect::<Vec<_>>().join(",")))
+            .arg("--aptopt=APT::Install-Recommends \"false\"")
+            .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
+            .env("LC_ALL", "C");
+        for excluded in ["doc", "man", "info", "locale", "lintian", "linda"] {
+            cmd.arg(format!("--dpkgopt=path-exclude=/usr/share/{excluded}/*"));
+        }
+        for c in &self.customize {
+            cmd.arg(format!("--customize-hook=chroot \"$1\" /bin/sh -c {}", shell_quote(c)));
+        }
+        cmd.arg(&self.suite).arg(root);
+        for source in archive.sources() {
+            cmd.arg(source);
+        }
+        run_capture(&mut cmd).with_context(|| format!("mmdebstrap {} into {}", self.suite, root.display()))?;
+        self.check_installed(root)?;
+        tidy(root)
+    }
+
+    /// The chroot must hold exactly the closure the key names: if the
+    /// mirror moved between resolving and building, say so rather than
+    /// cache an image under the wrong name.
+    fn check_installed(&self, root: &Path) -> Result<()> {
+        let out = run_capture(
+            Command::new("dpkg-query")
+                .arg(format!("--admindir={}", root.join("var/lib/dpkg").display()))
+                .args(["-W", "-f=${Package} ${Version}\\n"]),
+        )?;
+        let mut got: Vec<String> = out.lines().map(str::to_string).collect();
+        got.sort();
+        let mut want: Vec<String> = self.pins.iter().map(|p| format!("{} {}", p.name, p.version)).collect();
+        want.sort();
+        if got != want {
+            let extra: Vec<&String> = got.iter().filter(|g| !want.contains(g)).collect();
+            let missing: Vec<&String> = want.iter().filter(|w| !got.contains(w)).collect();
+            bail!(
+                "mmdebstrap installed a different package set than apt resolved for the cache key \
+                 (extra: {extra:?}; missing: {missing:?}); the {} mirror may have moved: run the build again",
+                self.suite
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Removes what a configured build leaves that differs from build to build
+/// or only served the build: logs, apt's lists and caches, backups of dpkg's
+/// and debconf's databases, ldconfig's auxiliary cache.
+fn tidy(root: &Path) -> Result<()> {
+    for dir in ["var/log", "var/cache/apt", "var/lib/apt/lists", "var/cache/ldconfig"] {
+        let d = root.join(dir);
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() && !p.is_symlink() {
+                    std::fs::remove_dir_all(&p)?;
+                } else {
+                    std::fs::remove_file(&p)?;
+                }
             }
-            None => return Err(UnknownPackage { file: cluster_file.into(), name: name.clone() }.into()),
-        };
-        out.push(deb);
+        }
     }
-    Ok(out)
-}
-
-/// Path of the cached .deb, downloading it if needed. The file is named by
-/// its checksum and verified against the archive's SHA256 field.
-pub fn fetch(deb: &Deb) -> Result<PathBuf> {
-    let dir = cache_root().join("debs");
-    let path = dir.join(format!("{}.deb", deb.sha256));
-    if path.is_file() {
-        return Ok(path);
+    for dir in ["var/lib/dpkg", "var/cache/debconf", "etc"] {
+        if let Ok(entries) = std::fs::read_dir(root.join(dir)) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.ends_with("-old") || name.ends_with('-') && e.path().is_file() {
+                    std::fs::remove_file(e.path())?;
+                }
+            }
+        }
     }
-    let tmp = dir.join(format!("download-{}-{}", std::process::id(), deb.name));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp)?;
-    run_capture(
-        Command::new("apt-get")
-            .current_dir(&tmp)
-            .args(["download", "-q", &format!("{}={}", deb.name, deb.version)]),
-    )
-    .with_context(|| format!("downloading Debian package {} {}", deb.name, deb.version))?;
-    let got = std::fs::read_dir(&tmp)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "deb"))
-        .with_context(|| format!("apt-get download {} produced no .deb", deb.name))?;
-    let sum = sha256_file(&got)?;
-    if sum != deb.sha256 {
-        bail!("{}: checksum {sum} does not match the archive's {}", got.display(), deb.sha256);
-    }
-    std::fs::rename(&got, &path)?;
-    let _ = std::fs::remove_dir_all(&tmp);
-    Ok(path)
-}
-
-/// Unpacks a .deb's data into `root`.
-pub fn unpack(deb_file: &Path, root: &Path) -> Result<()> {
-    run_capture(Command::new("dpkg-deb").arg("-x").arg(deb_file).arg(root))
-        .with_context(|| format!("unpacking {}", deb_file.display()))?;
+    // Written by mmdebstrap for systemd; a node's identity is its name.
+    let _ = std::fs::remove_file(root.join("etc/machine-id"));
     Ok(())
+}
+
+/// Removes every path under `root` that one of `globs` (absolute, as seen
+/// in the guest) matches.
+pub fn remove_matching(root: &Path, globs: &[String]) -> Result<()> {
+    for g in globs {
+        let pattern = format!("{}/{}", glob::Pattern::escape(&root.to_string_lossy()), g.trim_start_matches('/'));
+        let mut matches: Vec<PathBuf> = glob::glob(&pattern)
+            .with_context(|| format!("[image] exclude {g:?}"))?
+            .filter_map(|m| m.ok())
+            .collect();
+        matches.sort();
+        let inside = root.canonicalize()?;
+        for m in matches {
+            // A match below an absolute symlink would be a host path.
+            let parent_inside = m.parent().and_then(|p| p.canonicalize().ok()).is_some_and(|p| p.starts_with(&inside));
+            let Ok(md) = std::fs::symlink_metadata(&m) else { continue };
+            if !parent_inside {
+                continue;
+            }
+            if md.is_dir() {
+                std::fs::remove_dir_all(&m)?;
+            } else {
+                std::fs::remove_file(&m)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Single-quotes `s` for sh.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+
+    #[test]
+    fn quotes_for_the_shell() {
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
 }

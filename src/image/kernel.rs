@@ -24,7 +24,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::cache::{cache_root, publish, sha256_file, KeyHasher};
+use super::cache::{cache_root, publish, KeyHasher};
 use super::host::{apt_install, have_program, installed_version, run_capture};
 
 /// Bump when the build steps below change in a way that changes the output.
@@ -207,55 +207,29 @@ fn ensure_source(series: KernelSeries) -> Result<(PathBuf, String)> {
     }
 }
 
-/// apt-get with a private root for `suite`: its own sources list, package
-/// lists and archive cache under `root`, no host sources.list.d, no dpkg
-/// status (nothing is installed). The host's apt configuration is left as
-/// it is.
-fn private_apt(root: &Path, tool: &str) -> Command {
-    let mut c = Command::new(tool);
-    c.arg(format!("-oDir::Etc::SourceList={}", root.join("sources.list").display()))
-        .arg("-oDir::Etc::SourceParts=/dev/null")
-        .arg(format!("-oDir::State::Lists={}", root.join("lists").display()))
-        .arg(format!("-oDir::Cache={}", root.join("cache").display()))
-        .arg("-oDir::State::Status=/dev/null")
-        .arg("-oAPT::Sandbox::User=root")
-        .arg("-q");
-    c
-}
-
-/// Downloads `package=version` from `suite`, checks the .deb against
-/// `sha256`, and moves its source tarball to `dest`.
+/// Downloads `package=version` from `suite` through the suite's private apt
+/// root, checks the .deb against `sha256`, and moves its source tarball to
+/// `dest`.
 fn fetch_pinned(package: &str, suite: &str, version: &str, sha256: &str, dest: &Path) -> Result<()> {
-    if !have_program("apt-get") || !have_program("dpkg-deb") {
-        bail!("apt-get and dpkg-deb are needed to fetch {package} (a Debian-based host)");
+    if !have_program("dpkg-deb") {
+        bail!("dpkg-deb is needed to fetch {package} (a Debian-based host)");
     }
-    let root = cache_root().join("apt").join(suite);
-    for d in ["lists/partial", "cache/archives/partial"] {
-        std::fs::create_dir_all(root.join(d)).with_context(|| format!("cannot create {}", root.display()))?;
-    }
-    std::fs::write(
-        root.join("sources.list"),
-        format!("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian {suite} main\n"),
-    )?;
+    let archive = super::apt::Archive::open(suite)?;
+    archive.ensure_lists()?;
+    let pin = super::apt::Pin { name: package.into(), version: version.into(), sha256: sha256.into() };
+    let deb = match archive.fetch(std::slice::from_ref(&pin)) {
+        Ok(files) => files.into_iter().next().expect("one pin, one file"),
+        Err(_) => {
+            archive.update()?;
+            archive.fetch(std::slice::from_ref(&pin)).with_context(|| {
+                format!("downloading {package} {version} from {suite}: the pinned version may have left the archive; pin the current one in src/image/kernel.rs")
+            })?.into_iter().next().expect("one pin, one file")
+        }
+    };
     let work = dest.with_extension(format!("fetch-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work)?;
     let result = (|| -> Result<()> {
-        run_capture(private_apt(&root, "apt-get").arg("update"))
-            .with_context(|| format!("apt-get update for {suite} (private lists in {})", root.display()))?;
-        run_capture(private_apt(&root, "apt-get").current_dir(&work).arg("download").arg(format!("{package}={version}")))
-            .with_context(|| {
-                format!("downloading {package} {version} from {suite}: the pinned version may have left the archive; pin the current one in src/image/kernel.rs")
-            })?;
-        let deb = std::fs::read_dir(&work)?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .with_context(|| format!("apt-get download {package} produced no .deb"))?;
-        let sum = sha256_file(&deb)?;
-        if sum != sha256 {
-            bail!("{}: checksum {sum} does not match the pinned {sha256}", deb.display());
-        }
         let unpacked = work.join("x");
         run_capture(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
         let inner = unpacked.join("usr/src").join(format!("{package}.tar.xz"));

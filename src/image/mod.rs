@@ -1,15 +1,18 @@
 //! `simcluster image build`: everything a cluster needs before it can run,
 //! built into the cache and reused while its inputs are unchanged.
 //!
-//! Boot order of a build: kernel (minutes, once) -> packages (download
-//! once) -> root filesystem (seconds).
+//! Boot order of a build: kernel (minutes, once) -> packages (resolved by
+//! apt, downloaded once; configured by mmdebstrap where scripts must run)
+//! -> root filesystem (seconds to a minute).
 
+pub mod apt;
 pub mod cache;
 pub mod cpio;
 pub mod debs;
 pub mod disk;
 pub mod host;
 pub mod kernel;
+pub mod oci;
 pub mod rootfs;
 
 use std::path::{Path, PathBuf};
@@ -41,19 +44,18 @@ pub struct Images {
 /// Builds (or finds) the kernel and root filesystem for `cluster`.
 pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     let began = Instant::now();
-    let kernel = kernel::ensure_kernel(cluster.spec.cluster.kernel, quiet)?;
-
-    let mut names: Vec<String> = cluster.spec.image.packages.clone();
-    names.push(rootfs::AGENT_PACKAGE.to_string());
-    names.sort();
-    names.dedup();
-    let debs = debs::resolve(&names, &cluster.file)?;
-
+    // Packages first: a wrong name fails in a second, not after a kernel.
+    let image = &cluster.spec.image;
+    let packages = debs::resolve(image, &cluster.file)?;
+    let container = oci::Source::of(cluster);
     let mut key = KeyHasher::new(ROOTFS_RECIPE);
     key.add_str(rootfs::INIT).add_str(rootfs::AGENT);
-    for d in &debs {
-        key.add_str(&d.name).add_str(&d.version).add_str(&d.sha256);
+    packages.add_to_key(&mut key);
+    if let Some(source) = &container {
+        oci::add_to_key(source, &cluster.file, &mut key)?;
     }
+    let kernel = kernel::ensure_kernel(cluster.spec.cluster.kernel, quiet)?;
+
     for (guest, host) in &cluster.spec.image.files {
         let p = cluster.dir.join(host);
         let sum = sha256_file(&p).with_context(|| format!("{}: reading {}", cluster.file.display(), p.display()))?;
@@ -78,7 +80,7 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
         let _lock = cache::BuildLock::acquire(&dir, quiet)?;
         rootfs_cached = initrd.is_file();
         if !rootfs_cached {
-            build_rootfs(cluster, &debs, &dir, quiet)?;
+            build_rootfs(cluster, &packages, container.as_ref(), &dir, quiet)?;
         }
     }
     let disk = match &cluster.disk {
@@ -108,20 +110,44 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
-fn build_rootfs(cluster: &Cluster, debs: &[debs::Deb], final_dir: &Path, quiet: bool) -> Result<()> {
-    let pb = if quiet { ProgressBar::hidden() } else { ProgressBar::new((debs.len() + 2) as u64) };
-    pb.set_style(ProgressStyle::with_template("rootfs: {bar:30} {pos}/{len} {msg}").unwrap());
+fn build_rootfs(
+    cluster: &Cluster,
+    packages: &debs::PackageSet,
+    container: Option<&oci::Source>,
+    final_dir: &Path,
+    quiet: bool,
+) -> Result<()> {
+    let pb = if quiet { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
+    pb.set_style(ProgressStyle::with_template("rootfs: {spinner} {elapsed} {msg}").unwrap());
+    pb.enable_steady_tick(std::time::Duration::from_millis(200));
     let work = final_dir.with_extension(format!("build-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     let root = work.join("root");
-    std::fs::create_dir_all(&root)?;
+    std::fs::create_dir_all(&work)?;
     let result = (|| -> Result<()> {
-        for d in debs {
-            pb.set_message(format!("{} {}", d.name, d.version));
-            let file = debs::fetch(d)?;
-            debs::unpack(&file, &root)?;
-            pb.inc(1);
-        }
+        let report = |msg: &str| pb.set_message(msg.to_string());
+        let run_config = match container {
+            None => {
+                packages.install(&root, &report)?;
+                // Init and agent name their busybox /sim/busybox.
+                std::fs::create_dir_all(root.join("sim"))?;
+                std::os::unix::fs::symlink("../bin/busybox", root.join("sim/busybox"))?;
+                None
+            }
+            Some(source) => {
+                report("unpacking the container image");
+                let opened = oci::open(source, &cluster.file, &work)?;
+                oci::unpack(&opened, source, &cluster.file, &root)?;
+                // simcluster's own static busybox, from the Debian package.
+                report("adding simcluster's busybox");
+                let bb = work.join("busybox");
+                packages.install(&bb, &report)?;
+                std::fs::create_dir_all(root.join("sim"))?;
+                std::fs::copy(bb.join("bin/busybox"), root.join("sim/busybox"))?;
+                Some(opened.config)
+            }
+        };
+        debs::remove_matching(&root, &cluster.spec.image.exclude)?;
         pb.set_message("files and agent");
         for (guest, host) in &cluster.spec.image.files {
             let src = cluster.dir.join(host);
@@ -129,10 +155,11 @@ fn build_rootfs(cluster: &Cluster, debs: &[debs::Deb], final_dir: &Path, quiet: 
             std::fs::create_dir_all(dst.parent().unwrap())?;
             let _ = std::fs::remove_file(&dst);
             std::fs::copy(&src, &dst).with_context(|| format!("copying {} into the image", src.display()))?;
+            // The user's files belong to root in the guest, whoever built it.
+            std::os::unix::fs::lchown(&dst, Some(0), Some(0)).ok();
         }
-        rootfs::write_agent_files(&root, cluster)?;
+        rootfs::write_agent_files(&root, cluster, run_config.as_ref())?;
         rootfs::check_commands(&root, cluster)?;
-        pb.inc(1);
         pb.set_message("packing initramfs");
         let out = work.join("out");
         std::fs::create_dir_all(&out)?;
@@ -141,7 +168,6 @@ fn build_rootfs(cluster: &Cluster, debs: &[debs::Deb], final_dir: &Path, quiet: 
         w.add_tree(&root)?;
         w.add_device(&cpio::DeviceNode { path: "/dev/console", mode: 0o600, major: 5, minor: 1 })?;
         w.finish()?;
-        pb.inc(1);
         publish(&out, final_dir).with_context(|| format!("cannot move the image into {}", final_dir.display()))?;
         Ok(())
     })();

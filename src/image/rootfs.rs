@@ -6,54 +6,66 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use super::debs::shell_quote;
+use super::oci::RunConfig;
 use crate::cluster::Cluster;
 
-/// Package the agent runs on; always in the image.
-pub const AGENT_PACKAGE: &str = "busybox-static";
 
 /// PID 1: mounts the pseudo file systems, sets the node's identity and
 /// address, and hands over to the agent. NODE_ID, NODE_NAME and PEERS arrive in the
 /// environment from the kernel command line.
-pub const INIT: &str = r#"#!/bin/busybox sh
-# simcluster node init (generated; do not edit).
-/bin/busybox mkdir -p /proc /sys /dev /tmp /run /var/tmp /root /etc /bin /sbin /usr/bin /usr/sbin
-/bin/busybox mount -t proc proc /proc
-/bin/busybox mount -t sysfs sysfs /sys
-/bin/busybox mount -t devtmpfs devtmpfs /dev
-/bin/busybox mount -t tmpfs tmpfs /tmp
-/bin/busybox mount -t tmpfs tmpfs /run
-/bin/busybox --install -s 2>/dev/null
+pub const INIT: &str = r#"#!/sim/busybox sh
+# simcluster node init (generated; do not edit). Every tool it uses is
+# simcluster's own static busybox, so a container image needs none.
+BB=/sim/busybox
+$BB mkdir -p /proc /sys /dev /tmp /run /var/tmp /root /etc
+$BB mount -t proc proc /proc
+$BB mount -t sysfs sysfs /sys
+$BB mount -t devtmpfs devtmpfs /dev
+$BB mount -t tmpfs tmpfs /tmp
+$BB mount -t tmpfs tmpfs /run
+# busybox's applets: always in /sim/bin (last on PATH); in a Debian image
+# also in the standard directories, wherever no real program is.
+$BB mkdir -p /sim/bin
+$BB --install -s /sim/bin 2>/dev/null
+if [ ! -f /sim/oci ]; then
+  $BB mkdir -p /bin /sbin /usr/bin /usr/sbin
+  $BB --install -s 2>/dev/null
+fi
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+# A container image's Env (it may set PATH).
+[ -f /sim/env ] && . /sim/env
+export PATH="$PATH:/sim/bin"
 export NODE_ID NODE_NAME PEERS
-hostname "$NODE_NAME"
-ip link set lo up
+$BB hostname "$NODE_NAME"
+$BB ip link set lo up
 # Node N is 10.0.0.N on eth0 (simcluster's virtio-net, MAC 02:00:0a:00:00:N).
 echo "127.0.0.1 localhost" > /etc/hosts
 i=1
-for peer in $(echo "$PEERS" | tr , ' '); do echo "10.0.0.$i $peer" >> /etc/hosts; i=$((i + 1)); done
+for peer in $(echo "$PEERS" | $BB tr , ' '); do echo "10.0.0.$i $peer" >> /etc/hosts; i=$((i + 1)); done
 # The node after the guests is simcluster's host-side client ([workload.host]).
 [ "$i" -le 254 ] && echo "10.0.0.$i host" >> /etc/hosts
 if [ -e /sys/class/net/eth0 ]; then
-  ip addr add "10.0.0.$NODE_ID/24" dev eth0
-  ip link set eth0 up
+  $BB ip addr add "10.0.0.$NODE_ID/24" dev eth0
+  $BB ip link set eth0 up
   # Static neighbours: addresses are fixed, and ARP would make a one-way
   # partition two-way (the reply could not come back).
   i=1
-  for peer in $(echo "$PEERS" | tr , ' '); do
-    [ "$i" = "$NODE_ID" ] || arp -i eth0 -s "10.0.0.$i" "02:00:0a:00:00:$(printf %02x $i)"
+  for peer in $(echo "$PEERS" | $BB tr , ' '); do
+    [ "$i" = "$NODE_ID" ] || $BB arp -i eth0 -s "10.0.0.$i" "02:00:0a:00:00:$($BB printf %02x $i)"
     i=$((i + 1))
   done
   # ... and the host-side client, node N+1 (harmless without one).
-  [ "$i" -le 254 ] && arp -i eth0 -s "10.0.0.$i" "02:00:0a:00:00:$(printf %02x $i)"
+  [ "$i" -le 254 ] && $BB arp -i eth0 -s "10.0.0.$i" "02:00:0a:00:00:$($BB printf %02x $i)"
 fi
 # The data disk ([disk] in cluster.toml), ext4 on simcluster's virtio-blk.
 # After a crash ext4 replays its journal here.
 if [ -f /sim/disk-mount ]; then
-  m=$(cat /sim/disk-mount)
-  mkdir -p "$m"
-  mount -t ext4 /dev/vda "$m" || echo "simcluster: cannot mount the data disk /dev/vda at $m"
+  m=$($BB cat /sim/disk-mount)
+  $BB mkdir -p "$m"
+  $BB mount -t ext4 /dev/vda "$m" || echo "simcluster: cannot mount the data disk /dev/vda at $m"
 fi
-exec /bin/busybox sh /sim/agent
+exec $BB sh /sim/agent
 "#;
 
 /// The in-guest agent. It talks to the engine over the control line
@@ -62,27 +74,34 @@ exec /bin/busybox sh /sim/agent
 /// runs /sim/cmd/NAME to completion and answers `@sim done NAME STATUS`. If
 /// the node's start command ends, it says `@sim done start STATUS`.
 pub const AGENT: &str = r#"# simcluster agent (generated; do not edit).
+BB=/sim/busybox
+# Commands run with the image's /bin/sh, or busybox's where it has none.
+SH=/bin/sh
+[ -x /bin/sh ] || SH=/sim/bin/sh
 exec </dev/null >/dev/console 2>&1
-while [ ! -e /dev/hvc0 ]; do sleep 0.01; done
+while [ ! -e /dev/hvc0 ]; do $BB sleep 0.01; done
 exec 3<>/dev/hvc0
-stty -F /dev/hvc0 raw -echo
+$BB stty -F /dev/hvc0 raw -echo
 say() { echo "@sim $*" >&3; }
 if [ -f /sim/start ]; then
-  ( /bin/sh /sim/start </dev/null >/dev/console 2>&1; say done start $? ) &
+  ( $SH /sim/start </dev/null >/dev/console 2>&1; say done start $? ) &
 fi
 say ready
 while read -r verb arg <&3; do
   case "$verb" in
-    run) /bin/sh "/sim/cmd/$arg" </dev/null; say done "$arg" $? ;;
-    halt) poweroff -f ;;
+    run) $SH "/sim/cmd/$arg" </dev/null; say done "$arg" $? ;;
+    settle) $BB sleep "$arg" ;;
+    halt) $BB poweroff -f ;;
     *) echo "simcluster agent: unknown command: $verb $arg" ;;
   esac
 done
 echo "simcluster agent: control line closed"
 "#;
 
-/// Writes init, the agent and the cluster's commands into `root`.
-pub fn write_agent_files(root: &Path, cluster: &Cluster) -> Result<()> {
+/// Writes init, the agent and the cluster's commands into `root`; `image`
+/// is a container image's configuration (its start command, environment
+/// and user), if the node is one.
+pub fn write_agent_files(root: &Path, cluster: &Cluster, image: Option<&RunConfig>) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let write = |rel: &str, body: &str, mode: u32| -> Result<()> {
         let p = root.join(rel);
@@ -93,8 +112,17 @@ pub fn write_agent_files(root: &Path, cluster: &Cluster) -> Result<()> {
     };
     write("init", INIT, 0o755)?;
     write("sim/agent", AGENT, 0o644)?;
-    if let Some(start) = &cluster.spec.node.start {
+    let start = match (&cluster.spec.node.start, image) {
+        (Some(start), _) => Some(start.clone()),
+        (None, Some(config)) => container_start(root, cluster, config)?,
+        (None, None) => None,
+    };
+    if let Some(start) = start {
         write("sim/start", &format!("{start}\n"), 0o644)?;
+    }
+    if let Some(config) = image {
+        write("sim/oci", "", 0o644)?;
+        write("sim/env", &config.env_script(), 0o644)?;
     }
     if let Some(d) = &cluster.disk {
         write("sim/disk-mount", &format!("{}\n", d.mount), 0o644)?;
@@ -112,6 +140,22 @@ pub fn write_agent_files(root: &Path, cluster: &Cluster) -> Result<()> {
     Ok(())
 }
 
+/// A container image's start command: Entrypoint and Cmd in WorkingDir, as
+/// its User (through busybox's su) when that is not root.
+fn container_start(root: &Path, cluster: &Cluster, config: &RunConfig) -> Result<Option<String>> {
+    let Some(command) = config.start_command() else { return Ok(None) };
+    let Some(user) = config.non_root_user() else { return Ok(Some(command)) };
+    let Some(name) = super::oci::account(root, user) else {
+        return Err(crate::BadInput(format!(
+            "{}: the container image runs as User {user:?}, which its /etc/passwd does not list",
+            cluster.file.display()
+        ))
+        .into());
+    };
+    let inner = format!("[ -f /sim/env ] && . /sim/env; {command}");
+    Ok(Some(format!("exec /sim/busybox su -s /sim/bin/sh {} -c {}", shell_quote(&name), shell_quote(&inner))))
+}
+
 /// The program a shell command line starts, if it names one by absolute
 /// path (leading `VAR=value` assignments skipped).
 fn program_of(command: &str) -> Option<&str> {
@@ -126,7 +170,8 @@ fn program_of(command: &str) -> Option<&str> {
 /// image (or among busybox's applets, linked at boot): a typo there would
 /// otherwise only show at run time as "not found" on a guest console.
 pub fn check_commands(root: &Path, cluster: &Cluster) -> Result<()> {
-    let applets = std::process::Command::new(root.join("bin/busybox"))
+    let oci = root.join("sim/oci").exists();
+    let applets = std::process::Command::new(root.join("sim/busybox"))
         .arg("--list")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -147,10 +192,8 @@ pub fn check_commands(root: &Path, cluster: &Cluster) -> Result<()> {
         let in_image = root.join(prog.trim_start_matches('/'));
         let exists = std::fs::symlink_metadata(&in_image).is_ok();
         let base = prog.rsplit('/').next().unwrap_or(prog);
-        let applet = ["/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/"]
-            .iter()
-            .any(|d| prog == format!("{d}{base}"))
-            && applets.lines().any(|a| a.trim() == base);
+        let dirs: &[&str] = if oci { &["/sim/bin/"] } else { &["/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/sim/bin/"] };
+        let applet = dirs.iter().any(|d| prog == format!("{d}{base}")) && applets.lines().any(|a| a.trim() == base);
         if !exists && !applet {
             return Err(crate::BadInput(format!(
                 "{}: {what}: {prog} does not exist in the image (add it under [image] files, or the Debian package that ships it under [image] packages)",

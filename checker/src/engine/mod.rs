@@ -71,6 +71,13 @@ pub struct ExploreSpec {
     /// drawn at the rates of the failing run most walks fail from any
     /// state, so the probe would mostly measure bad luck.)
     pub calm_from: Option<(u64, u64)>,
+    /// The quiet period (`[faults] quiet_after = "workload"`): when the
+    /// workload passes, every partition heals, the network stops losing,
+    /// duplicating and reordering, no crash or disk fault is enabled, and
+    /// the invariants start this many ns later on a calm cluster (a node
+    /// down at that moment restarts as usual and runs its checks once
+    /// ready). `None`: faults go on through the checks.
+    pub quiet_settle_ns: Option<u64>,
     /// Crash number (1-based) -> index of the disk crash state to apply, for
     /// crash points whose states are enumerated (see [`DiskSpec`]).
     pub crash_states: std::collections::BTreeMap<u32, u64>,
@@ -610,6 +617,13 @@ impl Execution<'_> {
                 let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
                 let crash = self.crashes;
                 let name = self.nodes[i].name.clone();
+                if !self.nodes[i].running.is_empty() {
+                    let text = format!(
+                        "the crash kills {name}'s running command(s) {}; sent again once {name} is ready",
+                        self.nodes[i].running.join(", ")
+                    );
+                    self.trace.push(now, (i + 1) as u16, EventKind::Note { text });
+                }
                 let disk = self.nodes[i].power_off(now)?;
                 let detail = match (disk, &self.spec.disk) {
                     (Some(disk), Some(ds)) => {
@@ -758,10 +772,32 @@ impl Execution<'_> {
             return Ok(());
         }
         self.trace.push(self.now, (i + 1) as u16, EventKind::Command { name: name.to_string() });
-        let line = format!("run {name}\n");
+        // Checks start after the quiet period's settle time, which the
+        // agent sleeps in the guest's virtual time (also after a restart).
+        let settle = match (self.phase, self.spec.explore.quiet_settle_ns) {
+            (Phase::Checks { .. }, Some(ns)) if ns > 0 => format!("settle {}.{:09}\n", ns / 1_000_000_000, ns % 1_000_000_000),
+            _ => String::new(),
+        };
+        let line = format!("{settle}run {name}\n");
+        // A check killed by a crash runs again once its node is back; the
+        // workload does not (it would start its history over).
+        if matches!(self.phase, Phase::Checks { .. }) {
+            self.nodes[i].running.push(name.to_string());
+        }
         let (now, watchdog) = (self.now, self.spec.watchdog);
         self.nodes[i].vm().send_control(now, line.as_bytes(), watchdog)?;
         Ok(())
+    }
+
+    /// The quiet period begins: faults stop (see
+    /// `ExploreSpec::quiet_settle_ns`); the checks wait `settle` ns.
+    fn begin_quiet(&mut self, settle: u64) {
+        self.calm = true;
+        if let Some(ns) = self.net.as_mut() {
+            ns.quiet();
+        }
+        let text = format!("quiet period: faults stop; checks start after {} s", settle as f64 / 1e9);
+        self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
     }
 
     /// The workload passed: send the invariants and liveness checks.
@@ -788,6 +824,10 @@ impl Execution<'_> {
                 }
             }
             AgentMsg::Done { command, status } => {
+                let running = &mut self.nodes[from].running;
+                if let Some(k) = running.iter().position(|c| *c == command) {
+                    running.remove(k);
+                }
                 self.trace.push(now, node, EventKind::CommandDone { name: command.clone(), status });
                 let hint = agent::status_hint(status);
                 let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && *i == from);
@@ -801,6 +841,9 @@ impl Execution<'_> {
                         let what = format!("the workload on {name} exited with status {status}{hint}");
                         self.fail(FailureKind::Workload, Some(from), what);
                         return Ok(());
+                    }
+                    if let Some(settle) = self.spec.explore.quiet_settle_ns {
+                        self.begin_quiet(settle);
                     }
                     self.start_checks()?;
                 } else if let Phase::Checks { done } = self.phase {

@@ -272,6 +272,13 @@ impl NetState {
     /// no partition after the current one heals.
     pub fn calm(&mut self, seed: u64) {
         self.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6e65_7473_696d_0001);
+        self.quiet();
+    }
+
+    /// The quiet period: no more loss, duplication or reordering, the
+    /// current partition heals now and no later one starts. Latencies keep
+    /// their stream, so the draws before and after stay in order.
+    pub fn quiet(&mut self) {
         self.net.stop_faults();
         let keep_heal = self.net.current_partition().is_some();
         self.faults.truncate(self.next_fault);

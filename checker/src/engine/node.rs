@@ -37,6 +37,9 @@ pub(super) struct Node {
     pub crashed_at: Option<u64>,
     /// Agent commands that wait for the node to be up and ready again.
     pub deferred: Vec<String>,
+    /// Checks (invariants, liveness) sent and not answered yet. A crash
+    /// kills them with the node; they are sent again once it is ready.
+    pub running: Vec<String>,
     /// The node's data disk while it is powered off (the runtime holds it
     /// while the node is up).
     pub disk: Option<Disk>,
@@ -59,6 +62,7 @@ impl Node {
             tail: Vec::new(),
             crashed_at: None,
             deferred: Vec::new(),
+            running: Vec::new(),
             disk: None,
         }
     }
@@ -108,6 +112,8 @@ impl Node {
         }
         self.ready = false;
         self.crashed_at = Some(now);
+        let killed = std::mem::take(&mut self.running);
+        self.deferred.splice(0..0, killed);
         Ok(self.disk.as_mut())
     }
 

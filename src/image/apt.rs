@@ -1,0 +1,249 @@
+//! Debian's own resolver, run against a pinned suite through a private apt
+//! root: its own sources list, package lists and archive cache under the
+//! cache directory, no dpkg status (nothing is installed), and the host's
+//! apt configuration left as it is.
+//!
+//! Invariant: every package list an image or kernel build reads comes from
+//! one `Archive` per suite, refreshed only when a name is unknown or a pinned
+//! version has left the mirror, so two builds on one machine resolve the same
+//! names to the same versions.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+use super::cache::{cache_root, sha256_file};
+use super::host::{have_program, run_capture};
+
+/// One package pinned to an exact version and the archive's checksum.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Pin {
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+}
+
+impl Pin {
+    /// `name=version`, as apt-get and mmdebstrap take it.
+    pub fn spec(&self) -> String {
+        format!("{}={}", self.name, self.version)
+    }
+}
+
+/// Why a set of names could not be resolved: the user's input, not the host.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("no Debian package named {name:?} in {suite} (checked with apt after refreshing its package lists)")]
+    Unknown { suite: String, name: String },
+    #[error("the packages cannot be installed together in {suite}; apt says:\n{apt}")]
+    Unsatisfiable { suite: String, apt: String },
+    #[error("unknown Debian suite {suite:?}: apt-get update found no package lists for it ({apt})")]
+    UnknownSuite { suite: String, apt: String },
+}
+
+/// A private apt root for one suite.
+pub struct Archive {
+    suite: String,
+    root: PathBuf,
+}
+
+const MIRROR: &str = "http://deb.debian.org/debian";
+const SECURITY: &str = "http://deb.debian.org/debian-security";
+const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+
+impl Archive {
+    /// The archive for `suite` (e.g. "bookworm", "trixie-backports"); its
+    /// directories are created, its lists fetched on first use.
+    pub fn open(suite: &str) -> Result<Archive> {
+        if !have_program("apt-get") || !have_program("apt-cache") {
+            bail!("apt-get not found: simcluster's image builder needs a Debian-based host");
+        }
+        let root = cache_root().join("apt").join(suite);
+        for d in ["lists/partial", "cache/archives/partial"] {
+            std::fs::create_dir_all(root.join(d)).with_context(|| format!("cannot create {}", root.display()))?;
+        }
+        let archive = Archive { suite: suite.to_string(), root };
+        let list = archive.root.join("sources.list");
+        let want = archive.sources().join("\n") + "\n";
+        if std::fs::read_to_string(&list).ok().as_deref() != Some(want.as_str()) {
+            std::fs::write(&list, want)?;
+        }
+        Ok(archive)
+    }
+
+    pub fn suite(&self) -> &str {
+        &self.suite
+    }
+
+    /// The sources a release gets (its updates and security fixes too), in
+    /// one-line form; a backports suite is its own source.
+    pub fn sources(&self) -> Vec<String> {
+        let s = &self.suite;
+        let line = |uri: &str, suite: &str| format!("deb [signed-by={KEYRING}] {uri} {suite} main");
+        if s.contains('-') {
+            vec![line(MIRROR, s)]
+        } else {
+            vec![line(MIRROR, s), line(MIRROR, &format!("{s}-updates")), line(SECURITY, &format!("{s}-security"))]
+        }
+    }
+
+    /// apt-get, apt-cache (or another apt tool) configured for this root.
+    pub fn command(&self, tool: &str) -> Command {
+        let mut c = Command::new(tool);
+        c.arg(format!("-oDir::Etc::SourceList={}", self.root.join("sources.list").display()))
+            .arg("-oDir::Etc::SourceParts=/dev/null")
+            .arg(format!("-oDir::State::Lists={}", self.root.join("lists").display()))
+            .arg(format!("-oDir::Cache={}", self.root.join("cache").display()))
+            .arg("-oDir::State::Status=/dev/null")
+            .arg("-oAPT::Sandbox::User=root")
+            .arg("-oAPT::Install-Recommends=false")
+            .arg("-q")
+            .env("LC_ALL", "C");
+        c
+    }
+
+    fn has_lists(&self) -> bool {
+        std::fs::read_dir(self.root.join("lists"))
+            .map(|d| d.filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().contains("_Packages")))
+            .unwrap_or(false)
+    }
+
+    /// Fetches the suite's package lists.
+    pub fn update(&self) -> Result<()> {
+        let out = self.command("apt-get").arg("update").stdin(Stdio::null()).output().context("cannot run apt-get")?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() || !self.has_lists() {
+            let apt = text.lines().filter(|l| l.starts_with("E:") || l.starts_with("W:")).collect::<Vec<_>>().join("; ");
+            if text.contains("does not have a Release file") || !self.has_lists() {
+                return Err(ResolveError::UnknownSuite { suite: self.suite.clone(), apt }.into());
+            }
+            bail!("apt-get update for {} (private lists in {}) failed: {apt}", self.suite, self.root.display());
+        }
+        Ok(())
+    }
+
+    /// Lists are fetched once; later builds reuse them (see the invariant).
+    pub fn ensure_lists(&self) -> Result<()> {
+        if self.has_lists() {
+            return Ok(());
+        }
+        self.update()
+    }
+
+    /// The dependency closure of `names` (plus the suite's Essential set if
+    /// `essential`), as apt would install it on an empty system, without
+    /// Recommends. Refreshes the lists once if apt does not know a name.
+    pub fn resolve(&self, names: &[String], essential: bool) -> Result<Vec<Pin>> {
+        self.ensure_lists()?;
+        match self.simulate(names, essential) {
+            Err(e) if e.downcast_ref::<ResolveError>().is_some_and(|r| matches!(r, ResolveError::Unknown { .. })) => {
+                self.update()?;
+                self.simulate(names, essential)
+            }
+            other => other,
+        }
+    }
+
+    fn simulate(&self, names: &[String], essential: bool) -> Result<Vec<Pin>> {
+        let mut cmd = self.command("apt-get");
+        cmd.args(["-s", "install"]);
+        if essential {
+            // apt flags itself essential; a node needs no package manager.
+            cmd.arg("?and(?essential,?not(?exact-name(apt)))");
+        }
+        cmd.args(names);
+        let out = cmd.stdin(Stdio::null()).output().context("cannot run apt-get")?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            for l in stderr.lines() {
+                if let Some(rest) = l.strip_prefix("E: Unable to locate package ") {
+                    return Err(ResolveError::Unknown { suite: self.suite.clone(), name: rest.trim().into() }.into());
+                }
+                if let Some(rest) = l.strip_prefix("E: Package '") {
+                    let name = rest.split('\'').next().unwrap_or(rest);
+                    return Err(ResolveError::Unknown { suite: self.suite.clone(), name: name.into() }.into());
+                }
+            }
+            let apt: Vec<&str> = stdout
+                .lines()
+                .skip_while(|l| !l.contains("unmet dependencies"))
+                .chain(stderr.lines().filter(|l| l.starts_with("E:")))
+                .collect();
+            return Err(ResolveError::Unsatisfiable { suite: self.suite.clone(), apt: apt.join("\n") }.into());
+        }
+        // "Inst libc6 (2.36-9+deb12u9 Debian:12.9/stable [amd64])"
+        let mut specs: Vec<(String, String)> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("Inst "))
+            .filter_map(|l| {
+                let (name, rest) = l.split_once(' ')?;
+                let version = rest.strip_prefix('(')?.split_whitespace().next()?;
+                Some((name.to_string(), version.to_string()))
+            })
+            .collect();
+        specs.sort();
+        self.pin(&specs)
+    }
+
+    /// The archive's checksums for exact versions.
+    fn pin(&self, specs: &[(String, String)]) -> Result<Vec<Pin>> {
+        if specs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let args: Vec<String> = specs.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        let text = run_capture(self.command("apt-cache").arg("show").args(&args))?;
+        let mut pins = Vec::new();
+        for stanza in text.split("\n\n") {
+            let field = |key: &str| stanza.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()));
+            if let (Some(name), Some(version), Some(sha256)) = (field("Package: "), field("Version: "), field("SHA256: ")) {
+                if specs.iter().any(|(n, v)| *n == name && *v == version) && !pins.iter().any(|p: &Pin| p.name == name) {
+                    pins.push(Pin { name, version, sha256 });
+                }
+            }
+        }
+        if pins.len() != specs.len() {
+            bail!("apt-cache show gave {} of {} pinned packages in {}", pins.len(), specs.len(), self.suite);
+        }
+        pins.sort();
+        Ok(pins)
+    }
+
+    /// Paths of the cached .debs for `pins`, downloading the missing ones in
+    /// one apt-get call. Each file is named by its checksum and verified.
+    pub fn fetch(&self, pins: &[Pin]) -> Result<Vec<PathBuf>> {
+        let dir = cache_root().join("debs");
+        std::fs::create_dir_all(&dir)?;
+        let path = |p: &Pin| dir.join(format!("{}.deb", p.sha256));
+        let missing: Vec<&Pin> = pins.iter().filter(|p| !path(p).is_file()).collect();
+        if !missing.is_empty() {
+            let work = dir.join(format!("download-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&work);
+            std::fs::create_dir_all(&work)?;
+            let result = self.download(&missing, &work, &path);
+            let _ = std::fs::remove_dir_all(&work);
+            result?;
+        }
+        Ok(pins.iter().map(path).collect())
+    }
+
+    fn download(&self, missing: &[&Pin], work: &Path, path: &dyn Fn(&Pin) -> PathBuf) -> Result<()> {
+        let specs: Vec<String> = missing.iter().map(|p| p.spec()).collect();
+        run_capture(self.command("apt-get").current_dir(work).arg("download").args(&specs)).with_context(|| {
+            format!("downloading {} package(s) from {}: a pinned version may have left the mirror", specs.len(), self.suite)
+        })?;
+        for entry in std::fs::read_dir(work)? {
+            let got = entry?.path();
+            let sum = sha256_file(&got)?;
+            match missing.iter().find(|p| p.sha256 == sum) {
+                Some(p) => std::fs::rename(&got, path(p))?,
+                None => bail!("{}: checksum {sum} matches none of the pinned packages", got.display()),
+            }
+        }
+        if let Some(p) = missing.iter().find(|p| !path(p).is_file()) {
+            bail!("apt-get download gave no file for {}", p.spec());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,298 @@
+//! Container images as nodes: an OCI image layout (`[image] oci`, as
+//! `skopeo copy`/`umoci` write it) or a `docker save` archive
+//! (`[image] docker_archive`). skopeo converts an archive to a layout, umoci
+//! unpacks a layout's layers (whiteouts, ownership, digests checked), and
+//! oci-spec reads the image configuration: its Entrypoint and Cmd become
+//! the node's start command, Env its environment, WorkingDir the start
+//! command's directory and User the account it runs as, unless `[node]
+//! start` says otherwise. simcluster's init and agent are layered on top,
+//! with a static busybox of their own under /sim, so an image needs no
+//! shell or tools of its own.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest, MediaType};
+
+use super::cache::{sha256_file, KeyHasher};
+use super::debs::shell_quote;
+use super::host::{apt_install, have_program};
+use crate::cluster::Cluster;
+
+/// The tag a converted archive gets in its temporary layout.
+const CONVERTED_TAG: &str = "simcluster";
+
+/// Which `[image]` key named the image, and the path it gave.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Layout { dir: PathBuf, tag: Option<String> },
+    DockerArchive { file: PathBuf },
+}
+
+impl Source {
+    /// The image a cluster names, if any.
+    pub fn of(cluster: &Cluster) -> Option<Source> {
+        let image = &cluster.spec.image;
+        if let Some(dir) = &image.oci {
+            return Some(Source::Layout { dir: cluster.dir.join(dir), tag: image.tag.clone() });
+        }
+        image.docker_archive.as_ref().map(|f| Source::DockerArchive { file: cluster.dir.join(f) })
+    }
+
+    fn key_name(&self) -> &'static str {
+        match self {
+            Source::Layout { .. } => "oci",
+            Source::DockerArchive { .. } => "docker_archive",
+        }
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Source::Layout { dir, .. } => dir,
+            Source::DockerArchive { file } => file,
+        }
+    }
+}
+
+/// A container image the user gave that cannot be used: exit 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: [image] {key} = {path}: {problem}")]
+pub struct ImageError {
+    pub file: PathBuf,
+    pub key: &'static str,
+    pub path: PathBuf,
+    pub problem: String,
+}
+
+/// What the image's configuration says about running it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunConfig {
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+    pub env: Vec<String>,
+    pub working_dir: Option<String>,
+    pub user: Option<String>,
+}
+
+impl RunConfig {
+    /// The start command (Entrypoint followed by Cmd, as a container
+    /// runtime runs them), or `None` if the image names no program.
+    pub fn start_command(&self) -> Option<String> {
+        let argv: Vec<String> = self.entrypoint.iter().chain(&self.cmd).map(|a| shell_quote(a)).collect();
+        if argv.is_empty() {
+            return None;
+        }
+        let cd = self.working_dir.as_deref().filter(|d| !d.is_empty()).map(|d| format!("cd {} && ", shell_quote(d)));
+        Some(format!("{}exec {}", cd.unwrap_or_default(), argv.join(" ")))
+    }
+
+    /// The environment as shell lines for /sim/env (`export K='V'`).
+    pub fn env_script(&self) -> String {
+        let mut out = String::new();
+        for kv in &self.env {
+            if let Some((k, v)) = kv.split_once('=') {
+                if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    out.push_str(&format!("export {k}={}\n", shell_quote(v)));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the image asks for an account other than root.
+    pub fn non_root_user(&self) -> Option<&str> {
+        self.user.as_deref().filter(|u| !matches!(*u, "" | "root" | "0" | "0:0" | "root:root"))
+    }
+}
+
+/// A layout ready to unpack: where it is, the tag to unpack, its config.
+pub struct Opened {
+    pub layout: PathBuf,
+    pub tag: String,
+    pub config: RunConfig,
+}
+
+/// Adds the image's identity to a cache key: the manifest digest of a
+/// layout (it names config and layers), the checksum of an archive.
+pub fn add_to_key(source: &Source, cluster_file: &Path, key: &mut KeyHasher) -> Result<()> {
+    let bad = |problem: String| bad(source, cluster_file, problem);
+    match source {
+        Source::Layout { dir, tag } => {
+            let (_, manifest) = pick_manifest(dir, tag.as_deref()).map_err(bad)?;
+            key.add_str("oci").add_str(&manifest.digest().to_string());
+        }
+        Source::DockerArchive { file } => {
+            let sum = sha256_file(file).map_err(|e| bad(format!("cannot read it: {e}")))?;
+            key.add_str("docker-archive").add_str(&sum);
+        }
+    }
+    Ok(())
+}
+
+fn bad(source: &Source, file: &Path, problem: String) -> anyhow::Error {
+    ImageError { file: file.into(), key: source.key_name(), path: source.path().into(), problem }.into()
+}
+
+fn ensure_tools() -> Result<()> {
+    let missing: Vec<&str> = [("umoci", "umoci"), ("skopeo", "skopeo")]
+        .iter()
+        .filter(|(prog, _)| !have_program(prog))
+        .map(|(_, pkg)| *pkg)
+        .collect();
+    apt_install(&missing)
+}
+
+/// Opens the image for unpacking: a layout as it is, an archive converted
+/// into `work` first.
+pub fn open(source: &Source, cluster_file: &Path, work: &Path) -> Result<Opened> {
+    ensure_tools()?;
+    let bad = |problem: String| bad(source, cluster_file, problem);
+    let (layout, tag) = match source {
+        Source::Layout { dir, tag } => {
+            let (tag, _) = pick_manifest(dir, tag.as_deref()).map_err(bad)?;
+            (dir.clone(), tag)
+        }
+        Source::DockerArchive { file } => {
+            let layout = work.join("layout");
+            let out = Command::new("skopeo")
+                .arg("--insecure-policy")
+                .arg("copy")
+                .arg("--quiet")
+                .arg(format!("docker-archive:{}", file.display()))
+                .arg(format!("oci:{}:{CONVERTED_TAG}", layout.display()))
+                .output()
+                .context("cannot run skopeo")?;
+            if !out.status.success() {
+                return Err(bad(format!(
+                    "not a readable docker-save archive (skopeo: {})",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+            (layout, CONVERTED_TAG.to_string())
+        }
+    };
+    let (_, manifest_desc) = pick_manifest(&layout, Some(&tag)).map_err(bad)?;
+    let config = read_config(&layout, &manifest_desc).map_err(bad)?;
+    Ok(Opened { layout, tag, config })
+}
+
+/// Unpacks the layers into `root` (which must not exist).
+pub fn unpack(opened: &Opened, source: &Source, cluster_file: &Path, root: &Path) -> Result<()> {
+    let mut cmd = Command::new("umoci");
+    cmd.args(["raw", "unpack"]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        cmd.arg("--rootless");
+    }
+    let out = cmd
+        .arg("--image")
+        .arg(format!("{}:{}", opened.layout.display(), opened.tag))
+        .arg(root)
+        .output()
+        .context("cannot run umoci")?;
+    if !out.status.success() {
+        return Err(bad(
+            source,
+            cluster_file,
+            format!("cannot unpack its layers (umoci: {})", String::from_utf8_lossy(&out.stderr).trim()),
+        ));
+    }
+    Ok(())
+}
+
+/// The manifest to use: the one tagged `tag`, or the only one; an image
+/// index (multi-platform) is followed to its linux/amd64 entry.
+fn pick_manifest(dir: &Path, tag: Option<&str>) -> Result<(String, Descriptor), String> {
+    if !dir.join("index.json").is_file() || !dir.join("oci-layout").is_file() {
+        return Err("not an OCI image layout (no index.json and oci-layout; `skopeo copy ... oci:DIR:TAG` writes one)".into());
+    }
+    let index = ImageIndex::from_file(dir.join("index.json")).map_err(|e| format!("index.json: {e}"))?;
+    let name_of = |d: &Descriptor| {
+        d.annotations().as_ref().and_then(|a| a.get("org.opencontainers.image.ref.name")).cloned().unwrap_or_default()
+    };
+    let entries = index.manifests();
+    let chosen = match tag {
+        Some(t) => entries.iter().find(|d| name_of(d) == t).ok_or_else(|| {
+            let tags: Vec<String> = entries.iter().map(name_of).collect();
+            format!("no image tagged {t:?} in its index.json (tags: {tags:?})")
+        })?,
+        None if entries.len() == 1 => &entries[0],
+        None => {
+            let tags: Vec<String> = entries.iter().map(name_of).collect();
+            return Err(format!("its index.json holds {} images: choose one with [image] tag (tags: {tags:?})", entries.len()));
+        }
+    };
+    let name = name_of(chosen);
+    if *chosen.media_type() == MediaType::ImageIndex {
+        let nested = ImageIndex::from_reader(blob(dir, chosen)?.as_slice()).map_err(|e| format!("nested index: {e}"))?;
+        let amd64 = nested
+            .manifests()
+            .iter()
+            .find(|d| d.platform().as_ref().is_some_and(|p| p.architecture().to_string() == "amd64" && p.os().to_string() == "linux"))
+            .ok_or("its image index has no linux/amd64 image (simcluster's guests are x86_64)")?;
+        return Ok((name, amd64.clone()));
+    }
+    Ok((name, chosen.clone()))
+}
+
+/// A blob's bytes, its digest checked.
+fn blob(dir: &Path, d: &Descriptor) -> Result<Vec<u8>, String> {
+    let digest = d.digest();
+    let path = dir.join("blobs").join(digest.algorithm().to_string()).join(digest.digest());
+    let bytes = std::fs::read(&path).map_err(|e| format!("blob {digest}: {e}"))?;
+    if digest.algorithm().to_string() == "sha256" && super::cache::sha256_hex(&bytes) != digest.digest() {
+        return Err(format!("blob {digest} is corrupt (its sha256 differs)"));
+    }
+    Ok(bytes)
+}
+
+fn read_config(dir: &Path, manifest: &Descriptor) -> Result<RunConfig, String> {
+    let manifest = ImageManifest::from_reader(blob(dir, manifest)?.as_slice()).map_err(|e| format!("manifest: {e}"))?;
+    let config =
+        ImageConfiguration::from_reader(blob(dir, manifest.config())?.as_slice()).map_err(|e| format!("image config: {e}"))?;
+    let (arch, os) = (config.architecture().to_string(), config.os().to_string());
+    if arch != "amd64" || os != "linux" {
+        return Err(format!("an image for {os}/{arch}: simcluster's guests are linux/amd64 (x86_64)"));
+    }
+    let c = config.config().clone().unwrap_or_default();
+    Ok(RunConfig {
+        entrypoint: c.entrypoint().clone().unwrap_or_default(),
+        cmd: c.cmd().clone().unwrap_or_default(),
+        env: c.env().clone().unwrap_or_default(),
+        working_dir: c.working_dir().clone(),
+        user: c.user().clone(),
+    })
+}
+
+/// The account line of `user` (a name, or a uid, optionally `:group`) in
+/// the image's /etc/passwd: the start command runs as it through su.
+pub fn account(root: &Path, user: &str) -> Option<String> {
+    let who = user.split(':').next().unwrap_or(user);
+    let passwd = std::fs::read_to_string(root.join("etc/passwd")).ok()?;
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 2 && (f[0] == who || f[2] == who)).then(|| f[0].to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunConfig;
+
+    #[test]
+    fn entrypoint_cmd_and_workdir_make_the_start_command() {
+        let c = RunConfig {
+            entrypoint: vec!["/bin/server".into()],
+            cmd: vec!["--name".into(), "it's".into()],
+            working_dir: Some("/srv".into()),
+            ..Default::default()
+        };
+        assert_eq!(c.start_command().unwrap(), "cd '/srv' && exec '/bin/server' '--name' 'it'\\''s'");
+        assert_eq!(RunConfig::default().start_command(), None);
+        let e = RunConfig { env: vec!["A=1 2".into(), "bad-key=x".into(), "PATH=/x".into()], ..Default::default() };
+        assert_eq!(e.env_script(), "export A='1 2'\nexport PATH='/x'\n");
+        assert_eq!(RunConfig { user: Some("0".into()), ..Default::default() }.non_root_user(), None);
+        assert_eq!(RunConfig { user: Some("app".into()), ..Default::default() }.non_root_user(), Some("app"));
+    }
+}
