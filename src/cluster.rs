@@ -331,6 +331,37 @@ pub struct ImageSection {
     /// Guest path -> path relative to the cluster directory.
     #[serde(default)]
     pub files: BTreeMap<String, String>,
+    /// Where the root filesystem lives in a node (default "auto").
+    #[serde(default)]
+    pub root: RootMode,
+}
+
+/// `[image] root`: how a node holds its root filesystem.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RootMode {
+    /// `initramfs` for a root of at most
+    /// [`crate::image::INITRAMFS_ROOT_MAX`] bytes, `disk` above.
+    #[default]
+    Auto,
+    /// Unpacked whole into every node's RAM at boot: no device round trips
+    /// while the node reads its files, but the guest holds all of it.
+    Initramfs,
+    /// A read-only squashfs image on a virtio-blk device under a tmpfs
+    /// overlay: a node holds only the pages it reads, and the host keeps
+    /// one copy in its page cache for every node.
+    Disk,
+}
+
+impl RootMode {
+    /// The setting as written in cluster.toml.
+    pub fn name(self) -> &'static str {
+        match self {
+            RootMode::Auto => "auto",
+            RootMode::Initramfs => "initramfs",
+            RootMode::Disk => "disk",
+        }
+    }
 }
 
 impl ImageSection {

@@ -347,6 +347,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 serde_json::json!({
                     "kernel": images.kernel,
                     "initrd": images.initrd,
+                    "root": images.root,
                     "images_hash": images.hash,
                     "kernel_cached": images.kernel_cached,
                     "rootfs_cached": images.rootfs_cached,

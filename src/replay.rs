@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::cluster::Cluster;
 use crate::image::{self, Images};
 use crate::outputs::{write_execution, write_failure, write_pcaps};
-use crate::run::{crash_states_param, disk_spec, execute_one, explore_for, failure_line, spec_for, Executed, RunOptions};
+use crate::run::{crash_states_param, execute_one, explore_for, failure_line, spec_for, Executed, OpenImages, RunOptions};
 use crate::BadInput;
 
 /// A loaded failure file with the cluster and images it needs.
@@ -28,7 +28,7 @@ struct Loaded {
     record: FailureRecord<Decision>,
     cluster: Cluster,
     images: Images,
-    disk: Option<engine::DiskSpec>,
+    open: OpenImages,
     explore: ExploreSpec,
     /// The runtime the failure was found on.
     runtime: RuntimeKind,
@@ -49,7 +49,6 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
     let param = |k: &str| record.strategy.params.get(k).and_then(|v| v.as_u64());
     let mut explore = explore_for(&cluster, param("window_ns"), param("max_crashes").map(|m| m as u32));
     explore.crash_states = crash_states_param(&record.strategy);
-    let disk = disk_spec(&cluster, &images)?;
     let runtime = match record.strategy.params.get("runtime").and_then(|v| v.as_str()) {
         None | Some("uml") => RuntimeKind::Uml,
         Some("kvm") => RuntimeKind::Kvm,
@@ -61,7 +60,8 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
             .map_err(|e| BadInput(format!("{}: recorded under KVM: {}", file.display(), e.0)))?;
     }
     let images = crate::run::images_for_runtime(images, runtime)?;
-    Ok(Loaded { record, cluster, images, disk, explore, runtime })
+    let open = OpenImages::open(&cluster, &images)?;
+    Ok(Loaded { record, cluster, images, open, explore, runtime })
 }
 
 impl Loaded {
@@ -73,7 +73,7 @@ impl Loaded {
             None => engine::execution_seed(self.record.seed, self.record.execution_index),
         };
         let mut spec =
-            spec_for(&self.cluster, &self.images, &self.disk, opts.time_limit_ns, opts.watchdog, self.explore.clone(), seed);
+            spec_for(&self.cluster, &self.images, &self.open, opts.time_limit_ns, opts.watchdog, self.explore.clone(), seed);
         spec.runtime = self.runtime;
         let mut guided = Guided::new(decisions);
         execute_one(&mut spec, &mut guided, label)

@@ -47,6 +47,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         runtime: RuntimeKind::Kvm,
         uml_args: vec![],
         shared_clock: false,
+        root_disk: None,
         kernel_faults_cpuid: false,
         cancel: None,
     }

@@ -91,10 +91,17 @@ impl BlockStore {
         }
         let nblocks = len.div_ceil(BLOCK_SIZE as u64);
         let mut crcs = Vec::with_capacity(nblocks as usize);
-        let mut buf = [0u8; BLOCK_SIZE];
-        for b in 0..nblocks {
-            read_base_block(&file, len, b, &mut buf)?;
-            crcs.push(crc32fast::hash(&buf));
+        // Read in 1 MiB pieces (a root image is 100 MB or more), each
+        // zero-padded to whole blocks like `read_base_block` pads the last.
+        const CHUNK_BLOCKS: u64 = 256;
+        let mut chunk = vec![0u8; CHUNK_BLOCKS as usize * BLOCK_SIZE];
+        for first in (0..nblocks).step_by(CHUNK_BLOCKS as usize) {
+            let start = first * BLOCK_SIZE as u64;
+            let n = (len - start).min(chunk.len() as u64) as usize;
+            file.read_exact_at(&mut chunk[..n], start)?;
+            let blocks = n.div_ceil(BLOCK_SIZE);
+            chunk[n..blocks * BLOCK_SIZE].fill(0);
+            crcs.extend(chunk[..blocks * BLOCK_SIZE].chunks_exact(BLOCK_SIZE).map(crc32fast::hash));
         }
         Ok(BlockStore {
             base: Arc::new(Base::File { file, len, crcs }),

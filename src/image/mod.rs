@@ -14,6 +14,7 @@ pub mod host;
 pub mod kernel;
 pub mod oci;
 pub mod rootfs;
+pub mod squashfs;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -21,17 +22,28 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, RootMode};
 use cache::{cache_root, publish, sha256_file, KeyHasher};
 
 /// Bump when the root filesystem layout or agent protocol changes.
-const ROOTFS_RECIPE: &str = "rootfs-3";
+const ROOTFS_RECIPE: &str = "rootfs-4";
+
+/// `[image] root = "auto"` keeps a root filesystem of at most this many
+/// bytes of files in the initramfs (hello-cluster's is 2 MB; etcd's, with
+/// the Essential set, about 100 MB): below it the device round trips of a
+/// root disk cost more boot time than unpacking the archive does.
+pub const INITRAMFS_ROOT_MAX: u64 = 32 << 20;
 
 /// What a cluster runs on.
 #[derive(Debug, Clone)]
 pub struct Images {
     pub kernel: PathBuf,
+    /// The initramfs: the whole root filesystem, or with [`Self::root`]
+    /// the boot init that mounts it.
     pub initrd: PathBuf,
+    /// The root filesystem as a squashfs image every node mounts read-only
+    /// from its root disk (see [`crate::cluster::RootMode`]).
+    pub root: Option<PathBuf>,
     /// Names kernel and root filesystem exactly; recorded in failure files.
     pub hash: String,
     pub kernel_cached: bool,
@@ -49,7 +61,12 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     let packages = debs::resolve(image, &cluster.file)?;
     let container = oci::Source::of(cluster);
     let mut key = KeyHasher::new(ROOTFS_RECIPE);
-    key.add_str(rootfs::INIT).add_str(rootfs::AGENT);
+    key.add_str(rootfs::BOOT_INIT).add_str(rootfs::INIT).add_str(rootfs::AGENT);
+    let root_mode = image.root;
+    key.add_str(root_mode.name());
+    if root_mode != RootMode::Initramfs {
+        key.add_str(&squashfs::tool_version()?);
+    }
     packages.add_to_key(&mut key);
     if let Some(source) = &container {
         oci::add_to_key(source, &cluster.file, &mut key)?;
@@ -74,15 +91,17 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     }
     let rootfs_key = key.finish();
     let dir = cache_root().join("images").join(&rootfs_key);
-    let initrd = dir.join("rootfs.cpio");
-    let mut rootfs_cached = initrd.is_file();
-    if !rootfs_cached {
+    let mut layout = RootLayout::find(&dir);
+    let rootfs_cached = layout.is_some();
+    if layout.is_none() {
         let _lock = cache::BuildLock::acquire(&dir, quiet)?;
-        rootfs_cached = initrd.is_file();
-        if !rootfs_cached {
+        layout = RootLayout::find(&dir);
+        if layout.is_none() {
             build_rootfs(cluster, &packages, container.as_ref(), &dir, quiet)?;
+            layout = RootLayout::find(&dir);
         }
     }
+    let (initrd, root) = layout.context("the image build left no root filesystem")?.paths(&dir);
     let disk = match &cluster.disk {
         None => None,
         Some(d) => Some(disk::ext4_image(d.size_mb, quiet).with_context(|| format!("{}: [disk]", cluster.file.display()))?),
@@ -98,11 +117,82 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
         disk,
         kernel: kernel.path,
         initrd,
+        root,
         hash,
         kernel_cached: kernel.cached,
         rootfs_cached,
         wall_seconds: began.elapsed().as_secs_f64(),
     })
+}
+
+/// The files of a built root filesystem in its cache directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RootLayout {
+    /// `rootfs.cpio`: the whole root as the initramfs.
+    Initramfs,
+    /// `boot.cpio` (the boot init) and `root.sqfs` (the root disk's image).
+    Disk,
+}
+
+impl RootLayout {
+    const INITRAMFS: &'static str = "rootfs.cpio";
+    const BOOT: &'static str = "boot.cpio";
+    const IMAGE: &'static str = "root.sqfs";
+
+    /// The layout built into `dir`, if any (a directory is published whole).
+    fn find(dir: &Path) -> Option<RootLayout> {
+        if dir.join(Self::BOOT).is_file() && dir.join(Self::IMAGE).is_file() {
+            Some(RootLayout::Disk)
+        } else if dir.join(Self::INITRAMFS).is_file() {
+            Some(RootLayout::Initramfs)
+        } else {
+            None
+        }
+    }
+
+    /// (initramfs, root disk image).
+    fn paths(self, dir: &Path) -> (PathBuf, Option<PathBuf>) {
+        match self {
+            RootLayout::Initramfs => (dir.join(Self::INITRAMFS), None),
+            RootLayout::Disk => (dir.join(Self::BOOT), Some(dir.join(Self::IMAGE))),
+        }
+    }
+
+    /// The layout `mode` asks for, for a tree of `bytes` bytes of files.
+    fn choose(mode: RootMode, bytes: u64) -> RootLayout {
+        match mode {
+            RootMode::Initramfs => RootLayout::Initramfs,
+            RootMode::Disk => RootLayout::Disk,
+            RootMode::Auto if bytes <= INITRAMFS_ROOT_MAX => RootLayout::Initramfs,
+            RootMode::Auto => RootLayout::Disk,
+        }
+    }
+}
+
+/// Bytes of regular files under `dir` (symbolic links not followed).
+fn tree_bytes(dir: &Path) -> std::io::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let ft = entry.file_type()?;
+        if ft.is_dir() {
+            total += tree_bytes(&entry.path())?;
+        } else if ft.is_file() {
+            total += entry.metadata()?.len();
+        }
+    }
+    Ok(total)
+}
+
+/// Writes `tree` as a newc archive at `out`, with `/dev/console` (the
+/// kernel opens it for init before any devtmpfs is mounted).
+fn write_initramfs(tree: &Path, out: &Path) -> Result<()> {
+    let f = std::io::BufWriter::new(std::fs::File::create(out)?);
+    let mut w = cpio::CpioWriter::new(f);
+    w.add_tree(tree)?;
+    w.add_device(&cpio::DeviceNode { path: "/dev/console", mode: 0o600, major: 5, minor: 1 })?;
+    w.finish()?;
+    Ok(())
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -160,14 +250,22 @@ fn build_rootfs(
         }
         rootfs::write_agent_files(&root, cluster, run_config.as_ref())?;
         rootfs::check_commands(&root, cluster)?;
-        pb.set_message("packing initramfs");
         let out = work.join("out");
         std::fs::create_dir_all(&out)?;
-        let f = std::io::BufWriter::new(std::fs::File::create(out.join("rootfs.cpio"))?);
-        let mut w = cpio::CpioWriter::new(f);
-        w.add_tree(&root)?;
-        w.add_device(&cpio::DeviceNode { path: "/dev/console", mode: 0o600, major: 5, minor: 1 })?;
-        w.finish()?;
+        match RootLayout::choose(cluster.spec.image.root, tree_bytes(&root)?) {
+            RootLayout::Initramfs => {
+                pb.set_message("packing the initramfs");
+                write_initramfs(&root, &out.join(RootLayout::INITRAMFS))?;
+            }
+            RootLayout::Disk => {
+                pb.set_message("packing the root image");
+                squashfs::pack(&root, &out.join(RootLayout::IMAGE))?;
+                pb.set_message("packing the boot initramfs");
+                let boot = work.join("boot");
+                rootfs::write_boot_files(&boot, &root.join("sim/busybox"))?;
+                write_initramfs(&boot, &out.join(RootLayout::BOOT))?;
+            }
+        }
         publish(&out, final_dir).with_context(|| format!("cannot move the image into {}", final_dir.display()))?;
         Ok(())
     })();

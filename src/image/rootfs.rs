@@ -11,7 +11,35 @@ use super::oci::RunConfig;
 use crate::cluster::Cluster;
 
 
-/// PID 1: mounts the pseudo file systems, sets the node's identity and
+/// The boot init, PID 1 of the initramfs: mounts the node's root
+/// filesystem, a read-only squashfs image on simcluster's root disk (a
+/// virtio-blk device whose serial says so), under an overlay whose upper
+/// layer is a tmpfs that takes the node's writes, and hands over to the
+/// image's own /init ([`INIT`]). Every node of a run reads the same image
+/// and its guest holds only the pages it reads (an initramfs holds all of
+/// it, twice while unpacking).
+pub const BOOT_INIT: &str = r#"#!/sim/busybox sh
+# simcluster boot init (generated; do not edit).
+BB=/sim/busybox
+$BB mount -t devtmpfs devtmpfs /dev
+$BB mount -t sysfs sysfs /sys
+root=
+for d in /sys/block/vd*; do
+  [ "$($BB cat "$d/serial" 2>/dev/null)" = simcluster-root ] && root=/dev/${d##*/}
+done
+fail() { echo "simcluster boot: $*"; $BB poweroff -f; }
+[ -n "$root" ] || fail "no root disk (no virtio-blk device with serial simcluster-root)"
+$BB mount -t squashfs -o ro "$root" /lower || fail "cannot mount the root disk $root"
+$BB mount -t tmpfs -o mode=0755,size=100% tmpfs /upper || fail "cannot mount the overlay's tmpfs"
+$BB mkdir /upper/data /upper/work
+$BB mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work overlay /newroot \
+  || fail "cannot mount the root overlay"
+$BB umount /sys
+$BB umount /dev
+exec $BB switch_root /newroot /init
+"#;
+
+/// PID 1 of the root filesystem: mounts the pseudo file systems, sets the node's identity and
 /// address, and hands over to the agent. NODE_ID, NODE_NAME and PEERS arrive in the
 /// environment from the kernel command line.
 pub const INIT: &str = r#"#!/sim/busybox sh
@@ -60,6 +88,8 @@ if [ -e /sys/class/net/eth0 ]; then
 fi
 # The data disk ([disk] in cluster.toml), ext4 on simcluster's virtio-blk.
 # After a crash ext4 replays its journal here.
+# It is the virtio-blk device with serial "simcluster" (/dev/vda: it comes
+# before the root disk).
 if [ -f /sim/disk-mount ]; then
   m=$($BB cat /sim/disk-mount)
   $BB mkdir -p "$m"
@@ -164,6 +194,20 @@ fn program_of(command: &str) -> Option<&str> {
         .find(|w| !(w.contains('=') && !w.starts_with('/')))
         .filter(|w| w.starts_with('/'))
         .map(|w| w.trim_end_matches(';'))
+}
+
+/// Writes the initramfs tree into `boot`: [`BOOT_INIT`], the busybox it
+/// runs (a copy of `busybox`) and the mount points it uses.
+pub fn write_boot_files(boot: &Path, busybox: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in ["dev", "sys", "lower", "upper", "newroot", "sim"] {
+        std::fs::create_dir_all(boot.join(dir))?;
+    }
+    let init = boot.join("init");
+    std::fs::write(&init, BOOT_INIT).with_context(|| format!("writing {}", init.display()))?;
+    std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o755))?;
+    std::fs::copy(busybox, boot.join("sim/busybox")).with_context(|| format!("copying {}", busybox.display()))?;
+    Ok(())
 }
 
 /// Every command that starts a program by absolute path must find it in the

@@ -94,9 +94,29 @@ pub fn explore_for(cluster: &Cluster, window_ns: Option<u64>, max_crashes: Optio
     e
 }
 
-/// The data disk spec of a run: the base image opened once (reading it
-/// computes every block's crc) and shared by every node and execution.
-pub(crate) fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<engine::DiskSpec>> {
+/// The images every node and execution of a run share, opened once
+/// (opening an image reads it to compute every block's crc).
+pub(crate) struct OpenImages {
+    /// The data disks' spec, with their base image.
+    pub disk: Option<engine::DiskSpec>,
+    /// The root filesystem image.
+    pub root: Option<disksim::BlockStore>,
+}
+
+impl OpenImages {
+    pub fn open(cluster: &Cluster, images: &Images) -> Result<OpenImages> {
+        let root = match &images.root {
+            None => None,
+            Some(p) => Some(
+                disksim::BlockStore::open_image(p).with_context(|| format!("cannot open the root image {}", p.display()))?,
+            ),
+        };
+        Ok(OpenImages { disk: disk_spec(cluster, images)?, root })
+    }
+}
+
+/// The data disk spec of a run.
+fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<engine::DiskSpec>> {
     let (Some(d), Some(path)) = (&cluster.disk, &images.disk) else { return Ok(None) };
     let base = disksim::BlockStore::open_image(path).with_context(|| format!("cannot open the disk image {}", path.display()))?;
     Ok(Some(engine::DiskSpec {
@@ -111,7 +131,7 @@ pub(crate) fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<eng
 pub(crate) fn spec_for(
     cluster: &Cluster,
     images: &Images,
-    disk: &Option<engine::DiskSpec>,
+    open: &OpenImages,
     time_limit_ns: Option<u64>,
     watchdog: Duration,
     explore: engine::ExploreSpec,
@@ -120,6 +140,7 @@ pub(crate) fn spec_for(
     ExecutionSpec {
         kernel: images.kernel.clone(),
         initrd: images.initrd.clone(),
+        root_disk: open.root.clone(),
         node_names: cluster.node_names(),
         mem_mb: cluster.spec.cluster.memory_mb,
         workload_node: cluster.workload_node,
@@ -137,7 +158,7 @@ pub(crate) fn spec_for(
             scheduled: cluster.partitions.clone(),
             pcap_dir: None,
         }),
-        disk: disk.clone(),
+        disk: open.disk.clone(),
         history_node: cluster.history_node,
         explore,
         runtime: RuntimeKind::Uml,

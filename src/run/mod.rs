@@ -28,7 +28,7 @@ use checker::engine::{self, RuntimeKind};
 use checker::strategy::{HybridDfs, Strategy};
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub(crate) use execution::{crash_states_param, disk_spec, execute_one, spec_for, Executed};
+pub(crate) use execution::{crash_states_param, execute_one, spec_for, Executed, OpenImages};
 pub use execution::{exiting, explore_for, mark_exiting, failure_line, remove_scratch, remove_scratch_now};
 pub use host_cpu::HostCpu;
 pub use runtime::{choose_runtime, images_for_runtime, HostVirt, KVM_KERNEL_ENV};
@@ -154,8 +154,9 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let plan = Plan::new(&cluster, opts)?;
     let images = images_for_runtime(image::build(&cluster, opts.quiet)?, opts.runtime)?;
     let explore = explore_for(&cluster, opts.window_ns, opts.max_crashes);
-    let disk = disk_spec(&cluster, &images)?;
-    let mut base = spec_for(&cluster, &images, &disk, opts.time_limit_ns, opts.watchdog, explore.clone(), 0);
+    let open = OpenImages::open(&cluster, &images)?;
+    let disk = open.disk.clone();
+    let mut base = spec_for(&cluster, &images, &open, opts.time_limit_ns, opts.watchdog, explore.clone(), 0);
     base.runtime = opts.runtime;
     let began = Instant::now();
     let runner = UnitRunner { base: &base, disk: &disk, until_failure: opts.until_failure, cancel: Arc::new(AtomicBool::new(false)) };

@@ -19,6 +19,7 @@ fn main() {
         net: false,
         entropy_seed: 1,
         shared_clock: false,
+        root_disk: None,
         kernel_faults_cpuid: false,
     };
     let t0 = std::time::Instant::now();

@@ -102,6 +102,7 @@ fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
         net: true,
         entropy_seed: 1,
         shared_clock: false,
+        root_disk: None,
         kernel_faults_cpuid: false,
     };
     let disk = disksim::Disk::new(disksim::BlockStore::zeros(2048));
@@ -179,6 +180,7 @@ fn kvm_linux_node_loads_kernel_initramfs_and_cmdline() {
         net: true,
         entropy_seed: 1,
         shared_clock: false,
+        root_disk: None,
         kernel_faults_cpuid: false,
     };
     let disk = disksim::Disk::new(disksim::BlockStore::zeros(64));

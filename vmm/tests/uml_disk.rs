@@ -295,6 +295,7 @@ impl Setup {
             net: false,
             entropy_seed: 1,
             shared_clock: false,
+            root_disk: None,
             kernel_faults_cpuid: false,
         };
         let mut node = UmlNode::spawn_with_disk(&cfg, Some(disk)).unwrap();
@@ -577,6 +578,7 @@ fn fsync_waits_for_the_engine() {
         net: false,
         entropy_seed: 1,
         shared_clock: false,
+        root_disk: None,
         kernel_faults_cpuid: false,
     };
     assert!(matches!(

@@ -94,7 +94,12 @@ pub struct ExploreSpec {
 #[derive(Debug, Clone)]
 pub struct ExecutionSpec {
     pub kernel: PathBuf,
+    /// The initramfs: the boot init that mounts [`Self::root_disk`] (or,
+    /// without one, the whole root filesystem).
     pub initrd: PathBuf,
+    /// The root filesystem image every node mounts read-only (opened once
+    /// per run and shared; see `vmm::uml::UmlConfig::root_disk`).
+    pub root_disk: Option<disksim::BlockStore>,
     /// n1..nN.
     pub node_names: Vec<String>,
     pub mem_mb: u32,
@@ -269,6 +274,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             // Node::boot sets it for each boot (see `entropy_seed`).
             entropy_seed: entropy_seed(spec.seed, i as u64, 0),
             shared_clock: spec.shared_clock,
+            root_disk: spec.root_disk.clone(),
             kernel_faults_cpuid: spec.kernel_faults_cpuid,
         };
         let mut n = Node::new(name.clone(), cfg, spec.runtime, spec.scratch.clone());

@@ -8,6 +8,7 @@
 //! | 1      | virtio-blk ([`BlkPort`]) over disksim     | 6   | 0x36   |
 //! | 2      | virtio-console: the engine's control line | 7   | 0x37   |
 //! | 3      | virtio-rng: entropy from the seed         | 3   | 0x33   |
+//! | 4      | virtio-blk, read-only: the root image     | 10  | 0x3a   |
 //!
 //! The guest console is the serial port (COM1, `console=ttyS0`); the control line is
 //! a virtio console, `/dev/hvc0` in a Linux guest, exactly as under user-mode Linux,
@@ -78,6 +79,8 @@ pub const CTL_IRQ: u8 = 7;
 /// IRQ 3 is COM2 on a PC; this machine has no COM2 (its ports read as all
 /// ones, so Linux's 8250 driver finds no UART there and never claims it).
 pub const RNG_IRQ: u8 = 3;
+/// The root disk's IRQ: 10 is free on a PC (no ISA card claims it).
+pub const ROOT_IRQ: u8 = 10;
 /// Vector of legacy IRQ 0 in Linux (ISA_IRQ_VECTOR(0)).
 pub const IRQ_VECTOR_BASE: u8 = 0x30;
 
@@ -103,6 +106,9 @@ pub fn ctl_base() -> u64 {
 pub fn rng_base() -> u64 {
     window_base(3)
 }
+pub fn root_base() -> u64 {
+    window_base(4)
+}
 
 /// Errors of a KVM node; each names the node (1-based).
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +129,7 @@ pub enum KvmNodeError {
 
 type CtlTransport = VirtioMmioTransport<MmioAdapter<VirtioConsole>>;
 type RngTransport = VirtioMmioTransport<MmioAdapter<VirtioRng>>;
+type RootTransport = VirtioMmioTransport<MmioAdapter<VirtioBlk>>;
 
 /// The kernel command line of a Linux node: serial console, no TSC clocksource, no
 /// delay-loop calibration, virtio-mmio windows, then `KEY=value` pairs for init and the extra words.
@@ -139,6 +146,9 @@ pub fn kernel_cmdline(cfg: &NodeConfig, net: bool, blk: bool) -> String {
     }
     dev(ctl_base(), CTL_IRQ);
     dev(rng_base(), RNG_IRQ);
+    if cfg.root_disk.is_some() {
+        dev(root_base(), ROOT_IRQ);
+    }
     for (k, v) in &cfg.init_env {
         c.push_str(&format!(" {k}={v}"));
     }
@@ -191,7 +201,23 @@ impl KvmNode {
         } else {
             MicroVmBuilder::new().memory_mib(u64::from(cfg.mem_mb)).image(&image).build()
         };
-        KvmNode::new(node, vm.map_err(kvm)?, cfg.net, disk, cfg.entropy_seed)
+        let mut node = KvmNode::new(node, vm.map_err(kvm)?, cfg.net, disk, cfg.entropy_seed)?;
+        if let Some(image) = &cfg.root_disk {
+            node.attach_root_disk(image.clone());
+        }
+        Ok(node)
+    }
+
+    /// Attaches the read-only root disk (window 4): reads complete at their
+    /// QueueNotify exit and raise their interrupt there, as every device's
+    /// here; nothing about them reaches the engine.
+    pub fn attach_root_disk(&mut self, image: disksim::BlockStore) {
+        let cfg = BlkConfig { serial: crate::uml::disk::ROOT_DISK_SERIAL.to_vec(), read_only: true, ..BlkConfig::default() };
+        let mut blk = VirtioBlk::new(Disk::new(image), cfg);
+        blk.set_reads_at_once(true);
+        let t: RootTransport =
+            VirtioMmioTransport::new(MmioAdapter::new(blk, self.vm.memory().clone()), IRQ_VECTOR_BASE + ROOT_IRQ);
+        self.vm.mmio_mut().attach(root_base(), WINDOW, Box::new(t));
     }
 
     /// Makes a node of a built VM (any guest: Linux, or a microVM guest that drives
@@ -560,6 +586,7 @@ mod tests {
             net: true,
             entropy_seed: 1,
             shared_clock: false,
+            root_disk: None,
             kernel_faults_cpuid: false,
         }
     }

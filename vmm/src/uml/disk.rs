@@ -29,7 +29,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use disksim::{Disk, RequestId, RequestKind};
+use disksim::{BlockStore, Disk, RequestId, RequestKind};
+
+/// The root disk's virtio-blk serial (GET_ID, `/sys/block/vdX/serial` in the
+/// guest): the boot init mounts the disk that carries it as the root.
+pub const ROOT_DISK_SERIAL: &[u8] = b"simcluster-root";
 
 use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
 use crate::virtio::blk::{BlkConfig, BlkRequest, VirtioBlk, REQUEST_QUEUE};
@@ -100,7 +104,21 @@ pub(super) struct DiskPort {
 impl DiskPort {
     /// Listens on `path` with `disk` behind it.
     pub fn listen(path: &Path, disk: Disk) -> Result<DiskPort, VhostUserError> {
-        let mut blk = VirtioBlk::new(disk, BlkConfig::default());
+        Self::listen_with(path, disk, BlkConfig::default())
+    }
+
+    /// Listens on `path` with the node's root filesystem image behind it:
+    /// read-only (`VIRTIO_BLK_F_RO`), serial [`ROOT_DISK_SERIAL`] (how the
+    /// boot init finds it), reads answered at their kick like the data
+    /// disk's (a read-only device reports none: they are no engine
+    /// decision and would only fill the trace).
+    pub fn listen_root(path: &Path, image: BlockStore) -> Result<DiskPort, VhostUserError> {
+        let cfg = BlkConfig { serial: ROOT_DISK_SERIAL.to_vec(), read_only: true, ..BlkConfig::default() };
+        Self::listen_with(path, Disk::new(image), cfg)
+    }
+
+    fn listen_with(path: &Path, disk: Disk, cfg: BlkConfig) -> Result<DiskPort, VhostUserError> {
+        let mut blk = VirtioBlk::new(disk, cfg);
         blk.set_reads_at_once(true);
         Ok(DiskPort {
             backend: VhostUserBackend::listen(path, blk)?,

@@ -24,8 +24,14 @@ use crate::virtio::rng::VirtioRng;
 pub struct UmlConfig {
     /// The `linux` executable (ARCH=um build with time-travel support).
     pub kernel: PathBuf,
-    /// The root filesystem, an uncompressed or gzip newc cpio archive.
+    /// The initramfs, an uncompressed or gzip newc cpio archive: the whole
+    /// root filesystem, or with [`Self::root_disk`] the boot init that
+    /// mounts it.
     pub initrd: PathBuf,
+    /// The root filesystem image (squashfs), served read-only as a virtio-blk
+    /// device whose serial is [`super::disk::ROOT_DISK_SERIAL`]; every node
+    /// of a run shares one open image. `None`: the initramfs is the root.
+    pub root_disk: Option<disksim::BlockStore>,
     /// Guest memory in MiB.
     pub mem_mb: u32,
     /// 1-based node number; also the time-travel connection id.
@@ -219,6 +225,8 @@ pub struct UmlNode {
     net: Option<NetPort>,
     /// The data disk (`/dev/vda`), if the node has one.
     disk: Option<DiskPort>,
+    /// The read-only root disk ([`UmlConfig::root_disk`]).
+    root: Option<DiskPort>,
 }
 
 /// Process groups of this process's nodes that are not reaped yet. A node
@@ -341,6 +349,13 @@ impl UmlNode {
                 )
             }
         };
+        let root = match &cfg.root_disk {
+            None => None,
+            Some(image) => Some(
+                DiskPort::listen_root(&cfg.run_dir.join("root.sock"), image.clone())
+                    .map_err(|source| UmlError::DiskDevice { node: id, source })?,
+            ),
+        };
         let ctl = VhostUserBackend::listen(&cfg.run_dir.join("ctl.sock"), VirtioConsole::new())
             .map_err(|source| UmlError::Net { node: id, source })?;
         let rng = VhostUserBackend::listen(&cfg.run_dir.join("rng.sock"), VirtioRng::new(cfg.entropy_seed))
@@ -366,8 +381,9 @@ impl UmlNode {
             .arg("virtio_uml.device=ctl.sock:3")
             .args(net.as_ref().map(|_| "virtio_uml.device=net.sock:1"))
             .args(disk.as_ref().map(|_| "virtio_uml.device=blk.sock:2"))
-            // Last, so the other devices keep their numbers (virtio0, ...).
+            // After the others, so they keep their numbers (virtio0, ...).
             .arg("virtio_uml.device=rng.sock:4")
+            .args(root.as_ref().map(|_| "virtio_uml.device=root.sock:2"))
             .args(&cfg.extra_args);
         for (k, v) in &cfg.init_env {
             cmd.arg(format!("{k}={v}"));
@@ -434,6 +450,7 @@ impl UmlNode {
             console_scratch: vec![0u8; 65536].into_boxed_slice(),
             net,
             disk,
+            root,
         })
     }
 
@@ -715,12 +732,13 @@ impl UmlNode {
             let mut pfd = vec![libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
             // Device sockets: control line, network, disk, entropy, in that
             // order; `ends` marks where each one's descriptors end in `pfd`.
-            let mut ends = [0usize; 4];
+            let mut ends = [0usize; 5];
             let device_fds = [
                 self.ctl.fds(),
                 self.net.as_ref().map(|n| n.backend.fds()).unwrap_or_default(),
                 self.disk.as_ref().map(|d| d.backend.fds()).unwrap_or_default(),
                 self.rng.fds(),
+                self.root.as_ref().map(|d| d.backend.fds()).unwrap_or_default(),
             ];
             for (end, fds) in ends.iter_mut().zip(device_fds) {
                 pfd.extend(fds.into_iter().map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }));
@@ -739,11 +757,12 @@ impl UmlNode {
             // clock as it stands when it hands control to us.
             self.sync_shared_clock();
             let readable = |from: usize, to: usize| pfd[from..to].iter().any(|p| p.revents != 0);
-            let (ctl_ready, net_ready, disk_ready, rng_ready) = (
+            let (ctl_ready, net_ready, disk_ready, rng_ready, root_ready) = (
                 readable(1, ends[0]),
                 readable(ends[0], ends[1]),
                 readable(ends[1], ends[2]),
                 readable(ends[2], ends[3]),
+                readable(ends[3], ends[4]),
             );
             if ctl_ready {
                 self.service_ctl()?;
@@ -762,6 +781,12 @@ impl UmlNode {
             }
             if rng_ready {
                 self.service_rng()?;
+            }
+            if root_ready {
+                let (id, time) = (self.id, self.time);
+                if let Some(d) = self.root.as_mut() {
+                    d.service(time).map_err(|source| UmlError::DiskDevice { node: id, source })?;
+                }
             }
             if pfd[0].revents != 0 {
                 let conn = self.conn.as_mut().unwrap();
@@ -1021,7 +1046,7 @@ impl UmlNode {
             }
         }
         let disk_err = |source| UmlError::DiskDevice { node: id, source };
-        if let Some(d) = self.disk.as_mut().filter(|d| d.backend.is_connected()) {
+        for d in self.disk.iter_mut().chain(self.root.iter_mut()).filter(|d| d.backend.is_connected()) {
             if std::mem::take(&mut d.irq_pending) {
                 d.backend.send_call(REQUEST_QUEUE as u16).map_err(disk_err)?;
             }
@@ -1047,7 +1072,7 @@ impl UmlNode {
                 in_flight += net.backend.calls_in_flight();
                 fds.extend(net.backend.call_reply_fd().filter(|_| net.backend.calls_in_flight() > 0));
             }
-            if let Some(d) = self.disk.as_mut() {
+            for d in self.disk.iter_mut().chain(self.root.iter_mut()) {
                 if d.backend.calls_in_flight() > 0 {
                     d.backend.take_call_replies().map_err(disk_err)?;
                 }

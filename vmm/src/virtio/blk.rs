@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use disksim::virtio::{submit, BlkOp, RequestHeader, Status, T_OUT};
+use disksim::virtio::{submit, BlkOp, RequestHeader, Status, T_FLUSH, T_OUT};
 use disksim::{BlockStore, Disk, RequestId, RequestKind, SECTOR_SIZE};
 use virtio_queue::QueueT;
 
@@ -32,6 +32,8 @@ use super::{
 
 /// `VIRTIO_BLK_F_SEG_MAX`: `seg_max` in the config is valid.
 pub const VIRTIO_BLK_F_SEG_MAX: u64 = 1 << 2;
+/// `VIRTIO_BLK_F_RO`: the device is read-only; the driver never writes.
+pub const VIRTIO_BLK_F_RO: u64 = 1 << 5;
 /// `VIRTIO_BLK_F_BLK_SIZE`: `blk_size` in the config is valid.
 pub const VIRTIO_BLK_F_BLK_SIZE: u64 = 1 << 6;
 /// `VIRTIO_BLK_F_FLUSH`: the device has a volatile write cache and
@@ -49,6 +51,12 @@ pub struct BlkConfig {
     pub queue_size: u16,
     /// Logical block size reported to the driver (512 or 4096).
     pub blk_size: u32,
+    /// Offer `VIRTIO_BLK_F_RO` and no write cache (a node's root disk:
+    /// every node reads the same image). A write or flush that reaches the
+    /// device anyway fails with `IOERR` and never touches the disk, and
+    /// reads completed at once are not reported by
+    /// [`VirtioBlk::take_reads_done`].
+    pub read_only: bool,
 }
 
 impl Default for BlkConfig {
@@ -57,6 +65,7 @@ impl Default for BlkConfig {
             serial: b"simcluster".to_vec(),
             queue_size: 256,
             blk_size: 512,
+            read_only: false,
         }
     }
 }
@@ -206,6 +215,9 @@ impl VirtioBlk {
         }
         let split = readable.len().min(disksim::virtio::HEADER_LEN);
         let (header, data_out) = readable.split_at(split);
+        if self.cfg.read_only && RequestHeader::parse(header).is_ok_and(|h| matches!(h.request_type, T_OUT | T_FLUSH)) {
+            return finish(mem, q, &chain, Status::IoErr, &[]).map(|()| false);
+        }
         let s = submit(
             &mut self.disk,
             header,
@@ -220,7 +232,11 @@ impl VirtioBlk {
                 if self.reads_at_once && request.kind == RequestKind::Read {
                     self.disk.complete(id)?;
                     finish(mem, q, &chain, s.status, &s.data_in)?;
-                    self.reads_done.push(request);
+                    // A read-only (root) disk's reads are nobody's decision
+                    // and nobody takes them: keep none.
+                    if !self.cfg.read_only {
+                        self.reads_done.push(request);
+                    }
                     return Ok(false);
                 }
                 self.pending.insert(
@@ -286,11 +302,12 @@ impl VirtioDevice for VirtioBlk {
     }
 
     fn features(&self) -> u64 {
-        VIRTIO_F_VERSION_1
-            | VIRTIO_RING_F_EVENT_IDX
-            | VIRTIO_BLK_F_SEG_MAX
-            | VIRTIO_BLK_F_BLK_SIZE
-            | VIRTIO_BLK_F_FLUSH
+        let common = VIRTIO_F_VERSION_1 | VIRTIO_RING_F_EVENT_IDX | VIRTIO_BLK_F_SEG_MAX | VIRTIO_BLK_F_BLK_SIZE;
+        if self.cfg.read_only {
+            common | VIRTIO_BLK_F_RO
+        } else {
+            common | VIRTIO_BLK_F_FLUSH
+        }
     }
 
     fn ack_features(&mut self, features: u64) {
