@@ -101,6 +101,7 @@ fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
         extra_args: vec![],
         net: true,
         entropy_seed: 1,
+        read_faults: Default::default(),
         shared_clock: false,
         kernel_faults_cpuid: false,
     };
@@ -178,6 +179,7 @@ fn kvm_linux_node_loads_kernel_initramfs_and_cmdline() {
         extra_args: vec![],
         net: true,
         entropy_seed: 1,
+        read_faults: Default::default(),
         shared_clock: false,
         kernel_faults_cpuid: false,
     };

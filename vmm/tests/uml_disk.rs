@@ -294,6 +294,7 @@ impl Setup {
             extra_args: vec![],
             net: false,
             entropy_seed: 1,
+            read_faults: Default::default(),
             shared_clock: false,
             kernel_faults_cpuid: false,
         };
@@ -576,6 +577,7 @@ fn fsync_waits_for_the_engine() {
         extra_args: vec![],
         net: false,
         entropy_seed: 1,
+        read_faults: Default::default(),
         shared_clock: false,
         kernel_faults_cpuid: false,
     };

@@ -268,6 +268,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             net: spec.network.is_some(),
             // Node::boot sets it for each boot (see `entropy_seed`).
             entropy_seed: entropy_seed(spec.seed, i as u64, 0),
+            read_faults: Default::default(),
             shared_clock: spec.shared_clock,
             kernel_faults_cpuid: spec.kernel_faults_cpuid,
         };
@@ -463,7 +464,7 @@ impl Execution<'_> {
         }
         let Some(vm) = self.nodes[i].vm.as_mut() else { return };
         let flush = vm.pending_disk().iter().any(|r| r.id == id && r.kind == disksim::RequestKind::Flush);
-        if flush && netsim::rng::bernoulli(&mut self.disk_faults, p) && vm.lose_flush(id) {
+        if flush && netsim::rng::bernoulli(&mut self.disk_faults, p) && vm.disk_fault(id, disksim::DiskFault::LostFlush) {
             self.lost_flushes += 1;
             let text = format!("disk fault: flush {} acknowledged but not made durable (lost_flush)", id.0);
             self.trace.push(self.now, (i + 1) as u16, EventKind::Note { text });

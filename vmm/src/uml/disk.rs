@@ -25,11 +25,17 @@
 //! [`crate::uml::UmlNode::take_disk`]) the engine chooses which volatile
 //! writes survive ([`disksim::Disk::crash_states`],
 //! [`disksim::Disk::apply_crash`]) and starts a fresh node on the result.
+//!
+//! Disk faults: reads may be corrupted at their kick (the device's seeded
+//! stream, [`crate::virtio::VirtioBlk::set_read_faults`]); writes and
+//! flushes suffer what the engine injected before completing them
+//! ([`crate::uml::UmlNode::disk_fault`]). Each completion carries its fault
+//! ([`DiskCompletion::fault`]) for the engine's trace.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use disksim::{Disk, RequestId, RequestKind};
+use disksim::{Disk, DiskFault, ReadFaults, RequestId, RequestKind};
 
 use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
 use crate::virtio::blk::{BlkConfig, BlkRequest, VirtioBlk, REQUEST_QUEUE};
@@ -72,6 +78,8 @@ pub struct DiskCompletion {
     /// of the kick (their data is in place then; the interrupt follows at
     /// the node's next stop).
     pub completed: u64,
+    /// The disk fault that hit it (`[faults.disk]`), if any.
+    pub fault: Option<DiskFault>,
 }
 
 /// Why a disk completion could not be applied.
@@ -98,10 +106,12 @@ pub(super) struct DiskPort {
 }
 
 impl DiskPort {
-    /// Listens on `path` with `disk` behind it.
-    pub fn listen(path: &Path, disk: Disk) -> Result<DiskPort, VhostUserError> {
+    /// Listens on `path` with `disk` behind it, corrupting reads as
+    /// `read_faults` says (from the first request on).
+    pub fn listen(path: &Path, disk: Disk, read_faults: ReadFaults) -> Result<DiskPort, VhostUserError> {
         let mut blk = VirtioBlk::new(disk, BlkConfig::default());
         blk.set_reads_at_once(true);
+        blk.set_read_faults(read_faults);
         Ok(DiskPort {
             backend: VhostUserBackend::listen(path, blk)?,
             pending: BTreeMap::new(),
@@ -124,8 +134,9 @@ impl DiskPort {
                     let dev = self.backend.device_mut();
                     for r in dev.take_reads_done() {
                         self.completions.push(DiskCompletion {
-                            request: DiskRequest::new(r, time),
+                            request: DiskRequest::new(r.request, time),
                             completed: time,
+                            fault: r.fault,
                         });
                     }
                     for id in dev.take_accepted() {
@@ -168,13 +179,14 @@ impl DiskPort {
             // invariant.
             self.pending.remove(&id);
         }
-        done?;
+        let fault = done?;
         if queues.needs_interrupt(REQUEST_QUEUE)? {
             self.irq_pending = true;
         }
         let c = DiskCompletion {
             request,
             completed: t,
+            fault,
         };
         self.completions.push(c);
         Ok(c)
