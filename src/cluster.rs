@@ -75,13 +75,35 @@ pub struct FaultsSection {
     pub settle: Option<String>,
 }
 
-/// `[faults.disk]`: disk faults, each a decision drawn from the seed.
+/// `[faults.disk]`: disk faults, each a decision drawn from the seed (see
+/// `disksim::faults` for what each does to the disk).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiskFaultsSection {
     /// Probability that a flush is acknowledged but its writes stay
     /// volatile (a lying disk: a later crash can lose them).
     pub lost_flush: Option<f64>,
+    /// Probability that a read returns its data with a few bits flipped
+    /// (transient: the stored data is intact).
+    pub corrupt_read: Option<f64>,
+    /// Probability that a write fails with an I/O error (EIO in the guest)
+    /// and does not land.
+    pub write_error: Option<f64>,
+    /// Probability that a write is acknowledged but lands at another
+    /// sector of the disk.
+    pub misdirect: Option<f64>,
+}
+
+impl DiskFaultsSection {
+    /// Each fault's key and probability as written (absent: 0).
+    fn rates(&self) -> [(&'static str, f64); 4] {
+        [
+            ("lost_flush", self.lost_flush.unwrap_or(0.0)),
+            ("corrupt_read", self.corrupt_read.unwrap_or(0.0)),
+            ("write_error", self.write_error.unwrap_or(0.0)),
+            ("misdirect", self.misdirect.unwrap_or(0.0)),
+        ]
+    }
 }
 
 /// `[faults.crash]`: power loss as an engine action.
@@ -465,8 +487,8 @@ pub struct Cluster {
     pub partitions: Vec<checker::engine::ScheduledPartition>,
     /// `[[expect]] reached` names, checked, in file order.
     pub expect_reached: Vec<String>,
-    /// `[faults.disk] lost_flush`, checked (0 when absent).
-    pub lost_flush: f64,
+    /// `[faults.disk]`, checked (0 for each fault absent).
+    pub disk_faults: checker::engine::DiskFaultRates,
 }
 
 /// The quiet period's settle time, or `None` for `quiet_after = "never"`.
@@ -485,7 +507,10 @@ fn quiet_settle(spec: &ClusterFile, invalid: &dyn Fn(String) -> ClusterError) ->
             return Err(invalid(format!("[faults] quiet_after = {other:?}: expected \"workload\" or \"never\"")));
         }
     };
-    let any_fault = f.network.has_faults() || !f.partition.is_empty() || f.crash.max > 0 || f.disk.lost_flush.is_some_and(|p| p > 0.0);
+    let any_fault = f.network.has_faults()
+        || !f.partition.is_empty()
+        || f.crash.max > 0
+        || f.disk.rates().iter().any(|&(_, p)| p > 0.0);
     Ok((quiet && any_fault).then_some(settle))
 }
 
@@ -741,13 +766,7 @@ impl Cluster {
                 invalid(format!("[check] history = {name:?}: no such node (nodes are n1..n{n})"))
             })?),
         };
-        let lost_flush = spec.faults.disk.lost_flush.unwrap_or(0.0);
-        if !(0.0..=1.0).contains(&lost_flush) {
-            return Err(invalid(format!("[faults.disk] lost_flush = {lost_flush}: a probability is within [0, 1]")));
-        }
-        if lost_flush > 0.0 && spec.disk.is_none() {
-            return Err(invalid("[faults.disk] lost_flush: the nodes have no disk (add a [disk] table)".into()));
-        }
+        let disk_faults = disk_fault_rates(&spec).map_err(&invalid)?;
         let mut expect_reached = Vec::new();
         for (i, e) in spec.expects.iter().enumerate() {
             if !checker::reach::valid_name(&e.reached) {
@@ -900,7 +919,7 @@ impl Cluster {
             explore,
             partitions,
             expect_reached,
-            lost_flush,
+            disk_faults,
         })
     }
 
@@ -911,6 +930,22 @@ impl Cluster {
     pub fn node_names(&self) -> Vec<String> {
         (1..=self.spec.cluster.nodes).map(|i| format!("n{i}")).collect()
     }
+}
+
+/// `[faults.disk]`, checked: each a probability, and any fault that is on
+/// needs `[disk]`. The error is the message (without the file name).
+fn disk_fault_rates(spec: &ClusterFile) -> Result<checker::engine::DiskFaultRates, String> {
+    let rates = spec.faults.disk.rates();
+    for (key, p) in rates {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(format!("[faults.disk] {key} = {p}: a probability is within [0, 1]"));
+        }
+        if p > 0.0 && spec.disk.is_none() {
+            return Err(format!("[faults.disk] {key} = {p}: the nodes have no disk (add a [disk] table)"));
+        }
+    }
+    let [(_, lost_flush), (_, corrupt_read), (_, write_error), (_, misdirect)] = rates;
+    Ok(checker::engine::DiskFaultRates { lost_flush, corrupt_read, write_error, misdirect })
 }
 
 /// Checks `[workload.host]` for a cluster of `n` guests in `dir`; the error

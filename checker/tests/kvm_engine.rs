@@ -71,7 +71,7 @@ fn disk_spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         latency_ns: 50_000,
         model: Default::default(),
         enumerate: 64,
-        lost_flush: 0.0,
+        faults: Default::default(),
     });
     s.time_limit_ns = 1_000_000_000;
     s

@@ -104,7 +104,7 @@ pub(crate) fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<eng
         latency_ns: d.latency_ns,
         model: if d.torn_writes { disksim::CrashModel::TORN } else { disksim::CrashModel::ATOMIC },
         enumerate: d.enumerate,
-        lost_flush: cluster.lost_flush,
+        faults: cluster.disk_faults,
     }))
 }
 
