@@ -57,8 +57,9 @@ pub struct DiskFaultRates {
 }
 
 impl DiskFaultRates {
-    pub fn any(&self) -> bool {
-        [self.lost_flush, self.corrupt_read, self.write_error, self.misdirect].iter().any(|&p| p > 0.0)
+    /// Whether a fault decided when a write or flush completes is on.
+    pub fn any_at_completion(&self) -> bool {
+        [self.lost_flush, self.write_error, self.misdirect].iter().any(|&p| p > 0.0)
     }
 }
 

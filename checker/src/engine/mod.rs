@@ -490,7 +490,7 @@ impl Execution<'_> {
     /// it there, like a read's corruption.
     fn maybe_disk_fault(&mut self, i: usize, id: disksim::RequestId) {
         let Some(rates) = self.spec.disk.as_ref().map(|d| d.faults) else { return };
-        if self.calm {
+        if self.calm || !rates.any_at_completion() {
             return;
         }
         let Some(vm) = self.nodes[i].vm.as_mut() else { return };
