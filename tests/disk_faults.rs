@@ -320,6 +320,29 @@ fn misdirected_writes_fail_a_program_that_does_not_verify_and_replay() {
 }
 
 #[test]
+fn the_quiet_period_stops_disk_faults() {
+    // Every read corrupted, every write failed while the workload runs (the
+    // trusting probe fails there, ignored); the same probe as the invariant
+    // passes only on a calm disk.
+    let Some(d) = probe("naive", "corrupt_read = 1.0\nwrite_error = 1.0\nmisdirect = 1.0") else { return };
+    let toml = std::fs::read_to_string(d.path().join("cluster.toml")).unwrap();
+    let toml = toml.replace("exec /usr/local/bin/blkprobe naive /dev/vda", "/usr/local/bin/blkprobe naive /dev/vda || true")
+        + "[[invariant]]\nname = \"probe\"\nnode = \"n1\"\ncommand = \"/usr/local/bin/blkprobe naive /dev/vda\"\n";
+    std::fs::write(d.path().join("cluster.toml"), &toml).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &["--seed", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    assert!(j["corrupt_reads"].as_u64().unwrap() > 0 && j["write_errors"].as_u64().unwrap() > 0, "{j}");
+    // Faults through the checks: the same invariant fails.
+    let toml = toml.replace("[faults.disk]\n", "[faults]\nquiet_after = \"never\"\n[faults.disk]\n");
+    std::fs::write(d.path().join("cluster.toml"), toml).unwrap();
+    let r = run_cluster(d.path(), out.path(), &["--seed", "1"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.json()["failure"]["kind"], "invariant", "{r:?}");
+}
+
+#[test]
 fn all_disk_faults_on_give_the_same_trace_every_time() {
     let faults = "lost_flush = 0.3\ncorrupt_read = 0.3\nwrite_error = 0.3\nmisdirect = 0.3";
     let Some(d) = probe("careful", faults) else { return };
