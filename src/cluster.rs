@@ -75,13 +75,35 @@ pub struct FaultsSection {
     pub settle: Option<String>,
 }
 
-/// `[faults.disk]`: disk faults, each a decision drawn from the seed.
+/// `[faults.disk]`: disk faults, each a decision drawn from the seed (see
+/// `disksim::faults` for what each does to the disk).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiskFaultsSection {
     /// Probability that a flush is acknowledged but its writes stay
     /// volatile (a lying disk: a later crash can lose them).
     pub lost_flush: Option<f64>,
+    /// Probability that a read returns its data with a few bits flipped
+    /// (transient: the stored data is intact).
+    pub corrupt_read: Option<f64>,
+    /// Probability that a write fails with an I/O error (EIO in the guest)
+    /// and does not land.
+    pub write_error: Option<f64>,
+    /// Probability that a write is acknowledged but lands at another
+    /// sector of the disk.
+    pub misdirect: Option<f64>,
+}
+
+impl DiskFaultsSection {
+    /// Each fault's key and probability as written (absent: 0).
+    fn rates(&self) -> [(&'static str, f64); 4] {
+        [
+            ("lost_flush", self.lost_flush.unwrap_or(0.0)),
+            ("corrupt_read", self.corrupt_read.unwrap_or(0.0)),
+            ("write_error", self.write_error.unwrap_or(0.0)),
+            ("misdirect", self.misdirect.unwrap_or(0.0)),
+        ]
+    }
 }
 
 /// `[faults.crash]`: power loss as an engine action.
@@ -496,8 +518,8 @@ pub struct Cluster {
     pub partitions: Vec<checker::engine::ScheduledPartition>,
     /// `[[expect]] reached` names, checked, in file order.
     pub expect_reached: Vec<String>,
-    /// `[faults.disk] lost_flush`, checked (0 when absent).
-    pub lost_flush: f64,
+    /// `[faults.disk]`, checked (0 for each fault absent).
+    pub disk_faults: checker::engine::DiskFaultRates,
 }
 
 /// The quiet period's settle time, or `None` for `quiet_after = "never"`.
@@ -516,7 +538,10 @@ fn quiet_settle(spec: &ClusterFile, invalid: &dyn Fn(String) -> ClusterError) ->
             return Err(invalid(format!("[faults] quiet_after = {other:?}: expected \"workload\" or \"never\"")));
         }
     };
-    let any_fault = f.network.has_faults() || !f.partition.is_empty() || f.crash.max > 0 || f.disk.lost_flush.is_some_and(|p| p > 0.0);
+    let any_fault = f.network.has_faults()
+        || !f.partition.is_empty()
+        || f.crash.max > 0
+        || f.disk.rates().iter().any(|&(_, p)| p > 0.0);
     Ok((quiet && any_fault).then_some(settle))
 }
 
@@ -541,8 +566,14 @@ pub enum ClusterError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("{path}: {message}")]
     Syntax { path: PathBuf, message: String },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    /// A value the file holds is wrong; `line` is where its key is, when
+    /// [`locate_line`] can tell.
+    #[error("{path}: {}{message}", line_prefix(*.line))]
+    Invalid { path: PathBuf, line: Option<usize>, message: String },
+}
+
+fn line_prefix(line: Option<usize>) -> String {
+    line.map(|n| format!("line {n}: ")).unwrap_or_default()
 }
 
 /// The guest script of a liveness check: evaluate the predicate every
@@ -607,7 +638,8 @@ impl Cluster {
             path: file.to_path_buf(),
             message: describe_toml_error(text, &e),
         })?;
-        let invalid = |message: String| ClusterError::Invalid { path: file.to_path_buf(), message };
+        let invalid =
+            |message: String| ClusterError::Invalid { path: file.to_path_buf(), line: locate_line(text, &message), message };
         let n = spec.cluster.nodes;
         if n == 0 || n > 254 {
             return Err(invalid(format!("[cluster] nodes = {n}: must be between 1 and 254")));
@@ -772,13 +804,7 @@ impl Cluster {
                 invalid(format!("[check] history = {name:?}: no such node (nodes are n1..n{n})"))
             })?),
         };
-        let lost_flush = spec.faults.disk.lost_flush.unwrap_or(0.0);
-        if !(0.0..=1.0).contains(&lost_flush) {
-            return Err(invalid(format!("[faults.disk] lost_flush = {lost_flush}: a probability is within [0, 1]")));
-        }
-        if lost_flush > 0.0 && spec.disk.is_none() {
-            return Err(invalid("[faults.disk] lost_flush: the nodes have no disk (add a [disk] table)".into()));
-        }
+        let disk_faults = disk_fault_rates(&spec).map_err(&invalid)?;
         let mut expect_reached = Vec::new();
         for (i, e) in spec.expects.iter().enumerate() {
             if !checker::reach::valid_name(&e.reached) {
@@ -931,7 +957,7 @@ impl Cluster {
             explore,
             partitions,
             expect_reached,
-            lost_flush,
+            disk_faults,
         })
     }
 
@@ -942,6 +968,22 @@ impl Cluster {
     pub fn node_names(&self) -> Vec<String> {
         (1..=self.spec.cluster.nodes).map(|i| format!("n{i}")).collect()
     }
+}
+
+/// `[faults.disk]`, checked: each a probability, and any fault that is on
+/// needs `[disk]`. The error is the message (without the file name).
+fn disk_fault_rates(spec: &ClusterFile) -> Result<checker::engine::DiskFaultRates, String> {
+    let rates = spec.faults.disk.rates();
+    for (key, p) in rates {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(format!("[faults.disk] {key} = {p}: a probability is within [0, 1]"));
+        }
+        if p > 0.0 && spec.disk.is_none() {
+            return Err(format!("[faults.disk] {key} = {p}: the nodes have no disk (add a [disk] table)"));
+        }
+    }
+    let [(_, lost_flush), (_, corrupt_read), (_, write_error), (_, misdirect)] = rates;
+    Ok(checker::engine::DiskFaultRates { lost_flush, corrupt_read, write_error, misdirect })
 }
 
 /// Checks `[workload.host]` for a cluster of `n` guests in `dir`; the error
@@ -1014,6 +1056,143 @@ fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<checker:
         start_after_ns,
         timeout_ns,
     })
+}
+
+/// The line (1-based) of `text` that a [`ClusterError::Invalid`] message is
+/// about. Every message of [`Cluster::parse`] starts with the table it is
+/// about, `[section.sub]` or `[[array]]`, then which element of an array
+/// (`#K`, 1-based, or the element's name), then the key (`key = value: why`,
+/// `key: why`, `key is ...`; a key path such as netsim's
+/// `faults.network.links."n1-n2".loss` too, and `key #K: ...` for an element
+/// of an array-valued key). The answer is the line of the deepest of those
+/// found in the file: the key, else the element's or the table's header (an
+/// array's first, when its element cannot be told); `None` when the file
+/// does not write the table. Messages written later with the same prefix
+/// get lines without any change here.
+fn locate_line(text: &str, message: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let (path, mut rest) = table_prefix(message)?;
+    let mut cur = doc.as_item();
+    let mut at = None;
+    // The last key reached: an array's name, for default element names.
+    let mut name = path.last().cloned().unwrap_or_default();
+    for seg in &path {
+        cur = cur.as_table_like()?.get(seg)?;
+        at = cur.span().map(|s| s.start).or(at);
+    }
+    // Owned from here: an element of an inline array is a `Value`.
+    let mut cur = cur.clone();
+    loop {
+        rest = rest.trim_start();
+        if let Some(elements) = array_elements(&cur) {
+            let Some((k, after)) = pick_element(&elements, &name, rest) else { break };
+            cur = elements[k].clone();
+            at = cur.span().map(|s| s.start).or(at);
+            rest = after.trim_start().strip_prefix(':').unwrap_or(after);
+            continue;
+        }
+        let Some((mut keys, after)) = key_path(rest) else { break };
+        if keys.starts_with(&path) {
+            keys.drain(..path.len());
+        }
+        let mut found = false;
+        for k in &keys {
+            let Some((key, item)) = cur.as_table_like().and_then(|t| t.get_key_value(k)) else { break };
+            at = key.span().map(|s| s.start).or(at);
+            let item = item.clone();
+            cur = item;
+            name.clone_from(k);
+            found = true;
+        }
+        rest = after.trim_start();
+        if !found || !rest.starts_with('#') {
+            break;
+        }
+    }
+    at.map(|offset| 1 + text[..offset.min(text.len())].matches('\n').count())
+}
+
+/// `[a.b] rest` or `[[a.b]] rest` at the start of a message: the table's
+/// path and the rest.
+fn table_prefix(message: &str) -> Option<(Vec<String>, &str)> {
+    let (inner, rest) = match message.strip_prefix("[[") {
+        Some(m) => m.split_once("]]")?,
+        None => message.strip_prefix('[')?.split_once(']')?,
+    };
+    let path: Vec<String> = inner.split('.').map(|s| s.trim().to_string()).collect();
+    path.iter().all(|s| !s.is_empty()).then_some((path, rest))
+}
+
+/// The elements of an array of tables or of an inline array.
+fn array_elements(item: &toml_edit::Item) -> Option<Vec<toml_edit::Item>> {
+    match item {
+        toml_edit::Item::ArrayOfTables(a) => Some(a.iter().map(|t| toml_edit::Item::Table(t.clone())).collect()),
+        toml_edit::Item::Value(toml_edit::Value::Array(a)) => {
+            Some(a.iter().map(|v| toml_edit::Item::Value(v.clone())).collect())
+        }
+        _ => None,
+    }
+}
+
+/// Which element of array `array` `rest` is about, and the rest after what
+/// named it: `#K` (1-based), else a first word that is an element's `name`
+/// (the last such: a name used twice is reported at its second use) or the
+/// default name of the K-th, `ARRAY-K` (`invariant-2`), else `key "value"` /
+/// `key = "value"` matching an element's key (the last such, nothing
+/// consumed), else the only element.
+fn pick_element<'m>(elements: &[toml_edit::Item], array: &str, rest: &'m str) -> Option<(usize, &'m str)> {
+    if let Some(digits) = rest.strip_prefix('#') {
+        let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+        let k: usize = digits[..end].parse().ok()?;
+        return (1..=elements.len()).contains(&k).then(|| (k - 1, &digits[end..]));
+    }
+    let string_of = |e: &toml_edit::Item, key: &str| e.as_table_like()?.get(key)?.as_str().map(str::to_string);
+    let last_with = |key: &str, value: &str| elements.iter().rposition(|e| string_of(e, key).as_deref() == Some(value));
+    let word_end = rest.find(|c: char| c == ':' || c.is_whitespace()).unwrap_or(rest.len());
+    let word = &rest[..word_end];
+    let default_name = word.strip_prefix(array).and_then(|w| w.strip_prefix('-')).and_then(|k| k.parse::<usize>().ok());
+    let unnamed = |k: usize| elements.get(k).is_some_and(|e| string_of(e, "name").is_none());
+    if let Some(k) = last_with("name", word).or(default_name.filter(|&k| k >= 1 && unnamed(k - 1)).map(|k| k - 1)) {
+        return Some((k, &rest[word_end..]));
+    }
+    if let Some(([key], after)) = key_path(rest).as_ref().map(|(k, a)| (k.as_slice(), *a)) {
+        let after = after.trim_start();
+        let after = after.strip_prefix('=').unwrap_or(after).trim_start();
+        if let Some(value) = after.strip_prefix('"').and_then(|v| v.split_once('"')).map(|(v, _)| v) {
+            if let Some(k) = last_with(key, value) {
+                return Some((k, rest));
+            }
+        }
+    }
+    (elements.len() == 1).then_some((0, rest))
+}
+
+/// A key path at the start of `s`: dot-separated bare (`A-Za-z0-9_-`) or
+/// double-quoted segments, followed by the end, a space, ':' or '='.
+fn key_path(s: &str) -> Option<(Vec<String>, &str)> {
+    let mut keys = Vec::new();
+    let mut rest = s;
+    loop {
+        let (seg, after) = match rest.strip_prefix('"') {
+            Some(q) => q.split_once('"')?,
+            None => {
+                let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')).unwrap_or(rest.len());
+                (&rest[..end], &rest[end..])
+            }
+        };
+        if seg.is_empty() {
+            return None;
+        }
+        keys.push(seg.to_string());
+        match after.strip_prefix('.') {
+            Some(next) => rest = next,
+            None => {
+                rest = after;
+                break;
+            }
+        }
+    }
+    (rest.is_empty() || rest.starts_with([' ', ':', '='])).then_some((keys, rest))
 }
 
 /// toml's own message already carries line, column and a caret; keep it but
@@ -1202,5 +1381,97 @@ mod host_workload_tests {
         assert!(c.partitions[0].partition.blocks(host_id, netsim::NodeId::new(2).unwrap()));
         let e = parse("[workload]\nnode = \"n1\"\ncommand = \"true\"\n", cut).unwrap_err().to_string();
         assert!(e.contains("\"host\": no such node"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod line_tests {
+    use super::*;
+
+    const HEAD: &str = "[cluster]\nnodes = 3\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n";
+
+    /// The error for HEAD + `extra`, and the 1-based line of the first line of
+    /// `extra` that contains `needle`.
+    fn error_at(extra: &str, needle: &str) -> (String, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("{HEAD}{extra}");
+        let e = Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), &text).unwrap_err();
+        assert!(matches!(e, ClusterError::Invalid { .. }), "{e}");
+        let line = 1 + text.lines().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle:?} in {text}"));
+        (e.to_string(), line)
+    }
+
+    #[test]
+    fn a_bad_value_names_file_line_and_key() {
+        let (e, line) = error_at("[disk]\nsize_mb = 16\nmount = \"/data\"\n[faults.disk]\n\nlost_flush = 1.5\n", "lost_flush");
+        assert_eq!(line, 11);
+        assert!(
+            e.ends_with("cluster.toml: line 11: [faults.disk] lost_flush = 1.5: a probability is within [0, 1]"),
+            "{e}"
+        );
+        let (e, line) = error_at("[faults.disk]\nmisdirect = 0.5\n", "misdirect");
+        assert!(e.contains(&format!("cluster.toml: line {line}: [faults.disk] misdirect = 0.5: the nodes have no disk")), "{e}");
+        // The key wherever the table is written: dotted keys, inline tables.
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("faults.disk.write_error = -1\n{HEAD}");
+        let e = Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), &text).unwrap_err().to_string();
+        assert!(e.contains("line 1: [faults.disk] write_error = -1"), "{e}");
+        let (e, line) = error_at("[faults]\ndisk = { corrupt_read = 2 }\n", "corrupt_read");
+        assert!(e.contains(&format!("line {line}: [faults.disk] corrupt_read = 2")), "{e}");
+        let (e, line) = error_at("[disk]\nsize_mb = 8\nmount = \"/data\"\n", "size_mb");
+        assert!(e.contains(&format!("line {line}: [disk] size_mb = 8")), "{e}");
+        let (e, line) = error_at("[run]\ntime_limit = \"soon\"\n", "time_limit");
+        assert!(e.contains(&format!("line {line}: [run] time_limit")), "{e}");
+    }
+
+    #[test]
+    fn array_elements_are_found_by_number_name_or_value() {
+        let parts = "[[faults.partition]]\nat = \"1s\"\nheal = \"2s\"\ngroups = [[\"n1\"], [\"n2\"]]\n\
+                     [[faults.partition]]\nat = \"5s\"\nheal = \"4s\"\ngroups = [[\"n1\"], [\"n2\"]]\n";
+        let (e, line) = error_at(parts, "heal = \"4s\"");
+        assert!(e.contains(&format!("line {line}: [[faults.partition]] #2: heal")), "{e}");
+        let live = "[[liveness]]\nname = \"a\"\nnode = \"n1\"\ncommand = \"true\"\nwithin = \"1s\"\n\
+                    [[liveness]]\nname = \"b\"\nnode = \"n1\"\ncommand = \"true\"\nwithin = \"never\"\n";
+        let (e, line) = error_at(live, "never");
+        assert!(e.contains(&format!("line {line}: [[liveness]] b: within")), "{e}");
+        // A name used twice: its second use.
+        let inv = "[[invariant]]\nname = \"x\"\nnode = \"n1\"\ncommand = \"true\"\n\
+                   [[invariant]]\nname = \"y\"\nnode = \"n1\"\ncommand = \"true\"\n\
+                   [[invariant]]\nname = \"x\"\nnode = \"n2\"\ncommand = \"true\"\n";
+        let (e, _) = error_at(inv, "name = \"x\"");
+        assert!(e.contains("line 15: [[invariant]] name \"x\" is used twice"), "{e}");
+        // An unnamed invariant goes by its default name.
+        let inv = "[[invariant]]\nnode = \"n1\"\ncommand = \"true\"\n[[invariant]]\nnode = \"n7\"\ncommand = \"true\"\n";
+        let (e, line) = error_at(inv, "n7");
+        assert!(e.contains(&format!("line {line}: [[invariant]] invariant-2: node = \"n7\"")), "{e}");
+    }
+
+    #[test]
+    fn key_paths_and_elements_of_array_values() {
+        let (e, line) = error_at("[faults.network.links.\"n1-n2\"]\nloss = 1.5\n", "loss");
+        assert!(e.contains(&format!("line {line}: [faults.network] faults.network.links.\"n1-n2\".loss")), "{e}");
+        let host = "[workload.host]\nrequests = [\n  { node = \"n1\", port = 80 },\n  { node = \"n9\", port = 80 },\n]\n";
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("[cluster]\nnodes = 2\n{host}");
+        let e = Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), &text).unwrap_err().to_string();
+        assert!(e.contains("line 6: [workload.host] requests #2: node = \"n9\""), "{e}");
+    }
+
+    #[test]
+    fn the_header_or_nothing_when_no_key_is_found() {
+        // About the table as a whole: its header.
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[cluster]\nnodes = 2\n\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n[workload.host]\nrequests = [ { node = \"n1\", port = 80 } ]\n";
+        let e = Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), text).unwrap_err().to_string();
+        assert!(e.contains("cluster.toml: line 4: [workload]: node + command"), "{e}");
+        // An element no one can tell: the array's (first) header.
+        let two = format!("{HEAD}[[invariant]]\nnode = \"n1\"\ncommand = \"a\"\n[[invariant]]\nnode = \"n1\"\ncommand = \"b\"\n");
+        assert_eq!(locate_line(&two, "[[invariant]] somewhere: it broke"), Some(6));
+        // A table the file does not write, a message about no table: no line.
+        assert_eq!(locate_line(HEAD, "[nosuch] key = 1: why"), None);
+        assert_eq!(locate_line(HEAD, "[disk] size_mb = 8: too small"), None);
+        assert_eq!(locate_line(&two, "no table at all"), None);
+        let e = ClusterError::Invalid { path: "c/cluster.toml".into(), line: None, message: "[x] y: z".into() };
+        assert_eq!(e.to_string(), "c/cluster.toml: [x] y: z");
     }
 }

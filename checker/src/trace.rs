@@ -108,6 +108,11 @@ pub enum EventKind {
     /// A disk request of the node completed: `op` is read, write or flush;
     /// writes and flushes complete when the engine chooses, reads at once.
     Disk { id: u64, op: String, sector: u64, sectors: u64 },
+    /// A disk fault (`[faults.disk]`) hit request `id` of the node, which
+    /// completed just before (its `Disk` event): `fault` is corrupt_read,
+    /// lost_flush, write_error or misdirect; `detail` says what the guest
+    /// got.
+    DiskFault { id: u64, fault: String, detail: String },
 }
 
 fn one() -> u64 {

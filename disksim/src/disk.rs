@@ -18,15 +18,23 @@
 //! stays in the log, so crash states can be applied in issue order and per-sector
 //! "later write wins" is exact. `cache` holds the guest's view of the blocks that
 //! log writes touch (`cache_refs` counts the log writes touching each block); all
-//! other blocks read through to `store`.
+//! other blocks read through to `store`. Invariant: every cached block equals
+//! the store's block with the log writes touching it replayed over it in
+//! issue order.
+//!
+//! Faults ([`crate::faults`]): a write may be failed or misdirected, a flush
+//! lost, when it completes ([`Disk::inject`] before [`Disk::complete`]); a
+//! failed write leaves the log, a misdirected one moves in it, and the cache
+//! blocks either touches are rebuilt, so the invariant above holds.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use crate::block::Block;
+use crate::faults::DiskFault;
 use crate::store::{for_each_block_piece, sectors_of, BlockStore, StoreError};
-use crate::{BLOCK_SIZE, SECTOR_SIZE};
+use crate::{BLOCK_SIZE, SECTORS_PER_BLOCK, SECTOR_SIZE};
 
 /// Identifies a request; issued in increasing order, never reused (not even
 /// across a power loss), so stale completions are detected.
@@ -53,6 +61,15 @@ pub enum RequestKind {
 pub struct Completion {
     pub id: RequestId,
     pub kind: RequestKind,
+    /// The fault injected into it ([`Disk::inject`]), now applied.
+    pub fault: Option<DiskFault>,
+}
+
+impl Completion {
+    /// The request failed (an I/O error for the guest).
+    pub fn failed(&self) -> bool {
+        self.fault == Some(DiskFault::WriteError)
+    }
 }
 
 /// Errors from [`Disk`] operations.
@@ -100,11 +117,12 @@ impl LogWrite {
 #[derive(Clone, Debug)]
 enum Outstanding {
     Read,
-    Write,
-    /// A flush covers writes whose completion number is below this.
-    Flush {
-        covers_below: u64,
-    },
+    /// `fault`: [`DiskFault::WriteError`] or [`DiskFault::Misdirected`],
+    /// applied at completion.
+    Write { fault: Option<DiskFault> },
+    /// A flush covers writes whose completion number is below this; `lost`:
+    /// [`Disk::lose_flush`] made it cover nothing.
+    Flush { covers_below: u64, lost: bool },
 }
 
 /// Memory a disk costs, in bytes.
@@ -215,7 +233,7 @@ impl Disk {
             *refs.entry(block).or_insert(0) += 1;
             Ok::<_, StoreError>(())
         })?;
-        let id = self.issue(Outstanding::Write);
+        let id = self.issue(Outstanding::Write { fault: None });
         self.log.push_back(LogWrite {
             id,
             sector,
@@ -229,7 +247,7 @@ impl Disk {
     /// Issues a flush. It covers the writes completed before now.
     pub fn flush(&mut self) -> RequestId {
         let covers_below = self.completions;
-        self.issue(Outstanding::Flush { covers_below })
+        self.issue(Outstanding::Flush { covers_below, lost: false })
     }
 
     /// Issues a read of `len` bytes at `sector` and returns the data as the guest
@@ -284,7 +302,7 @@ impl Disk {
             let kind = match o {
                 Outstanding::Read => RequestKind::Read,
                 Outstanding::Flush { .. } => RequestKind::Flush,
-                Outstanding::Write => RequestKind::Write {
+                Outstanding::Write { .. } => RequestKind::Write {
                     fua: self.log_write(id).map(|w| w.fua).unwrap_or(false),
                 },
             };
@@ -306,8 +324,36 @@ impl Disk {
     /// Returns false when `id` is not an outstanding flush.
     pub fn lose_flush(&mut self, id: RequestId) -> bool {
         match self.outstanding.get_mut(&id) {
-            Some(Outstanding::Flush { covers_below }) => {
+            Some(Outstanding::Flush { covers_below, lost }) => {
                 *covers_below = 0;
+                *lost = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Makes outstanding request `id` suffer `fault` when it completes (see
+    /// [`crate::faults`] for each fault's semantics): [`DiskFault::LostFlush`]
+    /// on a flush ([`Disk::lose_flush`]), [`DiskFault::WriteError`] or
+    /// [`DiskFault::Misdirected`] (to a range within the disk, other than its
+    /// own start) on a write. Read corruption is the device's, not the
+    /// disk's. Returns false, changing nothing, when the fault does not fit
+    /// the request.
+    pub fn inject(&mut self, id: RequestId, fault: DiskFault) -> bool {
+        if fault == DiskFault::LostFlush {
+            return self.lose_flush(id);
+        }
+        let fits = match (fault, self.log_write(id)) {
+            (DiskFault::WriteError, Some(_)) => true,
+            (DiskFault::Misdirected { to }, Some(w)) => {
+                to != w.sector && to.checked_add(w.sectors()).is_some_and(|end| end <= self.capacity_sectors())
+            }
+            _ => false,
+        };
+        match self.outstanding.get_mut(&id) {
+            Some(Outstanding::Write { fault: f }) if fits => {
+                *f = Some(fault);
                 true
             }
             _ => false,
@@ -318,34 +364,118 @@ impl Disk {
     pub fn complete(&mut self, id: RequestId) -> Result<Completion, DiskError> {
         let what = self
             .outstanding
-            .remove(&id)
+            .get(&id)
+            .cloned()
             .ok_or(DiskError::UnknownRequest(id))?;
-        let kind = match what {
-            Outstanding::Read => RequestKind::Read,
-            Outstanding::Write => {
+        let fua = self.log_write(id).is_some_and(|w| w.fua);
+        if let Outstanding::Write { fault: Some(f) } = what {
+            // First, so that a store error leaves the request outstanding.
+            let i = self
+                .log_index(id)
+                .expect("an outstanding write is in the log");
+            match f {
+                DiskFault::WriteError => self.relocate(i, None)?,
+                DiskFault::Misdirected { to } => self.relocate(i, Some(to))?,
+                _ => {}
+            }
+        }
+        self.outstanding.remove(&id);
+        let (kind, fault) = match what {
+            Outstanding::Read => (RequestKind::Read, None),
+            // It left the log uncompleted: no flush covers it, no crash
+            // state holds it.
+            Outstanding::Write {
+                fault: Some(DiskFault::WriteError),
+            } => (RequestKind::Write { fua }, Some(DiskFault::WriteError)),
+            Outstanding::Write { fault } => {
                 let i = self
                     .log_index(id)
                     .expect("an outstanding write is in the log");
-                let fua = self.log[i].fua;
                 self.log[i].state = if fua {
                     WriteState::Durable
                 } else {
                     self.completions += 1;
                     WriteState::Completed(self.completions - 1)
                 };
-                RequestKind::Write { fua }
+                (RequestKind::Write { fua }, fault)
             }
-            Outstanding::Flush { covers_below } => {
+            Outstanding::Flush { covers_below, lost } => {
                 for w in self.log.iter_mut() {
                     if matches!(w.state, WriteState::Completed(n) if n < covers_below) {
                         w.state = WriteState::Durable;
                     }
                 }
-                RequestKind::Flush
+                (RequestKind::Flush, lost.then_some(DiskFault::LostFlush))
             }
         };
         self.compact()?;
-        Ok(Completion { id, kind })
+        Ok(Completion { id, kind, fault })
+    }
+
+    /// Takes log write `i` out of the log (`to` = `None`: a failed write) or
+    /// moves it to sector `to` (a misdirected write), keeping its place in
+    /// issue order, and rebuilds the cache blocks it touched before and
+    /// after (the module's invariant). All or nothing: on a store error
+    /// (a corrupt block) the log and the cache are as they were.
+    fn relocate(&mut self, i: usize, to: Option<u64>) -> Result<(), StoreError> {
+        let (sector, sectors) = (self.log[i].sector, self.log[i].sectors());
+        let old: BTreeSet<u64> = blocks_of(sector, sectors).collect();
+        let new: BTreeSet<u64> = to.map(|s| blocks_of(s, sectors).collect()).unwrap_or_default();
+        let removed = match to {
+            None => self.log.remove(i),
+            Some(s) => {
+                self.log[i].sector = s;
+                None
+            }
+        };
+        let mut fresh = BTreeMap::new();
+        for &b in old.union(&new) {
+            let refs = self.cache_refs.get(&b).copied().unwrap_or(0) + u32::from(new.contains(&b)) - u32::from(old.contains(&b));
+            let block = if refs == 0 {
+                None
+            } else {
+                match self.replay_block(b) {
+                    Ok(block) => Some(block),
+                    Err(e) => {
+                        match removed {
+                            Some(w) => self.log.insert(i, w),
+                            None => self.log[i].sector = sector,
+                        }
+                        return Err(e);
+                    }
+                }
+            };
+            fresh.insert(b, (refs, block));
+        }
+        for (b, (refs, block)) in fresh {
+            match block {
+                Some(block) => {
+                    self.cache_refs.insert(b, refs);
+                    self.cache.insert(b, block);
+                }
+                None => {
+                    self.cache_refs.remove(&b);
+                    self.cache.remove(&b);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Block `block` as the guest should see it: the durable store's, with
+    /// every log write touching it replayed over it in issue order.
+    fn replay_block(&self, block: u64) -> Result<Block, StoreError> {
+        let mut buf = Box::new([0u8; BLOCK_SIZE]);
+        self.store.read_block_into(block, &mut buf)?;
+        for w in self.log.iter().filter(|w| blocks_of(w.sector, w.sectors()).contains(&block)) {
+            for_each_block_piece(w.sector, w.data.len(), |b, in_block, in_data, n| {
+                if b == block {
+                    buf[in_block..in_block + n].copy_from_slice(&w.data[in_data..in_data + n]);
+                }
+                Ok::<_, StoreError>(())
+            })?;
+        }
+        Ok(Block::new(buf))
     }
 
     /// Moves the durable prefix of the log into the durable store, and drops
@@ -419,4 +549,9 @@ impl Disk {
         self.cache_refs.clear();
         self.outstanding.clear();
     }
+}
+
+/// The storage blocks sectors `sector..sector + sectors` touch (`sectors > 0`).
+fn blocks_of(sector: u64, sectors: u64) -> std::ops::RangeInclusive<u64> {
+    sector / SECTORS_PER_BLOCK..=(sector + sectors - 1) / SECTORS_PER_BLOCK
 }

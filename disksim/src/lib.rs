@@ -17,6 +17,9 @@
 //! - [`crash`]: which states the platter may be in after power loss
 //!   ([`CrashState`]), how many there are, enumeration, seeded sampling, and
 //!   [`Disk::apply_crash`].
+//! - [`faults`]: disk faults (`[faults.disk]`): corrupt reads, lost flushes,
+//!   write errors, misdirected writes, each drawn from a caller's rng and
+//!   applied by [`Disk::inject`] (or, for reads, by the device).
 //! - [`virtio`]: a pure decoder of virtio-blk request headers and a dispatcher
 //!   that maps them onto a [`Disk`], for the vhost-user / virtio-mmio glue.
 //!
@@ -40,6 +43,7 @@
 pub mod block;
 pub mod crash;
 pub mod disk;
+pub mod faults;
 pub mod sectors;
 pub mod store;
 pub mod view;
@@ -48,6 +52,7 @@ pub mod virtio;
 pub use block::Block;
 pub use crash::{CrashError, CrashModel, CrashState, CrashStates, Persist, StateCount};
 pub use disk::{Completion, Disk, DiskError, RequestId, RequestKind, StorageCost};
+pub use faults::{DiskFault, ReadFaults};
 pub use sectors::SectorSet;
 pub use store::{BlockStore, StoreError};
 pub use view::CrashView;

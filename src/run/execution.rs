@@ -124,7 +124,7 @@ fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<engine::DiskSp
         latency_ns: d.latency_ns,
         model: if d.torn_writes { disksim::CrashModel::TORN } else { disksim::CrashModel::ATOMIC },
         enumerate: d.enumerate,
-        lost_flush: cluster.lost_flush,
+        faults: cluster.disk_faults,
     }))
 }
 

@@ -85,6 +85,15 @@ pub struct ExecutionFigures {
     /// Flushes acknowledged but not made durable (`[faults.disk] lost_flush`).
     #[serde(default)]
     pub lost_flushes: u32,
+    /// Reads returned with flipped bits (`[faults.disk] corrupt_read`).
+    #[serde(default)]
+    pub corrupt_reads: u32,
+    /// Writes failed with an I/O error (`[faults.disk] write_error`).
+    #[serde(default)]
+    pub write_errors: u32,
+    /// Writes landed elsewhere (`[faults.disk] misdirect`).
+    #[serde(default)]
+    pub misdirected_writes: u32,
     /// netsim's counters.
     pub network: Option<serde_json::Value>,
     /// The failure (kind, message, ...) as the engine reported it.

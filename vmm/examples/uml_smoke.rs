@@ -18,6 +18,7 @@ fn main() {
         extra_args: vec![],
         net: false,
         entropy_seed: 1,
+        read_faults: Default::default(),
         shared_clock: false,
         root_disk: None,
         kernel_faults_cpuid: false,

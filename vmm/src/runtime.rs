@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use disksim::{Disk, RequestId};
+use disksim::{Disk, DiskFault, RequestId};
 
 pub use crate::uml::{
     Delivered, DiskCompletion, DiskRequest, GuestOutput, OutputStream, RunOutcome, TxFrame, UmlConfig as NodeConfig,
@@ -91,10 +91,15 @@ pub trait NodeRuntime {
     fn disk(&self) -> Option<&Disk>;
     /// Writes and flushes waiting for the engine, in submission order.
     fn pending_disk(&self) -> Vec<DiskRequest>;
-    /// Makes pending flush `id` complete without making anything durable
-    /// (a lying disk: `disksim::Disk::lose_flush`). False when `id` is not
-    /// a pending flush.
-    fn lose_flush(&mut self, id: RequestId) -> bool;
+    /// Makes pending request `id` suffer `fault` when it completes
+    /// (`disksim::Disk::inject`): a flush that makes nothing durable, a
+    /// write that fails with an I/O error and does not land, or one that
+    /// lands elsewhere. False, changing nothing, when the fault does not fit
+    /// a pending request `id`.
+    fn disk_fault(&mut self, id: RequestId, fault: DiskFault) -> bool;
+    /// Reads are no longer corrupted (`[faults.disk] corrupt_read`; the
+    /// node was spawned with `NodeConfig::read_faults`): the quiet period.
+    fn stop_read_faults(&mut self);
     /// Completes pending disk request `id` at `t`.
     fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, NodeError>;
     /// Disk requests completed since the last call, in completion order.
@@ -156,8 +161,11 @@ impl NodeRuntime for UmlNode {
     fn pending_disk(&self) -> Vec<DiskRequest> {
         UmlNode::pending_disk(self)
     }
-    fn lose_flush(&mut self, id: RequestId) -> bool {
-        UmlNode::lose_flush(self, id)
+    fn disk_fault(&mut self, id: RequestId, fault: DiskFault) -> bool {
+        UmlNode::disk_fault(self, id, fault)
+    }
+    fn stop_read_faults(&mut self) {
+        UmlNode::stop_read_faults(self)
     }
     fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, NodeError> {
         Ok(UmlNode::complete_disk(self, t, id, watchdog)?)

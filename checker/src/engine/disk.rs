@@ -8,13 +8,24 @@
 //! platter, and the crash state (disksim's) says which did. So exploring
 //! crash states covers what reordering completions would add for
 //! durability; the guest-visible order of completions stays FIFO.
+//!
+//! Disk faults (`[faults.disk]`, semantics in `disksim::faults`): a flush or
+//! write completing may be hit by a lost flush, a write error or a
+//! misdirection, drawn here from the engine's streams ([`CompletionFaults`],
+//! one per fault) just before the completion; a read may come back
+//! corrupted, drawn by the node's device from its own per-boot stream
+//! (`super::read_fault_seed`), because reads are answered inside the
+//! guest's kick where the engine makes no choice. The quiet period stops
+//! both.
 
 use std::collections::BTreeMap;
 
-use disksim::{BlockStore, CrashModel, CrashState, Disk, StateCount};
+use disksim::faults::{bernoulli, misdirect_target};
+use disksim::{BlockStore, CrashModel, CrashState, Disk, DiskFault, RequestKind, StateCount};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
+use vmm::runtime::DiskRequest;
 
 /// The data disk every node gets.
 #[derive(Debug, Clone)]
@@ -27,9 +38,114 @@ pub struct DiskSpec {
     /// Crash points with at most this many states are enumerated across
     /// executions; larger ones are sampled from the seed.
     pub enumerate: u64,
-    /// `[faults.disk] lost_flush`: the probability that a flush is
-    /// acknowledged without making anything durable (a lying disk).
+    /// `[faults.disk]`.
+    pub faults: DiskFaultRates,
+}
+
+/// `[faults.disk]`: each fault's probability, in [0, 1]; 0 (the default)
+/// turns it off, and a fault that is off draws nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DiskFaultRates {
+    /// A flush is acknowledged without making anything durable.
     pub lost_flush: f64,
+    /// A read returns its data with a few bits flipped (transient).
+    pub corrupt_read: f64,
+    /// A write completes with an I/O error and does not land.
+    pub write_error: f64,
+    /// A write is acknowledged but lands at another sector.
+    pub misdirect: f64,
+}
+
+impl DiskFaultRates {
+    /// Whether a fault decided when a write or flush completes is on.
+    pub fn any_at_completion(&self) -> bool {
+        [self.lost_flush, self.write_error, self.misdirect].iter().any(|&p| p > 0.0)
+    }
+}
+
+/// Disk faults that hit an execution's requests, by kind (the run's JSON
+/// line reports them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DiskFaultCounts {
+    pub corrupt_reads: u32,
+    pub lost_flushes: u32,
+    pub write_errors: u32,
+    pub misdirected_writes: u32,
+}
+
+impl DiskFaultCounts {
+    pub fn count(&mut self, fault: &DiskFault) {
+        let n = match fault {
+            DiskFault::CorruptRead { .. } => &mut self.corrupt_reads,
+            DiskFault::LostFlush => &mut self.lost_flushes,
+            DiskFault::WriteError => &mut self.write_errors,
+            DiskFault::Misdirected { .. } => &mut self.misdirected_writes,
+        };
+        *n += 1;
+    }
+}
+
+/// The engine's streams for the faults decided when a write or flush
+/// completes: one per fault, each seeded from the execution seed with its
+/// own constant, so turning one fault on or off shifts no draw of another
+/// (nor of anything else in the execution).
+pub(super) struct CompletionFaults {
+    /// Its constant predates the others ("diskfaul"): traces recorded with
+    /// lost flushes keep their draws.
+    lost_flush: Xoshiro256PlusPlus,
+    write_error: Xoshiro256PlusPlus,
+    misdirect: Xoshiro256PlusPlus,
+}
+
+impl CompletionFaults {
+    pub fn new(seed: u64) -> CompletionFaults {
+        CompletionFaults {
+            lost_flush: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6469_736b_6661_756c),
+            write_error: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x0077_7274_5f65_7272),
+            misdirect: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x006d_6973_6469_7272),
+        }
+    }
+
+    /// The fault for pending request `r` of a disk of `capacity` sectors,
+    /// completing now. A flush draws for `lost_flush`; a write draws for
+    /// `write_error` and for `misdirect` (and, hit, its target), each
+    /// whenever it is on, so each stream depends only on the sequence of
+    /// completions; a write hit by both fails (it lands nowhere).
+    pub fn draw(&mut self, rates: &DiskFaultRates, r: &DiskRequest, capacity: u64) -> Option<DiskFault> {
+        let hit = |rng: &mut Xoshiro256PlusPlus, p: f64| p > 0.0 && bernoulli(rng, p);
+        match r.kind {
+            RequestKind::Flush => hit(&mut self.lost_flush, rates.lost_flush).then_some(DiskFault::LostFlush),
+            RequestKind::Write { .. } => {
+                let failed = hit(&mut self.write_error, rates.write_error);
+                let moved = if hit(&mut self.misdirect, rates.misdirect) {
+                    misdirect_target(&mut self.misdirect, capacity, r.sector, r.sectors)
+                } else {
+                    None
+                };
+                if failed {
+                    Some(DiskFault::WriteError)
+                } else {
+                    moved.map(|to| DiskFault::Misdirected { to })
+                }
+            }
+            RequestKind::Read => None,
+        }
+    }
+}
+
+/// What a fault did, for the trace: `r` is the request it hit.
+pub(super) fn describe_fault(fault: &DiskFault, r: &DiskRequest) -> String {
+    let range = |s: u64| format!("sectors {s}..{}", s + r.sectors);
+    match fault {
+        DiskFault::CorruptRead { bits } => {
+            format!("read of {} returned {bits} flipped bit(s); the stored data is intact", range(r.sector))
+        }
+        DiskFault::LostFlush => "flush acknowledged but nothing made durable".into(),
+        DiskFault::WriteError => format!("write of {} failed with an I/O error and did not land", range(r.sector)),
+        DiskFault::Misdirected { to } => {
+            format!("write of {} landed at {} instead, acknowledged as success", range(r.sector), range(*to))
+        }
+    }
 }
 
 /// What one power loss left on a disk: reported in the JSON line.
@@ -96,4 +212,53 @@ pub(super) fn crash_disk(
     };
     disk.apply_crash(&state)?;
     Ok((point, state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use disksim::RequestId;
+
+    fn request(kind: RequestKind) -> DiskRequest {
+        DiskRequest { id: RequestId(1), kind, sector: 64, sectors: 8, submitted: 0 }
+    }
+
+    /// The faults drawn for `n` completions alternating write, flush.
+    fn draws(rates: DiskFaultRates, n: usize) -> Vec<Option<DiskFault>> {
+        let mut f = CompletionFaults::new(42);
+        let kinds = [RequestKind::Write { fua: false }, RequestKind::Flush];
+        (0..n).map(|i| f.draw(&rates, &request(kinds[i % 2]), 2048)).collect()
+    }
+
+    #[test]
+    fn each_fault_draws_from_its_own_stream() {
+        let n = 400;
+        let on = DiskFaultRates { lost_flush: 0.3, corrupt_read: 0.0, write_error: 0.3, misdirect: 0.3 };
+        let all = draws(on, n);
+        let count = |v: &[Option<DiskFault>], f: fn(&DiskFault) -> bool| v.iter().flatten().filter(|x| f(x)).count();
+        assert!(count(&all, |f| *f == DiskFault::LostFlush) > 30);
+        assert!(count(&all, |f| *f == DiskFault::WriteError) > 30);
+        assert!(count(&all, |f| matches!(f, DiskFault::Misdirected { .. })) > 20);
+        for f in all.iter().flatten() {
+            if let DiskFault::Misdirected { to } = f {
+                assert!(*to != 64 && to + 8 <= 2048);
+            }
+        }
+        // Off: nothing drawn, nothing else moves.
+        let no_errors = draws(DiskFaultRates { write_error: 0.0, ..on }, n);
+        let no_flushes = draws(DiskFaultRates { lost_flush: 0.0, ..on }, n);
+        for i in 0..n {
+            match all[i] {
+                Some(DiskFault::WriteError) => assert!(!matches!(no_errors[i], Some(DiskFault::WriteError))),
+                other => assert_eq!(no_errors[i], other, "completion {i}"),
+            }
+            match all[i] {
+                Some(DiskFault::LostFlush) => assert_eq!(no_flushes[i], None),
+                other => assert_eq!(no_flushes[i], other, "completion {i}"),
+            }
+        }
+        assert_eq!(draws(DiskFaultRates::default(), n), vec![None; n]);
+        // Reads are the device's business.
+        assert_eq!(CompletionFaults::new(1).draw(&on, &request(RequestKind::Read), 2048), None);
+    }
 }

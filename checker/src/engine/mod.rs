@@ -34,7 +34,7 @@ use crate::trace::{EventKind, Trace};
 use actions::{effective_time, horizon, Action, Enabled};
 use agent::AgentMsg;
 use node::Node;
-pub use disk::{CrashPoint, DiskSpec};
+pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
 pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
@@ -187,6 +187,20 @@ pub fn execution_seed(run_seed: u64, index: u64) -> u64 {
 /// in ASCII), so it never coincides with another stream of the same seed.
 const ENTROPY_STREAM: u64 = 0x0065_6e74_726f_7079;
 
+/// Names the disk devices' read-fault streams ("rdfault" in ASCII).
+const READ_FAULT_STREAM: u64 = 0x0072_6466_6175_6c74;
+
+/// `mix(mix(mix(execution_seed ^ stream) ^ node) ^ boot)`, where `mix` is
+/// SplitMix64's finaliser: the seed of one node's device stream in one boot.
+fn node_stream_seed(stream: u64, execution_seed: u64, node: u64, boot: u32) -> u64 {
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    mix(mix(mix(execution_seed ^ stream) ^ node) ^ u64::from(boot))
+}
+
 /// The seed of the entropy device (virtio-rng) of 0-based node `node` in its
 /// `boot`-th boot (0 the first, 1 after the first crash, ...) of the
 /// execution with seed `execution_seed`:
@@ -200,12 +214,21 @@ const ENTROPY_STREAM: u64 = 0x0065_6e74_726f_7079;
 /// distinct seeds and a node's boots get distinct seeds (a restarted node
 /// does not see its previous boot's random numbers again).
 pub fn entropy_seed(execution_seed: u64, node: u64, boot: u32) -> u64 {
-    fn mix(mut z: u64) -> u64 {
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    mix(mix(mix(execution_seed ^ ENTROPY_STREAM) ^ node) ^ u64::from(boot))
+    node_stream_seed(ENTROPY_STREAM, execution_seed, node, boot)
+}
+
+/// The seed of the read-fault stream (`[faults.disk] corrupt_read`) of the
+/// data disk of 0-based node `node` in its `boot`-th boot, derived like
+/// [`entropy_seed`] with its own stream constant.
+///
+/// Why a device stream and not the engine's: a read is answered inside the
+/// guest's kick, while the guest is blocked and the engine is not choosing
+/// anything, so the draw must happen in the device. Its place in the
+/// device's stream is fixed by the order of the node's reads since boot,
+/// which the engine's schedule fixes; no other stream moves when reads are
+/// corrupted or not, and a restarted node draws afresh.
+pub fn read_fault_seed(execution_seed: u64, node: u64, boot: u32) -> u64 {
+    node_stream_seed(READ_FAULT_STREAM, execution_seed, node, boot)
 }
 
 /// Progress of the cluster through its script.
@@ -235,12 +258,13 @@ struct Execution<'a> {
     /// A probe's fault-free continuation began (see `ExploreSpec::calm_from`).
     calm: bool,
     grants: u64,
-    /// Disk faults' own stream: drawn only where a fault can happen (a
-    /// flush completes and `lost_flush` > 0), so turning them on or off
-    /// shifts no other draw.
-    disk_faults: Xoshiro256PlusPlus,
-    /// Flushes acknowledged but not made durable.
-    lost_flushes: u32,
+    /// The streams of the disk faults decided at completion (lost flush,
+    /// write error, misdirect): drawn only where a fault can happen (a
+    /// flush or write completes and its fault's probability is > 0), so
+    /// turning them on or off shifts no other draw.
+    disk_faults: disk::CompletionFaults,
+    /// Disk faults that hit requests, by kind.
+    disk_fault_counts: DiskFaultCounts,
     verdict: Option<Verdict>,
     out: Vec<GuestOutput>,
     msgs: Vec<(usize, AgentMsg)>,
@@ -273,6 +297,11 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             net: spec.network.is_some(),
             // Node::boot sets it for each boot (see `entropy_seed`).
             entropy_seed: entropy_seed(spec.seed, i as u64, 0),
+            read_faults: disksim::ReadFaults {
+                corrupt_read: spec.disk.as_ref().map_or(0.0, |d| d.faults.corrupt_read),
+                // Node::boot sets it for each boot (see `read_fault_seed`).
+                seed: read_fault_seed(spec.seed, i as u64, 0),
+            },
             shared_clock: spec.shared_clock,
             root_disk: spec.root_disk.clone(),
             kernel_faults_cpuid: spec.kernel_faults_cpuid,
@@ -308,8 +337,8 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         crash_not_before: None,
         calm: false,
         grants: 0,
-        disk_faults: Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x6469_736b_6661_756c),
-        lost_flushes: 0,
+        disk_faults: disk::CompletionFaults::new(spec.seed),
+        disk_fault_counts: DiskFaultCounts::default(),
         verdict: None,
         out: Vec::new(),
         msgs: Vec::new(),
@@ -351,6 +380,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             // Before the enabled set: calming heals a partition and stops
             // crashes.
             ex.calm = true;
+            ex.calm_disks();
             calm_rng = Some(Xoshiro256PlusPlus::seed_from_u64(seed));
             if let Some(ns) = ex.net.as_mut() {
                 ns.calm(seed);
@@ -429,7 +459,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         chosen: chosen_log,
         crashes: ex.crashes,
         crash_points: ex.crash_points,
-        lost_flushes: ex.lost_flushes,
+        disk_faults: ex.disk_fault_counts,
     })
 }
 
@@ -459,20 +489,31 @@ fn check_history(ex: &mut Execution, node: usize) {
 }
 
 impl Execution<'_> {
-    /// `[faults.disk] lost_flush`: one draw per flush completion (none
-    /// while calm, none with probability 0); a lost flush is acknowledged
-    /// to the guest but leaves its writes volatile, and says so in the trace.
-    fn maybe_lose_flush(&mut self, i: usize, id: disksim::RequestId) {
-        let p = self.spec.disk.as_ref().map_or(0.0, |d| d.lost_flush);
-        if p <= 0.0 || self.calm {
+    /// `[faults.disk]` lost_flush, write_error, misdirect: drawn for
+    /// pending request `id` of node `i` just before it completes (nothing
+    /// while calm, nothing for a fault that is off) and injected into its
+    /// disk. The completion reports it, and `record_disk` traces and counts
+    /// it there, like a read's corruption.
+    fn maybe_disk_fault(&mut self, i: usize, id: disksim::RequestId) {
+        let Some(rates) = self.spec.disk.as_ref().map(|d| d.faults) else { return };
+        if self.calm || !rates.any_at_completion() {
             return;
         }
         let Some(vm) = self.nodes[i].vm.as_mut() else { return };
-        let flush = vm.pending_disk().iter().any(|r| r.id == id && r.kind == disksim::RequestKind::Flush);
-        if flush && netsim::rng::bernoulli(&mut self.disk_faults, p) && vm.lose_flush(id) {
-            self.lost_flushes += 1;
-            let text = format!("disk fault: flush {} acknowledged but not made durable (lost_flush)", id.0);
-            self.trace.push(self.now, (i + 1) as u16, EventKind::Note { text });
+        let Some(r) = vm.pending_disk().into_iter().find(|r| r.id == id) else { return };
+        let capacity = vm.disk().map_or(0, |d| d.capacity_sectors());
+        if let Some(fault) = self.disk_faults.draw(&rates, &r, capacity) {
+            // Always fits: a pending request of the kind the fault is for.
+            vm.disk_fault(id, fault);
+        }
+    }
+
+    /// Disk faults stop (the quiet period, a calm probe): the engine draws
+    /// none at completions (`calm`), and the devices no longer corrupt
+    /// reads, now or after a restart.
+    fn calm_disks(&mut self) {
+        for n in &mut self.nodes {
+            n.stop_read_faults();
         }
     }
 
@@ -663,7 +704,7 @@ impl Execution<'_> {
             }
             Action::CompleteDisk(i, request) => {
                 let watchdog = self.spec.watchdog;
-                self.maybe_lose_flush(i, disksim::RequestId(request));
+                self.maybe_disk_fault(i, disksim::RequestId(request));
                 self.nodes[i].vm().complete_disk(now, disksim::RequestId(request), watchdog)?;
                 self.record_disk(i);
             }
@@ -767,6 +808,11 @@ impl Execution<'_> {
             };
             let (id, sector, sectors) = (c.request.id.0, c.request.sector, c.request.sectors);
             self.trace.push(c.completed, (i + 1) as u16, EventKind::Disk { id, op: op.into(), sector, sectors });
+            if let Some(f) = c.fault {
+                self.disk_fault_counts.count(&f);
+                let detail = disk::describe_fault(&f, &c.request);
+                self.trace.push(c.completed, (i + 1) as u16, EventKind::DiskFault { id, fault: f.name().into(), detail });
+            }
         }
     }
 
@@ -799,6 +845,7 @@ impl Execution<'_> {
     /// `ExploreSpec::quiet_settle_ns`); the checks wait `settle` ns.
     fn begin_quiet(&mut self, settle: u64) {
         self.calm = true;
+        self.calm_disks();
         if let Some(ns) = self.net.as_mut() {
             ns.quiet();
         }
@@ -899,5 +946,23 @@ mod entropy_seed_tests {
         // neighbouring run index.
         assert_ne!(entropy_seed(5, 0, 0), 5);
         assert_ne!(entropy_seed(5, 0, 0), super::execution_seed(5, 0));
+    }
+
+    #[test]
+    fn read_fault_seeds_are_fixed_and_apart_from_entropy() {
+        use super::read_fault_seed;
+        // Values computed independently, in Python, from the formula.
+        assert_eq!(read_fault_seed(1, 0, 0), 0xfa31_e446_5713_ceec);
+        assert_eq!(read_fault_seed(1, 2, 1), 0x0994_0a72_7f8f_52d3);
+        for seed in [0u64, 1, u64::MAX] {
+            for node in 0..4u64 {
+                for boot in 0..3u32 {
+                    let r = read_fault_seed(seed, node, boot);
+                    assert_ne!(r, entropy_seed(seed, node, boot));
+                    assert_ne!(r, read_fault_seed(seed, node, boot + 1));
+                    assert_ne!(r, read_fault_seed(seed, node + 1, boot));
+                }
+            }
+        }
     }
 }

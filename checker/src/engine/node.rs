@@ -73,7 +73,8 @@ impl Node {
     /// names, so the directory's name never reaches it, and a dead boot's
     /// sockets cannot be confused with the new one's. Each boot's entropy
     /// device gets its own seed ([`super::entropy_seed`] of `execution_seed`,
-    /// this node and the boot number).
+    /// this node and the boot number), and so does its disk's read-fault
+    /// stream ([`super::read_fault_seed`]).
     pub fn boot(&mut self, execution_seed: u64) -> Result<(), EngineError> {
         let dir_name = if self.boots == 0 { self.name.clone() } else { format!("{}.boot{}", self.name, self.boots) };
         let run_dir = self.scratch.join(dir_name);
@@ -81,6 +82,7 @@ impl Node {
         self.config.run_dir = run_dir;
         let index = u64::from(self.config.node_id.saturating_sub(1));
         self.config.entropy_seed = super::entropy_seed(execution_seed, index, self.boots);
+        self.config.read_faults.seed = super::read_fault_seed(execution_seed, index, self.boots);
         self.boots += 1;
         self.vm = Some(runtime::spawn(self.runtime, &self.config, self.disk.take())?);
         self.ready = false;
@@ -115,6 +117,15 @@ impl Node {
         let killed = std::mem::take(&mut self.running);
         self.deferred.splice(0..0, killed);
         Ok(self.disk.as_mut())
+    }
+
+    /// Reads of this node's disk are no longer corrupted, in this boot and
+    /// every later one (the quiet period).
+    pub fn stop_read_faults(&mut self) {
+        self.config.read_faults.corrupt_read = 0.0;
+        if let Some(vm) = self.vm.as_mut() {
+            vm.stop_read_faults();
+        }
     }
 
     /// Up: booted and not exited.

@@ -95,6 +95,6 @@ pub struct ExecutionResult {
     pub crashes: u32,
     /// The disk side of each crash (nodes with disks only).
     pub crash_points: Vec<super::CrashPoint>,
-    /// Flushes acknowledged but not made durable (`[faults.disk] lost_flush`).
-    pub lost_flushes: u32,
+    /// Disk faults that hit requests (`[faults.disk]`), by kind.
+    pub disk_faults: super::DiskFaultCounts,
 }

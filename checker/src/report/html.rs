@@ -338,7 +338,7 @@ fn header(cx: &Ctx, h: &mut String) {
         .filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. }))
         .count();
     h.push_str("<section class=\"summary\">\n<p class=\"chips\">");
-    let chips: [(&str, u64, bool); 12] = [
+    let chips: [(&str, u64, bool); 13] = [
         ("sent", c.sent, false),
         ("delivered", c.delivered, false),
         ("duplicates", c.duplicates, c.duplicates > 0),
@@ -347,6 +347,7 @@ fn header(cx: &Ctx, h: &mut String) {
         ("partitions", c.kind("partition"), c.kind("partition") > 0),
         ("crashes", c.kind("crash"), c.kind("crash") > 0),
         ("restarts", c.kind("restart"), false),
+        ("disk faults", c.kind("disk_fault"), c.kind("disk_fault") > 0),
         ("hung", c.kind("hung"), c.kind("hung") > 0),
         ("panics", panics as u64, panics > 0),
         (
@@ -417,18 +418,7 @@ fn header(cx: &Ctx, h: &mut String) {
     let notable: Vec<usize> = events
         .iter()
         .enumerate()
-        .filter(|(_, e)| {
-            matches!(
-                e.kind,
-                EventKind::Partition { .. }
-                    | EventKind::Heal
-                    | EventKind::Crash { .. }
-                    | EventKind::Restart
-                    | EventKind::Hung
-                    | EventKind::Exit { .. }
-                    | EventKind::Invariant { ok: false, .. }
-            )
-        })
+        .filter(|(_, e)| is_notable(&e.kind))
         .map(|(i, _)| i)
         .collect();
     if !notable.is_empty() {
@@ -476,6 +466,22 @@ fn header(cx: &Ctx, h: &mut String) {
     h.push_str("</div>\n</section>\n");
 }
 
+/// Faults and failed checks: listed in the index at the top of the page,
+/// each with an anchor in the diagram.
+fn is_notable(k: &EventKind) -> bool {
+    matches!(
+        k,
+        EventKind::Partition { .. }
+            | EventKind::Heal
+            | EventKind::Crash { .. }
+            | EventKind::Restart
+            | EventKind::DiskFault { .. }
+            | EventKind::Hung
+            | EventKind::Exit { .. }
+            | EventKind::Invariant { ok: false, .. }
+    )
+}
+
 fn diagram(cx: &Ctx, h: &mut String) {
     let a = cx.a;
     let l = &cx.l;
@@ -493,7 +499,9 @@ fn diagram(cx: &Ctx, h: &mut String) {
          (<span class=\"lg-dup\">dashed</span>: duplicate delivery); \
          <span class=\"lg-drop\">&#x2715;</span> frame lost; <span class=\"lg-idle\">&#x2192;?</span> never delivered; \
          <span class=\"lg-band\">shaded band</span>: partition; boxes: commands (bar while running), \
-         invariants, crash/restart, exit/hang. Dotted lane: not booted; dashed: down. Hover for details.</p>\n",
+         invariants, crash/restart, exit/hang; <span class=\"lg-flush\">&#x25A0;</span> disk flush; \
+         <span class=\"lg-fault\">&#x25C6;</span> disk fault (corrupt read, write error, misdirected write, lost flush). \
+         Dotted lane: not booted; dashed: down. Hover for details.</p>\n",
     );
     if l.rows.len() > MAX_ROWS {
         let _ = writeln!(
@@ -542,17 +550,7 @@ fn diagram(cx: &Ctx, h: &mut String) {
         );
     }
     for (i, e) in events.iter().enumerate() {
-        if matches!(
-            e.kind,
-            EventKind::Partition { .. }
-                | EventKind::Heal
-                | EventKind::Crash { .. }
-                | EventKind::Restart
-                | EventKind::Hung
-                | EventKind::Exit { .. }
-                | EventKind::Invariant { ok: false, .. }
-        ) && l.shown(i)
-        {
+        if is_notable(&e.kind) && l.shown(i) {
             let _ = writeln!(
                 h,
                 "<div id=\"ev{i}\" class=\"anchor\" style=\"top:{}px\"></div>",
@@ -996,6 +994,21 @@ fn diagram(cx: &Ctx, h: &mut String) {
                 let _ = write!(h, "<rect x=\"{}\" y=\"{}\" width=\"6\" height=\"6\" fill=\"#555\"><title>{}</title></rect>", x - 3, y - 3, esc(&describe(m, e), TITLE_CHARS));
                 continue;
             }
+            EventKind::DiskFault { fault, .. } => {
+                // Beside the lane, so the request's own mark stays visible.
+                let _ = writeln!(
+                    h,
+                    "<g class=\"dfault{}\" data-kind=\"disk_fault\"><title>{}</title><path d=\"M{},{} l6,6 l-6,6 l-6,-6z\"/><text x=\"{}\" y=\"{}\">{}</text></g>",
+                    if is_fail { " failev" } else { "" },
+                    esc(&format!("t={} {}: {}", fmt_time_ns(e.time), node_label(m, e.node), describe(m, e)), TITLE_CHARS),
+                    x + 10,
+                    y - 6,
+                    x + 18,
+                    y + 4,
+                    esc_html(&clip(fault, LABEL_CHARS))
+                );
+                continue;
+            }
             EventKind::Deliver { .. }
             | EventKind::Drop { .. }
             | EventKind::Run { .. }
@@ -1191,7 +1204,7 @@ fn console(cx: &Ctx, h: &mut String) {
             | EventKind::Hung
             | EventKind::Invariant { ok: false, .. }
             | EventKind::Exit { .. } => ("ev bad", esc(&describe(m, e), LINE_CHARS)),
-            EventKind::Partition { .. } | EventKind::Heal => {
+            EventKind::Partition { .. } | EventKind::Heal | EventKind::DiskFault { .. } => {
                 ("ev net", esc(&describe(m, e), LINE_CHARS))
             }
             _ => ("ev", esc(&describe(m, e), LINE_CHARS)),
@@ -1259,6 +1272,8 @@ svg.st{display:block}svg text{font-size:11px}\
 .b-warn rect{fill:#fff1d6;stroke:#d68910}.b-warn text{fill:#8a5a00;font-weight:bold}\
 .b-stop rect{fill:#f0f0f0;stroke:#999}\
 .b-crash rect{fill:#c0392b;stroke:#7b241c}.b-crash text{fill:#fff;font-weight:bold}\
+.dfault path{fill:#e67e22;stroke:#a04000}.dfault text{fill:#a04000;font-size:10px}.dfault.failev path{stroke:#c0392b;stroke-width:3}\
+.lg-fault{color:#e67e22;font-weight:bold}.lg-flush{color:#555}\
 .box.failev rect{stroke:#c0392b;stroke-width:3}.note.failev{fill:#c0392b;font-weight:bold}\
 .failrow{fill:#f9c6c0;fill-opacity:.7}.faillbl{fill:#c0392b;font-weight:bold;font-size:10px}\
 .tl{text-anchor:end;fill:#444}.note{fill:#555}.note.heal{fill:#2a7d46;font-weight:bold}\

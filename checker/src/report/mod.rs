@@ -229,6 +229,7 @@ pub fn kind_name(k: &EventKind) -> &'static str {
         EventKind::Invariant { .. } => "invariant",
         EventKind::Note { .. } => "note",
         EventKind::Disk { .. } => "disk",
+        EventKind::DiskFault { .. } => "disk_fault",
     }
 }
 
@@ -312,6 +313,7 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
         EventKind::Disk { id, op, sector, sectors } => {
             format!("disk {op} #{id} completed: sectors {sector}..{}", sector + sectors)
         }
+        EventKind::DiskFault { id, fault, detail } => format!("disk fault {fault} on #{id}: {detail}"),
     }
 }
 

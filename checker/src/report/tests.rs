@@ -813,3 +813,43 @@ fn folded_quiet_runs_are_counted_and_described() {
     let text = render_text(&m, &ev);
     assert!(text.contains("3 events (2000000 node runs)") && text.contains("spun"), "{text}");
 }
+
+#[test]
+fn disk_faults_are_marked_on_their_lane_indexed_and_counted() {
+    let mut b = B::new();
+    b.ev(0, 1, EventKind::Boot);
+    b.ev(0, 2, EventKind::Boot);
+    let disk = |id: u64, op: &str| EventKind::Disk { id, op: op.into(), sector: 8, sectors: 8 };
+    let fault = |id: u64, fault: &str, detail: &str| EventKind::DiskFault { id, fault: fault.into(), detail: detail.into() };
+    b.ev(S, 2, disk(1, "read"));
+    b.ev(S, 2, fault(1, "corrupt_read", "read of sectors 8..16 returned 2 flipped bit(s)"));
+    b.ev(2 * S, 2, disk(2, "write"));
+    b.ev(2 * S, 2, fault(2, "misdirect", "write of sectors 8..16 landed at sectors 40..48 instead"));
+    b.ev(3 * S, 1, disk(3, "flush"));
+    b.ev(3 * S, 1, fault(3, "lost_flush", "flush acknowledged but nothing made durable"));
+    b.ev(4 * S, 2, disk(4, "write"));
+    b.ev(4 * S, 2, fault(4, "write_error", &format!("{HOSTILE} did not land")));
+    let ev = b.t.events().to_vec();
+    let m = meta(None);
+    let html = render_html(&m, &ev);
+    check_html(&html).unwrap();
+    assert_eq!(count(&html, "<g class=\"dfault\" data-kind=\"disk_fault\""), 4);
+    // A diamond beside the lane of the node it hit (lanes are 200 px wide:
+    // n1's at 240, n2's at 440), labelled with the fault.
+    assert!(html.contains("<path d=\"M450,") && html.contains("<path d=\"M250,"), "lanes");
+    for f in ["corrupt_read", "misdirect", "lost_flush", "write_error"] {
+        assert!(html.contains(&format!(">{f}</text></g>")), "{f}");
+    }
+    assert!(html.contains("<b>4</b> disk faults"));
+    assert!(html.contains("Faults and failed checks (4)"));
+    assert!(html.contains("disk fault misdirect on #2: write of sectors 8..16 landed at sectors 40..48 instead"));
+    assert!(!html.contains("<script"), "guest-free text, still escaped");
+    let text = render_text(&m, &ev);
+    assert!(
+        text.contains("4 disk faults (1 corrupt_read, 1 lost_flush, 1 misdirect, 1 write_error)"),
+        "{text}"
+    );
+    assert!(text.contains("disk fault lost_flush on #3"), "{text}");
+    // No faults, no breakdown.
+    assert!(render_text(&m, &ev[..2]).contains("0 disk faults, "));
+}

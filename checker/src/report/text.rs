@@ -66,11 +66,13 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
     );
     let _ = writeln!(
         s,
-        "faults: {} partitions, {} heals, {} crashes, {} restarts, {} hung, {} exits ({} panics)",
+        "faults: {} partitions, {} heals, {} crashes, {} restarts, {} disk faults{}, {} hung, {} exits ({} panics)",
         c.kind("partition"),
         c.kind("heal"),
         c.kind("crash"),
         c.kind("restart"),
+        c.kind("disk_fault"),
+        disk_fault_kinds(events),
         c.kind("hung"),
         c.kind("exit"),
         events
@@ -132,4 +134,19 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
         }
     }
     s
+}
+
+/// ` (2 corrupt_read, 1 misdirect)`: the disk faults by kind, or nothing.
+fn disk_fault_kinds(events: &[Event]) -> String {
+    let mut by: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for e in events {
+        if let EventKind::DiskFault { fault, .. } = &e.kind {
+            *by.entry(fault.as_str()).or_insert(0) += 1;
+        }
+    }
+    if by.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = by.iter().map(|(k, n)| format!("{n} {}", sanitize(k, 40))).collect();
+    format!(" ({})", parts.join(", "))
 }

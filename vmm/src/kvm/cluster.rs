@@ -379,7 +379,9 @@ impl Cluster {
                 let at_ns = wake(n, t);
                 let tr = blk_port(&mut n.vm).expect("blk attached");
                 let irq = tr.device_mut().complete(id);
-                raise(tr, irq.map_err(|source| ClusterError::Device { node: node.get(), source })?);
+                // No disk faults in this driver: the fault is always None.
+                let (irq, _fault) = irq.map_err(|source| ClusterError::Device { node: node.get(), source })?;
+                raise(tr, irq);
                 self.log(Event::DiskCompleted { node, id, at_ns });
             }
         }

@@ -53,7 +53,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use disksim::{Disk, RequestId};
+use disksim::{Disk, DiskFault, RequestId};
 
 use super::error::KvmError;
 use super::linux::{LinuxBootBuilder, DEFAULT_CMDLINE};
@@ -201,11 +201,15 @@ impl KvmNode {
         } else {
             MicroVmBuilder::new().memory_mib(u64::from(cfg.mem_mb)).image(&image).build()
         };
-        let mut node = KvmNode::new(node, vm.map_err(kvm)?, cfg.net, disk, cfg.entropy_seed)?;
-        if let Some(image) = &cfg.root_disk {
-            node.attach_root_disk(image.clone());
+        let mut n = KvmNode::new(node, vm.map_err(kvm)?, cfg.net, disk, cfg.entropy_seed)?;
+        // Before the first grant, so before the guest's first request.
+        if let Some(p) = n.blk_port() {
+            p.device_mut().blk_mut().set_read_faults(cfg.read_faults);
         }
-        Ok(node)
+        if let Some(image) = &cfg.root_disk {
+            n.attach_root_disk(image.clone());
+        }
+        Ok(n)
     }
 
     /// Attaches the read-only root disk (window 4): reads complete at their
@@ -354,10 +358,10 @@ impl KvmNode {
                 sectors: r.sectors,
                 submitted,
             };
-            reads.extend(blk.take_reads_done().into_iter().map(|r| req(r, time)));
+            reads.extend(blk.take_reads_done().into_iter().map(|r| (req(r.request, time), r.fault)));
             accepted.extend(ids.into_iter().filter_map(|a| blk.request(a.id).map(|r| req(r, a.at_ns))));
         }
-        self.completions.extend(reads.into_iter().map(|request| DiskCompletion { request, completed: time }));
+        self.completions.extend(reads.into_iter().map(|(request, fault)| DiskCompletion { request, completed: time, fault }));
         self.pending.extend(accepted.into_iter().map(|r| (r.id, r)));
         if let Some(e) = err {
             return Err(self.dev_err(e));
@@ -514,8 +518,14 @@ impl NodeRuntime for KvmNode {
         self.pending.values().copied().collect()
     }
 
-    fn lose_flush(&mut self, id: RequestId) -> bool {
-        self.blk_port().is_some_and(|p| p.device_mut().blk_mut().disk_mut().lose_flush(id))
+    fn disk_fault(&mut self, id: RequestId, fault: DiskFault) -> bool {
+        self.blk_port().is_some_and(|p| p.device_mut().blk_mut().disk_mut().inject(id, fault))
+    }
+
+    fn stop_read_faults(&mut self) {
+        if let Some(p) = self.blk_port() {
+            p.device_mut().blk_mut().set_read_faults(disksim::ReadFaults::default());
+        }
     }
 
     fn complete_disk(&mut self, t: u64, id: RequestId, _watchdog: Duration) -> Result<DiskCompletion, NodeError> {
@@ -527,10 +537,11 @@ impl NodeRuntime for KvmNode {
         if port.device_mut().blk().request(id).is_none() {
             self.pending.remove(&id);
         }
-        if done.map_err(|e| self.dev_err(e))? {
+        let (irq, fault) = done.map_err(|e| self.dev_err(e))?;
+        if irq {
             self.blk_port().expect("checked above").raise(Signal { used_buffer: true, config_change: false });
         }
-        let c = DiskCompletion { request, completed: t };
+        let c = DiskCompletion { request, completed: t, fault };
         self.completions.push(c);
         Ok(c)
     }
@@ -585,6 +596,7 @@ mod tests {
             extra_args: vec!["quiet".into()],
             net: true,
             entropy_seed: 1,
+            read_faults: Default::default(),
             shared_clock: false,
             root_disk: None,
             kernel_faults_cpuid: false,

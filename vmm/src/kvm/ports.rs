@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 
-use disksim::RequestId;
+use disksim::{DiskFault, RequestId};
 use vm_memory::GuestMemoryMmap;
 
 use super::virtio_mmio::{QueueConfig, Signal, VirtioDevice};
@@ -138,11 +138,12 @@ impl BlkPort {
     }
 
     /// Completes request `id` (call only between runs). Returns whether the driver
-    /// wants an interrupt: raise it on the transport.
-    pub fn complete(&mut self, id: RequestId) -> Result<bool, DeviceError> {
+    /// wants an interrupt (raise it on the transport) and the disk fault that hit
+    /// the request.
+    pub fn complete(&mut self, id: RequestId) -> Result<(bool, Option<DiskFault>), DeviceError> {
         let (dev, queues) = self.adapter.device_and_queues();
-        dev.complete(id, queues)?;
-        queues.needs_interrupt(crate::virtio::blk::REQUEST_QUEUE)
+        let fault = dev.complete(id, queues)?;
+        Ok((queues.needs_interrupt(crate::virtio::blk::REQUEST_QUEUE)?, fault))
     }
 }
 

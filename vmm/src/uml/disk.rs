@@ -25,11 +25,17 @@
 //! [`crate::uml::UmlNode::take_disk`]) the engine chooses which volatile
 //! writes survive ([`disksim::Disk::crash_states`],
 //! [`disksim::Disk::apply_crash`]) and starts a fresh node on the result.
+//!
+//! Disk faults: reads may be corrupted at their kick (the device's seeded
+//! stream, [`crate::virtio::VirtioBlk::set_read_faults`]); writes and
+//! flushes suffer what the engine injected before completing them
+//! ([`crate::uml::UmlNode::disk_fault`]). Each completion carries its fault
+//! ([`DiskCompletion::fault`]) for the engine's trace.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use disksim::{BlockStore, Disk, RequestId, RequestKind};
+use disksim::{BlockStore, Disk, DiskFault, ReadFaults, RequestId, RequestKind};
 
 /// The root disk's virtio-blk serial (GET_ID, `/sys/block/vdX/serial` in the
 /// guest): the boot init mounts the disk that carries it as the root.
@@ -76,6 +82,8 @@ pub struct DiskCompletion {
     /// of the kick (their data is in place then; the interrupt follows at
     /// the node's next stop).
     pub completed: u64,
+    /// The disk fault that hit it (`[faults.disk]`), if any.
+    pub fault: Option<DiskFault>,
 }
 
 /// Why a disk completion could not be applied.
@@ -102,9 +110,10 @@ pub(super) struct DiskPort {
 }
 
 impl DiskPort {
-    /// Listens on `path` with `disk` behind it.
-    pub fn listen(path: &Path, disk: Disk) -> Result<DiskPort, VhostUserError> {
-        Self::listen_with(path, disk, BlkConfig::default())
+    /// Listens on `path` with `disk` behind it, corrupting reads as
+    /// `read_faults` says (from the first request on).
+    pub fn listen(path: &Path, disk: Disk, read_faults: ReadFaults) -> Result<DiskPort, VhostUserError> {
+        Self::listen_with(path, disk, BlkConfig::default(), read_faults)
     }
 
     /// Listens on `path` with the node's root filesystem image behind it:
@@ -114,12 +123,13 @@ impl DiskPort {
     /// decision and would only fill the trace).
     pub fn listen_root(path: &Path, image: BlockStore) -> Result<DiskPort, VhostUserError> {
         let cfg = BlkConfig { serial: ROOT_DISK_SERIAL.to_vec(), read_only: true, ..BlkConfig::default() };
-        Self::listen_with(path, Disk::new(image), cfg)
+        Self::listen_with(path, Disk::new(image), cfg, ReadFaults::default())
     }
 
-    fn listen_with(path: &Path, disk: Disk, cfg: BlkConfig) -> Result<DiskPort, VhostUserError> {
+    fn listen_with(path: &Path, disk: Disk, cfg: BlkConfig, read_faults: ReadFaults) -> Result<DiskPort, VhostUserError> {
         let mut blk = VirtioBlk::new(disk, cfg);
         blk.set_reads_at_once(true);
+        blk.set_read_faults(read_faults);
         Ok(DiskPort {
             backend: VhostUserBackend::listen(path, blk)?,
             pending: BTreeMap::new(),
@@ -142,8 +152,9 @@ impl DiskPort {
                     let dev = self.backend.device_mut();
                     for r in dev.take_reads_done() {
                         self.completions.push(DiskCompletion {
-                            request: DiskRequest::new(r, time),
+                            request: DiskRequest::new(r.request, time),
                             completed: time,
+                            fault: r.fault,
                         });
                     }
                     for id in dev.take_accepted() {
@@ -186,13 +197,14 @@ impl DiskPort {
             // invariant.
             self.pending.remove(&id);
         }
-        done?;
+        let fault = done?;
         if queues.needs_interrupt(REQUEST_QUEUE)? {
             self.irq_pending = true;
         }
         let c = DiskCompletion {
             request,
             completed: t,
+            fault,
         };
         self.completions.push(c);
         Ok(c)

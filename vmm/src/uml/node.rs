@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use disksim::{Disk, RequestId};
+use disksim::{Disk, DiskFault, RequestId};
 
 use super::disk::{CompleteError, DiskCompletion, DiskPort, DiskRequest};
 use super::timetravel::{Msg, Op, ProtocolError, SchedShm};
@@ -54,6 +54,11 @@ pub struct UmlConfig {
     /// seed, the node and the boot, so the same execution gives every
     /// guest the same bytes.
     pub entropy_seed: u64,
+    /// The data disk's read faults (`[faults.disk] corrupt_read`, both
+    /// runtimes): the probability and the seed of the device's own stream,
+    /// which the engine derives from the execution seed, the node and the
+    /// boot. The default corrupts nothing.
+    pub read_faults: disksim::ReadFaults,
     /// Speak time travel's shared-memory mode (Linux 6.11+; the 7.2 guest
     /// kernel): the guest keeps its clock and its run request in a page
     /// shared with us, and only RUN and WAIT cross the socket. The 6.1
@@ -344,7 +349,7 @@ impl UmlNode {
                     return Err(UmlError::DiskBusy { node: id, outstanding });
                 }
                 Some(
-                    DiskPort::listen(&cfg.run_dir.join("blk.sock"), d)
+                    DiskPort::listen(&cfg.run_dir.join("blk.sock"), d, cfg.read_faults)
                         .map_err(|source| UmlError::DiskDevice { node: id, source })?,
                 )
             }
@@ -895,9 +900,16 @@ impl UmlNode {
         }
     }
 
-    /// See `NodeRuntime::lose_flush`.
-    pub fn lose_flush(&mut self, id: RequestId) -> bool {
-        self.disk.as_mut().is_some_and(|d| d.backend.device_and_queues().0.disk_mut().lose_flush(id))
+    /// See `NodeRuntime::disk_fault`.
+    pub fn disk_fault(&mut self, id: RequestId, fault: DiskFault) -> bool {
+        self.disk.as_mut().is_some_and(|d| d.backend.device_and_queues().0.disk_mut().inject(id, fault))
+    }
+
+    /// See `NodeRuntime::stop_read_faults`.
+    pub fn stop_read_faults(&mut self) {
+        if let Some(d) = self.disk.as_mut() {
+            d.backend.device_mut().set_read_faults(disksim::ReadFaults::default());
+        }
     }
 
     /// Completes pending disk request `id` at virtual time `t`: applies its

@@ -17,13 +17,24 @@
 //! do too (see there for why that is sound); they are reported by
 //! [`VirtioBlk::take_reads_done`].
 //!
+//! Disk faults ([`disksim::faults`]): with [`VirtioBlk::set_read_faults`]
+//! a read's data may be corrupted at its acceptance, drawn from the device's
+//! own seeded stream (reads are served inside the guest's kick, where the
+//! engine makes no decision); a write or flush carries the fault the engine
+//! injected into the disk ([`disksim::Disk::inject`]) to its completion, and
+//! a failed write completes with `VIRTIO_BLK_S_IOERR`. Each completion
+//! reports its fault ([`BlkDone`], [`VirtioBlk::complete`]).
+//!
 //! Invariant: every id in `pending` is outstanding in the disk, and every
 //! chain popped from the queue is either in `pending` or on the used ring.
 
 use std::collections::BTreeMap;
 
+use disksim::faults::maybe_corrupt;
 use disksim::virtio::{submit, BlkOp, RequestHeader, Status, T_FLUSH, T_OUT};
-use disksim::{BlockStore, Disk, RequestId, RequestKind, SECTOR_SIZE};
+use disksim::{BlockStore, Disk, DiskFault, ReadFaults, RequestId, RequestKind, SECTOR_SIZE};
+use rand_core::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use virtio_queue::QueueT;
 
 use super::{
@@ -84,12 +95,21 @@ pub struct BlkRequest {
     pub sectors: u64,
 }
 
+/// A request that completed, and the disk fault that hit it, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlkDone {
+    pub request: BlkRequest,
+    pub fault: Option<DiskFault>,
+}
+
 /// A request accepted but not completed.
 struct Pending {
     chain: Chain,
     status: Status,
     data_in: Vec<u8>,
     request: BlkRequest,
+    /// A read's corruption, drawn at acceptance.
+    fault: Option<DiskFault>,
 }
 
 /// A virtio-blk device.
@@ -103,7 +123,10 @@ pub struct VirtioBlk {
     /// Complete reads during acceptance (see [`Self::set_reads_at_once`]).
     reads_at_once: bool,
     /// Reads completed during acceptance, not yet taken.
-    reads_done: Vec<BlkRequest>,
+    reads_done: Vec<BlkDone>,
+    /// `[faults.disk] corrupt_read` (> 0) and the device's stream; `None`:
+    /// reads are never corrupted and nothing is drawn.
+    corrupt_read: Option<(f64, Xoshiro256PlusPlus)>,
 }
 
 impl VirtioBlk {
@@ -118,7 +141,18 @@ impl VirtioBlk {
             accepted: Vec::new(),
             reads_at_once: false,
             reads_done: Vec::new(),
+            corrupt_read: None,
         }
+    }
+
+    /// Corrupts reads with probability `faults.corrupt_read`, drawing from
+    /// a stream seeded with `faults.seed` (one draw per read accepted, more
+    /// for the bits of a corrupted one; none at probability 0). The engine
+    /// gives each boot of a node its own seed; [`ReadFaults::default`]
+    /// turns corruption off (the quiet period).
+    pub fn set_read_faults(&mut self, faults: ReadFaults) {
+        self.corrupt_read =
+            (faults.corrupt_read > 0.0).then(|| (faults.corrupt_read, Xoshiro256PlusPlus::seed_from_u64(faults.seed)));
     }
 
     /// Whether reads complete during acceptance, inside the kick, instead
@@ -146,7 +180,7 @@ impl VirtioBlk {
     }
 
     /// Reads completed during acceptance since the last call, in order.
-    pub fn take_reads_done(&mut self) -> Vec<BlkRequest> {
+    pub fn take_reads_done(&mut self) -> Vec<BlkDone> {
         std::mem::take(&mut self.reads_done)
     }
 
@@ -188,18 +222,22 @@ impl VirtioBlk {
         self.pending.keys().copied()
     }
 
-    /// Completes request `id`: durability effect on the disk, data and
-    /// status into the driver's buffers, chain onto the used ring. Call
-    /// only while the guest is stopped; afterwards ask
-    /// [`Queues::needs_interrupt`] for [`REQUEST_QUEUE`].
-    pub fn complete(&mut self, id: RequestId, queues: &mut Queues) -> Result<(), DeviceError> {
+    /// Completes request `id`: durability effect on the disk (and the fault
+    /// injected into it: a failed write reports an I/O error), data and
+    /// status into the driver's buffers, chain onto the used ring. Returns
+    /// the fault that hit the request. Call only while the guest is
+    /// stopped; afterwards ask [`Queues::needs_interrupt`] for
+    /// [`REQUEST_QUEUE`].
+    pub fn complete(&mut self, id: RequestId, queues: &mut Queues) -> Result<Option<DiskFault>, DeviceError> {
         if !self.pending.contains_key(&id) {
             return Err(DeviceError::UnknownRequest(id));
         }
         let (mem, q) = queues.ready(REQUEST_QUEUE)?;
         let p = self.pending.remove(&id).expect("checked above");
-        self.disk.complete(id)?;
-        finish(mem, q, &p.chain, p.status, &p.data_in)
+        let c = self.disk.complete(id)?;
+        let status = if c.failed() { Status::IoErr } else { p.status };
+        finish(mem, q, &p.chain, status, &p.data_in)?;
+        Ok(p.fault.or(c.fault))
     }
 
     /// Accepts one chain; `Ok(true)` if it is now pending, `Ok(false)` if
@@ -218,7 +256,7 @@ impl VirtioBlk {
         if self.cfg.read_only && RequestHeader::parse(header).is_ok_and(|h| matches!(h.request_type, T_OUT | T_FLUSH)) {
             return finish(mem, q, &chain, Status::IoErr, &[]).map(|()| false);
         }
-        let s = submit(
+        let mut s = submit(
             &mut self.disk,
             header,
             data_out,
@@ -229,13 +267,19 @@ impl VirtioBlk {
             None => finish(mem, q, &chain, s.status, &s.data_in).map(|()| false),
             Some(id) => {
                 let request = describe(id, header, data_out.len(), writable - 1);
+                // The guest is blocked on its kick: the draw's place in the
+                // device's stream is fixed by the order of its reads.
+                let fault = match (&mut self.corrupt_read, request.kind) {
+                    (Some((p, rng)), RequestKind::Read) => maybe_corrupt(rng, *p, &mut s.data_in),
+                    _ => None,
+                };
                 if self.reads_at_once && request.kind == RequestKind::Read {
                     self.disk.complete(id)?;
                     finish(mem, q, &chain, s.status, &s.data_in)?;
                     // A read-only (root) disk's reads are nobody's decision
                     // and nobody takes them: keep none.
                     if !self.cfg.read_only {
-                        self.reads_done.push(request);
+                        self.reads_done.push(BlkDone { request, fault });
                     }
                     return Ok(false);
                 }
@@ -246,6 +290,7 @@ impl VirtioBlk {
                         status: s.status,
                         data_in: s.data_in,
                         request,
+                        fault,
                     },
                 );
                 self.accepted.push(id);
@@ -493,8 +538,8 @@ mod tests {
         let reads = dev.take_reads_done();
         assert_eq!(reads.len(), 1);
         assert_eq!(
-            (reads[0].kind, reads[0].sector, reads[0].sectors),
-            (RequestKind::Read, 8, 2)
+            (reads[0].request.kind, reads[0].request.sector, reads[0].request.sectors, reads[0].fault),
+            (RequestKind::Read, 8, 2, None)
         );
         assert_eq!(dq.take_used(&qs.mem), vec![(r as u32, 1025)]);
         let mut got = vec![0u8; 1025];
@@ -518,6 +563,75 @@ mod tests {
         assert_eq!(disk.outstanding().count(), 1, "the flush stays outstanding");
         assert!(dev.pending().next().is_none());
         assert_eq!(dev.disk().capacity_sectors(), 0);
+    }
+
+    /// A read of `sectors` sectors at `sector` through the queue, into
+    /// guest memory at 0x21000 (status byte after the data).
+    fn read_via_queue(dev: &mut VirtioBlk, qs: &mut Queues, dq: &mut DriverQueue, sector: u64, sectors: u32) -> Vec<u8> {
+        header(qs, 0x20000, T_IN, sector);
+        let len = sectors * 512;
+        dq.add(&qs.mem, &[(0x20000, 16, false), (0x21000, len + 1, true)]);
+        dev.queue_notify(0, qs).unwrap();
+        dq.take_used(&qs.mem);
+        let mut got = vec![0u8; len as usize + 1];
+        qs.mem.read_slice(&mut got, GuestAddress(0x21000)).unwrap();
+        assert_eq!(got.pop(), Some(0), "status OK");
+        got
+    }
+
+    #[test]
+    fn corrupt_reads_flip_the_returned_bits_not_the_disk() {
+        let corrupted = |seed: u64| {
+            let (mut dev, mut qs, mut dq) = setup();
+            dev.set_reads_at_once(true);
+            let w = dev.disk_mut().write(8, &[0x77; 4096], false).unwrap();
+            dev.disk_mut().complete(w).unwrap();
+            dev.set_read_faults(ReadFaults { corrupt_read: 1.0, seed });
+            let got = read_via_queue(&mut dev, &mut qs, &mut dq, 8, 8);
+            let done = dev.take_reads_done();
+            let Some(DiskFault::CorruptRead { bits }) = done[0].fault else { panic!("{done:?}") };
+            let flipped: u32 = got.iter().map(|b| (b ^ 0x77).count_ones()).sum();
+            assert_eq!(flipped, bits);
+            // Transient: the disk still holds the data.
+            let mut stored = vec![0u8; 4096];
+            dev.disk().peek(8, &mut stored).unwrap();
+            assert!(stored.iter().all(|&b| b == 0x77));
+            // Off again: intact, and nothing reported.
+            dev.set_read_faults(ReadFaults::default());
+            let again = read_via_queue(&mut dev, &mut qs, &mut dq, 8, 8);
+            assert!(again.iter().all(|&b| b == 0x77));
+            assert_eq!(dev.take_reads_done()[0].fault, None);
+            got
+        };
+        assert_eq!(corrupted(5), corrupted(5), "the same seed corrupts the same bits");
+        assert_ne!(corrupted(5), corrupted(6));
+    }
+
+    #[test]
+    fn a_failed_write_reports_an_io_error_and_a_misdirected_one_succeeds() {
+        let (mut dev, mut qs, mut dq) = setup();
+        let mut write = |dev: &mut VirtioBlk, qs: &mut Queues, fault: DiskFault| {
+            header(qs, 0x10000, T_OUT, 4);
+            qs.mem.write_slice(&[0x5a; 1024], GuestAddress(0x11000)).unwrap();
+            qs.mem.write_obj(0xffu8, GuestAddress(0x12000)).unwrap();
+            dq.add(&qs.mem, &[(0x10000, 16, false), (0x11000, 1024, false), (0x12000, 1, true)]);
+            dev.queue_notify(0, qs).unwrap();
+            let id = dev.take_accepted()[0];
+            assert!(dev.disk_mut().inject(id, fault));
+            assert_eq!(dev.complete(id, qs).unwrap(), Some(fault));
+            dq.take_used(&qs.mem);
+            status(qs, 0x12000)
+        };
+        assert_eq!(write(&mut dev, &mut qs, DiskFault::WriteError), Status::IoErr as u8);
+        let mut b = vec![0u8; 1024];
+        dev.disk().peek(4, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == 0), "a failed write does not land");
+        assert_eq!(dev.disk().volatile_writes().count(), 0);
+        assert_eq!(write(&mut dev, &mut qs, DiskFault::Misdirected { to: 100 }), Status::Ok as u8);
+        dev.disk().peek(4, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == 0), "nor a misdirected one at its place");
+        dev.disk().peek(100, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == 0x5a), "it is at sector 100");
     }
 
     #[test]
