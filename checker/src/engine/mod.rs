@@ -14,6 +14,7 @@
 mod actions;
 mod agent;
 mod disk;
+mod faults;
 mod frames;
 mod host;
 mod network;
@@ -35,6 +36,7 @@ use actions::{effective_time, horizon, Action, Enabled};
 use agent::AgentMsg;
 use node::Node;
 pub use disk::{CrashPoint, DiskSpec};
+pub use faults::{ClockSpec, FaultCounts, NodeClock, PauseSpec, StrobeSpec, DRIFT_ENV};
 pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
@@ -87,6 +89,10 @@ pub struct ExploreSpec {
     /// Crashes become possible at a time drawn uniformly from the first
     /// this-many ns of the workload.
     pub crash_span_ns: u64,
+    /// Process pauses (`[faults.pause]`; see `faults`).
+    pub pause: PauseSpec,
+    /// Clock offsets, drift, bumps and strobes (`[faults.clock]`).
+    pub clock: ClockSpec,
 }
 
 /// Everything one execution needs; plain data so a failure file can
@@ -236,6 +242,8 @@ struct Execution<'a> {
     disk_faults: Xoshiro256PlusPlus,
     /// Flushes acknowledged but not made durable.
     lost_flushes: u32,
+    /// Pauses and clock jumps: their streams, times and counts.
+    faults: faults::FaultState,
     verdict: Option<Verdict>,
     out: Vec<GuestOutput>,
     msgs: Vec<(usize, AgentMsg)>,
@@ -251,19 +259,25 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
     // taken for boot time.
     let mut first_spawn: Option<Instant> = None;
     let peers = spec.node_names.join(",");
+    let clocks = faults::node_clocks(&spec.explore.clock, spec.node_names.len(), spec.seed);
     let mut nodes = Vec::new();
     for (i, name) in spec.node_names.iter().enumerate() {
+        let mut init_env = vec![
+            ("NODE_ID".into(), (i + 1).to_string()),
+            ("NODE_NAME".into(), name.clone()),
+            ("PEERS".into(), peers.clone()),
+        ];
+        if let Some(ppm) = clocks[i].drift_ppm {
+            // `/init` sets it before anything else runs (see `faults`).
+            init_env.push((DRIFT_ENV.into(), ppm.to_string()));
+        }
         let cfg = NodeConfig {
             kernel: spec.kernel.clone(),
             initrd: spec.initrd.clone(),
             mem_mb: spec.mem_mb,
             node_id: (i + 1) as u16,
             run_dir: spec.scratch.join(name),
-            init_env: vec![
-                ("NODE_ID".into(), (i + 1).to_string()),
-                ("NODE_NAME".into(), name.clone()),
-                ("PEERS".into(), peers.clone()),
-            ],
+            init_env,
             extra_args: if spec.runtime == RuntimeKind::Uml { spec.uml_args.clone() } else { vec![] },
             net: spec.network.is_some(),
             // Node::boot sets it for each boot (see `entropy_seed`).
@@ -273,6 +287,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         };
         let mut n = Node::new(name.clone(), cfg, spec.runtime, spec.scratch.clone());
         n.disk = spec.disk.as_ref().map(|d| disksim::Disk::new(d.base.clone()));
+        n.clock = clocks[i];
         first_spawn.get_or_insert_with(Instant::now);
         n.boot(spec.seed)?;
         nodes.push(n);
@@ -304,6 +319,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         grants: 0,
         disk_faults: Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x6469_736b_6661_756c),
         lost_flushes: 0,
+        faults: faults::FaultState::new(spec.seed),
         verdict: None,
         out: Vec::new(),
         msgs: Vec::new(),
@@ -311,6 +327,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
     for i in 0..ex.nodes.len() {
         ex.nodes[i].connect(0, spec.connect_timeout)?;
         ex.trace.push(0, (i + 1) as u16, EventKind::Boot);
+        ex.record_node_clock(i);
     }
 
     let mut boot_wall = None;
@@ -349,6 +366,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             if let Some(ns) = ex.net.as_mut() {
                 ns.calm(seed);
             }
+            ex.resume_all()?;
         }
         ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns, ex.min_requested()), &mut enabled);
         let pick = if enabled.len() == 1 {
@@ -424,6 +442,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         crashes: ex.crashes,
         crash_points: ex.crash_points,
         lost_flushes: ex.lost_flushes,
+        node_faults: ex.faults.counts,
     })
 }
 
@@ -477,6 +496,7 @@ impl Execution<'_> {
         self.phase = Phase::Workload;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x6372_6173_6874);
         self.crash_not_before = Some(self.now + rng.next_u64() % spec.explore.crash_span_ns.max(1));
+        self.start_node_faults();
         match self.host.as_mut() {
             Some(h) => h.start(self.now, &mut self.trace),
             None if spec.host_workload.is_some() => {
@@ -505,6 +525,7 @@ impl Execution<'_> {
     fn earliest(&self) -> Option<u64> {
         let runs = self.nodes.iter().filter(|n| n.is_up()).map(|n| n.vm.as_ref().unwrap().requested());
         let restarts = self.nodes.iter().filter_map(|n| n.crashed_at).map(|t| t + self.spec.explore.restart_after_ns);
+        let resumes = self.nodes.iter().filter(|n| n.is_up()).filter_map(|n| n.paused_until);
         let net = self.net.as_ref().and_then(|n| n.next_time());
         let host = self.host.as_ref().and_then(|h| h.due());
         let latency = self.spec.disk.as_ref().map_or(0, |d| d.latency_ns);
@@ -513,7 +534,7 @@ impl Execution<'_> {
             .iter()
             .filter_map(|n| n.vm.as_ref().filter(|v| !v.has_exited()))
             .filter_map(|v| v.pending_disk().first().map(|r| r.submitted.saturating_add(latency)));
-        runs.chain(restarts).chain(net).chain(host).chain(disks).min()
+        runs.chain(restarts).chain(resumes).chain(net).chain(host).chain(disks).min()
     }
 
     /// Every action due by `horizon`, in the fixed order the strategy
@@ -586,6 +607,28 @@ impl Execution<'_> {
                 }
             }
         }
+        self.enabled_node_faults(horizon, into);
+    }
+
+    /// Resumes due by `horizon`, then pauses, then clock jumps, each by
+    /// node (after every older kind, so executions without them keep their
+    /// choice indices).
+    fn enabled_node_faults(&self, horizon: u64, into: &mut Vec<Enabled>) {
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(t) = n.paused_until.filter(|&t| t <= horizon && n.is_up()) {
+                into.push(Enabled::resume(i, t));
+            }
+        }
+        for &i in &self.spec.explore.pause.nodes {
+            if self.pause_enabled(i) {
+                into.push(Enabled::pause(i, self.now));
+            }
+        }
+        for &i in &self.spec.explore.clock.nodes {
+            if self.clock_jump_enabled(i) {
+                into.push(Enabled::clock_jump(i, self.now));
+            }
+        }
     }
 
     fn apply(&mut self, action: Action) -> Result<(), EngineError> {
@@ -646,6 +689,7 @@ impl Execution<'_> {
                     _ => "power loss".into(),
                 };
                 self.trace.push(now, id.get(), EventKind::Crash { detail });
+                // A pause ends with the power: the next boot runs.
                 if let Some(ns) = self.net.as_mut() {
                     ns.node_down(id);
                 }
@@ -654,7 +698,11 @@ impl Execution<'_> {
                 self.trace.push(now, (i + 1) as u16, EventKind::Restart);
                 self.nodes[i].boot(self.spec.seed)?;
                 self.nodes[i].connect(now, self.spec.connect_timeout)?;
+                self.record_node_clock(i);
             }
+            Action::Pause(i) => self.pause(i)?,
+            Action::Resume(i) => self.resume(i)?,
+            Action::ClockJump(i) => self.clock_jump(i)?,
             Action::CompleteDisk(i, request) => {
                 let watchdog = self.spec.watchdog;
                 self.maybe_lose_flush(i, disksim::RequestId(request));
@@ -673,7 +721,8 @@ impl Execution<'_> {
         self.trace.push(now, node_no, EventKind::run());
         self.grants += 1;
         let mut out = std::mem::take(&mut self.out);
-        let outcome = self.nodes[i].vm().grant_at(now, GUEST_EPOCH_NS, self.spec.watchdog, &mut out)?;
+        let time_of_day = self.nodes[i].clock.time_of_day();
+        let outcome = self.nodes[i].vm().grant_at(now, time_of_day, self.spec.watchdog, &mut out)?;
         self.record_output(i, &mut out);
         self.out = out;
         self.record_disk(i);
@@ -789,15 +838,25 @@ impl Execution<'_> {
         Ok(())
     }
 
+    /// Sends one line to node `i`'s agent now (the node is up).
+    fn control(&mut self, i: usize, line: &str) -> Result<(), EngineError> {
+        let (now, watchdog) = (self.now, self.spec.watchdog);
+        self.nodes[i].vm().send_control(now, format!("{line}\n").as_bytes(), watchdog)?;
+        Ok(())
+    }
+
     /// The quiet period begins: faults stop (see
-    /// `ExploreSpec::quiet_settle_ns`); the checks wait `settle` ns.
-    fn begin_quiet(&mut self, settle: u64) {
+    /// `ExploreSpec::quiet_settle_ns`), paused nodes continue; the checks
+    /// wait `settle` ns. A node's clock offset and drift stay: they are
+    /// its hardware.
+    fn begin_quiet(&mut self, settle: u64) -> Result<(), EngineError> {
         self.calm = true;
         if let Some(ns) = self.net.as_mut() {
             ns.quiet();
         }
         let text = format!("quiet period: faults stop; checks start after {} s", settle as f64 / 1e9);
         self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+        self.resume_all()
     }
 
     /// The workload passed: send the invariants and liveness checks.
@@ -843,7 +902,7 @@ impl Execution<'_> {
                         return Ok(());
                     }
                     if let Some(settle) = self.spec.explore.quiet_settle_ns {
-                        self.begin_quiet(settle);
+                        self.begin_quiet(settle)?;
                     }
                     self.start_checks()?;
                 } else if let Phase::Checks { done } = self.phase {

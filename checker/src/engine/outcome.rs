@@ -97,4 +97,6 @@ pub struct ExecutionResult {
     pub crash_points: Vec<super::CrashPoint>,
     /// Flushes acknowledged but not made durable (`[faults.disk] lost_flush`).
     pub lost_flushes: u32,
+    /// Pauses and clock faults (`[faults.pause]`, `[faults.clock]`).
+    pub node_faults: super::FaultCounts,
 }
