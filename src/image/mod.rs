@@ -7,6 +7,7 @@
 
 pub mod apt;
 pub mod cache;
+pub mod clock_helper;
 pub mod cpio;
 pub mod debs;
 pub mod disk;
@@ -25,7 +26,7 @@ use crate::cluster::Cluster;
 use cache::{cache_root, publish, sha256_file, KeyHasher};
 
 /// Bump when the root filesystem layout or agent protocol changes.
-const ROOTFS_RECIPE: &str = "rootfs-3";
+const ROOTFS_RECIPE: &str = "rootfs-4";
 
 /// What a cluster runs on.
 #[derive(Debug, Clone)]
@@ -55,6 +56,13 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
         oci::add_to_key(source, &cluster.file, &mut key)?;
     }
     let kernel = kernel::ensure_kernel(cluster.spec.cluster.kernel, quiet)?;
+    let clock_helper = match cluster.spec.faults.clock.needs_helper() {
+        true => Some(clock_helper::ensure(&cluster.file, quiet)?),
+        false => None,
+    };
+    if let Some(h) = &clock_helper {
+        key.add_str("clock-helper").add_str(&h.key);
+    }
 
     for (guest, host) in &cluster.spec.image.files {
         let p = cluster.dir.join(host);
@@ -80,7 +88,8 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
         let _lock = cache::BuildLock::acquire(&dir, quiet)?;
         rootfs_cached = initrd.is_file();
         if !rootfs_cached {
-            build_rootfs(cluster, &packages, container.as_ref(), &dir, quiet)?;
+            let helper = clock_helper.as_ref().map(|h| h.path.as_path());
+            build_rootfs(cluster, &packages, container.as_ref(), helper, &dir, quiet)?;
         }
     }
     let disk = match &cluster.disk {
@@ -114,6 +123,7 @@ fn build_rootfs(
     cluster: &Cluster,
     packages: &debs::PackageSet,
     container: Option<&oci::Source>,
+    clock_helper: Option<&Path>,
     final_dir: &Path,
     quiet: bool,
 ) -> Result<()> {
@@ -158,7 +168,7 @@ fn build_rootfs(
             // The user's files belong to root in the guest, whoever built it.
             std::os::unix::fs::lchown(&dst, Some(0), Some(0)).ok();
         }
-        rootfs::write_agent_files(&root, cluster, run_config.as_ref())?;
+        rootfs::write_agent_files(&root, cluster, run_config.as_ref(), clock_helper)?;
         rootfs::check_commands(&root, cluster)?;
         pb.set_message("packing initramfs");
         let out = work.join("out");
