@@ -46,7 +46,7 @@ fn events<'a>(trace: &'a [serde_json::Value], kind: &'a str) -> impl Iterator<It
 }
 
 #[test]
-fn a_client_that_declares_a_paused_server_dead_fails_and_replays() {
+fn a_client_that_declares_a_paused_server_dead_fails_replays_and_shrinks() {
     let Some(d) = heartbeat("strict") else { return };
     let out = tempfile::tempdir().unwrap();
     let r = run_cluster(d.path(), out.path(), &["--seed", "1"]);
@@ -69,6 +69,13 @@ fn a_client_that_declares_a_paused_server_dead_fails_and_replays() {
     assert_eq!(rep.code, 0, "{rep:?}");
     assert_eq!(rep.json()["reproduced"], true, "{rep:?}");
     assert_eq!(rep.json()["trace_hash"], j["trace_hash"]);
+
+    // It shrinks like any failure, and the pause stays in it.
+    let shrunk = out.path().join("shrink");
+    let sh = run(&["shrink", "--quiet", &file, "--out", shrunk.to_str().unwrap()]);
+    assert_eq!(sh.code, 0, "{sh:?}");
+    let trace = std::fs::read_to_string(shrunk.join("shrunk/trace.jsonl")).unwrap();
+    assert!(trace.contains("\"node\":2,\"event\":\"pause\"") && trace.contains("the server is dead"), "{trace}");
 }
 
 #[test]
