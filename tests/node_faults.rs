@@ -254,25 +254,6 @@ fn every_new_fault_at_once_gives_the_same_trace_every_time() {
 }
 
 #[test]
-fn bad_pause_and_clock_values_exit_2_naming_the_key() {
-    for (extra, needles) in [
-        ("[faults.pause]\nmax = -1\n", &["cluster.toml", "[faults.pause] max = -1"][..]),
-        ("[faults.pause]\nmax = 1\nlength = { min = \"2s\", max = \"1s\" }\n", &["[faults.pause] length", "above max"]),
-        ("[faults.pause]\nmax = 1\nnodes = [\"n9\"]\n", &["[faults.pause] nodes", "\"n9\": no such node"]),
-        ("[faults.clock]\noffset = \"-2 days\"\n", &["[faults.clock] offset", "-2 days"]),
-        ("[faults.clock]\ndrift_ppm = -500000\n", &["[faults.clock] drift_ppm"]),
-        ("[faults.clock]\nwobble = true\n", &["cluster.toml", "wobble", "line"]),
-    ] {
-        let d = simple(2, Some("sleep 60"), "true", extra);
-        let r = run(&["run", "--quiet", "--images", d.path().to_str().unwrap()]);
-        assert_eq!(r.code, 2, "{extra}: {r:?}");
-        for n in needles {
-            assert!(r.stderr.contains(n), "{extra}: stderr lacks {n:?}: {r:?}");
-        }
-    }
-}
-
-#[test]
 fn without_a_c_compiler_only_clusters_with_clock_faults_fail_to_build() {
     let no_cc = [("CC", "/nonexistent/simcluster-cc")];
     let build = |d: &std::path::Path| {
