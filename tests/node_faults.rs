@@ -124,6 +124,32 @@ fn the_quiet_period_resumes_a_paused_node_before_the_checks() {
     assert!(resume["time"].as_u64() < pause["resume_at"].as_u64());
 }
 
+#[test]
+fn a_crash_ends_a_pause_and_the_node_comes_back_running() {
+    // n1 pings n2 (its kernel answers even while its server is paused, so
+    // n2 has frames in flight) and heartbeats it with retries; n2 pauses
+    // for 5 s and, with seed 1, loses power during the pause.
+    let Some(d) = probe_cluster(
+        2,
+        Some("/usr/local/bin/probe server 7000"),
+        "ping -q -c 40 -i 0.1 10.0.0.2 >/dev/null & /usr/local/bin/probe heartbeat 10.0.0.2 7000 20 retry",
+        "[faults.pause]\nmax = 1\nnodes = [\"n2\"]\nlength = \"5s\"\nspan = \"1ms\"\n\
+         [faults.crash]\nmax = 1\nspan = \"2s\"\nweight = 1000\nrestart_after = \"1s\"\n",
+    ) else {
+        return;
+    };
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &["--seed", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!((r.json()["pauses"].as_u64(), r.json()["crashes"].as_u64()), (Some(1), Some(1)), "{r:?}");
+    let trace = trace_of(out.path());
+    let at = |kind: &str| events(&trace, kind).find(|e| e["node"] == 2).map(|e| e["time"].as_u64().unwrap());
+    let (pause, crash, restart) = (at("pause").unwrap(), at("crash").unwrap(), at("restart").unwrap());
+    assert!(pause < crash && crash < restart, "{pause} {crash} {restart}");
+    assert!(events(&trace, "note").any(|e| e["text"] == "the crash ends n2's pause"));
+    assert_eq!(at("resume"), None, "nothing is left to resume after the crash");
+}
+
 /// n1 watches one of its clocks for 4 s while its wall clock is bumped
 /// back (and strobed, with `strobe`).
 fn watch(clock: &str, faults: &str) -> Option<tempfile::TempDir> {

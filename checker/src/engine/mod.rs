@@ -667,6 +667,11 @@ impl Execution<'_> {
                     );
                     self.trace.push(now, (i + 1) as u16, EventKind::Note { text });
                 }
+                if self.nodes[i].paused_until.is_some() {
+                    // Its paused processes die with it (`Node::power_off`).
+                    let text = format!("the crash ends {name}'s pause");
+                    self.trace.push(now, (i + 1) as u16, EventKind::Note { text });
+                }
                 let disk = self.nodes[i].power_off(now)?;
                 let detail = match (disk, &self.spec.disk) {
                     (Some(disk), Some(ds)) => {
@@ -689,7 +694,6 @@ impl Execution<'_> {
                     _ => "power loss".into(),
                 };
                 self.trace.push(now, id.get(), EventKind::Crash { detail });
-                // A pause ends with the power: the next boot runs.
                 if let Some(ns) = self.net.as_mut() {
                     ns.node_down(id);
                 }
