@@ -10,6 +10,9 @@ use serde::Deserialize;
 
 pub use crate::image::kernel::KernelSeries;
 
+mod node_faults;
+pub use node_faults::{parse_signed_duration_ns, ClockSection, PauseSection, Range, StrobeSetting, StrobeTable};
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,6 +69,12 @@ pub struct FaultsSection {
     /// Disks that misbehave (needs `[disk]`).
     #[serde(default)]
     pub disk: DiskFaultsSection,
+    /// Start commands paused (SIGSTOP) and resumed by the engine.
+    #[serde(default)]
+    pub pause: PauseSection,
+    /// Clocks off at boot, drifting, bumped or strobed.
+    #[serde(default)]
+    pub clock: ClockSection,
     /// When faults stop: "workload" (default): when the workload passes,
     /// partitions heal, the network stops losing and reordering, no crash
     /// or disk fault happens, and the invariants run `settle` later on a
@@ -538,10 +547,13 @@ fn quiet_settle(spec: &ClusterFile, invalid: &dyn Fn(String) -> ClusterError) ->
             return Err(invalid(format!("[faults] quiet_after = {other:?}: expected \"workload\" or \"never\"")));
         }
     };
+    // A clock offset or drift is the nodes' hardware: it never calms.
+    let node_faults = f.pause.max.is_some_and(|m| m > 0) || f.clock.bump.is_some() || matches!(f.clock.strobe, Some(StrobeSetting::On(_)));
     let any_fault = f.network.has_faults()
         || !f.partition.is_empty()
         || f.crash.max > 0
-        || f.disk.rates().iter().any(|&(_, p)| p > 0.0);
+        || f.disk.rates().iter().any(|&(_, p)| p > 0.0)
+        || node_faults;
     Ok((quiet && any_fault).then_some(settle))
 }
 
@@ -817,6 +829,8 @@ impl Cluster {
             }
             expect_reached.push(e.reached.clone());
         }
+        // A container image's start command is its Entrypoint and Cmd.
+        let has_start = spec.node.start.is_some() || spec.image.oci.is_some() || spec.image.docker_archive.is_some();
         let explore = checker::engine::ExploreSpec {
             window_ns,
             max_crashes: crash.max,
@@ -827,6 +841,8 @@ impl Cluster {
             crash_weight: crash.weight.unwrap_or(50),
             crash_span_ns: opt_duration("[faults.crash] span", &crash.span, 10_000_000_000)?,
             quiet_settle_ns: quiet_settle(&spec, &invalid)?,
+            pause: node_faults::pause_spec(&spec.faults.pause, n, has_start).map_err(&invalid)?,
+            clock: node_faults::clock_spec(&spec.faults.clock, n).map_err(&invalid)?,
         };
         for (guest, host) in &spec.image.files {
             if !guest.starts_with('/') || guest.split('/').any(|c| c == "..") {
@@ -1315,6 +1331,83 @@ mod fault_tests {
         assert!(e.contains("\"n9\": no such node"), "{e}");
         let e = parse("[[faults.partition]]\nat = \"3s\"\nheal = \"2s\"\ngroups = [[\"n1\"]]\n").unwrap_err().to_string();
         assert!(e.contains("heal"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod node_fault_tests {
+    use super::*;
+
+    fn parse(extra: &str) -> Result<Cluster, ClusterError> {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("[cluster]\nnodes = 3\n[node]\nstart = \"sleep 100\"\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n{extra}");
+        Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), &text)
+    }
+
+    #[test]
+    fn pauses_and_clock_faults_are_off_by_default() {
+        let c = parse("").unwrap();
+        assert_eq!(c.explore.pause.max, 0);
+        assert!(!c.explore.clock.jumps() && c.explore.clock.offset_ns.is_none() && c.explore.clock.drift_ppm.is_none());
+        assert!(!c.spec.faults.clock.needs_helper());
+        assert_eq!(c.explore.quiet_settle_ns, None, "no fault, no quiet period");
+    }
+
+    #[test]
+    fn pause_and_clock_tables_parse_with_their_defaults() {
+        let c = parse("[faults.pause]\nmax = 2\n[faults.clock]\nbump = { min = \"-3s\", max = \"+250ms\" }\nstrobe = true\n").unwrap();
+        let p = &c.explore.pause;
+        assert_eq!((p.max, p.nodes.clone(), p.length_ns, p.span_ns, p.weight), (2, vec![0, 1, 2], (1_000_000_000, 5_000_000_000), 10_000_000_000, 50));
+        let k = &c.explore.clock;
+        assert_eq!(k.bump_ns, Some((-3_000_000_000, 250_000_000)));
+        assert_eq!(k.strobe, Some(checker::engine::StrobeSpec { delta_ns: 200_000_000, period_ns: 10_000_000, length_ns: 1_000_000_000 }));
+        assert_eq!((k.max, k.nodes.clone(), k.weight), (1, vec![0, 1, 2], 50));
+        assert!(c.spec.faults.clock.needs_helper());
+        assert!(c.explore.quiet_settle_ns.is_some(), "pauses and jumps calm down before the checks");
+
+        let c = parse("[faults.clock]\noffset = \"-2s\"\ndrift_ppm = { min = -100, max = 100000 }\nnodes = [\"n3\", \"n2\"]\n").unwrap();
+        let k = &c.explore.clock;
+        assert_eq!((k.offset_ns, k.drift_ppm, k.max, k.nodes.clone()), (Some((-2_000_000_000, -2_000_000_000)), Some((-100, 100_000)), 0, vec![1, 2]));
+        assert_eq!(c.explore.quiet_settle_ns, None, "offsets and drift never calm");
+        let c = parse("[faults.clock]\nstrobe = { delta = \"-1s\", period = \"50ms\", length = \"2s\" }\nmax = 4\n").unwrap();
+        assert_eq!(c.explore.clock.strobe.unwrap().delta_ns, -1_000_000_000);
+    }
+
+    #[test]
+    fn bad_pause_and_clock_values_name_their_key() {
+        for (toml, needle) in [
+            ("[faults.pause]\nmax = -1\n", "[faults.pause] max = -1"),
+            ("[faults.pause]\nmax = 1\nlength = { min = \"-1s\", max = \"2s\" }\n", "[faults.pause] length: min = \"-1s\""),
+            ("[faults.pause]\nmax = 1\nlength = { min = \"3s\", max = \"2s\" }\n", "[faults.pause] length: min = \"3s\" is above max"),
+            ("[faults.pause]\nmax = 1\nnodes = [\"n7\"]\n", "[faults.pause] nodes: \"n7\": no such node"),
+            ("[faults.pause]\nmax = 1\nweight = -5\n", "[faults.pause] weight = -5"),
+            ("[faults.pause]\nmax = 1\nspan = \"soon\"\n", "[faults.pause] span = \"soon\""),
+            ("[faults.clock]\noffset = { min = \"1s\", max = \"-1s\" }\n", "[faults.clock] offset: min = \"1s\" is above max"),
+            ("[faults.clock]\nbump = \"2 fortnights\"\n", "[faults.clock] bump: min = \"2 fortnights\""),
+            ("[faults.clock]\ndrift_ppm = 200000\n", "[faults.clock] drift_ppm"),
+            ("[faults.clock]\ndrift_ppm = { min = 5, max = 1 }\n", "[faults.clock] drift_ppm: min = 5 is above max = 1"),
+            ("[faults.clock]\nmax = 2\n", "[faults.clock] max = 2: nothing to jump"),
+            ("[faults.clock]\nbump = \"1s\"\nnodes = [\"x\"]\n", "[faults.clock] nodes: \"x\""),
+            ("[faults.clock]\nstrobe = { delta = \"0s\" }\n", "[faults.clock] strobe: delta"),
+            ("[faults.clock]\nstrobe = { period = \"1s\", length = \"10ms\" }\n", "[faults.clock] strobe: length"),
+        ] {
+            let e = parse(toml).unwrap_err().to_string();
+            assert!(e.contains("cluster.toml") && e.contains(needle), "{toml}: {e}");
+        }
+        for (toml, key) in [
+            ("[faults.pause]\nmaxx = 1\n", "maxx"),
+            ("[faults.pause]\nlength = { min = \"1s\", mx = \"2s\" }\n", "mx"),
+            ("[faults.clock]\nstrobe = { delta = \"1s\", perod = \"1s\" }\n", "perod"),
+            ("[faults.clock]\nbumps = \"1s\"\n", "bumps"),
+        ] {
+            let e = parse(toml).unwrap_err().to_string();
+            assert!(e.contains("cluster.toml") && e.contains(key) && e.contains("line"), "{toml}: {e}");
+        }
+        // Nothing to pause without a start command.
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[cluster]\nnodes = 2\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n[faults.pause]\nmax = 1\n";
+        let e = Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), text).unwrap_err().to_string();
+        assert!(e.contains("[faults.pause] max = 1: the nodes have no start command"), "{e}");
     }
 }
 

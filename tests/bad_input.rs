@@ -102,3 +102,19 @@ fn runtime_kvm_without_hardware_virtualization_says_why() {
     let r = run(&["run", "--images", d.path().to_str().unwrap(), "--out", out.path().to_str().unwrap(), "--runtime", "kvm"]);
     assert_bad(&r, &["--runtime kvm", "vmx/svm", "--runtime uml"]);
 }
+
+#[test]
+fn bad_pause_and_clock_values_exit_2_naming_the_key() {
+    for (extra, needles) in [
+        ("[faults.pause]\nmax = -1\n", &["cluster.toml", "[faults.pause] max = -1"][..]),
+        ("[faults.pause]\nmax = 1\nlength = { min = \"2s\", max = \"1s\" }\n", &["[faults.pause] length", "above max"]),
+        ("[faults.pause]\nmax = 1\nlength = \"-1s\"\n", &["[faults.pause] length", "\"-1s\"", "at least 1ms"]),
+        ("[faults.pause]\nmax = 1\nnodes = [\"n9\"]\n", &["[faults.pause] nodes", "\"n9\": no such node"]),
+        ("[faults.clock]\noffset = \"-2 days\"\n", &["[faults.clock] offset", "-2 days"]),
+        ("[faults.clock]\ndrift_ppm = -500000\n", &["[faults.clock] drift_ppm"]),
+        ("[faults.clock]\nwobble = true\n", &["cluster.toml", "wobble", "line"]),
+    ] {
+        let d = simple(2, Some("sleep 60"), "true", extra);
+        assert_bad(&run(&["run", "--quiet", "--images", d.path().to_str().unwrap()]), needles);
+    }
+}

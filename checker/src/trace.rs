@@ -113,6 +113,23 @@ pub enum EventKind {
     /// lost_flush, write_error or misdirect; `detail` says what the guest
     /// got.
     DiskFault { id: u64, fault: String, detail: String },
+    /// The engine stopped the node's start command (SIGSTOP to its process
+    /// group, `[faults.pause]`); it continues at `resume_at` unless the node
+    /// crashes first or the quiet period begins.
+    Pause { resume_at: u64 },
+    /// The node's paused start command continued (SIGCONT).
+    Resume,
+    /// The node booted with its wall clock `offset_ns` away from the
+    /// cluster's (`[faults.clock] offset`; negative: behind).
+    ClockOffset { offset_ns: i64 },
+    /// The node booted with its clocks running `ppm` parts per million
+    /// fast (negative: slow) against virtual time (`[faults.clock] drift_ppm`).
+    ClockDrift { ppm: i64 },
+    /// The node's wall clock jumped by `delta_ns` (`[faults.clock] bump`).
+    ClockBump { delta_ns: i64 },
+    /// The node's wall clock began to jump forward by `delta_ns` and back
+    /// again every `period_ns`, for `length_ns` (`[faults.clock] strobe`).
+    ClockStrobe { delta_ns: i64, period_ns: u64, length_ns: u64 },
 }
 
 fn one() -> u64 {

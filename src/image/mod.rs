@@ -7,6 +7,7 @@
 
 pub mod apt;
 pub mod cache;
+pub mod clock_helper;
 pub mod cpio;
 pub mod debs;
 pub mod disk;
@@ -72,6 +73,13 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
         oci::add_to_key(source, &cluster.file, &mut key)?;
     }
     let kernel = kernel::ensure_kernel(cluster.spec.cluster.kernel, quiet)?;
+    let clock_helper = match cluster.spec.faults.clock.needs_helper() {
+        true => Some(clock_helper::ensure(&cluster.file, quiet)?),
+        false => None,
+    };
+    if let Some(h) = &clock_helper {
+        key.add_str("clock-helper").add_str(&h.key);
+    }
 
     for (guest, host) in &cluster.spec.image.files {
         let p = cluster.dir.join(host);
@@ -97,7 +105,8 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
         let _lock = cache::BuildLock::acquire(&dir, quiet)?;
         layout = RootLayout::find(&dir);
         if layout.is_none() {
-            build_rootfs(cluster, &packages, container.as_ref(), &dir, quiet)?;
+            let helper = clock_helper.as_ref().map(|h| h.path.as_path());
+            build_rootfs(cluster, &packages, container.as_ref(), helper, &dir, quiet)?;
             layout = RootLayout::find(&dir);
         }
     }
@@ -204,6 +213,7 @@ fn build_rootfs(
     cluster: &Cluster,
     packages: &debs::PackageSet,
     container: Option<&oci::Source>,
+    clock_helper: Option<&Path>,
     final_dir: &Path,
     quiet: bool,
 ) -> Result<()> {
@@ -248,7 +258,7 @@ fn build_rootfs(
             // The user's files belong to root in the guest, whoever built it.
             std::os::unix::fs::lchown(&dst, Some(0), Some(0)).ok();
         }
-        rootfs::write_agent_files(&root, cluster, run_config.as_ref())?;
+        rootfs::write_agent_files(&root, cluster, run_config.as_ref(), clock_helper)?;
         rootfs::check_commands(&root, cluster)?;
         let out = work.join("out");
         std::fs::create_dir_all(&out)?;

@@ -52,6 +52,13 @@ $BB mount -t sysfs sysfs /sys
 $BB mount -t devtmpfs devtmpfs /dev
 $BB mount -t tmpfs tmpfs /tmp
 $BB mount -t tmpfs tmpfs /run
+# [faults.clock] drift_ppm: this node's clocks run fast or slow from here on
+# (its kernel's NTP tick and frequency; the engine passes the value on the
+# kernel command line).
+if [ -n "$SIM_CLOCK_DRIFT_PPM" ]; then
+  /sim/clock drift "$SIM_CLOCK_DRIFT_PPM" || echo "simcluster: cannot set the clock drift"
+fi
+unset SIM_CLOCK_DRIFT_PPM
 # busybox's applets: always in /sim/bin (last on PATH); in a Debian image
 # also in the standard directories, wherever no real program is.
 $BB mkdir -p /sim/bin
@@ -103,6 +110,14 @@ exec $BB sh /sim/agent
 /// virtual time the engine picks): `@sim ready`, then for each `run NAME` it
 /// runs /sim/cmd/NAME to completion and answers `@sim done NAME STATUS`. If
 /// the node's start command ends, it says `@sim done start STATUS`.
+///
+/// Commands run one after another in the order sent, in a runner of their
+/// own (fed through a FIFO), so the read loop stays free while they run:
+/// `settle SECONDS` delays the next command only, `pause` and `resume` stop
+/// and continue the start command's process group (SIGSTOP, SIGCONT; the
+/// start command leads a group of its own, whose id /run/sim-start.pid
+/// holds, so neither the agent nor its commands are stopped), and `clock
+/// ...` runs the clock helper (`/sim/clock`; a strobe in the background).
 pub const AGENT: &str = r#"# simcluster agent (generated; do not edit).
 BB=/sim/busybox
 # Commands run with the image's /bin/sh, or busybox's where it has none.
@@ -114,13 +129,34 @@ exec 3<>/dev/hvc0
 $BB stty -F /dev/hvc0 raw -echo
 say() { echo "@sim $*" >&3; }
 if [ -f /sim/start ]; then
-  ( $SH /sim/start </dev/null >/dev/console 2>&1; say done start $? ) &
+  # setsid execs in place (its caller leads no group): the pid written is
+  # the new group's id.
+  ( $SH -c 'echo $$ >/run/sim-start.pid; exec /sim/busybox setsid "$0" /sim/start' "$SH" </dev/null >/dev/console 2>&1
+    say done start $? ) &
 fi
+$BB mkfifo /run/sim-cmds
+( while read -r delay name; do
+    [ "$delay" = 0 ] || $BB sleep "$delay"
+    $SH "/sim/cmd/$name" </dev/null; say done "$name" $?
+  done </run/sim-cmds ) &
+exec 4>/run/sim-cmds
+start_group() {
+  if read -r pgid 2>/dev/null </run/sim-start.pid && kill -"$1" -"$pgid" 2>/dev/null; then :; else
+    echo "simcluster agent: no start command to $2"
+  fi
+}
+settle=0
 say ready
 while read -r verb arg <&3; do
   case "$verb" in
-    run) $SH "/sim/cmd/$arg" </dev/null; say done "$arg" $? ;;
-    settle) $BB sleep "$arg" ;;
+    run) echo "$settle $arg" >&4; settle=0 ;;
+    settle) settle="$arg" ;;
+    pause) start_group STOP pause ;;
+    resume) start_group CONT resume ;;
+    clock) case "$arg" in
+        strobe*) /sim/clock $arg & ;;
+        *) /sim/clock $arg ;;
+      esac ;;
     halt) $BB poweroff -f ;;
     *) echo "simcluster agent: unknown command: $verb $arg" ;;
   esac
@@ -130,8 +166,9 @@ echo "simcluster agent: control line closed"
 
 /// Writes init, the agent and the cluster's commands into `root`; `image`
 /// is a container image's configuration (its start command, environment
-/// and user), if the node is one.
-pub fn write_agent_files(root: &Path, cluster: &Cluster, image: Option<&RunConfig>) -> Result<()> {
+/// and user), if the node is one; `clock_helper` the built `/sim/clock`,
+/// if the cluster has clock faults.
+pub fn write_agent_files(root: &Path, cluster: &Cluster, image: Option<&RunConfig>, clock_helper: Option<&Path>) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let write = |rel: &str, body: &str, mode: u32| -> Result<()> {
         let p = root.join(rel);
@@ -142,6 +179,11 @@ pub fn write_agent_files(root: &Path, cluster: &Cluster, image: Option<&RunConfi
     };
     write("init", INIT, 0o755)?;
     write("sim/agent", AGENT, 0o644)?;
+    if let Some(helper) = clock_helper {
+        let dst = root.join("sim/clock");
+        std::fs::copy(helper, &dst).with_context(|| format!("copying {} into the image", helper.display()))?;
+        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755))?;
+    }
     let start = match (&cluster.spec.node.start, image) {
         (Some(start), _) => Some(start.clone()),
         (None, Some(config)) => container_start(root, cluster, config)?,

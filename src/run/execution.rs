@@ -213,14 +213,19 @@ pub(crate) fn execute_one(spec: &mut ExecutionSpec, strategy: &mut dyn Strategy,
     Ok(Executed { result: r?, pcaps })
 }
 
-/// A random walk's weights: ordinary events 100, a crash `crash_weight`.
-pub(crate) fn weights(crash_weight: u32) -> KindWeights {
-    KindWeights::default().set(checker::strategy::ActionKind::Crash, crash_weight)
+/// A random walk's weights: ordinary events 100, a crash, a pause and a
+/// clock jump their configured weights.
+pub(crate) fn weights(e: &engine::ExploreSpec) -> KindWeights {
+    use checker::strategy::ActionKind;
+    KindWeights::default()
+        .set(ActionKind::Crash, e.crash_weight)
+        .set(ActionKind::Pause, e.pause.weight)
+        .set(ActionKind::ClockJump, e.clock.weight)
 }
 
-pub(crate) fn make_strategy(o: &StrategyOptions, seed: u64, crash_weight: u32) -> Box<dyn Strategy> {
+pub(crate) fn make_strategy(o: &StrategyOptions, seed: u64, explore: &engine::ExploreSpec) -> Box<dyn Strategy> {
     let d = o.depth;
-    let weights = weights(crash_weight);
+    let weights = weights(explore);
     match o.kind {
         StrategyKind::Random => Box::new(RandomWalk::new(seed, weights)),
         StrategyKind::Pct => Box::new(Pct::new(seed, d.max(1), o.horizon)),

@@ -276,7 +276,7 @@ struct Units<'a> {
 
 impl Units<'_> {
     fn strategy(&self) -> Box<dyn Strategy> {
-        execution::make_strategy(&self.opts.strategy, self.opts.seed, self.explore.crash_weight)
+        execution::make_strategy(&self.opts.strategy, self.opts.seed, self.explore)
     }
 
     /// The strategy as a failure file records it.
@@ -335,7 +335,7 @@ impl Units<'_> {
             return Ok(UnitOutput { groups: vec![runner.group(seed, strategy.as_mut(), &format!("e{unit}"))?], exhausted: false });
         }
         let (o, d) = (self.opts, &self.opts.strategy);
-        let mut round = HybridDfs::one_round(o.seed, u64::from(d.depth), d.horizon, execution::weights(self.explore.crash_weight), unit);
+        let mut round = HybridDfs::one_round(o.seed, u64::from(d.depth), d.horizon, execution::weights(self.explore), unit);
         let seed = dfs_round_seed(o.seed, unit);
         let mut groups = Vec::new();
         // A round never needs more executions than the run.

@@ -94,6 +94,19 @@ pub struct ExecutionFigures {
     /// Writes landed elsewhere (`[faults.disk] misdirect`).
     #[serde(default)]
     pub misdirected_writes: u32,
+    /// Start commands paused (`[faults.pause]`).
+    #[serde(default)]
+    pub pauses: u32,
+    /// Wall-clock bumps and strobes (`[faults.clock]`).
+    #[serde(default)]
+    pub clock_bumps: u32,
+    #[serde(default)]
+    pub clock_strobes: u32,
+    /// Boots with a clock offset, and with a clock drift.
+    #[serde(default)]
+    pub clock_offsets: u32,
+    #[serde(default)]
+    pub clock_drifts: u32,
     /// netsim's counters.
     pub network: Option<serde_json::Value>,
     /// The failure (kind, message, ...) as the engine reported it.

@@ -4,7 +4,8 @@
 //! the abstract description a strategy sees (node, kind, due time, peer).
 //! The enabled set is built in a fixed order (runs by node, the host
 //! client's poll (node N+1, after the guests), deliveries in
-//! netsim's order, the network fault, restarts, crashes by node), so a
+//! netsim's order, the network fault, disk completions, restarts, crashes
+//! by node, then resumes, pauses and clock jumps by node), so a
 //! strategy's index means the same thing every time the same state is
 //! reached (the [`crate::strategy`] invariant).
 
@@ -30,6 +31,12 @@ pub(super) enum Action {
     Restart(usize),
     /// Complete one outstanding disk request of node `i`.
     CompleteDisk(usize, u64),
+    /// Stop node `i`'s start command (SIGSTOP to its process group).
+    Pause(usize),
+    /// Continue node `i`'s paused start command.
+    Resume(usize),
+    /// Bump or strobe node `i`'s wall clock.
+    ClockJump(usize),
 }
 
 /// One entry of the enabled set: the concrete action and its description.
@@ -69,6 +76,15 @@ impl Enabled {
     }
     pub fn restart(i: usize, due: u64) -> Enabled {
         Enabled { action: Action::Restart(i), desc: EnabledAction::new(node_id(i), ActionKind::Restart, due) }
+    }
+    pub fn pause(i: usize, now: u64) -> Enabled {
+        Enabled { action: Action::Pause(i), desc: EnabledAction::new(node_id(i), ActionKind::Pause, now) }
+    }
+    pub fn resume(i: usize, due: u64) -> Enabled {
+        Enabled { action: Action::Resume(i), desc: EnabledAction::new(node_id(i), ActionKind::Resume, due) }
+    }
+    pub fn clock_jump(i: usize, now: u64) -> Enabled {
+        Enabled { action: Action::ClockJump(i), desc: EnabledAction::new(node_id(i), ActionKind::ClockJump, now) }
     }
     pub fn complete_disk(i: usize, request: u64, due: u64) -> Enabled {
         Enabled {

@@ -1,7 +1,11 @@
 //! The engine's side of the in-guest agent's control-line protocol.
 //!
 //! Guest -> engine lines: `@sim ready`, `@sim done NAME STATUS`.
-//! Engine -> guest lines: `run NAME` (run /sim/cmd/NAME), `halt`.
+//! Engine -> guest lines: `run NAME` (run /sim/cmd/NAME; commands run one
+//! after another, the read loop never waits for them), `settle SECONDS`
+//! (the next `run` starts that much later), `pause` / `resume` (SIGSTOP /
+//! SIGCONT to the start command's process group), `clock bump NS` /
+//! `clock strobe DELTA PERIOD LENGTH` (the `/sim/clock` helper), `halt`.
 //! Anything else on the line (echo before the agent set the line raw, say)
 //! is ignored.
 

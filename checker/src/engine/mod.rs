@@ -14,6 +14,7 @@
 mod actions;
 mod agent;
 mod disk;
+mod faults;
 mod frames;
 mod host;
 mod network;
@@ -35,6 +36,7 @@ use actions::{effective_time, horizon, Action, Enabled};
 use agent::AgentMsg;
 use node::Node;
 pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
+pub use faults::{ClockSpec, FaultCounts, NodeClock, PauseSpec, StrobeSpec, DRIFT_ENV};
 pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
@@ -87,6 +89,10 @@ pub struct ExploreSpec {
     /// Crashes become possible at a time drawn uniformly from the first
     /// this-many ns of the workload.
     pub crash_span_ns: u64,
+    /// Process pauses (`[faults.pause]`; see `faults`).
+    pub pause: PauseSpec,
+    /// Clock offsets, drift, bumps and strobes (`[faults.clock]`).
+    pub clock: ClockSpec,
 }
 
 /// Everything one execution needs; plain data so a failure file can
@@ -265,6 +271,8 @@ struct Execution<'a> {
     disk_faults: disk::CompletionFaults,
     /// Disk faults that hit requests, by kind.
     disk_fault_counts: DiskFaultCounts,
+    /// Pauses and clock jumps: their streams, times and counts.
+    faults: faults::FaultState,
     verdict: Option<Verdict>,
     out: Vec<GuestOutput>,
     msgs: Vec<(usize, AgentMsg)>,
@@ -280,19 +288,25 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
     // taken for boot time.
     let mut first_spawn: Option<Instant> = None;
     let peers = spec.node_names.join(",");
+    let clocks = faults::node_clocks(&spec.explore.clock, spec.node_names.len(), spec.seed);
     let mut nodes = Vec::new();
     for (i, name) in spec.node_names.iter().enumerate() {
+        let mut init_env = vec![
+            ("NODE_ID".into(), (i + 1).to_string()),
+            ("NODE_NAME".into(), name.clone()),
+            ("PEERS".into(), peers.clone()),
+        ];
+        if let Some(ppm) = clocks[i].drift_ppm {
+            // `/init` sets it before anything else runs (see `faults`).
+            init_env.push((DRIFT_ENV.into(), ppm.to_string()));
+        }
         let cfg = NodeConfig {
             kernel: spec.kernel.clone(),
             initrd: spec.initrd.clone(),
             mem_mb: spec.mem_mb,
             node_id: (i + 1) as u16,
             run_dir: spec.scratch.join(name),
-            init_env: vec![
-                ("NODE_ID".into(), (i + 1).to_string()),
-                ("NODE_NAME".into(), name.clone()),
-                ("PEERS".into(), peers.clone()),
-            ],
+            init_env,
             extra_args: if spec.runtime == RuntimeKind::Uml { spec.uml_args.clone() } else { vec![] },
             net: spec.network.is_some(),
             // Node::boot sets it for each boot (see `entropy_seed`).
@@ -308,6 +322,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         };
         let mut n = Node::new(name.clone(), cfg, spec.runtime, spec.scratch.clone());
         n.disk = spec.disk.as_ref().map(|d| disksim::Disk::new(d.base.clone()));
+        n.clock = clocks[i];
         first_spawn.get_or_insert_with(Instant::now);
         n.boot(spec.seed)?;
         nodes.push(n);
@@ -339,6 +354,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         grants: 0,
         disk_faults: disk::CompletionFaults::new(spec.seed),
         disk_fault_counts: DiskFaultCounts::default(),
+        faults: faults::FaultState::new(spec.seed),
         verdict: None,
         out: Vec::new(),
         msgs: Vec::new(),
@@ -346,6 +362,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
     for i in 0..ex.nodes.len() {
         ex.nodes[i].connect(0, spec.connect_timeout)?;
         ex.trace.push(0, (i + 1) as u16, EventKind::Boot);
+        ex.record_node_clock(i);
     }
 
     let mut boot_wall = None;
@@ -385,6 +402,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             if let Some(ns) = ex.net.as_mut() {
                 ns.calm(seed);
             }
+            ex.resume_all()?;
         }
         ex.enabled(horizon(earliest, ex.now, spec.explore.window_ns, ex.min_requested()), &mut enabled);
         let pick = if enabled.len() == 1 {
@@ -460,6 +478,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         crashes: ex.crashes,
         crash_points: ex.crash_points,
         disk_faults: ex.disk_fault_counts,
+        node_faults: ex.faults.counts,
     })
 }
 
@@ -524,6 +543,7 @@ impl Execution<'_> {
         self.phase = Phase::Workload;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x6372_6173_6874);
         self.crash_not_before = Some(self.now + rng.next_u64() % spec.explore.crash_span_ns.max(1));
+        self.start_node_faults();
         match self.host.as_mut() {
             Some(h) => h.start(self.now, &mut self.trace),
             None if spec.host_workload.is_some() => {
@@ -552,6 +572,7 @@ impl Execution<'_> {
     fn earliest(&self) -> Option<u64> {
         let runs = self.nodes.iter().filter(|n| n.is_up()).map(|n| n.vm.as_ref().unwrap().requested());
         let restarts = self.nodes.iter().filter_map(|n| n.crashed_at).map(|t| t + self.spec.explore.restart_after_ns);
+        let resumes = self.nodes.iter().filter(|n| n.is_up()).filter_map(|n| n.paused_until);
         let net = self.net.as_ref().and_then(|n| n.next_time());
         let host = self.host.as_ref().and_then(|h| h.due());
         let latency = self.spec.disk.as_ref().map_or(0, |d| d.latency_ns);
@@ -560,7 +581,7 @@ impl Execution<'_> {
             .iter()
             .filter_map(|n| n.vm.as_ref().filter(|v| !v.has_exited()))
             .filter_map(|v| v.pending_disk().first().map(|r| r.submitted.saturating_add(latency)));
-        runs.chain(restarts).chain(net).chain(host).chain(disks).min()
+        runs.chain(restarts).chain(resumes).chain(net).chain(host).chain(disks).min()
     }
 
     /// Every action due by `horizon`, in the fixed order the strategy
@@ -633,6 +654,28 @@ impl Execution<'_> {
                 }
             }
         }
+        self.enabled_node_faults(horizon, into);
+    }
+
+    /// Resumes due by `horizon`, then pauses, then clock jumps, each by
+    /// node (after every older kind, so executions without them keep their
+    /// choice indices).
+    fn enabled_node_faults(&self, horizon: u64, into: &mut Vec<Enabled>) {
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(t) = n.paused_until.filter(|&t| t <= horizon && n.is_up()) {
+                into.push(Enabled::resume(i, t));
+            }
+        }
+        for &i in &self.spec.explore.pause.nodes {
+            if self.pause_enabled(i) {
+                into.push(Enabled::pause(i, self.now));
+            }
+        }
+        for &i in &self.spec.explore.clock.nodes {
+            if self.clock_jump_enabled(i) {
+                into.push(Enabled::clock_jump(i, self.now));
+            }
+        }
     }
 
     fn apply(&mut self, action: Action) -> Result<(), EngineError> {
@@ -671,6 +714,11 @@ impl Execution<'_> {
                     );
                     self.trace.push(now, (i + 1) as u16, EventKind::Note { text });
                 }
+                if self.nodes[i].paused_until.is_some() {
+                    // Its paused processes die with it (`Node::power_off`).
+                    let text = format!("the crash ends {name}'s pause");
+                    self.trace.push(now, (i + 1) as u16, EventKind::Note { text });
+                }
                 let disk = self.nodes[i].power_off(now)?;
                 let detail = match (disk, &self.spec.disk) {
                     (Some(disk), Some(ds)) => {
@@ -701,7 +749,11 @@ impl Execution<'_> {
                 self.trace.push(now, (i + 1) as u16, EventKind::Restart);
                 self.nodes[i].boot(self.spec.seed)?;
                 self.nodes[i].connect(now, self.spec.connect_timeout)?;
+                self.record_node_clock(i);
             }
+            Action::Pause(i) => self.pause(i)?,
+            Action::Resume(i) => self.resume(i)?,
+            Action::ClockJump(i) => self.clock_jump(i)?,
             Action::CompleteDisk(i, request) => {
                 let watchdog = self.spec.watchdog;
                 self.maybe_disk_fault(i, disksim::RequestId(request));
@@ -720,7 +772,8 @@ impl Execution<'_> {
         self.trace.push(now, node_no, EventKind::run());
         self.grants += 1;
         let mut out = std::mem::take(&mut self.out);
-        let outcome = self.nodes[i].vm().grant_at(now, GUEST_EPOCH_NS, self.spec.watchdog, &mut out)?;
+        let time_of_day = self.nodes[i].clock.time_of_day();
+        let outcome = self.nodes[i].vm().grant_at(now, time_of_day, self.spec.watchdog, &mut out)?;
         self.record_output(i, &mut out);
         self.out = out;
         self.record_disk(i);
@@ -841,9 +894,18 @@ impl Execution<'_> {
         Ok(())
     }
 
+    /// Sends one line to node `i`'s agent now (the node is up).
+    fn control(&mut self, i: usize, line: &str) -> Result<(), EngineError> {
+        let (now, watchdog) = (self.now, self.spec.watchdog);
+        self.nodes[i].vm().send_control(now, format!("{line}\n").as_bytes(), watchdog)?;
+        Ok(())
+    }
+
     /// The quiet period begins: faults stop (see
-    /// `ExploreSpec::quiet_settle_ns`); the checks wait `settle` ns.
-    fn begin_quiet(&mut self, settle: u64) {
+    /// `ExploreSpec::quiet_settle_ns`), paused nodes continue; the checks
+    /// wait `settle` ns. A node's clock offset and drift stay: they are
+    /// its hardware.
+    fn begin_quiet(&mut self, settle: u64) -> Result<(), EngineError> {
         self.calm = true;
         self.calm_disks();
         if let Some(ns) = self.net.as_mut() {
@@ -851,6 +913,7 @@ impl Execution<'_> {
         }
         let text = format!("quiet period: faults stop; checks start after {} s", settle as f64 / 1e9);
         self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+        self.resume_all()
     }
 
     /// The workload passed: send the invariants and liveness checks.
@@ -896,7 +959,7 @@ impl Execution<'_> {
                         return Ok(());
                     }
                     if let Some(settle) = self.spec.explore.quiet_settle_ns {
-                        self.begin_quiet(settle);
+                        self.begin_quiet(settle)?;
                     }
                     self.start_checks()?;
                 } else if let Phase::Checks { done } = self.phase {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use disksim::Disk;
 use vmm::runtime::{self, NodeConfig, NodeRuntime, RuntimeKind};
 
-use super::EngineError;
+use super::{EngineError, NodeClock};
 use crate::trace::LineSplitter;
 
 /// Lines of console output kept for failure messages.
@@ -43,6 +43,10 @@ pub(super) struct Node {
     /// The node's data disk while it is powered off (the runtime holds it
     /// while the node is up).
     pub disk: Option<Disk>,
+    /// Its clock hardware (offset, drift): the same for every boot.
+    pub clock: NodeClock,
+    /// While its start command is paused: the time it resumes.
+    pub paused_until: Option<u64>,
 }
 
 impl Node {
@@ -64,6 +68,8 @@ impl Node {
             deferred: Vec::new(),
             running: Vec::new(),
             disk: None,
+            clock: NodeClock::default(),
+            paused_until: None,
         }
     }
 
@@ -114,6 +120,8 @@ impl Node {
         }
         self.ready = false;
         self.crashed_at = Some(now);
+        // Its paused processes died with it.
+        self.paused_until = None;
         let killed = std::mem::take(&mut self.running);
         self.deferred.splice(0..0, killed);
         Ok(self.disk.as_mut())

@@ -97,4 +97,6 @@ pub struct ExecutionResult {
     pub crash_points: Vec<super::CrashPoint>,
     /// Disk faults that hit requests (`[faults.disk]`), by kind.
     pub disk_faults: super::DiskFaultCounts,
+    /// Pauses and clock faults (`[faults.pause]`, `[faults.clock]`).
+    pub node_faults: super::FaultCounts,
 }

@@ -338,7 +338,8 @@ fn header(cx: &Ctx, h: &mut String) {
         .filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. }))
         .count();
     h.push_str("<section class=\"summary\">\n<p class=\"chips\">");
-    let chips: [(&str, u64, bool); 13] = [
+    let clock = c.kind("clock_offset") + c.kind("clock_drift") + c.kind("clock_bump") + c.kind("clock_strobe");
+    let chips: [(&str, u64, bool); 15] = [
         ("sent", c.sent, false),
         ("delivered", c.delivered, false),
         ("duplicates", c.duplicates, c.duplicates > 0),
@@ -348,6 +349,8 @@ fn header(cx: &Ctx, h: &mut String) {
         ("crashes", c.kind("crash"), c.kind("crash") > 0),
         ("restarts", c.kind("restart"), false),
         ("disk faults", c.kind("disk_fault"), c.kind("disk_fault") > 0),
+        ("pauses", c.kind("pause"), c.kind("pause") > 0),
+        ("clock faults", clock, clock > 0),
         ("hung", c.kind("hung"), c.kind("hung") > 0),
         ("panics", panics as u64, panics > 0),
         (
@@ -476,10 +479,52 @@ fn is_notable(k: &EventKind) -> bool {
             | EventKind::Crash { .. }
             | EventKind::Restart
             | EventKind::DiskFault { .. }
+            | EventKind::Pause { .. }
+            | EventKind::ClockBump { .. }
+            | EventKind::ClockStrobe { .. }
             | EventKind::Hung
             | EventKind::Exit { .. }
             | EventKind::Invariant { ok: false, .. }
     )
+}
+
+/// Pause bars: on the paused node's lane, beside its command bars, from
+/// the pause to the resume (or the crash that ended it, or the end of the
+/// trace: dashed).
+fn pause_bars(cx: &Ctx, h: &mut String) {
+    let (l, events, m) = (&cx.l, cx.a.events, cx.meta());
+    let mut open: Vec<Option<(usize, i64)>> = vec![None; cx.lane.len()];
+    let bar = |h: &mut String, node: u16, from: usize, y0: i64, y1: i64, end: &str, cls: &str| {
+        let x = cx.x(node).unwrap_or(0) + 5;
+        let title = format!("{}: {}; {end}", node_label(m, node), describe(m, &events[from]));
+        let _ = write!(
+            h,
+            "<rect class=\"pausebar{cls}\" data-kind=\"pause\" x=\"{x}\" y=\"{y0}\" width=\"6\" height=\"{}\"><title>{}</title></rect>",
+            (y1 - y0).max(1),
+            esc(&title, TITLE_CHARS)
+        );
+    };
+    for (i, e) in events.iter().enumerate() {
+        let (Some(&k), Some(y)) = (cx.lane.get(&e.node), l.y(i)) else { continue };
+        let end = match e.kind {
+            EventKind::Pause { .. } => {
+                open[k] = Some((i, y));
+                continue;
+            }
+            EventKind::Resume => format!("resumed at {}", fmt_time(e.time)),
+            EventKind::Crash { .. } | EventKind::Exit { .. } | EventKind::Hung => format!("ended by {}", describe(m, e)),
+            _ => continue,
+        };
+        if let Some((from, y0)) = open[k].take() {
+            bar(h, e.node, from, y0, y, &end, "");
+        }
+    }
+    for (&n, &k) in cx.lane.iter() {
+        if let Some((from, y0)) = open[k] {
+            bar(h, n, from, y0, cx.l.height - TOP, "still paused at the end", " open");
+        }
+    }
+    h.push('\n');
 }
 
 fn diagram(cx: &Ctx, h: &mut String) {
@@ -500,8 +545,10 @@ fn diagram(cx: &Ctx, h: &mut String) {
          <span class=\"lg-drop\">&#x2715;</span> frame lost; <span class=\"lg-idle\">&#x2192;?</span> never delivered; \
          <span class=\"lg-band\">shaded band</span>: partition; boxes: commands (bar while running), \
          invariants, crash/restart, exit/hang; <span class=\"lg-flush\">&#x25A0;</span> disk flush; \
-         <span class=\"lg-fault\">&#x25C6;</span> disk fault (corrupt read, write error, misdirected write, lost flush). \
-         Dotted lane: not booted; dashed: down. Hover for details.</p>\n",
+         <span class=\"lg-fault\">&#x25C6;</span> disk fault (corrupt read, write error, misdirected write, lost flush); \
+         <span class=\"lg-pause\">pause (orange bar until resumed)</span>, \
+         <span class=\"lg-clock\">clock offset/drift/bump/strobe</span>. Dotted lane: not booted; dashed: down. \
+         Hover for details.</p>\n",
     );
     if l.rows.len() > MAX_ROWS {
         let _ = writeln!(
@@ -758,6 +805,8 @@ fn diagram(cx: &Ctx, h: &mut String) {
         }
     }
     h.push('\n');
+
+    pause_bars(cx, h);
 
     // The failure row.
     if let Some(r) = l.fail_row {
@@ -1041,6 +1090,12 @@ fn diagram(cx: &Ctx, h: &mut String) {
             EventKind::Restart => ("b-ok", "↻ restart".into()),
             EventKind::Invariant { name, ok: true } => ("b-ok", format!("✓ {name}")),
             EventKind::Invariant { name, ok: false } => ("b-bad", format!("✗ {name}")),
+            EventKind::Pause { .. } => ("b-warn", "⏸ pause".into()),
+            EventKind::Resume => ("b-ok", "▶ resume".into()),
+            EventKind::ClockOffset { offset_ns } => ("b-clock", format!("clock {}", super::fmt_signed(*offset_ns))),
+            EventKind::ClockDrift { ppm } => ("b-clock", format!("drift {ppm:+}ppm")),
+            EventKind::ClockBump { delta_ns } => ("b-clock", format!("clock {}", super::fmt_signed(*delta_ns))),
+            EventKind::ClockStrobe { delta_ns, .. } => ("b-clock", format!("strobe ±{}", super::fmt_dur(delta_ns.unsigned_abs()))),
             EventKind::Partition { .. } | EventKind::Heal | EventKind::Note { .. } => {
                 ("b-stop", describe(m, e))
             }
@@ -1274,6 +1329,9 @@ svg.st{display:block}svg text{font-size:11px}\
 .b-crash rect{fill:#c0392b;stroke:#7b241c}.b-crash text{fill:#fff;font-weight:bold}\
 .dfault path{fill:#e67e22;stroke:#a04000}.dfault text{fill:#a04000;font-size:10px}.dfault.failev path{stroke:#c0392b;stroke-width:3}\
 .lg-fault{color:#e67e22;font-weight:bold}.lg-flush{color:#555}\
+.b-clock rect{fill:#f3e8fb;stroke:#8e44ad}.b-clock text{fill:#6c3483}\
+.pausebar{fill:#d68910;fill-opacity:.45;stroke:#b9770e}.pausebar.open{stroke-dasharray:3 2}\
+.lg-pause{color:#b9770e;font-weight:bold}.lg-clock{color:#8e44ad;font-weight:bold}\
 .box.failev rect{stroke:#c0392b;stroke-width:3}.note.failev{fill:#c0392b;font-weight:bold}\
 .failrow{fill:#f9c6c0;fill-opacity:.7}.faillbl{fill:#c0392b;font-weight:bold;font-size:10px}\
 .tl{text-anchor:end;fill:#444}.note{fill:#555}.note.heal{fill:#2a7d46;font-weight:bold}\

@@ -1,6 +1,6 @@
 //! The machine-readable summary.
 
-use super::{describe, node_name, sanitize, Analysis, ReportMeta};
+use super::{describe, is_clock_fault, node_name, sanitize, Analysis, ReportMeta};
 use crate::trace::{Event, EventKind};
 use serde_json::{json, Map, Value};
 
@@ -21,7 +21,8 @@ pub const MAX_FAILED_INVARIANTS: usize = 100;
 ///                       "node_name", "event": "<one-line description>" },
 ///   "failed_invariants": [ { "name", "node", "time", "event_index" } ],
 ///   "nodes": [ { "node", "name", "console_lines", "last_console": [...],
-///                "crashes", "restarts", "hung", "exit": null | {...} } ] }
+///                "crashes", "restarts", "pauses", "clock_faults", "hung",
+///                "exit": null | {...} } ] }
 /// ```
 ///
 /// `counts.run` counts `run` events, one per node and quiet stretch of the
@@ -50,6 +51,12 @@ pub fn summary_json(meta: &ReportMeta, events: &[Event]) -> Value {
         "restart",
         "invariant",
         "note",
+        "pause",
+        "resume",
+        "clock_offset",
+        "clock_drift",
+        "clock_bump",
+        "clock_strobe",
     ] {
         counts.insert(k.to_string(), json!(c.kind(k)));
     }
@@ -135,6 +142,8 @@ pub fn summary_json(meta: &ReportMeta, events: &[Event]) -> Value {
                 "last_console": last_console,
                 "crashes": mine().filter(|e| matches!(e.kind, EventKind::Crash { .. })).count(),
                 "restarts": mine().filter(|e| matches!(e.kind, EventKind::Restart)).count(),
+                "pauses": mine().filter(|e| matches!(e.kind, EventKind::Pause { .. })).count(),
+                "clock_faults": mine().filter(|e| is_clock_fault(&e.kind)).count(),
                 "hung": mine().any(|e| matches!(e.kind, EventKind::Hung)),
                 "exit": exit,
             })

@@ -230,6 +230,12 @@ pub fn kind_name(k: &EventKind) -> &'static str {
         EventKind::Note { .. } => "note",
         EventKind::Disk { .. } => "disk",
         EventKind::DiskFault { .. } => "disk_fault",
+        EventKind::Pause { .. } => "pause",
+        EventKind::Resume => "resume",
+        EventKind::ClockOffset { .. } => "clock_offset",
+        EventKind::ClockDrift { .. } => "clock_drift",
+        EventKind::ClockBump { .. } => "clock_bump",
+        EventKind::ClockStrobe { .. } => "clock_strobe",
     }
 }
 
@@ -314,7 +320,33 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
             format!("disk {op} #{id} completed: sectors {sector}..{}", sector + sectors)
         }
         EventKind::DiskFault { id, fault, detail } => format!("disk fault {fault} on #{id}: {detail}"),
+        EventKind::Pause { resume_at } => {
+            format!("pause: start command stopped (SIGSTOP) until {}", fmt_time(*resume_at))
+        }
+        EventKind::Resume => "resume: start command continued (SIGCONT)".into(),
+        EventKind::ClockOffset { offset_ns } => format!("clock offset {} (wall clock at boot)", fmt_signed(*offset_ns)),
+        EventKind::ClockDrift { ppm } => format!("clock drift {ppm:+} ppm"),
+        EventKind::ClockBump { delta_ns } => format!("clock bump {} (wall clock)", fmt_signed(*delta_ns)),
+        EventKind::ClockStrobe { delta_ns, period_ns, length_ns } => format!(
+            "clock strobe {} and back every {} for {} (wall clock)",
+            fmt_signed(*delta_ns),
+            fmt_dur(*period_ns),
+            fmt_dur(*length_ns)
+        ),
     }
+}
+
+/// Offsets, drifts, bumps and strobes of a node's clock.
+pub(crate) fn is_clock_fault(k: &EventKind) -> bool {
+    matches!(
+        k,
+        EventKind::ClockOffset { .. } | EventKind::ClockDrift { .. } | EventKind::ClockBump { .. } | EventKind::ClockStrobe { .. }
+    )
+}
+
+/// A signed duration, short: `+1.25s`, `-350ms`.
+pub fn fmt_signed(ns: i64) -> String {
+    format!("{}{}", if ns < 0 { '-' } else { '+' }, fmt_dur(ns.unsigned_abs()))
 }
 
 pub(crate) fn exit_text(status: Option<i32>, signal: Option<i32>, panic: bool) -> String {

@@ -853,3 +853,48 @@ fn disk_faults_are_marked_on_their_lane_indexed_and_counted() {
     // No faults, no breakdown.
     assert!(render_text(&m, &ev[..2]).contains("0 disk faults, "));
 }
+
+#[test]
+fn pauses_and_clock_faults_are_drawn_counted_and_described() {
+    let mut b = B::new();
+    for n in 1..=3 {
+        b.ev(0, n, EventKind::Boot);
+    }
+    b.ev(0, 2, EventKind::ClockOffset { offset_ns: -3 * S as i64 });
+    b.ev(0, 3, EventKind::ClockDrift { ppm: 50_000 });
+    b.msg(100 * MS, 101 * MS, 1, 2, "UDP ping");
+    b.ev(200 * MS, 2, EventKind::Pause { resume_at: 1_700 * MS });
+    b.msg(300 * MS, 301 * MS, 1, 2, "UDP ping");
+    b.ev(400 * MS, 1, EventKind::ClockBump { delta_ns: -1_500 * MS as i64 });
+    b.ev(500 * MS, 3, EventKind::Pause { resume_at: 9 * S });
+    b.ev(600 * MS, 1, EventKind::ClockStrobe { delta_ns: 200 * MS as i64, period_ns: 10 * MS, length_ns: S });
+    b.ev(1_700 * MS, 2, EventKind::Resume);
+    b.ev(2 * S, 3, EventKind::Crash { detail: "power loss".into() });
+    b.console(3 * S, 1, "done");
+    let ev = b.t.events().to_vec();
+    let m = meta(None);
+
+    let html = render_html(&m, &ev);
+    check_html(&html).unwrap();
+    // One bar from n2's pause to its resume, one from n3's to its crash.
+    assert_eq!(count(&html, "class=\"pausebar\""), 2, "{html}");
+    assert!(html.contains("resumed at 1.700000s") && html.contains("ended by crash"), "{html}");
+    for label in ["clock -3.00s", "drift +50000ppm", "clock -1.50s", "strobe ±200ms", "⏸ pause", "▶ resume"] {
+        assert!(html.contains(label), "{label}");
+    }
+    assert!(html.contains("<b>2</b> pauses") && html.contains("<b>4</b> clock faults"), "{html}");
+
+    let text = render_text(&m, &ev);
+    assert!(text.contains("node faults: 2 pauses, 1 resumes; clock: 1 offsets, 1 drifts, 1 bumps, 1 strobes"), "{text}");
+    assert!(text.contains("pause: start command stopped (SIGSTOP) until 1.700000s"), "{text}");
+    assert!(text.contains("clock strobe +200ms and back every 10ms for 1.00s"), "{text}");
+
+    let v = summary_json(&m, &ev);
+    assert_eq!((v["counts"]["pause"].as_u64(), v["counts"]["clock_bump"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(v["nodes"][1]["pauses"], 1);
+    assert_eq!(v["nodes"][0]["clock_faults"], 2);
+
+    // Without the resume and the crash both pauses last to the end, dashed.
+    let open = &ev[..ev.len() - 3];
+    assert_eq!(count(&render_html(&m, open), "class=\"pausebar open\""), 2);
+}

@@ -82,6 +82,16 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
     );
     let _ = writeln!(
         s,
+        "node faults: {} pauses, {} resumes; clock: {} offsets, {} drifts, {} bumps, {} strobes",
+        c.kind("pause"),
+        c.kind("resume"),
+        c.kind("clock_offset"),
+        c.kind("clock_drift"),
+        c.kind("clock_bump"),
+        c.kind("clock_strobe")
+    );
+    let _ = writeln!(
+        s,
         "checks: {} invariants ({} failed), {} commands, {} console lines, {} notes",
         c.kind("invariant"),
         c.invariants_failed,

@@ -55,10 +55,17 @@ pub enum ActionKind {
     Partition,
     /// Restore the link `node`-`peer` (or all of `node`'s links).
     Heal,
+    /// Stop `node`'s start command (SIGSTOP to its process group).
+    Pause,
+    /// Continue a paused `node`'s start command (SIGCONT).
+    Resume,
+    /// Jump `node`'s wall clock (once, or back and forth for a while: a
+    /// strobe).
+    ClockJump,
 }
 
 impl ActionKind {
-    pub const ALL: [ActionKind; 8] = [
+    pub const ALL: [ActionKind; 11] = [
         ActionKind::RunNode,
         ActionKind::DeliverFrame,
         ActionKind::CompleteDisk,
@@ -67,11 +74,23 @@ impl ActionKind {
         ActionKind::Restart,
         ActionKind::Partition,
         ActionKind::Heal,
+        ActionKind::Pause,
+        ActionKind::Resume,
+        ActionKind::ClockJump,
     ];
 
     /// Is this a fault injected by the checker (as opposed to normal progress)?
     pub fn is_fault(self) -> bool {
-        matches!(self, ActionKind::Crash | ActionKind::Restart | ActionKind::Partition | ActionKind::Heal)
+        matches!(
+            self,
+            ActionKind::Crash
+                | ActionKind::Restart
+                | ActionKind::Partition
+                | ActionKind::Heal
+                | ActionKind::Pause
+                | ActionKind::Resume
+                | ActionKind::ClockJump
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -84,6 +103,9 @@ impl ActionKind {
             ActionKind::Restart => "Restart",
             ActionKind::Partition => "Partition",
             ActionKind::Heal => "Heal",
+            ActionKind::Pause => "Pause",
+            ActionKind::Resume => "Resume",
+            ActionKind::ClockJump => "ClockJump",
         }
     }
 }

@@ -27,11 +27,12 @@ impl KindWeights {
 }
 
 impl Default for KindWeights {
-    /// Progress events 100, restarts and heals 10, crashes and partitions 1.
+    /// Progress events 100, restarts, heals and resumes 10, crashes,
+    /// partitions, pauses and clock jumps 1.
     fn default() -> Self {
         let w = |k: ActionKind| match k {
-            ActionKind::Crash | ActionKind::Partition => 1,
-            ActionKind::Restart | ActionKind::Heal => 10,
+            ActionKind::Crash | ActionKind::Partition | ActionKind::Pause | ActionKind::ClockJump => 1,
+            ActionKind::Restart | ActionKind::Heal | ActionKind::Resume => 10,
             _ => 100,
         };
         KindWeights(ActionKind::ALL.iter().map(|&k| (k, w(k))).collect())

@@ -1,0 +1,306 @@
+//! `[faults.pause]` and `[faults.clock]`: the tables, and their checks into
+//! the engine's `PauseSpec` and `ClockSpec`.
+//!
+//! Every message starts with `[section] key` (`[faults.pause] max = -1:
+//! ...`), so the caller can name cluster.toml and the line.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use checker::engine::{ClockSpec, PauseSpec, StrobeSpec};
+use serde::de::{self, value::MapAccessDeserializer, Deserializer, IntoDeserializer, MapAccess, Visitor};
+use serde::Deserialize;
+
+use super::{parse_duration_ns, parse_node_name};
+
+/// A value or a range of values: `"2s"`, or `{ min = "1s", max = "5s" }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Range<T> {
+    pub min: T,
+    pub max: T,
+}
+
+impl<'de, T: Deserialize<'de> + Clone> Deserialize<'de> for Range<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(RangeVisitor(PhantomData))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RangeTable<T> {
+    min: T,
+    max: T,
+}
+
+struct RangeVisitor<T>(PhantomData<T>);
+
+impl<T: Clone> RangeVisitor<T> {
+    fn one(v: T) -> Range<T> {
+        Range { min: v.clone(), max: v }
+    }
+}
+
+impl<'de, T: Deserialize<'de> + Clone> Visitor<'de> for RangeVisitor<T> {
+    type Value = Range<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a value or a table { min = ..., max = ... }")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Range<T>, E> {
+        Ok(Self::one(T::deserialize(v.into_deserializer())?))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Range<T>, E> {
+        Ok(Self::one(T::deserialize(v.into_deserializer())?))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Range<T>, A::Error> {
+        let t = RangeTable::<T>::deserialize(MapAccessDeserializer::new(map))?;
+        Ok(Range { min: t.min, max: t.max })
+    }
+}
+
+/// `[faults.pause]`: the start command's processes stopped (SIGSTOP) and
+/// continued (SIGCONT) by the agent at engine-chosen times.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseSection {
+    /// Pauses per execution at most (default 0: none).
+    pub max: Option<i64>,
+    /// Nodes whose start command may pause; default every node (a pause
+    /// stops only the start command, never the workload or a check).
+    pub nodes: Option<Vec<String>>,
+    /// How long a pause lasts (default { min = "1s", max = "5s" }).
+    pub length: Option<Range<String>>,
+    /// Pauses become possible at a time drawn from the workload's first
+    /// `span` (default "10s"), and again after each pause.
+    pub span: Option<String>,
+    /// Random walk weight (ordinary events: 100; default 50).
+    pub weight: Option<i64>,
+}
+
+/// `[faults.clock] strobe`: `true` (the defaults) or a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StrobeSetting {
+    Off,
+    On(StrobeTable),
+}
+
+/// A strobe's shape: the wall clock goes `delta` forward and back every
+/// `period` for `length` (defaults "200ms", "10ms", "1s").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StrobeTable {
+    pub delta: Option<String>,
+    pub period: Option<String>,
+    pub length: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for StrobeSetting {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StrobeSetting;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("true, false, or a table { delta = \"200ms\", period = \"10ms\", length = \"1s\" }")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<StrobeSetting, E> {
+                Ok(if v { StrobeSetting::On(StrobeTable::default()) } else { StrobeSetting::Off })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<StrobeSetting, A::Error> {
+                Ok(StrobeSetting::On(StrobeTable::deserialize(MapAccessDeserializer::new(map))?))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `[faults.clock]`: nodes' wall clocks off, drifting, jumping.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockSection {
+    /// Each node's wall clock at boot is off by an offset drawn from this
+    /// range ("-3s" is behind).
+    pub offset: Option<Range<String>>,
+    /// Each node's clocks (wall and monotonic) run fast (or slow, negative)
+    /// by this many ppm, drawn per node; at most 100000 either way.
+    pub drift_ppm: Option<Range<i64>>,
+    /// A bump jumps a node's wall clock by a delta drawn from this range.
+    pub bump: Option<Range<String>>,
+    /// Strobes: rapid back-and-forth jumps for a while.
+    pub strobe: Option<StrobeSetting>,
+    /// Bumps and strobes per execution at most (default 1 when either is set).
+    pub max: Option<i64>,
+    /// Nodes with faulty clocks; default every node.
+    pub nodes: Option<Vec<String>>,
+    /// Jumps become possible at a time drawn from the workload's first
+    /// `span` (default "10s"), and again after each jump.
+    pub span: Option<String>,
+    /// Random walk weight of a jump (ordinary events: 100; default 50).
+    pub weight: Option<i64>,
+}
+
+impl ClockSection {
+    /// Whether the guests need the `/sim/clock` helper (everything but
+    /// the offset is done in the guest).
+    pub fn needs_helper(&self) -> bool {
+        self.drift_ppm.is_some() || self.bump.is_some() || matches!(self.strobe, Some(StrobeSetting::On(_)))
+    }
+}
+
+/// The most a clock may be off or jump: a year.
+const MAX_CLOCK_NS: i64 = 366 * 24 * 3600 * 1_000_000_000;
+/// The most a clock may drift: the guest kernel's tick can be set 10% off
+/// (`adjtimex` ADJ_TICK at USER_HZ 100), and its frequency 500 ppm more.
+const MAX_DRIFT_PPM: i64 = 100_000;
+
+/// "-3s", "+250ms", "1.5s" -> signed ns.
+pub fn parse_signed_duration_ns(s: &str) -> Option<i64> {
+    let t = s.trim();
+    let (sign, rest) = match t.strip_prefix('-') {
+        Some(r) => (-1, r),
+        None => (1, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let ns = i64::try_from(parse_duration_ns(rest)?).ok()?;
+    Some(sign * ns)
+}
+
+/// An integer key within `lo..=hi`.
+fn int_in(what: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> Result<i64, String> {
+    let v = v.unwrap_or(default);
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{what} = {v}: must be between {lo} and {hi}"))
+    }
+}
+
+fn duration(what: &str, v: &Option<String>, default: u64) -> Result<u64, String> {
+    match v {
+        None => Ok(default),
+        Some(s) => parse_duration_ns(s).ok_or_else(|| format!("{what} = {s:?} is not a duration (examples: \"10s\", \"500ms\")")),
+    }
+}
+
+/// A range of signed durations within `±limit` (`min <= max`).
+fn signed_range(what: &str, r: &Range<String>, limit: i64) -> Result<(i64, i64), String> {
+    let one = |end: &str, s: &str| {
+        parse_signed_duration_ns(s)
+            .filter(|v| v.abs() <= limit)
+            .ok_or_else(|| format!("{what}: {end} = {s:?} is not a duration within a year either way (examples: \"-3s\", \"250ms\")"))
+    };
+    let (lo, hi) = (one("min", &r.min)?, one("max", &r.max)?);
+    if lo > hi {
+        return Err(format!("{what}: min = {:?} is above max = {:?}", r.min, r.max));
+    }
+    Ok((lo, hi))
+}
+
+/// Node names -> sorted 0-based indices; `None`: every node.
+fn node_list(what: &str, names: &Option<Vec<String>>, n: u16) -> Result<Vec<usize>, String> {
+    let Some(names) = names else { return Ok((0..usize::from(n)).collect()) };
+    let mut v = Vec::new();
+    for name in names {
+        v.push(parse_node_name(name, n).ok_or_else(|| format!("{what}: {name:?}: no such node (nodes are n1..n{n})"))?);
+    }
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
+}
+
+/// `[faults.pause]` checked; `has_start`: the nodes have a start command.
+pub fn pause_spec(p: &PauseSection, n: u16, has_start: bool) -> Result<PauseSpec, String> {
+    const W: &str = "[faults.pause]";
+    let max = int_in(&format!("{W} max"), p.max, 0, 0, 10_000)? as u32;
+    let length = p.length.clone().unwrap_or(Range { min: "1s".into(), max: "5s".into() });
+    let what = format!("{W} length");
+    let (lo, hi) = signed_range(&what, &length, MAX_CLOCK_NS)?;
+    if lo < 1_000_000 {
+        return Err(format!("{what}: min = {:?}: a pause lasts at least 1ms", length.min));
+    }
+    let spec = PauseSpec {
+        max,
+        nodes: node_list(&format!("{W} nodes"), &p.nodes, n)?,
+        length_ns: (lo as u64, hi as u64),
+        span_ns: duration(&format!("{W} span"), &p.span, 10_000_000_000)?,
+        weight: int_in(&format!("{W} weight"), p.weight, 50, 0, 1_000_000)? as u32,
+    };
+    if max > 0 && !has_start {
+        return Err(format!("{W} max = {max}: the nodes have no start command to pause (give [node] start)"));
+    }
+    if max > 0 && spec.nodes.is_empty() {
+        return Err(format!("{W} nodes is empty: no node may pause (leave it out for every node, or set max = 0)"));
+    }
+    Ok(spec)
+}
+
+/// `[faults.strobe]` with its defaults.
+fn strobe_spec(t: &StrobeTable) -> Result<StrobeSpec, String> {
+    const W: &str = "[faults.clock] strobe";
+    let delta = t.delta.clone().unwrap_or_else(|| "200ms".into());
+    let delta_ns = parse_signed_duration_ns(&delta)
+        .filter(|d| *d != 0 && d.abs() <= MAX_CLOCK_NS)
+        .ok_or_else(|| format!("{W}: delta = {delta:?} is not a non-zero duration within a year (examples: \"200ms\", \"-1s\")"))?;
+    let period_ns = duration(&format!("{W}: period"), &t.period, 10_000_000)?;
+    let length_ns = duration(&format!("{W}: length"), &t.length, 1_000_000_000)?;
+    if period_ns < 1_000_000 {
+        return Err(format!("{W}: period = {:?}: at least 1ms", t.period.as_deref().unwrap_or("")));
+    }
+    if length_ns < period_ns || length_ns / period_ns > 100_000 {
+        return Err(format!("{W}: length = {:?}: at least one period and at most 100000 of them", t.length.as_deref().unwrap_or("1s")));
+    }
+    Ok(StrobeSpec { delta_ns, period_ns, length_ns })
+}
+
+/// `[faults.clock]` checked.
+pub fn clock_spec(c: &ClockSection, n: u16) -> Result<ClockSpec, String> {
+    const W: &str = "[faults.clock]";
+    let offset_ns = c.offset.as_ref().map(|r| signed_range(&format!("{W} offset"), r, MAX_CLOCK_NS)).transpose()?;
+    let bump_ns = c.bump.as_ref().map(|r| signed_range(&format!("{W} bump"), r, MAX_CLOCK_NS)).transpose()?;
+    let drift_ppm = match &c.drift_ppm {
+        None => None,
+        Some(r) => {
+            let ok = |v: i64| (-MAX_DRIFT_PPM..=MAX_DRIFT_PPM).contains(&v);
+            if !ok(r.min) || !ok(r.max) {
+                return Err(format!("{W} drift_ppm: min = {}, max = {}: each within -{MAX_DRIFT_PPM}..{MAX_DRIFT_PPM} (10%)", r.min, r.max));
+            }
+            if r.min > r.max {
+                return Err(format!("{W} drift_ppm: min = {} is above max = {}", r.min, r.max));
+            }
+            Some((r.min, r.max))
+        }
+    };
+    let strobe = match &c.strobe {
+        Some(StrobeSetting::On(t)) => Some(strobe_spec(t)?),
+        _ => None,
+    };
+    let jumps = bump_ns.is_some() || strobe.is_some();
+    let max = int_in(&format!("{W} max"), c.max, i64::from(jumps), 0, 10_000)? as u32;
+    if max > 0 && !jumps {
+        return Err(format!("{W} max = {max}: nothing to jump (give bump or strobe)"));
+    }
+    let spec = ClockSpec {
+        offset_ns,
+        drift_ppm,
+        bump_ns,
+        strobe,
+        max,
+        nodes: node_list(&format!("{W} nodes"), &c.nodes, n)?,
+        span_ns: duration(&format!("{W} span"), &c.span, 10_000_000_000)?,
+        weight: int_in(&format!("{W} weight"), c.weight, 50, 0, 1_000_000)? as u32,
+    };
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signed_durations() {
+        assert_eq!(parse_signed_duration_ns("-3s"), Some(-3_000_000_000));
+        assert_eq!(parse_signed_duration_ns("+250ms"), Some(250_000_000));
+        assert_eq!(parse_signed_duration_ns("1.5s"), Some(1_500_000_000));
+        assert_eq!(parse_signed_duration_ns("--1s"), None);
+        assert_eq!(parse_signed_duration_ns("soon"), None);
+    }
+}

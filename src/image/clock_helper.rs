@@ -1,0 +1,89 @@
+//! `/sim/clock`, the guests' clock helper (`clock.c`): compiled with the
+//! host's C compiler (`$CC`, else `cc`) once per source and compiler, kept in the cache, and put
+//! into the images of clusters with `[faults.clock]` bump, strobe or
+//! drift_ppm (a clock offset needs nothing in the guest).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use super::cache::{cache_root, publish, BuildLock, KeyHasher};
+
+/// The helper's source, compiled into simcluster.
+pub const SOURCE: &str = include_str!("clock.c");
+
+/// A static binary without libc (raw system calls): it runs in any image.
+const FLAGS: &[&str] = &[
+    "-Os",
+    "-static",
+    "-nostdlib",
+    "-ffreestanding",
+    "-fno-builtin",
+    "-fno-stack-protector",
+    "-fno-pie",
+    "-no-pie",
+    "-fno-asynchronous-unwind-tables",
+    "-Wall",
+    "-Werror",
+    "-Wl,--build-id=none",
+];
+
+/// The built helper and its cache key (part of the root filesystem's).
+#[derive(Debug, Clone)]
+pub struct ClockHelper {
+    pub path: PathBuf,
+    pub key: String,
+}
+
+/// The C compiler: `$CC` (a program, no arguments), else `cc`.
+fn compiler() -> std::ffi::OsString {
+    std::env::var_os("CC").filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into())
+}
+
+/// Builds the helper (or finds it built): the key is the source, the flags
+/// and the compiler's `--version`. `cluster_file` names the cluster that
+/// needs it in the error when the host has no C compiler.
+pub fn ensure(cluster_file: &Path, quiet: bool) -> Result<ClockHelper> {
+    let cc = compiler();
+    let version = match Command::new(&cc).arg("--version").output() {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        _ => bail!(
+            "{}: [faults.clock] needs a C compiler on this host to build the guests' clock helper /sim/clock \
+             ({} was not found or failed; install gcc: apt-get install gcc)",
+            cluster_file.display(),
+            cc.to_string_lossy()
+        ),
+    };
+    let mut key = KeyHasher::new("clock-helper-1");
+    key.add_str(SOURCE).add_str(&FLAGS.join(" ")).add_str(&cc.to_string_lossy()).add_str(&version);
+    let key = key.finish();
+    let dir = cache_root().join("tools").join(format!("clock-{key}"));
+    let path = dir.join("clock");
+    if !path.is_file() {
+        let _lock = BuildLock::acquire(&dir, quiet)?;
+        if !path.is_file() {
+            compile(&cc, &dir)?;
+        }
+    }
+    Ok(ClockHelper { path, key })
+}
+
+/// Compiles into a temporary sibling of `dir`, then moves it into place.
+fn compile(cc: &std::ffi::OsStr, dir: &Path) -> Result<()> {
+    let work = dir.with_extension(format!("build-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work)?;
+    let result = (|| -> Result<()> {
+        let src = work.join("clock.c");
+        std::fs::write(&src, SOURCE)?;
+        let out = Command::new(cc).args(FLAGS).arg("-o").arg(work.join("clock")).arg(&src).output().context("cannot run cc")?;
+        if !out.status.success() {
+            bail!("cc could not build the clock helper /sim/clock: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        std::fs::remove_file(&src)?;
+        publish(&work, dir).with_context(|| format!("cannot move the clock helper into {}", dir.display()))
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
