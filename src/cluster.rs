@@ -82,6 +82,12 @@ pub struct FaultsSection {
     pub quiet_after: Option<String>,
     /// How long the cluster calms down before the checks (default "5s").
     pub settle: Option<String>,
+    /// Faults begin once a guest printed `@reached NAME` (or `@sometimes
+    /// NAME`) during the workload, instead of when the workload starts:
+    /// the system is set up (a replica streams, a leader is elected) before
+    /// anything is done to it. Crashes, pauses, clock jumps and random
+    /// partitions; their spans count from there.
+    pub start_after: Option<String>,
 }
 
 /// `[faults.disk]`: disk faults, each a decision drawn from the seed (see
@@ -829,6 +835,16 @@ impl Cluster {
             }
             expect_reached.push(e.reached.clone());
         }
+        let faults_after = match &spec.faults.start_after {
+            None => None,
+            Some(name) if checker::reach::valid_name(name) => Some(name.clone()),
+            Some(name) => {
+                return Err(invalid(format!(
+                    "[faults] start_after = {name:?}: a name is one word of printable ASCII, as a guest prints it \
+                     after @reached"
+                )))
+            }
+        };
         // A container image's start command is its Entrypoint and Cmd.
         let has_start = spec.node.start.is_some() || spec.image.oci.is_some() || spec.image.docker_archive.is_some();
         let explore = checker::engine::ExploreSpec {
@@ -841,6 +857,7 @@ impl Cluster {
             crash_weight: crash.weight.unwrap_or(50),
             crash_span_ns: opt_duration("[faults.crash] span", &crash.span, 10_000_000_000)?,
             quiet_settle_ns: quiet_settle(&spec, &invalid)?,
+            faults_after,
             pause: node_faults::pause_spec(&spec.faults.pause, n, has_start).map_err(&invalid)?,
             clock: node_faults::clock_spec(&spec.faults.clock, n).map_err(&invalid)?,
         };

@@ -80,6 +80,11 @@ pub struct ExploreSpec {
     /// down at that moment restarts as usual and runs its checks once
     /// ready). `None`: faults go on through the checks.
     pub quiet_settle_ns: Option<u64>,
+    /// `[faults] start_after`: crashes, pauses, clock jumps and random
+    /// partitions begin once a guest printed `@reached NAME` (or
+    /// `@sometimes NAME`) while the workload runs, not when it starts;
+    /// their spans and the partition timeline count from that moment.
+    pub faults_after: Option<String>,
     /// Crash number (1-based) -> index of the disk crash state to apply, for
     /// crash points whose states are enumerated (see [`DiskSpec`]).
     pub crash_states: std::collections::BTreeMap<u32, u64>,
@@ -261,6 +266,11 @@ struct Execution<'a> {
     /// Crashes are enabled from this virtual time on (drawn when the
     /// workload starts; `None` before).
     crash_not_before: Option<u64>,
+    /// Faults have begun: at the workload's start, or with `[faults]
+    /// start_after` once its name was reached in the workload.
+    faults_begun: bool,
+    /// A guest printed `[faults] start_after`'s name.
+    start_after_seen: bool,
     /// A probe's fault-free continuation began (see `ExploreSpec::calm_from`).
     calm: bool,
     grants: u64,
@@ -335,7 +345,14 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
     let net = match &spec.network {
         None => None,
         Some(n) => Some(
-            network::NetState::new(n, guests + u16::from(host.is_some()), host.as_ref().map(|h| h.node()), spec.seed, spec.time_limit_ns)
+            network::NetState::new(
+                n,
+                guests + u16::from(host.is_some()),
+                host.as_ref().map(|h| h.node()),
+                spec.seed,
+                spec.time_limit_ns,
+                spec.explore.faults_after.is_some(),
+            )
                 .map_err(|source| EngineError::Scratch { path: spec.scratch.clone(), source })?,
         ),
     };
@@ -350,6 +367,8 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         crashes: 0,
         crash_points: Vec::new(),
         crash_not_before: None,
+        faults_begun: false,
+        start_after_seen: false,
         calm: false,
         grants: 0,
         disk_faults: disk::CompletionFaults::new(spec.seed),
@@ -541,9 +560,9 @@ impl Execution<'_> {
     fn start_workload(&mut self) -> Result<(), EngineError> {
         let spec = self.spec;
         self.phase = Phase::Workload;
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x6372_6173_6874);
-        self.crash_not_before = Some(self.now + rng.next_u64() % spec.explore.crash_span_ns.max(1));
-        self.start_node_faults();
+        if spec.explore.faults_after.is_none() || self.start_after_seen {
+            self.begin_faults();
+        }
         match self.host.as_mut() {
             Some(h) => h.start(self.now, &mut self.trace),
             None if spec.host_workload.is_some() => {
@@ -552,6 +571,34 @@ impl Execution<'_> {
             None => self.command(spec.workload_node, "workload")?,
         }
         Ok(())
+    }
+
+    /// Faults begin now: draw when crashes, pauses and clock jumps become
+    /// possible, and (with `start_after`) start the random partitions.
+    fn begin_faults(&mut self) {
+        self.faults_begun = true;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.spec.seed ^ 0x6372_6173_6874);
+        self.crash_not_before = Some(self.now + rng.next_u64() % self.spec.explore.crash_span_ns.max(1));
+        self.start_node_faults();
+        if let Some(name) = &self.spec.explore.faults_after {
+            if let Some(ns) = self.net.as_mut() {
+                ns.start_random_partitions(self.now);
+            }
+            let text = format!("faults begin: {name} reached ([faults] start_after)");
+            self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+        }
+    }
+
+    /// Whether console `line` is the first to print `[faults]
+    /// start_after`'s name; faults then begin at once in the workload, or
+    /// when it starts.
+    fn starts_faults(&mut self, line: &str) -> bool {
+        let Some(name) = &self.spec.explore.faults_after else { return false };
+        if self.start_after_seen || crate::reach::reached_name(line) != Some(name.as_str()) {
+            return false;
+        }
+        self.start_after_seen = true;
+        self.phase == Phase::Workload && !self.faults_begun && !self.calm
     }
 
     fn fail(&mut self, kind: FailureKind, node: Option<usize>, what: String) {
@@ -835,7 +882,11 @@ impl Execution<'_> {
                 OutputStream::Console => {
                     for line in self.nodes[i].console.feed(&o.bytes) {
                         self.nodes[i].remember_line(&line);
+                        let begin = self.starts_faults(&line);
                         self.trace.push(o.time, node_no, EventKind::Console { text: line });
+                        if begin {
+                            self.begin_faults();
+                        }
                     }
                 }
                 OutputStream::Control => {

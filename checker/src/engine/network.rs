@@ -54,6 +54,39 @@ pub(super) struct NetState {
     host: Option<NodeId>,
     /// Datagrams in flight on a link may be delivered in any order.
     any_datagram_order: bool,
+    /// Random partitions not yet placed on the timeline (`[faults]
+    /// start_after`): they start once [`NetState::start_random_partitions`]
+    /// says when.
+    deferred: Option<RandomPartitions>,
+}
+
+/// What it takes to draw the random partition timeline from some moment on.
+struct RandomPartitions {
+    rng: Xoshiro256PlusPlus,
+    gap: netsim::Latency,
+    length: netsim::Latency,
+    shapes: Option<Vec<netsim::PartitionShape>>,
+    nodes: u16,
+    time_limit: u64,
+}
+
+impl RandomPartitions {
+    /// Alternating starts and heals from `from` until the time limit: gaps
+    /// and lengths of at least 1 ms, so a zero draw cannot loop forever.
+    fn timeline(mut self, from: u64) -> Vec<(u64, Fault)> {
+        let mut faults = Vec::new();
+        let mut t = from;
+        loop {
+            t = t.saturating_add(self.gap.sample(&mut self.rng).max(1_000_000));
+            if t >= self.time_limit {
+                return faults;
+            }
+            let len = self.length.sample(&mut self.rng).max(1_000_000);
+            faults.push((t, Fault::Start(random_partition(&mut self.rng, self.nodes, self.shapes.as_deref()))));
+            t = t.saturating_add(len);
+            faults.push((t, Fault::Heal));
+        }
+    }
 }
 
 /// "{n1} | {n2,n3}" or "{n1} -> {n2,n3} cut".
@@ -169,30 +202,36 @@ impl NetState {
     /// A network of `nodes` nodes; `host` is the host-side client's node
     /// (the last one) when the workload runs on the host: it takes part in
     /// random partitions like any node, and its capture is `host.pcap`.
-    pub fn new(spec: &NetworkSpec, nodes: u16, host: Option<NodeId>, seed: u64, time_limit: u64) -> std::io::Result<NetState> {
+    ///
+    /// Random partitions start at virtual time 0, or with `defer_random`
+    /// when [`Self::start_random_partitions`] is called.
+    pub fn new(
+        spec: &NetworkSpec,
+        nodes: u16,
+        host: Option<NodeId>,
+        seed: u64,
+        time_limit: u64,
+        defer_random: bool,
+    ) -> std::io::Result<NetState> {
         let net = Network::new(&spec.config, nodes).map_err(|e| std::io::Error::other(e.to_string()))?;
         // Separate streams: a change in how many frames a guest sends must
         // not shift the partition timeline.
         let rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6e65_7473_696d_0001);
-        let mut fault_rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6661_756c_7473_0002);
         let mut faults = Vec::new();
         for s in &spec.scheduled {
             faults.push((s.at, Fault::Start(s.partition.clone())));
             faults.push((s.heal, Fault::Heal));
         }
-        if spec.config.partitions && nodes > 1 {
-            let mut t = 0u64;
-            loop {
-                // At least 1 ms apart, so a zero draw cannot loop forever.
-                t = t.saturating_add(spec.config.partition_gap.sample(&mut fault_rng).max(1_000_000));
-                if t >= time_limit {
-                    break;
-                }
-                let len = spec.config.partition_length.sample(&mut fault_rng).max(1_000_000);
-                faults.push((t, Fault::Start(random_partition(&mut fault_rng, nodes, spec.config.partition_shapes.as_deref()))));
-                t = t.saturating_add(len);
-                faults.push((t, Fault::Heal));
-            }
+        let mut deferred = (spec.config.partitions && nodes > 1).then(|| RandomPartitions {
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6661_756c_7473_0002),
+            gap: spec.config.partition_gap.clone(),
+            length: spec.config.partition_length.clone(),
+            shapes: spec.config.partition_shapes.clone(),
+            nodes,
+            time_limit,
+        });
+        if !defer_random {
+            faults.extend(deferred.take().map(|r| r.timeline(0)).unwrap_or_default());
         }
         // Stable sort: a heal and a start at the same instant keep their order.
         faults.sort_by_key(|(t, _)| *t);
@@ -201,7 +240,18 @@ impl NetState {
             Some(dir) => Some(open_capture(dir, nodes, host)?),
         };
         let any_datagram_order = spec.config.datagram_order == netsim::DatagramOrder::Any;
-        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, nodes, host, any_datagram_order })
+        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, nodes, host, any_datagram_order, deferred })
+    }
+
+    /// Deferred random partitions begin: their timeline is drawn from `at`
+    /// on and merged behind the faults still to come. Once only.
+    pub fn start_random_partitions(&mut self, at: u64) {
+        let Some(random) = self.deferred.take() else { return };
+        let mut rest = self.faults.split_off(self.next_fault);
+        rest.extend(random.timeline(at));
+        // Stable: a heal and a start at the same instant keep their order.
+        rest.sort_by_key(|(t, _)| *t);
+        self.faults.extend(rest);
     }
 
     /// The earliest pending network event (delivery or fault).
