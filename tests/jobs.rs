@@ -58,9 +58,9 @@ fn same_for_any_jobs(cluster: &Path, args: &[&str], jobs: &[&str]) -> serde_json
 #[test]
 fn jobs_do_not_change_results() {
     let Some(ex) = examples() else { return };
-    // crash-primary fails in some executions and has disk crash points, so
-    // failure files and crash-state siblings are compared too.
-    let j = same_for_any_jobs(&ex.join("crash-primary"), &["--executions", "6", "--seed", "3"], &["1", "2", "3"]);
+    // crash-primary fails in some executions (3 of these 6) and passes in
+    // others, so failure files and passes are compared too.
+    let j = same_for_any_jobs(&ex.join("crash-primary"), &["--executions", "6", "--seed", "2"], &["1", "2", "3"]);
     assert!(j["failures"].as_u64().unwrap() >= 1, "a failure to compare: {j}");
     assert!(j["failures"].as_u64().unwrap() < 6, "a pass to compare: {j}");
     assert_eq!(j["executions"], 6);

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The real-bug benchmark: known bugs in Debian software nobody here wrote
+# (guest-images/gallery, each cluster citing its source in README.md), run
+# per strategy over several seeds. Prints, per run, whether the bug was
+# found, the executions and the virtual time (summed over those executions)
+# to its first detection, and the wall time; then a summary per case and
+# strategy. A found bug is replayed once per case (same trace hash).
+#
+#   scripts/bench-bugs.sh                      # the full form (hours)
+#   scripts/bench-bugs.sh --short              # CI: two cases, random, seed 1
+#   CASES="redis-async etcd-lock" STRATEGIES="random pct" SEEDS="1 2" MAX=6 scripts/bench-bugs.sh
+#
+# Exit status: 0 when every case was found by at least one of its runs (the
+# short form: by every run), 1 otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+short=0
+[ "${1:-}" = --short ] && short=1
+if [ $short = 1 ]; then
+  CASES=${CASES:-"redis-async etcd-lock"}
+  STRATEGIES=${STRATEGIES:-random}
+  SEEDS=${SEEDS:-1}
+  MAX=${MAX:-4}
+else
+  CASES=${CASES:-"redis-async postgresql-async etcd-no-fsync etcd-lock"}
+  STRATEGIES=${STRATEGIES:-"random pct delay dfs"}
+  SEEDS=${SEEDS:-"1 2 3"}
+  MAX=${MAX:-10}
+fi
+bin=${SIMCLUSTER_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --quiet
+  bin=target/release/simcluster
+fi
+guest-images/db-cluster/build.sh >/dev/null
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for c in $CASES; do
+  "$bin" image build --quiet "guest-images/gallery/$c" >/dev/null
+done
+
+printf '%-17s %-7s %4s  %-5s %10s %12s %9s  %s\n' case strategy seed found execs virtual_s wall_s failure
+results=$tmp/results
+: >"$results"
+status=0
+for c in $CASES; do
+  replayed=
+  for s in $STRATEGIES; do
+    for seed in $SEEDS; do
+      out=$tmp/$c-$s-$seed
+      "$bin" run --quiet --images "guest-images/gallery/$c" --strategy "$s" --seed "$seed" \
+        --executions "$MAX" --until-failure --out "$out" >"$out.json" 2>"$out.err" || true
+      python3 - "$c" "$s" "$seed" "$out" "$results" <<'PY'
+import json, sys
+case, strategy, seed, out, results = sys.argv[1:]
+try:
+    line = json.loads(open(out + ".json").read().strip().splitlines()[-1])
+except Exception as e:
+    print(f"{case:<17} {strategy:<7} {seed:>4}  ERROR {open(out + '.err').read().strip()[-300:]}")
+    open(results, "a").write(f"{case} {strategy} {seed} error 0 0 0\n")
+    sys.exit(0)
+record = json.load(open(out + "/shard.json"))
+found = line["failures"] > 0
+first = line.get("failing_execution") if found else None
+# Executions (not crash-state siblings) up to and including the first
+# failing one, and their virtual time.
+execs = [r for r in record["executions"] if r["crash_state"] is None and (first is None or r["execution"] <= first)]
+virtual = sum(r["virtual_ns"] for r in record["executions"] if first is None or r["execution"] <= first) / 1e9
+kind = (line.get("failure") or {}).get("kind", "-")
+print(f"{case:<17} {strategy:<7} {seed:>4}  {'yes' if found else 'no':<5} {len(execs):>10} {virtual:>12.1f} "
+      f"{line['wall_seconds']:>9.1f}  {kind}")
+open(results, "a").write(f"{case} {strategy} {seed} {'yes' if found else 'no'} {len(execs)} {virtual:.1f} {line['wall_seconds']:.1f}\n")
+PY
+      f=$(ls "$out"/failures/*/failure.json 2>/dev/null | head -n 1 || true)
+      if [ -z "$replayed" ] && [ -n "$f" ]; then
+        if "$bin" replay --quiet "$f" >"$out.replay" 2>&1; then
+          echo "  replay of $c ($s, seed $seed): same trace hash and failure"
+        else
+          echo "  replay of $c ($s, seed $seed): DIFFERENT"; status=1
+        fi
+        replayed=1
+      fi
+    done
+  done
+done
+
+echo
+echo "summary (found in runs; executions and virtual s to first detection: median over the runs that found it)"
+python3 - "$results" "$short" <<'PY'
+import sys, statistics
+rows = [l.split() for l in open(sys.argv[1])]
+short = sys.argv[2] == "1"
+by = {}
+for case, strategy, seed, found, execs, virt, wall in rows:
+    by.setdefault((case, strategy), []).append((found, int(execs), float(virt), float(wall)))
+missing = set()
+for case in dict.fromkeys(r[0] for r in rows):
+    any_found = False
+    for (c, s), runs in by.items():
+        if c != case:
+            continue
+        hits = [r for r in runs if r[0] == "yes"]
+        any_found |= bool(hits)
+        if short and len(hits) < len(runs):
+            missing.add(case)
+        med = lambda i: statistics.median(r[i] for r in hits) if hits else float("nan")
+        print(f"  {case:<17} {s:<7} found {len(hits)}/{len(runs)}  executions {med(1):>5.1f}  virtual {med(2):>7.1f} s  "
+              f"wall {sum(r[3] for r in runs):>7.1f} s in all")
+    if not any_found:
+        missing.add(case)
+if missing:
+    print("NOT FOUND: " + ", ".join(sorted(missing)))
+    sys.exit(1)
+PY
+exit $status
