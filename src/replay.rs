@@ -196,7 +196,9 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
     let mut best: Option<(Vec<Decision>, Executed)> = None;
     let mut host_error = None;
     let bar = if opts.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new_spinner() };
-    let outcome = shrink::shrink(&l.record.actions, |candidate: &[Decision]| {
+    // The faults first: a failure needs them far more often than the
+    // scheduling choices around them (see shrink_core_first).
+    let outcome = shrink::shrink_core_first(&l.record.actions, |d| d.action.kind.is_fault(), |candidate: &[Decision]| {
         if executions >= max_executions || host_error.is_some() {
             return false;
         }

@@ -74,6 +74,12 @@ impl Enabled {
     pub fn crash(i: usize, now: u64) -> Enabled {
         Enabled { action: Action::Crash(i), desc: EnabledAction::new(node_id(i), ActionKind::Crash, now) }
     }
+    /// Marks the action as falling in a window where it matters most (see
+    /// [`EnabledAction::at_risk`]).
+    pub fn at_risk(mut self, at_risk: bool) -> Enabled {
+        self.desc.at_risk = at_risk;
+        self
+    }
     pub fn restart(i: usize, due: u64) -> Enabled {
         Enabled { action: Action::Restart(i), desc: EnabledAction::new(node_id(i), ActionKind::Restart, due) }
     }

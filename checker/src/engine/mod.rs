@@ -695,9 +695,15 @@ impl Execution<'_> {
                 let sending = self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
                 let vm = n.vm.as_ref();
                 let volatile = vm.and_then(|v| v.disk()).is_some_and(|d| d.volatile_writes().next().is_some());
-                let at_stake = if self.spec.disk.is_some() { volatile } else { sending };
+                // The moments around a durability point: just before a
+                // flush completes (its writes are still volatile) and just
+                // after (nothing is, and recovery must show all of it).
+                let flush_pending =
+                    vm.is_some_and(|v| v.pending_disk().iter().any(|r| r.kind == disksim::RequestKind::Flush));
+                let at_stake = if self.spec.disk.is_some() { volatile || n.flushed_since_run } else { sending };
                 if n.is_up() && n.ready && at_stake {
-                    into.push(Enabled::crash(i, self.now));
+                    let at_risk = flush_pending || n.flushed_since_run || n.just_sent;
+                    into.push(Enabled::crash(i, self.now).at_risk(at_risk));
                 }
             }
         }
@@ -804,7 +810,10 @@ impl Execution<'_> {
             Action::CompleteDisk(i, request) => {
                 let watchdog = self.spec.watchdog;
                 self.maybe_disk_fault(i, disksim::RequestId(request));
-                self.nodes[i].vm().complete_disk(now, disksim::RequestId(request), watchdog)?;
+                let done = self.nodes[i].vm().complete_disk(now, disksim::RequestId(request), watchdog)?;
+                if done.request.kind == disksim::RequestKind::Flush {
+                    self.nodes[i].flushed_since_run = true;
+                }
                 self.record_disk(i);
             }
             Action::Run(i) => self.run_node(i)?,
@@ -824,9 +833,11 @@ impl Execution<'_> {
         self.record_output(i, &mut out);
         self.out = out;
         self.record_disk(i);
+        self.nodes[i].flushed_since_run = false;
         if let Some(ns) = self.net.as_mut() {
             let id = netsim::NodeId::new(node_no).expect("node ids fit");
             let tx = self.nodes[i].vm().take_tx();
+            self.nodes[i].just_sent = !tx.is_empty();
             ns.transmit(id, tx, &mut self.trace);
             if !matches!(outcome, RunOutcome::Waiting { .. }) {
                 ns.node_down(id);

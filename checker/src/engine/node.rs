@@ -47,6 +47,12 @@ pub(super) struct Node {
     pub clock: NodeClock,
     /// While its start command is paused: the time it resumes.
     pub paused_until: Option<u64>,
+    /// A flush of its disk completed since it last ran: its data just
+    /// became durable, and it has not acted on that yet.
+    pub flushed_since_run: bool,
+    /// Its last run sent frames: it just told a peer something (an
+    /// acknowledgement, a reply) that a crash now may contradict.
+    pub just_sent: bool,
 }
 
 impl Node {
@@ -70,6 +76,8 @@ impl Node {
             disk: None,
             clock: NodeClock::default(),
             paused_until: None,
+            flushed_since_run: false,
+            just_sent: false,
         }
     }
 

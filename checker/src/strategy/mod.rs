@@ -126,7 +126,17 @@ pub struct EnabledAction {
     /// sender and due time), so a recorded decision names one of them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub behind: u16,
+    /// A fault offered where it matters most: a crash just before or just
+    /// after one of the node's flushes completes, or just after the node
+    /// sent something to a peer. Weighted strategies weigh it
+    /// [`AT_RISK_FACTOR`] times its kind's weight.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_risk: bool,
 }
+
+/// How much more often a weighted walk picks an [`EnabledAction::at_risk`]
+/// action than another of its kind.
+pub const AT_RISK_FACTOR: u64 = 4;
 
 fn is_zero(n: &u16) -> bool {
     *n == 0
@@ -134,7 +144,7 @@ fn is_zero(n: &u16) -> bool {
 
 impl EnabledAction {
     pub fn new(node: u16, kind: ActionKind, time: u64) -> Self {
-        EnabledAction { node, kind, time, peer: None, behind: 0 }
+        EnabledAction { node, kind, time, peer: None, behind: 0, at_risk: false }
     }
     pub fn with_peer(mut self, peer: u16) -> Self {
         self.peer = Some(peer);

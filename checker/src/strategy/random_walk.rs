@@ -3,7 +3,7 @@
 //! rare (a crash every step would never let the system make progress) while
 //! ordinary events dominate.
 
-use super::{below, execution_rng, ActionKind, EnabledAction, Strategy};
+use super::{below, execution_rng, ActionKind, EnabledAction, Strategy, AT_RISK_FACTOR};
 use crate::failure_file::StrategySpec;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::BTreeMap;
@@ -70,13 +70,14 @@ impl Strategy for RandomWalk {
     /// action has weight 0; then the walk picks uniformly among them.
     fn choose(&mut self, _step: u64, enabled: &[EnabledAction]) -> usize {
         assert!(!enabled.is_empty(), "a strategy needs at least one enabled action");
-        let total: u64 = enabled.iter().map(|a| self.weights.get(a.kind) as u64).sum();
+        let weight = |a: &EnabledAction| self.weights.get(a.kind) as u64 * if a.at_risk { AT_RISK_FACTOR } else { 1 };
+        let total: u64 = enabled.iter().map(weight).sum();
         if total == 0 {
             return below(&mut self.rng, enabled.len() as u64) as usize;
         }
         let mut r = below(&mut self.rng, total);
         for (i, a) in enabled.iter().enumerate() {
-            let w = self.weights.get(a.kind) as u64;
+            let w = weight(a);
             if r < w {
                 return i;
             }
@@ -117,6 +118,22 @@ mod tests {
         };
         assert_eq!(a3, walk(&mut b, 3, 50), "execution 3 replays without 0..2");
         assert_ne!(walk(&mut b, 4, 50), a3);
+    }
+
+    #[test]
+    fn an_at_risk_fault_weighs_more_than_its_kind() {
+        let mut crash = EnabledAction::new(2, Crash, 5);
+        let plain = [EnabledAction::new(0, RunNode, 5), crash];
+        crash.at_risk = true;
+        let risky = [EnabledAction::new(0, RunNode, 5), crash];
+        let picks = |enabled: &[EnabledAction]| {
+            let mut w = RandomWalk::new(3, KindWeights::uniform());
+            (0..4000).filter(|&s| w.choose(s, enabled) == 1).count()
+        };
+        let (p, r) = (picks(&plain), picks(&risky));
+        // 1/2 against 4/5 of the picks.
+        assert!((1800..2200).contains(&p), "{p}");
+        assert!((3000..3400).contains(&r), "{r}");
     }
 
     #[test]
