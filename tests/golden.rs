@@ -10,10 +10,13 @@
 //!     SIMCLUSTER_BLESS=1 cargo test --test golden
 //!
 //! and says so in its commit. The hashes depend on the guest kernel and
-//! images too, which the image builder makes reproducibly from pinned
-//! inputs; the file records the images hash of each cluster, and a
+//! images too. The image builder makes them from pinned inputs, and the
+//! file records each cluster's images hash (a key of those inputs): a
 //! mismatch there is reported as such (the inputs changed), not as a
-//! behaviour change.
+//! behaviour change. It also records the kernel binary's SHA-256: a kernel
+//! built from the same inputs by another compiler may print other bytes at
+//! boot, so where the binary differs the hashes are not comparable and the
+//! test says so and skips.
 
 mod common;
 use common::*;
@@ -40,6 +43,20 @@ struct Golden {
     trace_hash: String,
 }
 
+#[derive(serde::Serialize, serde::Deserialize, Debug, Default)]
+struct GoldenFile {
+    /// SHA-256 of the guest kernel the hashes were recorded with.
+    kernel_sha256: String,
+    clusters: BTreeMap<String, Golden>,
+}
+
+/// The guest kernel's SHA-256, as the image builder builds it here.
+fn kernel_sha256() -> String {
+    let b = run(&["image", "build", repo().join("guest-images/hello-cluster").to_str().unwrap()]);
+    assert_eq!(b.code, 0, "{b:?}");
+    sha256(b.json()["kernel"].as_str().unwrap())
+}
+
 #[test]
 fn trace_hashes_are_the_recorded_ones() {
     if examples().is_none() {
@@ -47,11 +64,24 @@ fn trace_hashes_are_the_recorded_ones() {
     }
     let bless = std::env::var_os("SIMCLUSTER_BLESS").is_some();
     let path = repo().join(FILE);
-    let recorded: BTreeMap<String, Golden> = match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text).expect("tests/golden/trace-hashes.json parses"),
-        Err(_) if bless => BTreeMap::new(),
+    let recorded: GoldenFile = match std::fs::read_to_string(&path) {
+        Ok(text) => match serde_json::from_str(&text) {
+            Ok(file) => file,
+            Err(_) if bless => GoldenFile::default(),
+            Err(e) => panic!("{}: {e}", path.display()),
+        },
+        Err(_) if bless => GoldenFile::default(),
         Err(e) => panic!("{}: {e} (record it with SIMCLUSTER_BLESS=1)", path.display()),
     };
+    let kernel = kernel_sha256();
+    if !bless && kernel != recorded.kernel_sha256 {
+        println!(
+            "skipped: the guest kernel built here ({kernel}) is not the one the hashes were recorded with \
+             ({}): its boot messages may differ, so the hashes are not comparable",
+            recorded.kernel_sha256
+        );
+        return;
+    }
     let mut now = BTreeMap::new();
     let mut problems = Vec::new();
     for (name, dir) in clusters() {
@@ -63,7 +93,7 @@ fn trace_hashes_are_the_recorded_ones() {
             images_hash: j["images_hash"].as_str().unwrap().to_string(),
             trace_hash: j["trace_hash"].as_str().unwrap().to_string(),
         };
-        match recorded.get(name) {
+        match recorded.clusters.get(name) {
             Some(old) if old == &g => {}
             Some(old) if old.images_hash != g.images_hash => problems.push(format!(
                 "{name}: its images changed (images hash {} -> {}): the inputs changed, re-record",
@@ -79,8 +109,9 @@ fn trace_hashes_are_the_recorded_ones() {
     }
     if bless {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, serde_json::to_string_pretty(&now).unwrap() + "\n").unwrap();
-        println!("recorded {} trace hashes in {}", now.len(), path.display());
+        let file = GoldenFile { kernel_sha256: kernel, clusters: now };
+        std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap() + "\n").unwrap();
+        println!("recorded {} trace hashes in {}", file.clusters.len(), path.display());
         return;
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

@@ -147,11 +147,6 @@ fn home_cache() -> std::path::PathBuf {
         .unwrap_or_else(|| std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/simcluster"))
 }
 
-fn sha256(path: &str) -> String {
-    let out = std::process::Command::new("sha256sum").arg(path).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
-}
-
 /// Nothing but build locks under the cache's images: no image, no
 /// half-built directory.
 fn assert_no_image(cache: &Path, what: &str) {

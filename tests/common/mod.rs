@@ -235,3 +235,9 @@ pub fn assert_same_run(a: &serde_json::Value, b: &serde_json::Value, what: &str)
         .collect();
     assert!(differ.is_empty() && a == b, "{what}: the runs differ in\n{}", differ.join("\n"));
 }
+
+/// The SHA-256 of a file, hex (sha256sum's answer).
+pub fn sha256(path: &str) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
+}
