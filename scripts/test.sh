@@ -40,5 +40,12 @@ else
   echo "note: the local Slurm did not start; tests/slurm.rs will say it skips"
 fi
 # --no-fail-fast: one failing test binary does not hide the others' results.
-cargo test --workspace --no-fail-fast 2>&1
+test_status=0
+cargo test --workspace --no-fail-fast 2>&1 || test_status=$?
+# The gallery: real clusters from Debian packages, known bugs found and
+# replayed, safe configurations passing (about 15 minutes).
+gallery_status=0
+SIMCLUSTER_BIN=target/debug/simcluster scripts/test-gallery.sh || gallery_status=$?
+[ $test_status = 0 ] || exit $test_status
+[ $gallery_status = 0 ] || exit $gallery_status
 exit $db_status
