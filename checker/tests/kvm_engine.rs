@@ -181,7 +181,7 @@ fn kvm_node_disk_faults_reach_the_guest() {
             .events()
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::DiskFault { fault, .. } => Some(fault.clone()),
+                EventKind::DiskFault { fault, .. } => Some(fault.to_string()),
                 _ => None,
             })
             .collect()

@@ -31,7 +31,7 @@ use vmm::runtime::{Delivered, GuestOutput, NodeConfig, NodeError, OutputStream, 
 pub use vmm::runtime::RuntimeKind;
 
 use crate::strategy::{default_choice, Decision, Strategy};
-use crate::trace::{EventKind, Trace};
+use crate::trace::{DiskOp, DropCause, EventKind, Trace};
 use actions::{effective_time, horizon, Action, Enabled};
 use agent::AgentMsg;
 use node::Node;
@@ -744,7 +744,7 @@ impl Execution<'_> {
                 }
                 let (to, from) = (d.to.index(), d.from.get());
                 if !self.nodes[to].is_up() {
-                    self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: "node down".into() });
+                    self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: DropCause::NodeDown });
                     return Ok(());
                 }
                 let summary = frames::summarize(&d.frame);
@@ -917,16 +917,17 @@ impl Execution<'_> {
         let Some(vm) = self.nodes[i].vm.as_mut() else { return };
         for c in vm.take_disk_completions() {
             let op = match c.request.kind {
-                disksim::RequestKind::Read => "read",
-                disksim::RequestKind::Write { .. } => "write",
-                disksim::RequestKind::Flush => "flush",
+                disksim::RequestKind::Read => DiskOp::Read,
+                disksim::RequestKind::Write { .. } => DiskOp::Write,
+                disksim::RequestKind::Flush => DiskOp::Flush,
             };
             let (id, sector, sectors) = (c.request.id.0, c.request.sector, c.request.sectors);
-            self.trace.push(c.completed, (i + 1) as u16, EventKind::Disk { id, op: op.into(), sector, sectors });
+            self.trace.push(c.completed, (i + 1) as u16, EventKind::Disk { id, op, sector, sectors });
             if let Some(f) = c.fault {
                 self.disk_fault_counts.count(&f);
                 let detail = disk::describe_fault(&f, &c.request);
-                self.trace.push(c.completed, (i + 1) as u16, EventKind::DiskFault { id, fault: f.name().into(), detail });
+                let fault = disk::fault_kind(&f);
+                self.trace.push(c.completed, (i + 1) as u16, EventKind::DiskFault { id, fault, detail });
             }
         }
     }

@@ -12,7 +12,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use vmm::runtime::TxFrame;
 
 use super::frames::summarize;
-use crate::trace::{EventKind, Trace};
+use crate::trace::{DropCause, EventKind, Trace};
 
 /// A partition at fixed virtual times (from cluster.toml).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -403,9 +403,9 @@ impl NetState {
             }
             self.lost_ids += 1;
             let id = (1 << 63) | self.lost_ids;
-            let cause = if self.net.is_blocked(from, to) { "partition" } else { "loss" };
+            let cause = if self.net.is_blocked(from, to) { DropCause::Partition } else { DropCause::Loss };
             trace.push(time, from.get(), EventKind::Send { id, to: to.get(), len, summary: summary.clone() });
-            trace.push(time, from.get(), EventKind::Drop { id, to: to.get(), cause: cause.into() });
+            trace.push(time, from.get(), EventKind::Drop { id, to: to.get(), cause });
         }
     }
 

@@ -17,7 +17,7 @@
 //! per node, always including the region around the failure, with a note
 //! saying what was left out.
 
-use crate::trace::{Event, EventKind, ENGINE};
+use crate::trace::{DiskOp, Event, EventKind, ENGINE};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -315,7 +315,7 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
         EventKind::Invariant { name, ok: true } => format!("invariant {name} ok"),
         EventKind::Invariant { name, ok: false } => format!("invariant {name} FAILED"),
         EventKind::Note { text } => format!("note: {text}"),
-        EventKind::Disk { id, op, .. } if op == "flush" => format!("disk flush #{id} completed"),
+        EventKind::Disk { id, op: DiskOp::Flush, .. } => format!("disk flush #{id} completed"),
         EventKind::Disk { id, op, sector, sectors } => {
             format!("disk {op} #{id} completed: sectors {sector}..{}", sector + sectors)
         }

@@ -64,10 +64,15 @@ impl B {
             EventKind::Drop {
                 id,
                 to,
-                cause: cause.into(),
+                cause: named(cause),
             },
         );
     }
+}
+
+/// A trace enum (`DropCause`, `DiskOp`, `DiskFaultKind`) by its trace string.
+fn named<T: serde::de::DeserializeOwned>(s: &str) -> T {
+    serde_json::from_value(serde_json::Value::String(s.into())).unwrap()
 }
 
 fn meta(failure: Option<&str>) -> ReportMeta {
@@ -210,7 +215,7 @@ pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
         },
     );
     let id = b.send(4110 * MS, 1, 3, "AppendEntries term=1 idx=1");
-    b.drop_(4110 * MS, id, 1, 3, "host down");
+    b.drop_(4110 * MS, id, 1, 3, "node down");
     b.msg(4120 * MS, 4123 * MS, 1, 2, "AppendEntries term=1 idx=1");
     b.msg(4125 * MS, 4127 * MS, 2, 1, "Reject term=2");
     b.console(4128 * MS, 1, "db: stepping down, term 2 > 1");
@@ -227,7 +232,7 @@ pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
     b.console(4800 * MS, 3, "Linux version 6.1.0-um (simcluster) #1");
     b.console(5200 * MS, 3, "db: recovering from WAL: 1 entry, 1 torn");
     let id = b.send(5300 * MS, 2, 3, "AppendEntries term=2 idx=2");
-    b.drop_(5301 * MS, id, 2, 3, "loss (p=0.05)");
+    b.drop_(5301 * MS, id, 2, 3, "loss");
     b.ev(
         6 * S,
         1,
@@ -819,8 +824,8 @@ fn disk_faults_are_marked_on_their_lane_indexed_and_counted() {
     let mut b = B::new();
     b.ev(0, 1, EventKind::Boot);
     b.ev(0, 2, EventKind::Boot);
-    let disk = |id: u64, op: &str| EventKind::Disk { id, op: op.into(), sector: 8, sectors: 8 };
-    let fault = |id: u64, fault: &str, detail: &str| EventKind::DiskFault { id, fault: fault.into(), detail: detail.into() };
+    let disk = |id: u64, op: &str| EventKind::Disk { id, op: named(op), sector: 8, sectors: 8 };
+    let fault = |id: u64, fault: &str, detail: &str| EventKind::DiskFault { id, fault: named(fault), detail: detail.into() };
     b.ev(S, 2, disk(1, "read"));
     b.ev(S, 2, fault(1, "corrupt_read", "read of sectors 8..16 returned 2 flipped bit(s)"));
     b.ev(2 * S, 2, disk(2, "write"));
