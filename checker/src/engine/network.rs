@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use netsim::{Capture, Delivery, DeliveryId, Destination, NetConfig, Network, NodeId, Partition, PartitionShape};
+use netsim::{Capture, Delivery, DeliveryId, NetConfig, Network, NodeId, Partition, PartitionShape};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use vmm::runtime::TxFrame;
@@ -48,8 +48,6 @@ pub(super) struct NetState {
     /// Ids for frames that were lost (they have no delivery id); the top bit
     /// keeps them apart from netsim's.
     lost_ids: u64,
-    /// Every node of the network, the host client (if any) included.
-    nodes: u16,
     /// The host client's node, named `host` in partition descriptions.
     host: Option<NodeId>,
     /// Datagrams in flight on a link may be delivered in any order.
@@ -240,7 +238,7 @@ impl NetState {
             Some(dir) => Some(open_capture(dir, nodes, host)?),
         };
         let any_datagram_order = spec.config.datagram_order == netsim::DatagramOrder::Any;
-        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, nodes, host, any_datagram_order, deferred })
+        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, host, any_datagram_order, deferred })
     }
 
     /// Deferred random partitions begin: their timeline is drawn from `at`
@@ -386,24 +384,20 @@ impl NetState {
             let _ = c.on_send(time, from, bytes);
         }
         let summary = summarize(bytes);
-        let scheduled = self.net.send(time, from, bytes, &mut self.rng);
+        let outcome = self.net.send(time, from, bytes, &mut self.rng);
         let len = bytes.len() as u32;
-        for d in &scheduled {
+        for d in outcome.copies() {
             trace.push(time, from.get(), EventKind::Send { id: d.id.0, to: d.to.get(), len, summary: summary.clone() });
         }
-        // Destinations with no scheduled copy lost the frame.
-        let wanted: Vec<NodeId> = match netsim::destination(bytes) {
-            Ok(Destination::Unicast(to)) if to != from && to.get() <= self.nodes => vec![to],
-            Ok(Destination::Broadcast) => NodeId::all(self.nodes).filter(|&n| n != from).collect(),
-            _ => vec![],
-        };
-        for to in wanted {
-            if scheduled.iter().any(|d| d.to == to) {
-                continue;
-            }
+        // The links that lost the frame get an id of their own (they have
+        // no delivery id), after every scheduled copy.
+        for (to, why) in outcome.drops() {
             self.lost_ids += 1;
             let id = (1 << 63) | self.lost_ids;
-            let cause = if self.net.is_blocked(from, to) { DropCause::Partition } else { DropCause::Loss };
+            let cause = match why {
+                netsim::LinkDrop::Partition => DropCause::Partition,
+                netsim::LinkDrop::Loss => DropCause::Loss,
+            };
             trace.push(time, from.get(), EventKind::Send { id, to: to.get(), len, summary: summary.clone() });
             trace.push(time, from.get(), EventKind::Drop { id, to: to.get(), cause });
         }
