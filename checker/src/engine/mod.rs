@@ -33,7 +33,7 @@ pub use vmm::runtime::RuntimeKind;
 use crate::strategy::{default_choice, Decision, Strategy};
 use crate::trace::{DiskOp, DropCause, EventKind, Trace};
 use actions::{effective_time, horizon, Action, Enabled};
-use agent::AgentMsg;
+use agent::{AgentCommand, AgentMsg};
 use node::Node;
 pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
 pub use faults::{ClockSpec, FaultCounts, NodeClock, PauseSpec, StrobeSpec, DRIFT_ENV};
@@ -942,25 +942,25 @@ impl Execution<'_> {
         self.trace.push(self.now, (i + 1) as u16, EventKind::Command { name: name.to_string() });
         // Checks start after the quiet period's settle time, which the
         // agent sleeps in the guest's virtual time (also after a restart).
-        let settle = match (self.phase, self.spec.explore.quiet_settle_ns) {
-            (Phase::Checks { .. }, Some(ns)) if ns > 0 => format!("settle {}.{:09}\n", ns / 1_000_000_000, ns % 1_000_000_000),
-            _ => String::new(),
+        let mut line = match (self.phase, self.spec.explore.quiet_settle_ns) {
+            (Phase::Checks { .. }, Some(ns)) if ns > 0 => AgentCommand::Settle { ns }.encode(),
+            _ => Vec::new(),
         };
-        let line = format!("{settle}run {name}\n");
+        line.extend(AgentCommand::Run(name.to_string()).encode());
         // A check killed by a crash runs again once its node is back; the
         // workload does not (it would start its history over).
         if matches!(self.phase, Phase::Checks { .. }) {
             self.nodes[i].running.push(name.to_string());
         }
         let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[i].vm().send_control(now, line.as_bytes(), watchdog)?;
+        self.nodes[i].vm().send_control(now, &line, watchdog)?;
         Ok(())
     }
 
-    /// Sends one line to node `i`'s agent now (the node is up).
-    fn control(&mut self, i: usize, line: &str) -> Result<(), EngineError> {
+    /// Sends one command to node `i`'s agent now (the node is up).
+    fn control(&mut self, i: usize, command: &AgentCommand) -> Result<(), EngineError> {
         let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[i].vm().send_control(now, format!("{line}\n").as_bytes(), watchdog)?;
+        self.nodes[i].vm().send_control(now, &command.encode(), watchdog)?;
         Ok(())
     }
 
