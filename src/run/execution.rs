@@ -156,7 +156,7 @@ pub(crate) fn spec_for(
         network: Some(engine::NetworkSpec {
             config: cluster.spec.faults.network.clone(),
             scheduled: cluster.partitions.clone(),
-            pcap_dir: None,
+            capture: false,
         }),
         disk: open.disk.clone(),
         history_node: cluster.history_node,
@@ -192,25 +192,18 @@ pub(crate) fn execute_one(spec: &mut ExecutionSpec, strategy: &mut dyn Strategy,
     std::fs::create_dir_all(&scratch)?;
     spec.scratch = scratch.clone();
     if let Some(n) = spec.network.as_mut() {
-        n.pcap_dir = Some(scratch.join("pcap"));
+        // In memory: the outputs write them once, where they keep them.
+        n.capture = true;
     }
     let r = engine::execute(spec, strategy).with_context(|| format!("{label} (seed {}) could not run", spec.seed));
-    let mut pcaps = Vec::new();
-    if let Ok(dir) = std::fs::read_dir(scratch.join("pcap")) {
-        let mut names: Vec<_> = dir.flatten().map(|e| e.path()).collect();
-        names.sort();
-        for p in names {
-            if let (Some(name), Ok(bytes)) = (p.file_name(), std::fs::read(&p)) {
-                pcaps.push((name.to_string_lossy().into_owned(), bytes));
-            }
-        }
-    }
     let _ = std::fs::remove_dir_all(&scratch);
     if exiting() {
         // Its nodes were killed under it: not a result.
         anyhow::bail!("simcluster is exiting");
     }
-    Ok(Executed { result: r?, pcaps })
+    let mut result = r?;
+    let pcaps = std::mem::take(&mut result.pcaps);
+    Ok(Executed { result, pcaps })
 }
 
 /// A random walk's weights: ordinary events 100, a crash, a pause and a

@@ -491,6 +491,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         node_memory_kib,
         disk_storage_bytes,
         network: ex.net.as_mut().map(|n| n.finish()),
+        pcaps: ex.net.as_mut().map(|n| n.take_pcaps()).unwrap_or_default(),
         decisions,
         choice_points: step,
         chosen: chosen_log,

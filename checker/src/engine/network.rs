@@ -2,10 +2,6 @@
 //! and the partition timeline are engine actions, chosen at their virtual
 //! times like node runs.
 
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
-
 use netsim::{Capture, Delivery, DeliveryId, NetConfig, Network, NodeId, Partition, PartitionShape};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -27,8 +23,10 @@ pub struct ScheduledPartition {
 pub struct NetworkSpec {
     pub config: NetConfig,
     pub scheduled: Vec<ScheduledPartition>,
-    /// Write per-node and whole-network pcap files into this directory.
-    pub pcap_dir: Option<PathBuf>,
+    /// Capture the traffic as pcap, per node and whole network, in memory:
+    /// the result's `pcaps`, for the caller to write where it keeps them
+    /// (once, to their final place).
+    pub capture: bool,
 }
 
 
@@ -41,7 +39,7 @@ enum Fault {
 pub(super) struct NetState {
     pub net: Network,
     rng: Xoshiro256PlusPlus,
-    capture: Option<Capture<BufWriter<File>>>,
+    capture: Option<Capture<Vec<u8>>>,
     /// (time, fault), sorted by time; `next_fault` indexes the first not applied.
     faults: Vec<(u64, Fault)>,
     next_fault: usize,
@@ -233,10 +231,7 @@ impl NetState {
         }
         // Stable sort: a heal and a start at the same instant keep their order.
         faults.sort_by_key(|(t, _)| *t);
-        let capture = match &spec.pcap_dir {
-            None => None,
-            Some(dir) => Some(open_capture(dir, nodes, host)?),
-        };
+        let capture = spec.capture.then(|| new_capture(nodes));
         let any_datagram_order = spec.config.datagram_order == netsim::DatagramOrder::Any;
         Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, host, any_datagram_order, deferred })
     }
@@ -408,24 +403,34 @@ impl NetState {
         self.net.discard_to(node);
     }
 
+    /// netsim's counters.
     pub fn finish(&mut self) -> serde_json::Value {
-        if let Some(c) = &mut self.capture {
-            let _ = c.flush();
-        }
         serde_json::to_value(self.net.stats()).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The captures (see [`NetworkSpec::capture`]), by file name: `n1.pcap`
+    /// .. `nN.pcap`, `host.pcap` for the host client, `network.pcap`.
+    pub fn take_pcaps(&mut self) -> Vec<(String, Vec<u8>)> {
+        let Some(c) = self.capture.take() else { return Vec::new() };
+        let (nodes, all) = c.into_parts();
+        let mut out: Vec<(String, Vec<u8>)> = nodes
+            .into_iter()
+            .map(|(n, bytes)| (if Some(n) == self.host { "host.pcap".to_string() } else { format!("{n}.pcap") }, bytes))
+            .collect();
+        out.extend(all.map(|bytes| ("network.pcap".to_string(), bytes)));
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 }
 
-/// `n1.pcap` .. `nN.pcap`, `host.pcap` for the host client, `network.pcap`.
-fn open_capture(dir: &Path, nodes: u16, host: Option<NodeId>) -> std::io::Result<Capture<BufWriter<File>>> {
-    std::fs::create_dir_all(dir)?;
+/// A capture of every node and the whole network, in memory.
+fn new_capture(nodes: u16) -> Capture<Vec<u8>> {
     let mut c = Capture::new();
     for n in NodeId::all(nodes) {
-        let name = if Some(n) == host { "host.pcap".to_string() } else { format!("{n}.pcap") };
-        c.add_node(n, BufWriter::new(File::create(dir.join(name))?))?;
+        c.add_node(n, Vec::new()).expect("a Vec takes the header");
     }
-    c.set_network(BufWriter::new(File::create(dir.join("network.pcap"))?))?;
-    Ok(c)
+    c.set_network(Vec::new()).expect("a Vec takes the header");
+    c
 }
 
 #[cfg(test)]

@@ -82,6 +82,10 @@ pub struct ExecutionResult {
     pub disk_storage_bytes: Vec<u64>,
     /// netsim's counters (sent, delivered, dropped by cause, ...).
     pub network: Option<serde_json::Value>,
+    /// The traffic captures, (file name, pcap bytes), when
+    /// `NetworkSpec::capture` asked for them: the caller writes them once,
+    /// where it keeps them.
+    pub pcaps: Vec<(String, Vec<u8>)>,
     /// The strategy's choices that differ from the default scheduler's,
     /// by choice step: with the seed, all a replay needs.
     pub decisions: Vec<crate::strategy::Decision>,
