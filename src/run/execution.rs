@@ -15,21 +15,6 @@ use crate::image::Images;
 /// Traffic captures of an execution: (file name, pcap bytes).
 pub(crate) type Pcaps = Vec<(String, Vec<u8>)>;
 
-/// `{"1": 3}`: crash number -> enumerated state index, as failure files
-/// store it.
-pub(crate) fn crash_states_value(m: &std::collections::BTreeMap<u32, u64>) -> serde_json::Value {
-    serde_json::Value::Object(m.iter().map(|(c, k)| (c.to_string(), (*k).into())).collect())
-}
-
-/// The forced crash states of a failure file's strategy parameters.
-pub(crate) fn crash_states_param(s: &checker::failure_file::StrategySpec) -> std::collections::BTreeMap<u32, u64> {
-    s.params
-        .get("crash_states")
-        .and_then(|v| v.as_object())
-        .map(|o| o.iter().filter_map(|(c, k)| Some((c.parse().ok()?, k.as_u64()?))).collect())
-        .unwrap_or_default()
-}
-
 /// This process's scratch directory: executions' node sockets and run
 /// directories live in subdirectories of it.
 fn scratch_root() -> PathBuf {
@@ -228,7 +213,7 @@ pub(crate) fn make_strategy(o: &StrategyOptions, seed: u64, explore: &engine::Ex
     }
 }
 
-/// The failure as recorded and compared by replay: "Kind: message".
+/// The failure for humans: "Kind: message".
 pub fn failure_line(result: &ExecutionResult) -> Option<String> {
-    result.verdict.failure().map(|f| format!("{:?}: {}", f.kind, f.message))
+    result.verdict.failure().map(|f| f.to_string())
 }
