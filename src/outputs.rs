@@ -79,9 +79,8 @@ pub fn write_report(
         strategy: strategy_label(record),
         execution: record.execution_index,
         trace_hash: result.trace_hash.clone(),
-        // The headline only: the console lines that follow it in the
-        // failure message are in the report's console log already.
-        failure: Some(record.failure.headline()),
+        // The engine's verdict: the report marks the event it names.
+        failure: result.verdict.failure().cloned(),
         node_names: report_node_names(cluster),
     };
     let events = result.trace.events();
