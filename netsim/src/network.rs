@@ -372,7 +372,7 @@ impl Network {
             1
         };
         let mut scheduled = [None; 2];
-        for copy in 0..copies {
+        for (copy, slot) in scheduled.iter_mut().take(copies).enumerate() {
             let latency = p.latency.sample(rng);
             let st = &mut self.state[li];
             let base = tx_end.saturating_add(latency).max(st.last_arrival);
@@ -396,7 +396,7 @@ impl Network {
                 duplicate: copy == 1,
                 reordered,
             };
-            scheduled[copy] = Some(ScheduledDelivery::from(&d));
+            *slot = Some(ScheduledDelivery::from(&d));
             self.index.insert(id, time);
             self.queue.insert((time, id), d);
         }
