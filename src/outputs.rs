@@ -73,16 +73,14 @@ pub fn write_report(
     record: &FailureRecord<Decision>,
     extra: &[String],
 ) -> Result<()> {
-    let failure = &record.failure;
     let meta = report::ReportMeta {
         cluster: cluster.name.clone(),
         seed: record.seed,
         strategy: strategy_label(record),
         execution: record.execution_index,
         trace_hash: result.trace_hash.clone(),
-        // The headline only: the console lines that follow it in the
-        // failure message are in the report's console log already.
-        failure: Some(failure.lines().next().unwrap_or(failure).to_string()),
+        // The engine's verdict: the report marks the event it names.
+        failure: result.verdict.failure().cloned(),
         node_names: report_node_names(cluster),
     };
     let events = result.trace.events();
@@ -110,19 +108,24 @@ fn report_node_names(cluster: &Cluster) -> Vec<String> {
     names
 }
 
-/// "pct(depth=3, horizon=2000)".
+/// "pct(depth=3, horizon=2000)", "random(seed=1), shrunk".
 pub fn strategy_label(record: &FailureRecord<Decision>) -> String {
     let params: Vec<String> = record
         .strategy
         .params
         .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "window_ns" | "max_crashes" | "weights" | "crash_states"))
+        .filter(|(k, _)| k.as_str() != "weights")
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    if params.is_empty() {
+    let label = if params.is_empty() {
         record.strategy.name.clone()
     } else {
         format!("{}({})", record.strategy.name, params.join(", "))
+    };
+    if record.shrunk.is_some() {
+        format!("{label}, shrunk")
+    } else {
+        label
     }
 }
 

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Result;
-use checker::engine::{self, ExecutionResult, ExploreSpec, RuntimeKind};
-use checker::failure_file::{self, FailureRecord, StrategySpec};
+use checker::engine::{ExecutionResult, ExploreSpec, Failure, RuntimeKind};
+use checker::failure_file::{self, FailureRecord, Shrunk};
 use checker::shrink;
 use checker::strategy::{Decision, Guided};
 use serde::Serialize;
@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::cluster::Cluster;
 use crate::image::{self, Images};
 use crate::outputs::{write_execution, write_failure, write_pcaps};
-use crate::run::{crash_states_param, execute_one, explore_for, failure_line, spec_for, Executed, OpenImages, RunOptions};
+use crate::run::{execute_one, explore_for, failure_line, spec_for, Executed, OpenImages, RunOptions};
 use crate::BadInput;
 
 /// A loaded failure file with the cluster and images it needs.
@@ -46,14 +46,10 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
             cluster.dir.display()
         );
     }
-    let param = |k: &str| record.strategy.params.get(k).and_then(|v| v.as_u64());
-    let mut explore = explore_for(&cluster, param("window_ns"), param("max_crashes").map(|m| m as u32));
-    explore.crash_states = crash_states_param(&record.strategy);
-    let runtime = match record.strategy.params.get("runtime").and_then(|v| v.as_str()) {
-        None | Some("uml") => RuntimeKind::Uml,
-        Some("kvm") => RuntimeKind::Kvm,
-        Some(other) => return Err(BadInput(format!("{}: unknown runtime {other:?}", file.display())).into()),
-    };
+    let run = &record.run;
+    let mut explore = explore_for(&cluster, Some(run.window_ns), Some(run.max_crashes));
+    explore.crash_states = run.crash_states.clone();
+    let runtime = RuntimeKind::from(run.runtime);
     if runtime == RuntimeKind::Kvm {
         // Same checks and messages as `run --runtime kvm`.
         crate::run::choose_runtime(Some(runtime), &crate::run::HostVirt::detect())
@@ -66,12 +62,7 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
 
 impl Loaded {
     fn execute(&self, opts: &RunOptions, decisions: &[Decision], label: &str) -> Result<Executed> {
-        // dfs records its execution's seed (one per round); the other
-        // strategies' follows from the run's seed and the index.
-        let seed = match self.record.strategy.params.get("execution_seed") {
-            Some(v) => v.as_u64().ok_or_else(|| BadInput("failure file: execution_seed is not a number".into()))?,
-            None => engine::execution_seed(self.record.seed, self.record.execution_index),
-        };
+        let seed = self.record.run.execution_seed;
         let mut spec =
             spec_for(&self.cluster, &self.images, &self.open, opts.time_limit_ns, opts.watchdog, self.explore.clone(), seed);
         spec.runtime = self.runtime;
@@ -86,8 +77,8 @@ pub struct ReplaySummary {
     pub reproduced: bool,
     pub trace_hash: String,
     pub expected_trace_hash: String,
-    pub failure: Option<serde_json::Value>,
-    pub expected_failure: String,
+    pub failure: Option<Failure>,
+    pub expected_failure: Failure,
     pub images_match: bool,
     /// Where the replayed trace first departs from the recorded one (the
     /// trace.jsonl beside the failure file), when they differ.
@@ -128,8 +119,7 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
     let began = Instant::now();
     let Executed { result, pcaps } = l.execute(opts, &l.record.actions, "replay")?;
     write_pcaps(&opts.out.join("replay"), &pcaps)?;
-    let failure = failure_line(&result);
-    let reproduced = result.trace_hash == l.record.trace_hash && failure.as_deref() == Some(l.record.failure.as_str());
+    let reproduced = result.trace_hash == l.record.trace_hash && result.verdict.failure() == Some(&l.record.failure);
     write_execution(&opts.out.join("replay"), &l.cluster, &result)?;
     // The recording's trace, if it is still beside the failure file, says
     // where a non-reproducing replay went its own way.
@@ -141,7 +131,7 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
         reproduced,
         trace_hash: result.trace_hash.clone(),
         expected_trace_hash: l.record.trace_hash.clone(),
-        failure: result.verdict.failure().map(|f| serde_json::to_value(f).unwrap()),
+        failure: result.verdict.failure().cloned(),
         expected_failure: l.record.failure.clone(),
         images_match: l.images.hash == l.record.images_hash,
         divergence,
@@ -169,11 +159,6 @@ pub struct ShrinkSummary {
     pub wall_seconds: f64,
 }
 
-/// The failure's kind: "Invariant" of "Invariant: invariant x failed ...".
-fn kind_of(failure: &str) -> &str {
-    failure.split(':').next().unwrap_or("")
-}
-
 /// `simcluster shrink FILE`: drops decisions (ddmin) while the execution
 /// still fails the same way with a trace no longer than the original, within
 /// `max_executions` replays; writes the result under OUT/shrunk/.
@@ -183,7 +168,7 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
     let original = l.execute(opts, &l.record.actions, "shrink-original")?;
     let original_events = original.result.trace.len();
     let original_virtual_seconds = original.result.virtual_ns as f64 / 1e9;
-    if failure_line(&original.result).as_deref() != Some(l.record.failure.as_str()) {
+    if original.result.verdict.failure() != Some(&l.record.failure) {
         return Err(BadInput(format!(
             "{}: the recorded failure does not reproduce (got {:?}); replay it to see how it differs",
             file.display(),
@@ -191,7 +176,7 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
         ))
         .into());
     }
-    let want = kind_of(&l.record.failure).to_string();
+    let want = l.record.failure.kind;
     let mut executions = 1u64;
     let mut best: Option<(Vec<Decision>, Executed)> = None;
     let mut host_error = None;
@@ -211,7 +196,7 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
         bar.tick();
         match l.execute(opts, candidate, "shrink") {
             Ok(e) => {
-                let same = failure_line(&e.result).is_some_and(|f| kind_of(&f) == want);
+                let same = e.result.verdict.failure().is_some_and(|f| f.kind == want);
                 let ok = same && e.result.trace.len() <= original_events;
                 let better = best.as_ref().is_none_or(|(d, _)| candidate.len() < d.len());
                 if ok && better {
@@ -239,18 +224,17 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
         images_hash: l.record.images_hash.clone(),
         cluster_dir: l.record.cluster_dir.clone(),
         seed: l.record.seed,
-        strategy: StrategySpec {
-            name: "shrunk".into(),
-            params: {
-                let mut p = l.record.strategy.params.clone();
-                p.insert("from".into(), l.record.strategy.name.clone().into());
-                p
-            },
-        },
+        strategy: l.record.strategy.clone(),
+        run: l.record.run.clone(),
         execution_index: l.record.execution_index,
         actions: decisions.clone(),
-        failure: failure_line(result).unwrap_or_default(),
+        // A candidate is kept only when it fails with the recorded kind.
+        failure: result.verdict.failure().cloned().unwrap_or_else(|| l.record.failure.clone()),
         trace_hash: result.trace_hash.clone(),
+        shrunk: Some(Shrunk {
+            original_decisions: l.record.actions.len() as u64,
+            original_trace_hash: l.record.trace_hash.clone(),
+        }),
     };
     let extra = vec![format!(
         "Shrunk from {} decisions and {} trace events to {} decisions and {} events ({executions} executions).",
@@ -270,7 +254,7 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
         original_virtual_seconds,
         virtual_seconds: result.virtual_ns as f64 / 1e9,
         executions,
-        failure: record.failure,
+        failure: record.failure.to_string(),
         trace_hash: result.trace_hash.clone(),
         failure_file,
         wall_seconds: began.elapsed().as_secs_f64(),

@@ -75,6 +75,21 @@ fn a_missing_or_garbage_failure_file() {
 }
 
 #[test]
+fn a_failure_file_of_an_older_format_says_what_to_do() {
+    // Format 1 (before the run parameters were typed); the version is read
+    // before anything else in the file.
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("failure.json");
+    let payload = "{\"format_version\": 1, \"failure\": \"Workload: exited with status 7\"}\n";
+    let header = format!("{{\"simcluster_failure_file\":1,\"crc32\":\"00000000\",\"payload_bytes\":{}}}\n", payload.len());
+    std::fs::write(&f, header + payload).unwrap();
+    let needles = [f.to_str().unwrap(), "version 1", "older simcluster", "record it again"];
+    assert_bad(&run(&["replay", f.to_str().unwrap()]), &needles);
+    let out = d.path().join("out");
+    assert_bad(&run(&["shrink", f.to_str().unwrap(), "--out", out.to_str().unwrap()]), &needles);
+}
+
+#[test]
 fn help_teaches() {
     let r = run(&["run", "--help"]);
     assert_eq!(r.code, 0);

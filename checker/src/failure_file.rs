@@ -3,15 +3,23 @@
 //! Layout (UTF-8 text):
 //!
 //! ```text
-//! {"simcluster_failure_file":1,"crc32":"1a2b3c4d","payload_bytes":1234}
+//! {"simcluster_failure_file":2,"crc32":"1a2b3c4d","payload_bytes":1234}
 //! { ...pretty-printed FailureRecord JSON, exactly payload_bytes bytes... }
 //! ```
 //!
-//! The header line is small and fixed in shape; the CRC-32 (IEEE, crc32fast)
-//! covers the exact payload bytes, so a truncated, edited or corrupted file is
-//! rejected before anything in it is trusted. The payload stays human-readable.
-//! Writing is atomic: a temp file in the same directory, fsync, rename, fsync
-//! of the directory; a reader sees the old file or the new one, never half.
+//! The header line is small and fixed in shape; its first field is the
+//! format version ([`FORMAT_VERSION`]); the CRC-32 (IEEE, crc32fast)
+//! covers the exact payload bytes, so a truncated, edited or corrupted file
+//! is rejected before anything in it is trusted. The payload stays
+//! human-readable. Writing is atomic: a temp file in the same directory,
+//! fsync, rename, fsync of the directory; a reader sees the old file or the
+//! new one, never half.
+//!
+//! Versions: 1 kept the run's parameters (`window_ns`, `max_crashes`,
+//! `runtime`, `crash_states`, `execution_seed`) in the strategy's string-keyed
+//! map and the failure as one `"Kind: message"` string; 2 has them typed
+//! ([`RunParams`], [`Failure`]). A file of another version is refused with a
+//! message that says what to do.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -20,16 +28,85 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The payload format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub use crate::engine::{Failure, FailureKind};
+use crate::engine::RuntimeKind;
 
-/// Which strategy produced the execution, and its parameters (for example
-/// `{"seed": 7, "depth": 3}`); a BTreeMap so the file is byte-stable.
+/// The payload format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Which strategy produced the execution, and its own parameters (for
+/// example pct's `{"seed": 7, "depth": 3, "horizon": 2000}`).
+///
+/// `params` is a map because each strategy has parameters of its own: they
+/// describe the run for humans (reports show them) and are never read back,
+/// since a replay follows the recorded decisions whatever strategy made
+/// them. Everything a replay needs is typed in [`RunParams`]. A BTreeMap so
+/// the file is byte-stable.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StrategySpec {
     pub name: String,
     #[serde(default)]
     pub params: BTreeMap<String, serde_json::Value>,
+}
+
+/// The node runtime an execution ran on (`"uml"`, `"kvm"`); a replay runs
+/// on the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    #[default]
+    Uml,
+    Kvm,
+}
+
+impl From<RuntimeKind> for Runtime {
+    fn from(k: RuntimeKind) -> Runtime {
+        match k {
+            RuntimeKind::Uml => Runtime::Uml,
+            RuntimeKind::Kvm => Runtime::Kvm,
+        }
+    }
+}
+
+impl From<Runtime> for RuntimeKind {
+    fn from(r: Runtime) -> RuntimeKind {
+        match r {
+            Runtime::Uml => RuntimeKind::Uml,
+            Runtime::Kvm => RuntimeKind::Kvm,
+        }
+    }
+}
+
+/// The settings of the failing execution that are not in its cluster
+/// directory: with the cluster, the images and the decisions, all a replay
+/// (and shrink) needs to run it again.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunParams {
+    /// The execution's seed: `engine::execution_seed(seed, execution_index)`
+    /// for most strategies, per round for dfs (`run::dfs_round_seed`).
+    pub execution_seed: u64,
+    /// `[explore] window` as the run used it (`--window` applied), ns.
+    pub window_ns: u64,
+    /// `[faults.crash] max` as the run used it (`--max-crashes` applied).
+    pub max_crashes: u32,
+    /// The node runtime.
+    pub runtime: Runtime,
+    /// Crash states forced at crash points: crash number (1-based) ->
+    /// index of the enumerated disk state (a crash-state sibling execution).
+    /// Empty for an execution that forced none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub crash_states: BTreeMap<u32, u64>,
+}
+
+/// Where a shrunk failure came from (`simcluster shrink`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shrunk {
+    /// Decisions of the failure it was shrunk from.
+    pub original_decisions: u64,
+    /// Trace hash of the failure it was shrunk from.
+    pub original_trace_hash: String,
 }
 
 /// A replayable failing execution. `A` is the engine's action type; the
@@ -41,16 +118,41 @@ pub struct FailureRecord<A = serde_json::Value> {
     /// Hash of the built images the execution ran on.
     pub images_hash: String,
     pub cluster_dir: PathBuf,
+    /// The run's seed.
     pub seed: u64,
+    /// The strategy that found it (for humans; see [`StrategySpec`]).
     pub strategy: StrategySpec,
+    /// What a replay needs besides the cluster and the decisions.
+    pub run: RunParams,
     /// Which execution of the run (0-based) failed.
     pub execution_index: u64,
     /// The actions of the failing execution, in order.
     pub actions: Vec<A>,
-    /// What failed, for humans (the invariant, its output, the violation).
-    pub failure: String,
+    /// The engine's verdict: kind, node, virtual time, message. A replay
+    /// reproduces it when it gets the same failure and trace hash.
+    pub failure: Failure,
     /// Hash of the failing execution's trace; a replay must reproduce it.
     pub trace_hash: String,
+    /// Set when `simcluster shrink` wrote the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<Shrunk>,
+}
+
+/// The message of a file of another format version: what it is and what to
+/// do.
+fn version_advice(found: u32, supported: u32) -> String {
+    if found < supported {
+        format!(
+            "failure file format version {found} was written by an older simcluster; this build reads version \
+             {supported} only. Replay it with the simcluster that recorded it, or record it again: run the cluster \
+             with the same --seed, --strategy and options, and replay the new failure file"
+        )
+    } else {
+        format!(
+            "failure file format version {found} was written by a newer simcluster; this build reads version \
+             {supported} only. Replay it with that simcluster (or a newer one)"
+        )
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -85,7 +187,7 @@ pub enum FailureFileError {
     TrailingData { path: PathBuf, extra: u64 },
     #[error("{path}: checksum mismatch (header says crc32 {expected}, payload has {actual}): the file was edited or corrupted")]
     Checksum { path: PathBuf, expected: String, actual: String },
-    #[error("{path}: unsupported failure file version {found} (this build reads version {supported})")]
+    #[error("{path}: {}", version_advice(*found, *supported))]
     Version { path: PathBuf, found: u32, supported: u32 },
     #[error("{path}: payload is not a valid failure record: {source}")]
     Payload {
@@ -181,6 +283,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn failure() -> Failure {
+        Failure::new(
+            FailureKind::Invariant,
+            Some("n2".into()),
+            12_000_000_000,
+            "invariant `check-replicas` exited 1: replica 2 lost key k7".into(),
+        )
+    }
+
     fn record() -> FailureRecord {
         FailureRecord {
             format_version: FORMAT_VERSION,
@@ -191,15 +302,40 @@ mod tests {
                 name: "pct".into(),
                 params: BTreeMap::from([("depth".to_string(), json!(3)), ("steps".to_string(), json!(10000))]),
             },
+            run: RunParams {
+                execution_seed: 0x1234_5678,
+                window_ns: 2_000_000,
+                max_crashes: 1,
+                runtime: Runtime::Uml,
+                crash_states: BTreeMap::from([(1, 3)]),
+            },
             execution_index: 17,
             actions: vec![
                 json!({"kind": "RunNode", "node": 0, "time": 0}),
                 json!({"kind": "DeliverFrame", "node": 1, "from": 0, "time": 1500}),
                 json!({"kind": "Crash", "node": 2, "time": 9000}),
             ],
-            failure: "invariant `check-replicas` exited 1: replica 2 lost key k7".into(),
+            failure: failure(),
             trace_hash: "d3adb33f".into(),
+            shrunk: None,
         }
+    }
+
+    #[test]
+    fn typed_fields_are_in_the_payload() {
+        let text = String::from_utf8(encode(&record()).unwrap()).unwrap();
+        let payload: serde_json::Value = serde_json::from_str(text.split_once('\n').unwrap().1).unwrap();
+        assert_eq!(
+            payload["run"],
+            json!({"execution_seed": 0x1234_5678, "window_ns": 2_000_000, "max_crashes": 1, "runtime": "uml", "crash_states": {"1": 3}})
+        );
+        assert_eq!(
+            payload["failure"],
+            json!({"kind": "invariant", "node": "n2", "time": 12_000_000_000u64,
+                   "message": "invariant `check-replicas` exited 1: replica 2 lost key k7"})
+        );
+        assert!(payload.get("shrunk").is_none());
+        assert!(text.starts_with("{\"simcluster_failure_file\":2,"));
     }
 
     fn saved() -> (tempfile::TempDir, PathBuf) {
@@ -235,9 +371,11 @@ mod tests {
             cluster_dir: PathBuf::new(),
             seed: 0,
             strategy: StrategySpec::default(),
+            run: RunParams::default(),
             execution_index: 0,
-            failure: String::new(),
+            failure: failure(),
             trace_hash: String::new(),
+            shrunk: Some(Shrunk { original_decisions: 9, original_trace_hash: "ab".into() }),
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
@@ -318,29 +456,59 @@ mod tests {
         assert!(matches!(err, FailureFileError::NotAFailureFile { .. }), "{err}");
     }
 
-    #[test]
-    fn valid_checksum_but_wrong_shape() {
-        // Someone recomputed the checksum over a payload that is not a record.
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.json");
-        let payload = b"{\"seed\": \"many\"}\n";
+    /// A file with this header and payload, its checksum right.
+    fn with_payload(version: u32, payload: &[u8]) -> Vec<u8> {
         let header = format!(
-            "{{\"simcluster_failure_file\":1,\"crc32\":\"{:08x}\",\"payload_bytes\":{}}}\n",
+            "{{\"simcluster_failure_file\":{version},\"crc32\":\"{:08x}\",\"payload_bytes\":{}}}\n",
             crc32fast::hash(payload),
             payload.len()
         );
         let mut bytes = header.into_bytes();
         bytes.extend_from_slice(payload);
-        let err = expect_err(&path, &bytes);
+        bytes
+    }
+
+    #[test]
+    fn valid_checksum_but_wrong_shape() {
+        // Someone recomputed the checksum over a payload that is not a record.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.json");
+        let err = expect_err(&path, &with_payload(FORMAT_VERSION, b"{\"seed\": \"many\"}\n"));
         assert!(matches!(err, FailureFileError::Payload { .. }), "{err}");
     }
 
     #[test]
     fn future_version() {
         let (_dir, path) = saved();
-        let text = fs::read_to_string(&path).unwrap().replacen("\"simcluster_failure_file\":1", "\"simcluster_failure_file\":2", 1);
+        let text = fs::read_to_string(&path).unwrap().replacen("\"simcluster_failure_file\":2", "\"simcluster_failure_file\":3", 1);
         let err = expect_err(&path, text.as_bytes());
-        assert!(matches!(err, FailureFileError::Version { found: 2, supported: 1, .. }), "{err}");
+        assert!(matches!(err, FailureFileError::Version { found: 3, supported: 2, .. }), "{err}");
+        assert!(err.to_string().contains("newer simcluster"), "{err}");
+    }
+
+    #[test]
+    fn version_1_file_says_what_to_do() {
+        // What simcluster wrote before the parameters were typed.
+        let payload = br#"{
+  "format_version": 1,
+  "images_hash": "x",
+  "cluster_dir": "/c",
+  "seed": 5,
+  "strategy": {"name": "random", "params": {"window_ns": 0, "max_crashes": 1, "seed": 5}},
+  "execution_index": 0,
+  "actions": [],
+  "failure": "Workload: the workload on n1 exited with status 7",
+  "trace_hash": "ab"
+}
+"#;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("failure.json");
+        let err = expect_err(&path, &with_payload(1, payload));
+        assert!(matches!(err, FailureFileError::Version { found: 1, supported: 2, .. }), "{err}");
+        let msg = err.to_string();
+        for want in ["version 1", "older simcluster", "reads version 2", "record it again", "--seed"] {
+            assert!(msg.contains(want), "{want:?} missing: {msg}");
+        }
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub enum EventKind {
     /// A frame from `from` reached `node`.
     Deliver { id: u64, from: u16, len: u32, summary: String },
     /// A frame from `node` to `to` was lost.
-    Drop { id: u64, to: u16, cause: String },
+    Drop { id: u64, to: u16, cause: DropCause },
     /// The network was partitioned (engine event).
     Partition { description: String },
     /// The partition healed (engine event).
@@ -107,12 +107,12 @@ pub enum EventKind {
     Note { text: String },
     /// A disk request of the node completed: `op` is read, write or flush;
     /// writes and flushes complete when the engine chooses, reads at once.
-    Disk { id: u64, op: String, sector: u64, sectors: u64 },
+    Disk { id: u64, op: DiskOp, sector: u64, sectors: u64 },
     /// A disk fault (`[faults.disk]`) hit request `id` of the node, which
     /// completed just before (its `Disk` event): `fault` is corrupt_read,
     /// lost_flush, write_error or misdirect; `detail` says what the guest
     /// got.
-    DiskFault { id: u64, fault: String, detail: String },
+    DiskFault { id: u64, fault: DiskFaultKind, detail: String },
     /// The engine stopped the node's start command (SIGSTOP to its process
     /// group, `[faults.pause]`); it continues at `resume_at` unless the node
     /// crashes first or the quiet period begins.
@@ -131,6 +131,85 @@ pub enum EventKind {
     /// again every `period_ns`, for `length_ns` (`[faults.clock] strobe`).
     ClockStrobe { delta_ns: i64, period_ns: u64, length_ns: u64 },
 }
+
+/// Why a frame copy was lost (`Drop::cause`). The serde names are the
+/// strings traces always carried: part of every recorded trace hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum DropCause {
+    /// The link was cut by a partition when the frame was sent.
+    #[serde(rename = "partition")]
+    Partition,
+    /// The link's `loss` probability drew it.
+    #[serde(rename = "loss")]
+    Loss,
+    /// The receiver was down when the frame was due.
+    #[serde(rename = "node down")]
+    NodeDown,
+}
+
+impl DropCause {
+    /// The trace's string: `partition`, `loss` or `node down`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropCause::Partition => "partition",
+            DropCause::Loss => "loss",
+            DropCause::NodeDown => "node down",
+        }
+    }
+}
+
+/// What a disk request did (`Disk::op`); serialised as `read`, `write`,
+/// `flush`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiskOp {
+    Read,
+    Write,
+    Flush,
+}
+
+impl DiskOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiskOp::Read => "read",
+            DiskOp::Write => "write",
+            DiskOp::Flush => "flush",
+        }
+    }
+}
+
+/// Which `[faults.disk]` fault hit a request (`DiskFault::fault`), by its
+/// `[faults.disk]` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiskFaultKind {
+    CorruptRead,
+    LostFlush,
+    WriteError,
+    Misdirect,
+}
+
+impl DiskFaultKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiskFaultKind::CorruptRead => "corrupt_read",
+            DiskFaultKind::LostFlush => "lost_flush",
+            DiskFaultKind::WriteError => "write_error",
+            DiskFaultKind::Misdirect => "misdirect",
+        }
+    }
+}
+
+macro_rules! display_as_str {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+display_as_str!(DropCause, DiskOp, DiskFaultKind);
 
 fn one() -> u64 {
     1
@@ -367,6 +446,38 @@ mod tests {
         let b = Trace::from_jsonl(&a.to_jsonl()).unwrap();
         assert_eq!(a.hash(), b.hash());
         assert_eq!(a.events(), b.events());
+    }
+
+    #[test]
+    fn typed_fields_encode_as_the_strings_traces_always_had() {
+        let mut t = Trace::new();
+        for (k, cause) in [DropCause::Partition, DropCause::Loss, DropCause::NodeDown].into_iter().enumerate() {
+            t.push(1, 1, EventKind::Drop { id: k as u64, to: 2, cause });
+        }
+        for (k, op) in [DiskOp::Read, DiskOp::Write, DiskOp::Flush].into_iter().enumerate() {
+            t.push(2, 1, EventKind::Disk { id: k as u64, op, sector: 8, sectors: 1 });
+        }
+        for fault in [DiskFaultKind::CorruptRead, DiskFaultKind::LostFlush, DiskFaultKind::WriteError, DiskFaultKind::Misdirect] {
+            t.push(3, 1, EventKind::DiskFault { id: 0, fault, detail: "d".into() });
+        }
+        let want = concat!(
+            r#"{"time":1,"node":1,"event":"drop","id":0,"to":2,"cause":"partition"}"#, "\n",
+            r#"{"time":1,"node":1,"event":"drop","id":1,"to":2,"cause":"loss"}"#, "\n",
+            r#"{"time":1,"node":1,"event":"drop","id":2,"to":2,"cause":"node down"}"#, "\n",
+            r#"{"time":2,"node":1,"event":"disk","id":0,"op":"read","sector":8,"sectors":1}"#, "\n",
+            r#"{"time":2,"node":1,"event":"disk","id":1,"op":"write","sector":8,"sectors":1}"#, "\n",
+            r#"{"time":2,"node":1,"event":"disk","id":2,"op":"flush","sector":8,"sectors":1}"#, "\n",
+            r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"corrupt_read","detail":"d"}"#, "\n",
+            r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"lost_flush","detail":"d"}"#, "\n",
+            r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"write_error","detail":"d"}"#, "\n",
+            r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"misdirect","detail":"d"}"#, "\n",
+        );
+        assert_eq!(t.to_jsonl(), want);
+        let back = Trace::from_jsonl(want).unwrap();
+        assert_eq!((back.events(), back.hash()), (t.events(), t.hash()));
+        // Display is the same string.
+        assert_eq!(DropCause::NodeDown.to_string(), "node down");
+        assert_eq!(DiskFaultKind::Misdirect.to_string(), "misdirect");
     }
 
     /// `n` grants of `node`, `step` ns apart from `t0`.

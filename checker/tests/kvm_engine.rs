@@ -40,7 +40,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         connect_timeout: Duration::from_secs(10),
         seed,
         scratch: scratch.to_path_buf(),
-        network: Some(NetworkSpec { config: Default::default(), scheduled: vec![], pcap_dir: None }),
+        network: Some(NetworkSpec { config: Default::default(), scheduled: vec![], capture: false }),
         history_node: None,
         disk: None,
         explore: ExploreSpec::default(),
@@ -181,7 +181,7 @@ fn kvm_node_disk_faults_reach_the_guest() {
             .events()
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::DiskFault { fault, .. } => Some(fault.clone()),
+                EventKind::DiskFault { fault, .. } => Some(fault.to_string()),
                 _ => None,
             })
             .collect()

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use netsim::config::{Latency, NetConfig};
 use netsim::frame::{arp_request, tcp_flags, tcp_ipv4};
-use netsim::{Network, NodeId, ScheduledDelivery};
+use netsim::{Network, NodeId, SendOutcome};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -43,7 +43,7 @@ fn run(cfg: &NetConfig, payload: usize, sends: u64, broadcast_every: u64) -> Fig
                 .collect()
         })
         .collect();
-    let mut out: Vec<ScheduledDelivery> = Vec::with_capacity(16);
+    let mut out = SendOutcome::default();
     let mut delivered = 0u64;
     let mut now = 0u64;
     let start = Instant::now();
@@ -57,7 +57,6 @@ fn run(cfg: &NetConfig, payload: usize, sends: u64, broadcast_every: u64) -> Fig
         } else {
             b = a; // the ARP broadcast slot
         }
-        out.clear();
         net.send_into(now, n(a), &frames[a as usize - 1][b as usize - 1], &mut rng, &mut out);
         black_box(&out);
         now += 1_000;

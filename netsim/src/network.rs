@@ -19,6 +19,12 @@
 //! 5. per copy: a latency sample, then one reorder draw (and a
 //!    `reorder_delay` sample if reordered).
 //!
+//! It returns a [`SendOutcome`] that says, per destination link, which
+//! copies it scheduled (their ids) or why the frame was lost there
+//! (partition, loss), and for a frame with no destination link why (no
+//! route, malformed): the caller records exactly what happened without
+//! re-deriving it.
+//!
 //! # Ordering invariants
 //! * A link is FIFO: a copy that is not reordered arrives no earlier than the
 //!   previous non-reordered copy on the same link (`arrival = max(tx_end +
@@ -99,6 +105,101 @@ impl From<&Delivery> for ScheduledDelivery {
             duplicate: d.duplicate,
             reordered: d.reordered,
         }
+    }
+}
+
+/// What [`Network::send`] did with a frame: for each destination link, the
+/// copies it scheduled or why the frame was lost on that link; or why the
+/// frame reached no link at all. Iterating it yields the scheduled copies in
+/// the order they were scheduled (ids ascending).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SendOutcome {
+    /// One entry per destination link, in the order `send` decided them
+    /// (for a broadcast, receivers by ascending id).
+    pub links: Vec<LinkOutcome>,
+    /// Set when the frame had no destination link (then `links` is empty).
+    pub unrouted: Option<Unrouted>,
+}
+
+/// The fate of a frame on one destination link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkOutcome {
+    pub to: NodeId,
+    pub fate: LinkFate,
+}
+
+/// Scheduled copies, or the cause of the loss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkFate {
+    /// One copy in flight, and a second one when duplication drew it
+    /// (scheduled right after the first; `duplicate` is set on it).
+    Scheduled { copy: ScheduledDelivery, duplicate: Option<ScheduledDelivery> },
+    /// Lost on this link (counted in [`crate::DropCounts`]).
+    Dropped(LinkDrop),
+}
+
+/// Why a frame was lost on a link at send time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LinkDrop {
+    /// The current partition blocks the link (`partition_send`).
+    Partition,
+    /// The link's loss draw lost it (`loss`).
+    Loss,
+}
+
+/// Why a frame reached no link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Unrouted {
+    /// Unicast to a MAC no other node owns, or to the sender itself
+    /// (`no_route`).
+    NoRoute,
+    /// Shorter than an Ethernet header (`malformed`).
+    Malformed,
+}
+
+impl LinkFate {
+    /// The scheduled copies (none when dropped).
+    pub fn copies(&self) -> impl Iterator<Item = &ScheduledDelivery> + '_ {
+        let (a, b) = match self {
+            LinkFate::Scheduled { copy, duplicate } => (Some(copy), duplicate.as_ref()),
+            LinkFate::Dropped(_) => (None, None),
+        };
+        a.into_iter().chain(b)
+    }
+}
+
+impl SendOutcome {
+    /// Every scheduled copy, in the order scheduled.
+    pub fn copies(&self) -> impl Iterator<Item = &ScheduledDelivery> + '_ {
+        self.links.iter().flat_map(|l| l.fate.copies())
+    }
+
+    /// No copy was scheduled (the frame was lost everywhere, or unrouted).
+    pub fn is_empty(&self) -> bool {
+        self.copies().next().is_none()
+    }
+
+    /// The links where the frame was lost, with the cause.
+    pub fn drops(&self) -> impl Iterator<Item = (NodeId, LinkDrop)> + '_ {
+        self.links.iter().filter_map(|l| match l.fate {
+            LinkFate::Dropped(why) => Some((l.to, why)),
+            LinkFate::Scheduled { .. } => None,
+        })
+    }
+
+    fn clear(&mut self) {
+        self.links.clear();
+        self.unrouted = None;
+    }
+}
+
+impl IntoIterator for SendOutcome {
+    type Item = ScheduledDelivery;
+    type IntoIter = std::vec::IntoIter<ScheduledDelivery>;
+
+    /// The scheduled copies, in the order scheduled.
+    fn into_iter(self) -> Self::IntoIter {
+        self.copies().copied().collect::<Vec<_>>().into_iter()
     }
 }
 
@@ -191,66 +292,65 @@ impl Network {
     }
 
     /// Hands `frame`, sent by `from` at virtual time `now`, to the network,
-    /// and returns the copies it scheduled (none if it was lost or dropped).
+    /// and says what became of it on each destination link: the copies
+    /// scheduled, or why it was lost there (see [`SendOutcome`]).
     ///
     /// # Panics
     /// If `from` is not a node of this network (an engine bug).
-    pub fn send(&mut self, now: u64, from: NodeId, frame: &[u8], rng: &mut dyn RngCore) -> Vec<ScheduledDelivery> {
-        let mut out = Vec::new();
+    pub fn send(&mut self, now: u64, from: NodeId, frame: &[u8], rng: &mut dyn RngCore) -> SendOutcome {
+        let mut out = SendOutcome::default();
         self.send_into(now, from, frame, rng, &mut out);
         out
     }
 
-    /// Like [`Network::send`], appending to `out` so a caller can reuse one
-    /// buffer. Returns the number of copies appended.
+    /// Like [`Network::send`], into `out` (cleared first) so a caller can
+    /// reuse its buffers. Returns the number of copies scheduled.
     pub fn send_into(
         &mut self,
         now: u64,
         from: NodeId,
         frame: &[u8],
         rng: &mut dyn RngCore,
-        out: &mut Vec<ScheduledDelivery>,
+        out: &mut SendOutcome,
     ) -> usize {
-        let before = out.len();
+        out.clear();
         let _ = self.link_index(from, from); // range check
         self.stats.sent += 1;
         let dest = match destination(frame) {
             Ok(d) => d,
             Err(_) => {
                 self.stats.dropped.malformed += 1;
+                out.unrouted = Some(Unrouted::Malformed);
                 return 0;
             }
         };
         match dest {
             Destination::Unicast(to) if to != from && to.get() <= self.node_count => {
                 let bytes: Arc<[u8]> = Arc::from(frame);
-                self.transmit(now, from, to, &bytes, rng, out);
+                let fate = self.transmit(now, from, to, &bytes, rng);
+                out.links.push(LinkOutcome { to, fate });
             }
             Destination::Broadcast => {
                 let bytes: Arc<[u8]> = Arc::from(frame);
                 for to in NodeId::all(self.node_count).filter(|&n| n != from) {
-                    self.transmit(now, from, to, &bytes, rng, out);
+                    let fate = self.transmit(now, from, to, &bytes, rng);
+                    out.links.push(LinkOutcome { to, fate });
                 }
             }
-            Destination::Unicast(_) | Destination::Unknown(_) => self.stats.dropped.no_route += 1,
+            Destination::Unicast(_) | Destination::Unknown(_) => {
+                self.stats.dropped.no_route += 1;
+                out.unrouted = Some(Unrouted::NoRoute);
+            }
         }
-        out.len() - before
+        out.copies().count()
     }
 
-    fn transmit(
-        &mut self,
-        now: u64,
-        from: NodeId,
-        to: NodeId,
-        frame: &Arc<[u8]>,
-        rng: &mut dyn RngCore,
-        out: &mut Vec<ScheduledDelivery>,
-    ) {
+    fn transmit(&mut self, now: u64, from: NodeId, to: NodeId, frame: &Arc<[u8]>, rng: &mut dyn RngCore) -> LinkFate {
         self.stats.offered += 1;
         let li = self.link_index(from, to);
         if self.blocked[li] {
             self.stats.dropped.partition_send += 1;
-            return;
+            return LinkFate::Dropped(LinkDrop::Partition);
         }
         let p = self.params[li];
         let mut tx_end = now;
@@ -263,7 +363,7 @@ impl Network {
         }
         if p.loss > 0.0 && bernoulli(rng, p.loss) {
             self.stats.dropped.loss += 1;
-            return;
+            return LinkFate::Dropped(LinkDrop::Loss);
         }
         let copies = if p.duplicate > 0.0 && bernoulli(rng, p.duplicate) {
             self.stats.duplicated += 1;
@@ -271,7 +371,8 @@ impl Network {
         } else {
             1
         };
-        for copy in 0..copies {
+        let mut scheduled = [None; 2];
+        for (copy, slot) in scheduled.iter_mut().take(copies).enumerate() {
             let latency = p.latency.sample(rng);
             let st = &mut self.state[li];
             let base = tx_end.saturating_add(latency).max(st.last_arrival);
@@ -295,10 +396,11 @@ impl Network {
                 duplicate: copy == 1,
                 reordered,
             };
-            out.push(ScheduledDelivery::from(&d));
+            *slot = Some(ScheduledDelivery::from(&d));
             self.index.insert(id, time);
             self.queue.insert((time, id), d);
         }
+        LinkFate::Scheduled { copy: scheduled[0].expect("at least one copy"), duplicate: scheduled[1] }
     }
 
     /// Arrival time of the earliest pending copy.

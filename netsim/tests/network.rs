@@ -2,7 +2,7 @@
 
 use netsim::config::{Latency, LinkOverride, NetConfig};
 use netsim::frame::{arp_request, tcp_ipv4, tcp_flags};
-use netsim::{Delivery, Network, NodeId, Partition};
+use netsim::{Delivery, LinkDrop, LinkFate, Network, NodeId, Partition, ScheduledDelivery, SendOutcome, Unrouted};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -17,6 +17,11 @@ fn rng(seed: u64) -> Xoshiro256PlusPlus {
 /// A frame from `a` to `b` whose TCP sequence number is `k`, so order can be read back.
 fn frame(a: u16, b: u16, k: u32) -> Vec<u8> {
     tcp_ipv4(n(a), n(b), 1000, 2000, k, 0, tcp_flags::ACK, &[0u8; 64])
+}
+
+/// The copies a send scheduled, in order.
+fn copies(o: SendOutcome) -> Vec<ScheduledDelivery> {
+    o.into_iter().collect()
 }
 
 fn seq_of(d: &Delivery) -> u32 {
@@ -100,7 +105,7 @@ fn perfect_network_delivers_everything_in_order_after_latency() {
     let mut net = Network::new(&NetConfig { latency: Latency::Fixed(1000), ..NetConfig::default() }, 3).unwrap();
     let mut r = rng(1);
     for k in 0..10 {
-        let s = net.send(k as u64 * 10, n(1), &frame(1, 2, k), &mut r);
+        let s = copies(net.send(k as u64 * 10, n(1), &frame(1, 2, k), &mut r));
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].time, k as u64 * 10 + 1000);
     }
@@ -196,29 +201,29 @@ fn bandwidth_serialisation_delay() {
     let mut r = rng(0);
     let mut f = frame(1, 2, 0);
     f.resize(1000, 0);
-    let times: Vec<u64> = (0..3).map(|_| net.send(0, n(1), &f, &mut r)[0].time).collect();
+    let times: Vec<u64> = (0..3).map(|_| copies(net.send(0, n(1), &f, &mut r))[0].time).collect();
     assert_eq!(times, vec![1_000_500, 2_000_500, 3_000_500], "queued behind each other");
     // Another directed link has its own serialiser.
     let mut g = frame(2, 1, 0);
     g.resize(1000, 0);
-    assert_eq!(net.send(0, n(2), &g, &mut r)[0].time, 1_000_500);
+    assert_eq!(copies(net.send(0, n(2), &g, &mut r))[0].time, 1_000_500);
     // After the queue drains, a frame goes straight on.
-    assert_eq!(net.send(10_000_000, n(1), &f, &mut r)[0].time, 11_000_500);
+    assert_eq!(copies(net.send(10_000_000, n(1), &f, &mut r))[0].time, 11_000_500);
     // A per-link override.
     let mut cfg2 = cfg.clone();
     cfg2.links.insert("1->3".into(), LinkOverride { bandwidth: Some(2_000_000), ..Default::default() });
     let mut net = Network::new(&cfg2, 3).unwrap();
     let mut h = frame(1, 3, 0);
     h.resize(1000, 0);
-    assert_eq!(net.send(0, n(1), &h, &mut r)[0].time, 500_500);
-    assert_eq!(net.send(0, n(1), &f, &mut r)[0].time, 1_000_500);
+    assert_eq!(copies(net.send(0, n(1), &h, &mut r))[0].time, 500_500);
+    assert_eq!(copies(net.send(0, n(1), &f, &mut r))[0].time, 1_000_500);
 }
 
 #[test]
 fn broadcast_reaches_everyone_else() {
     let mut net = Network::new(&NetConfig::default(), 4).unwrap();
     let mut r = rng(0);
-    let s = net.send(0, n(2), &arp_request(n(2), n(3)), &mut r);
+    let s = copies(net.send(0, n(2), &arp_request(n(2), n(3)), &mut r));
     let mut to: Vec<u16> = s.iter().map(|d| d.to.get()).collect();
     to.sort();
     assert_eq!(to, vec![1, 3, 4]);
@@ -245,16 +250,16 @@ fn symmetric_partition_and_heal() {
     assert_eq!(net.pending().map(|d| d.to).collect::<Vec<_>>(), vec![n(2)]);
     assert!(net.send(10, n(1), &frame(1, 3, 1), &mut r).is_empty());
     assert!(net.send(10, n(4), &frame(4, 2, 1), &mut r).is_empty());
-    assert_eq!(net.send(10, n(3), &frame(3, 4, 1), &mut r).len(), 1, "same side still talks");
+    assert_eq!(copies(net.send(10, n(3), &frame(3, 4, 1), &mut r)).len(), 1, "same side still talks");
     // A broadcast only reaches the sender's side.
-    let s = net.send(10, n(1), &arp_request(n(1), n(3)), &mut r);
+    let s = copies(net.send(10, n(1), &arp_request(n(1), n(3)), &mut r));
     assert_eq!(s.iter().map(|d| d.to).collect::<Vec<_>>(), vec![n(2)]);
     assert_eq!(net.stats().dropped.partition_send, 4);
     assert_eq!(net.stats().dropped.partition_in_flight, 1);
     net.heal();
     assert!(net.current_partition().is_none());
-    assert_eq!(net.send(20, n(1), &frame(1, 3, 2), &mut r).len(), 1);
-    assert_eq!(net.send(20, n(4), &frame(4, 2, 2), &mut r).len(), 1);
+    assert_eq!(copies(net.send(20, n(1), &frame(1, 3, 2), &mut r)).len(), 1);
+    assert_eq!(copies(net.send(20, n(4), &frame(4, 2, 2), &mut r)).len(), 1);
 }
 
 #[test]
@@ -266,8 +271,8 @@ fn one_way_partition() {
     assert_eq!(net.partition(Partition::one_way([n(1)], [n(2)])).unwrap(), 1);
     assert_eq!(net.pending().map(|d| d.from).collect::<Vec<_>>(), vec![n(2)], "B->A in flight survives");
     assert!(net.send(1, n(1), &frame(1, 2, 1), &mut r).is_empty(), "A->B blocked");
-    assert_eq!(net.send(1, n(2), &frame(2, 1, 1), &mut r).len(), 1, "B->A allowed");
-    assert_eq!(net.send(1, n(1), &frame(1, 3, 1), &mut r).len(), 1, "A->C unaffected");
+    assert_eq!(copies(net.send(1, n(2), &frame(2, 1, 1), &mut r)).len(), 1, "B->A allowed");
+    assert_eq!(copies(net.send(1, n(1), &frame(1, 3, 1), &mut r)).len(), 1, "A->C unaffected");
     assert!(net.is_blocked(n(1), n(2)) && !net.is_blocked(n(2), n(1)));
     // A new partition replaces the old one.
     net.partition(Partition::isolate(n(3))).unwrap();
@@ -364,3 +369,33 @@ fn golden_trace() {
 }
 
 const GOLDEN: u64 = 0x4cc4_3feb_b951_b902;
+
+#[test]
+fn send_says_per_destination_what_became_of_the_frame() {
+    // Duplication always, loss on the link to node 3 only, a partition
+    // cutting node 4 off.
+    let mut cfg = NetConfig { duplicate: 1.0, ..NetConfig::default() };
+    cfg.links.insert("1->3".into(), LinkOverride { loss: Some(1.0), ..Default::default() });
+    let mut net = Network::new(&cfg, 4).unwrap();
+    net.partition(Partition::isolate(n(4))).unwrap();
+    let mut r = rng(3);
+    let o = net.send(0, n(1), &arp_request(n(1), n(2)), &mut r);
+    assert_eq!(o.unrouted, None);
+    let fates: Vec<(u16, LinkFate)> = o.links.iter().map(|l| (l.to.get(), l.fate)).collect();
+    assert_eq!(fates.len(), 3);
+    let LinkFate::Scheduled { copy, duplicate: Some(dup) } = fates[0].1 else { panic!("{fates:?}") };
+    assert_eq!((fates[0].0, copy.to, dup.to, copy.duplicate, dup.duplicate), (2, n(2), n(2), false, true));
+    assert_eq!(fates[1], (3, LinkFate::Dropped(LinkDrop::Loss)));
+    assert_eq!(fates[2], (4, LinkFate::Dropped(LinkDrop::Partition)));
+    assert_eq!(o.drops().collect::<Vec<_>>(), vec![(n(3), LinkDrop::Loss), (n(4), LinkDrop::Partition)]);
+    // The copies are exactly what is pending, in scheduling order.
+    let ids: Vec<u64> = o.copies().map(|c| c.id.0).collect();
+    assert_eq!(ids, vec![copy.id.0, dup.id.0]);
+    assert_eq!(net.pending().map(|d| d.id.0).collect::<Vec<_>>(), ids);
+    // No destination link at all.
+    let mut f = frame(1, 2, 0);
+    f[5] = 99;
+    let o = net.send(0, n(1), &f, &mut r);
+    assert_eq!((o.links.len(), o.unrouted), (0, Some(Unrouted::NoRoute)));
+    assert_eq!(net.send(0, n(1), &[0u8; 10], &mut r).unrouted, Some(Unrouted::Malformed));
+}

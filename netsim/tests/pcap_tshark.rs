@@ -10,6 +10,10 @@ use netsim::{Network, NodeId};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+fn copies(o: netsim::SendOutcome) -> Vec<netsim::ScheduledDelivery> {
+    o.into_iter().collect()
+}
+
 fn n(i: u16) -> NodeId {
     NodeId::new(i).unwrap()
 }
@@ -32,7 +36,7 @@ fn handshake() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     let mut now = 1_000_000_123;
     for (from, f) in steps {
         cap.on_send(now, from, &f).unwrap();
-        assert_eq!(net.send(now, from, &f, &mut rng).len(), 1);
+        assert_eq!(copies(net.send(now, from, &f, &mut rng)).len(), 1);
         let d = net.pop_next().unwrap();
         cap.on_deliver(&d).unwrap();
         now = d.time;

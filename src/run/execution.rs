@@ -15,21 +15,6 @@ use crate::image::Images;
 /// Traffic captures of an execution: (file name, pcap bytes).
 pub(crate) type Pcaps = Vec<(String, Vec<u8>)>;
 
-/// `{"1": 3}`: crash number -> enumerated state index, as failure files
-/// store it.
-pub(crate) fn crash_states_value(m: &std::collections::BTreeMap<u32, u64>) -> serde_json::Value {
-    serde_json::Value::Object(m.iter().map(|(c, k)| (c.to_string(), (*k).into())).collect())
-}
-
-/// The forced crash states of a failure file's strategy parameters.
-pub(crate) fn crash_states_param(s: &checker::failure_file::StrategySpec) -> std::collections::BTreeMap<u32, u64> {
-    s.params
-        .get("crash_states")
-        .and_then(|v| v.as_object())
-        .map(|o| o.iter().filter_map(|(c, k)| Some((c.parse().ok()?, k.as_u64()?))).collect())
-        .unwrap_or_default()
-}
-
 /// This process's scratch directory: executions' node sockets and run
 /// directories live in subdirectories of it.
 fn scratch_root() -> PathBuf {
@@ -156,7 +141,7 @@ pub(crate) fn spec_for(
         network: Some(engine::NetworkSpec {
             config: cluster.spec.faults.network.clone(),
             scheduled: cluster.partitions.clone(),
-            pcap_dir: None,
+            capture: false,
         }),
         disk: open.disk.clone(),
         history_node: cluster.history_node,
@@ -192,25 +177,18 @@ pub(crate) fn execute_one(spec: &mut ExecutionSpec, strategy: &mut dyn Strategy,
     std::fs::create_dir_all(&scratch)?;
     spec.scratch = scratch.clone();
     if let Some(n) = spec.network.as_mut() {
-        n.pcap_dir = Some(scratch.join("pcap"));
+        // In memory: the outputs write them once, where they keep them.
+        n.capture = true;
     }
     let r = engine::execute(spec, strategy).with_context(|| format!("{label} (seed {}) could not run", spec.seed));
-    let mut pcaps = Vec::new();
-    if let Ok(dir) = std::fs::read_dir(scratch.join("pcap")) {
-        let mut names: Vec<_> = dir.flatten().map(|e| e.path()).collect();
-        names.sort();
-        for p in names {
-            if let (Some(name), Ok(bytes)) = (p.file_name(), std::fs::read(&p)) {
-                pcaps.push((name.to_string_lossy().into_owned(), bytes));
-            }
-        }
-    }
     let _ = std::fs::remove_dir_all(&scratch);
     if exiting() {
         // Its nodes were killed under it: not a result.
         anyhow::bail!("simcluster is exiting");
     }
-    Ok(Executed { result: r?, pcaps })
+    let mut result = r?;
+    let pcaps = std::mem::take(&mut result.pcaps);
+    Ok(Executed { result, pcaps })
 }
 
 /// A random walk's weights: ordinary events 100, a crash, a pause and a
@@ -235,7 +213,7 @@ pub(crate) fn make_strategy(o: &StrategyOptions, seed: u64, explore: &engine::Ex
     }
 }
 
-/// The failure as recorded and compared by replay: "Kind: message".
+/// The failure for humans: "Kind: message".
 pub fn failure_line(result: &ExecutionResult) -> Option<String> {
-    result.verdict.failure().map(|f| format!("{:?}: {}", f.kind, f.message))
+    result.verdict.failure().map(|f| f.to_string())
 }

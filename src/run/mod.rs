@@ -28,7 +28,7 @@ use checker::engine::{self, RuntimeKind};
 use checker::strategy::{HybridDfs, Strategy};
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub(crate) use execution::{crash_states_param, execute_one, spec_for, Executed, OpenImages};
+pub(crate) use execution::{execute_one, spec_for, Executed, OpenImages};
 pub use execution::{exiting, explore_for, mark_exiting, failure_line, remove_scratch, remove_scratch_now};
 pub use host_cpu::HostCpu;
 pub use runtime::{choose_runtime, images_for_runtime, HostVirt, KVM_KERNEL_ENV};
@@ -279,16 +279,10 @@ impl Units<'_> {
         execution::make_strategy(&self.opts.strategy, self.opts.seed, self.explore)
     }
 
-    /// The strategy as a failure file records it.
+    /// The strategy as a failure file records it (its own parameters; the
+    /// run's are taken from each execution's spec).
     fn failure_strategy_spec(&self) -> checker::failure_file::StrategySpec {
-        let mut spec = self.strategy().spec();
-        spec.params.insert("window_ns".into(), self.explore.window_ns.into());
-        spec.params.insert("max_crashes".into(), self.explore.max_crashes.into());
-        if self.opts.runtime != RuntimeKind::Uml {
-            // Replays run on the runtime the failure was found on (absent: UML).
-            spec.params.insert("runtime".into(), self.opts.runtime.name().into());
-        }
-        spec
+        self.strategy().spec()
     }
 
     /// Runs every unit on the jobs and lets `obs` observe them in order.
@@ -311,7 +305,7 @@ impl Units<'_> {
             for g in out.groups {
                 let index = if plan.dfs { next_index } else { unit };
                 next_index += 1;
-                let flow = obs.observe(index, g, plan.dfs)?;
+                let flow = obs.observe(index, g)?;
                 bar.set_message(obs.progress(began.elapsed().as_secs_f64()));
                 bar.inc(1);
                 if flow == Flow::Stop || (plan.dfs && next_index >= plan.limit) {

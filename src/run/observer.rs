@@ -10,14 +10,14 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use checker::engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, Verdict};
-use checker::failure_file::{self, FailureRecord, StrategySpec};
+use checker::failure_file::{self, FailureRecord, RunParams, StrategySpec};
 use checker::strategy::{Guided, Strategy};
 use indicatif::ProgressBar;
 
-use super::execution::{crash_states_value, execute_one, Executed, Pcaps};
+use super::execution::{execute_one, Executed, Pcaps};
 use super::parallel::Flow;
 use super::summary::{CrashPointSummary, CriticalSummary, ExecutionFigures, ExecutionRecord};
-use super::{failure_line, RunOptions};
+use super::RunOptions;
 use crate::cluster::Cluster;
 use crate::image::Images;
 use crate::outputs::{write_failure, write_pcaps};
@@ -133,7 +133,7 @@ impl<'a> Observer<'a> {
 
     /// Counts execution `index`'s group. Stops the run after a failure
     /// when the run stops at the first.
-    pub fn observe(&mut self, index: u64, group: Group, dfs: bool) -> Result<Flow> {
+    pub fn observe(&mut self, index: u64, group: Group) -> Result<Flow> {
         let explored = group.explored;
         for done in group.runs {
             let Done { spec, executed: Executed { result, pcaps }, crash_state } = done;
@@ -179,7 +179,7 @@ impl<'a> Observer<'a> {
             self.virtual_ns_total += result.virtual_ns;
             if matches!(result.verdict, Verdict::Fail(_)) {
                 if self.failures == 0 {
-                    record.failure_file = Some(self.write_first_failure(&spec, &result, &pcaps, &record, dfs)?);
+                    record.failure_file = Some(self.write_first_failure(&spec, &result, &pcaps, &record)?);
                 }
                 self.failures += 1;
             }
@@ -201,26 +201,28 @@ impl<'a> Observer<'a> {
         result: &ExecutionResult,
         pcaps: &Pcaps,
         record: &ExecutionRecord,
-        dfs: bool,
     ) -> Result<PathBuf> {
-        let mut strategy = self.strategy_spec.clone();
-        if !spec.explore.crash_states.is_empty() {
-            strategy.params.insert("crash_states".into(), crash_states_value(&spec.explore.crash_states));
-        }
-        if dfs {
-            // dfs seeds by round, not by execution index (see dfs_round_seed).
-            strategy.params.insert("execution_seed".into(), spec.seed.into());
-        }
+        let verdict = result.verdict.failure().expect("only a failing execution is written as a failure");
         let failure = FailureRecord {
             format_version: failure_file::FORMAT_VERSION,
             images_hash: self.images.hash.clone(),
             cluster_dir: self.cluster.dir.canonicalize().unwrap_or(self.cluster.dir.clone()),
             seed: self.opts.seed,
-            strategy,
+            strategy: self.strategy_spec.clone(),
+            // From the spec the execution ran with: its seed (dfs seeds by
+            // round, see dfs_round_seed), explore settings and runtime.
+            run: RunParams {
+                execution_seed: spec.seed,
+                window_ns: spec.explore.window_ns,
+                max_crashes: spec.explore.max_crashes,
+                runtime: spec.runtime.into(),
+                crash_states: spec.explore.crash_states.clone(),
+            },
             execution_index: record.execution,
             actions: result.decisions.clone(),
-            failure: failure_line(result).unwrap_or_default(),
+            failure: verdict.clone(),
             trace_hash: result.trace_hash.clone(),
+            shrunk: None,
         };
         let mut extra = Vec::new();
         let liveness = result.verdict.failure().is_some_and(|f| f.kind == FailureKind::Liveness);

@@ -9,6 +9,50 @@
 //! Anything else on the line (echo before the agent set the line raw, say)
 //! is ignored.
 
+/// A line the engine sends to a node's agent. [`AgentCommand::encode`]
+/// gives its exact bytes on the control line (the agent also understands
+/// `halt`, which the engine never sends).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentCommand {
+    /// `run NAME`: run `/sim/cmd/NAME` after the commands before it.
+    Run(String),
+    /// `settle S.NNNNNNNNN`: the next `run` starts `ns` later (virtual time).
+    Settle { ns: u64 },
+    /// `pause`: SIGSTOP to the start command's process group.
+    Pause,
+    /// `resume`: SIGCONT to it.
+    Resume,
+    /// `clock bump NS`: the wall clock jumps by `delta_ns`.
+    ClockBump { delta_ns: i64 },
+    /// `clock strobe DELTA PERIOD LENGTH`: the wall clock jumps forward by
+    /// `delta_ns` and back every `period_ns`, for `length_ns`.
+    ClockStrobe { delta_ns: i64, period_ns: u64, length_ns: u64 },
+}
+
+impl std::fmt::Display for AgentCommand {
+    /// The line without its newline.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AgentCommand::Run(name) => write!(f, "run {name}"),
+            AgentCommand::Settle { ns } => write!(f, "settle {}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000),
+            AgentCommand::Pause => f.write_str("pause"),
+            AgentCommand::Resume => f.write_str("resume"),
+            AgentCommand::ClockBump { delta_ns } => write!(f, "clock bump {delta_ns}"),
+            AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns } => {
+                write!(f, "clock strobe {delta_ns} {period_ns} {length_ns}")
+            }
+        }
+    }
+}
+
+impl AgentCommand {
+    /// The bytes on the control line: the line and its newline.
+    pub fn encode(&self) -> Vec<u8> {
+        format!("{self}\n").into_bytes()
+    }
+}
+
+/// A line a node's agent sent the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentMsg {
     Ready,
@@ -42,6 +86,34 @@ pub fn status_hint(status: i32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_encode_as_the_agent_reads_them() {
+        let lines: Vec<String> = [
+            AgentCommand::Run("workload".into()),
+            AgentCommand::Settle { ns: 2_000_000_001 },
+            AgentCommand::Settle { ns: 500_000_000 },
+            AgentCommand::Pause,
+            AgentCommand::Resume,
+            AgentCommand::ClockBump { delta_ns: -1_500_000_000 },
+            AgentCommand::ClockStrobe { delta_ns: 200_000_000, period_ns: 10_000_000, length_ns: 1_000_000_000 },
+        ]
+        .iter()
+        .map(|c| String::from_utf8(c.encode()).unwrap())
+        .collect();
+        assert_eq!(
+            lines,
+            [
+                "run workload\n",
+                "settle 2.000000001\n",
+                "settle 0.500000000\n",
+                "pause\n",
+                "resume\n",
+                "clock bump -1500000000\n",
+                "clock strobe 200000000 10000000 1000000000\n",
+            ]
+        );
+    }
 
     #[test]
     fn parses_agent_lines() {

@@ -134,6 +134,17 @@ impl CompletionFaults {
 }
 
 /// What a fault did, for the trace: `r` is the request it hit.
+/// The trace's name of a disk fault.
+pub(super) fn fault_kind(fault: &DiskFault) -> crate::trace::DiskFaultKind {
+    use crate::trace::DiskFaultKind as K;
+    match fault {
+        DiskFault::CorruptRead { .. } => K::CorruptRead,
+        DiskFault::LostFlush => K::LostFlush,
+        DiskFault::WriteError => K::WriteError,
+        DiskFault::Misdirected { .. } => K::Misdirect,
+    }
+}
+
 pub(super) fn describe_fault(fault: &DiskFault, r: &DiskRequest) -> String {
     let range = |s: u64| format!("sectors {s}..{}", s + r.sectors);
     match fault {

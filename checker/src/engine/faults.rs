@@ -22,6 +22,7 @@
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use super::agent::AgentCommand;
 use super::{EngineError, Execution, GUEST_EPOCH_NS};
 use crate::trace::EventKind;
 
@@ -251,14 +252,14 @@ impl Execution<'_> {
         let resume_at = now + length;
         self.nodes[i].paused_until = Some(resume_at);
         self.trace.push(now, (i + 1) as u16, EventKind::Pause { resume_at });
-        self.control(i, "pause")
+        self.control(i, &AgentCommand::Pause)
     }
 
     /// Continues node `i`'s paused start command.
     pub(super) fn resume(&mut self, i: usize) -> Result<(), EngineError> {
         self.nodes[i].paused_until = None;
         self.trace.push(self.now, (i + 1) as u16, EventKind::Resume);
-        self.control(i, "resume")
+        self.control(i, &AgentCommand::Resume)
     }
 
     /// The quiet period or a calm probe begins: every paused node that is
@@ -282,22 +283,22 @@ impl Execution<'_> {
             (None, s) => s,
             (Some(_), None) => None,
         };
-        let (event, line) = match (strobe, c.bump_ns) {
+        let (event, command) = match (strobe, c.bump_ns) {
             (Some(s), _) => {
                 f.counts.clock_strobes += 1;
-                let line = format!("clock strobe {} {} {}", s.delta_ns, s.period_ns, s.length_ns);
-                (EventKind::ClockStrobe { delta_ns: s.delta_ns, period_ns: s.period_ns, length_ns: s.length_ns }, line)
+                let (delta_ns, period_ns, length_ns) = (s.delta_ns, s.period_ns, s.length_ns);
+                (EventKind::ClockStrobe { delta_ns, period_ns, length_ns }, AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns })
             }
             (None, Some((lo, hi))) => {
                 f.counts.clock_bumps += 1;
                 let delta_ns = between(&mut f.clock_rng, lo, hi);
-                (EventKind::ClockBump { delta_ns }, format!("clock bump {delta_ns}"))
+                (EventKind::ClockBump { delta_ns }, AgentCommand::ClockBump { delta_ns })
             }
             (None, None) => unreachable!("clock jumps are enabled only with a bump or a strobe"),
         };
         f.clock_not_before = Some(now + below(&mut f.clock_rng, c.span_ns));
         self.trace.push(now, (i + 1) as u16, event);
-        self.control(i, &line)
+        self.control(i, &command)
     }
 }
 

@@ -31,9 +31,9 @@ use vmm::runtime::{Delivered, GuestOutput, NodeConfig, NodeError, OutputStream, 
 pub use vmm::runtime::RuntimeKind;
 
 use crate::strategy::{default_choice, Decision, Strategy};
-use crate::trace::{EventKind, Trace};
+use crate::trace::{DiskOp, DropCause, EventKind, Trace};
 use actions::{effective_time, horizon, Action, Enabled};
-use agent::AgentMsg;
+use agent::{AgentCommand, AgentMsg};
 use node::Node;
 pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
 pub use faults::{ClockSpec, FaultCounts, NodeClock, PauseSpec, StrobeSpec, DRIFT_ENV};
@@ -491,6 +491,7 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         node_memory_kib,
         disk_storage_bytes,
         network: ex.net.as_mut().map(|n| n.finish()),
+        pcaps: ex.net.as_mut().map(|n| n.take_pcaps()).unwrap_or_default(),
         decisions,
         choice_points: step,
         chosen: chosen_log,
@@ -744,7 +745,7 @@ impl Execution<'_> {
                 }
                 let (to, from) = (d.to.index(), d.from.get());
                 if !self.nodes[to].is_up() {
-                    self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: "node down".into() });
+                    self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: DropCause::NodeDown });
                     return Ok(());
                 }
                 let summary = frames::summarize(&d.frame);
@@ -917,16 +918,17 @@ impl Execution<'_> {
         let Some(vm) = self.nodes[i].vm.as_mut() else { return };
         for c in vm.take_disk_completions() {
             let op = match c.request.kind {
-                disksim::RequestKind::Read => "read",
-                disksim::RequestKind::Write { .. } => "write",
-                disksim::RequestKind::Flush => "flush",
+                disksim::RequestKind::Read => DiskOp::Read,
+                disksim::RequestKind::Write { .. } => DiskOp::Write,
+                disksim::RequestKind::Flush => DiskOp::Flush,
             };
             let (id, sector, sectors) = (c.request.id.0, c.request.sector, c.request.sectors);
-            self.trace.push(c.completed, (i + 1) as u16, EventKind::Disk { id, op: op.into(), sector, sectors });
+            self.trace.push(c.completed, (i + 1) as u16, EventKind::Disk { id, op, sector, sectors });
             if let Some(f) = c.fault {
                 self.disk_fault_counts.count(&f);
                 let detail = disk::describe_fault(&f, &c.request);
-                self.trace.push(c.completed, (i + 1) as u16, EventKind::DiskFault { id, fault: f.name().into(), detail });
+                let fault = disk::fault_kind(&f);
+                self.trace.push(c.completed, (i + 1) as u16, EventKind::DiskFault { id, fault, detail });
             }
         }
     }
@@ -941,25 +943,25 @@ impl Execution<'_> {
         self.trace.push(self.now, (i + 1) as u16, EventKind::Command { name: name.to_string() });
         // Checks start after the quiet period's settle time, which the
         // agent sleeps in the guest's virtual time (also after a restart).
-        let settle = match (self.phase, self.spec.explore.quiet_settle_ns) {
-            (Phase::Checks { .. }, Some(ns)) if ns > 0 => format!("settle {}.{:09}\n", ns / 1_000_000_000, ns % 1_000_000_000),
-            _ => String::new(),
+        let mut line = match (self.phase, self.spec.explore.quiet_settle_ns) {
+            (Phase::Checks { .. }, Some(ns)) if ns > 0 => AgentCommand::Settle { ns }.encode(),
+            _ => Vec::new(),
         };
-        let line = format!("{settle}run {name}\n");
+        line.extend(AgentCommand::Run(name.to_string()).encode());
         // A check killed by a crash runs again once its node is back; the
         // workload does not (it would start its history over).
         if matches!(self.phase, Phase::Checks { .. }) {
             self.nodes[i].running.push(name.to_string());
         }
         let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[i].vm().send_control(now, line.as_bytes(), watchdog)?;
+        self.nodes[i].vm().send_control(now, &line, watchdog)?;
         Ok(())
     }
 
-    /// Sends one line to node `i`'s agent now (the node is up).
-    fn control(&mut self, i: usize, line: &str) -> Result<(), EngineError> {
+    /// Sends one command to node `i`'s agent now (the node is up).
+    fn control(&mut self, i: usize, command: &AgentCommand) -> Result<(), EngineError> {
         let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[i].vm().send_control(now, format!("{line}\n").as_bytes(), watchdog)?;
+        self.nodes[i].vm().send_control(now, &command.encode(), watchdog)?;
         Ok(())
     }
 

@@ -2,17 +2,13 @@
 //! and the partition timeline are engine actions, chosen at their virtual
 //! times like node runs.
 
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
-
-use netsim::{Capture, Delivery, DeliveryId, Destination, NetConfig, Network, NodeId, Partition, PartitionShape};
+use netsim::{Capture, Delivery, DeliveryId, NetConfig, Network, NodeId, Partition, PartitionShape};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use vmm::runtime::TxFrame;
 
 use super::frames::summarize;
-use crate::trace::{EventKind, Trace};
+use crate::trace::{DropCause, EventKind, Trace};
 
 /// A partition at fixed virtual times (from cluster.toml).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +23,10 @@ pub struct ScheduledPartition {
 pub struct NetworkSpec {
     pub config: NetConfig,
     pub scheduled: Vec<ScheduledPartition>,
-    /// Write per-node and whole-network pcap files into this directory.
-    pub pcap_dir: Option<PathBuf>,
+    /// Capture the traffic as pcap, per node and whole network, in memory:
+    /// the result's `pcaps`, for the caller to write where it keeps them
+    /// (once, to their final place).
+    pub capture: bool,
 }
 
 
@@ -41,15 +39,13 @@ enum Fault {
 pub(super) struct NetState {
     pub net: Network,
     rng: Xoshiro256PlusPlus,
-    capture: Option<Capture<BufWriter<File>>>,
+    capture: Option<Capture<Vec<u8>>>,
     /// (time, fault), sorted by time; `next_fault` indexes the first not applied.
     faults: Vec<(u64, Fault)>,
     next_fault: usize,
     /// Ids for frames that were lost (they have no delivery id); the top bit
     /// keeps them apart from netsim's.
     lost_ids: u64,
-    /// Every node of the network, the host client (if any) included.
-    nodes: u16,
     /// The host client's node, named `host` in partition descriptions.
     host: Option<NodeId>,
     /// Datagrams in flight on a link may be delivered in any order.
@@ -235,12 +231,9 @@ impl NetState {
         }
         // Stable sort: a heal and a start at the same instant keep their order.
         faults.sort_by_key(|(t, _)| *t);
-        let capture = match &spec.pcap_dir {
-            None => None,
-            Some(dir) => Some(open_capture(dir, nodes, host)?),
-        };
+        let capture = spec.capture.then(|| new_capture(nodes));
         let any_datagram_order = spec.config.datagram_order == netsim::DatagramOrder::Any;
-        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, nodes, host, any_datagram_order, deferred })
+        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, host, any_datagram_order, deferred })
     }
 
     /// Deferred random partitions begin: their timeline is drawn from `at`
@@ -386,26 +379,22 @@ impl NetState {
             let _ = c.on_send(time, from, bytes);
         }
         let summary = summarize(bytes);
-        let scheduled = self.net.send(time, from, bytes, &mut self.rng);
+        let outcome = self.net.send(time, from, bytes, &mut self.rng);
         let len = bytes.len() as u32;
-        for d in &scheduled {
+        for d in outcome.copies() {
             trace.push(time, from.get(), EventKind::Send { id: d.id.0, to: d.to.get(), len, summary: summary.clone() });
         }
-        // Destinations with no scheduled copy lost the frame.
-        let wanted: Vec<NodeId> = match netsim::destination(bytes) {
-            Ok(Destination::Unicast(to)) if to != from && to.get() <= self.nodes => vec![to],
-            Ok(Destination::Broadcast) => NodeId::all(self.nodes).filter(|&n| n != from).collect(),
-            _ => vec![],
-        };
-        for to in wanted {
-            if scheduled.iter().any(|d| d.to == to) {
-                continue;
-            }
+        // The links that lost the frame get an id of their own (they have
+        // no delivery id), after every scheduled copy.
+        for (to, why) in outcome.drops() {
             self.lost_ids += 1;
             let id = (1 << 63) | self.lost_ids;
-            let cause = if self.net.is_blocked(from, to) { "partition" } else { "loss" };
+            let cause = match why {
+                netsim::LinkDrop::Partition => DropCause::Partition,
+                netsim::LinkDrop::Loss => DropCause::Loss,
+            };
             trace.push(time, from.get(), EventKind::Send { id, to: to.get(), len, summary: summary.clone() });
-            trace.push(time, from.get(), EventKind::Drop { id, to: to.get(), cause: cause.into() });
+            trace.push(time, from.get(), EventKind::Drop { id, to: to.get(), cause });
         }
     }
 
@@ -414,24 +403,34 @@ impl NetState {
         self.net.discard_to(node);
     }
 
+    /// netsim's counters.
     pub fn finish(&mut self) -> serde_json::Value {
-        if let Some(c) = &mut self.capture {
-            let _ = c.flush();
-        }
         serde_json::to_value(self.net.stats()).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The captures (see [`NetworkSpec::capture`]), by file name: `n1.pcap`
+    /// .. `nN.pcap`, `host.pcap` for the host client, `network.pcap`.
+    pub fn take_pcaps(&mut self) -> Vec<(String, Vec<u8>)> {
+        let Some(c) = self.capture.take() else { return Vec::new() };
+        let (nodes, all) = c.into_parts();
+        let mut out: Vec<(String, Vec<u8>)> = nodes
+            .into_iter()
+            .map(|(n, bytes)| (if Some(n) == self.host { "host.pcap".to_string() } else { format!("{n}.pcap") }, bytes))
+            .collect();
+        out.extend(all.map(|bytes| ("network.pcap".to_string(), bytes)));
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 }
 
-/// `n1.pcap` .. `nN.pcap`, `host.pcap` for the host client, `network.pcap`.
-fn open_capture(dir: &Path, nodes: u16, host: Option<NodeId>) -> std::io::Result<Capture<BufWriter<File>>> {
-    std::fs::create_dir_all(dir)?;
+/// A capture of every node and the whole network, in memory.
+fn new_capture(nodes: u16) -> Capture<Vec<u8>> {
     let mut c = Capture::new();
     for n in NodeId::all(nodes) {
-        let name = if Some(n) == host { "host.pcap".to_string() } else { format!("{n}.pcap") };
-        c.add_node(n, BufWriter::new(File::create(dir.join(name))?))?;
+        c.add_node(n, Vec::new()).expect("a Vec takes the header");
     }
-    c.set_network(BufWriter::new(File::create(dir.join("network.pcap"))?))?;
-    Ok(c)
+    c.set_network(Vec::new()).expect("a Vec takes the header");
+    c
 }
 
 #[cfg(test)]

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::trace::Trace;
 
 /// Which property failed. A guest that panics or hangs is a finding about
 /// the guest, never a simulator crash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     /// The workload exited non-zero.
@@ -32,7 +32,7 @@ pub enum FailureKind {
     Linearizability,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
     pub kind: FailureKind,
     /// The node to blame (`n2`), if one is.
@@ -42,7 +42,39 @@ pub struct Failure {
     pub message: String,
 }
 
+impl FailureKind {
+    /// The kind as failure lines and reports name it (`Invariant`,
+    /// `GuestPanic`, ...).
+    pub fn title(self) -> &'static str {
+        match self {
+            FailureKind::Workload => "Workload",
+            FailureKind::Invariant => "Invariant",
+            FailureKind::StartCommand => "StartCommand",
+            FailureKind::GuestPanic => "GuestPanic",
+            FailureKind::GuestExit => "GuestExit",
+            FailureKind::GuestHang => "GuestHang",
+            FailureKind::TimeLimit => "TimeLimit",
+            FailureKind::Liveness => "Liveness",
+            FailureKind::Linearizability => "Linearizability",
+        }
+    }
+}
+
+/// The failure line for humans: `Invariant: invariant x failed on n2 ...`.
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.kind.title(), self.message)
+    }
+}
+
 impl Failure {
+    /// The first line of [`Failure`]'s display: kind and the message's
+    /// first line (the console lines that may follow it are elsewhere).
+    pub fn headline(&self) -> String {
+        let first = self.message.lines().next().unwrap_or("");
+        format!("{}: {first}", self.kind.title())
+    }
+
     pub fn new(kind: FailureKind, node: Option<String>, time: u64, message: String) -> Failure {
         Failure { kind, node, time, message }
     }
@@ -82,6 +114,10 @@ pub struct ExecutionResult {
     pub disk_storage_bytes: Vec<u64>,
     /// netsim's counters (sent, delivered, dropped by cause, ...).
     pub network: Option<serde_json::Value>,
+    /// The traffic captures, (file name, pcap bytes), when
+    /// `NetworkSpec::capture` asked for them: the caller writes them once,
+    /// where it keeps them.
+    pub pcaps: Vec<(String, Vec<u8>)>,
     /// The strategy's choices that differ from the default scheduler's,
     /// by choice step: with the seed, all a replay needs.
     pub decisions: Vec<crate::strategy::Decision>,

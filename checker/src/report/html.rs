@@ -14,7 +14,7 @@ use super::{
     clip, describe, esc, esc_html, exit_text, fmt_dur, fmt_time, fmt_time_ns, node_label,
     node_name, sanitize, Analysis, ReportMeta,
 };
-use crate::trace::{Event, EventKind, ENGINE};
+use crate::trace::{DiskOp, Event, EventKind, ENGINE};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -962,7 +962,7 @@ fn diagram(cx: &Ctx, h: &mut String) {
                     xx + 5,
                     dy - 5,
                     dy + 4,
-                    esc_html(&clip(cause, LABEL_CHARS))
+                    esc_html(&clip(cause.as_str(), LABEL_CHARS))
                 );
             }
             EventKind::Send {
@@ -1038,7 +1038,7 @@ fn diagram(cx: &Ctx, h: &mut String) {
                 );
                 continue;
             }
-            EventKind::Disk { op, .. } if op == "flush" => {
+            EventKind::Disk { op: DiskOp::Flush, .. } => {
                 // A flush is a durability point: a small square on the lane.
                 let _ = write!(h, "<rect x=\"{}\" y=\"{}\" width=\"6\" height=\"6\" fill=\"#555\"><title>{}</title></rect>", x - 3, y - 3, esc(&describe(m, e), TITLE_CHARS));
                 continue;
@@ -1054,7 +1054,7 @@ fn diagram(cx: &Ctx, h: &mut String) {
                     y - 6,
                     x + 18,
                     y + 4,
-                    esc_html(&clip(fault, LABEL_CHARS))
+                    esc_html(&clip(fault.as_str(), LABEL_CHARS))
                 );
                 continue;
             }

@@ -68,6 +68,9 @@ pub fn summary_json(meta: &ReportMeta, events: &[Event]) -> Value {
                 "description".into(),
                 json!(sanitize(&f.description, TEXT_CHARS)),
             );
+            if let Some(engine) = &meta.failure {
+                m.insert("kind".into(), json!(engine.kind));
+            }
             match f.index {
                 Some(i) => {
                     let ev = &events[i];

@@ -17,7 +17,8 @@
 //! per node, always including the region around the failure, with a note
 //! saying what was left out.
 
-use crate::trace::{Event, EventKind, ENGINE};
+use crate::engine::{Failure, FailureKind};
+use crate::trace::{DiskOp, Event, EventKind, ENGINE};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -43,9 +44,10 @@ pub struct ReportMeta {
     /// Which execution of the run (0-based).
     pub execution: u64,
     pub trace_hash: String,
-    /// What failed, for humans; `None` when the execution passed. The
-    /// report locates the failing event itself (see [`failure_index`]).
-    pub failure: Option<String>,
+    /// The engine's verdict (kind, node, virtual time, message); `None`
+    /// when the execution passed. The report marks the event it names (see
+    /// [`failure_index`]).
+    pub failure: Option<Failure>,
     /// `node_names[k]` names node `k + 1` (node 0 is the engine). Nodes
     /// without a name are called `n<number>`.
     pub node_names: Vec<String>,
@@ -56,47 +58,52 @@ pub struct ReportMeta {
 pub struct FailureSpot {
     /// Index into the events of the failing event, when one is found.
     pub index: Option<usize>,
-    /// `meta.failure`, or a description made from the failing event.
+    /// The failure's headline: its kind and the first line of its message
+    /// (the console lines that follow in the message are in the report's
+    /// console log already).
     pub description: String,
 }
 
-/// Finds the event where the execution failed: the first failed invariant,
-/// else the first kernel panic, else the first hung node; when `failure` is
-/// set and none of those occurs, the first exit with a non-zero status or a
-/// signal, else the last event that is not `Run`. Returns `None` for a
-/// passing execution without any of the strong signs.
-pub fn failure_index(failure: Option<&str>, events: &[Event]) -> Option<usize> {
-    let first = |f: &dyn Fn(&EventKind) -> bool| events.iter().position(|e| f(&e.kind));
-    if let Some(i) = first(&|k| matches!(k, EventKind::Invariant { ok: false, .. })) {
-        return Some(i);
-    }
-    if let Some(i) = first(&|k| matches!(k, EventKind::Exit { panic: true, .. })) {
-        return Some(i);
-    }
-    if let Some(i) = first(&|k| matches!(k, EventKind::Hung)) {
-        return Some(i);
-    }
-    failure?;
-    if let Some(i) = first(&|k| {
-        matches!(k, EventKind::Exit { status, signal, .. }
-            if signal.is_some() || status.is_some_and(|s| s != 0))
-    }) {
-        return Some(i);
-    }
-    events
-        .iter()
-        .rposition(|e| !matches!(e.kind, EventKind::Run { .. }))
+/// The trace event the engine's `failure` happened at: the last event at
+/// or before the failure's time, on the failure's node (when it names one),
+/// of the kind that decides such a verdict: a failed `invariant` for an
+/// invariant, liveness or history failure, a `command_done` with a non-zero
+/// status for a workload or start command, an `exit` (with a panic for a
+/// panic) or `hung` for a guest. If there is none, the last event that is
+/// not `Run` at or before that time, on that node if it has one, else on
+/// any. A time limit has no event of its own: the last one before it.
+pub fn failure_index(failure: &Failure, meta: &ReportMeta, events: &[Event]) -> Option<usize> {
+    let node = failure.node.as_deref().and_then(|name| node_number(meta, name));
+    let decides = |k: &EventKind| match failure.kind {
+        FailureKind::Invariant | FailureKind::Liveness | FailureKind::Linearizability => {
+            matches!(k, EventKind::Invariant { ok: false, .. })
+        }
+        FailureKind::Workload | FailureKind::StartCommand => matches!(k, EventKind::CommandDone { status, .. } if *status != 0),
+        FailureKind::GuestPanic => matches!(k, EventKind::Exit { panic: true, .. }),
+        FailureKind::GuestExit => matches!(k, EventKind::Exit { .. }),
+        FailureKind::GuestHang => matches!(k, EventKind::Hung),
+        FailureKind::TimeLimit => false,
+    };
+    let visible = |k: &EventKind| !matches!(k, EventKind::Run { .. });
+    let last = |on: Option<u16>, f: &dyn Fn(&EventKind) -> bool| {
+        events.iter().rposition(|e| e.time <= failure.time && on.is_none_or(|n| e.node == n) && f(&e.kind))
+    };
+    last(node, &decides).or_else(|| node.and_then(|n| last(Some(n), &visible))).or_else(|| last(None, &visible))
 }
 
-/// The failure of this execution, if any (see [`failure_index`]).
+/// The node number of a node name as the engine names nodes (the names of
+/// `meta.node_names`, else `n<number>`).
+fn node_number(meta: &ReportMeta, name: &str) -> Option<u16> {
+    if let Some(k) = meta.node_names.iter().position(|n| n == name) {
+        return u16::try_from(k + 1).ok();
+    }
+    name.strip_prefix('n').and_then(|d| d.parse().ok()).filter(|&n| n != ENGINE)
+}
+
+/// The failure of this execution, if it failed (see [`failure_index`]).
 pub fn failure_spot(meta: &ReportMeta, events: &[Event]) -> Option<FailureSpot> {
-    let index = failure_index(meta.failure.as_deref(), events);
-    let description = match (&meta.failure, index) {
-        (Some(d), _) => d.clone(),
-        (None, Some(i)) => format!("{} (found in the trace)", describe(meta, &events[i])),
-        (None, None) => return None,
-    };
-    Some(FailureSpot { index, description })
+    let f = meta.failure.as_ref()?;
+    Some(FailureSpot { index: failure_index(f, meta, events), description: f.headline() })
 }
 
 /// Event counts, shared by the three views.
@@ -315,7 +322,7 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
         EventKind::Invariant { name, ok: true } => format!("invariant {name} ok"),
         EventKind::Invariant { name, ok: false } => format!("invariant {name} FAILED"),
         EventKind::Note { text } => format!("note: {text}"),
-        EventKind::Disk { id, op, .. } if op == "flush" => format!("disk flush #{id} completed"),
+        EventKind::Disk { id, op: DiskOp::Flush, .. } => format!("disk flush #{id} completed"),
         EventKind::Disk { id, op, sector, sectors } => {
             format!("disk {op} #{id} completed: sectors {sector}..{}", sector + sectors)
         }

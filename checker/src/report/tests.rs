@@ -1,4 +1,5 @@
 use super::*;
+use crate::engine::{Failure, FailureKind};
 use crate::trace::{Event, EventKind, Trace};
 
 const S: u64 = 1_000_000_000;
@@ -64,20 +65,30 @@ impl B {
             EventKind::Drop {
                 id,
                 to,
-                cause: cause.into(),
+                cause: named(cause),
             },
         );
     }
 }
 
-fn meta(failure: Option<&str>) -> ReportMeta {
+/// A trace enum (`DropCause`, `DiskOp`, `DiskFaultKind`) by its trace string.
+fn named<T: serde::de::DeserializeOwned>(s: &str) -> T {
+    serde_json::from_value(serde_json::Value::String(s.into())).unwrap()
+}
+
+/// An invariant failure of `node` at `time`.
+fn invariant(node: Option<&str>, time: u64, message: &str) -> Failure {
+    Failure::new(FailureKind::Invariant, node.map(str::to_string), time, message.into())
+}
+
+fn meta(failure: Option<Failure>) -> ReportMeta {
     ReportMeta {
         cluster: "db-cluster".into(),
         seed: 42,
         strategy: "pct(depth=3)".into(),
         execution: 7,
         trace_hash: String::new(),
-        failure: failure.map(str::to_string),
+        failure,
         node_names: vec!["db1".into(), "db2".into(), "db3".into()],
     }
 }
@@ -210,7 +221,7 @@ pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
         },
     );
     let id = b.send(4110 * MS, 1, 3, "AppendEntries term=1 idx=1");
-    b.drop_(4110 * MS, id, 1, 3, "host down");
+    b.drop_(4110 * MS, id, 1, 3, "node down");
     b.msg(4120 * MS, 4123 * MS, 1, 2, "AppendEntries term=1 idx=1");
     b.msg(4125 * MS, 4127 * MS, 2, 1, "Reject term=2");
     b.console(4128 * MS, 1, "db: stepping down, term 2 > 1");
@@ -227,7 +238,7 @@ pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
     b.console(4800 * MS, 3, "Linux version 6.1.0-um (simcluster) #1");
     b.console(5200 * MS, 3, "db: recovering from WAL: 1 entry, 1 torn");
     let id = b.send(5300 * MS, 2, 3, "AppendEntries term=2 idx=2");
-    b.drop_(5301 * MS, id, 2, 3, "loss (p=0.05)");
+    b.drop_(5301 * MS, id, 2, 3, "loss");
     b.ev(
         6 * S,
         1,
@@ -258,9 +269,11 @@ pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
         b.t.events().windows(2).all(|w| w[0].time <= w[1].time),
         "sample time runs forward"
     );
-    let mut m = meta(Some(
+    let mut m = meta(Some(invariant(
+        Some("db1"),
+        6 * S,
         "invariant `linearizable` failed: get x returned 2 after put x=1 completed on db2",
-    ));
+    )));
     m.trace_hash = b.t.hash();
     (m, b.t.events().to_vec())
 }
@@ -313,7 +326,7 @@ fn big(n: usize) -> (ReportMeta, Vec<Event>) {
             _ => b.deliver(t + 1000, id, from, to, &format!("m{step}")),
         }
     }
-    let mut m = meta(Some("invariant linearizable failed"));
+    let mut m = meta(Some(invariant(None, u64::MAX, "invariant linearizable failed")));
     m.node_names = (1..=nodes).map(|k| format!("node-{k}")).collect();
     (m, b.t.events().to_vec())
 }
@@ -466,7 +479,7 @@ fn hostile_text_is_escaped() {
     m.cluster = HOSTILE.into();
     m.strategy = HOSTILE.into();
     m.node_names[0] = HOSTILE.into();
-    m.failure = Some(HOSTILE.into());
+    m.failure = Some(invariant(Some("db1"), 6 * S, HOSTILE));
     ev.push(Event {
         time: 7 * S,
         node: 0,
@@ -570,7 +583,7 @@ fn text_summary() {
     let (m, ev) = sample();
     let text = render_text(&m, &ev);
     eprintln!("{text}");
-    assert!(text.contains("FAILED: invariant `linearizable` failed"));
+    assert!(text.contains("FAILED: Invariant: invariant `linearizable` failed"));
     assert!(text.contains("on n1 (db1)"));
     assert!(text.contains("invariant linearizable FAILED"));
     assert!(text.contains(">> #"));
@@ -607,6 +620,7 @@ fn json_summary() {
         .unwrap();
     assert_eq!(v["failure"]["event_index"], fi);
     assert_eq!(v["failure"]["node_name"], "db1");
+    assert_eq!(v["failure"]["kind"], "invariant");
     assert_eq!(v["failed_invariants"][0]["name"], "linearizable");
     let n3 = &v["nodes"][2];
     assert_eq!(n3["name"], "db3");
@@ -638,7 +652,7 @@ fn passing_and_empty_traces() {
     assert_eq!(summary_json(&empty, &[])["events"], 0);
     // A failure with no trace still says what failed.
     let m = ReportMeta {
-        failure: Some("boot failed".into()),
+        failure: Some(Failure::new(FailureKind::TimeLimit, None, 0, "boot failed".into())),
         ..ReportMeta::default()
     };
     let html = render_html(&m, &[]);
@@ -680,20 +694,30 @@ fn failure_is_located() {
         ),
         e(3, EventKind::run()),
     ];
-    assert_eq!(failure_index(None, &ev), Some(3));
-    assert_eq!(failure_index(None, &ev[..3]), Some(2));
-    assert_eq!(failure_index(None, &ev[..2]), Some(1));
-    assert_eq!(failure_index(None, &ev[..1]), None);
-    assert_eq!(failure_index(Some("f"), &ev[..1]), Some(0));
+    let m = meta(None);
+    let at = |kind, node: Option<&str>, time| failure_index(&Failure::new(kind, node.map(str::to_string), time, String::new()), &m, &ev);
+    // The event of the engine's failure, on its node, by its kind.
+    assert_eq!(at(FailureKind::Invariant, Some("db3"), 1), Some(3));
+    assert_eq!(at(FailureKind::GuestPanic, Some("db1"), 1), Some(2));
+    assert_eq!(at(FailureKind::GuestHang, Some("n2"), 1), Some(1));
+    assert_eq!(at(FailureKind::GuestExit, Some("db1"), 1), Some(2), "the last exit of db1");
+    assert_eq!(at(FailureKind::GuestExit, None, 1), Some(2));
+    // Nothing of its kind: the node's last visible event, else anyone's.
+    assert_eq!(at(FailureKind::Workload, Some("db2"), 1), Some(1));
+    assert_eq!(at(FailureKind::TimeLimit, None, 9), Some(3), "the last event that is not a run");
+    // Never after the failure's time.
+    assert_eq!(at(FailureKind::Invariant, Some("db3"), 0), None);
     let ok = vec![
         e(1, EventKind::Boot),
         e(1, EventKind::Console { text: "x".into() }),
         e(1, EventKind::run()),
     ];
-    assert_eq!(failure_index(Some("liveness"), &ok), Some(1));
-    // Found in the trace without a description: one is made up.
-    let spot = failure_spot(&ReportMeta::default(), &ev).unwrap();
-    assert_eq!(spot.description, "invariant x FAILED (found in the trace)");
+    let f = Failure::new(FailureKind::Liveness, Some("db1".into()), 1, "liveness x never held\nconsole tail".into());
+    assert_eq!(failure_index(&f, &m, &ok), Some(1));
+    let spot = failure_spot(&ReportMeta { failure: Some(f), ..m.clone() }, &ok).unwrap();
+    assert_eq!(spot, FailureSpot { index: Some(1), description: "Liveness: liveness x never held".into() });
+    // No failure from the engine, none in the report, whatever the trace holds.
+    assert_eq!(failure_spot(&m, &ev), None);
 }
 
 #[test]
@@ -819,8 +843,8 @@ fn disk_faults_are_marked_on_their_lane_indexed_and_counted() {
     let mut b = B::new();
     b.ev(0, 1, EventKind::Boot);
     b.ev(0, 2, EventKind::Boot);
-    let disk = |id: u64, op: &str| EventKind::Disk { id, op: op.into(), sector: 8, sectors: 8 };
-    let fault = |id: u64, fault: &str, detail: &str| EventKind::DiskFault { id, fault: fault.into(), detail: detail.into() };
+    let disk = |id: u64, op: &str| EventKind::Disk { id, op: named(op), sector: 8, sectors: 8 };
+    let fault = |id: u64, fault: &str, detail: &str| EventKind::DiskFault { id, fault: named(fault), detail: detail.into() };
     b.ev(S, 2, disk(1, "read"));
     b.ev(S, 2, fault(1, "corrupt_read", "read of sectors 8..16 returned 2 flipped bit(s)"));
     b.ev(2 * S, 2, disk(2, "write"));

@@ -157,6 +157,6 @@ fn disk_fault_kinds(events: &[Event]) -> String {
     if by.is_empty() {
         return String::new();
     }
-    let parts: Vec<String> = by.iter().map(|(k, n)| format!("{n} {}", sanitize(k, 40))).collect();
+    let parts: Vec<String> = by.iter().map(|(k, n)| format!("{n} {k}")).collect();
     format!(" ({})", parts.join(", "))
 }
