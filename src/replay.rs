@@ -191,7 +191,7 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
         ))
         .into());
     }
-    let (smallest, executions) = l.smallest_failing(opts, max_executions, original_events)?;
+    let Search { smallest, executions } = l.smallest_failing(opts, max_executions, original_events)?;
     let (decisions, shrunk) = smallest.unwrap_or_else(|| (l.record.actions.clone(), original));
     let result: &ExecutionResult = &shrunk.result;
     let record = l.shrunk_record(&decisions, result);
@@ -220,18 +220,21 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
     })
 }
 
+/// What the shrink search found.
+struct Search {
+    /// The smallest subset of the recorded decisions found whose execution
+    /// fails the same way, with that execution; `None`: nothing smaller.
+    smallest: Option<(Vec<Decision>, Executed)>,
+    /// Executions it took, the original's included.
+    executions: u64,
+}
+
 impl Loaded {
-    /// The smallest subset of the recorded decisions found (ddmin) whose
-    /// execution fails the same way in at most `original_events` trace
-    /// events, with its execution (`None`: none smaller), and how many
-    /// executions it took, the original's included. A replay that cannot
-    /// run at all is an error.
-    fn smallest_failing(
-        &self,
-        opts: &RunOptions,
-        max_executions: u64,
-        original_events: usize,
-    ) -> Result<(Option<(Vec<Decision>, Executed)>, u64)> {
+    /// Searches (ddmin, faults first) for the smallest subset of the
+    /// recorded decisions whose execution fails the same way in at most
+    /// `original_events` trace events, within `max_executions`. A replay
+    /// that cannot run at all is an error.
+    fn smallest_failing(&self, opts: &RunOptions, max_executions: u64, original_events: usize) -> Result<Search> {
         let want = kind_of(&self.record.failure).to_string();
         let mut executions = 1u64;
         let mut best: Option<(Vec<Decision>, Executed)> = None;
@@ -270,7 +273,7 @@ impl Loaded {
         if let Some(e) = host_error {
             return Err(e.context("a shrink replay could not run"));
         }
-        Ok((outcome.ok().and(best), executions))
+        Ok(Search { smallest: outcome.ok().and(best), executions })
     }
 
     /// The failure record of the shrunk execution: `decisions` and what
