@@ -1,6 +1,6 @@
 //! The `simcluster` command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -339,108 +339,124 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Image { command: ImageCommand::Build { cluster_dir, quiet } } => {
-            let cluster = simcluster::cluster::Cluster::load(&cluster_dir)?;
-            let images = simcluster::image::build(&cluster, quiet)?;
-            println!(
-                "{}",
-                serde_json::json!({
-                    "kernel": images.kernel,
-                    "initrd": images.initrd,
-                    "root": images.root,
-                    "images_hash": images.hash,
-                    "kernel_cached": images.kernel_cached,
-                    "rootfs_cached": images.rootfs_cached,
-                    "wall_seconds": images.wall_seconds,
-                    "cache": simcluster::image::cache_dir(),
-                })
-            );
-            Ok(ExitCode::SUCCESS)
+        Command::Image { command: ImageCommand::Build { cluster_dir, quiet } } => image_build(&cluster_dir, quiet),
+        Command::Run(args) => run_command(&args),
+        Command::Merge { shards, out } => merge(&shards, out),
+        Command::Replay { failure_file, common } => replay_command(&failure_file, &common),
+        Command::Shrink { failure_file, max_executions, common } => shrink(&failure_file, max_executions, &common),
+    }
+}
+
+/// `simcluster image build`: the images' paths and hash as one JSON line.
+fn image_build(cluster_dir: &Path, quiet: bool) -> anyhow::Result<ExitCode> {
+    let cluster = simcluster::cluster::Cluster::load(cluster_dir)?;
+    let images = simcluster::image::build(&cluster, quiet)?;
+    println!(
+        "{}",
+        serde_json::json!({
+            "kernel": images.kernel,
+            "initrd": images.initrd,
+            "root": images.root,
+            "images_hash": images.hash,
+            "kernel_cached": images.kernel_cached,
+            "rootfs_cached": images.rootfs_cached,
+            "wall_seconds": images.wall_seconds,
+            "cache": simcluster::image::cache_dir(),
+        })
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `simcluster run`: the summary as one JSON line; exit 1 when a property failed.
+fn run_command(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let (runtime, why) = run::choose_runtime(args.runtime.asked(), &run::HostVirt::detect())?;
+    if !args.common.quiet {
+        eprintln!("runtime: {why}");
+    }
+    let kind = args.strategy.kind();
+    let opts = RunOptions {
+        seed: args.seed,
+        executions: args.executions,
+        time_budget: args.time_budget.map(Duration::from_nanos),
+        strategy: StrategyOptions {
+            kind,
+            depth: args.depth.unwrap_or(kind.default_depth()),
+            horizon: args.horizon.max(1),
+        },
+        until_failure: args.until_failure,
+        window_ns: args.window,
+        max_crashes: args.max_crashes,
+        critical_walks: args.critical_walks,
+        runtime,
+        jobs: args.jobs.map(|j| j as usize),
+        shard: args.shard.unwrap_or(simcluster::run::Shard::ALL),
+        ..options(&args.common)
+    };
+    let (summary, failed) = run::run(&args.images, &opts)?;
+    if failed && !opts.quiet {
+        if let Some(f) = &summary.figures.failure {
+            eprintln!("FAILED: {}", f["message"].as_str().unwrap_or(""));
         }
-        Command::Run(args) => {
-            let (runtime, why) = run::choose_runtime(args.runtime.asked(), &run::HostVirt::detect())?;
-            if !args.common.quiet {
-                eprintln!("runtime: {why}");
-            }
-            let kind = args.strategy.kind();
-            let opts = RunOptions {
-                seed: args.seed,
-                executions: args.executions,
-                time_budget: args.time_budget.map(Duration::from_nanos),
-                strategy: StrategyOptions {
-                    kind,
-                    depth: args.depth.unwrap_or(kind.default_depth()),
-                    horizon: args.horizon.max(1),
-                },
-                until_failure: args.until_failure,
-                window_ns: args.window,
-                max_crashes: args.max_crashes,
-                critical_walks: args.critical_walks,
-                runtime,
-                jobs: args.jobs.map(|j| j as usize),
-                shard: args.shard.unwrap_or(simcluster::run::Shard::ALL),
-                ..options(&args.common)
-            };
-            let (summary, failed) = run::run(&args.images, &opts)?;
-            if failed && !opts.quiet {
-                if let Some(f) = &summary.figures.failure {
-                    eprintln!("FAILED: {}", f["message"].as_str().unwrap_or(""));
-                }
-                if let Some(p) = &summary.failure_file {
-                    eprintln!("replay with: simcluster replay {}", p.display());
-                }
-            }
-            report_unreached(&summary);
-            println!("{}", serde_json::to_string(&summary)?);
-            Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
-        }
-        Command::Merge { shards, out } => {
-            let summary = simcluster::run::shard::merge(&shards, out.clone().unwrap_or_default())?;
-            let line = serde_json::to_string(&summary)?;
-            if let Some(dir) = &out {
-                std::fs::create_dir_all(dir)?;
-                simcluster::outputs::write_atomic(&dir.join("summary.json"), format!("{line}\n").as_bytes())?;
-            }
-            if let Some(f) = summary.failing_executions.first() {
-                eprintln!("FAILED: execution {} of {} failed first: {}", f.execution, summary.executions, f.message);
-                if let Some(p) = &f.failure_file {
-                    eprintln!("replay with: simcluster replay {}", p.display());
-                }
-            }
-            report_unreached(&summary);
-            println!("{line}");
-            Ok(if summary.failed() { ExitCode::from(1) } else { ExitCode::SUCCESS })
-        }
-        Command::Replay { failure_file, common } => {
-            pin(&common)?;
-            let opts = options(&common);
-            let r = replay::replay(&failure_file, &opts)?;
-            if !r.reproduced && !opts.quiet {
-                eprintln!("NOT REPRODUCED: trace hash {} (recorded {})", r.trace_hash, r.expected_trace_hash);
-                if let Some(d) = &r.divergence {
-                    eprintln!("first difference at trace line {}:", d.line);
-                    eprintln!("  recorded: {}", d.expected.as_deref().unwrap_or("(end of trace)"));
-                    eprintln!("  replayed: {}", d.actual.as_deref().unwrap_or("(end of trace)"));
-                }
-            }
-            println!("{}", serde_json::to_string(&r)?);
-            Ok(if r.reproduced { ExitCode::SUCCESS } else { ExitCode::from(1) })
-        }
-        Command::Shrink { failure_file, max_executions, common } => {
-            pin(&common)?;
-            let r = replay::shrink(&failure_file, &options(&common), max_executions)?;
-            if !common.quiet {
-                eprintln!(
-                    "shrunk: {} -> {} decisions, {} -> {} trace events; written to {}",
-                    r.original_decisions,
-                    r.decisions,
-                    r.original_events,
-                    r.events,
-                    r.failure_file.display()
-                );
-            }
-            println!("{}", serde_json::to_string(&r)?);
-            Ok(if r.shorter { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        if let Some(p) = &summary.failure_file {
+            eprintln!("replay with: simcluster replay {}", p.display());
         }
     }
+    report_unreached(&summary);
+    println!("{}", serde_json::to_string(&summary)?);
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// `simcluster merge`: the shards' summaries as one (written to `out` too).
+fn merge(shards: &[PathBuf], out: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let summary = simcluster::run::shard::merge(shards, out.clone().unwrap_or_default())?;
+    let line = serde_json::to_string(&summary)?;
+    if let Some(dir) = &out {
+        std::fs::create_dir_all(dir)?;
+        simcluster::outputs::write_atomic(&dir.join("summary.json"), format!("{line}\n").as_bytes())?;
+    }
+    if let Some(f) = summary.failing_executions.first() {
+        eprintln!("FAILED: execution {} of {} failed first: {}", f.execution, summary.executions, f.message);
+        if let Some(p) = &f.failure_file {
+            eprintln!("replay with: simcluster replay {}", p.display());
+        }
+    }
+    report_unreached(&summary);
+    println!("{line}");
+    Ok(if summary.failed() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// `simcluster replay`: exit 1, with the first differing trace line, when
+/// the execution did not reproduce.
+fn replay_command(failure_file: &Path, common: &CommonArgs) -> anyhow::Result<ExitCode> {
+    pin(common)?;
+    let opts = options(common);
+    let r = replay::replay(failure_file, &opts)?;
+    if !r.reproduced && !opts.quiet {
+        eprintln!("NOT REPRODUCED: trace hash {} (recorded {})", r.trace_hash, r.expected_trace_hash);
+        if let Some(d) = &r.divergence {
+            eprintln!("first difference at trace line {}:", d.line);
+            eprintln!("  recorded: {}", d.expected.as_deref().unwrap_or("(end of trace)"));
+            eprintln!("  replayed: {}", d.actual.as_deref().unwrap_or("(end of trace)"));
+        }
+    }
+    println!("{}", serde_json::to_string(&r)?);
+    Ok(if r.reproduced { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `simcluster shrink`: exit 1 when nothing could be dropped.
+fn shrink(failure_file: &Path, max_executions: u64, common: &CommonArgs) -> anyhow::Result<ExitCode> {
+    pin(common)?;
+    let r = replay::shrink(failure_file, &options(common), max_executions)?;
+    if !common.quiet {
+        eprintln!(
+            "shrunk: {} -> {} decisions, {} -> {} trace events; written to {}",
+            r.original_decisions,
+            r.decisions,
+            r.original_events,
+            r.events,
+            r.failure_file.display()
+        );
+    }
+    println!("{}", serde_json::to_string(&r)?);
+    Ok(if r.shorter { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

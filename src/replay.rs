@@ -176,66 +176,10 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
         ))
         .into());
     }
-    let want = l.record.failure.kind;
-    let mut executions = 1u64;
-    let mut best: Option<(Vec<Decision>, Executed)> = None;
-    let mut host_error = None;
-    let bar = if opts.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new_spinner() };
-    // The faults first: a failure needs them far more often than the
-    // scheduling choices around them (see shrink_core_first).
-    let outcome = shrink::shrink_core_first(&l.record.actions, |d| d.action.kind.is_fault(), |candidate: &[Decision]| {
-        if executions >= max_executions || host_error.is_some() {
-            return false;
-        }
-        executions += 1;
-        bar.set_message(format!(
-            "shrinking: execution {executions}, trying {} of {} decisions",
-            candidate.len(),
-            l.record.actions.len()
-        ));
-        bar.tick();
-        match l.execute(opts, candidate, "shrink") {
-            Ok(e) => {
-                let same = e.result.verdict.failure().is_some_and(|f| f.kind == want);
-                let ok = same && e.result.trace.len() <= original_events;
-                let better = best.as_ref().is_none_or(|(d, _)| candidate.len() < d.len());
-                if ok && better {
-                    best = Some((candidate.to_vec(), e));
-                }
-                ok
-            }
-            Err(e) => {
-                host_error = Some(e);
-                false
-            }
-        }
-    });
-    bar.finish_and_clear();
-    if let Some(e) = host_error {
-        return Err(e.context("a shrink replay could not run"));
-    }
-    let (decisions, shrunk) = match (outcome, best) {
-        (Ok(_), Some(b)) => b,
-        _ => (l.record.actions.clone(), original),
-    };
+    let Search { smallest, executions } = l.smallest_failing(opts, max_executions, original_events)?;
+    let (decisions, shrunk) = smallest.unwrap_or_else(|| (l.record.actions.clone(), original));
     let result: &ExecutionResult = &shrunk.result;
-    let record = FailureRecord {
-        format_version: failure_file::FORMAT_VERSION,
-        images_hash: l.record.images_hash.clone(),
-        cluster_dir: l.record.cluster_dir.clone(),
-        seed: l.record.seed,
-        strategy: l.record.strategy.clone(),
-        run: l.record.run.clone(),
-        execution_index: l.record.execution_index,
-        actions: decisions.clone(),
-        // A candidate is kept only when it fails with the recorded kind.
-        failure: result.verdict.failure().cloned().unwrap_or_else(|| l.record.failure.clone()),
-        trace_hash: result.trace_hash.clone(),
-        shrunk: Some(Shrunk {
-            original_decisions: l.record.actions.len() as u64,
-            original_trace_hash: l.record.trace_hash.clone(),
-        }),
-    };
+    let record = l.shrunk_record(&decisions, result);
     let extra = vec![format!(
         "Shrunk from {} decisions and {} trace events to {} decisions and {} events ({executions} executions).",
         l.record.actions.len(),
@@ -259,6 +203,85 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
         failure_file,
         wall_seconds: began.elapsed().as_secs_f64(),
     })
+}
+
+/// What the shrink search found.
+struct Search {
+    /// The smallest subset of the recorded decisions found whose execution
+    /// fails the same way, with that execution; `None`: nothing smaller.
+    smallest: Option<(Vec<Decision>, Executed)>,
+    /// Executions it took, the original's included.
+    executions: u64,
+}
+
+impl Loaded {
+    /// Searches (ddmin, faults first) for the smallest subset of the
+    /// recorded decisions whose execution fails the same way in at most
+    /// `original_events` trace events, within `max_executions`. A replay
+    /// that cannot run at all is an error.
+    fn smallest_failing(&self, opts: &RunOptions, max_executions: u64, original_events: usize) -> Result<Search> {
+        let want = self.record.failure.kind;
+        let mut executions = 1u64;
+        let mut best: Option<(Vec<Decision>, Executed)> = None;
+        let mut host_error = None;
+        let bar = if opts.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new_spinner() };
+        // The faults first: a failure needs them far more often than the
+        // scheduling choices around them (see shrink_core_first).
+        let outcome = shrink::shrink_core_first(&self.record.actions, |d| d.action.kind.is_fault(), |candidate: &[Decision]| {
+            if executions >= max_executions || host_error.is_some() {
+                return false;
+            }
+            executions += 1;
+            bar.set_message(format!(
+                "shrinking: execution {executions}, trying {} of {} decisions",
+                candidate.len(),
+                self.record.actions.len()
+            ));
+            bar.tick();
+            match self.execute(opts, candidate, "shrink") {
+                Ok(e) => {
+                    let same = e.result.verdict.failure().is_some_and(|f| f.kind == want);
+                    let ok = same && e.result.trace.len() <= original_events;
+                    let better = best.as_ref().is_none_or(|(d, _)| candidate.len() < d.len());
+                    if ok && better {
+                        best = Some((candidate.to_vec(), e));
+                    }
+                    ok
+                }
+                Err(e) => {
+                    host_error = Some(e);
+                    false
+                }
+            }
+        });
+        bar.finish_and_clear();
+        if let Some(e) = host_error {
+            return Err(e.context("a shrink replay could not run"));
+        }
+        Ok(Search { smallest: outcome.ok().and(best), executions })
+    }
+
+    /// The failure record of the shrunk execution: `decisions` and what
+    /// they gave, marked shrunk (from how many decisions, which trace).
+    fn shrunk_record(&self, decisions: &[Decision], result: &ExecutionResult) -> FailureRecord<Decision> {
+        FailureRecord {
+            format_version: failure_file::FORMAT_VERSION,
+            images_hash: self.record.images_hash.clone(),
+            cluster_dir: self.record.cluster_dir.clone(),
+            seed: self.record.seed,
+            strategy: self.record.strategy.clone(),
+            run: self.record.run.clone(),
+            execution_index: self.record.execution_index,
+            actions: decisions.to_vec(),
+            // A candidate is kept only when it fails with the recorded kind.
+            failure: result.verdict.failure().cloned().unwrap_or_else(|| self.record.failure.clone()),
+            trace_hash: result.trace_hash.clone(),
+            shrunk: Some(Shrunk {
+                original_decisions: self.record.actions.len() as u64,
+                original_trace_hash: self.record.trace_hash.clone(),
+            }),
+        }
+    }
 }
 
 #[cfg(test)]

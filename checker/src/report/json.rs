@@ -1,6 +1,6 @@
 //! The machine-readable summary.
 
-use super::{describe, is_clock_fault, node_name, sanitize, Analysis, ReportMeta};
+use super::{describe, is_clock_fault, node_name, sanitize, Analysis, Counts, FailureSpot, ReportMeta};
 use crate::trace::{Event, EventKind};
 use serde_json::{json, Map, Value};
 
@@ -32,6 +32,32 @@ pub const MAX_FAILED_INVARIANTS: usize = 100;
 pub fn summary_json(meta: &ReportMeta, events: &[Event]) -> Value {
     let a = Analysis::new(meta, events);
     let c = &a.counts;
+    let nodes: Vec<Value> = a.nodes.iter().map(|&n| node_json(meta, events, n)).collect();
+    json!({
+        "cluster": sanitize(&meta.cluster, 200),
+        "seed": meta.seed,
+        "strategy": sanitize(&meta.strategy, 200),
+        "execution": meta.execution,
+        "trace_hash": sanitize(&meta.trace_hash, 200),
+        "events": events.len(),
+        "grants": c.grants,
+        "virtual_end_ns": a.end_time(),
+        "counts": counts_json(c),
+        "messages": {
+            "sent": c.sent,
+            "delivered": c.delivered,
+            "duplicates": c.duplicates,
+            "dropped": c.dropped,
+            "in_flight": c.in_flight,
+        },
+        "failure": failure_json(meta, events, a.failure.as_ref()),
+        "failed_invariants": failed_invariants_json(events),
+        "nodes": nodes,
+    })
+}
+
+/// `counts`: every kind listed, zeros included.
+fn counts_json(c: &Counts) -> Map<String, Value> {
     let mut counts = Map::new();
     for k in [
         "boot",
@@ -60,40 +86,45 @@ pub fn summary_json(meta: &ReportMeta, events: &[Event]) -> Value {
     ] {
         counts.insert(k.to_string(), json!(c.kind(k)));
     }
-    let failure = match &a.failure {
-        None => Value::Null,
-        Some(f) => {
-            let mut m = Map::new();
+    counts
+}
+
+/// `failure`: null, or what failed and the failing event when one was found.
+fn failure_json(meta: &ReportMeta, events: &[Event], failure: Option<&FailureSpot>) -> Value {
+    let Some(f) = failure else { return Value::Null };
+    let mut m = Map::new();
+    m.insert(
+        "description".into(),
+        json!(sanitize(&f.description, TEXT_CHARS)),
+    );
+    if let Some(engine) = &meta.failure {
+        m.insert("kind".into(), json!(engine.kind));
+    }
+    match f.index {
+        Some(i) => {
+            let ev = &events[i];
+            m.insert("event_index".into(), json!(i));
+            m.insert("time".into(), json!(ev.time));
+            m.insert("node".into(), json!(ev.node));
             m.insert(
-                "description".into(),
-                json!(sanitize(&f.description, TEXT_CHARS)),
+                "node_name".into(),
+                json!(sanitize(&node_name(meta, ev.node), 200)),
             );
-            if let Some(engine) = &meta.failure {
-                m.insert("kind".into(), json!(engine.kind));
-            }
-            match f.index {
-                Some(i) => {
-                    let ev = &events[i];
-                    m.insert("event_index".into(), json!(i));
-                    m.insert("time".into(), json!(ev.time));
-                    m.insert("node".into(), json!(ev.node));
-                    m.insert(
-                        "node_name".into(),
-                        json!(sanitize(&node_name(meta, ev.node), 200)),
-                    );
-                    m.insert(
-                        "event".into(),
-                        json!(sanitize(&describe(meta, ev), TEXT_CHARS)),
-                    );
-                }
-                None => {
-                    m.insert("event_index".into(), Value::Null);
-                }
-            }
-            Value::Object(m)
+            m.insert(
+                "event".into(),
+                json!(sanitize(&describe(meta, ev), TEXT_CHARS)),
+            );
         }
-    };
-    let failed_invariants: Vec<Value> = events
+        None => {
+            m.insert("event_index".into(), Value::Null);
+        }
+    }
+    Value::Object(m)
+}
+
+/// `failed_invariants`: the first [`MAX_FAILED_INVARIANTS`].
+fn failed_invariants_json(events: &[Event]) -> Vec<Value> {
+    events
         .iter()
         .enumerate()
         .filter_map(|(i, e)| match &e.kind {
@@ -106,71 +137,48 @@ pub fn summary_json(meta: &ReportMeta, events: &[Event]) -> Value {
             _ => None,
         })
         .take(MAX_FAILED_INVARIANTS)
-        .collect();
-    let nodes: Vec<Value> = a
-        .nodes
-        .iter()
-        .map(|&n| {
-            let mine = || events.iter().filter(move |e| e.node == n);
-            let console: Vec<&str> = mine()
-                .filter_map(|e| match &e.kind {
-                    EventKind::Console { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            let last_console: Vec<String> = console
-                [console.len().saturating_sub(LAST_CONSOLE_LINES)..]
-                .iter()
-                .map(|t| sanitize(t, TEXT_CHARS))
-                .collect();
-            let exit = events
-                .iter()
-                .rev()
-                .filter(|e| e.node == n)
-                .find_map(|e| match &e.kind {
-                    EventKind::Exit {
-                        status,
-                        signal,
-                        panic,
-                    } => Some(json!({
-                        "time": e.time, "status": status, "signal": signal, "panic": panic,
-                    })),
-                    _ => None,
-                })
-                .unwrap_or(Value::Null);
-            json!({
-                "node": n,
-                "name": sanitize(&node_name(meta, n), 200),
-                "console_lines": console.len(),
-                "last_console": last_console,
-                "crashes": mine().filter(|e| matches!(e.kind, EventKind::Crash { .. })).count(),
-                "restarts": mine().filter(|e| matches!(e.kind, EventKind::Restart)).count(),
-                "pauses": mine().filter(|e| matches!(e.kind, EventKind::Pause { .. })).count(),
-                "clock_faults": mine().filter(|e| is_clock_fault(&e.kind)).count(),
-                "hung": mine().any(|e| matches!(e.kind, EventKind::Hung)),
-                "exit": exit,
-            })
+        .collect()
+}
+
+/// One entry of `nodes`: node `n`'s console tail, faults and exit.
+fn node_json(meta: &ReportMeta, events: &[Event], n: u16) -> Value {
+    let mine = || events.iter().filter(move |e| e.node == n);
+    let console: Vec<&str> = mine()
+        .filter_map(|e| match &e.kind {
+            EventKind::Console { text } => Some(text.as_str()),
+            _ => None,
         })
         .collect();
+    let last_console: Vec<String> = console
+        [console.len().saturating_sub(LAST_CONSOLE_LINES)..]
+        .iter()
+        .map(|t| sanitize(t, TEXT_CHARS))
+        .collect();
+    let exit = events
+        .iter()
+        .rev()
+        .filter(|e| e.node == n)
+        .find_map(|e| match &e.kind {
+            EventKind::Exit {
+                status,
+                signal,
+                panic,
+            } => Some(json!({
+                "time": e.time, "status": status, "signal": signal, "panic": panic,
+            })),
+            _ => None,
+        })
+        .unwrap_or(Value::Null);
     json!({
-        "cluster": sanitize(&meta.cluster, 200),
-        "seed": meta.seed,
-        "strategy": sanitize(&meta.strategy, 200),
-        "execution": meta.execution,
-        "trace_hash": sanitize(&meta.trace_hash, 200),
-        "events": events.len(),
-        "grants": c.grants,
-        "virtual_end_ns": a.end_time(),
-        "counts": counts,
-        "messages": {
-            "sent": c.sent,
-            "delivered": c.delivered,
-            "duplicates": c.duplicates,
-            "dropped": c.dropped,
-            "in_flight": c.in_flight,
-        },
-        "failure": failure,
-        "failed_invariants": failed_invariants,
-        "nodes": nodes,
+        "node": n,
+        "name": sanitize(&node_name(meta, n), 200),
+        "console_lines": console.len(),
+        "last_console": last_console,
+        "crashes": mine().filter(|e| matches!(e.kind, EventKind::Crash { .. })).count(),
+        "restarts": mine().filter(|e| matches!(e.kind, EventKind::Restart)).count(),
+        "pauses": mine().filter(|e| matches!(e.kind, EventKind::Pause { .. })).count(),
+        "clock_faults": mine().filter(|e| is_clock_fault(&e.kind)).count(),
+        "hung": mine().any(|e| matches!(e.kind, EventKind::Hung)),
+        "exit": exit,
     })
 }

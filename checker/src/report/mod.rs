@@ -23,12 +23,15 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+mod escape;
 pub mod html;
 mod json;
 #[cfg(test)]
 mod tests;
 mod text;
 
+pub(crate) use escape::esc_html;
+pub use escape::{clip, esc, sanitize};
 pub use html::render_html;
 pub use json::summary_json;
 pub use text::render_text;
@@ -396,68 +399,4 @@ pub fn fmt_dur(ns: u64) -> String {
     } else {
         format!("{ns}ns")
     }
-}
-
-/// Makes untrusted text safe to show anywhere: control characters
-/// (terminal escapes included) and bidi overrides become `\xNN` / `\u{NNNN}`,
-/// tabs become spaces, and text longer than `max_chars` is cut with a note.
-pub fn sanitize(s: &str, max_chars: usize) -> String {
-    let mut out = String::with_capacity(s.len().min(max_chars.saturating_add(16)));
-    for (n, c) in s.chars().enumerate() {
-        if n >= max_chars {
-            let rest = s.chars().count() - n;
-            let _ = write!(out, "… (+{rest} chars)");
-            break;
-        }
-        match c {
-            '\t' => out.push(' '),
-            c if (c as u32) < 0x80 && c.is_control() => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if c.is_control()
-                || ('\u{202a}'..='\u{202e}').contains(&c)
-                || ('\u{2066}'..='\u{2069}').contains(&c)
-                || c == '\u{200e}'
-                || c == '\u{200f}' =>
-            {
-                let _ = write!(out, "\\u{{{:04x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Sanitised and cut to at most `n` characters with a plain `…` (for labels).
-pub fn clip(s: &str, n: usize) -> String {
-    let prefix: String = s.chars().take(n + 1).collect();
-    let clean = sanitize(&prefix, usize::MAX);
-    if clean.chars().count() <= n {
-        clean
-    } else {
-        let mut out: String = clean.chars().take(n.saturating_sub(1)).collect();
-        out.push('…');
-        out
-    }
-}
-
-/// HTML/XML escaping of already sanitised text.
-pub(crate) fn esc_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Sanitise, cut to `max_chars`, escape for HTML.
-pub fn esc(s: &str, max_chars: usize) -> String {
-    esc_html(&sanitize(s, max_chars))
 }

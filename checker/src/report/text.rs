@@ -13,8 +13,17 @@ const LINE_CHARS: usize = 160;
 /// end), `Run` omitted. Guest text is stripped of control characters.
 pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
     let a = Analysis::new(meta, events);
-    let c = &a.counts;
     let mut s = String::new();
+    headline(&a, &mut s);
+    failure(&a, &mut s);
+    counts(&a, &mut s);
+    last_events(&a, &mut s);
+    s
+}
+
+/// The run, the trace and the nodes.
+fn headline(a: &Analysis, s: &mut String) {
+    let meta = a.meta;
     let _ = writeln!(
         s,
         "simcluster report: cluster {} seed {} strategy {} execution {}",
@@ -32,8 +41,8 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
         s,
         "trace {}: {} events ({} node runs), virtual time {}, nodes: {}",
         sanitize(&meta.trace_hash, 80),
-        events.len(),
-        c.grants,
+        a.events.len(),
+        a.counts.grants,
         fmt_time(a.end_time()),
         if nodes.is_empty() {
             "none".to_string()
@@ -41,11 +50,16 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
             nodes.join(", ")
         }
     );
+}
+
+/// What failed and where, or that the execution passed.
+fn failure(a: &Analysis, s: &mut String) {
+    let meta = a.meta;
     match &a.failure {
         Some(f) => {
             let _ = writeln!(s, "FAILED: {}", sanitize(&f.description, 400));
             if let Some(i) = f.index {
-                let ev = &events[i];
+                let ev = &a.events[i];
                 let _ = writeln!(
                     s,
                     "  at t={} on {} (event #{i}): {}",
@@ -59,6 +73,11 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
             let _ = writeln!(s, "passed: no failure recorded");
         }
     }
+}
+
+/// Messages, faults, node faults and checks, one line each.
+fn counts(a: &Analysis, s: &mut String) {
+    let (c, events) = (&a.counts, a.events);
     let _ = writeln!(
         s,
         "messages: {} sent, {} delivered ({} duplicates), {} dropped, {} in flight at the end",
@@ -99,7 +118,12 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
         c.kind("console"),
         c.kind("note")
     );
+}
 
+/// The last [`LAST_EVENTS_PER_NODE`] events of the engine and each node up
+/// to the failure (or the end), the failing one marked `>>`.
+fn last_events(a: &Analysis, s: &mut String) {
+    let (meta, events) = (a.meta, a.events);
     let end = a.failure_index().map(|i| i + 1).unwrap_or(events.len());
     let _ = writeln!(
         s,
@@ -143,7 +167,6 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
             );
         }
     }
-    s
 }
 
 /// ` (2 corrupt_read, 1 misdirect)`: the disk faults by kind, or nothing.

@@ -1,0 +1,308 @@
+//! Where things go in the space-time diagram: rows (virtual time, downward)
+//! and lanes (nodes, across), and [`Page`], what every part of the page
+//! reads.
+
+use super::{HEAD_ROWS, MAX_ROWS, ROWS_AFTER_FAILURE};
+use crate::report::{Analysis, ReportMeta};
+use crate::trace::{Event, EventKind, ENGINE};
+use std::collections::BTreeMap;
+
+/// Height of a row, of an elided gap, of an idle break.
+pub(super) const ROW_H: i64 = 22;
+pub(super) const GAP_H: i64 = 40;
+pub(super) const BREAK_H: i64 = 14;
+/// Margin above the first row and below the last.
+pub(super) const TOP: i64 = 10;
+/// Height of the sticky lane headers.
+pub(super) const HEAD_H: i64 = 44;
+/// The time-label column left of the lanes, a lane, the engine's notes
+/// column right of them.
+pub(super) const GUTTER: i64 = 140;
+pub(super) const LANE_W: i64 = 200;
+pub(super) const NOTES_W: i64 = 320;
+/// An idle stretch is marked when a row is this much later than the one
+/// above (at least; see `idle_threshold`).
+const MIN_IDLE_NS: u64 = 50_000_000;
+
+/// Lane colours, by lane index modulo the length (CSS classes `c0`..`c7`).
+pub(super) const PALETTE: [&str; 8] = [
+    "#1f6fb4", "#2a9d4a", "#8e44ad", "#b9770e", "#148a9c", "#b8336a", "#566573", "#7d6608",
+];
+
+/// One instant of the diagram: events at the same virtual time that share
+/// a row (see the module docs of `html`).
+pub(super) struct Row {
+    pub time: u64,
+    pub events: Vec<usize>,
+    /// An engine row: engine events get a row of their own.
+    pub engine: bool,
+}
+
+/// Consecutive rows left out of the diagram window, drawn as one band.
+pub(super) struct Gap {
+    pub y_top: i64,
+    pub first: usize,
+    pub last: usize,
+}
+
+/// Rows, which are shown, and where.
+pub(super) struct Layout {
+    pub rows: Vec<Row>,
+    /// The row of each event; `None` for `Run` and `Console` events.
+    pub row_of: Vec<Option<usize>>,
+    pub shown: Vec<bool>,
+    /// Centre of each row (an elided row: centre of its gap).
+    pub y: Vec<i64>,
+    pub gaps: Vec<Gap>,
+    /// Idle breaks: (centre y, the idle duration in ns).
+    pub breaks: Vec<(i64, u64)>,
+    pub height: i64,
+    /// The row of the failing event (or the closest row before it).
+    pub fail_row: Option<usize>,
+}
+
+/// Vertical positions of the rows, elided gaps and idle breaks.
+struct Placement {
+    y: Vec<i64>,
+    gaps: Vec<Gap>,
+    breaks: Vec<(i64, u64)>,
+    height: i64,
+}
+
+impl Layout {
+    pub fn new(a: &Analysis) -> Layout {
+        let (rows, row_of) = group_rows(a);
+        let fail_row = failure_row(a, &row_of, rows.len());
+        let shown = window(rows.len(), fail_row);
+        let Placement { y, gaps, breaks, height } = place(&rows, &shown);
+        Layout {
+            rows,
+            row_of,
+            shown,
+            y,
+            gaps,
+            breaks,
+            height,
+            fail_row,
+        }
+    }
+
+    /// Centre of the event's row (or of the gap it was elided into).
+    pub fn y(&self, i: usize) -> Option<i64> {
+        self.row_of[i].map(|r| self.y[r])
+    }
+
+    pub fn shown(&self, i: usize) -> bool {
+        self.row_of[i].is_some_and(|r| self.shown[r])
+    }
+
+    /// Top edge of the event's row.
+    pub fn top(&self, i: usize) -> Option<i64> {
+        self.row_of[i].map(|r| {
+            if self.shown[r] {
+                self.y[r] - ROW_H / 2
+            } else {
+                self.y[r]
+            }
+        })
+    }
+
+    /// Where open bars and lane lines end: the bottom of the last row.
+    pub fn bottom(&self) -> i64 {
+        self.height - TOP
+    }
+}
+
+/// Rows of the events that take one (all but `Run` and `Console`): an
+/// event starts a fresh row unless it is at the same time as the row, on
+/// another guest node, and not the delivery of a message sent in that row.
+fn group_rows(a: &Analysis) -> (Vec<Row>, Vec<Option<usize>>) {
+    let events = a.events;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut row_of = vec![None; events.len()];
+    for (i, ev) in events.iter().enumerate() {
+        if matches!(ev.kind, EventKind::Run { .. } | EventKind::Console { .. }) {
+            continue;
+        }
+        let engine = ev.node == ENGINE;
+        let here = rows.len().wrapping_sub(1);
+        let fresh = match rows.last() {
+            None => true,
+            Some(r) => {
+                r.engine
+                    || engine
+                    || r.time != ev.time
+                    || r.events.iter().any(|&j| events[j].node == ev.node)
+                    || a.partner[i].is_some_and(|s| row_of[s] == Some(here))
+            }
+        };
+        if fresh {
+            rows.push(Row {
+                time: ev.time,
+                events: Vec::new(),
+                engine,
+            });
+        }
+        let r = rows.len() - 1;
+        rows[r].events.push(i);
+        row_of[i] = Some(r);
+    }
+    (rows, row_of)
+}
+
+/// The row of the failing event, or of the last event before it with a
+/// row, or the first row.
+fn failure_row(a: &Analysis, row_of: &[Option<usize>], total: usize) -> Option<usize> {
+    a.failure_index().and_then(|f| {
+        (0..=f)
+            .rev()
+            .find_map(|j| row_of[j])
+            .or_else(|| (total > 0).then_some(0))
+    })
+}
+
+/// Which of `total` rows are shown: all of them up to [`MAX_ROWS`], else
+/// the first [`HEAD_ROWS`] and the ones up to [`ROWS_AFTER_FAILURE`] after
+/// the failure (or the end).
+fn window(total: usize, fail_row: Option<usize>) -> Vec<bool> {
+    let mut shown = vec![false; total];
+    if total <= MAX_ROWS {
+        shown.iter_mut().for_each(|s| *s = true);
+    } else {
+        let focus = fail_row.unwrap_or(total - 1);
+        let end = (focus + 1 + ROWS_AFTER_FAILURE).min(total);
+        let start = end.saturating_sub(MAX_ROWS - HEAD_ROWS);
+        shown[..HEAD_ROWS].iter_mut().for_each(|s| *s = true);
+        shown[start..end].iter_mut().for_each(|s| *s = true);
+    }
+    shown
+}
+
+/// Stacks the rows top to bottom: a shown row takes [`ROW_H`] (after an
+/// idle break of [`BREAK_H`] when it is long after the row above), a run
+/// of hidden rows one gap of [`GAP_H`].
+fn place(rows: &[Row], shown: &[bool]) -> Placement {
+    let total = rows.len();
+    let threshold = idle_threshold(rows);
+    let mut y_of = vec![0i64; total];
+    let mut gaps = Vec::new();
+    let mut breaks = Vec::new();
+    let mut y = TOP;
+    let mut r = 0;
+    while r < total {
+        if shown[r] {
+            if r > 0 && shown[r - 1] {
+                let d = rows[r].time.saturating_sub(rows[r - 1].time);
+                if d >= threshold {
+                    breaks.push((y + BREAK_H / 2, d));
+                    y += BREAK_H;
+                }
+            }
+            y_of[r] = y + ROW_H / 2;
+            y += ROW_H;
+            r += 1;
+        } else {
+            let first = r;
+            while r < total && !shown[r] {
+                r += 1;
+            }
+            gaps.push(Gap {
+                y_top: y,
+                first,
+                last: r - 1,
+            });
+            y_of[first..r].iter_mut().for_each(|v| *v = y + GAP_H / 2);
+            y += GAP_H;
+        }
+    }
+    Placement {
+        y: y_of,
+        gaps,
+        breaks,
+        height: y + TOP,
+    }
+}
+
+/// A row gap worth marking: 50 milliseconds, or ten times the median gap
+/// between rows when that is more.
+fn idle_threshold(rows: &[Row]) -> u64 {
+    let mut deltas: Vec<u64> = rows
+        .windows(2)
+        .map(|w| w[1].time.saturating_sub(w[0].time))
+        .filter(|&d| d > 0)
+        .collect();
+    if deltas.is_empty() {
+        return u64::MAX;
+    }
+    deltas.sort_unstable();
+    MIN_IDLE_NS.max(deltas[deltas.len() / 2].saturating_mul(10))
+}
+
+/// What every part of the page reads: the analysis, the diagram's rows,
+/// and the lane of each guest node (left to right, ascending node ids).
+pub(super) struct Page<'a, 'b> {
+    pub a: &'b Analysis<'a>,
+    pub l: Layout,
+    /// Lane index of each guest node.
+    pub lane: BTreeMap<u16, usize>,
+    /// Width of the diagram: gutter, lanes, notes column.
+    pub width: i64,
+}
+
+impl<'a, 'b> Page<'a, 'b> {
+    pub fn new(a: &'b Analysis<'a>) -> Page<'a, 'b> {
+        let lane: BTreeMap<u16, usize> = a.nodes.iter().enumerate().map(|(k, &n)| (n, k)).collect();
+        let width = GUTTER + LANE_W * lane.len() as i64 + NOTES_W;
+        Page {
+            l: Layout::new(a),
+            a,
+            lane,
+            width,
+        }
+    }
+
+    /// Centre of the node's lane; `None` for the engine and unknown nodes.
+    pub fn x(&self, node: u16) -> Option<i64> {
+        self.lane
+            .get(&node)
+            .map(|&k| GUTTER + LANE_W * k as i64 + LANE_W / 2)
+    }
+
+    pub fn color(&self, node: u16) -> &'static str {
+        self.lane
+            .get(&node)
+            .map(|&k| PALETTE[k % PALETTE.len()])
+            .unwrap_or("#555")
+    }
+
+    /// The node's colour class (`c<k>`; `ce` for the engine).
+    pub fn cclass(&self, node: u16) -> String {
+        match self.lane.get(&node) {
+            Some(&k) => format!("c{}", k % PALETTE.len()),
+            None => "ce".to_string(),
+        }
+    }
+
+    /// Index into [`PALETTE`] of the node's colour (0 for a node without a lane).
+    pub fn palette_index(&self, node: u16) -> usize {
+        self.lane.get(&node).copied().unwrap_or(0) % PALETTE.len()
+    }
+
+    /// Left edge of the engine's notes column.
+    pub fn notes_x(&self) -> i64 {
+        GUTTER + LANE_W * self.lane.len() as i64 + 10
+    }
+
+    /// Right edge of the last lane.
+    pub fn lanes_right(&self) -> i64 {
+        GUTTER + LANE_W * self.lane.len() as i64
+    }
+
+    pub fn meta(&self) -> &ReportMeta {
+        self.a.meta
+    }
+
+    pub fn events(&self) -> &'a [Event] {
+        self.a.events
+    }
+}

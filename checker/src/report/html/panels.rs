@@ -1,0 +1,264 @@
+//! The panels above the diagram: the title line, the failure (or pass)
+//! box, the count chips, the node table and the index of faults and failed
+//! checks.
+
+use super::layout::Page;
+use super::{MAX_INDEX_ENTRIES, TITLE_CHARS};
+use crate::report::{describe, esc, exit_text, fmt_time, fmt_time_ns, node_label, node_name, Counts};
+use crate::trace::{Event, EventKind};
+use std::fmt::Write as _;
+
+/// Everything above the diagram, in page order.
+pub(super) fn header(p: &Page, h: &mut String) {
+    title(p, h);
+    failure(p, h);
+    h.push_str("<section class=\"summary\">\n<p class=\"chips\">");
+    chips(p, h);
+    h.push_str("</p>\n<div class=\"sumrow\">\n");
+    node_table(p, h);
+    fault_index(p, h);
+    h.push_str("</div>\n</section>\n");
+}
+
+/// Faults and failed checks: listed in the index at the top of the page,
+/// each with an anchor in the diagram.
+pub(super) fn is_notable(k: &EventKind) -> bool {
+    matches!(
+        k,
+        EventKind::Partition { .. }
+            | EventKind::Heal
+            | EventKind::Crash { .. }
+            | EventKind::Restart
+            | EventKind::DiskFault { .. }
+            | EventKind::Pause { .. }
+            | EventKind::ClockBump { .. }
+            | EventKind::ClockStrobe { .. }
+            | EventKind::Hung
+            | EventKind::Exit { .. }
+            | EventKind::Invariant { ok: false, .. }
+    )
+}
+
+/// The heading and the one-line facts of the execution.
+fn title(p: &Page, h: &mut String) {
+    let (a, m) = (p.a, p.meta());
+    let _ = writeln!(
+        h,
+        "<header>\n<h1>simcluster report: {}</h1>\n<p class=\"meta\">seed <b>{}</b> &#xB7; strategy <b>{}</b> &#xB7; \
+         execution <b>{}</b> &#xB7; <b>{}</b> events &#xB7; virtual time <b>{}</b> &#xB7; <b>{}</b> nodes &#xB7; \
+         trace <code>{}</code></p>\n</header>",
+        esc(&m.cluster, 120),
+        m.seed,
+        esc(&m.strategy, 200),
+        m.execution,
+        a.events.len(),
+        fmt_time_ns(a.end_time()),
+        a.nodes.len(),
+        esc(&m.trace_hash, 128)
+    );
+}
+
+/// What failed, where, with links into the diagram and the console log;
+/// or a green box when nothing failed.
+fn failure(p: &Page, h: &mut String) {
+    let m = p.meta();
+    let Some(f) = &p.a.failure else {
+        h.push_str("<section class=\"pass\"><h2>&#x2713; No failure recorded</h2></section>\n");
+        return;
+    };
+    let _ = writeln!(
+        h,
+        "<section class=\"failure\">\n<h2>&#x2717; Failure</h2>\n<p class=\"desc\">{}</p>",
+        esc(&f.description, 4000)
+    );
+    if let Some(i) = f.index {
+        let ev = &p.events()[i];
+        let _ = writeln!(
+            h,
+            "<p>At <b>t={}</b> on <b class=\"{}\">{}</b>, event #{i}: <code>{}</code></p>",
+            fmt_time_ns(ev.time),
+            p.cclass(ev.node),
+            esc(&node_label(m, ev.node), 80),
+            esc(&describe(m, ev), TITLE_CHARS)
+        );
+        h.push_str(
+            "<p><a href=\"#failure\">&#x2192; show it in the diagram</a> &#xB7; \
+             <a href=\"#console-failure\">&#x2192; show it in the console log</a></p>\n",
+        );
+    }
+    h.push_str("</section>\n");
+}
+
+/// One chip per count; a count that is a fault or a failure is hot when
+/// not zero.
+fn chips(p: &Page, h: &mut String) {
+    for (k, v, hot) in chip_counts(&p.a.counts, p.events()) {
+        let _ = write!(
+            h,
+            "<span class=\"chip{}\"><b>{v}</b> {k}</span> ",
+            if hot { " hot" } else { "" }
+        );
+    }
+}
+
+/// (label, count, hot) of each chip, in display order.
+fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 15] {
+    let panics = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. }))
+        .count();
+    let clock = c.kind("clock_offset") + c.kind("clock_drift") + c.kind("clock_bump") + c.kind("clock_strobe");
+    [
+        ("sent", c.sent, false),
+        ("delivered", c.delivered, false),
+        ("duplicates", c.duplicates, c.duplicates > 0),
+        ("dropped", c.dropped, c.dropped > 0),
+        ("in flight at end", c.in_flight, false),
+        ("partitions", c.kind("partition"), c.kind("partition") > 0),
+        ("crashes", c.kind("crash"), c.kind("crash") > 0),
+        ("restarts", c.kind("restart"), false),
+        ("disk faults", c.kind("disk_fault"), c.kind("disk_fault") > 0),
+        ("pauses", c.kind("pause"), c.kind("pause") > 0),
+        ("clock faults", clock, clock > 0),
+        ("hung", c.kind("hung"), c.kind("hung") > 0),
+        ("panics", panics as u64, panics > 0),
+        (
+            "invariants failed",
+            c.invariants_failed,
+            c.invariants_failed > 0,
+        ),
+        ("console lines", c.kind("console"), false),
+    ]
+}
+
+/// One row per guest node: its counts and how it ended.
+fn node_table(p: &Page, h: &mut String) {
+    let m = p.meta();
+    h.push_str("<table class=\"nodes\">\n<tr><th>node</th><th>name</th><th>console lines</th><th>sent</th><th>received</th><th>crashes</th><th>final state</th></tr>\n");
+    for &n in &p.a.nodes {
+        let s = NodeSummary::of(p.events(), n);
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"{}\"><b>n{n}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            p.cclass(n),
+            esc(&node_name(m, n), 80),
+            s.console,
+            s.sent,
+            s.received,
+            s.crashes,
+            esc(&s.state, 100)
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+/// A node's row in the node table.
+struct NodeSummary {
+    console: u64,
+    sent: u64,
+    received: u64,
+    crashes: u64,
+    /// How the node ended: `up`, `up (ready)`, `crashed at ...`, ...
+    state: String,
+}
+
+impl NodeSummary {
+    fn of(events: &[Event], n: u16) -> NodeSummary {
+        let mut s = NodeSummary {
+            console: 0,
+            sent: 0,
+            received: 0,
+            crashes: 0,
+            state: String::from("up"),
+        };
+        let mut booted = false;
+        for e in events.iter().filter(|e| e.node == n) {
+            match &e.kind {
+                EventKind::Console { .. } => s.console += 1,
+                EventKind::Send { .. } => s.sent += 1,
+                EventKind::Deliver { .. } => s.received += 1,
+                EventKind::Crash { .. } => {
+                    s.crashes += 1;
+                    s.state = format!("crashed at {}", fmt_time(e.time));
+                }
+                EventKind::Boot | EventKind::Restart => {
+                    booted = true;
+                    s.state = "up".into();
+                }
+                EventKind::Ready => s.state = "up (ready)".into(),
+                EventKind::Hung => s.state = format!("hung at {}", fmt_time(e.time)),
+                EventKind::Exit {
+                    status,
+                    signal,
+                    panic,
+                } => {
+                    s.state = format!(
+                        "{} at {}",
+                        exit_text(*status, *signal, *panic),
+                        fmt_time(e.time)
+                    )
+                }
+                _ => {}
+            }
+        }
+        if !booted && !events.iter().any(|e| e.node == n) {
+            s.state = "no events".into();
+        }
+        s
+    }
+}
+
+/// An index of faults and checks, linking into the diagram; at most
+/// [`MAX_INDEX_ENTRIES`] entries.
+fn fault_index(p: &Page, h: &mut String) {
+    let (m, events) = (p.meta(), p.events());
+    let notable: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| is_notable(&e.kind))
+        .map(|(i, _)| i)
+        .collect();
+    if notable.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<details open><summary>Faults and failed checks ({})</summary>\n<ol class=\"index\">",
+        notable.len()
+    );
+    for &i in notable.iter().take(MAX_INDEX_ENTRIES) {
+        let e = &events[i];
+        let text = format!(
+            "t={} {}: {}",
+            fmt_time(e.time),
+            node_label(m, e.node),
+            describe(m, e)
+        );
+        let cls = if p.a.failure_index() == Some(i) {
+            " class=\"failitem\""
+        } else {
+            ""
+        };
+        if p.l.shown(i) {
+            let _ = writeln!(
+                h,
+                "<li{cls}><a href=\"#ev{i}\">{}</a></li>",
+                esc(&text, TITLE_CHARS)
+            );
+        } else {
+            let _ = writeln!(
+                h,
+                "<li{cls}>{} <i>(not in the diagram window)</i></li>",
+                esc(&text, TITLE_CHARS)
+            );
+        }
+    }
+    if notable.len() > MAX_INDEX_ENTRIES {
+        let _ = writeln!(
+            h,
+            "<li><i>… {} more not listed</i></li>",
+            notable.len() - MAX_INDEX_ENTRIES
+        );
+    }
+    h.push_str("</ol>\n</details>\n");
+}

@@ -1,0 +1,164 @@
+//! The properties a run checks: `[[invariant]]` (commands that must pass
+//! once the workload has finished), `[[liveness]]` (predicates that must
+//! eventually hold), `[check]` (host-side checks) and `[[expect]]` (what
+//! exploration must reach at least once).
+
+use serde::Deserialize;
+
+use super::{parse_duration_ns, parse_node_name};
+
+/// `[[invariant]]`: a command that must exit 0 once the workload has finished.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InvariantSection {
+    /// Shown in reports; defaults to `invariant-K`.
+    pub name: Option<String>,
+    /// Node to run it on (`n1`, ...), or `all`.
+    pub node: String,
+    /// Shell command that must exit 0 once the workload has finished.
+    pub command: String,
+}
+
+/// `[[liveness]]`: a predicate that must eventually hold after the workload.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LivenessSection {
+    pub name: String,
+    /// Node to evaluate it on (`n1`, ...).
+    pub node: String,
+    /// Shell command; the property holds once it exits 0.
+    pub command: String,
+    /// How long (virtual) it may take to hold, e.g. "60s".
+    pub within: String,
+    /// How often (virtual) it is evaluated; default "1s".
+    pub every: Option<String>,
+}
+
+/// `[check]`: properties simcluster checks itself, on the host.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSection {
+    /// Node whose console prints a client history (JSON lines of
+    /// invoke/ok/fail/info events between `@history begin` and
+    /// `@history end`); it must be linearizable for a key-value register.
+    pub history: Option<String>,
+}
+
+/// `[[expect]] reached = "NAME"`: some execution of the run must print
+/// `@reached NAME` (or `@sometimes NAME`) on a guest console; otherwise
+/// the run fails (see `checker::reach`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectSection {
+    pub reached: String,
+}
+
+/// A named check on a node: (name, 0-based node, command or script).
+pub(super) type NodeCheck = (String, usize, String);
+
+/// `[[invariant]]`s, checked, `all` expanded to one per node. The error is
+/// the message.
+pub(super) fn invariants(sections: &[InvariantSection], n: u16) -> Result<Vec<NodeCheck>, String> {
+    let mut invariants = Vec::new();
+    for (k, inv) in sections.iter().enumerate() {
+        let name = inv.name.clone().unwrap_or_else(|| format!("invariant-{}", k + 1));
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(format!(
+                "[[invariant]] #{}: name {name:?} may hold only letters, digits, '-' and '_'",
+                k + 1
+            ));
+        }
+        if invariants.iter().any(|(other, _, _): &NodeCheck| other == &name) {
+            return Err(format!("[[invariant]] name {name:?} is used twice"));
+        }
+        if inv.node == "all" {
+            for i in 0..usize::from(n) {
+                invariants.push((name.clone(), i, inv.command.clone()));
+            }
+        } else {
+            let i = parse_node_name(&inv.node, n).ok_or_else(|| {
+                format!(
+                    "[[invariant]] {name}: node = {:?}: no such node (nodes are n1..n{n}, or \"all\")",
+                    inv.node
+                )
+            })?;
+            invariants.push((name, i, inv.command.clone()));
+        }
+    }
+    Ok(invariants)
+}
+
+/// `[[liveness]]` checks, each with its polling script; their names are
+/// unique among themselves and `invariants`. The error is the message.
+pub(super) fn liveness(sections: &[LivenessSection], n: u16, invariants: &[NodeCheck]) -> Result<Vec<NodeCheck>, String> {
+    let mut liveness = Vec::new();
+    for l in sections {
+        let what = format!("[[liveness]] {}", l.name);
+        if l.name.is_empty() || !l.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(format!("{what}: the name may hold only letters, digits, '-' and '_'"));
+        }
+        if invariants.iter().any(|(o, _, _)| o == &l.name) || liveness.iter().any(|(o, _, _): &NodeCheck| o == &l.name) {
+            return Err(format!("{what}: the name is used twice"));
+        }
+        let i = parse_node_name(&l.node, n)
+            .ok_or_else(|| format!("{what}: node = {:?}: no such node (nodes are n1..n{n})", l.node))?;
+        let within = parse_duration_ns(&l.within)
+            .filter(|&w| w > 0)
+            .ok_or_else(|| format!("{what}: within = {:?} is not a positive duration", l.within))?;
+        let every = match &l.every {
+            None => 1_000_000_000,
+            Some(e) => parse_duration_ns(e)
+                .filter(|&v| v >= 1_000_000)
+                .ok_or_else(|| format!("{what}: every = {e:?} is not a duration of at least 1ms"))?,
+        };
+        liveness.push((l.name.clone(), i, liveness_script(&l.command, within, every)));
+    }
+    Ok(liveness)
+}
+
+/// The guest script of a liveness check: evaluate the predicate every
+/// `every` ns of virtual time until it holds (exit 0) or `within` ns have
+/// passed (exit 1). Guest time is virtual, so the deadline is exact.
+fn liveness_script(command: &str, within: u64, every: u64) -> String {
+    // Shell built-ins only around the predicate: every fork costs a guest
+    // process creation, and this loop may run for minutes of virtual time.
+    format!(
+        "read up _ < /proc/uptime; deadline=$(( ${{up%.*}} * 100 + 1${{up#*.}} - 100 + {within_cs} ))\n\
+         while :; do\n\
+         \t{{ {command}\n }} && exit 0\n\
+         \tread up _ < /proc/uptime; [ $(( ${{up%.*}} * 100 + 1${{up#*.}} - 100 )) -ge $deadline ] && exit 1\n\
+         \tsleep {every_s}\n\
+         done\n",
+        within_cs = within / 10_000_000,
+        every_s = every as f64 / 1e9,
+    )
+}
+
+impl CheckSection {
+    /// `history`, 0-based. The error is the message.
+    pub(super) fn history_node(&self, n: u16) -> Result<Option<usize>, String> {
+        match &self.history {
+            None => Ok(None),
+            Some(name) => parse_node_name(name, n)
+                .map(Some)
+                .ok_or_else(|| format!("[check] history = {name:?}: no such node (nodes are n1..n{n})")),
+        }
+    }
+}
+
+/// `[[expect]] reached` names, checked, in file order. The error is the message.
+pub(super) fn expect_reached(sections: &[ExpectSection]) -> Result<Vec<String>, String> {
+    let mut expect_reached = Vec::new();
+    for (i, e) in sections.iter().enumerate() {
+        if !checker::reach::valid_name(&e.reached) {
+            return Err(format!(
+                "[[expect]] #{}: reached = {:?}: a name is one word of printable ASCII, as a guest prints it \
+                 after @reached",
+                i + 1,
+                e.reached
+            ));
+        }
+        expect_reached.push(e.reached.clone());
+    }
+    Ok(expect_reached)
+}

@@ -1,0 +1,151 @@
+//! `[cluster]`: how many nodes, their memory, and the machine they run on
+//! (CPUID, kernel, userspace mode, time-travel transport).
+
+use serde::Deserialize;
+
+use super::KernelSeries;
+
+/// `[cluster]`: the nodes and the machines they run on.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSection {
+    /// Number of nodes, named n1..nN.
+    pub nodes: u16,
+    /// Shown in reports; defaults to the directory's name.
+    pub name: Option<String>,
+    /// Guest memory per node in MiB.
+    #[serde(default = "default_memory_mb")]
+    pub memory_mb: u32,
+    /// What CPUID tells guest programs (user-mode Linux runtime).
+    #[serde(default)]
+    pub cpuid: CpuidMode,
+    /// The guest kernel (user-mode Linux runtime): "7.2" (default) or
+    /// "6.1", the previous one, kept for comparisons.
+    #[serde(default)]
+    pub kernel: KernelSeries,
+    /// How user-mode Linux runs guest processes; default: seccomp where the
+    /// kernel has it (7.2), else ptrace. Use [`ClusterSection::userspace`].
+    #[serde(default, rename = "userspace")]
+    pub userspace_setting: Option<Userspace>,
+    /// How nodes and simcluster exchange time: default "shared-memory"
+    /// where the kernel has it (7.2), else "messages". For comparisons; the
+    /// trace is the same either way.
+    #[serde(default, rename = "time_travel")]
+    pub time_travel_setting: Option<TimeTravel>,
+}
+
+/// `[cluster] time_travel`: the time-travel protocol's transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimeTravel {
+    /// Clock and run requests in a page shared with each node; RUN and WAIT
+    /// are the only messages (Linux 6.11+).
+    SharedMemory,
+    /// Every GET, UPDATE, REQUEST, RUN and WAIT a socket round trip.
+    Messages,
+}
+
+impl ClusterSection {
+    /// Whether nodes use the shared-memory time-travel page.
+    pub fn shared_clock(&self) -> bool {
+        match self.time_travel_setting {
+            Some(t) => t == TimeTravel::SharedMemory,
+            None => self.kernel.has_shared_clock(),
+        }
+    }
+
+    /// The userspace mode nodes run in: the one set, else the fastest the
+    /// kernel has.
+    pub fn userspace(&self) -> Userspace {
+        self.userspace_setting.unwrap_or(if self.kernel.has_seccomp_userspace() {
+            Userspace::Seccomp
+        } else {
+            Userspace::Ptrace
+        })
+    }
+
+    /// Checks the table; returns the node count. The error is the message.
+    pub(super) fn check(&self) -> Result<u16, String> {
+        let n = self.nodes;
+        if n == 0 || n > 254 {
+            return Err(format!("[cluster] nodes = {n}: must be between 1 and 254"));
+        }
+        if self.userspace_setting == Some(Userspace::Seccomp) && !self.kernel.has_seccomp_userspace() {
+            return Err(format!(
+                "[cluster] userspace = \"seccomp\" needs kernel = \"7.2\" (kernel {} has only the ptrace userspace)",
+                self.kernel.name()
+            ));
+        }
+        if self.time_travel_setting == Some(TimeTravel::SharedMemory) && !self.kernel.has_shared_clock() {
+            return Err(format!(
+                "[cluster] time_travel = \"shared-memory\" needs kernel = \"7.2\" (kernel {} has only messages)",
+                self.kernel.name()
+            ));
+        }
+        if self.memory_mb < 128 {
+            return Err(format!("[cluster] memory_mb = {}: a node needs at least 128 MiB", self.memory_mb));
+        }
+        Ok(n)
+    }
+}
+
+/// `[cluster] userspace`: how the user-mode Linux kernel runs guest
+/// processes. Both are deterministic (RDTSC and CPUID are trapped in both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Userspace {
+    /// Guest processes run under a seccomp filter and enter the guest
+    /// kernel through a signal handler in a stub and a futex in shared
+    /// memory: no ptrace stop per system call or page fault (Linux 6.16+).
+    /// Upstream calls it insecure: a hostile guest program can reach the
+    /// guest kernel's memory through the stub, and from there whatever the
+    /// host process may do. For software you trust.
+    Seccomp,
+    /// Guest processes are ptraced by the guest kernel: several host
+    /// context switches per guest system call and page fault, but a guest
+    /// program cannot get at the guest kernel's memory.
+    Ptrace,
+}
+
+impl Userspace {
+    pub fn name(self) -> &'static str {
+        match self {
+            Userspace::Seccomp => "seccomp",
+            Userspace::Ptrace => "ptrace",
+        }
+    }
+
+    /// The kernel command-line word that selects the mode. ptrace is UML's
+    /// default, and 6.1 knows no `seccomp=` (it would pass the word on to
+    /// init as an environment variable).
+    pub fn kernel_arg(self) -> Option<&'static str> {
+        match self {
+            // "on", not "auto": a host where seccomp cannot work fails the
+            // boot loudly instead of running in another mode.
+            Userspace::Seccomp => Some("seccomp=on"),
+            Userspace::Ptrace => None,
+        }
+    }
+}
+
+/// `[cluster] cpuid`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuidMode {
+    /// Trapped and answered by the guest kernel from the host's answers
+    /// read at boot, without RDRAND, RDSEED, RDPID, TSX and WAITPKG and
+    /// with APIC id 0, so nothing about the host cpu reaches the guest (the
+    /// kernel patch). Costs a trap per CPUID (glibc asks a few dozen times
+    /// at every exec); with faulting on for the guest kernel too, hardly
+    /// more than native on the 7.2 kernel (measured: README, Figures).
+    #[default]
+    Virtual,
+    /// Native: faster process start-up, but guest programs may read host
+    /// randomness (RDRAND) and see which host cpu they run on, so the same
+    /// seed may not give the same execution.
+    Host,
+}
+
+fn default_memory_mb() -> u32 {
+    256
+}

@@ -1,0 +1,219 @@
+//! `[faults]`: what may go wrong, and when: crashes (`[faults.crash]`),
+//! disks that misbehave (`[faults.disk]`), the quiet period and
+//! `start_after`, all checked into the engine's [`ExploreSpec`] and
+//! [`DiskFaultRates`]. Pauses and clock faults are in `node_faults`, the
+//! network and partitions in `network`.
+
+use checker::engine::{DiskFaultRates, ExploreSpec};
+use serde::Deserialize;
+
+use super::network::PartitionSection;
+use super::node_faults::{self, ClockSection, PauseSection, StrobeSetting};
+use super::values::optional_duration;
+use super::{parse_duration_ns, parse_node_name, ClusterFile};
+
+/// `[faults]`: what may go wrong, and when.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultsSection {
+    /// Latency, loss, duplication, reordering, bandwidth; `partitions = true`
+    /// lets the seed partition the network at random times.
+    #[serde(default)]
+    pub network: netsim::NetConfig,
+    /// Partitions at fixed virtual times.
+    #[serde(default)]
+    pub partition: Vec<PartitionSection>,
+    /// Node crashes (power loss) the strategy may choose.
+    #[serde(default)]
+    pub crash: CrashSection,
+    /// Disks that misbehave (needs `[disk]`).
+    #[serde(default)]
+    pub disk: DiskFaultsSection,
+    /// Start commands paused (SIGSTOP) and resumed by the engine.
+    #[serde(default)]
+    pub pause: PauseSection,
+    /// Clocks off at boot, drifting, bumped or strobed.
+    #[serde(default)]
+    pub clock: ClockSection,
+    /// When faults stop: "workload" (default): when the workload passes,
+    /// partitions heal, the network stops losing and reordering, no crash
+    /// or disk fault happens, and the invariants run `settle` later on a
+    /// calm cluster; "never": faults go on through the checks.
+    pub quiet_after: Option<String>,
+    /// How long the cluster calms down before the checks (default "5s").
+    pub settle: Option<String>,
+    /// Faults begin once a guest printed `@reached NAME` (or `@sometimes
+    /// NAME`) during the workload, instead of when the workload starts:
+    /// the system is set up (a replica streams, a leader is elected) before
+    /// anything is done to it. Crashes, pauses, clock jumps and random
+    /// partitions; their spans count from there.
+    pub start_after: Option<String>,
+}
+
+/// `[faults.disk]`: disk faults, each a decision drawn from the seed (see
+/// `disksim::faults` for what each does to the disk).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskFaultsSection {
+    /// Probability that a flush is acknowledged but its writes stay
+    /// volatile (a lying disk: a later crash can lose them).
+    pub lost_flush: Option<f64>,
+    /// Probability that a read returns its data with a few bits flipped
+    /// (transient: the stored data is intact).
+    pub corrupt_read: Option<f64>,
+    /// Probability that a write fails with an I/O error (EIO in the guest)
+    /// and does not land.
+    pub write_error: Option<f64>,
+    /// Probability that a write is acknowledged but lands at another
+    /// sector of the disk.
+    pub misdirect: Option<f64>,
+}
+
+impl DiskFaultsSection {
+    /// Each fault's key and probability as written (absent: 0).
+    fn rates(&self) -> [(&'static str, f64); 4] {
+        [
+            ("lost_flush", self.lost_flush.unwrap_or(0.0)),
+            ("corrupt_read", self.corrupt_read.unwrap_or(0.0)),
+            ("write_error", self.write_error.unwrap_or(0.0)),
+            ("misdirect", self.misdirect.unwrap_or(0.0)),
+        ]
+    }
+}
+
+/// `[faults.crash]`: power loss as an engine action.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrashSection {
+    /// Crashes per execution at most (default 0: none).
+    #[serde(default)]
+    pub max: u32,
+    /// Nodes that may crash; default every node but the workload's.
+    pub nodes: Option<Vec<String>>,
+    /// Virtual time a crashed node stays down before it may restart
+    /// (default "1s").
+    pub restart_after: Option<String>,
+    /// Random walk weight of a crash, against 100 for ordinary events
+    /// (default 50).
+    pub weight: Option<u32>,
+    /// Crashes become possible at a virtual time drawn uniformly from the
+    /// first `span` of the workload (default "10s"), and then only at
+    /// moments when the node has frames in flight or unsynced disk writes.
+    pub span: Option<String>,
+}
+
+/// `[faults.crash]`, checked: the parts of [`ExploreSpec`] checked before
+/// the rest (see [`Cluster::parse`](super::Cluster::parse) on the order).
+pub(super) struct Crashes {
+    restart_after_ns: u64,
+    /// 0-based nodes that may crash, ascending.
+    crashable: Vec<usize>,
+}
+
+impl CrashSection {
+    /// `restart_after` and `nodes` (default: every node but the workload's,
+    /// which may not crash). The error is the message.
+    pub(super) fn check(&self, n: u16, workload_node: usize) -> Result<Crashes, String> {
+        let restart_after_ns = optional_duration("[faults.crash] restart_after", &self.restart_after, 1_000_000_000)?;
+        let crashable = match &self.nodes {
+            None => (0..usize::from(n)).filter(|&i| i != workload_node).collect(),
+            Some(names) => {
+                let mut v = Vec::new();
+                for name in names {
+                    let i = parse_node_name(name, n)
+                        .ok_or_else(|| format!("[faults.crash] nodes: {name:?}: no such node (nodes are n1..n{n})"))?;
+                    if i == workload_node {
+                        return Err(format!(
+                            "[faults.crash] nodes: {name} runs the workload; a crash would lose the workload itself \
+                             (run the workload on a node that does not crash)"
+                        ));
+                    }
+                    v.push(i);
+                }
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
+        };
+        Ok(Crashes { restart_after_ns, crashable })
+    }
+}
+
+/// `[faults] start_after`, checked. The error is the message.
+fn faults_after(f: &FaultsSection) -> Result<Option<String>, String> {
+    match &f.start_after {
+        None => Ok(None),
+        Some(name) if checker::reach::valid_name(name) => Ok(Some(name.clone())),
+        Some(name) => Err(format!(
+            "[faults] start_after = {name:?}: a name is one word of printable ASCII, as a guest prints it \
+             after @reached"
+        )),
+    }
+}
+
+/// What the engine explores: `[explore] window` (checked: `window_ns`),
+/// `crashes`, and the rest of `[faults]`: `start_after`, the crash span,
+/// the quiet period, pauses and clock faults, checked in that order. The
+/// run sets `calm_from` and the crash states. The error is the message.
+pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes) -> Result<ExploreSpec, String> {
+    let (f, n) = (&spec.faults, spec.cluster.nodes);
+    let faults_after = faults_after(f)?;
+    // A container image's start command is its Entrypoint and Cmd.
+    let has_start = spec.node.start.is_some() || spec.image.oci.is_some() || spec.image.docker_archive.is_some();
+    Ok(ExploreSpec {
+        window_ns,
+        max_crashes: f.crash.max,
+        crashable: crashes.crashable,
+        restart_after_ns: crashes.restart_after_ns,
+        calm_from: None,
+        crash_states: Default::default(),
+        crash_weight: f.crash.weight.unwrap_or(50),
+        crash_span_ns: optional_duration("[faults.crash] span", &f.crash.span, 10_000_000_000)?,
+        quiet_settle_ns: quiet_settle(spec)?,
+        faults_after,
+        pause: node_faults::pause_spec(&f.pause, n, has_start)?,
+        clock: node_faults::clock_spec(&f.clock, n)?,
+    })
+}
+
+/// The quiet period's settle time, or `None` for `quiet_after = "never"`.
+/// A cluster without faults has nothing to calm: no quiet period, no settle.
+fn quiet_settle(spec: &ClusterFile) -> Result<Option<u64>, String> {
+    let f = &spec.faults;
+    let settle = match &f.settle {
+        None => 5_000_000_000,
+        Some(s) => parse_duration_ns(s)
+            .ok_or_else(|| format!("[faults] settle = {s:?}: not a duration (examples: \"5s\", \"500ms\")"))?,
+    };
+    let quiet = match f.quiet_after.as_deref() {
+        None | Some("workload") => true,
+        Some("never") => false,
+        Some(other) => {
+            return Err(format!("[faults] quiet_after = {other:?}: expected \"workload\" or \"never\""));
+        }
+    };
+    // A clock offset or drift is the nodes' hardware: it never calms.
+    let node_faults = f.pause.max.is_some_and(|m| m > 0) || f.clock.bump.is_some() || matches!(f.clock.strobe, Some(StrobeSetting::On(_)));
+    let any_fault = f.network.has_faults()
+        || !f.partition.is_empty()
+        || f.crash.max > 0
+        || f.disk.rates().iter().any(|&(_, p)| p > 0.0)
+        || node_faults;
+    Ok((quiet && any_fault).then_some(settle))
+}
+
+/// `[faults.disk]`, checked: each a probability, and any fault that is on
+/// needs `[disk]`. The error is the message (without the file name).
+pub(super) fn disk_fault_rates(spec: &ClusterFile) -> Result<DiskFaultRates, String> {
+    let rates = spec.faults.disk.rates();
+    for (key, p) in rates {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(format!("[faults.disk] {key} = {p}: a probability is within [0, 1]"));
+        }
+        if p > 0.0 && spec.disk.is_none() {
+            return Err(format!("[faults.disk] {key} = {p}: the nodes have no disk (add a [disk] table)"));
+        }
+    }
+    let [(_, lost_flush), (_, corrupt_read), (_, write_error), (_, misdirect)] = rates;
+    Ok(DiskFaultRates { lost_flush, corrupt_read, write_error, misdirect })
+}

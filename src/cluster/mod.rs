@@ -1,0 +1,183 @@
+//! `cluster.toml`: what a cluster directory asks simcluster to build and run.
+//!
+//! Every table denies unknown keys, so a typo is an error that names the
+//! file, the line and the key, never a silently ignored setting.
+//!
+//! One module per part of the file, each with its tables' serde structs
+//! and their checks: `cluster_section` (`[cluster]`), `image`, `workload`
+//! (`[node]`, `[workload]`), `checks` (`[[invariant]]`, `[[liveness]]`,
+//! `[check]`, `[[expect]]`), `disk`, `faults` (`[faults]`, crashes, disk
+//! faults), `node_faults` (pauses, clocks), `network` (`[faults.network]`,
+//! partitions), `explore` (`[explore]`, `[run]`). A check's error is its
+//! message, which starts with the table and key it is about;
+//! [`Cluster::parse`] adds the file and `locate` finds the line.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub use crate::image::kernel::KernelSeries;
+
+mod checks;
+mod cluster_section;
+mod disk;
+mod error;
+mod explore;
+mod faults;
+mod image;
+mod locate;
+mod network;
+mod node_faults;
+#[cfg(test)]
+mod parse_tests;
+mod values;
+mod workload;
+
+pub use checks::{CheckSection, ExpectSection, InvariantSection, LivenessSection};
+pub use cluster_section::{ClusterSection, CpuidMode, TimeTravel, Userspace};
+pub use disk::{DiskSection, DiskSettings};
+pub use error::ClusterError;
+pub use explore::{ExploreSection, RunSection};
+pub use faults::{CrashSection, DiskFaultsSection, FaultsSection};
+pub use image::{ImageSection, RootMode};
+pub use network::PartitionSection;
+pub use node_faults::{parse_signed_duration_ns, ClockSection, PauseSection, Range, StrobeSetting, StrobeTable};
+pub use values::{parse_duration_ns, parse_node_name};
+pub use workload::{HostRequestSection, HostWorkloadSection, NodeSection, WorkloadSection};
+
+use error::describe_toml_error;
+use locate::locate_line;
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    pub cluster: ClusterSection,
+    #[serde(default)]
+    pub image: ImageSection,
+    #[serde(default)]
+    pub node: NodeSection,
+    pub workload: WorkloadSection,
+    #[serde(default, rename = "invariant")]
+    pub invariants: Vec<InvariantSection>,
+    #[serde(default, rename = "liveness")]
+    pub liveness: Vec<LivenessSection>,
+    #[serde(default)]
+    pub run: RunSection,
+    #[serde(default)]
+    pub explore: ExploreSection,
+    /// A data disk per node (absent: nodes have none).
+    pub disk: Option<DiskSection>,
+    /// Host-side checks.
+    #[serde(default)]
+    pub check: CheckSection,
+    #[serde(default)]
+    pub faults: FaultsSection,
+    /// `[[expect]]`: what exploration must get to at least once.
+    #[serde(default, rename = "expect")]
+    pub expects: Vec<ExpectSection>,
+}
+
+/// A cluster directory, loaded and checked.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub file: PathBuf,
+    pub name: String,
+    pub spec: ClusterFile,
+    /// 0-based index of the workload node; with a host workload, the node
+    /// count (the host client is node N+1, index N).
+    pub workload_node: usize,
+    /// `[workload.host]`, checked (`None`: the workload runs in a guest).
+    pub host_workload: Option<checker::engine::HostWorkload>,
+    /// (name, 0-based node, command) for every invariant, `all` expanded.
+    pub invariants: Vec<(String, usize, String)>,
+    pub time_limit_ns: Option<u64>,
+    /// (name, 0-based node, polling script) for every `[[liveness]]`.
+    pub liveness: Vec<(String, usize, String)>,
+    /// `[check] history`, 0-based.
+    pub history_node: Option<usize>,
+    /// `[disk]`, checked: (size MiB, mount path, latency ns, torn, enumerate).
+    pub disk: Option<DiskSettings>,
+    /// `[faults.crash]` and `[explore]`, checked (`calm_from` is the run's).
+    pub explore: checker::engine::ExploreSpec,
+    /// `[[faults.partition]]`, checked.
+    pub partitions: Vec<checker::engine::ScheduledPartition>,
+    /// `[[expect]] reached` names, checked, in file order.
+    pub expect_reached: Vec<String>,
+    /// `[faults.disk]`, checked (0 for each fault absent).
+    pub disk_faults: checker::engine::DiskFaultRates,
+}
+
+impl Cluster {
+    pub fn load(dir: &Path) -> Result<Cluster, ClusterError> {
+        if !dir.is_dir() {
+            return Err(ClusterError::NoDir(dir.to_path_buf()));
+        }
+        let file = dir.join("cluster.toml");
+        if !file.is_file() {
+            return Err(ClusterError::NoFile(file));
+        }
+        let text = std::fs::read_to_string(&file)
+            .map_err(|source| ClusterError::Read { path: file.clone(), source })?;
+        Cluster::parse(dir, &file, &text)
+    }
+
+    /// Reads `text` (the contents of `file` in cluster directory `dir`) and
+    /// checks it section by section.
+    pub fn parse(dir: &Path, file: &Path, text: &str) -> Result<Cluster, ClusterError> {
+        let spec: ClusterFile = toml::from_str(text).map_err(|e| ClusterError::Syntax {
+            path: file.to_path_buf(),
+            message: describe_toml_error(text, &e),
+        })?;
+        let invalid =
+            |message: String| ClusterError::Invalid { path: file.to_path_buf(), line: locate_line(text, &message), message };
+        // A file with several mistakes gets the first in this order; keep it
+        // when adding checks, so the same file keeps getting the same error.
+        let n = spec.cluster.check().map_err(&invalid)?;
+        let (workload_node, host_workload) = workload::check(&spec.workload, n, dir).map_err(&invalid)?;
+        let invariants = checks::invariants(&spec.invariants, n).map_err(&invalid)?;
+        let liveness = checks::liveness(&spec.liveness, n, &invariants).map_err(&invalid)?;
+        let window_ns = spec.explore.window_ns().map_err(&invalid)?;
+        let crashes = spec.faults.crash.check(n, workload_node).map_err(&invalid)?;
+        let disk = spec.disk.as_ref().map(DiskSection::settings).transpose().map_err(&invalid)?;
+        let history_node = spec.check.history_node(n).map_err(&invalid)?;
+        let disk_faults = faults::disk_fault_rates(&spec).map_err(&invalid)?;
+        let expect_reached = checks::expect_reached(&spec.expects).map_err(&invalid)?;
+        let explore = faults::explore_spec(&spec, window_ns, crashes).map_err(&invalid)?;
+        spec.image.check(dir).map_err(&invalid)?;
+        let time_limit_ns = spec.run.time_limit_ns().map_err(&invalid)?;
+        let partitions = network::partitions(&spec.faults, n, host_workload.is_some()).map_err(&invalid)?;
+        let name = spec.cluster.name.clone().unwrap_or_else(|| {
+            dir.canonicalize()
+                .ok()
+                .and_then(|d| d.file_name().map(|f| f.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "cluster".into())
+        });
+        Ok(Cluster {
+            dir: dir.to_path_buf(),
+            file: file.to_path_buf(),
+            name,
+            spec,
+            workload_node,
+            host_workload,
+            invariants,
+            time_limit_ns,
+            liveness,
+            history_node,
+            disk,
+            explore,
+            partitions,
+            expect_reached,
+            disk_faults,
+        })
+    }
+
+    pub fn node_count(&self) -> usize {
+        usize::from(self.spec.cluster.nodes)
+    }
+
+    pub fn node_names(&self) -> Vec<String> {
+        (1..=self.spec.cluster.nodes).map(|i| format!("n{i}")).collect()
+    }
+}

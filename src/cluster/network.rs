@@ -1,0 +1,75 @@
+//! The network's faults: `[faults.network]` (netsim's `NetConfig`, which
+//! checks itself) and partitions at fixed times (`[[faults.partition]]`).
+
+use checker::engine::ScheduledPartition;
+use serde::Deserialize;
+
+use super::faults::FaultsSection;
+use super::{parse_duration_ns, parse_node_name};
+
+/// `[[faults.partition]]`: either `groups` (symmetric) or `from`/`to`
+/// (frames from `from` to `to` are cut, the other direction passes).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionSection {
+    pub at: String,
+    pub heal: String,
+    #[serde(default)]
+    pub groups: Vec<Vec<String>>,
+    #[serde(default)]
+    pub from: Vec<String>,
+    #[serde(default)]
+    pub to: Vec<String>,
+}
+
+/// `[faults.network]` (checked by netsim) and `[[faults.partition]]`, for a
+/// cluster of `n` guests, and the host client when `has_host`. The error is
+/// the message.
+pub(super) fn partitions(f: &FaultsSection, n: u16, has_host: bool) -> Result<Vec<ScheduledPartition>, String> {
+    f.network.validate(n).map_err(|e| format!("[faults.network] {e}"))?;
+    f.partition
+        .iter()
+        .enumerate()
+        .map(|(k, p)| p.check(&format!("[[faults.partition]] #{}", k + 1), n, has_host))
+        .collect()
+}
+
+impl PartitionSection {
+    /// This partition, `what` in messages.
+    fn check(&self, what: &str, n: u16, has_host: bool) -> Result<ScheduledPartition, String> {
+        let p = self;
+        let time = |key: &str, v: &str| parse_duration_ns(v).ok_or_else(|| format!("{what}: {key} = {v:?} is not a duration"));
+        let (at, heal) = (time("at", &p.at)?, time("heal", &p.heal)?);
+        if heal <= at {
+            return Err(format!("{what}: heal ({}) must come after at ({})", p.heal, p.at));
+        }
+        // With a host workload "host" names the host client (node N+1).
+        let nodes_of = |names: &[String]| -> Result<Vec<netsim::NodeId>, String> {
+            names
+                .iter()
+                .map(|name| {
+                    let i = if has_host && name == "host" { Some(usize::from(n)) } else { parse_node_name(name, n) };
+                    let also = if has_host { ", and host" } else { "" };
+                    i.and_then(|i| netsim::NodeId::new((i + 1) as u16))
+                        .ok_or_else(|| format!("{what}: {name:?}: no such node (nodes are n1..n{n}{also})"))
+                })
+                .collect()
+        };
+        let partition = match (p.groups.is_empty(), p.from.is_empty() && p.to.is_empty()) {
+            (false, true) => {
+                let groups = p.groups.iter().map(|g| nodes_of(g)).collect::<Result<Vec<_>, _>>()?;
+                netsim::Partition::symmetric(groups)
+            }
+            (true, false) if !p.from.is_empty() && !p.to.is_empty() => {
+                netsim::Partition::one_way(nodes_of(&p.from)?, nodes_of(&p.to)?)
+            }
+            _ => {
+                return Err(format!(
+                    "{what}: give either groups = [[...], [...]] or both from = [...] and to = [...]"
+                ))
+            }
+        };
+        partition.validate(n + u16::from(has_host)).map_err(|e| format!("{what}: {e}"))?;
+        Ok(ScheduledPartition { at, heal, partition })
+    }
+}

@@ -1,0 +1,35 @@
+//! Values as cluster.toml writes them: node names and durations.
+
+/// Node names are n1..nN; returns the 0-based index.
+pub fn parse_node_name(name: &str, nodes: u16) -> Option<usize> {
+    let n: u16 = name.strip_prefix('n')?.parse().ok()?;
+    (n >= 1 && n <= nodes && name == format!("n{n}")).then(|| usize::from(n - 1))
+}
+
+/// Parses "250ms", "30s", "10m", "1h" or plain seconds into nanoseconds.
+pub fn parse_duration_ns(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().ok()?;
+    let scale = match unit.trim() {
+        "" | "s" => 1e9,
+        "ms" => 1e6,
+        "us" => 1e3,
+        "ns" => 1.0,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        _ => return None,
+    };
+    let ns = v * scale;
+    (ns.is_finite() && ns >= 0.0 && ns < u64::MAX as f64).then_some(ns as u64)
+}
+
+/// The optional duration `key` (written with its table: `"[disk] latency"`),
+/// `default` when absent; the error is the message.
+pub(super) fn optional_duration(key: &str, v: &Option<String>, default: u64) -> Result<u64, String> {
+    match v {
+        None => Ok(default),
+        Some(s) => parse_duration_ns(s).ok_or_else(|| format!("{key} = {s:?} is not a duration")),
+    }
+}

@@ -1,0 +1,195 @@
+//! `[node]` and `[workload]`: what every node runs, and the workload: a
+//! command in a guest, or HTTP requests from the host-side client
+//! (`[workload.host]`).
+
+use std::path::Path;
+
+use checker::engine::{HostRequest, HostWorkload};
+use serde::Deserialize;
+
+use super::{parse_duration_ns, parse_node_name};
+
+const W: &str = "[workload.host]";
+
+/// `[node]`: what every node runs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSection {
+    /// Shell command run on every node at boot, in the background.
+    pub start: Option<String>,
+}
+
+/// `[workload]`: either a shell command in a guest (`node` + `command`), or
+/// HTTP requests from the host-side client (`[workload.host]`), never both.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSection {
+    /// Node that runs the workload (`n1`, ...); empty with `[workload.host]`.
+    #[serde(default)]
+    pub node: String,
+    /// Shell command; the execution's workload ends when it exits, and a
+    /// non-zero status is a failure. Empty with `[workload.host]` (the
+    /// image builder then writes an empty, never-run workload script).
+    #[serde(default)]
+    pub command: String,
+    /// The workload runs on simcluster's host-side client instead: node
+    /// N+1 (`10.0.0.N+1`, `host` in the guests' /etc/hosts), no client VM.
+    pub host: Option<HostWorkloadSection>,
+}
+
+/// `[workload.host]`: HTTP requests sent from the host-side client, in list
+/// order, `repeat` times over, `concurrency` at a time. The workload passes
+/// when every response meets its request's expectations; the first that
+/// does not (or gets no response) is the workload's failure.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostWorkloadSection {
+    pub requests: Vec<HostRequestSection>,
+    /// Run the whole list this many times (default 1).
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// Requests in flight at once (default 1: strictly one after another).
+    #[serde(default = "one")]
+    pub concurrency: u32,
+    /// Virtual time from "every node is ready" to the first request
+    /// (default "0s"); servers started in the background may need a moment.
+    pub start_after: Option<String>,
+    /// A request without a complete response after this long fails
+    /// (default "30s"); its TCP handshake gives up after 5 s, or this if
+    /// shorter (Linux retries SYNs for minutes; a workload wants to know).
+    pub timeout: Option<String>,
+}
+
+/// One request of `[workload.host] requests`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostRequestSection {
+    /// Target guest (`n1`, ...).
+    pub node: String,
+    pub port: u16,
+    /// Default "GET".
+    pub method: Option<String>,
+    /// Default "/".
+    pub path: Option<String>,
+    /// Request body (sent with Content-Length).
+    pub body: Option<String>,
+    /// Default 200.
+    pub expect_status: Option<u16>,
+    /// The response body must contain this text.
+    pub body_contains: Option<String>,
+    /// The response body must equal this file (relative to the cluster
+    /// directory), byte for byte.
+    pub body_file: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Checks `[workload]` for a cluster of `n` guests in `dir`: the 0-based
+/// index of the workload node (with a host workload, `n`: the host client
+/// is node N+1) and the host workload, if any. The error is the message.
+pub(super) fn check(w: &WorkloadSection, n: u16, dir: &Path) -> Result<(usize, Option<HostWorkload>), String> {
+    let host_workload = match &w.host {
+        Some(h) => Some(host_workload(h, n, dir)?),
+        None => None,
+    };
+    let workload_node = if host_workload.is_some() {
+        if !w.node.is_empty() || !w.command.is_empty() {
+            return Err("[workload]: node + command (a guest runs the workload) and [workload.host] (the host-side \
+                 client does) exclude each other; keep one"
+                .into());
+        }
+        usize::from(n)
+    } else {
+        if w.node.is_empty() && w.command.is_empty() {
+            return Err("[workload]: give node + command (a guest runs the workload) or a [workload.host] table \
+                 (simcluster's host-side client sends HTTP requests)"
+                .into());
+        }
+        let node = parse_node_name(&w.node, n)
+            .ok_or_else(|| format!("[workload] node = {:?}: no such node (nodes are n1..n{n})", w.node))?;
+        if w.command.trim().is_empty() {
+            return Err("[workload] command is empty".into());
+        }
+        node
+    };
+    Ok((workload_node, host_workload))
+}
+
+/// Checks `[workload.host]` for a cluster of `n` guests in `dir`; the error
+/// is the message (without the file name).
+fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<HostWorkload, String> {
+    if n >= netsim::MAX_NODES {
+        return Err(format!("{W}: the host client is node N+1, so a cluster with it has at most {} nodes", netsim::MAX_NODES - 1));
+    }
+    if h.requests.is_empty() {
+        return Err(format!("{W} requests is empty (give at least one {{ node = \"n1\", port = 80 }})"));
+    }
+    if h.repeat == 0 {
+        return Err(format!("{W} repeat = 0: must be at least 1"));
+    }
+    if !(1..=1024).contains(&h.concurrency) {
+        return Err(format!("{W} concurrency = {}: must be between 1 and 1024", h.concurrency));
+    }
+    let duration = |key: &str, v: &Option<String>, default: u64| match v {
+        None => Ok(default),
+        Some(s) => parse_duration_ns(s).ok_or_else(|| format!("{W} {key} = {s:?} is not a duration")),
+    };
+    let start_after_ns = duration("start_after", &h.start_after, 0)?;
+    let timeout_ns = duration("timeout", &h.timeout, 30_000_000_000)?;
+    if timeout_ns < 1_000_000 {
+        return Err(format!("{W} timeout = {:?}: must be at least 1ms", h.timeout.as_deref().unwrap_or("")));
+    }
+    let requests = h
+        .requests
+        .iter()
+        .enumerate()
+        .map(|(k, r)| host_request(&format!("{W} requests #{}", k + 1), r, n, dir))
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(HostWorkload {
+        requests,
+        repeat: h.repeat,
+        concurrency: h.concurrency,
+        start_after_ns,
+        timeout_ns,
+    })
+}
+
+/// One request of `[workload.host] requests`, `what` in messages.
+fn host_request(what: &str, r: &HostRequestSection, n: u16, dir: &Path) -> Result<HostRequest, String> {
+    let i = parse_node_name(&r.node, n)
+        .ok_or_else(|| format!("{what}: node = {:?}: no such node (nodes are n1..n{n})", r.node))?;
+    if r.port == 0 {
+        return Err(format!("{what}: port = 0 is not a port (1..65535)"));
+    }
+    let method = r.method.clone().unwrap_or_else(|| "GET".into());
+    if method.is_empty() || !method.chars().all(|c| c.is_ascii_uppercase()) {
+        return Err(format!("{what}: method = {method:?}: must be an upper-case HTTP method such as GET or POST"));
+    }
+    let path = r.path.clone().unwrap_or_else(|| "/".into());
+    if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("{what}: path = {path:?}: must start with '/' and hold no spaces or control characters"));
+    }
+    let expect_status = r.expect_status.unwrap_or(200);
+    if !(100..=599).contains(&expect_status) {
+        return Err(format!("{what}: expect_status = {expect_status}: not an HTTP status (100..599)"));
+    }
+    let body_equals = match &r.body_file {
+        None => None,
+        Some(f) => {
+            let p = dir.join(f);
+            Some(std::fs::read(&p).map_err(|e| format!("{what}: body_file = {f:?}: cannot read {}: {e}", p.display()))?)
+        }
+    };
+    Ok(HostRequest {
+        node: (i + 1) as u16,
+        port: r.port,
+        method,
+        path,
+        body: r.body.clone().unwrap_or_default().into_bytes(),
+        expect_status,
+        body_contains: r.body_contains.clone(),
+        body_equals,
+    })
+}
