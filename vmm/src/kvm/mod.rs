@@ -44,6 +44,7 @@ pub mod host;
 pub mod legacy;
 pub mod linux;
 pub mod mmio;
+pub mod mmio_adapter;
 pub mod node;
 pub mod ports;
 pub mod probe;

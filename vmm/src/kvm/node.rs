@@ -68,7 +68,7 @@ use crate::runtime::{
 };
 use crate::virtio::blk::{BlkConfig, VirtioBlk};
 use crate::virtio::console::{self, VirtioConsole};
-use crate::virtio::mmio::MmioAdapter;
+use super::mmio_adapter::MmioAdapter;
 use crate::virtio::rng::VirtioRng;
 use crate::virtio::DeviceError;
 
