@@ -68,7 +68,7 @@ fn empty_initramfs() -> Vec<u8> {
 #[test]
 fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
     use std::time::Duration;
-    use vmm::runtime::{NodeConfig, NodeRuntime, OutputStream, RunOutcome as NodeOutcome};
+    use vmm::node::{NodeConfig, NodeRuntime, OutputStream, RunOutcome as NodeOutcome};
 
     let test = "kvm_linux_node_boots_with_initramfs_and_virtio_windows";
     if !has_hardware_virt() {
@@ -170,7 +170,7 @@ fn kvm_linux_node_loads_kernel_initramfs_and_cmdline() {
     let initrd = dir.join("rootfs.cpio");
     let cpio = empty_initramfs();
     std::fs::write(&initrd, &cpio).unwrap();
-    let cfg = vmm::runtime::NodeConfig {
+    let cfg = vmm::node::NodeConfig {
         kernel,
         initrd,
         mem_mb: 64,

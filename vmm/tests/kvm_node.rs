@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use kvm_common::{guest, kvm_available};
 use vmm::kvm::node::KvmNode;
 use vmm::kvm::MicroVm;
-use vmm::runtime::{NodeRuntime, OutputStream, RunOutcome};
+use vmm::node::{NodeRuntime, OutputStream, RunOutcome};
 
 /// A guest spinning without exits is stopped by the wall-clock watchdog and
 /// reported as hung, instead of holding the engine forever.

@@ -27,9 +27,8 @@ use std::time::Duration;
 use disksim::{BlockStore, CrashModel, CrashState, Disk, RequestKind};
 use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use vmm::uml::{
-    DiskCompletion, GuestOutput, OutputStream, RunOutcome, UmlConfig, UmlError, UmlNode,
-};
+use vmm::node::{DiskCompletion, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome};
+use vmm::uml::UmlNode;
 
 /// What the guest believes the wall clock said at boot (ns).
 const EPOCH_NS: u64 = 1_767_225_600 * 1_000_000_000;
@@ -284,7 +283,7 @@ impl Setup {
     fn boot(&self, run: &str, mode: &str, disk: Disk) -> Boot {
         let run_dir = self.dir.join(run);
         std::fs::create_dir_all(&run_dir).unwrap();
-        let cfg = UmlConfig {
+        let cfg = NodeConfig {
             kernel: self.kernel.clone(),
             initrd: self.initrd.clone(),
             mem_mb: 96,
@@ -390,7 +389,7 @@ impl Boot {
                 return End::TimeLimit;
             }
             self.trace.push(format!("run {requested}"));
-            let outcome = self.node.grant(EPOCH_NS, WATCHDOG, &mut out).unwrap();
+            let outcome = self.node.grant_at(requested, EPOCH_NS, WATCHDOG, &mut out).unwrap();
             self.record(&mut out);
             match outcome {
                 RunOutcome::Waiting { .. } => {
@@ -520,7 +519,7 @@ fn fsynced_rename_survives_power_loss() {
         assert!(line(&r.console, "UMOUNTED"));
     }
     // The disk of a dead node cannot be taken twice, nor from a live one.
-    assert!(matches!(b.node.take_disk(), Err(UmlError::NoDisk { .. })));
+    assert!(matches!(b.node.take_disk(), Err(NodeError::NoDisk { .. })));
     disk.apply_crash(&CrashState::none()).unwrap();
 }
 
@@ -530,7 +529,7 @@ fn fsync_waits_for_the_engine() {
     let mut b = s.boot("n1", "pending", s.base_disk());
     assert!(matches!(
         b.node.take_disk(),
-        Err(UmlError::DiskInUse { .. })
+        Err(NodeError::DiskInUse { .. })
     ));
     let end = b.drive(Policy::InOrder, 60_000_000_000, has("BEFORE_FSYNC"));
     assert_eq!(end, End::Stopped, "console:\n{}", b.console);
@@ -568,7 +567,7 @@ fn fsync_waits_for_the_engine() {
     ));
     // Those requests are in flight in the disk: a node cannot start on it.
     let busy = b.node.disk().unwrap().clone();
-    let cfg = UmlConfig {
+    let cfg = NodeConfig {
         kernel: s.kernel.clone(),
         initrd: s.initrd.clone(),
         mem_mb: 96,
@@ -585,7 +584,7 @@ fn fsync_waits_for_the_engine() {
     };
     assert!(matches!(
         UmlNode::spawn_with_disk(&cfg, Some(busy)),
-        Err(UmlError::DiskBusy { .. })
+        Err(NodeError::DiskBusy { .. })
     ));
 
     // Now the engine completes them (and what follows), in order.

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use vmm::runtime::{Delivered, GuestOutput, NodeConfig, NodeError, OutputStream, RunOutcome};
+use vmm::node::{Delivered, GuestOutput, NodeConfig, NodeError, OutputStream, RunOutcome};
 pub use vmm::runtime::RuntimeKind;
 
 use crate::strategy::{default_choice, Decision, Strategy};
@@ -109,7 +109,7 @@ pub struct ExecutionSpec {
     /// without one, the whole root filesystem).
     pub initrd: PathBuf,
     /// The root filesystem image every node mounts read-only (opened once
-    /// per run and shared; see `vmm::uml::UmlConfig::root_disk`).
+    /// per run and shared; see `vmm::node::NodeConfig::root_disk`).
     pub root_disk: Option<disksim::BlockStore>,
     /// n1..nN.
     pub node_names: Vec<String>,
@@ -148,7 +148,7 @@ pub struct ExecutionSpec {
     pub disk: Option<DiskSpec>,
     pub explore: ExploreSpec,
     /// The node runtime (user-mode Linux or KVM); the engine drives both the
-    /// same way, through [`vmm::runtime::NodeRuntime`].
+    /// same way, through [`vmm::node::NodeRuntime`].
     pub runtime: RuntimeKind,
     /// Extra kernel command-line words for user-mode Linux nodes: the
     /// userspace mode (`seccomp=on`) and `host_cpuid` (guest programs

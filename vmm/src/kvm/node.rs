@@ -1,4 +1,4 @@
-//! A KVM microVM as an engine node ([`crate::runtime::NodeRuntime`]): the same
+//! A KVM microVM as an engine node ([`crate::node::NodeRuntime`]): the same
 //! operations, virtio device models and trace events as the user-mode Linux runtime.
 //!
 //! # Devices (virtio-mmio windows, see [`super::virtio_mmio`])
@@ -62,9 +62,9 @@ use super::virtio_mmio::status::DRIVER_OK;
 use super::virtio_mmio::{window_base, Signal, VirtioMmioTransport, WINDOW};
 use super::watchdog::Watchdog;
 use super::vm::{MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
-use crate::runtime::{
+use crate::node::{
     Delivered, DiskCompletion, DiskRequest, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome,
-    TxFrame,
+    TxFrame, ROOT_DISK_SERIAL,
 };
 use crate::virtio::blk::{BlkConfig, VirtioBlk};
 use crate::virtio::console::{self, VirtioConsole};
@@ -110,21 +110,21 @@ pub fn root_base() -> u64 {
     window_base(4)
 }
 
-/// Errors of a KVM node; each names the node (1-based).
+/// Errors of a KVM node; each names the node (1-based). Errors of the engine's
+/// contract that both runtimes share are [`NodeError`]s; this one converts into
+/// [`NodeError::Runtime`].
 #[derive(Debug, thiserror::Error)]
 pub enum KvmNodeError {
     #[error("node {node}: {source}")]
     Kvm { node: u16, source: KvmError },
     #[error("node {node}: virtio device: {source}")]
     Device { node: u16, source: DeviceError },
-    #[error("node {node} has no disk")]
-    NoDisk { node: u16 },
-    #[error("node {node}: disk request {id} is not pending")]
-    UnknownDiskRequest { node: u16, id: RequestId },
-    #[error("node {node} is still running: kill it before taking its disk")]
-    DiskInUse { node: u16 },
-    #[error("node {node}: the disk has {outstanding} outstanding request(s) from a node that lost power")]
-    DiskBusy { node: u16, outstanding: usize },
+}
+
+impl From<KvmNodeError> for NodeError {
+    fn from(e: KvmNodeError) -> NodeError {
+        NodeError::Runtime(Box::new(e))
+    }
 }
 
 type CtlTransport = VirtioMmioTransport<MmioAdapter<VirtioConsole>>;
@@ -187,7 +187,7 @@ impl KvmNode {
     /// initramfs and [`kernel_cmdline`]; any other file is a flat microVM image (a
     /// guest of vmm/guests, entered at [`super::arch::layout::LOAD_ADDR`] in long
     /// mode), which gets no initrd nor command line.
-    pub fn spawn(cfg: &NodeConfig, disk: Option<Disk>) -> Result<KvmNode, KvmNodeError> {
+    pub fn spawn(cfg: &NodeConfig, disk: Option<Disk>) -> Result<KvmNode, NodeError> {
         let node = cfg.node_id;
         let kvm = |source| KvmNodeError::Kvm { node, source };
         let image = super::vm::read_image(&cfg.kernel).map_err(kvm)?;
@@ -216,7 +216,7 @@ impl KvmNode {
     /// QueueNotify exit and raise their interrupt there, as every device's
     /// here; nothing about them reaches the engine.
     pub fn attach_root_disk(&mut self, image: disksim::BlockStore) {
-        let cfg = BlkConfig { serial: crate::uml::disk::ROOT_DISK_SERIAL.to_vec(), read_only: true, ..BlkConfig::default() };
+        let cfg = BlkConfig { serial: ROOT_DISK_SERIAL.to_vec(), read_only: true, ..BlkConfig::default() };
         let mut blk = VirtioBlk::new(Disk::new(image), cfg);
         blk.set_reads_at_once(true);
         let t: RootTransport =
@@ -234,7 +234,7 @@ impl KvmNode {
         net: bool,
         disk: Option<Disk>,
         entropy_seed: u64,
-    ) -> Result<KvmNode, KvmNodeError> {
+    ) -> Result<KvmNode, NodeError> {
         let mem = vm.memory().clone();
         if net {
             let t = VirtioMmioTransport::new(NetPort::new(id as u8, mem.clone()), IRQ_VECTOR_BASE + NET_IRQ);
@@ -244,7 +244,7 @@ impl KvmNode {
         if let Some(d) = disk {
             let outstanding = d.outstanding().count();
             if outstanding > 0 {
-                return Err(KvmNodeError::DiskBusy { node: id, outstanding });
+                return Err(NodeError::DiskBusy { node: id, outstanding });
             }
             let mut b = VirtioBlk::new(d, BlkConfig::default());
             // Reads complete at their kick, as under user-mode Linux (see
@@ -530,9 +530,9 @@ impl NodeRuntime for KvmNode {
 
     fn complete_disk(&mut self, t: u64, id: RequestId, _watchdog: Duration) -> Result<DiskCompletion, NodeError> {
         let node = self.id;
-        let request = *self.pending.get(&id).ok_or(KvmNodeError::UnknownDiskRequest { node, id })?;
+        let request = *self.pending.get(&id).ok_or(NodeError::UnknownDiskRequest { node, id })?;
         let t = self.wake_at(t);
-        let port = self.blk_port().ok_or(KvmNodeError::NoDisk { node })?;
+        let port = self.blk_port().ok_or(NodeError::NoDisk { node })?;
         let done = port.device_mut().complete(id);
         if port.device_mut().blk().request(id).is_none() {
             self.pending.remove(&id);
@@ -553,12 +553,12 @@ impl NodeRuntime for KvmNode {
     fn take_disk(&mut self) -> Result<Disk, NodeError> {
         let node = self.id;
         if !self.exited {
-            return Err(KvmNodeError::DiskInUse { node }.into());
+            return Err(NodeError::DiskInUse { node });
         }
         if let Some(d) = self.disk.take() {
             return Ok(d);
         }
-        let port = self.blk_port().ok_or(KvmNodeError::NoDisk { node })?;
+        let port = self.blk_port().ok_or(NodeError::NoDisk { node })?;
         let d = port.device_mut().blk_mut().take_disk();
         self.blk = false;
         Ok(d)

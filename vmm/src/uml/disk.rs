@@ -8,7 +8,7 @@
 //!   requests (see [`crate::vhost_user`]). Each accepted request is stamped
 //!   with the node's virtual time at the kick.
 //! - *writes and flushes* stay pending, with nothing written to guest
-//!   memory, until the engine calls [`crate::uml::UmlNode::complete_disk`]
+//!   memory, until the engine calls [`crate::node::NodeRuntime::complete_disk`]
 //!   while the node is stopped. That call applies the durability effect in
 //!   the disk's write log, puts the status into the driver's buffers and
 //!   delivers the used-buffer interrupt in-band at the virtual time the
@@ -16,75 +16,31 @@
 //! - *reads* complete during the kick (see
 //!   [`crate::virtio::VirtioBlk::set_reads_at_once`] for why that is sound);
 //!   their interrupt is owed and reaches the guest at the node's next stop
-//!   ([`crate::uml::UmlNode::settle`]), at a time the engine picks.
+//!   ([`crate::node::NodeRuntime::settle`]), at a time the engine picks.
 //!
 //! Durability (disksim's write log, virtio-blk with a volatile write
 //! cache): a completed write is volatile; a completed flush makes durable
 //! every write that completed before the flush was issued. After power
-//! loss ([`crate::uml::UmlNode::kill`], then
-//! [`crate::uml::UmlNode::take_disk`]) the engine chooses which volatile
+//! loss ([`crate::node::NodeRuntime::kill`], then
+//! [`crate::node::NodeRuntime::take_disk`]) the engine chooses which volatile
 //! writes survive ([`disksim::Disk::crash_states`],
 //! [`disksim::Disk::apply_crash`]) and starts a fresh node on the result.
 //!
 //! Disk faults: reads may be corrupted at their kick (the device's seeded
 //! stream, [`crate::virtio::VirtioBlk::set_read_faults`]); writes and
 //! flushes suffer what the engine injected before completing them
-//! ([`crate::uml::UmlNode::disk_fault`]). Each completion carries its fault
+//! ([`crate::node::NodeRuntime::disk_fault`]). Each completion carries its fault
 //! ([`DiskCompletion::fault`]) for the engine's trace.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use disksim::{BlockStore, Disk, DiskFault, ReadFaults, RequestId, RequestKind};
+use disksim::{BlockStore, Disk, ReadFaults, RequestId};
 
-/// The root disk's virtio-blk serial (GET_ID, `/sys/block/vdX/serial` in the
-/// guest): the boot init mounts the disk that carries it as the root.
-pub const ROOT_DISK_SERIAL: &[u8] = b"simcluster-root";
-
+use crate::node::{DiskCompletion, DiskRequest, ROOT_DISK_SERIAL};
 use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
-use crate::virtio::blk::{BlkConfig, BlkRequest, VirtioBlk, REQUEST_QUEUE};
+use crate::virtio::blk::{BlkConfig, VirtioBlk, REQUEST_QUEUE};
 use crate::virtio::DeviceError;
-
-/// A disk request the guest submitted, as the engine sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DiskRequest {
-    /// disksim's id: issued in submission order, never reused, also across
-    /// a power loss (stale completions are detected).
-    pub id: RequestId,
-    /// Read, write (never FUA: virtio-blk has no FUA flag) or flush.
-    pub kind: RequestKind,
-    /// First sector (512 bytes each); 0 for a flush.
-    pub sector: u64,
-    /// Number of sectors; 0 for a flush.
-    pub sectors: u64,
-    /// Virtual time of the kick that submitted it, ns.
-    pub submitted: u64,
-}
-
-impl DiskRequest {
-    fn new(r: BlkRequest, submitted: u64) -> DiskRequest {
-        DiskRequest {
-            id: r.id,
-            kind: r.kind,
-            sector: r.sector,
-            sectors: r.sectors,
-            submitted,
-        }
-    }
-}
-
-/// A completed disk request: what the engine puts in its trace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DiskCompletion {
-    pub request: DiskRequest,
-    /// Virtual time of the completion, ns: for writes and flushes, the time
-    /// the engine completed it (its interrupt's time); for reads, the time
-    /// of the kick (their data is in place then; the interrupt follows at
-    /// the node's next stop).
-    pub completed: u64,
-    /// The disk fault that hit it (`[faults.disk]`), if any.
-    pub fault: Option<DiskFault>,
-}
 
 /// Why a disk completion could not be applied.
 #[derive(Debug, thiserror::Error)]

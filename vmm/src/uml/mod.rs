@@ -35,10 +35,11 @@
 //!   run directory, its working directory.
 
 pub mod disk;
+mod error;
 pub mod host_cpuid;
 pub mod node;
 pub mod seccomp;
 pub mod timetravel;
 
-pub use disk::{DiskCompletion, DiskRequest};
-pub use node::{Delivered, GuestOutput, OutputStream, RunOutcome, TxFrame, UmlConfig, UmlError, UmlNode};
+pub use error::UmlError;
+pub use node::UmlNode;

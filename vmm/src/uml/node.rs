@@ -11,83 +11,18 @@ use std::time::{Duration, Instant};
 
 use disksim::{Disk, DiskFault, RequestId};
 
-use super::disk::{CompleteError, DiskCompletion, DiskPort, DiskRequest};
+use super::disk::{CompleteError, DiskPort};
+use super::error::UmlError;
 use super::timetravel::{Msg, Op, ProtocolError, SchedShm};
+use crate::node::{
+    Delivered, DiskCompletion, DiskRequest, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome,
+    TxFrame,
+};
 use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
 use crate::virtio::console::{self, VirtioConsole};
 use crate::virtio::blk::REQUEST_QUEUE;
 use crate::virtio::net::VirtioNet;
 use crate::virtio::rng::VirtioRng;
-
-/// How to start one node.
-#[derive(Debug, Clone)]
-pub struct UmlConfig {
-    /// The `linux` executable (ARCH=um build with time-travel support).
-    pub kernel: PathBuf,
-    /// The initramfs, an uncompressed or gzip newc cpio archive: the whole
-    /// root filesystem, or with [`Self::root_disk`] the boot init that
-    /// mounts it.
-    pub initrd: PathBuf,
-    /// The root filesystem image (squashfs), served read-only as a virtio-blk
-    /// device whose serial is [`super::disk::ROOT_DISK_SERIAL`]; every node
-    /// of a run shares one open image. `None`: the initramfs is the root.
-    pub root_disk: Option<disksim::BlockStore>,
-    /// Guest memory in MiB.
-    pub mem_mb: u32,
-    /// 1-based node number; also the time-travel connection id.
-    pub node_id: u16,
-    /// Scratch directory owned by this node (sockets, UML's pid files,
-    /// its memory backing file). Must exist and be short enough for a
-    /// unix socket path.
-    pub run_dir: PathBuf,
-    /// `KEY=value` pairs put on the kernel command line. The kernel hands
-    /// parameters it does not know to init as environment variables, which
-    /// is how a node learns NODE_ID, NODE_NAME and PEERS.
-    pub init_env: Vec<(String, String)>,
-    /// Extra kernel command-line words.
-    pub extra_args: Vec<String>,
-    /// Give the node a virtio-net device (eth0, MAC 02:00:0a:00:00:NN).
-    pub net: bool,
-    /// Seed of the node's entropy device (virtio-rng, both runtimes): the
-    /// guest's random bytes are this seed's stream (see
-    /// [`crate::virtio::rng`]). The engine derives it from the execution
-    /// seed, the node and the boot, so the same execution gives every
-    /// guest the same bytes.
-    pub entropy_seed: u64,
-    /// The data disk's read faults (`[faults.disk] corrupt_read`, both
-    /// runtimes): the probability and the seed of the device's own stream,
-    /// which the engine derives from the execution seed, the node and the
-    /// boot. The default corrupts nothing.
-    pub read_faults: disksim::ReadFaults,
-    /// Speak time travel's shared-memory mode (Linux 6.11+; the 7.2 guest
-    /// kernel): the guest keeps its clock and its run request in a page
-    /// shared with us, and only RUN and WAIT cross the socket. The 6.1
-    /// kernel does not know it.
-    pub shared_clock: bool,
-    /// The guest kernel keeps CPUID faulting on for its own process (the
-    /// 7.2 patch, unless `host_cpuid`): the thread that drives the node
-    /// then turns it on too ([`super::host_cpuid`]), so the host does not
-    /// rewrite an MSR at each switch between them.
-    pub kernel_faults_cpuid: bool,
-}
-
-/// A frame the guest transmitted, stamped with its virtual time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TxFrame {
-    pub time: u64,
-    pub bytes: Vec<u8>,
-}
-
-/// What became of a frame handed to [`UmlNode::deliver_frame`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivered {
-    /// In the guest's receive queue.
-    Now,
-    /// The guest had no receive buffer; queued until it posts one.
-    Queued,
-    /// The guest's driver is not up (or its backlog is full): lost.
-    Dropped,
-}
 
 /// Frames kept for a guest that has no free receive buffer, at most.
 const RX_BACKLOG: usize = 1024;
@@ -104,87 +39,9 @@ struct NetPort {
     backlog: std::collections::VecDeque<Vec<u8>>,
 }
 
-/// Which of a node's output channels some bytes came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum OutputStream {
-    /// The guest console: kernel messages and whatever programs print.
-    Console,
-    /// The control line: replies of the in-guest agent.
-    Control,
-}
-
-/// Bytes a node wrote, stamped with the node's virtual time.
-///
-/// Bytes are attributed at the next protocol message the node sends: the
-/// node writes its console synchronously and is stopped while a message of
-/// its is being handled, so exactly the bytes written since its previous
-/// message are there to read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestOutput {
-    pub time: u64,
-    pub stream: OutputStream,
-    pub bytes: Vec<u8>,
-}
-
-/// How a grant ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunOutcome {
-    /// The node sent WAIT: it wants to run again at `requested` (u64::MAX-ish
-    /// values mean "only when something happens").
-    Waiting { requested: u64 },
-    /// The node's process ended (poweroff, panic, or killed).
-    Exited { status: Option<i32>, signal: Option<i32> },
-    /// The node did not yield within the wall-clock watchdog: a guest busy
-    /// loop (its clock is frozen while it computes) or a stuck host process.
-    Hung { wall: Duration },
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum UmlError {
-    #[error("kernel {0} not found")]
-    MissingKernel(PathBuf),
-    #[error("root filesystem {0} not found")]
-    MissingInitrd(PathBuf),
-    #[error("cannot start user-mode Linux {kernel}: {source}")]
-    Spawn { kernel: PathBuf, source: io::Error },
-    #[error("node {node}: {what}: {source}")]
-    Io { node: u16, what: &'static str, source: io::Error },
-    #[error("node {node}: time-travel protocol: {source}")]
-    Protocol { node: u16, source: ProtocolError },
-    #[error("node {node}: unexpected time-travel message {msg:?} while {state}")]
-    Unexpected { node: u16, msg: Msg, state: &'static str },
-    #[error("node {node} exited before connecting to the time controller ({status}); its stderr is in {stderr}")]
-    DiedBeforeStart { node: u16, status: String, stderr: PathBuf },
-    #[error("node {node} did not connect to the time controller within {secs} s; its stderr is in {stderr}")]
-    NoConnect { node: u16, secs: u64, stderr: PathBuf },
-    #[error("node {node}: network device: {source}")]
-    Net { node: u16, source: VhostUserError },
-    #[error("node {node} did not take an interrupt within {secs} s")]
-    InterruptTimeout { node: u16, secs: u64 },
-    #[error("node {node}: disk device: {source}")]
-    DiskDevice { node: u16, source: VhostUserError },
-    #[error("node {node}: entropy device: {source}")]
-    Entropy { node: u16, source: VhostUserError },
-    #[error("node {node} has no disk")]
-    NoDisk { node: u16 },
-    #[error("node {node}: disk request {id} is not pending")]
-    UnknownDiskRequest { node: u16, id: RequestId },
-    #[error("node {node}: completing disk request {id}: {source}")]
-    DiskComplete { node: u16, id: RequestId, source: crate::virtio::DeviceError },
-    #[error("node {node} has exited: its disk requests died with it")]
-    DiskNodeExited { node: u16 },
-    #[error("node {node} is still running: kill it before taking its disk")]
-    DiskInUse { node: u16 },
-    #[error(
-        "node {node}: the disk has {outstanding} outstanding request(s) from a node that lost power; \
-         resolve them with disksim::Disk::apply_crash before starting a node on it"
-    )]
-    DiskBusy { node: u16, outstanding: usize },
-}
-
 /// A running (or stopped) user-mode Linux node.
 ///
-/// Invariant: the node executes only inside [`UmlNode::grant`]. Outside it,
+/// Invariant: the node executes only inside [`NodeRuntime::grant_at`]. Outside it,
 /// the node is blocked on the time-travel socket, waiting either for the
 /// ACK of its START or for RUN.
 pub struct UmlNode {
@@ -208,7 +65,7 @@ pub struct UmlNode {
     /// The shared scheduling page, in shared-memory mode (see
     /// [`SchedShm`]); set when the guest's START is acknowledged with it.
     shm: Option<SchedShm>,
-    /// Whether to offer the page at START ([`UmlConfig::shared_clock`]).
+    /// Whether to offer the page at START ([`NodeConfig::shared_clock`]).
     offer_shm: bool,
     /// The engine time the node was started at ([`Self::wait_connected`]):
     /// 0 for a node that boots with the cluster. In shared-memory mode it
@@ -230,7 +87,7 @@ pub struct UmlNode {
     net: Option<NetPort>,
     /// The data disk (`/dev/vda`), if the node has one.
     disk: Option<DiskPort>,
-    /// The read-only root disk ([`UmlConfig::root_disk`]).
+    /// The read-only root disk ([`NodeConfig::root_disk`]).
     root: Option<DiskPort>,
 }
 
@@ -289,7 +146,7 @@ impl UmlNode {
     /// Starts the node's process. The node runs its early host-side setup,
     /// connects to the socket and then blocks on START until the engine
     /// grants it time.
-    pub fn spawn(cfg: &UmlConfig) -> Result<UmlNode, UmlError> {
+    pub fn spawn(cfg: &NodeConfig) -> Result<UmlNode, NodeError> {
         Self::spawn_with_disk(cfg, None)
     }
 
@@ -297,7 +154,7 @@ impl UmlNode {
     /// `/dev/vda` (virtio-blk over vhost-user, `blk.sock` in the run
     /// directory), served as described in [`super::disk`].
     ///
-    /// The disk is passed here rather than in [`UmlConfig`] because it is
+    /// The disk is passed here rather than in [`NodeConfig`] because it is
     /// state, not configuration: it moves into the node, and
     /// [`UmlNode::take_disk`] moves it back out after a power loss so the
     /// engine can pick a crash state and start a fresh node on it.
@@ -305,12 +162,12 @@ impl UmlNode {
     /// `disk` must have no outstanding requests: those of a node that lost
     /// power are resolved by [`Disk::apply_crash`] first (a new driver could
     /// never complete them, and an in-flight write would block the log).
-    pub fn spawn_with_disk(cfg: &UmlConfig, disk: Option<Disk>) -> Result<UmlNode, UmlError> {
+    pub fn spawn_with_disk(cfg: &NodeConfig, disk: Option<Disk>) -> Result<UmlNode, NodeError> {
         if !cfg.kernel.is_file() {
-            return Err(UmlError::MissingKernel(cfg.kernel.clone()));
+            return Err(UmlError::MissingKernel(cfg.kernel.clone()).into());
         }
         if !cfg.initrd.is_file() {
-            return Err(UmlError::MissingInitrd(cfg.initrd.clone()));
+            return Err(UmlError::MissingInitrd(cfg.initrd.clone()).into());
         }
         let id = cfg.node_id;
         let io_err = |what: &'static str| move |source| UmlError::Io { node: id, what, source };
@@ -346,7 +203,7 @@ impl UmlNode {
             Some(d) => {
                 let outstanding = d.outstanding().count();
                 if outstanding > 0 {
-                    return Err(UmlError::DiskBusy { node: id, outstanding });
+                    return Err(NodeError::DiskBusy { node: id, outstanding });
                 }
                 Some(
                     DiskPort::listen(&cfg.run_dir.join("blk.sock"), d, cfg.read_faults)
@@ -424,7 +281,7 @@ impl UmlNode {
         let mut groups = live_groups();
         if groups.closed {
             let source = io::Error::new(io::ErrorKind::Interrupted, "simcluster is exiting");
-            return Err(UmlError::Spawn { kernel: cfg.kernel.clone(), source });
+            return Err(UmlError::Spawn { kernel: cfg.kernel.clone(), source }.into());
         }
         let child = cmd
             .spawn()
@@ -463,15 +320,6 @@ impl UmlNode {
         self.id
     }
 
-    /// The time this node wants to run at next. In shared-memory mode the
-    /// guest publishes a request in the page (while it runs or takes an
-    /// interrupt) instead of sending REQUEST; one it has not published
-    /// since its last RUN leaves the previous request standing, as a
-    /// missing REQUEST message does.
-    pub fn requested(&self) -> u64 {
-        self.shm.as_ref().and_then(|s| s.request()).unwrap_or(self.requested)
-    }
-
     /// Takes in the clock the guest published in the shared page (where it
     /// would send UPDATE), before anything is stamped with `self.time`.
     fn sync_shared_clock(&mut self) {
@@ -480,183 +328,8 @@ impl UmlNode {
         }
     }
 
-    pub fn has_exited(&self) -> bool {
-        self.exited
-    }
-
     pub fn stderr_path(&self) -> &Path {
         &self.stderr_path
-    }
-
-    /// Waits (wall clock, bounded) for the node to connect and send START.
-    /// After this the node is stopped and ready for its first grant at
-    /// `start_time`.
-    pub fn wait_connected(&mut self, start_time: u64, limit: Duration) -> Result<Vec<GuestOutput>, UmlError> {
-        let listener = self.listener.take().expect("wait_connected called twice");
-        let began = Instant::now();
-        let stream = loop {
-            match listener.accept() {
-                Ok((s, _)) => break s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(source) => return Err(UmlError::Io { node: self.id, what: "accept", source }),
-            }
-            if let Ok(Some(st)) = self.child.try_wait() {
-                self.exited = true;
-                return Err(UmlError::DiedBeforeStart {
-                    node: self.id,
-                    status: st.to_string(),
-                    stderr: self.stderr_path.clone(),
-                });
-            }
-            if began.elapsed() > limit {
-                return Err(UmlError::NoConnect {
-                    node: self.id,
-                    secs: limit.as_secs(),
-                    stderr: self.stderr_path.clone(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        };
-        stream
-            .set_nonblocking(false)
-            .map_err(|source| UmlError::Io { node: self.id, what: "socket", source })?;
-        self.conn = Some(stream);
-        let msg = self.read_msg(None)?;
-        let mut out = Vec::new();
-        self.time = start_time;
-        self.boot_time = start_time;
-        self.requested = start_time;
-        self.drain(&mut out);
-        match msg {
-            Some(m) if m.op == Op::Start => {
-                self.pending_start = Some(m.seq);
-                Ok(out)
-            }
-            Some(m) => Err(UmlError::Unexpected { node: self.id, msg: m, state: "connecting" }),
-            None => Err(UmlError::DiedBeforeStart {
-                node: self.id,
-                status: "closed the time-travel socket".into(),
-                stderr: self.stderr_path.clone(),
-            }),
-        }
-    }
-
-    /// Sends engine commands to the guest's control line at virtual time
-    /// `t` (an interrupt: the guest will ask to run at `t`). Call only while
-    /// the node is stopped, with `t` between its clock and its requested
-    /// time. Bytes the guest has no buffer for yet follow at a later stop.
-    pub fn send_control(&mut self, t: u64, bytes: &[u8], watchdog: Duration) -> Result<(), UmlError> {
-        self.ctl.device_mut().push_input(bytes);
-        self.settle(t, watchdog)
-    }
-
-    /// Delivers what is owed to the stopped guest at virtual time `t`:
-    /// queued control input and backlogged frames that now fit, and every
-    /// pending interrupt. Call after each grant that ended in a wait.
-    pub fn settle(&mut self, t: u64, watchdog: Duration) -> Result<(), UmlError> {
-        let id = self.id;
-        if self.ctl.device().has_input() {
-            let (dev, queues) = self.ctl.device_and_queues();
-            let moved = dev
-                .flush_input(queues)
-                .map_err(|e| UmlError::Net { node: id, source: VhostUserError::Device(e) })?;
-            if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
-                self.ctl_irq_pending.insert(console::RX_QUEUE as u16);
-            }
-        }
-        if self.has_rx_backlog() {
-            self.fill_rx_from_backlog()?;
-        }
-        self.raise_interrupts(t, watchdog)
-    }
-
-    /// Lets the node run at its requested time until it waits again, exits,
-    /// or trips the watchdog. `time_of_day` is the wall-clock time (ns since
-    /// the Unix epoch) at virtual time 0; GET_TOD is answered with it plus
-    /// the node's start time (`boot_time`).
-    pub fn grant(
-        &mut self,
-        time_of_day: u64,
-        watchdog: Duration,
-        out: &mut Vec<GuestOutput>,
-    ) -> Result<RunOutcome, UmlError> {
-        self.grant_at(self.requested, time_of_day, watchdog, out)
-    }
-
-    /// [`UmlNode::grant`] at virtual time `at`, which may be later than the
-    /// node asked for (never earlier): the engine may let other events due
-    /// within its clock window go first, and this node's timer then fires
-    /// late, as a timer on a loaded machine does.
-    pub fn grant_at(
-        &mut self,
-        at: u64,
-        time_of_day: u64,
-        watchdog: Duration,
-        out: &mut Vec<GuestOutput>,
-    ) -> Result<RunOutcome, UmlError> {
-        assert!(!self.exited, "grant to an exited node");
-        assert!(self.conn.is_some(), "grant before wait_connected");
-        if let Some(seq) = self.pending_start.take() {
-            self.ack_start(seq)?;
-        } else {
-            self.requested = self.requested();
-            self.time = at.max(self.requested).max(self.time);
-            let run_at = match &self.shm {
-                Some(shm) => {
-                    // What the guest's clock reads until it publishes its
-                    // own. RUN's time is not offset by the guest (7.2's
-                    // time.c sets it as is), so it is sent in the guest's
-                    // domain.
-                    shm.set_current_time(self.time);
-                    self.time - self.boot_time
-                }
-                None => self.time,
-            };
-            self.send_msg(Op::Run, 0, run_at)?;
-        }
-        let began = Instant::now();
-        loop {
-            let left = watchdog.saturating_sub(began.elapsed());
-            let msg = match self.read_msg(Some(left))? {
-                Some(m) => m,
-                None if self.exited => {
-                    self.drain(out);
-                    let st = self.reap();
-                    return Ok(RunOutcome::Exited { status: st.and_then(|s| s.code()), signal: st.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) });
-                }
-                None => {
-                    self.drain(out);
-                    return Ok(RunOutcome::Hung { wall: began.elapsed() });
-                }
-            };
-            self.drain(out);
-            match msg.op {
-                Op::Ack => {} // the node's ACK of our RUN (not in shared-memory mode)
-                // The guest takes this as the time of day "now", at its
-                // boot: a node restarted after a power loss at engine time
-                // t must read the cluster's date plus t, or its wall clock
-                // would be t behind every other node's (with either
-                // transport: the guest subtracts its own clock at the GET
-                // that follows, which is t with messages and 0 with the
-                // shared page, whose clock it counts from its offset).
-                Op::GetTod => self.send_msg(Op::Ack, msg.seq, time_of_day + self.boot_time)?,
-                Op::Wait => {
-                    // A guest that refused the page (another layout version)
-                    // speaks the message protocol: so do we, from now on.
-                    if self.shm.as_ref().is_some_and(|s| !s.guest_attached()) {
-                        self.shm = None;
-                    }
-                    // No ACK for WAIT in shared-memory mode.
-                    if self.shm.is_none() {
-                        self.send_msg(Op::Ack, msg.seq, 0)?;
-                    }
-                    self.requested = self.requested();
-                    return Ok(RunOutcome::Waiting { requested: self.requested });
-                }
-                _ if self.answer_clock_message(&msg, self.time)? => {}
-                _ => return Err(UmlError::Unexpected { node: self.id, msg, state: "running" }),
-            }
-        }
     }
 
     /// Answers the guest's START: with the shared page where the guest
@@ -877,134 +550,9 @@ impl UmlNode {
         self.time
     }
 
-    /// Whether the node has a data disk.
-    pub fn has_disk(&self) -> bool {
-        self.disk.is_some()
-    }
-
-    /// The data disk, for inspection (its durable store, volatile writes,
-    /// crash-state counts). Completing requests behind the node's back
-    /// breaks its bookkeeping: use [`Self::complete_disk`].
-    pub fn disk(&self) -> Option<&Disk> {
-        self.disk.as_ref().map(|d| d.disk())
-    }
-
-    /// Disk writes and flushes the guest submitted and that wait for the
-    /// engine, in submission (= id) order: the completions the engine may
-    /// choose from, in any order. Empty once the node has exited (its
-    /// requests died with it; the disk resolves them in a crash state).
-    pub fn pending_disk(&self) -> Vec<DiskRequest> {
-        match &self.disk {
-            Some(d) if !self.exited => d.pending(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// See `NodeRuntime::disk_fault`.
-    pub fn disk_fault(&mut self, id: RequestId, fault: DiskFault) -> bool {
-        self.disk.as_mut().is_some_and(|d| d.backend.device_and_queues().0.disk_mut().inject(id, fault))
-    }
-
-    /// See `NodeRuntime::stop_read_faults`.
-    pub fn stop_read_faults(&mut self) {
-        if let Some(d) = self.disk.as_mut() {
-            d.backend.device_mut().set_read_faults(disksim::ReadFaults::default());
-        }
-    }
-
-    /// Completes pending disk request `id` at virtual time `t`: applies its
-    /// durability effect to the disk's write log (a completed write is
-    /// volatile; a completed flush makes durable every write completed
-    /// before it was issued), hands the status to the guest's driver and
-    /// delivers the used-buffer interrupt in-band at `t`. Call only while
-    /// the node is stopped, with `t` no earlier than its clock and no later
-    /// than its requested time; the guest will then ask to run at `t`.
-    pub fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, UmlError> {
-        let node = self.id;
-        if self.exited {
-            return Err(UmlError::DiskNodeExited { node });
-        }
-        let t = t.max(self.time);
-        let d = self.disk.as_mut().ok_or(UmlError::NoDisk { node })?;
-        let c = d.complete(t, id).map_err(|e| match e {
-            CompleteError::Unknown => UmlError::UnknownDiskRequest { node, id },
-            CompleteError::Device(source) => UmlError::DiskComplete { node, id, source },
-        })?;
-        self.raise_interrupts(t, watchdog)?;
-        Ok(c)
-    }
-
-    /// Disk requests completed since the last call, in completion order:
-    /// reads (completed at their kick) and the writes and flushes the engine
-    /// completed. For the engine's trace; two runs with the same inputs
-    /// yield the same sequence.
-    pub fn take_disk_completions(&mut self) -> Vec<DiskCompletion> {
-        self.disk.as_mut().map(|d| d.take_completions()).unwrap_or_default()
-    }
-
-    /// Takes the data disk out of a node that is no longer running (after
-    /// [`Self::kill`], or once it exited): the disk as the power loss left
-    /// it, with its write log and the requests that were in flight still
-    /// outstanding. The engine then picks a crash state
-    /// ([`Disk::crash_states`], [`Disk::sample_crash_state`]), applies it
-    /// ([`Disk::apply_crash`]) and may start a fresh node on the result
-    /// with [`Self::spawn_with_disk`].
-    pub fn take_disk(&mut self) -> Result<Disk, UmlError> {
-        let node = self.id;
-        if !self.exited {
-            return Err(UmlError::DiskInUse { node });
-        }
-        let d = self.disk.take().ok_or(UmlError::NoDisk { node })?;
-        Ok(d.into_disk())
-    }
-
-    /// Frames the guest transmitted since the last call, in order.
-    pub fn take_tx(&mut self) -> Vec<TxFrame> {
-        self.net.as_mut().map(|n| std::mem::take(&mut n.tx)).unwrap_or_default()
-    }
-
     /// Whether frames wait for the guest to post receive buffers.
     pub fn has_rx_backlog(&self) -> bool {
         self.net.as_ref().is_some_and(|n| !n.backlog.is_empty())
-    }
-
-    /// Puts a frame into the guest's receive queue at virtual time `t` and
-    /// interrupts the guest, which will then ask to run at `t`. Call only
-    /// while the node is stopped, with `t` no earlier than its clock and no
-    /// later than its requested time.
-    pub fn deliver_frame(&mut self, t: u64, frame: &[u8], watchdog: Duration) -> Result<Delivered, UmlError> {
-        let id = self.id;
-        let Some(net) = self.net.as_mut() else { return Ok(Delivered::Dropped) };
-        if !net.backend.is_connected() {
-            return Ok(Delivered::Dropped);
-        }
-        let result = if !net.backlog.is_empty() {
-            // Keep arrival order behind frames already waiting.
-            Delivered::Queued
-        } else {
-            let (dev, queues) = net.backend.device_and_queues();
-            if !queues.is_ready(NET_RX as usize) {
-                return Ok(Delivered::Dropped);
-            }
-            match dev.deliver(queues, frame) {
-                Ok(true) => {
-                    if queues.needs_interrupt(NET_RX as usize).unwrap_or(true) {
-                        net.irq_pending.insert(NET_RX);
-                    }
-                    Delivered::Now
-                }
-                Ok(false) => Delivered::Queued,
-                Err(e) => return Err(UmlError::Net { node: id, source: VhostUserError::Device(e) }),
-            }
-        };
-        if result == Delivered::Queued {
-            if net.backlog.len() >= RX_BACKLOG {
-                return Ok(Delivered::Dropped);
-            }
-            net.backlog.push_back(frame.to_vec());
-        }
-        self.raise_interrupts(t, watchdog)?;
-        Ok(result)
     }
 
     /// Moves backlogged frames into receive buffers the guest has posted
@@ -1205,10 +753,310 @@ impl UmlNode {
         self.child.wait().ok()
     }
 
+}
+
+impl NodeRuntime for UmlNode {
+    /// Waits (wall clock, bounded) for the node to connect and send START.
+    /// After this the node is stopped and ready for its first grant at
+    /// `start_time`.
+    fn wait_connected(&mut self, start_time: u64, limit: Duration) -> Result<Vec<GuestOutput>, NodeError> {
+        let listener = self.listener.take().expect("wait_connected called twice");
+        let began = Instant::now();
+        let stream = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(source) => return Err(UmlError::Io { node: self.id, what: "accept", source }.into()),
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                self.exited = true;
+                return Err(UmlError::DiedBeforeStart {
+                    node: self.id,
+                    status: st.to_string(),
+                    stderr: self.stderr_path.clone(),
+                }.into());
+            }
+            if began.elapsed() > limit {
+                return Err(UmlError::NoConnect {
+                    node: self.id,
+                    secs: limit.as_secs(),
+                    stderr: self.stderr_path.clone(),
+                }.into());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        stream
+            .set_nonblocking(false)
+            .map_err(|source| UmlError::Io { node: self.id, what: "socket", source })?;
+        self.conn = Some(stream);
+        let msg = self.read_msg(None)?;
+        let mut out = Vec::new();
+        self.time = start_time;
+        self.boot_time = start_time;
+        self.requested = start_time;
+        self.drain(&mut out);
+        match msg {
+            Some(m) if m.op == Op::Start => {
+                self.pending_start = Some(m.seq);
+                Ok(out)
+            }
+            Some(m) => Err(UmlError::Unexpected { node: self.id, msg: m, state: "connecting" }.into()),
+            None => Err(UmlError::DiedBeforeStart {
+                node: self.id,
+                status: "closed the time-travel socket".into(),
+                stderr: self.stderr_path.clone(),
+            }.into()),
+        }
+    }
+
+    /// The time this node wants to run at next. In shared-memory mode the
+    /// guest publishes a request in the page (while it runs or takes an
+    /// interrupt) instead of sending REQUEST; one it has not published
+    /// since its last RUN leaves the previous request standing, as a
+    /// missing REQUEST message does.
+    fn requested(&self) -> u64 {
+        self.shm.as_ref().and_then(|s| s.request()).unwrap_or(self.requested)
+    }
+
+    fn has_exited(&self) -> bool {
+        self.exited
+    }
+
+    /// Lets the node run at virtual time `at`, which may be later than the
+    /// node asked for (never earlier): the engine may let other events due
+    /// within its clock window go first, and this node's timer then fires
+    /// late, as a timer on a loaded machine does. `time_of_day` answers
+    /// GET_TOD, plus the node's start time (`boot_time`).
+    fn grant_at(
+        &mut self,
+        at: u64,
+        time_of_day: u64,
+        watchdog: Duration,
+        out: &mut Vec<GuestOutput>,
+    ) -> Result<RunOutcome, NodeError> {
+        assert!(!self.exited, "grant to an exited node");
+        assert!(self.conn.is_some(), "grant before wait_connected");
+        if let Some(seq) = self.pending_start.take() {
+            self.ack_start(seq)?;
+        } else {
+            self.requested = self.requested();
+            self.time = at.max(self.requested).max(self.time);
+            let run_at = match &self.shm {
+                Some(shm) => {
+                    // What the guest's clock reads until it publishes its
+                    // own. RUN's time is not offset by the guest (7.2's
+                    // time.c sets it as is), so it is sent in the guest's
+                    // domain.
+                    shm.set_current_time(self.time);
+                    self.time - self.boot_time
+                }
+                None => self.time,
+            };
+            self.send_msg(Op::Run, 0, run_at)?;
+        }
+        let began = Instant::now();
+        loop {
+            let left = watchdog.saturating_sub(began.elapsed());
+            let msg = match self.read_msg(Some(left))? {
+                Some(m) => m,
+                None if self.exited => {
+                    self.drain(out);
+                    let st = self.reap();
+                    return Ok(RunOutcome::Exited { status: st.and_then(|s| s.code()), signal: st.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) });
+                }
+                None => {
+                    self.drain(out);
+                    return Ok(RunOutcome::Hung { wall: began.elapsed() });
+                }
+            };
+            self.drain(out);
+            match msg.op {
+                Op::Ack => {} // the node's ACK of our RUN (not in shared-memory mode)
+                // The guest takes this as the time of day "now", at its
+                // boot: a node restarted after a power loss at engine time
+                // t must read the cluster's date plus t, or its wall clock
+                // would be t behind every other node's (with either
+                // transport: the guest subtracts its own clock at the GET
+                // that follows, which is t with messages and 0 with the
+                // shared page, whose clock it counts from its offset).
+                Op::GetTod => self.send_msg(Op::Ack, msg.seq, time_of_day + self.boot_time)?,
+                Op::Wait => {
+                    // A guest that refused the page (another layout version)
+                    // speaks the message protocol: so do we, from now on.
+                    if self.shm.as_ref().is_some_and(|s| !s.guest_attached()) {
+                        self.shm = None;
+                    }
+                    // No ACK for WAIT in shared-memory mode.
+                    if self.shm.is_none() {
+                        self.send_msg(Op::Ack, msg.seq, 0)?;
+                    }
+                    self.requested = self.requested();
+                    return Ok(RunOutcome::Waiting { requested: self.requested });
+                }
+                _ if self.answer_clock_message(&msg, self.time)? => {}
+                _ => return Err(UmlError::Unexpected { node: self.id, msg, state: "running" }.into()),
+            }
+        }
+    }
+
+    /// Delivers what is owed to the stopped guest at virtual time `t`:
+    /// queued control input and backlogged frames that now fit, and every
+    /// pending interrupt. Call after each grant that ended in a wait.
+    fn settle(&mut self, t: u64, watchdog: Duration) -> Result<(), NodeError> {
+        let id = self.id;
+        if self.ctl.device().has_input() {
+            let (dev, queues) = self.ctl.device_and_queues();
+            let moved = dev
+                .flush_input(queues)
+                .map_err(|e| UmlError::Net { node: id, source: VhostUserError::Device(e) })?;
+            if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
+                self.ctl_irq_pending.insert(console::RX_QUEUE as u16);
+            }
+        }
+        if self.has_rx_backlog() {
+            self.fill_rx_from_backlog()?;
+        }
+        Ok(self.raise_interrupts(t, watchdog)?)
+    }
+
+    /// Sends engine commands to the guest's control line at virtual time
+    /// `t` (an interrupt: the guest will ask to run at `t`). Call only while
+    /// the node is stopped, with `t` between its clock and its requested
+    /// time. Bytes the guest has no buffer for yet follow at a later stop.
+    fn send_control(&mut self, t: u64, bytes: &[u8], watchdog: Duration) -> Result<(), NodeError> {
+        self.ctl.device_mut().push_input(bytes);
+        self.settle(t, watchdog)
+    }
+
+    /// Puts a frame into the guest's receive queue at virtual time `t` and
+    /// interrupts the guest, which will then ask to run at `t`. Call only
+    /// while the node is stopped, with `t` no earlier than its clock and no
+    /// later than its requested time.
+    fn deliver_frame(&mut self, t: u64, frame: &[u8], watchdog: Duration) -> Result<Delivered, NodeError> {
+        let id = self.id;
+        let Some(net) = self.net.as_mut() else { return Ok(Delivered::Dropped) };
+        if !net.backend.is_connected() {
+            return Ok(Delivered::Dropped);
+        }
+        let result = if !net.backlog.is_empty() {
+            // Keep arrival order behind frames already waiting.
+            Delivered::Queued
+        } else {
+            let (dev, queues) = net.backend.device_and_queues();
+            if !queues.is_ready(NET_RX as usize) {
+                return Ok(Delivered::Dropped);
+            }
+            match dev.deliver(queues, frame) {
+                Ok(true) => {
+                    if queues.needs_interrupt(NET_RX as usize).unwrap_or(true) {
+                        net.irq_pending.insert(NET_RX);
+                    }
+                    Delivered::Now
+                }
+                Ok(false) => Delivered::Queued,
+                Err(e) => return Err(UmlError::Net { node: id, source: VhostUserError::Device(e) }.into()),
+            }
+        };
+        if result == Delivered::Queued {
+            if net.backlog.len() >= RX_BACKLOG {
+                return Ok(Delivered::Dropped);
+            }
+            net.backlog.push_back(frame.to_vec());
+        }
+        self.raise_interrupts(t, watchdog)?;
+        Ok(result)
+    }
+
+    /// Frames the guest transmitted since the last call, in order.
+    fn take_tx(&mut self) -> Vec<TxFrame> {
+        self.net.as_mut().map(|n| std::mem::take(&mut n.tx)).unwrap_or_default()
+    }
+
+    /// Whether the node has a data disk.
+    fn has_disk(&self) -> bool {
+        self.disk.is_some()
+    }
+
+    /// The data disk, for inspection (its durable store, volatile writes,
+    /// crash-state counts). Completing requests behind the node's back
+    /// breaks its bookkeeping: use [`Self::complete_disk`].
+    fn disk(&self) -> Option<&Disk> {
+        self.disk.as_ref().map(|d| d.disk())
+    }
+
+    /// Disk writes and flushes the guest submitted and that wait for the
+    /// engine, in submission (= id) order: the completions the engine may
+    /// choose from, in any order. Empty once the node has exited (its
+    /// requests died with it; the disk resolves them in a crash state).
+    fn pending_disk(&self) -> Vec<DiskRequest> {
+        match &self.disk {
+            Some(d) if !self.exited => d.pending(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// See `NodeRuntime::disk_fault`.
+    fn disk_fault(&mut self, id: RequestId, fault: DiskFault) -> bool {
+        self.disk.as_mut().is_some_and(|d| d.backend.device_and_queues().0.disk_mut().inject(id, fault))
+    }
+
+    /// See `NodeRuntime::stop_read_faults`.
+    fn stop_read_faults(&mut self) {
+        if let Some(d) = self.disk.as_mut() {
+            d.backend.device_mut().set_read_faults(disksim::ReadFaults::default());
+        }
+    }
+
+    /// Completes pending disk request `id` at virtual time `t`: applies its
+    /// durability effect to the disk's write log (a completed write is
+    /// volatile; a completed flush makes durable every write completed
+    /// before it was issued), hands the status to the guest's driver and
+    /// delivers the used-buffer interrupt in-band at `t`. Call only while
+    /// the node is stopped, with `t` no earlier than its clock and no later
+    /// than its requested time; the guest will then ask to run at `t`.
+    fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, NodeError> {
+        let node = self.id;
+        if self.exited {
+            return Err(NodeError::DiskNodeExited { node });
+        }
+        let t = t.max(self.time);
+        let d = self.disk.as_mut().ok_or(NodeError::NoDisk { node })?;
+        let c = d.complete(t, id).map_err(|e| match e {
+            CompleteError::Unknown => NodeError::UnknownDiskRequest { node, id },
+            CompleteError::Device(source) => UmlError::DiskComplete { node, id, source }.into(),
+        })?;
+        self.raise_interrupts(t, watchdog)?;
+        Ok(c)
+    }
+
+    /// Disk requests completed since the last call, in completion order:
+    /// reads (completed at their kick) and the writes and flushes the engine
+    /// completed. For the engine's trace; two runs with the same inputs
+    /// yield the same sequence.
+    fn take_disk_completions(&mut self) -> Vec<DiskCompletion> {
+        self.disk.as_mut().map(|d| d.take_completions()).unwrap_or_default()
+    }
+
+    /// Takes the data disk out of a node that is no longer running (after
+    /// [`Self::kill`], or once it exited): the disk as the power loss left
+    /// it, with its write log and the requests that were in flight still
+    /// outstanding. The engine then picks a crash state
+    /// ([`Disk::crash_states`], [`Disk::sample_crash_state`]), applies it
+    /// ([`Disk::apply_crash`]) and may start a fresh node on the result
+    /// with [`Self::spawn_with_disk`].
+    fn take_disk(&mut self) -> Result<Disk, NodeError> {
+        let node = self.id;
+        if !self.exited {
+            return Err(NodeError::DiskInUse { node });
+        }
+        let d = self.disk.take().ok_or(NodeError::NoDisk { node })?;
+        Ok(d.into_disk())
+    }
+
     /// Proportional set size of the node's processes (the kernel process
     /// and the host processes backing guest address spaces), in KiB; guest
     /// memory shared between them is counted once.
-    pub fn memory_kib(&self) -> u64 {
+    fn memory_kib(&self) -> u64 {
         if self.exited {
             return 0;
         }
@@ -1236,7 +1084,7 @@ impl UmlNode {
     }
 
     /// Powers the node off at once (the engine's "stop the world").
-    pub fn kill(&mut self) {
+    fn kill(&mut self) {
         // Never signal the group after the child was reaped: its pid (and
         // so the group id) may already belong to someone else.
         if !self.exited {
