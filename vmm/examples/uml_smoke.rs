@@ -30,7 +30,9 @@ fn main() {
     let mut grants = 0;
     let mut sent = false;
     loop {
-        let r = n.grant_at(n.requested(), 1_700_000_000_000_000_000, Duration::from_secs(20), &mut out).unwrap();
+        let g = n.grant(n.requested(), 1_700_000_000_000_000_000, Duration::from_secs(20)).unwrap();
+        out.extend(g.output);
+        let r = g.outcome;
         grants += 1;
         let mut ready = false;
         for o in out.drain(..) {

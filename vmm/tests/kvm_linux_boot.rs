@@ -116,15 +116,19 @@ fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
             break;
         }
         let at = node.requested();
-        match node.grant_at(at, 0, Duration::from_secs(60), &mut out) {
-            Ok(NodeOutcome::Waiting { requested }) if requested >= vmm::kvm::node::IDLE => break,
-            Ok(NodeOutcome::Waiting { .. }) => {}
-            Ok(other) => {
-                eprintln!("node stopped: {other:?}");
-                break;
-            }
+        let grant = match node.grant(at, 0, Duration::from_secs(60)) {
+            Ok(g) => g,
             Err(e) => {
                 eprintln!("node failed: {e}");
+                break;
+            }
+        };
+        out.extend(grant.output);
+        match grant.outcome {
+            NodeOutcome::Waiting { requested } if requested >= vmm::kvm::node::IDLE => break,
+            NodeOutcome::Waiting { .. } => {}
+            other => {
+                eprintln!("node stopped: {other:?}");
                 break;
             }
         }

@@ -339,8 +339,8 @@ enum End {
 }
 
 impl Boot {
-    fn record(&mut self, out: &mut Vec<GuestOutput>) {
-        for o in out.drain(..) {
+    fn record(&mut self, output: Vec<GuestOutput>, disk: Vec<DiskCompletion>) {
+        for o in output {
             let text = String::from_utf8_lossy(&o.bytes).into_owned();
             if o.stream == OutputStream::Console {
                 self.console.push_str(&text);
@@ -348,7 +348,7 @@ impl Boot {
             self.trace
                 .push(format!("{} {:?} {text:?}", o.time, o.stream));
         }
-        for c in self.node.take_disk_completions() {
+        for c in disk {
             let r = c.request;
             self.trace.push(format!(
                 "disk {} {:?} {}+{} submitted {} completed {}",
@@ -362,7 +362,6 @@ impl Boot {
     /// grants), it exits, it idles on the disk, or it wants to run after
     /// `until`.
     fn drive(&mut self, policy: Policy, until: u64, stop: impl Fn(&Boot) -> bool) -> End {
-        let mut out = Vec::new();
         loop {
             if stop(self) {
                 return End::Stopped;
@@ -372,8 +371,8 @@ impl Boot {
                 if let Some(p) = self.node.pending_disk().first().copied() {
                     let due = p.submitted.max(self.node.time()) + LATENCY;
                     if due <= requested {
-                        self.node.complete_disk(due, p.id, WATCHDOG).unwrap();
-                        self.record(&mut out);
+                        let c = self.node.complete_disk(due, p.id, WATCHDOG).unwrap();
+                        self.record(Vec::new(), vec![c]);
                         continue;
                     }
                 }
@@ -389,15 +388,12 @@ impl Boot {
                 return End::TimeLimit;
             }
             self.trace.push(format!("run {requested}"));
-            let outcome = self.node.grant_at(requested, EPOCH_NS, WATCHDOG, &mut out).unwrap();
-            self.record(&mut out);
-            match outcome {
-                RunOutcome::Waiting { .. } => {
-                    // Interrupts owed for reads that completed in a kick.
-                    let t = self.node.time();
-                    self.node.settle(t, WATCHDOG).unwrap();
-                    self.record(&mut out);
-                }
+            // A grant that ends waiting also delivers the interrupts owed for
+            // reads that completed in a kick.
+            let grant = self.node.grant(requested, EPOCH_NS, WATCHDOG).unwrap();
+            self.record(grant.output, grant.disk);
+            match grant.outcome {
+                RunOutcome::Waiting { .. } => {}
                 RunOutcome::Exited { .. } => return End::Exited,
                 RunOutcome::Hung { wall } => {
                     panic!("node hung for {wall:?}; console:\n{}", self.console)

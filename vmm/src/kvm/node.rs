@@ -20,7 +20,7 @@
 //!
 //! # Time model
 //! The node's clock is the [`MicroVm`]'s virtual clock: it advances by a fixed cost per
-//! exit and jumps when the guest halts. A grant ([`KvmNode::grant_at`]) runs the guest
+//! exit and jumps when the guest halts. A grant ([`NodeRuntime::grant`]) runs the guest
 //! from `at` until it halts with nothing due (it then asks to run at its timer's
 //! deadline, or "never" when only an outside event can wake it), powers off, or has
 //! run [`GRANT_SLICE_NS`] of virtual time (it then asks to run again at once, so the
@@ -63,8 +63,8 @@ use super::virtio_mmio::{window_base, Signal, VirtioMmioTransport, WINDOW};
 use super::watchdog::Watchdog;
 use super::vm::{MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
 use crate::node::{
-    Delivered, DiskCompletion, DiskRequest, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome,
-    TxFrame, ROOT_DISK_SERIAL,
+    Delivered, DiskCompletion, DiskRequest, Grant, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream,
+    RunOutcome, TxFrame, ROOT_DISK_SERIAL,
 };
 use crate::virtio::blk::{BlkConfig, VirtioBlk};
 use crate::virtio::console::{self, VirtioConsole};
@@ -174,7 +174,8 @@ pub struct KvmNode {
     blk: bool,
     /// Pending writes and flushes by id, with their submission times.
     pending: BTreeMap<RequestId, DiskRequest>,
-    completions: Vec<DiskCompletion>,
+    /// Reads completed at their QueueNotify exits, for the grant's report.
+    reads_done: Vec<DiskCompletion>,
     /// The disk, once taken out of a dead node's device.
     disk: Option<Disk>,
     /// Stops a grant whose guest runs past the wall-clock watchdog without exits.
@@ -269,7 +270,7 @@ impl KvmNode {
             net,
             blk,
             pending: BTreeMap::new(),
-            completions: Vec::new(),
+            reads_done: Vec::new(),
             disk: None,
             watchdog: Watchdog::new(vm.stop_flag()),
             vm,
@@ -361,14 +362,37 @@ impl KvmNode {
             reads.extend(blk.take_reads_done().into_iter().map(|r| (req(r.request, time), r.fault)));
             accepted.extend(ids.into_iter().filter_map(|a| blk.request(a.id).map(|r| req(r, a.at_ns))));
         }
-        self.completions.extend(reads.into_iter().map(|(request, fault)| DiskCompletion { request, completed: time, fault }));
+        self.reads_done.extend(reads.into_iter().map(|(request, fault)| DiskCompletion { request, completed: time, fault }));
         self.pending.extend(accepted.into_iter().map(|r| (r.id, r)));
         if let Some(e) = err {
             return Err(self.dev_err(e));
         }
         Ok(())
     }
-    /// One grant (see [`NodeRuntime::grant_at`]), with the watchdog armed.
+    /// Delivers control input that waited for a receive buffer to the stopped
+    /// node at `t` (frames wait in [`NetPort`]'s backlog, drained at the guest's
+    /// own RX kick; every other interrupt was raised at its exit).
+    fn settle(&mut self, t: u64) -> Result<(), NodeError> {
+        let (dev, queues) = self.ctl_port().device_mut().device_and_queues();
+        if !dev.has_input() {
+            return Ok(());
+        }
+        let moved = dev.flush_input(queues).map_err(|e| self.dev_err(e))?;
+        let (_, queues) = self.ctl_port().device_mut().device_and_queues();
+        if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
+            self.ctl_port().raise(Signal { used_buffer: true, config_change: false });
+            self.wake_at(t);
+        }
+        Ok(())
+    }
+
+    /// Frames the guest transmitted since the last call, in order.
+    fn take_tx(&mut self) -> Vec<TxFrame> {
+        let Some(p) = self.net_port() else { return Vec::new() };
+        p.device_mut().take_tx().into_iter().map(|f| TxFrame { time: f.at_ns, bytes: f.frame }).collect()
+    }
+
+    /// One grant's run (see [`NodeRuntime::grant`]); the caller arms the watchdog.
     fn run_grant(&mut self, at: u64, watchdog: Duration, out: &mut Vec<GuestOutput>) -> Result<RunOutcome, NodeError> {
         let began = Instant::now();
         let start = self.vm.advance_halted(at.max(self.requested));
@@ -433,40 +457,28 @@ impl NodeRuntime for KvmNode {
         self.exited
     }
 
-    fn grant_at(
-        &mut self,
-        at: u64,
-        time_of_day: u64,
-        watchdog: Duration,
-        out: &mut Vec<GuestOutput>,
-    ) -> Result<RunOutcome, NodeError> {
+    fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError> {
         assert!(!self.exited, "grant to an exited node");
         self.vm.set_time_of_day(time_of_day);
         self.watchdog.arm(watchdog);
-        let r = self.run_grant(at, watchdog, out);
+        let mut output = Vec::new();
+        let outcome = self.run_grant(at, watchdog, &mut output);
         self.watchdog.disarm();
         // A kick that raced with the end of the grant must not stop the next one.
         self.vm.stop_flag().store(false, std::sync::atomic::Ordering::SeqCst);
-        r
+        let outcome = outcome?;
+        let disk = std::mem::take(&mut self.reads_done);
+        let tx = self.take_tx();
+        if let RunOutcome::Waiting { .. } = outcome {
+            // Control input that waited for a receive buffer reaches it now.
+            self.settle(at)?;
+        }
+        Ok(Grant { outcome, output, disk, tx })
     }
 
-    fn settle(&mut self, t: u64, _watchdog: Duration) -> Result<(), NodeError> {
-        let (dev, queues) = self.ctl_port().device_mut().device_and_queues();
-        if !dev.has_input() {
-            return Ok(());
-        }
-        let moved = dev.flush_input(queues).map_err(|e| self.dev_err(e))?;
-        let (_, queues) = self.ctl_port().device_mut().device_and_queues();
-        if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
-            self.ctl_port().raise(Signal { used_buffer: true, config_change: false });
-            self.wake_at(t);
-        }
-        Ok(())
-    }
-
-    fn send_control(&mut self, t: u64, bytes: &[u8], watchdog: Duration) -> Result<(), NodeError> {
+    fn send_control(&mut self, t: u64, bytes: &[u8], _watchdog: Duration) -> Result<(), NodeError> {
         self.ctl_port().device_mut().device_and_queues().0.push_input(bytes);
-        self.settle(t, watchdog)
+        self.settle(t)
     }
 
     fn deliver_frame(&mut self, t: u64, frame: &[u8], _watchdog: Duration) -> Result<Delivered, NodeError> {
@@ -488,11 +500,6 @@ impl NodeRuntime for KvmNode {
             self.net_port().expect("checked above").raise(Signal { used_buffer: true, config_change: false });
         }
         Ok(if queued { Delivered::Queued } else { Delivered::Now })
-    }
-
-    fn take_tx(&mut self) -> Vec<TxFrame> {
-        let Some(p) = self.net_port() else { return Vec::new() };
-        p.device_mut().take_tx().into_iter().map(|f| TxFrame { time: f.at_ns, bytes: f.frame }).collect()
     }
 
     fn has_disk(&self) -> bool {
@@ -541,13 +548,7 @@ impl NodeRuntime for KvmNode {
         if irq {
             self.blk_port().expect("checked above").raise(Signal { used_buffer: true, config_change: false });
         }
-        let c = DiskCompletion { request, completed: t, fault };
-        self.completions.push(c);
-        Ok(c)
-    }
-
-    fn take_disk_completions(&mut self) -> Vec<DiskCompletion> {
-        std::mem::take(&mut self.completions)
+        Ok(DiskCompletion { request, completed: t, fault })
     }
 
     fn take_disk(&mut self) -> Result<Disk, NodeError> {

@@ -10,15 +10,15 @@
 //!   (console and control line, [`OutputStream`]), [`TxFrame`] (frames it
 //!   sent), [`DiskRequest`] and [`DiskCompletion`] ([`disk`]: its data
 //!   disk's requests).
-//! - How an engine action ended: [`RunOutcome`] (a grant), [`Delivered`]
-//!   (a frame).
+//! - How an engine action ended: [`Grant`] (a grant: its [`RunOutcome`]
+//!   and everything it produced), [`Delivered`] (a frame).
 //! - [`NodeError`] ([`error`]): the host failed, not the guest.
 //!
 //! The engine (checker/src/engine) drives every node through
 //! [`NodeRuntime`] only, so both runtimes see the same actions in the same
 //! order and produce the same kind of trace. The contract every
 //! implementation keeps:
-//! - a node executes only inside [`NodeRuntime::grant_at`]; outside it, it
+//! - a node executes only inside [`NodeRuntime::grant`]; outside it, it
 //!   is stopped, and nothing the host does reaches it;
 //! - [`NodeRuntime::requested`] is the earliest virtual time at which the
 //!   node has something to do by itself (its next timer); a node that waits
@@ -89,6 +89,21 @@ pub enum RunOutcome {
     Hung { wall: Duration },
 }
 
+/// Everything one grant produced, each list in the order it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// How the grant ended.
+    pub outcome: RunOutcome,
+    /// What the node printed (console and control line), stamped.
+    pub output: Vec<GuestOutput>,
+    /// Disk requests completed during the grant: reads, which complete at
+    /// their kick (writes and flushes complete only when the engine says,
+    /// [`NodeRuntime::complete_disk`]).
+    pub disk: Vec<DiskCompletion>,
+    /// Frames the node transmitted.
+    pub tx: Vec<TxFrame>,
+}
+
 /// What the engine does with a node. See the module docs for the contract.
 pub trait NodeRuntime {
     /// Waits (wall clock, bounded by `limit`) until the freshly started node
@@ -100,20 +115,18 @@ pub trait NodeRuntime {
     /// The node has exited (powered off, panicked, killed).
     fn has_exited(&self) -> bool;
     /// Lets the node run at `at` (never earlier than it asked) until it waits
-    /// again, exits, or trips the wall-clock watchdog. `time_of_day`: the
-    /// wall-clock time (ns since the Unix epoch) at virtual time 0, the
-    /// cluster's boot; a node booted later (restarted after a power loss)
-    /// shows that plus virtual time, like every other node.
-    fn grant_at(
-        &mut self,
-        at: u64,
-        time_of_day: u64,
-        watchdog: Duration,
-        out: &mut Vec<GuestOutput>,
-    ) -> Result<RunOutcome, NodeError>;
-    /// Delivers what is owed to the stopped node at `t` (queued control
-    /// input, backlogged frames, pending interrupts).
-    fn settle(&mut self, t: u64, watchdog: Duration) -> Result<(), NodeError>;
+    /// again, exits, or trips the wall-clock watchdog, and returns everything
+    /// the grant produced ([`Grant`]). `time_of_day`: the wall-clock time (ns
+    /// since the Unix epoch) at virtual time 0, the cluster's boot; a node
+    /// booted later (restarted after a power loss) shows that plus virtual
+    /// time, like every other node.
+    ///
+    /// A node that ends the grant waiting is then settled at `at`, still
+    /// inside this call: what is owed to it while it is stopped (control
+    /// input that waited for a buffer, frames that waited for receive
+    /// buffers, the interrupts its own kicks earned) is delivered, so the
+    /// guest asks to run again at once where something reached it.
+    fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError>;
     /// Sends bytes to the guest's control line at `t` (an interrupt: the
     /// guest will ask to run at `t`). Bytes the guest has no buffer for yet
     /// follow at a later stop.
@@ -121,8 +134,6 @@ pub trait NodeRuntime {
     /// Puts a frame into the guest's receive queue at `t` and interrupts
     /// the guest, which will then ask to run at `t`.
     fn deliver_frame(&mut self, t: u64, frame: &[u8], watchdog: Duration) -> Result<Delivered, NodeError>;
-    /// Frames the guest transmitted since the last call, in order.
-    fn take_tx(&mut self) -> Vec<TxFrame>;
     /// Whether the node has a data disk.
     fn has_disk(&self) -> bool;
     /// The data disk, for inspection (its durable store, volatile writes,
@@ -147,12 +158,9 @@ pub trait NodeRuntime {
     /// durability effect to the disk's write log (a completed write is
     /// volatile; a completed flush makes durable every write completed
     /// before it was issued), hands the status to the guest's driver and
-    /// delivers the used-buffer interrupt at `t`.
+    /// delivers the used-buffer interrupt at `t`. Returns the completion for
+    /// the engine's trace (a grant never reports it again).
     fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, NodeError>;
-    /// Disk requests completed since the last call, in completion order:
-    /// reads (completed at their kick) and the writes and flushes the engine
-    /// completed.
-    fn take_disk_completions(&mut self) -> Vec<DiskCompletion>;
     /// Takes the data disk out of a node that is no longer running (after
     /// [`Self::kill`], or once it exited): the disk as the power loss left
     /// it, with its write log and the requests that were in flight still

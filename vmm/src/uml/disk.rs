@@ -61,8 +61,10 @@ pub(super) struct DiskPort {
     pending: BTreeMap<RequestId, DiskRequest>,
     /// The request queue's interrupt is owed to the guest at its next stop.
     pub irq_pending: bool,
-    /// Completions not yet taken by the engine, in completion order.
-    completions: Vec<DiskCompletion>,
+    /// Reads completed at their kicks and not yet taken by the engine, in
+    /// completion order (writes and flushes are handed to the engine as
+    /// [`Self::complete`] completes them).
+    reads_done: Vec<DiskCompletion>,
 }
 
 impl DiskPort {
@@ -90,7 +92,7 @@ impl DiskPort {
             backend: VhostUserBackend::listen(path, blk)?,
             pending: BTreeMap::new(),
             irq_pending: false,
-            completions: Vec::new(),
+            reads_done: Vec::new(),
         })
     }
 
@@ -107,7 +109,7 @@ impl DiskPort {
                 DeviceEvent::Kicked { interrupt, .. } => {
                     let dev = self.backend.device_mut();
                     for r in dev.take_reads_done() {
-                        self.completions.push(DiskCompletion {
+                        self.reads_done.push(DiskCompletion {
                             request: DiskRequest::new(r.request, time),
                             completed: time,
                             fault: r.fault,
@@ -157,17 +159,13 @@ impl DiskPort {
         if queues.needs_interrupt(REQUEST_QUEUE)? {
             self.irq_pending = true;
         }
-        let c = DiskCompletion {
-            request,
-            completed: t,
-            fault,
-        };
-        self.completions.push(c);
-        Ok(c)
+        Ok(DiskCompletion { request, completed: t, fault })
     }
 
-    pub fn take_completions(&mut self) -> Vec<DiskCompletion> {
-        std::mem::take(&mut self.completions)
+    /// Reads completed at their kicks since the last call, in completion
+    /// order.
+    pub fn take_reads_done(&mut self) -> Vec<DiskCompletion> {
+        std::mem::take(&mut self.reads_done)
     }
 
     /// The disk, out of a device whose guest is gone.

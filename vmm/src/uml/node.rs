@@ -15,8 +15,8 @@ use super::disk::{CompleteError, DiskPort};
 use super::error::UmlError;
 use super::timetravel::{Msg, Op, ProtocolError, SchedShm};
 use crate::node::{
-    Delivered, DiskCompletion, DiskRequest, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome,
-    TxFrame,
+    Delivered, DiskCompletion, DiskRequest, Grant, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream,
+    RunOutcome, TxFrame,
 };
 use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
 use crate::virtio::console::{self, VirtioConsole};
@@ -545,6 +545,104 @@ impl UmlNode {
         Ok(())
     }
 
+    /// Runs the node at virtual time `at` until it waits, exits or trips the
+    /// watchdog (see [`NodeRuntime::grant`]). `at` may be later than the
+    /// node asked for (never earlier): the engine may let other events due
+    /// within its clock window go first, and this node's timer then fires
+    /// late, as a timer on a loaded machine does. `time_of_day` answers
+    /// GET_TOD, plus the node's start time (`boot_time`).
+    fn run_until_stop(
+        &mut self,
+        at: u64,
+        time_of_day: u64,
+        watchdog: Duration,
+        out: &mut Vec<GuestOutput>,
+    ) -> Result<RunOutcome, UmlError> {
+        assert!(!self.exited, "grant to an exited node");
+        assert!(self.conn.is_some(), "grant before wait_connected");
+        if let Some(seq) = self.pending_start.take() {
+            self.ack_start(seq)?;
+        } else {
+            self.requested = self.requested();
+            self.time = at.max(self.requested).max(self.time);
+            let run_at = match &self.shm {
+                Some(shm) => {
+                    // What the guest's clock reads until it publishes its
+                    // own. RUN's time is not offset by the guest (7.2's
+                    // time.c sets it as is), so it is sent in the guest's
+                    // domain.
+                    shm.set_current_time(self.time);
+                    self.time - self.boot_time
+                }
+                None => self.time,
+            };
+            self.send_msg(Op::Run, 0, run_at)?;
+        }
+        let began = Instant::now();
+        loop {
+            let left = watchdog.saturating_sub(began.elapsed());
+            let msg = match self.read_msg(Some(left))? {
+                Some(m) => m,
+                None if self.exited => {
+                    self.drain(out);
+                    let st = self.reap();
+                    return Ok(RunOutcome::Exited { status: st.and_then(|s| s.code()), signal: st.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) });
+                }
+                None => {
+                    self.drain(out);
+                    return Ok(RunOutcome::Hung { wall: began.elapsed() });
+                }
+            };
+            self.drain(out);
+            match msg.op {
+                Op::Ack => {} // the node's ACK of our RUN (not in shared-memory mode)
+                // The guest takes this as the time of day "now", at its
+                // boot: a node restarted after a power loss at engine time
+                // t must read the cluster's date plus t, or its wall clock
+                // would be t behind every other node's (with either
+                // transport: the guest subtracts its own clock at the GET
+                // that follows, which is t with messages and 0 with the
+                // shared page, whose clock it counts from its offset).
+                Op::GetTod => self.send_msg(Op::Ack, msg.seq, time_of_day + self.boot_time)?,
+                Op::Wait => {
+                    // A guest that refused the page (another layout version)
+                    // speaks the message protocol: so do we, from now on.
+                    if self.shm.as_ref().is_some_and(|s| !s.guest_attached()) {
+                        self.shm = None;
+                    }
+                    // No ACK for WAIT in shared-memory mode.
+                    if self.shm.is_none() {
+                        self.send_msg(Op::Ack, msg.seq, 0)?;
+                    }
+                    self.requested = self.requested();
+                    return Ok(RunOutcome::Waiting { requested: self.requested });
+                }
+                _ if self.answer_clock_message(&msg, self.time)? => {}
+                _ => return Err(UmlError::Unexpected { node: self.id, msg, state: "running" }),
+            }
+        }
+    }
+
+    /// Delivers what is owed to the stopped guest at virtual time `t`:
+    /// queued control input and backlogged frames that now fit, and every
+    /// pending interrupt. Every grant that ends in a wait ends with this.
+    fn settle(&mut self, t: u64, watchdog: Duration) -> Result<(), UmlError> {
+        let id = self.id;
+        if self.ctl.device().has_input() {
+            let (dev, queues) = self.ctl.device_and_queues();
+            let moved = dev
+                .flush_input(queues)
+                .map_err(|e| UmlError::Net { node: id, source: VhostUserError::Device(e) })?;
+            if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
+                self.ctl_irq_pending.insert(console::RX_QUEUE as u16);
+            }
+        }
+        if self.has_rx_backlog() {
+            self.fill_rx_from_backlog()?;
+        }
+        self.raise_interrupts(t, watchdog)
+    }
+
     /// The node's virtual time as last granted or reported.
     pub fn time(&self) -> u64 {
         self.time
@@ -822,101 +920,17 @@ impl NodeRuntime for UmlNode {
         self.exited
     }
 
-    /// Lets the node run at virtual time `at`, which may be later than the
-    /// node asked for (never earlier): the engine may let other events due
-    /// within its clock window go first, and this node's timer then fires
-    /// late, as a timer on a loaded machine does. `time_of_day` answers
-    /// GET_TOD, plus the node's start time (`boot_time`).
-    fn grant_at(
-        &mut self,
-        at: u64,
-        time_of_day: u64,
-        watchdog: Duration,
-        out: &mut Vec<GuestOutput>,
-    ) -> Result<RunOutcome, NodeError> {
-        assert!(!self.exited, "grant to an exited node");
-        assert!(self.conn.is_some(), "grant before wait_connected");
-        if let Some(seq) = self.pending_start.take() {
-            self.ack_start(seq)?;
-        } else {
-            self.requested = self.requested();
-            self.time = at.max(self.requested).max(self.time);
-            let run_at = match &self.shm {
-                Some(shm) => {
-                    // What the guest's clock reads until it publishes its
-                    // own. RUN's time is not offset by the guest (7.2's
-                    // time.c sets it as is), so it is sent in the guest's
-                    // domain.
-                    shm.set_current_time(self.time);
-                    self.time - self.boot_time
-                }
-                None => self.time,
-            };
-            self.send_msg(Op::Run, 0, run_at)?;
+    fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError> {
+        let mut output = Vec::new();
+        let outcome = self.run_until_stop(at, time_of_day, watchdog, &mut output)?;
+        let disk = self.disk.as_mut().map(|d| d.take_reads_done()).unwrap_or_default();
+        let tx = self.net.as_mut().map(|n| std::mem::take(&mut n.tx)).unwrap_or_default();
+        if let RunOutcome::Waiting { .. } = outcome {
+            // Interrupts owed for transmitted frames, disk reads and control
+            // output, and input that waited for buffers, reach it now.
+            self.settle(at, watchdog)?;
         }
-        let began = Instant::now();
-        loop {
-            let left = watchdog.saturating_sub(began.elapsed());
-            let msg = match self.read_msg(Some(left))? {
-                Some(m) => m,
-                None if self.exited => {
-                    self.drain(out);
-                    let st = self.reap();
-                    return Ok(RunOutcome::Exited { status: st.and_then(|s| s.code()), signal: st.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) });
-                }
-                None => {
-                    self.drain(out);
-                    return Ok(RunOutcome::Hung { wall: began.elapsed() });
-                }
-            };
-            self.drain(out);
-            match msg.op {
-                Op::Ack => {} // the node's ACK of our RUN (not in shared-memory mode)
-                // The guest takes this as the time of day "now", at its
-                // boot: a node restarted after a power loss at engine time
-                // t must read the cluster's date plus t, or its wall clock
-                // would be t behind every other node's (with either
-                // transport: the guest subtracts its own clock at the GET
-                // that follows, which is t with messages and 0 with the
-                // shared page, whose clock it counts from its offset).
-                Op::GetTod => self.send_msg(Op::Ack, msg.seq, time_of_day + self.boot_time)?,
-                Op::Wait => {
-                    // A guest that refused the page (another layout version)
-                    // speaks the message protocol: so do we, from now on.
-                    if self.shm.as_ref().is_some_and(|s| !s.guest_attached()) {
-                        self.shm = None;
-                    }
-                    // No ACK for WAIT in shared-memory mode.
-                    if self.shm.is_none() {
-                        self.send_msg(Op::Ack, msg.seq, 0)?;
-                    }
-                    self.requested = self.requested();
-                    return Ok(RunOutcome::Waiting { requested: self.requested });
-                }
-                _ if self.answer_clock_message(&msg, self.time)? => {}
-                _ => return Err(UmlError::Unexpected { node: self.id, msg, state: "running" }.into()),
-            }
-        }
-    }
-
-    /// Delivers what is owed to the stopped guest at virtual time `t`:
-    /// queued control input and backlogged frames that now fit, and every
-    /// pending interrupt. Call after each grant that ended in a wait.
-    fn settle(&mut self, t: u64, watchdog: Duration) -> Result<(), NodeError> {
-        let id = self.id;
-        if self.ctl.device().has_input() {
-            let (dev, queues) = self.ctl.device_and_queues();
-            let moved = dev
-                .flush_input(queues)
-                .map_err(|e| UmlError::Net { node: id, source: VhostUserError::Device(e) })?;
-            if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
-                self.ctl_irq_pending.insert(console::RX_QUEUE as u16);
-            }
-        }
-        if self.has_rx_backlog() {
-            self.fill_rx_from_backlog()?;
-        }
-        Ok(self.raise_interrupts(t, watchdog)?)
+        Ok(Grant { outcome, output, disk, tx })
     }
 
     /// Sends engine commands to the guest's control line at virtual time
@@ -925,7 +939,7 @@ impl NodeRuntime for UmlNode {
     /// time. Bytes the guest has no buffer for yet follow at a later stop.
     fn send_control(&mut self, t: u64, bytes: &[u8], watchdog: Duration) -> Result<(), NodeError> {
         self.ctl.device_mut().push_input(bytes);
-        self.settle(t, watchdog)
+        Ok(self.settle(t, watchdog)?)
     }
 
     /// Puts a frame into the guest's receive queue at virtual time `t` and
@@ -965,11 +979,6 @@ impl NodeRuntime for UmlNode {
         }
         self.raise_interrupts(t, watchdog)?;
         Ok(result)
-    }
-
-    /// Frames the guest transmitted since the last call, in order.
-    fn take_tx(&mut self) -> Vec<TxFrame> {
-        self.net.as_mut().map(|n| std::mem::take(&mut n.tx)).unwrap_or_default()
     }
 
     /// Whether the node has a data disk.
@@ -1027,14 +1036,6 @@ impl NodeRuntime for UmlNode {
         })?;
         self.raise_interrupts(t, watchdog)?;
         Ok(c)
-    }
-
-    /// Disk requests completed since the last call, in completion order:
-    /// reads (completed at their kick) and the writes and flushes the engine
-    /// completed. For the engine's trace; two runs with the same inputs
-    /// yield the same sequence.
-    fn take_disk_completions(&mut self) -> Vec<DiskCompletion> {
-        self.disk.as_mut().map(|d| d.take_completions()).unwrap_or_default()
     }
 
     /// Takes the data disk out of a node that is no longer running (after
