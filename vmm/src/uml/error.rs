@@ -31,14 +31,12 @@ pub enum UmlError {
     DiedBeforeStart { node: u16, status: String, stderr: PathBuf },
     #[error("node {node} did not connect to the time controller within {secs} s; its stderr is in {stderr}")]
     NoConnect { node: u16, secs: u64, stderr: PathBuf },
-    #[error("node {node}: network device: {source}")]
-    Net { node: u16, source: VhostUserError },
+    /// A vhost-user device failed: `device` names it ("network device",
+    /// "disk device", "entropy device", "control line").
+    #[error("node {node}: {device}: {source}")]
+    Device { node: u16, device: &'static str, source: VhostUserError },
     #[error("node {node} did not take an interrupt within {secs} s")]
     InterruptTimeout { node: u16, secs: u64 },
-    #[error("node {node}: disk device: {source}")]
-    DiskDevice { node: u16, source: VhostUserError },
-    #[error("node {node}: entropy device: {source}")]
-    Entropy { node: u16, source: VhostUserError },
     #[error("node {node}: completing disk request {id}: {source}")]
     DiskComplete { node: u16, id: RequestId, source: crate::virtio::DeviceError },
 }

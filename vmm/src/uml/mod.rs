@@ -34,12 +34,20 @@
 //!   its random pool, and prints it): everything is relative to the node's
 //!   run directory, its working directory.
 
-pub mod disk;
+mod clock;
+mod console;
+mod devices;
+mod disk;
 mod error;
 pub mod host_cpuid;
+mod net;
 pub mod node;
+mod process;
+mod procfs;
 pub mod seccomp;
 pub mod timetravel;
 
+pub use console::CONSOLE_FILE;
 pub use error::UmlError;
 pub use node::UmlNode;
+pub use process::kill_all_nodes;

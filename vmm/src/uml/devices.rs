@@ -1,0 +1,343 @@
+//! A user-mode Linux node's devices: each one a vhost-user back end on a
+//! socket in the node's run directory, with the interrupts owed on it.
+//!
+//! - [`Port`]: one device's back end and owed interrupts, the same for
+//!   every device; [`PortKind`] is what differs (what a kick does).
+//! - [`DevicePort`]: the uniform face the node's loops use (poll, serve,
+//!   raise owed interrupts, collect their replies).
+//! - [`Devices`]: the node's set, in the orders those loops visit them.
+//! - The kinds: [`Control`] (the control line, here), [`Entropy`] (here),
+//!   [`super::net::Net`], [`super::disk::Blk`] (data and root disk).
+//!
+//! Invariant: a device's effects on guest memory happen only while the
+//! guest waits for our reply to its kick (NEED_REPLY) or is stopped; its
+//! interrupts are owed and delivered in-band while the node is stopped, at
+//! a virtual time the engine picks ([`super::node`]'s `raise_interrupts`).
+
+use std::collections::BTreeSet;
+use std::os::fd::RawFd;
+use std::path::Path;
+
+use disksim::Disk;
+
+use super::disk::{Blk, DiskPort};
+use super::error::UmlError;
+use super::net::NetPort;
+use super::process::Attached;
+use crate::node::{NodeConfig, NodeError};
+use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
+use crate::virtio::console::{self, VirtioConsole};
+use crate::virtio::rng::VirtioRng;
+use crate::virtio::VirtioDevice;
+
+/// What one kind of device does with the guest's kicks, beyond answering
+/// them (the device model already processed the queue).
+pub(super) trait PortKind {
+    type Device: VirtioDevice;
+    /// The device, as errors name it.
+    const NAME: &'static str;
+    /// The guest kicked `queue` at virtual time `time` (the node's clock;
+    /// the guest waits for our reply). Returns the queue whose interrupt is
+    /// owed if the driver asked for one.
+    fn kicked(&mut self, dev: &mut Self::Device, queue: u16, time: u64) -> u16;
+    /// The driver disconnected (the device was reset). Returns whether the
+    /// interrupts owed on the device are forgotten with it.
+    fn disconnected(&mut self) -> bool {
+        false
+    }
+}
+
+/// One device of the node: its vhost-user back end, the interrupts owed on
+/// it, and its kind's own state.
+pub(super) struct Port<K: PortKind> {
+    pub backend: VhostUserBackend<K::Device>,
+    /// Queues whose used-buffer interrupt is owed to the guest at its next
+    /// stop, raised in queue order.
+    owed: BTreeSet<u16>,
+    pub kind: K,
+}
+
+impl<K: PortKind> Port<K> {
+    /// Listens on `path` with `device` behind it.
+    pub fn open(path: &Path, device: K::Device, kind: K) -> Result<Port<K>, VhostUserError> {
+        Ok(Port { backend: VhostUserBackend::listen(path, device)?, owed: BTreeSet::new(), kind })
+    }
+
+    /// `queue`'s interrupt is owed at the node's next stop.
+    pub fn owe(&mut self, queue: u16) {
+        self.owed.insert(queue);
+    }
+}
+
+/// A device as the node's loops see it (object-safe, so [`Devices`] can
+/// hand them out in a fixed order).
+pub(super) trait DevicePort {
+    /// The device, as errors name it.
+    fn name(&self) -> &'static str;
+    /// Descriptors to poll for the guest's messages.
+    fn fds(&self) -> Vec<RawFd>;
+    /// Answers everything the guest sent; kicks are stamped with `time`.
+    fn serve(&mut self, time: u64) -> Result<(), VhostUserError>;
+    /// Sends a call for every owed interrupt (none while disconnected:
+    /// they stay owed).
+    fn raise_owed(&mut self) -> Result<(), VhostUserError>;
+    /// Collects the guest's replies to calls; returns the calls still
+    /// unanswered.
+    fn collect_call_replies(&mut self) -> Result<usize, VhostUserError>;
+    /// The descriptor to poll for call replies, while calls are unanswered.
+    fn call_reply_fd(&self) -> Option<RawFd>;
+}
+
+impl<K: PortKind> DevicePort for Port<K> {
+    fn name(&self) -> &'static str {
+        K::NAME
+    }
+
+    fn fds(&self) -> Vec<RawFd> {
+        self.backend.fds()
+    }
+
+    fn serve(&mut self, time: u64) -> Result<(), VhostUserError> {
+        for ev in self.backend.handle_readable()? {
+            match ev {
+                DeviceEvent::Kicked { queue, interrupt } => {
+                    let queue = self.kind.kicked(self.backend.device_mut(), queue, time);
+                    if interrupt {
+                        self.owed.insert(queue);
+                    }
+                }
+                DeviceEvent::Disconnected => {
+                    if self.kind.disconnected() {
+                        self.owed.clear();
+                    }
+                }
+                DeviceEvent::Connected | DeviceEvent::Ready => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn raise_owed(&mut self) -> Result<(), VhostUserError> {
+        if self.backend.is_connected() {
+            for q in std::mem::take(&mut self.owed) {
+                self.backend.send_call(q)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn collect_call_replies(&mut self) -> Result<usize, VhostUserError> {
+        if self.backend.calls_in_flight() > 0 {
+            self.backend.take_call_replies()?;
+        }
+        Ok(self.backend.calls_in_flight())
+    }
+
+    fn call_reply_fd(&self) -> Option<RawFd> {
+        self.backend.call_reply_fd().filter(|_| self.backend.calls_in_flight() > 0)
+    }
+}
+
+/// The control line (virtio-console, `ctl.sock`, `/dev/hvc0` in the
+/// guest): engine commands in, the agent's replies out.
+#[derive(Default)]
+pub(super) struct Control {
+    /// What the guest wrote since its last protocol message, not yet
+    /// stamped (stamped with the console's bytes, at that message).
+    output: Vec<u8>,
+}
+
+impl PortKind for Control {
+    type Device = VirtioConsole;
+    const NAME: &'static str = "control line";
+
+    fn kicked(&mut self, dev: &mut VirtioConsole, queue: u16, _time: u64) -> u16 {
+        self.output.extend(dev.take_output());
+        queue
+    }
+}
+
+pub(super) type ControlPort = Port<Control>;
+
+impl Port<Control> {
+    /// What the guest wrote since the last call.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.kind.output)
+    }
+
+    /// Moves queued engine input into the receive buffers the guest posted
+    /// (the node is stopped) and owes the receive interrupt.
+    pub fn flush_input(&mut self) -> Result<(), VhostUserError> {
+        if !self.backend.device().has_input() {
+            return Ok(());
+        }
+        let (dev, queues) = self.backend.device_and_queues();
+        let moved = dev.flush_input(queues)?;
+        if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
+            self.owe(console::RX_QUEUE as u16);
+        }
+        Ok(())
+    }
+}
+
+/// The entropy device (virtio-rng, `rng.sock`): fills the guest's buffers
+/// inside its kick, while the guest waits for our reply (so guest memory is
+/// quiescent and the bytes depend only on the guest's own requests); the
+/// used-buffer interrupt is owed like every other device's.
+pub(super) struct Entropy;
+
+impl PortKind for Entropy {
+    type Device = VirtioRng;
+    const NAME: &'static str = "entropy device";
+
+    fn kicked(&mut self, _dev: &mut VirtioRng, queue: u16, _time: u64) -> u16 {
+        queue
+    }
+}
+
+pub(super) type EntropyPort = Port<Entropy>;
+
+/// Every device of one node.
+pub(super) struct Devices {
+    node: u16,
+    pub ctl: ControlPort,
+    pub net: Option<NetPort>,
+    /// The data disk (`/dev/vda`), if the node has one.
+    pub disk: Option<DiskPort>,
+    pub rng: EntropyPort,
+    /// The read-only root disk ([`NodeConfig::root_disk`]).
+    pub root: Option<DiskPort>,
+}
+
+/// The devices at one poll: `pfd[0]` is the time-travel socket, then each
+/// device's descriptors in service order, `ends[i]` past device `i`'s.
+pub(super) struct PollSet {
+    pub pfd: Vec<libc::pollfd>,
+    ends: [usize; 5],
+}
+
+fn pollin(fd: RawFd) -> libc::pollfd {
+    libc::pollfd { fd, events: libc::POLLIN, revents: 0 }
+}
+
+impl Devices {
+    /// Listens on each device's socket in `cfg.run_dir` (in the order the
+    /// kernel command line names them, [`super::process`]), with `disk`
+    /// behind the data disk.
+    pub fn listen(cfg: &NodeConfig, disk: Option<Disk>) -> Result<Devices, NodeError> {
+        let node = cfg.node_id;
+        let dir = &cfg.run_dir;
+        let err = |device: &'static str| move |source| UmlError::Device { node, device, source };
+        let net = match cfg.net {
+            true => Some(NetPort::listen(&dir.join("net.sock"), node).map_err(err(super::net::Net::NAME))?),
+            false => None,
+        };
+        let disk = match disk {
+            None => None,
+            Some(d) => {
+                let outstanding = d.outstanding().count();
+                if outstanding > 0 {
+                    return Err(NodeError::DiskBusy { node, outstanding });
+                }
+                Some(DiskPort::listen(&dir.join("blk.sock"), d, cfg.read_faults).map_err(err(Blk::NAME))?)
+            }
+        };
+        let root = match &cfg.root_disk {
+            None => None,
+            Some(image) => Some(DiskPort::listen_root(&dir.join("root.sock"), image.clone()).map_err(err(Blk::NAME))?),
+        };
+        let ctl = Port::open(&dir.join("ctl.sock"), VirtioConsole::new(), Control::default())
+            .map_err(err(Control::NAME))?;
+        let rng = Port::open(&dir.join("rng.sock"), VirtioRng::new(cfg.entropy_seed), Entropy)
+            .map_err(err(Entropy::NAME))?;
+        Ok(Devices { node, ctl, net, disk, rng, root })
+    }
+
+    /// The optional devices, for the kernel command line.
+    pub fn attached(&self) -> Attached {
+        Attached { net: self.net.is_some(), disk: self.disk.is_some(), root: self.root.is_some() }
+    }
+
+    /// The devices in the order a wait for the guest's next message polls
+    /// and serves them: control line, network, data disk, entropy, root
+    /// disk. (The orders are part of what the guest observes, and so of
+    /// the recorded trace hashes: keep them.)
+    fn in_service_order(&mut self) -> [Option<&mut dyn DevicePort>; 5] {
+        [
+            Some(&mut self.ctl as &mut dyn DevicePort),
+            self.net.as_mut().map(|p| p as &mut dyn DevicePort),
+            self.disk.as_mut().map(|p| p as &mut dyn DevicePort),
+            Some(&mut self.rng as &mut dyn DevicePort),
+            self.root.as_mut().map(|p| p as &mut dyn DevicePort),
+        ]
+    }
+
+    /// The devices in the order owed interrupts are raised and their
+    /// replies collected: control line, network, data disk, root disk,
+    /// entropy.
+    fn in_interrupt_order(&mut self) -> [Option<&mut dyn DevicePort>; 5] {
+        [
+            Some(&mut self.ctl as &mut dyn DevicePort),
+            self.net.as_mut().map(|p| p as &mut dyn DevicePort),
+            self.disk.as_mut().map(|p| p as &mut dyn DevicePort),
+            self.root.as_mut().map(|p| p as &mut dyn DevicePort),
+            Some(&mut self.rng as &mut dyn DevicePort),
+        ]
+    }
+
+    /// The poll set of a wait for the guest's next message on `conn`.
+    pub fn poll_set(&mut self, conn: RawFd) -> PollSet {
+        let mut pfd = vec![pollin(conn)];
+        let mut ends = [0usize; 5];
+        for (end, port) in ends.iter_mut().zip(self.in_service_order()) {
+            pfd.extend(port.map(|p| p.fds()).unwrap_or_default().into_iter().map(pollin));
+            *end = pfd.len();
+        }
+        PollSet { pfd, ends }
+    }
+
+    /// Serves every device that `polled` found readable, in service order;
+    /// what the guest submitted is stamped with `time`.
+    pub fn serve_ready(&mut self, polled: &PollSet, time: u64) -> Result<(), UmlError> {
+        let node = self.node;
+        let mut from = 1;
+        for (&to, port) in polled.ends.iter().zip(self.in_service_order()) {
+            let ready = polled.pfd[from..to].iter().any(|p| p.revents != 0);
+            from = to;
+            if let Some(port) = port.filter(|_| ready) {
+                port.serve(time).map_err(|source| UmlError::Device { node, device: port.name(), source })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a call for every interrupt owed, device by device.
+    pub fn raise_owed(&mut self) -> Result<(), UmlError> {
+        let node = self.node;
+        for port in self.in_interrupt_order().into_iter().flatten() {
+            port.raise_owed().map_err(|source| UmlError::Device { node, device: port.name(), source })?;
+        }
+        Ok(())
+    }
+
+    /// Collects call replies; returns how many calls are still unanswered,
+    /// and adds the descriptors to poll for their replies to `fds`.
+    pub fn collect_call_replies(&mut self, fds: &mut Vec<RawFd>) -> Result<usize, UmlError> {
+        let node = self.node;
+        let mut in_flight = 0;
+        for port in self.in_interrupt_order().into_iter().flatten() {
+            in_flight += port
+                .collect_call_replies()
+                .map_err(|source| UmlError::Device { node, device: port.name(), source })?;
+            fds.extend(port.call_reply_fd());
+        }
+        Ok(in_flight)
+    }
+
+    /// Engine input for the control line that now fits the guest's buffers
+    /// goes in (the node is stopped); its interrupt is owed.
+    pub fn flush_control_input(&mut self) -> Result<(), UmlError> {
+        let node = self.node;
+        self.ctl.flush_input().map_err(|source| UmlError::Device { node, device: Control::NAME, source })
+    }
+}
