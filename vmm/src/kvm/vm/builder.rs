@@ -111,7 +111,7 @@ pub(crate) fn private_file_memory(file: File, size: u64) -> Result<GuestMemoryMm
 }
 
 fn check_mem_size(size: u64) -> Result<()> {
-    if size < (2 << 20) || size % 4096 != 0 || size > layout::MMIO_START {
+    if size < (2 << 20) || !size.is_multiple_of(4096) || size > layout::MMIO_START {
         return Err(KvmError::Config(format!(
             "memory size {size:#x} must be a multiple of 4 KiB in [2 MiB, {:#x}]",
             layout::MMIO_START

@@ -22,9 +22,9 @@ enum Exit {
     Internal(u32),
     FailEntry(u64),
     Other(String),
-    /// KVM_RUN was interrupted (EINTR, EAGAIN) before the guest exited: a
-    /// host signal, at a host-timed point.
-    NoExit,
+    /// KVM_RUN was interrupted (EINTR, EAGAIN) before the guest exited, by a
+    /// host signal at a host-timed point: enter again.
+    Reenter,
 }
 
 impl MicroVm {
@@ -216,7 +216,7 @@ impl MicroVm {
                 self.deliver_interrupts()?;
             }
             let exit = self.enter()?;
-            if let Exit::NoExit = exit {
+            if let Exit::Reenter = exit {
                 if self.stop.swap(false, std::sync::atomic::Ordering::SeqCst) {
                     return Ok(RunOutcome::Interrupted);
                 }
@@ -281,7 +281,7 @@ impl MicroVm {
             }
             Ok(VcpuExit::FailEntry(reason, _)) => Exit::FailEntry(reason),
             Ok(other) => Exit::Other(format!("{other:?}")),
-            Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => Exit::NoExit,
+            Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => Exit::Reenter,
             Err(e) => return Err(KvmError::Ioctl { op: "KVM_RUN", source: e }),
         })
     }
@@ -291,7 +291,7 @@ impl MicroVm {
     /// ends with it.
     fn account(&mut self, exit: Exit) -> Result<Option<RunOutcome>> {
         match exit {
-            Exit::Io | Exit::NoExit => {}
+            Exit::Io | Exit::Reenter => {}
             Exit::Power(code) => return Ok(Some(RunOutcome::PoweredOff(code))),
             Exit::IrqWindow => {
                 self.clock.tick();
