@@ -3,14 +3,14 @@
 //!
 //! - here: the node's parts, how it starts, and the engine's actions on
 //!   it while it is stopped (frames, control input, disk completions);
-//! - [`run`]: a grant (the node runs until it waits, exits or hangs), the
+//! - `run`: a grant (the node runs until it waits, exits or hangs), the
 //!   wait for its next message while its devices are served, and the
 //!   interrupts delivered to it while it is stopped.
 //!
-//! Its parts: the host process ([`super::process`]), the clock and the
-//! time-travel socket ([`super::clock`]), the console file
-//! ([`super::console`]), the vhost-user devices ([`super::devices`],
-//! [`super::net`], [`super::disk`]).
+//! Its parts: the host process (`uml::process`), the clock and the
+//! time-travel socket (`uml::clock`), the console file
+//! (`uml::console`), the vhost-user devices (`uml::devices`,
+//! `uml::net`, `uml::disk`).
 
 mod run;
 
@@ -61,7 +61,7 @@ impl UmlNode {
 
     /// [`UmlNode::spawn`] with a data disk: `disk` becomes the guest's
     /// `/dev/vda` (virtio-blk over vhost-user, `blk.sock` in the run
-    /// directory), served as described in [`super::disk`].
+    /// directory), served as described in `uml::disk`.
     ///
     /// The disk is passed here rather than in [`NodeConfig`] because it is
     /// state, not configuration: it moves into the node, and
@@ -150,8 +150,8 @@ impl NodeRuntime for UmlNode {
         self.exited
     }
 
-    /// Runs the node at `at` ([`Self::run_until_stop`]), collects what the
-    /// grant produced, and settles a node that waits ([`Self::settle`]).
+    /// Runs the node at `at` (`run_until_stop`), collects what the
+    /// grant produced, and settles a node that waits (`settle`).
     /// `time_of_day` answers GET_TOD, plus the node's start time.
     fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError> {
         let mut output = Vec::new();
@@ -245,7 +245,7 @@ impl NodeRuntime for UmlNode {
     }
 
     /// Proportional set size of the node's processes, in KiB
-    /// ([`super::procfs`]).
+    /// (`uml::procfs`).
     fn memory_kib(&self) -> u64 {
         if self.exited {
             return 0;
