@@ -63,7 +63,7 @@ fn empty_initramfs() -> Vec<u8> {
 /// The engine's KVM node ([`vmm::kvm::node::KvmNode`]) boots a stock kernel with an
 /// initramfs and the virtio-mmio windows on its command line, run by grants as the
 /// engine runs it, to the kernel's early console lines. (It stops there: the microVM
-/// has no 8259/8254 for a stock kernel's tick yet; see vmm/src/kvm/node.rs.)
+/// has no 8259/8254 for a stock kernel's tick yet; see vmm/src/kvm/node/mod.rs.)
 /// $SIMCLUSTER_KVM_INITRD may name the cluster's rootfs cpio; else an empty one.
 #[test]
 fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {

@@ -39,7 +39,7 @@ use std::path::Path;
 
 use disksim::{BlockStore, Disk, ReadFaults, RequestId};
 
-use super::devices::{Port, PortKind};
+use super::port::{Port, PortKind};
 use crate::node::{DiskCompletion, DiskRequest, ROOT_DISK_SERIAL};
 use crate::vhost_user::VhostUserError;
 use crate::virtio::blk::{BlkConfig, VirtioBlk, REQUEST_QUEUE};

@@ -14,9 +14,10 @@
 //! - `clock`: our end of the time-travel socket and the node's clock;
 //!   [`timetravel`]: the protocol's messages and the shared page;
 //! - `console`: the console file ([`CONSOLE_FILE`]) and its stamping;
-//! - `devices`: one `Port` per vhost-user device and the orders they are
-//!   served and interrupted in; the control line and entropy there,
-//!   `net` (virtio-net), `disk` (the data and root disks);
+//! - `port`: one vhost-user device, whatever its kind (`Port`, `PortKind`);
+//!   `devices`: the node's set and the orders they are served and
+//!   interrupted in, with the control line and entropy; `net`
+//!   (virtio-net), `disk` (the data and root disks);
 //! - [`seccomp`], [`host_cpuid`]: what the process may not do, and the
 //!   engine thread's CPUID faulting;
 //! - [`UmlError`]: the host side failed.
@@ -57,6 +58,7 @@ mod error;
 pub mod host_cpuid;
 mod net;
 pub mod node;
+mod port;
 mod process;
 mod procfs;
 pub mod seccomp;

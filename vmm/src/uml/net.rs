@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::path::Path;
 
-use super::devices::{Port, PortKind};
+use super::port::{Port, PortKind};
 use crate::node::{Delivered, TxFrame};
 use crate::vhost_user::VhostUserError;
 use crate::virtio::net::{VirtioNet, RX_QUEUE};

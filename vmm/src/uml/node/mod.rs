@@ -10,7 +10,7 @@
 //! Its parts: the host process (`uml::process`), the clock and the
 //! time-travel socket (`uml::clock`), the console file
 //! (`uml::console`), the vhost-user devices (`uml::devices`,
-//! `uml::net`, `uml::disk`).
+//! `uml::port`, `uml::net`, `uml::disk`).
 
 mod run;
 
@@ -21,10 +21,11 @@ use disksim::{Disk, DiskFault, RequestId};
 
 use super::clock::Clock;
 use super::console::Console;
-use super::devices::{Devices, PortKind};
+use super::devices::Devices;
 use super::disk::CompleteError;
 use super::error::UmlError;
 use super::net::Net;
+use super::port::PortKind;
 use super::process::{self, Process};
 use super::timetravel::Op;
 use crate::node::{

@@ -15,7 +15,7 @@ use super::UmlNode;
 use crate::node::{GuestOutput, OutputStream, RunOutcome};
 use crate::uml::error::UmlError;
 use crate::uml::net::Net;
-use crate::uml::devices::PortKind;
+use crate::uml::port::PortKind;
 use crate::uml::timetravel::{Msg, Op, ProtocolError};
 use crate::vhost_user::VhostUserError;
 
