@@ -104,16 +104,16 @@ fn pollin(fd: RawFd) -> libc::pollfd {
 }
 
 impl Devices {
-    /// Listens on each device's socket in `cfg.run_dir` (in the order the
-    /// kernel command line names them, [`super::process`]), with `disk`
-    /// behind the data disk.
+    /// Listens on each device's socket in `cfg.run_dir`, with `disk` behind
+    /// the data disk. (The guest connects to them only once it runs.)
     pub fn listen(cfg: &NodeConfig, disk: Option<Disk>) -> Result<Devices, NodeError> {
         let node = cfg.node_id;
         let dir = &cfg.run_dir;
         let err = |device: &'static str| move |source| UmlError::Device { node, device, source };
-        let net = match cfg.net {
-            true => Some(NetPort::listen(&dir.join("net.sock"), node).map_err(err(super::net::Net::NAME))?),
-            false => None,
+        let net = if cfg.net {
+            Some(NetPort::listen(&dir.join("net.sock"), node).map_err(err(super::net::Net::NAME))?)
+        } else {
+            None
         };
         let disk = match disk {
             None => None,
