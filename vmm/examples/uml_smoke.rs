@@ -2,13 +2,14 @@
 //! writes a line to its control line once it says "@ready".
 //! Usage: uml_smoke KERNEL INITRD
 use std::time::Duration;
-use vmm::uml::{OutputStream, RunOutcome, UmlConfig, UmlNode};
+use vmm::node::{NodeConfig, NodeRuntime, OutputStream, RunOutcome};
+use vmm::uml::UmlNode;
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let dir = std::env::temp_dir().join(format!("uml-smoke-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let cfg = UmlConfig {
+    let cfg = NodeConfig {
         kernel: a[1].clone().into(),
         initrd: a[2].clone().into(),
         mem_mb: 128,
@@ -29,7 +30,9 @@ fn main() {
     let mut grants = 0;
     let mut sent = false;
     loop {
-        let r = n.grant(1_700_000_000_000_000_000, Duration::from_secs(20), &mut out).unwrap();
+        let g = n.grant(n.requested(), 1_700_000_000_000_000_000, Duration::from_secs(20)).unwrap();
+        out.extend(g.output);
+        let r = g.outcome;
         grants += 1;
         let mut ready = false;
         for o in out.drain(..) {

@@ -5,12 +5,25 @@
 //! guest-visible event, and never lets host time or host scheduling reach
 //! the guest.
 //!
-//! - [`kvm`]: a KVM microVM (one vCPU, userspace devices, virtual time,
-//!   snapshots) for hosts with hardware virtualization.
+//! - [`node`]: what both runtimes share: the [`node::NodeRuntime`] trait
+//!   the engine drives, a node's configuration, what a node produces
+//!   (output, frames, disk requests) and how its host side fails.
+//! - [`runtime`]: choosing a runtime ([`runtime::RuntimeKind`]) and
+//!   starting a node in it ([`runtime::spawn`]).
 //! - [`uml`]: stock Linux built for `ARCH=um`, with simcluster as its
 //!   time-travel controller. Works on any x86-64 Linux host.
+//! - [`kvm`]: a KVM microVM (one vCPU, userspace devices, virtual time,
+//!   snapshots) for hosts with hardware virtualization.
+//! - [`virtio`]: the virtio device models both runtimes share (net, blk,
+//!   console, rng), transport-independent.
+//! - [`vhost_user`]: the vhost-user back end that carries them to a
+//!   user-mode Linux guest.
+//!
+//! Dependencies point one way: `runtime → {uml, kvm} → node`, and
+//! `{uml → vhost_user, kvm::mmio_adapter} → virtio`.
 
 pub mod kvm;
+pub mod node;
 pub mod runtime;
 pub mod uml;
 pub mod vhost_user;

@@ -63,12 +63,12 @@ fn empty_initramfs() -> Vec<u8> {
 /// The engine's KVM node ([`vmm::kvm::node::KvmNode`]) boots a stock kernel with an
 /// initramfs and the virtio-mmio windows on its command line, run by grants as the
 /// engine runs it, to the kernel's early console lines. (It stops there: the microVM
-/// has no 8259/8254 for a stock kernel's tick yet; see vmm/src/kvm/node.rs.)
+/// has no 8259/8254 for a stock kernel's tick yet; see vmm/src/kvm/node/mod.rs.)
 /// $SIMCLUSTER_KVM_INITRD may name the cluster's rootfs cpio; else an empty one.
 #[test]
 fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
     use std::time::Duration;
-    use vmm::runtime::{NodeConfig, NodeRuntime, OutputStream, RunOutcome as NodeOutcome};
+    use vmm::node::{NodeConfig, NodeRuntime, OutputStream, RunOutcome as NodeOutcome};
 
     let test = "kvm_linux_node_boots_with_initramfs_and_virtio_windows";
     if !has_hardware_virt() {
@@ -116,15 +116,19 @@ fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
             break;
         }
         let at = node.requested();
-        match node.grant_at(at, 0, Duration::from_secs(60), &mut out) {
-            Ok(NodeOutcome::Waiting { requested }) if requested >= vmm::kvm::node::IDLE => break,
-            Ok(NodeOutcome::Waiting { .. }) => {}
-            Ok(other) => {
-                eprintln!("node stopped: {other:?}");
-                break;
-            }
+        let grant = match node.grant(at, 0, Duration::from_secs(60)) {
+            Ok(g) => g,
             Err(e) => {
                 eprintln!("node failed: {e}");
+                break;
+            }
+        };
+        out.extend(grant.output);
+        match grant.outcome {
+            NodeOutcome::Waiting { requested } if requested >= vmm::kvm::node::IDLE => break,
+            NodeOutcome::Waiting { .. } => {}
+            other => {
+                eprintln!("node stopped: {other:?}");
                 break;
             }
         }
@@ -170,7 +174,7 @@ fn kvm_linux_node_loads_kernel_initramfs_and_cmdline() {
     let initrd = dir.join("rootfs.cpio");
     let cpio = empty_initramfs();
     std::fs::write(&initrd, &cpio).unwrap();
-    let cfg = vmm::runtime::NodeConfig {
+    let cfg = vmm::node::NodeConfig {
         kernel,
         initrd,
         mem_mb: 64,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use kvm_common::{guest, kvm_available};
 use vmm::kvm::node::KvmNode;
 use vmm::kvm::MicroVm;
-use vmm::runtime::{NodeRuntime, OutputStream, RunOutcome};
+use vmm::node::{NodeRuntime, OutputStream, RunOutcome};
 
 /// A guest spinning without exits is stopped by the wall-clock watchdog and
 /// reported as hung, instead of holding the engine forever.
@@ -21,8 +21,7 @@ fn kvm_node_spinning_guest_is_reported_hung() {
     let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
     node.wait_connected(0, Duration::from_secs(1)).unwrap();
     let began = Instant::now();
-    let mut out = Vec::new();
-    let r = node.grant_at(0, 0, Duration::from_millis(300), &mut out).unwrap();
+    let r = node.grant(0, 0, Duration::from_millis(300)).unwrap().outcome;
     assert!(matches!(r, RunOutcome::Hung { .. }), "{r:?}");
     assert!(began.elapsed() < Duration::from_secs(10), "the watchdog took {:?}", began.elapsed());
 }
@@ -41,8 +40,9 @@ fn kvm_node_output_then_idle() {
     let mut out = Vec::new();
     let mut outcome = None;
     for _ in 0..100 {
-        let r = node.grant_at(node.requested(), 0, Duration::from_secs(60), &mut out).unwrap();
-        match r {
+        let g = node.grant(node.requested(), 0, Duration::from_secs(60)).unwrap();
+        out.extend(g.output);
+        match g.outcome {
             RunOutcome::Waiting { requested } if requested == vmm::kvm::node::IDLE => break,
             RunOutcome::Waiting { .. } => {}
             other => {

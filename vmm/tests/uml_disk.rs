@@ -27,9 +27,8 @@ use std::time::Duration;
 use disksim::{BlockStore, CrashModel, CrashState, Disk, RequestKind};
 use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use vmm::uml::{
-    DiskCompletion, GuestOutput, OutputStream, RunOutcome, UmlConfig, UmlError, UmlNode,
-};
+use vmm::node::{DiskCompletion, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome};
+use vmm::uml::UmlNode;
 
 /// What the guest believes the wall clock said at boot (ns).
 const EPOCH_NS: u64 = 1_767_225_600 * 1_000_000_000;
@@ -284,7 +283,7 @@ impl Setup {
     fn boot(&self, run: &str, mode: &str, disk: Disk) -> Boot {
         let run_dir = self.dir.join(run);
         std::fs::create_dir_all(&run_dir).unwrap();
-        let cfg = UmlConfig {
+        let cfg = NodeConfig {
             kernel: self.kernel.clone(),
             initrd: self.initrd.clone(),
             mem_mb: 96,
@@ -340,8 +339,8 @@ enum End {
 }
 
 impl Boot {
-    fn record(&mut self, out: &mut Vec<GuestOutput>) {
-        for o in out.drain(..) {
+    fn record(&mut self, output: Vec<GuestOutput>, disk: Vec<DiskCompletion>) {
+        for o in output {
             let text = String::from_utf8_lossy(&o.bytes).into_owned();
             if o.stream == OutputStream::Console {
                 self.console.push_str(&text);
@@ -349,7 +348,7 @@ impl Boot {
             self.trace
                 .push(format!("{} {:?} {text:?}", o.time, o.stream));
         }
-        for c in self.node.take_disk_completions() {
+        for c in disk {
             let r = c.request;
             self.trace.push(format!(
                 "disk {} {:?} {}+{} submitted {} completed {}",
@@ -363,7 +362,6 @@ impl Boot {
     /// grants), it exits, it idles on the disk, or it wants to run after
     /// `until`.
     fn drive(&mut self, policy: Policy, until: u64, stop: impl Fn(&Boot) -> bool) -> End {
-        let mut out = Vec::new();
         loop {
             if stop(self) {
                 return End::Stopped;
@@ -373,8 +371,8 @@ impl Boot {
                 if let Some(p) = self.node.pending_disk().first().copied() {
                     let due = p.submitted.max(self.node.time()) + LATENCY;
                     if due <= requested {
-                        self.node.complete_disk(due, p.id, WATCHDOG).unwrap();
-                        self.record(&mut out);
+                        let c = self.node.complete_disk(due, p.id, WATCHDOG).unwrap();
+                        self.record(Vec::new(), vec![c]);
                         continue;
                     }
                 }
@@ -390,15 +388,12 @@ impl Boot {
                 return End::TimeLimit;
             }
             self.trace.push(format!("run {requested}"));
-            let outcome = self.node.grant(EPOCH_NS, WATCHDOG, &mut out).unwrap();
-            self.record(&mut out);
-            match outcome {
-                RunOutcome::Waiting { .. } => {
-                    // Interrupts owed for reads that completed in a kick.
-                    let t = self.node.time();
-                    self.node.settle(t, WATCHDOG).unwrap();
-                    self.record(&mut out);
-                }
+            // A grant that ends waiting also delivers the interrupts owed for
+            // reads that completed in a kick.
+            let grant = self.node.grant(requested, EPOCH_NS, WATCHDOG).unwrap();
+            self.record(grant.output, grant.disk);
+            match grant.outcome {
+                RunOutcome::Waiting { .. } => {}
                 RunOutcome::Exited { .. } => return End::Exited,
                 RunOutcome::Hung { wall } => {
                     panic!("node hung for {wall:?}; console:\n{}", self.console)
@@ -520,7 +515,7 @@ fn fsynced_rename_survives_power_loss() {
         assert!(line(&r.console, "UMOUNTED"));
     }
     // The disk of a dead node cannot be taken twice, nor from a live one.
-    assert!(matches!(b.node.take_disk(), Err(UmlError::NoDisk { .. })));
+    assert!(matches!(b.node.take_disk(), Err(NodeError::NoDisk { .. })));
     disk.apply_crash(&CrashState::none()).unwrap();
 }
 
@@ -530,7 +525,7 @@ fn fsync_waits_for_the_engine() {
     let mut b = s.boot("n1", "pending", s.base_disk());
     assert!(matches!(
         b.node.take_disk(),
-        Err(UmlError::DiskInUse { .. })
+        Err(NodeError::DiskInUse { .. })
     ));
     let end = b.drive(Policy::InOrder, 60_000_000_000, has("BEFORE_FSYNC"));
     assert_eq!(end, End::Stopped, "console:\n{}", b.console);
@@ -568,7 +563,7 @@ fn fsync_waits_for_the_engine() {
     ));
     // Those requests are in flight in the disk: a node cannot start on it.
     let busy = b.node.disk().unwrap().clone();
-    let cfg = UmlConfig {
+    let cfg = NodeConfig {
         kernel: s.kernel.clone(),
         initrd: s.initrd.clone(),
         mem_mb: 96,
@@ -585,7 +580,7 @@ fn fsync_waits_for_the_engine() {
     };
     assert!(matches!(
         UmlNode::spawn_with_disk(&cfg, Some(busy)),
-        Err(UmlError::DiskBusy { .. })
+        Err(NodeError::DiskBusy { .. })
     ));
 
     // Now the engine completes them (and what follows), in order.

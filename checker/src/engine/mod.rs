@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use vmm::runtime::{Delivered, GuestOutput, NodeConfig, NodeError, OutputStream, RunOutcome};
+use vmm::node::{Delivered, DiskCompletion, GuestOutput, NodeConfig, NodeError, OutputStream, RunOutcome};
 pub use vmm::runtime::RuntimeKind;
 
 use crate::strategy::{default_choice, Decision, Strategy};
@@ -109,7 +109,7 @@ pub struct ExecutionSpec {
     /// without one, the whole root filesystem).
     pub initrd: PathBuf,
     /// The root filesystem image every node mounts read-only (opened once
-    /// per run and shared; see `vmm::uml::UmlConfig::root_disk`).
+    /// per run and shared; see `vmm::node::NodeConfig::root_disk`).
     pub root_disk: Option<disksim::BlockStore>,
     /// n1..nN.
     pub node_names: Vec<String>,
@@ -148,7 +148,7 @@ pub struct ExecutionSpec {
     pub disk: Option<DiskSpec>,
     pub explore: ExploreSpec,
     /// The node runtime (user-mode Linux or KVM); the engine drives both the
-    /// same way, through [`vmm::runtime::NodeRuntime`].
+    /// same way, through [`vmm::node::NodeRuntime`].
     pub runtime: RuntimeKind,
     /// Extra kernel command-line words for user-mode Linux nodes: the
     /// userspace mode (`seccomp=on`) and `host_cpuid` (guest programs
@@ -284,7 +284,6 @@ struct Execution<'a> {
     /// Pauses and clock jumps: their streams, times and counts.
     faults: faults::FaultState,
     verdict: Option<Verdict>,
-    out: Vec<GuestOutput>,
     msgs: Vec<(usize, AgentMsg)>,
 }
 
@@ -375,7 +374,6 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
         disk_fault_counts: DiskFaultCounts::default(),
         faults: faults::FaultState::new(spec.seed),
         verdict: None,
-        out: Vec::new(),
         msgs: Vec::new(),
     };
     for i in 0..ex.nodes.len() {
@@ -815,7 +813,7 @@ impl Execution<'_> {
                 if done.request.kind == disksim::RequestKind::Flush {
                     self.nodes[i].flushed_since_run = true;
                 }
-                self.record_disk(i);
+                self.record_disk(i, &[done]);
             }
             Action::Run(i) => self.run_node(i)?,
             Action::RunHost => self.run_host()?,
@@ -828,26 +826,24 @@ impl Execution<'_> {
         let node_no = (i + 1) as u16;
         self.trace.push(now, node_no, EventKind::run());
         self.grants += 1;
-        let mut out = std::mem::take(&mut self.out);
         let time_of_day = self.nodes[i].clock.time_of_day();
-        let outcome = self.nodes[i].vm().grant_at(now, time_of_day, self.spec.watchdog, &mut out)?;
-        self.record_output(i, &mut out);
-        self.out = out;
-        self.record_disk(i);
+        // A grant that ends waiting has settled the node at `now` too:
+        // interrupts owed for transmitted frames and control output, and
+        // input that waited for receive buffers, reached it.
+        let grant = self.nodes[i].vm().grant(now, time_of_day, self.spec.watchdog)?;
+        self.record_output(i, grant.output);
+        self.record_disk(i, &grant.disk);
         self.nodes[i].flushed_since_run = false;
         if let Some(ns) = self.net.as_mut() {
             let id = netsim::NodeId::new(node_no).expect("node ids fit");
-            let tx = self.nodes[i].vm().take_tx();
-            self.nodes[i].just_sent = !tx.is_empty();
-            ns.transmit(id, tx, &mut self.trace);
-            if !matches!(outcome, RunOutcome::Waiting { .. }) {
+            self.nodes[i].just_sent = !grant.tx.is_empty();
+            ns.transmit(id, grant.tx, &mut self.trace);
+            if !matches!(grant.outcome, RunOutcome::Waiting { .. }) {
                 ns.node_down(id);
             }
         }
-        match outcome {
-            // Interrupts owed for transmitted frames and control output,
-            // and input that waited for receive buffers, reach it now.
-            RunOutcome::Waiting { .. } => self.nodes[i].vm().settle(now, self.spec.watchdog)?,
+        match grant.outcome {
+            RunOutcome::Waiting { .. } => {}
             RunOutcome::Exited { status, signal } => {
                 let n = &self.nodes[i];
                 self.trace.push(now, node_no, EventKind::Exit { status, signal, panic: n.saw_panic });
@@ -887,9 +883,9 @@ impl Execution<'_> {
 
     /// Moves a node's stamped output into the trace: console lines as
     /// events, control lines parsed into agent messages.
-    fn record_output(&mut self, i: usize, out: &mut Vec<GuestOutput>) {
+    fn record_output(&mut self, i: usize, output: Vec<GuestOutput>) {
         let node_no = (i + 1) as u16;
-        for o in out.drain(..) {
+        for o in output {
             match o.stream {
                 OutputStream::Console => {
                     for line in self.nodes[i].console.feed(&o.bytes) {
@@ -912,11 +908,10 @@ impl Execution<'_> {
         }
     }
 
-    /// Moves the node's disk completions (reads done at submission, writes
-    /// and flushes the engine completed) into the trace.
-    fn record_disk(&mut self, i: usize) {
-        let Some(vm) = self.nodes[i].vm.as_mut() else { return };
-        for c in vm.take_disk_completions() {
+    /// Moves a node's disk completions (reads done at submission, reported
+    /// by its grant; a write or flush the engine completed) into the trace.
+    fn record_disk(&mut self, i: usize, completions: &[DiskCompletion]) {
+        for c in completions {
             let op = match c.request.kind {
                 disksim::RequestKind::Read => DiskOp::Read,
                 disksim::RequestKind::Write { .. } => DiskOp::Write,

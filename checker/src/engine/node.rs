@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use disksim::Disk;
-use vmm::runtime::{self, NodeConfig, NodeRuntime, RuntimeKind};
+use vmm::node::{NodeConfig, NodeRuntime};
+use vmm::runtime::{self, RuntimeKind};
 
 use super::{EngineError, NodeClock};
 use crate::trace::LineSplitter;

@@ -1,16 +1,24 @@
 //! KVM microVM node runtime: one vCPU, userspace devices, virtual time, snapshots.
 //!
-//! A node is a [`MicroVm`]: one KVM vCPU started directly in 64-bit long mode, one RAM
-//! region, and devices emulated in userspace ([`devices`]: an 8250 serial subset, a
-//! paravirtual clock/timer, a power port, the legacy 8259A/8254 pair of [`legacy`]; [`mmio`]: the MMIO bus, with the
-//! [`virtio_mmio`] transport; [`ports`]: the virtio-net and virtio-blk models of
-//! [`crate::virtio`] behind it, stamped with virtual time). [`cluster`] runs several
-//! nodes on one virtual timeline, frames through netsim and disk requests through
-//! disksim. The
-//! run loop ([`MicroVm::run`]) is deterministic: virtual time advances by a fixed cost
-//! per exit and jumps to the next timer deadline when the guest halts; interrupts are
-//! injected from userspace with KVM_INTERRUPT. No in-kernel irqchip or PIT is created
-//! (their timers run on host time).
+//! A node is a [`MicroVm`] (`vm/`: the VM and its state, its builder and boot order,
+//! its run loop): one KVM vCPU started directly in 64-bit long mode, one RAM region,
+//! and devices emulated in userspace:
+//! - [`devices`]: an 8250 serial subset, a paravirtual clock/timer, a power port; the
+//!   legacy 8259A/8254 pair and the CMOS clock of [`legacy`];
+//! - [`mmio`]: the MMIO bus, with the [`virtio_mmio`] transport; [`mmio_adapter`]: any
+//!   device model of [`crate::virtio`] behind it; [`ports`]: the virtio-net and
+//!   virtio-blk models stamped with virtual time.
+//!
+//! Around it: [`node`] (the node as the engine drives it), [`linux`] (booting a Linux
+//! kernel), [`snapshot`], [`cluster`] (several nodes on one virtual timeline, frames
+//! through netsim and disk requests through disksim; vmm's tests and benches only),
+//! [`arch`] (long mode, CPUID shaping), [`host`] and [`probe`] (what this host can do),
+//! [`watchdog`], [`asm`] (the test guests).
+//!
+//! The run loop ([`MicroVm::run`]) is deterministic: virtual time advances by a fixed
+//! cost per exit and jumps to the next timer deadline when the guest halts; interrupts
+//! are injected from userspace with KVM_INTERRUPT. No in-kernel irqchip or PIT is
+//! created (their timers run on host time).
 //!
 //! # What stock KVM cannot make deterministic (limits, by design documented here)
 //! - **RDTSC/RDTSCP** execute without exiting (TSC offsetting/scaling only shift and
@@ -28,7 +36,7 @@
 //! - **MONITOR/MWAIT, UMWAIT/TPAUSE** (WAITPKG) wake on host time: hidden by CPUID.
 //!
 //! [`node::KvmNode`] is this runtime as the engine drives it (the
-//! [`crate::runtime::NodeRuntime`] trait, shared with user-mode Linux).
+//! [`crate::node::NodeRuntime`] trait, shared with user-mode Linux).
 //!
 //! # Under PVM (kvm_pvm, no vmx/svm)
 //! Guest ring 3 runs natively, guest ring 0 is emulated about 1000x slower; the test
@@ -44,6 +52,7 @@ pub mod host;
 pub mod legacy;
 pub mod linux;
 pub mod mmio;
+pub mod mmio_adapter;
 pub mod node;
 pub mod ports;
 pub mod probe;

@@ -18,7 +18,7 @@ use vm_memory::GuestMemoryMmap;
 
 use super::virtio_mmio::{QueueConfig, Signal, VirtioDevice};
 use crate::virtio::blk::VirtioBlk;
-use crate::virtio::mmio::MmioAdapter;
+use super::mmio_adapter::MmioAdapter;
 use crate::virtio::net::{VirtioNet, RX_QUEUE, TX_QUEUE};
 use crate::virtio::DeviceError;
 

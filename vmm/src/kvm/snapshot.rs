@@ -265,7 +265,7 @@ impl MicroVm {
         let mut vm = MicroVm::create(config, mem)?;
 
         let esz = std::mem::size_of::<kvm_cpuid_entry2>();
-        if sections[1].len() % esz != 0 {
+        if !sections[1].len().is_multiple_of(esz) {
             return Err(bad(p, "cpuid section size".into()));
         }
         let entries: Vec<kvm_cpuid_entry2> = sections[1]
@@ -279,7 +279,7 @@ impl MicroVm {
         let sregs: kvm_sregs = pod_read(sections[3], p, "sregs")?;
         let fpu: kvm_fpu = pod_read(sections[4], p, "fpu")?;
         vm.vcpu.set_sregs(&sregs).map_err(ioctl("KVM_SET_SREGS"))?;
-        if sections[5].len() % 12 != 0 {
+        if !sections[5].len().is_multiple_of(12) {
             return Err(bad(p, "msr section size".into()));
         }
         let msrs: Vec<kvm_msr_entry> = sections[5]

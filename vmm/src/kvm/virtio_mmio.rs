@@ -224,18 +224,16 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
         let set_hi = |x: &mut u64, v: u32| *x = (*x & 0xffff_ffff) | (u64::from(v) << 32);
         match offset {
             0x014 => self.device_features_sel = v,
-            0x020 => {
-                // Only before FEATURES_OK, and only features the device offers.
-                if self.status & status::FEATURES_OK == 0 {
-                    let shift = match self.driver_features_sel {
-                        0 => 0,
-                        1 => 32,
-                        _ => return,
-                    };
-                    let mask = 0xffff_ffffu64 << shift;
-                    self.driver_features = (self.driver_features & !mask)
-                        | ((u64::from(v) << shift) & mask & self.all_features());
-                }
+            // Only before FEATURES_OK, and only features the device offers.
+            0x020 if self.status & status::FEATURES_OK == 0 => {
+                let shift = match self.driver_features_sel {
+                    0 => 0,
+                    1 => 32,
+                    _ => return,
+                };
+                let mask = 0xffff_ffffu64 << shift;
+                self.driver_features =
+                    (self.driver_features & !mask) | ((u64::from(v) << shift) & mask & self.all_features());
             }
             0x024 => self.driver_features_sel = v,
             0x030 => self.queue_sel = v,
@@ -249,11 +247,9 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
                     q.ready = v == 1;
                 }
             }
-            0x050 => {
-                if self.status & status::DRIVER_OK != 0 && (v as usize) < self.queues.len() {
-                    let s = self.device.notify(mem, now, v as u16);
-                    self.signal(s);
-                }
+            0x050 if self.status & status::DRIVER_OK != 0 && (v as usize) < self.queues.len() => {
+                let s = self.device.notify(mem, now, v as u16);
+                self.signal(s);
             }
             0x064 => self.interrupt_status &= !v,
             0x070 => {
@@ -293,7 +289,7 @@ impl<D: VirtioDevice + 'static> MmioDevice for VirtioMmioTransport<D> {
             return;
         }
         // Registers are 32-bit; other widths read as zero per the spec's "must" rules.
-        if data.len() != 4 || offset % 4 != 0 {
+        if data.len() != 4 || !offset.is_multiple_of(4) {
             data.fill(0);
             return;
         }
@@ -305,7 +301,7 @@ impl<D: VirtioDevice + 'static> MmioDevice for VirtioMmioTransport<D> {
             self.device.write_config(offset - 0x100, data);
             return;
         }
-        if data.len() != 4 || offset % 4 != 0 {
+        if data.len() != 4 || !offset.is_multiple_of(4) {
             return;
         }
         let v = u32::from_le_bytes(data.try_into().unwrap());

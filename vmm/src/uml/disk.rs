@@ -1,6 +1,7 @@
-//! A user-mode Linux node's data disk: virtio-blk over a [`disksim::Disk`],
-//! served as a vhost-user back end (`virtio_uml.device=blk.sock:2`, the
-//! guest's `/dev/vda`).
+//! A user-mode Linux node's disks: virtio-blk over a [`disksim::Disk`],
+//! served as a vhost-user back end: the data disk
+//! (`virtio_uml.device=blk.sock:2`, the guest's `/dev/vda`) and the
+//! read-only root disk (`root.sock`, [`crate::node::NodeConfig::root_disk`]).
 //!
 //! Every disk effect the guest can observe is an engine action:
 //! - *submission*: the guest kicks the request queue while it runs; the
@@ -8,7 +9,7 @@
 //!   requests (see [`crate::vhost_user`]). Each accepted request is stamped
 //!   with the node's virtual time at the kick.
 //! - *writes and flushes* stay pending, with nothing written to guest
-//!   memory, until the engine calls [`crate::uml::UmlNode::complete_disk`]
+//!   memory, until the engine calls [`crate::node::NodeRuntime::complete_disk`]
 //!   while the node is stopped. That call applies the durability effect in
 //!   the disk's write log, puts the status into the driver's buffers and
 //!   delivers the used-buffer interrupt in-band at the virtual time the
@@ -16,75 +17,33 @@
 //! - *reads* complete during the kick (see
 //!   [`crate::virtio::VirtioBlk::set_reads_at_once`] for why that is sound);
 //!   their interrupt is owed and reaches the guest at the node's next stop
-//!   ([`crate::uml::UmlNode::settle`]), at a time the engine picks.
+//!   (the end of [`crate::node::NodeRuntime::grant`]), at a time the engine
+//!   picks.
 //!
 //! Durability (disksim's write log, virtio-blk with a volatile write
 //! cache): a completed write is volatile; a completed flush makes durable
 //! every write that completed before the flush was issued. After power
-//! loss ([`crate::uml::UmlNode::kill`], then
-//! [`crate::uml::UmlNode::take_disk`]) the engine chooses which volatile
+//! loss ([`crate::node::NodeRuntime::kill`], then
+//! [`crate::node::NodeRuntime::take_disk`]) the engine chooses which volatile
 //! writes survive ([`disksim::Disk::crash_states`],
 //! [`disksim::Disk::apply_crash`]) and starts a fresh node on the result.
 //!
 //! Disk faults: reads may be corrupted at their kick (the device's seeded
 //! stream, [`crate::virtio::VirtioBlk::set_read_faults`]); writes and
 //! flushes suffer what the engine injected before completing them
-//! ([`crate::uml::UmlNode::disk_fault`]). Each completion carries its fault
+//! ([`crate::node::NodeRuntime::disk_fault`]). Each completion carries its fault
 //! ([`DiskCompletion::fault`]) for the engine's trace.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use disksim::{BlockStore, Disk, DiskFault, ReadFaults, RequestId, RequestKind};
+use disksim::{BlockStore, Disk, ReadFaults, RequestId};
 
-/// The root disk's virtio-blk serial (GET_ID, `/sys/block/vdX/serial` in the
-/// guest): the boot init mounts the disk that carries it as the root.
-pub const ROOT_DISK_SERIAL: &[u8] = b"simcluster-root";
-
-use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
-use crate::virtio::blk::{BlkConfig, BlkRequest, VirtioBlk, REQUEST_QUEUE};
+use super::port::{Port, PortKind};
+use crate::node::{DiskCompletion, DiskRequest, ROOT_DISK_SERIAL};
+use crate::vhost_user::VhostUserError;
+use crate::virtio::blk::{BlkConfig, VirtioBlk, REQUEST_QUEUE};
 use crate::virtio::DeviceError;
-
-/// A disk request the guest submitted, as the engine sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DiskRequest {
-    /// disksim's id: issued in submission order, never reused, also across
-    /// a power loss (stale completions are detected).
-    pub id: RequestId,
-    /// Read, write (never FUA: virtio-blk has no FUA flag) or flush.
-    pub kind: RequestKind,
-    /// First sector (512 bytes each); 0 for a flush.
-    pub sector: u64,
-    /// Number of sectors; 0 for a flush.
-    pub sectors: u64,
-    /// Virtual time of the kick that submitted it, ns.
-    pub submitted: u64,
-}
-
-impl DiskRequest {
-    fn new(r: BlkRequest, submitted: u64) -> DiskRequest {
-        DiskRequest {
-            id: r.id,
-            kind: r.kind,
-            sector: r.sector,
-            sectors: r.sectors,
-            submitted,
-        }
-    }
-}
-
-/// A completed disk request: what the engine puts in its trace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DiskCompletion {
-    pub request: DiskRequest,
-    /// Virtual time of the completion, ns: for writes and flushes, the time
-    /// the engine completed it (its interrupt's time); for reads, the time
-    /// of the kick (their data is in place then; the interrupt follows at
-    /// the node's next stop).
-    pub completed: u64,
-    /// The disk fault that hit it (`[faults.disk]`), if any.
-    pub fault: Option<DiskFault>,
-}
 
 /// Why a disk completion could not be applied.
 #[derive(Debug, thiserror::Error)]
@@ -95,21 +54,53 @@ pub(super) enum CompleteError {
     Device(#[from] DeviceError),
 }
 
-/// The node's disk device and what is pending on it.
+/// A disk device's own state: what is pending on it.
 ///
 /// Invariant: `pending` holds exactly the device's pending requests (writes
 /// and flushes accepted and not completed), with their submission times;
 /// both forget them together when the driver disconnects.
-pub(super) struct DiskPort {
-    pub backend: VhostUserBackend<VirtioBlk>,
+#[derive(Default)]
+pub(super) struct Blk {
     pending: BTreeMap<RequestId, DiskRequest>,
-    /// The request queue's interrupt is owed to the guest at its next stop.
-    pub irq_pending: bool,
-    /// Completions not yet taken by the engine, in completion order.
-    completions: Vec<DiskCompletion>,
+    /// Reads completed at their kicks and not yet taken by the engine, in
+    /// completion order (writes and flushes are handed to the engine as
+    /// [`DiskPort::complete`] completes them).
+    reads_done: Vec<DiskCompletion>,
 }
 
-impl DiskPort {
+impl PortKind for Blk {
+    type Device = VirtioBlk;
+    const NAME: &'static str = "disk device";
+
+    /// Requests the guest submitted are stamped with `time`, the node's
+    /// current virtual time (the guest is blocked on each kick until it is
+    /// answered). Reads, GET_ID and malformed requests completed inside the
+    /// kick; the interrupt they earn is the request queue's.
+    fn kicked(&mut self, dev: &mut VirtioBlk, _queue: u16, time: u64) -> u16 {
+        for r in dev.take_reads_done() {
+            let request = DiskRequest::new(r.request, time);
+            self.reads_done.push(DiskCompletion { request, completed: time, fault: r.fault });
+        }
+        for id in dev.take_accepted() {
+            let r = dev.request(id).expect("an accepted request is pending until completed");
+            self.pending.insert(id, DiskRequest::new(r, time));
+        }
+        REQUEST_QUEUE as u16
+    }
+
+    /// The device reset forgot its chains, and the interrupt owed with
+    /// them; the disk keeps the requests outstanding until a crash
+    /// resolves them.
+    fn disconnected(&mut self) -> bool {
+        self.pending.clear();
+        true
+    }
+}
+
+/// A disk device of the node and what is pending on it.
+pub(super) type DiskPort = Port<Blk>;
+
+impl Port<Blk> {
     /// Listens on `path` with `disk` behind it, corrupting reads as
     /// `read_faults` says (from the first request on).
     pub fn listen(path: &Path, disk: Disk, read_faults: ReadFaults) -> Result<DiskPort, VhostUserError> {
@@ -130,88 +121,42 @@ impl DiskPort {
         let mut blk = VirtioBlk::new(disk, cfg);
         blk.set_reads_at_once(true);
         blk.set_read_faults(read_faults);
-        Ok(DiskPort {
-            backend: VhostUserBackend::listen(path, blk)?,
-            pending: BTreeMap::new(),
-            irq_pending: false,
-            completions: Vec::new(),
-        })
+        Port::open(path, blk, Blk::default())
     }
 
     pub fn disk(&self) -> &Disk {
         self.backend.device().disk()
     }
 
-    /// Answers the guest's messages on the disk socket; requests it
-    /// submitted are stamped with `time`, the node's current virtual time
-    /// (the guest is blocked on each kick until it is answered).
-    pub fn service(&mut self, time: u64) -> Result<(), VhostUserError> {
-        for ev in self.backend.handle_readable()? {
-            match ev {
-                DeviceEvent::Kicked { interrupt, .. } => {
-                    let dev = self.backend.device_mut();
-                    for r in dev.take_reads_done() {
-                        self.completions.push(DiskCompletion {
-                            request: DiskRequest::new(r.request, time),
-                            completed: time,
-                            fault: r.fault,
-                        });
-                    }
-                    for id in dev.take_accepted() {
-                        let r = dev
-                            .request(id)
-                            .expect("an accepted request is pending until completed");
-                        self.pending.insert(id, DiskRequest::new(r, time));
-                    }
-                    // Reads, GET_ID and malformed requests completed inside
-                    // the kick.
-                    self.irq_pending |= interrupt;
-                }
-                DeviceEvent::Disconnected => {
-                    // The device reset forgot its chains; the disk keeps the
-                    // requests outstanding until a crash resolves them.
-                    self.pending.clear();
-                    self.irq_pending = false;
-                }
-                DeviceEvent::Connected | DeviceEvent::Ready => {}
-            }
-        }
-        Ok(())
-    }
-
     /// Pending writes and flushes, in submission (= id) order.
     pub fn pending(&self) -> Vec<DiskRequest> {
-        self.pending.values().copied().collect()
+        self.kind.pending.values().copied().collect()
     }
 
     /// Completes pending request `id`, learned by the guest at `t`:
     /// durability effect, status into the driver's buffers, chain onto the
-    /// used ring, and the interrupt marked owed if the driver wants one.
-    /// The caller delivers it while the node is stopped.
+    /// used ring, and the interrupt owed if the driver wants one. The
+    /// caller delivers it while the node is stopped.
     pub fn complete(&mut self, t: u64, id: RequestId) -> Result<DiskCompletion, CompleteError> {
-        let request = *self.pending.get(&id).ok_or(CompleteError::Unknown)?;
+        let request = *self.kind.pending.get(&id).ok_or(CompleteError::Unknown)?;
         let (dev, queues) = self.backend.device_and_queues();
         let done = dev.complete(id, queues);
         if dev.request(id).is_none() {
             // Gone from the device (also when the disk failed it): keep the
             // invariant.
-            self.pending.remove(&id);
+            self.kind.pending.remove(&id);
         }
         let fault = done?;
         if queues.needs_interrupt(REQUEST_QUEUE)? {
-            self.irq_pending = true;
+            self.owe(REQUEST_QUEUE as u16);
         }
-        let c = DiskCompletion {
-            request,
-            completed: t,
-            fault,
-        };
-        self.completions.push(c);
-        Ok(c)
+        Ok(DiskCompletion { request, completed: t, fault })
     }
 
-    pub fn take_completions(&mut self) -> Vec<DiskCompletion> {
-        std::mem::take(&mut self.completions)
+    /// Reads completed at their kicks since the last call, in completion
+    /// order.
+    pub fn take_reads_done(&mut self) -> Vec<DiskCompletion> {
+        std::mem::take(&mut self.kind.reads_done)
     }
 
     /// The disk, out of a device whose guest is gone.

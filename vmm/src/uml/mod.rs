@@ -6,6 +6,22 @@
 //! says so, and the node executes only between a grant from the engine
 //! (the ACK of START, or RUN) and its next WAIT.
 //!
+//! - [`node`]: [`UmlNode`], the node as the engine drives it
+//!   ([`crate::node::NodeRuntime`]); `node/run.rs`: a grant, the wait for
+//!   the node's next message, interrupts delivered to it while stopped;
+//! - `process`: the host process group (spawn, confinement, kill, reap,
+//!   [`kill_all_nodes`]); `procfs`: its memory, from /proc;
+//! - `clock`: our end of the time-travel socket and the node's clock;
+//!   [`timetravel`]: the protocol's messages and the shared page;
+//! - `console`: the console file ([`CONSOLE_FILE`]) and its stamping;
+//! - `port`: one vhost-user device, whatever its kind (`Port`, `PortKind`);
+//!   `devices`: the node's set and the orders they are served and
+//!   interrupted in, with the control line and entropy; `net`
+//!   (virtio-net), `disk` (the data and root disks);
+//! - [`seccomp`], [`host_cpuid`]: what the process may not do, and the
+//!   engine thread's CPUID faulting;
+//! - [`UmlError`]: the host side failed.
+//!
 //! What reaches the guest from the host, and why each is deterministic:
 //! - time: only through the time-travel socket and, with the 7.2 kernel,
 //!   the shared scheduling page ([`timetravel`], [`timetravel::SchedShm`]);
@@ -26,7 +42,7 @@
 //!   guest's random pool from the host's getrandom(2); the guest's entropy
 //!   is a virtio-rng device (`rng.sock`, [`crate::virtio::rng`]) whose
 //!   bytes come from the execution seed, handed out at the guest's kicks;
-//! - the data disk ([`disk`]): requests are accepted while the guest is
+//! - the data disk (`disk`): requests are accepted while the guest is
 //!   blocked on its kick; writes and flushes complete, and every disk
 //!   interrupt is delivered, only while the node is stopped, when the
 //!   engine says so;
@@ -34,11 +50,21 @@
 //!   its random pool, and prints it): everything is relative to the node's
 //!   run directory, its working directory.
 
-pub mod disk;
+mod clock;
+mod console;
+mod devices;
+mod disk;
+mod error;
 pub mod host_cpuid;
+mod net;
 pub mod node;
+mod port;
+mod process;
+mod procfs;
 pub mod seccomp;
 pub mod timetravel;
 
-pub use disk::{DiskCompletion, DiskRequest};
-pub use node::{Delivered, GuestOutput, OutputStream, RunOutcome, TxFrame, UmlConfig, UmlError, UmlNode};
+pub use console::CONSOLE_FILE;
+pub use error::UmlError;
+pub use node::UmlNode;
+pub use process::kill_all_nodes;

@@ -21,11 +21,13 @@
 //! - [`console`]: virtio-console (device id 3), the engine's control line.
 //! - [`rng`]: virtio-rng (device id 4), entropy drawn from the execution
 //!   seed, handed out only when the guest asks.
-//! - [`mmio`]: an adapter to the KVM runtime's virtio-mmio device trait.
+//!
+//! The transports that carry these models are elsewhere: the vhost-user
+//! back end in [`crate::vhost_user`], the virtio-mmio adapter in
+//! [`crate::kvm::mmio_adapter`].
 
 pub mod blk;
 pub mod console;
-pub mod mmio;
 pub mod net;
 pub mod rng;
 

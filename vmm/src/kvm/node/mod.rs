@@ -1,26 +1,13 @@
-//! A KVM microVM as an engine node ([`crate::runtime::NodeRuntime`]): the same
+//! A KVM microVM as an engine node ([`crate::node::NodeRuntime`]): the same
 //! operations, virtio device models and trace events as the user-mode Linux runtime.
 //!
-//! # Devices (virtio-mmio windows, see [`super::virtio_mmio`])
-//! | window | device                                   | IRQ | vector |
-//! |--------|------------------------------------------|-----|--------|
-//! | 0      | virtio-net ([`NetPort`]) to netsim        | 5   | 0x35   |
-//! | 1      | virtio-blk ([`BlkPort`]) over disksim     | 6   | 0x36   |
-//! | 2      | virtio-console: the engine's control line | 7   | 0x37   |
-//! | 3      | virtio-rng: entropy from the seed         | 3   | 0x33   |
-//! | 4      | virtio-blk, read-only: the root image     | 10  | 0x3a   |
-//!
-//! The guest console is the serial port (COM1, `console=ttyS0`); the control line is
-//! a virtio console, `/dev/hvc0` in a Linux guest, exactly as under user-mode Linux,
-//! so the same initramfs and agent run on both. A Linux guest learns the windows from
-//! its command line (`virtio_mmio.device=4K@0xd0000000:5 ...`, see [`kernel_cmdline`]).
-//! The transports inject vector `0x30 + IRQ` directly (KVM_INTERRUPT, no in-kernel
-//! irqchip), the vectors Linux gives legacy IRQs; the timer tick (IRQ 0) and the
-//! serial port (IRQ 4) go through the userspace 8259A ([`super::legacy`]).
+//! - here: [`KvmNode`], its construction and the engine's actions on it;
+//! - `layout`: the machine a Linux guest sees: the device windows and IRQs,
+//!   the kernel command line that announces them.
 //!
 //! # Time model
 //! The node's clock is the [`MicroVm`]'s virtual clock: it advances by a fixed cost per
-//! exit and jumps when the guest halts. A grant ([`KvmNode::grant_at`]) runs the guest
+//! exit and jumps when the guest halts. A grant ([`NodeRuntime::grant`]) runs the guest
 //! from `at` until it halts with nothing due (it then asks to run at its timer's
 //! deadline, or "never" when only an outside event can wake it), powers off, or has
 //! run [`GRANT_SLICE_NS`] of virtual time (it then asks to run again at once, so the
@@ -50,39 +37,31 @@
 //! - Without a PMU a guest spinning without exits is preempted only by the wall-clock
 //!   watchdog (reported as a hang).
 
+mod layout;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use disksim::{Disk, DiskFault, RequestId};
 
 use super::error::KvmError;
-use super::linux::{LinuxBootBuilder, DEFAULT_CMDLINE};
+use super::linux::LinuxBootBuilder;
 use super::ports::{BlkPort, NetPort};
 use super::virtio_mmio::status::DRIVER_OK;
-use super::virtio_mmio::{window_base, Signal, VirtioMmioTransport, WINDOW};
+use super::virtio_mmio::{Signal, VirtioMmioTransport, WINDOW};
 use super::watchdog::Watchdog;
 use super::vm::{MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
-use crate::runtime::{
-    Delivered, DiskCompletion, DiskRequest, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome,
-    TxFrame,
+use crate::node::{
+    Delivered, DiskCompletion, DiskRequest, Grant, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream,
+    RunOutcome, TxFrame, ROOT_DISK_SERIAL,
 };
 use crate::virtio::blk::{BlkConfig, VirtioBlk};
 use crate::virtio::console::{self, VirtioConsole};
-use crate::virtio::mmio::MmioAdapter;
+use super::mmio_adapter::MmioAdapter;
 use crate::virtio::rng::VirtioRng;
 use crate::virtio::DeviceError;
 
-/// Legacy IRQ of each device (vector `0x30 + IRQ`).
-pub const NET_IRQ: u8 = 5;
-pub const BLK_IRQ: u8 = 6;
-pub const CTL_IRQ: u8 = 7;
-/// IRQ 3 is COM2 on a PC; this machine has no COM2 (its ports read as all
-/// ones, so Linux's 8250 driver finds no UART there and never claims it).
-pub const RNG_IRQ: u8 = 3;
-/// The root disk's IRQ: 10 is free on a PC (no ISA card claims it).
-pub const ROOT_IRQ: u8 = 10;
-/// Vector of legacy IRQ 0 in Linux (ISA_IRQ_VECTOR(0)).
-pub const IRQ_VECTOR_BASE: u8 = 0x30;
+pub use layout::*;
 
 /// The most virtual time one grant runs a guest that does not halt.
 pub const GRANT_SLICE_NS: u64 = 1_000_000;
@@ -93,76 +72,26 @@ const RX_BACKLOG: usize = 1024;
 /// What [`KvmNode::requested`] says of a node that waits for an outside event only.
 pub const IDLE: u64 = u64::MAX / 2;
 
-/// Window base of each device.
-pub fn net_base() -> u64 {
-    window_base(0)
-}
-pub fn blk_base() -> u64 {
-    window_base(1)
-}
-pub fn ctl_base() -> u64 {
-    window_base(2)
-}
-pub fn rng_base() -> u64 {
-    window_base(3)
-}
-pub fn root_base() -> u64 {
-    window_base(4)
-}
-
-/// Errors of a KVM node; each names the node (1-based).
+/// Errors of a KVM node; each names the node (1-based). Errors of the engine's
+/// contract that both runtimes share are [`NodeError`]s; this one converts into
+/// [`NodeError::Runtime`].
 #[derive(Debug, thiserror::Error)]
 pub enum KvmNodeError {
     #[error("node {node}: {source}")]
     Kvm { node: u16, source: KvmError },
     #[error("node {node}: virtio device: {source}")]
     Device { node: u16, source: DeviceError },
-    #[error("node {node} has no disk")]
-    NoDisk { node: u16 },
-    #[error("node {node}: disk request {id} is not pending")]
-    UnknownDiskRequest { node: u16, id: RequestId },
-    #[error("node {node} is still running: kill it before taking its disk")]
-    DiskInUse { node: u16 },
-    #[error("node {node}: the disk has {outstanding} outstanding request(s) from a node that lost power")]
-    DiskBusy { node: u16, outstanding: usize },
+}
+
+impl From<KvmNodeError> for NodeError {
+    fn from(e: KvmNodeError) -> NodeError {
+        NodeError::Runtime(Box::new(e))
+    }
 }
 
 type CtlTransport = VirtioMmioTransport<MmioAdapter<VirtioConsole>>;
 type RngTransport = VirtioMmioTransport<MmioAdapter<VirtioRng>>;
 type RootTransport = VirtioMmioTransport<MmioAdapter<VirtioBlk>>;
-
-/// The kernel command line of a Linux node: serial console, no TSC clocksource, no
-/// delay-loop calibration, virtio-mmio windows, then `KEY=value` pairs for init and the extra words.
-pub fn kernel_cmdline(cfg: &NodeConfig, net: bool, blk: bool) -> String {
-    // The TSC reads host time: never a clocksource. lpj: no delay-loop calibration
-    // (it spins until the tick, which a guest without exits never gets).
-    let mut c = format!("{DEFAULT_CMDLINE} tsc=unstable clocksource=jiffies lpj=1000000 rdinit=/init");
-    let mut dev = |base: u64, irq: u8| c.push_str(&format!(" virtio_mmio.device=4K@{base:#x}:{irq}"));
-    if net {
-        dev(net_base(), NET_IRQ);
-    }
-    if blk {
-        dev(blk_base(), BLK_IRQ);
-    }
-    dev(ctl_base(), CTL_IRQ);
-    dev(rng_base(), RNG_IRQ);
-    if cfg.root_disk.is_some() {
-        dev(root_base(), ROOT_IRQ);
-    }
-    for (k, v) in &cfg.init_env {
-        c.push_str(&format!(" {k}={v}"));
-    }
-    for w in &cfg.extra_args {
-        c.push(' ');
-        c.push_str(w);
-    }
-    c
-}
-
-/// Whether `image` is a Linux kernel: a bzImage ("HdrS" at 0x202) or an ELF file.
-pub fn is_linux_kernel(image: &[u8]) -> bool {
-    image.starts_with(b"\x7fELF") || image.get(0x202..0x206) == Some(b"HdrS")
-}
 
 /// One KVM microVM node under the engine.
 pub struct KvmNode {
@@ -174,7 +103,8 @@ pub struct KvmNode {
     blk: bool,
     /// Pending writes and flushes by id, with their submission times.
     pending: BTreeMap<RequestId, DiskRequest>,
-    completions: Vec<DiskCompletion>,
+    /// Reads completed at their QueueNotify exits, for the grant's report.
+    reads_done: Vec<DiskCompletion>,
     /// The disk, once taken out of a dead node's device.
     disk: Option<Disk>,
     /// Stops a grant whose guest runs past the wall-clock watchdog without exits.
@@ -187,7 +117,7 @@ impl KvmNode {
     /// initramfs and [`kernel_cmdline`]; any other file is a flat microVM image (a
     /// guest of vmm/guests, entered at [`super::arch::layout::LOAD_ADDR`] in long
     /// mode), which gets no initrd nor command line.
-    pub fn spawn(cfg: &NodeConfig, disk: Option<Disk>) -> Result<KvmNode, KvmNodeError> {
+    pub fn spawn(cfg: &NodeConfig, disk: Option<Disk>) -> Result<KvmNode, NodeError> {
         let node = cfg.node_id;
         let kvm = |source| KvmNodeError::Kvm { node, source };
         let image = super::vm::read_image(&cfg.kernel).map_err(kvm)?;
@@ -216,7 +146,7 @@ impl KvmNode {
     /// QueueNotify exit and raise their interrupt there, as every device's
     /// here; nothing about them reaches the engine.
     pub fn attach_root_disk(&mut self, image: disksim::BlockStore) {
-        let cfg = BlkConfig { serial: crate::uml::disk::ROOT_DISK_SERIAL.to_vec(), read_only: true, ..BlkConfig::default() };
+        let cfg = BlkConfig { serial: ROOT_DISK_SERIAL.to_vec(), read_only: true, ..BlkConfig::default() };
         let mut blk = VirtioBlk::new(Disk::new(image), cfg);
         blk.set_reads_at_once(true);
         let t: RootTransport =
@@ -234,7 +164,7 @@ impl KvmNode {
         net: bool,
         disk: Option<Disk>,
         entropy_seed: u64,
-    ) -> Result<KvmNode, KvmNodeError> {
+    ) -> Result<KvmNode, NodeError> {
         let mem = vm.memory().clone();
         if net {
             let t = VirtioMmioTransport::new(NetPort::new(id as u8, mem.clone()), IRQ_VECTOR_BASE + NET_IRQ);
@@ -244,7 +174,7 @@ impl KvmNode {
         if let Some(d) = disk {
             let outstanding = d.outstanding().count();
             if outstanding > 0 {
-                return Err(KvmNodeError::DiskBusy { node: id, outstanding });
+                return Err(NodeError::DiskBusy { node: id, outstanding });
             }
             let mut b = VirtioBlk::new(d, BlkConfig::default());
             // Reads complete at their kick, as under user-mode Linux (see
@@ -269,7 +199,7 @@ impl KvmNode {
             net,
             blk,
             pending: BTreeMap::new(),
-            completions: Vec::new(),
+            reads_done: Vec::new(),
             disk: None,
             watchdog: Watchdog::new(vm.stop_flag()),
             vm,
@@ -361,14 +291,37 @@ impl KvmNode {
             reads.extend(blk.take_reads_done().into_iter().map(|r| (req(r.request, time), r.fault)));
             accepted.extend(ids.into_iter().filter_map(|a| blk.request(a.id).map(|r| req(r, a.at_ns))));
         }
-        self.completions.extend(reads.into_iter().map(|(request, fault)| DiskCompletion { request, completed: time, fault }));
+        self.reads_done.extend(reads.into_iter().map(|(request, fault)| DiskCompletion { request, completed: time, fault }));
         self.pending.extend(accepted.into_iter().map(|r| (r.id, r)));
         if let Some(e) = err {
             return Err(self.dev_err(e));
         }
         Ok(())
     }
-    /// One grant (see [`NodeRuntime::grant_at`]), with the watchdog armed.
+    /// Delivers control input that waited for a receive buffer to the stopped
+    /// node at `t` (frames wait in [`NetPort`]'s backlog, drained at the guest's
+    /// own RX kick; every other interrupt was raised at its exit).
+    fn settle(&mut self, t: u64) -> Result<(), NodeError> {
+        let (dev, queues) = self.ctl_port().device_mut().device_and_queues();
+        if !dev.has_input() {
+            return Ok(());
+        }
+        let moved = dev.flush_input(queues).map_err(|e| self.dev_err(e))?;
+        let (_, queues) = self.ctl_port().device_mut().device_and_queues();
+        if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
+            self.ctl_port().raise(Signal { used_buffer: true, config_change: false });
+            self.wake_at(t);
+        }
+        Ok(())
+    }
+
+    /// Frames the guest transmitted since the last call, in order.
+    fn take_tx(&mut self) -> Vec<TxFrame> {
+        let Some(p) = self.net_port() else { return Vec::new() };
+        p.device_mut().take_tx().into_iter().map(|f| TxFrame { time: f.at_ns, bytes: f.frame }).collect()
+    }
+
+    /// One grant's run (see [`NodeRuntime::grant`]); the caller arms the watchdog.
     fn run_grant(&mut self, at: u64, watchdog: Duration, out: &mut Vec<GuestOutput>) -> Result<RunOutcome, NodeError> {
         let began = Instant::now();
         let start = self.vm.advance_halted(at.max(self.requested));
@@ -433,40 +386,28 @@ impl NodeRuntime for KvmNode {
         self.exited
     }
 
-    fn grant_at(
-        &mut self,
-        at: u64,
-        time_of_day: u64,
-        watchdog: Duration,
-        out: &mut Vec<GuestOutput>,
-    ) -> Result<RunOutcome, NodeError> {
+    fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError> {
         assert!(!self.exited, "grant to an exited node");
         self.vm.set_time_of_day(time_of_day);
         self.watchdog.arm(watchdog);
-        let r = self.run_grant(at, watchdog, out);
+        let mut output = Vec::new();
+        let outcome = self.run_grant(at, watchdog, &mut output);
         self.watchdog.disarm();
         // A kick that raced with the end of the grant must not stop the next one.
         self.vm.stop_flag().store(false, std::sync::atomic::Ordering::SeqCst);
-        r
+        let outcome = outcome?;
+        let disk = std::mem::take(&mut self.reads_done);
+        let tx = self.take_tx();
+        if let RunOutcome::Waiting { .. } = outcome {
+            // Control input that waited for a receive buffer reaches it now.
+            self.settle(at)?;
+        }
+        Ok(Grant { outcome, output, disk, tx })
     }
 
-    fn settle(&mut self, t: u64, _watchdog: Duration) -> Result<(), NodeError> {
-        let (dev, queues) = self.ctl_port().device_mut().device_and_queues();
-        if !dev.has_input() {
-            return Ok(());
-        }
-        let moved = dev.flush_input(queues).map_err(|e| self.dev_err(e))?;
-        let (_, queues) = self.ctl_port().device_mut().device_and_queues();
-        if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
-            self.ctl_port().raise(Signal { used_buffer: true, config_change: false });
-            self.wake_at(t);
-        }
-        Ok(())
-    }
-
-    fn send_control(&mut self, t: u64, bytes: &[u8], watchdog: Duration) -> Result<(), NodeError> {
+    fn send_control(&mut self, t: u64, bytes: &[u8], _watchdog: Duration) -> Result<(), NodeError> {
         self.ctl_port().device_mut().device_and_queues().0.push_input(bytes);
-        self.settle(t, watchdog)
+        self.settle(t)
     }
 
     fn deliver_frame(&mut self, t: u64, frame: &[u8], _watchdog: Duration) -> Result<Delivered, NodeError> {
@@ -488,11 +429,6 @@ impl NodeRuntime for KvmNode {
             self.net_port().expect("checked above").raise(Signal { used_buffer: true, config_change: false });
         }
         Ok(if queued { Delivered::Queued } else { Delivered::Now })
-    }
-
-    fn take_tx(&mut self) -> Vec<TxFrame> {
-        let Some(p) = self.net_port() else { return Vec::new() };
-        p.device_mut().take_tx().into_iter().map(|f| TxFrame { time: f.at_ns, bytes: f.frame }).collect()
     }
 
     fn has_disk(&self) -> bool {
@@ -530,9 +466,9 @@ impl NodeRuntime for KvmNode {
 
     fn complete_disk(&mut self, t: u64, id: RequestId, _watchdog: Duration) -> Result<DiskCompletion, NodeError> {
         let node = self.id;
-        let request = *self.pending.get(&id).ok_or(KvmNodeError::UnknownDiskRequest { node, id })?;
+        let request = *self.pending.get(&id).ok_or(NodeError::UnknownDiskRequest { node, id })?;
         let t = self.wake_at(t);
-        let port = self.blk_port().ok_or(KvmNodeError::NoDisk { node })?;
+        let port = self.blk_port().ok_or(NodeError::NoDisk { node })?;
         let done = port.device_mut().complete(id);
         if port.device_mut().blk().request(id).is_none() {
             self.pending.remove(&id);
@@ -541,24 +477,18 @@ impl NodeRuntime for KvmNode {
         if irq {
             self.blk_port().expect("checked above").raise(Signal { used_buffer: true, config_change: false });
         }
-        let c = DiskCompletion { request, completed: t, fault };
-        self.completions.push(c);
-        Ok(c)
-    }
-
-    fn take_disk_completions(&mut self) -> Vec<DiskCompletion> {
-        std::mem::take(&mut self.completions)
+        Ok(DiskCompletion { request, completed: t, fault })
     }
 
     fn take_disk(&mut self) -> Result<Disk, NodeError> {
         let node = self.id;
         if !self.exited {
-            return Err(KvmNodeError::DiskInUse { node }.into());
+            return Err(NodeError::DiskInUse { node });
         }
         if let Some(d) = self.disk.take() {
             return Ok(d);
         }
-        let port = self.blk_port().ok_or(KvmNodeError::NoDisk { node })?;
+        let port = self.blk_port().ok_or(NodeError::NoDisk { node })?;
         let d = port.device_mut().blk_mut().take_disk();
         self.blk = false;
         Ok(d)
@@ -577,60 +507,5 @@ impl NodeRuntime for KvmNode {
     fn kill(&mut self) {
         self.exited = true;
         self.pending.clear();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-
-    fn cfg() -> NodeConfig {
-        NodeConfig {
-            kernel: PathBuf::from("bzImage"),
-            initrd: PathBuf::from("rootfs.cpio"),
-            mem_mb: 256,
-            node_id: 2,
-            run_dir: PathBuf::from("/tmp"),
-            init_env: vec![("NODE_ID".into(), "2".into()), ("PEERS".into(), "n1,n2".into())],
-            extra_args: vec!["quiet".into()],
-            net: true,
-            entropy_seed: 1,
-            read_faults: Default::default(),
-            shared_clock: false,
-            root_disk: None,
-            kernel_faults_cpuid: false,
-        }
-    }
-
-    #[test]
-    fn cmdline_announces_windows_and_init_environment() {
-        let c = kernel_cmdline(&cfg(), true, true);
-        assert!(c.starts_with(DEFAULT_CMDLINE), "{c}");
-        assert!(c.contains("virtio_mmio.device=4K@0xd0000000:5"), "{c}");
-        assert!(c.contains("virtio_mmio.device=4K@0xd0001000:6"), "{c}");
-        assert!(c.contains("virtio_mmio.device=4K@0xd0002000:7"), "{c}");
-        assert!(c.contains("virtio_mmio.device=4K@0xd0003000:3"), "{c}");
-        assert!(c.contains("clocksource=jiffies"), "{c}");
-        assert!(c.ends_with("NODE_ID=2 PEERS=n1,n2 quiet"), "{c}");
-        let c = kernel_cmdline(&cfg(), false, false);
-        assert!(!c.contains(":5") && !c.contains(":6") && c.contains(":7") && c.contains("0xd0003000:3"), "{c}");
-    }
-
-    #[test]
-    fn linux_kernels_are_told_from_flat_images() {
-        let mut bz = vec![0u8; 0x300];
-        bz[0x202..0x206].copy_from_slice(b"HdrS");
-        assert!(is_linux_kernel(&bz));
-        assert!(is_linux_kernel(b"\x7fELF\x02\x01\x01"));
-        assert!(!is_linux_kernel(&[0xfa, 0xf4]));
-        assert!(!is_linux_kernel(&[]));
-    }
-
-    #[test]
-    fn windows_do_not_overlap() {
-        assert_eq!(blk_base() - net_base(), WINDOW);
-        assert_eq!(ctl_base() - blk_base(), WINDOW);
-        assert_eq!(rng_base() - ctl_base(), WINDOW);
     }
 }

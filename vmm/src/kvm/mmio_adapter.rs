@@ -1,25 +1,27 @@
-//! The device models behind the KVM runtime's virtio-mmio transport.
+//! The transport-independent device models of [`crate::virtio`] behind the
+//! KVM runtime's virtio-mmio transport.
 //!
-//! [`crate::kvm::virtio_mmio`] has its own device trait (it hands the
-//! device plain queue addresses at DRIVER_OK and guest memory at each
+//! [`super::virtio_mmio`] has its own device trait (it hands the device
+//! plain queue addresses at DRIVER_OK and guest memory at each
 //! notification). [`MmioAdapter`] implements that trait for any
-//! [`VirtioDevice`] here, so net and blk are written once for both runtimes.
-//! The adapter owns the [`Queues`]; engine actions on the KVM side (deliver
-//! a frame, complete a request) go through [`MmioAdapter::device_and_queues`]
-//! exactly as through the vhost-user back end.
+//! [`VirtioDevice`], so net, blk, console and rng are written once for both
+//! runtimes; the virtio layer knows no transport. The adapter owns the
+//! [`Queues`]; engine actions on the KVM side (deliver a frame, complete a
+//! request) go through [`MmioAdapter::device_and_queues`] exactly as through
+//! the vhost-user back end.
 
 use virtio_queue::QueueT;
 use vm_memory::{GuestAddress, GuestMemoryMmap};
 
-use super::{read_config_padded, Queues, VirtioDevice, VIRTIO_RING_F_EVENT_IDX};
-use crate::kvm::virtio_mmio::{self, QueueConfig, Signal};
+use super::virtio_mmio::{self, QueueConfig, Signal};
+use crate::virtio::{read_config_padded, DeviceError, Queues, VirtioDevice, VIRTIO_RING_F_EVENT_IDX};
 
 /// A [`VirtioDevice`] as a virtio-mmio device model.
 pub struct MmioAdapter<D: VirtioDevice> {
     device: D,
     queues: Queues,
     /// A device error (a guest breaking the protocol), kept for the engine.
-    error: Option<super::DeviceError>,
+    error: Option<DeviceError>,
 }
 
 impl<D: VirtioDevice> MmioAdapter<D> {
@@ -46,7 +48,7 @@ impl<D: VirtioDevice> MmioAdapter<D> {
     }
 
     /// The first device error since the last call, if any.
-    pub fn take_error(&mut self) -> Option<super::DeviceError> {
+    pub fn take_error(&mut self) -> Option<DeviceError> {
         self.error.take()
     }
 }

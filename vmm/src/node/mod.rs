@@ -1,0 +1,175 @@
+//! The node runtime as the engine sees it: the vocabulary both runtimes
+//! share and the one trait over them.
+//!
+//! - [`NodeConfig`] ([`config`]): how to start a node.
+//! - [`NodeRuntime`]: what the engine does with a node; implemented by
+//!   [`crate::uml::UmlNode`] (user-mode Linux) and
+//!   [`crate::kvm::node::KvmNode`] (the KVM microVM), each in its own
+//!   module. [`crate::runtime::spawn`] starts either.
+//! - What a node produces, stamped with its virtual time: [`GuestOutput`]
+//!   (console and control line, [`OutputStream`]), [`TxFrame`] (frames it
+//!   sent), [`DiskRequest`] and [`DiskCompletion`] ([`disk`]: its data
+//!   disk's requests).
+//! - How an engine action ended: [`Grant`] (a grant: its [`RunOutcome`]
+//!   and everything it produced), [`Delivered`] (a frame).
+//! - [`NodeError`] ([`error`]): the host failed, not the guest.
+//!
+//! The engine (checker/src/engine) drives every node through
+//! [`NodeRuntime`] only, so both runtimes see the same actions in the same
+//! order and produce the same kind of trace. The contract every
+//! implementation keeps:
+//! - a node executes only inside [`NodeRuntime::grant`]; outside it, it
+//!   is stopped, and nothing the host does reaches it;
+//! - [`NodeRuntime::requested`] is the earliest virtual time at which the
+//!   node has something to do by itself (its next timer); a node that waits
+//!   only for outside events asks for a time far in the future;
+//! - deliveries, disk completions and control input happen while the node
+//!   is stopped, at a time `t` between its clock and its requested time; the
+//!   node then asks to run at `t` (the interrupt is due).
+
+pub mod config;
+pub mod disk;
+pub mod error;
+
+use std::time::Duration;
+
+use disksim::{Disk, DiskFault, RequestId};
+
+pub use config::NodeConfig;
+pub use disk::{DiskCompletion, DiskRequest, ROOT_DISK_SERIAL};
+pub use error::NodeError;
+
+/// Which of a node's output channels some bytes came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OutputStream {
+    /// The guest console: kernel messages and whatever programs print.
+    Console,
+    /// The control line: replies of the in-guest agent.
+    Control,
+}
+
+/// Bytes a node wrote, stamped with the node's virtual time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestOutput {
+    pub time: u64,
+    pub stream: OutputStream,
+    pub bytes: Vec<u8>,
+}
+
+/// A frame the guest transmitted, stamped with its virtual time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxFrame {
+    pub time: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// What became of a frame handed to [`NodeRuntime::deliver_frame`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivered {
+    /// In the guest's receive queue.
+    Now,
+    /// The guest had no receive buffer; queued until it posts one.
+    Queued,
+    /// The guest's driver is not up (or its backlog is full): lost.
+    Dropped,
+}
+
+/// How a grant ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// The node waits: it wants to run again at `requested` (u64::MAX-ish
+    /// values mean "only when something happens").
+    Waiting { requested: u64 },
+    /// The node ended (poweroff, panic, or killed): its process's exit
+    /// status or signal under user-mode Linux, the power port's status
+    /// under KVM.
+    Exited { status: Option<i32>, signal: Option<i32> },
+    /// The node did not yield within the wall-clock watchdog: a guest busy
+    /// loop (its clock is frozen while it computes) or a stuck host process.
+    Hung { wall: Duration },
+}
+
+/// Everything one grant produced, each list in the order it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// How the grant ended.
+    pub outcome: RunOutcome,
+    /// What the node printed (console and control line), stamped.
+    pub output: Vec<GuestOutput>,
+    /// Disk requests completed during the grant: reads, which complete at
+    /// their kick (writes and flushes complete only when the engine says,
+    /// [`NodeRuntime::complete_disk`]).
+    pub disk: Vec<DiskCompletion>,
+    /// Frames the node transmitted.
+    pub tx: Vec<TxFrame>,
+}
+
+/// What the engine does with a node. See the module docs for the contract.
+pub trait NodeRuntime {
+    /// Waits (wall clock, bounded by `limit`) until the freshly started node
+    /// is ready for its first grant at `start_time`; returns host-side
+    /// start-up output that is not part of the guest's trace.
+    fn wait_connected(&mut self, start_time: u64, limit: Duration) -> Result<Vec<GuestOutput>, NodeError>;
+    /// The virtual time the node wants to run at next.
+    fn requested(&self) -> u64;
+    /// The node has exited (powered off, panicked, killed).
+    fn has_exited(&self) -> bool;
+    /// Lets the node run at `at` (never earlier than it asked) until it waits
+    /// again, exits, or trips the wall-clock watchdog, and returns everything
+    /// the grant produced ([`Grant`]). `time_of_day`: the wall-clock time (ns
+    /// since the Unix epoch) at virtual time 0, the cluster's boot; a node
+    /// booted later (restarted after a power loss) shows that plus virtual
+    /// time, like every other node.
+    ///
+    /// A node that ends the grant waiting is then settled at `at`, still
+    /// inside this call: what is owed to it while it is stopped (control
+    /// input that waited for a buffer, frames that waited for receive
+    /// buffers, the interrupts its own kicks earned) is delivered, so the
+    /// guest asks to run again at once where something reached it.
+    fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError>;
+    /// Sends bytes to the guest's control line at `t` (an interrupt: the
+    /// guest will ask to run at `t`). Bytes the guest has no buffer for yet
+    /// follow at a later stop.
+    fn send_control(&mut self, t: u64, bytes: &[u8], watchdog: Duration) -> Result<(), NodeError>;
+    /// Puts a frame into the guest's receive queue at `t` and interrupts
+    /// the guest, which will then ask to run at `t`.
+    fn deliver_frame(&mut self, t: u64, frame: &[u8], watchdog: Duration) -> Result<Delivered, NodeError>;
+    /// Whether the node has a data disk.
+    fn has_disk(&self) -> bool;
+    /// The data disk, for inspection (its durable store, volatile writes,
+    /// crash-state counts). Completing requests behind the node's back
+    /// breaks its bookkeeping: use [`Self::complete_disk`].
+    fn disk(&self) -> Option<&Disk>;
+    /// Disk writes and flushes the guest submitted and that wait for the
+    /// engine, in submission (= id) order: the completions the engine may
+    /// choose from, in any order. Empty once the node has exited (its
+    /// requests died with it; the disk resolves them in a crash state).
+    fn pending_disk(&self) -> Vec<DiskRequest>;
+    /// Makes pending request `id` suffer `fault` when it completes
+    /// (`disksim::Disk::inject`): a flush that makes nothing durable, a
+    /// write that fails with an I/O error and does not land, or one that
+    /// lands elsewhere. False, changing nothing, when the fault does not fit
+    /// a pending request `id`.
+    fn disk_fault(&mut self, id: RequestId, fault: DiskFault) -> bool;
+    /// Reads are no longer corrupted (`[faults.disk] corrupt_read`; the
+    /// node was spawned with [`NodeConfig::read_faults`]): the quiet period.
+    fn stop_read_faults(&mut self);
+    /// Completes pending disk request `id` at virtual time `t`: applies its
+    /// durability effect to the disk's write log (a completed write is
+    /// volatile; a completed flush makes durable every write completed
+    /// before it was issued), hands the status to the guest's driver and
+    /// delivers the used-buffer interrupt at `t`. Returns the completion for
+    /// the engine's trace (a grant never reports it again).
+    fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, NodeError>;
+    /// Takes the data disk out of a node that is no longer running (after
+    /// [`Self::kill`], or once it exited): the disk as the power loss left
+    /// it, with its write log and the requests that were in flight still
+    /// outstanding. The engine then picks a crash state
+    /// ([`Disk::crash_states`], [`Disk::sample_crash_state`]), applies it
+    /// ([`Disk::apply_crash`]) and may start a fresh node on the result.
+    fn take_disk(&mut self) -> Result<Disk, NodeError>;
+    /// Host memory the node uses, KiB.
+    fn memory_kib(&self) -> u64;
+    /// Powers the node off at once (the engine's "stop the world").
+    fn kill(&mut self);
+}

@@ -1,0 +1,125 @@
+//! One vhost-user device of a user-mode Linux node, whatever its kind:
+//! [`Port`] (its back end and the interrupts owed on it), [`PortKind`] (what
+//! differs between devices: what a kick does), [`DevicePort`] (the uniform
+//! face the node's loops use: poll, serve, raise owed interrupts, collect
+//! their replies).
+//!
+//! Invariant: a device's effects on guest memory happen only while the
+//! guest waits for our reply to its kick (NEED_REPLY) or is stopped; its
+//! interrupts are owed and delivered in-band while the node is stopped, at
+//! a virtual time the engine picks.
+
+use std::collections::BTreeSet;
+use std::os::fd::RawFd;
+use std::path::Path;
+
+use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
+use crate::virtio::VirtioDevice;
+
+/// What one kind of device does with the guest's kicks, beyond answering
+/// them (the device model already processed the queue).
+pub(super) trait PortKind {
+    type Device: VirtioDevice;
+    /// The device, as errors name it.
+    const NAME: &'static str;
+    /// The guest kicked `queue` at virtual time `time` (the node's clock;
+    /// the guest waits for our reply). Returns the queue whose interrupt is
+    /// owed if the driver asked for one.
+    fn kicked(&mut self, dev: &mut Self::Device, queue: u16, time: u64) -> u16;
+    /// The driver disconnected (the device was reset). Returns whether the
+    /// interrupts owed on the device are forgotten with it.
+    fn disconnected(&mut self) -> bool {
+        false
+    }
+}
+
+/// One device of the node: its vhost-user back end, the interrupts owed on
+/// it, and its kind's own state.
+pub(super) struct Port<K: PortKind> {
+    pub backend: VhostUserBackend<K::Device>,
+    /// Queues whose used-buffer interrupt is owed to the guest at its next
+    /// stop, raised in queue order.
+    owed: BTreeSet<u16>,
+    pub kind: K,
+}
+
+impl<K: PortKind> Port<K> {
+    /// Listens on `path` with `device` behind it.
+    pub fn open(path: &Path, device: K::Device, kind: K) -> Result<Port<K>, VhostUserError> {
+        Ok(Port { backend: VhostUserBackend::listen(path, device)?, owed: BTreeSet::new(), kind })
+    }
+
+    /// `queue`'s interrupt is owed at the node's next stop.
+    pub fn owe(&mut self, queue: u16) {
+        self.owed.insert(queue);
+    }
+}
+
+/// A device as the node's loops see it (object-safe, so [`Devices`] can
+/// hand them out in a fixed order).
+pub(super) trait DevicePort {
+    /// The device, as errors name it.
+    fn name(&self) -> &'static str;
+    /// Descriptors to poll for the guest's messages.
+    fn fds(&self) -> Vec<RawFd>;
+    /// Answers everything the guest sent; kicks are stamped with `time`.
+    fn serve(&mut self, time: u64) -> Result<(), VhostUserError>;
+    /// Sends a call for every owed interrupt (none while disconnected:
+    /// they stay owed).
+    fn raise_owed(&mut self) -> Result<(), VhostUserError>;
+    /// Collects the guest's replies to calls; returns the calls still
+    /// unanswered.
+    fn collect_call_replies(&mut self) -> Result<usize, VhostUserError>;
+    /// The descriptor to poll for call replies, while calls are unanswered.
+    fn call_reply_fd(&self) -> Option<RawFd>;
+}
+
+impl<K: PortKind> DevicePort for Port<K> {
+    fn name(&self) -> &'static str {
+        K::NAME
+    }
+
+    fn fds(&self) -> Vec<RawFd> {
+        self.backend.fds()
+    }
+
+    fn serve(&mut self, time: u64) -> Result<(), VhostUserError> {
+        for ev in self.backend.handle_readable()? {
+            match ev {
+                DeviceEvent::Kicked { queue, interrupt } => {
+                    let queue = self.kind.kicked(self.backend.device_mut(), queue, time);
+                    if interrupt {
+                        self.owed.insert(queue);
+                    }
+                }
+                DeviceEvent::Disconnected => {
+                    if self.kind.disconnected() {
+                        self.owed.clear();
+                    }
+                }
+                DeviceEvent::Connected | DeviceEvent::Ready => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn raise_owed(&mut self) -> Result<(), VhostUserError> {
+        if self.backend.is_connected() {
+            for q in std::mem::take(&mut self.owed) {
+                self.backend.send_call(q)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn collect_call_replies(&mut self) -> Result<usize, VhostUserError> {
+        if self.backend.calls_in_flight() > 0 {
+            self.backend.take_call_replies()?;
+        }
+        Ok(self.backend.calls_in_flight())
+    }
+
+    fn call_reply_fd(&self) -> Option<RawFd> {
+        self.backend.call_reply_fd().filter(|_| self.backend.calls_in_flight() > 0)
+    }
+}
