@@ -176,8 +176,29 @@ struct Entry {
     is_call: bool,
 }
 
+/// One key's operations, compiled for the search: the ops that matter, each
+/// with its register step, and the values they name, interned.
+struct Compiled<'a> {
+    ops: Vec<&'a Operation>,
+    steps: Vec<Step>,
+    interner: Interner<'a>,
+}
+
 fn check_key(key: &str, all: &[&Operation], opts: &CheckOptions) -> KeyResult {
-    // Select the ops that matter and compile them.
+    let compiled = compile(all);
+    let n = compiled.ops.len();
+    let ok_count = compiled.ops.iter().filter(|o| o.outcome == Outcome::Ok).count();
+    let entries = time_ordered(&compiled.ops);
+    let search = Search::new(&entries, n);
+    match search.run(&compiled.steps, ok_count, opts.max_steps_per_key) {
+        SearchEnd::Linearizable => KeyResult::Ok(n),
+        SearchEnd::OutOfBudget(s) => KeyResult::Unknown(s),
+        SearchEnd::Violation { prefix } => KeyResult::Violation(explain(key, &compiled, &prefix)),
+    }
+}
+
+/// Selects the ops that matter and compiles them to register steps.
+fn compile<'a>(all: &[&'a Operation]) -> Compiled<'a> {
     let mut interner = Interner { ids: BTreeMap::new(), values: Vec::new() };
     let mut ops: Vec<&Operation> = Vec::new();
     let mut steps: Vec<Step> = Vec::new();
@@ -193,41 +214,48 @@ fn check_key(key: &str, all: &[&Operation], opts: &CheckOptions) -> KeyResult {
         ops.push(o);
         steps.push(step);
     }
-    // An info/pending op whose resulting value no op ever observes (reads it,
-    // or CASes from it) is dropped: if a linearization applies it, removing
-    // it leaves a linearization (nothing after it depended on its value), so
-    // the verdict is unchanged, while each optional op kept would double the
-    // configurations a violation has to rule out.
-    let mut observed = vec![false; interner.values.len() + 1];
-    for st in &steps {
+    let mut compiled = Compiled { ops, steps, interner };
+    drop_unobserved_open_ops(&mut compiled);
+    compiled
+}
+
+/// An info/pending op whose resulting value no op ever observes (reads it,
+/// or CASes from it) is dropped: if a linearization applies it, removing
+/// it leaves a linearization (nothing after it depended on its value), so
+/// the verdict is unchanged, while each optional op kept would double the
+/// configurations a violation has to rule out.
+fn drop_unobserved_open_ops(c: &mut Compiled<'_>) {
+    let mut observed = vec![false; c.interner.values.len() + 1];
+    for st in &c.steps {
         match *st {
             Step::Read(v) | Step::Cas(v, _) => observed[v as usize] = true,
             Step::Write(_) => {}
         }
     }
     let mut kept = 0;
-    for i in 0..ops.len() {
-        let open = ops[i].outcome != Outcome::Ok;
-        let result = match steps[i] {
+    for i in 0..c.ops.len() {
+        let open = c.ops[i].outcome != Outcome::Ok;
+        let result = match c.steps[i] {
             Step::Read(_) => None,
             Step::Write(v) | Step::Cas(_, v) => Some(v),
         };
         if open && result.is_some_and(|v| !observed[v as usize]) {
             continue;
         }
-        ops[kept] = ops[i];
-        steps[kept] = steps[i];
+        c.ops[kept] = c.ops[i];
+        c.steps[kept] = c.steps[i];
         kept += 1;
     }
-    ops.truncate(kept);
-    steps.truncate(kept);
+    c.ops.truncate(kept);
+    c.steps.truncate(kept);
+}
 
+/// The calls and returns in time order. Sort key (time, class, op): class
+/// 0 = call, 1 = return, 2 = call right after the same process's return at
+/// the same time (program order). Calls before returns at equal times =
+/// concurrent.
+fn time_ordered(ops: &[&Operation]) -> Vec<Entry> {
     let n = ops.len();
-    let ok_count = ops.iter().filter(|o| o.outcome == Outcome::Ok).count();
-
-    // Time-ordered entries. Sort key (time, class, op): class 0 = call,
-    // 1 = return, 2 = call right after the same process's return at the same
-    // time (program order). Calls before returns at equal times = concurrent.
     let mut last_ret: BTreeMap<u64, u64> = BTreeMap::new(); // process -> latest ret time
     let mut keyed: Vec<((u64, u8, usize), Entry)> = Vec::with_capacity(2 * n);
     let mut by_call: Vec<usize> = (0..n).collect();
@@ -244,50 +272,48 @@ fn check_key(key: &str, all: &[&Operation], opts: &CheckOptions) -> KeyResult {
         }
     }
     keyed.sort_by_key(|(k, _)| *k);
-    let entries: Vec<Entry> = keyed.into_iter().map(|(_, e)| e).collect();
+    keyed.into_iter().map(|(_, e)| e).collect()
+}
 
-    let search = Search::new(&entries, n);
-    match search.run(&steps, ok_count, opts.max_steps_per_key) {
-        SearchEnd::Linearizable => KeyResult::Ok(n),
-        SearchEnd::OutOfBudget(s) => KeyResult::Unknown(s),
-        SearchEnd::Violation { prefix } => {
-            // Replay the best prefix to report states, then list the candidates.
-            let mut state = 0;
-            let mut linearized = Vec::new();
-            let mut done = vec![false; n];
-            for &i in &prefix {
-                state = steps[i].apply(state).expect("prefix replays");
-                done[i] = true;
-                linearized.push((ops[i].clone(), interner.value(state)));
-            }
-            let first_ret = ops
-                .iter()
-                .enumerate()
-                .filter(|(i, o)| !done[*i] && o.outcome == Outcome::Ok)
-                .filter_map(|(_, o)| o.ret)
-                .min();
-            let mut stuck = Vec::new();
-            for (i, o) in ops.iter().enumerate() {
-                if done[i] || first_ret.is_some_and(|r| o.call > r) {
-                    continue;
-                }
-                if steps[i].apply(state).is_some() {
-                    // Could step, but every continuation from there failed too.
-                    if o.outcome == Outcome::Ok {
-                        stuck.push(((*o).clone(), "fits here, but no linearization continues after it".to_string()));
-                    }
-                    continue;
-                }
-                let why = match &o.op {
-                    Op::Read { .. } => format!("reads a value the register does not hold ({})", show(interner.value(state).as_ref())),
-                    Op::Cas { from, .. } => format!("cas expects {from} but the register holds {}", show(interner.value(state).as_ref())),
-                    Op::Write { .. } => unreachable!("a write always applies"),
-                };
-                stuck.push(((*o).clone(), why));
-            }
-            KeyResult::Violation(Violation { key: key.to_string(), linearized, stuck, key_ops: n })
-        }
+/// Replays the search's best prefix to report the register's states, then
+/// lists the ops that could have come next and why none fits.
+fn explain(key: &str, c: &Compiled<'_>, prefix: &[usize]) -> Violation {
+    let (ops, steps, interner) = (&c.ops, &c.steps, &c.interner);
+    let n = ops.len();
+    let mut state = 0;
+    let mut linearized = Vec::new();
+    let mut done = vec![false; n];
+    for &i in prefix {
+        state = steps[i].apply(state).expect("prefix replays");
+        done[i] = true;
+        linearized.push((ops[i].clone(), interner.value(state)));
     }
+    let first_ret = ops
+        .iter()
+        .enumerate()
+        .filter(|(i, o)| !done[*i] && o.outcome == Outcome::Ok)
+        .filter_map(|(_, o)| o.ret)
+        .min();
+    let mut stuck = Vec::new();
+    for (i, o) in ops.iter().enumerate() {
+        if done[i] || first_ret.is_some_and(|r| o.call > r) {
+            continue;
+        }
+        if steps[i].apply(state).is_some() {
+            // Could step, but every continuation from there failed too.
+            if o.outcome == Outcome::Ok {
+                stuck.push(((*o).clone(), "fits here, but no linearization continues after it".to_string()));
+            }
+            continue;
+        }
+        let why = match &o.op {
+            Op::Read { .. } => format!("reads a value the register does not hold ({})", show(interner.value(state).as_ref())),
+            Op::Cas { from, .. } => format!("cas expects {from} but the register holds {}", show(interner.value(state).as_ref())),
+            Op::Write { .. } => unreachable!("a write always applies"),
+        };
+        stuck.push(((*o).clone(), why));
+    }
+    Violation { key: key.to_string(), linearized, stuck, key_ops: n }
 }
 
 /// Memo of configurations seen: (Zobrist hash of the linearized set, state)
@@ -469,293 +495,4 @@ impl<'a> Search<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::history::Value;
-
-    fn v(i: i64) -> Option<Value> {
-        Some(Value::Int(i))
-    }
-
-    fn verdict(h: &History) -> CheckResult {
-        check(h, &CheckOptions::default()).unwrap()
-    }
-
-    fn violation(h: &History) -> Violation {
-        match verdict(h) {
-            CheckResult::Violation(v) => v,
-            other => panic!("expected a violation, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn empty_history_is_linearizable() {
-        assert_eq!(verdict(&History::new()), CheckResult::Ok { keys: 0, ops: 0 });
-    }
-
-    #[test]
-    fn sequential_valid() {
-        let mut h = History::new();
-        h.invoke(1, 0, Op::read("x", None)).ok(1, 1, Op::read("x", None));
-        h.invoke(1, 2, Op::write("x", 1)).ok(1, 3, Op::write("x", 1));
-        h.invoke(2, 4, Op::read("x", None)).ok(2, 5, Op::read("x", v(1)));
-        h.invoke(2, 6, Op::cas("x", 1, 2)).ok(2, 7, Op::cas("x", 1, 2));
-        h.invoke(1, 8, Op::read("x", None)).ok(1, 9, Op::read("x", v(2)));
-        assert_eq!(verdict(&h), CheckResult::Ok { keys: 1, ops: 5 });
-    }
-
-    #[test]
-    fn stale_read_is_a_violation() {
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 1)).ok(1, 10, Op::write("x", 1));
-        h.invoke(1, 20, Op::write("x", 2)).ok(1, 30, Op::write("x", 2));
-        h.invoke(2, 40, Op::read("x", None)).ok(2, 50, Op::read("x", v(1)));
-        let v = violation(&h);
-        assert_eq!(v.key, "x");
-        assert_eq!(v.linearized.len(), 2);
-        assert_eq!(v.stuck.len(), 1);
-        assert_eq!(v.stuck[0].0.id, 2);
-        let text = v.to_string();
-        let expected = "key \"x\" is not linearizable (3 ops on it).
-Longest linearizable prefix (2 ops):
-    1. #0 p1 write x := 1 [0..10 ns] ok  => 1
-    2. #1 p1 write x := 2 [20..30 ns] ok  => 2
-With the register at 2, no op can come next:
-  #2 p2 read x -> 1 [40..50 ns] ok: reads a value the register does not hold (2)
-";
-        assert_eq!(text, expected);
-        assert!(text.contains("key \"x\" is not linearizable"), "{text}");
-        assert!(text.contains("read x -> 1"), "{text}");
-        assert!(text.contains("With the register at 2"), "{text}");
-    }
-
-    #[test]
-    fn long_prefixes_are_shortened_in_text() {
-        let mut h = History::new();
-        for i in 0..30 {
-            h.invoke(1, 10 * i, Op::write("x", i as i64)).ok(1, 10 * i + 1, Op::write("x", i as i64));
-        }
-        h.invoke(2, 1000, Op::read("x", None)).ok(2, 1001, Op::read("x", v(3)));
-        let bad = violation(&h);
-        assert_eq!(bad.linearized.len(), 30);
-        let text = bad.to_string();
-        assert!(text.contains("... 10 earlier ops ..."), "{text}");
-        assert!(text.contains(" 30. #29 p1 write x := 29"), "{text}");
-        assert!(!text.contains("write x := 9 "), "{text}");
-    }
-
-    #[test]
-    fn lost_write_is_a_violation() {
-        // Two acknowledged writes, then reads see the first one forever: the
-        // second write was lost. Concurrent writes, so either order is allowed,
-        // but the reads disagree with each other.
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 1)).invoke(2, 1, Op::write("x", 2));
-        h.ok(1, 10, Op::write("x", 1)).ok(2, 11, Op::write("x", 2));
-        h.invoke(3, 20, Op::read("x", None)).ok(3, 21, Op::read("x", v(2)));
-        h.invoke(3, 30, Op::read("x", None)).ok(3, 31, Op::read("x", v(1)));
-        let bad = violation(&h);
-        assert_eq!(bad.linearized.len(), 3, "{bad}");
-        assert_eq!(bad.stuck[0].0.op, Op::read("x", v(1)));
-    }
-
-    #[test]
-    fn cas_anomaly_is_a_violation() {
-        // Two CAS 0->1 and 0->2 both succeed: impossible for a register.
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 0)).ok(1, 1, Op::write("x", 0));
-        h.invoke(1, 2, Op::cas("x", 0, 1)).invoke(2, 3, Op::cas("x", 0, 2));
-        h.ok(1, 10, Op::cas("x", 0, 1)).ok(2, 11, Op::cas("x", 0, 2));
-        let v = violation(&h);
-        assert!(v.to_string().contains("cas expects 0"), "{v}");
-    }
-
-    #[test]
-    fn failed_cas_never_happened() {
-        // The cas failed, so the read of 5 is impossible.
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 0)).ok(1, 1, Op::write("x", 0));
-        h.invoke(1, 2, Op::cas("x", 0, 5)).fail(1, 3, Op::cas("x", 0, 5));
-        h.invoke(2, 4, Op::read("x", None)).ok(2, 5, Op::read("x", v(5)));
-        violation(&h);
-        // And a failed write is equally absent.
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 7)).fail(1, 3, Op::write("x", 7));
-        h.invoke(2, 4, Op::read("x", None)).ok(2, 5, Op::read("x", None));
-        assert!(verdict(&h).is_ok());
-    }
-
-    #[test]
-    fn concurrent_overlapping_ops() {
-        // Read overlaps the write: may see old or new value.
-        for seen in [None, v(1)] {
-            let mut h = History::new();
-            h.invoke(1, 0, Op::write("x", 1)).invoke(2, 5, Op::read("x", None));
-            h.ok(2, 8, Op::read("x", seen.clone())).ok(1, 10, Op::write("x", 1));
-            assert!(verdict(&h).is_ok(), "seen {seen:?}");
-        }
-        // Three concurrent writes and reads that need a particular order
-        // (3, then 1, then 2) inside the overlap.
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 1)).invoke(2, 0, Op::write("x", 2)).invoke(3, 0, Op::write("x", 3));
-        h.invoke(4, 1, Op::read("x", None)).ok(4, 2, Op::read("x", v(3)));
-        h.invoke(4, 3, Op::read("x", None)).ok(4, 4, Op::read("x", v(1)));
-        h.invoke(4, 5, Op::read("x", None)).ok(4, 6, Op::read("x", v(2)));
-        h.ok(1, 10, Op::write("x", 1)).ok(2, 10, Op::write("x", 2)).ok(3, 10, Op::write("x", 3));
-        assert!(verdict(&h).is_ok());
-        // ...but 3 cannot come back after 1 and 2 are both read since 3's write
-        // was read first: 3,1,2,3 would need write 3 twice.
-        h.invoke(4, 7, Op::read("x", None)).ok(4, 8, Op::read("x", v(3)));
-        violation(&h);
-    }
-
-    #[test]
-    fn equal_timestamps_are_concurrent_across_processes() {
-        // p1's write returns at 10, p2's read is called at 10: concurrent, so
-        // reading the old value is fine.
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 1)).ok(1, 10, Op::write("x", 1));
-        h.invoke(2, 10, Op::read("x", None)).ok(2, 12, Op::read("x", None));
-        assert!(verdict(&h).is_ok());
-        // Same process at the same instant: program order holds.
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 1)).ok(1, 10, Op::write("x", 1));
-        h.invoke(1, 10, Op::read("x", None)).ok(1, 12, Op::read("x", None));
-        violation(&h);
-    }
-
-    #[test]
-    fn info_write_may_have_happened() {
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 1)).info(1, 5, Op::write("x", 1));
-        h.invoke(2, 10, Op::read("x", None)).ok(2, 11, Op::read("x", v(1)));
-        assert!(verdict(&h).is_ok());
-    }
-
-    #[test]
-    fn info_write_may_not_have_happened() {
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 1)).info(1, 5, Op::write("x", 1));
-        h.invoke(2, 10, Op::read("x", None)).ok(2, 11, Op::read("x", None));
-        assert!(verdict(&h).is_ok());
-    }
-
-    #[test]
-    fn info_write_may_take_effect_late() {
-        // The info write takes effect after the first read, long after the
-        // client gave up: still allowed.
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 1)).info(1, 5, Op::write("x", 1));
-        h.invoke(2, 10, Op::read("x", None)).ok(2, 11, Op::read("x", None));
-        h.invoke(2, 20, Op::read("x", None)).ok(2, 21, Op::read("x", v(1)));
-        assert!(verdict(&h).is_ok());
-        // But not before it was invoked.
-        let mut h = History::new();
-        h.invoke(2, 0, Op::read("x", None)).ok(2, 1, Op::read("x", v(1)));
-        h.invoke(1, 5, Op::write("x", 1)).info(1, 6, Op::write("x", 1));
-        violation(&h);
-    }
-
-    #[test]
-    fn info_cas_with_failed_precondition_is_fine() {
-        // A pending cas whose precondition never holds just never happened.
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 1)).ok(1, 1, Op::write("x", 1));
-        h.invoke(2, 2, Op::cas("x", 9, 10)); // pending forever
-        h.invoke(3, 3, Op::read("x", None)).ok(3, 4, Op::read("x", v(1)));
-        assert!(verdict(&h).is_ok());
-    }
-
-    #[test]
-    fn info_ops_cannot_take_effect_twice() {
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 0)).ok(1, 1, Op::write("x", 0));
-        h.invoke(2, 2, Op::write("x", 1)).info(2, 3, Op::write("x", 1));
-        h.invoke(3, 4, Op::read("x", None)).ok(3, 5, Op::read("x", v(1)));
-        h.invoke(3, 6, Op::write("x", 0)).ok(3, 7, Op::write("x", 0));
-        h.invoke(3, 8, Op::read("x", None)).ok(3, 9, Op::read("x", v(1)));
-        let v = violation(&h);
-        assert_eq!(v.linearized.len(), 4, "{v}");
-    }
-
-    #[test]
-    fn unobserved_info_writes_do_not_blow_up_the_search() {
-        // 60 crashed writes nobody ever reads, then a stale read: without
-        // dropping them, refuting 2^60 subsets would never finish.
-        let mut h = History::new();
-        h.invoke(0, 0, Op::write("x", 1)).ok(0, 1, Op::write("x", 1));
-        for p in 1..=60u64 {
-            h.invoke(p, 2, Op::write("x", 100 + p as i64)).info(p, 3, Op::write("x", 100 + p as i64));
-        }
-        h.invoke(0, 10, Op::write("x", 2)).ok(0, 11, Op::write("x", 2));
-        h.invoke(0, 12, Op::read("x", None)).ok(0, 13, Op::read("x", v(1)));
-        let r = check(&h, &CheckOptions { max_steps_per_key: 10_000 }).unwrap();
-        assert!(matches!(r, CheckResult::Violation(_)), "{r:?}");
-        // An observed one is kept and may explain a read.
-        h.invoke(0, 14, Op::read("x", None)).ok(0, 15, Op::read("x", v(107)));
-        let r = check(&h, &CheckOptions { max_steps_per_key: 10_000 }).unwrap();
-        assert!(matches!(r, CheckResult::Violation(_)), "still stale at 13: {r:?}");
-    }
-
-    #[test]
-    fn info_write_observed_by_a_cas_is_kept() {
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 5)).info(1, 1, Op::write("x", 5));
-        h.invoke(2, 2, Op::cas("x", 5, 6)).ok(2, 3, Op::cas("x", 5, 6));
-        h.invoke(2, 4, Op::read("x", None)).ok(2, 5, Op::read("x", v(6)));
-        assert!(verdict(&h).is_ok());
-    }
-
-    #[test]
-    fn info_reads_are_ignored() {
-        let mut h = History::new();
-        h.invoke(1, 0, Op::read("x", None)).info(1, 5, Op::read("x", None));
-        h.invoke(2, 6, Op::read("x", None)); // pending read
-        assert_eq!(verdict(&h), CheckResult::Ok { keys: 1, ops: 0 });
-    }
-
-    #[test]
-    fn keys_are_independent_and_reported_in_order() {
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("b", 1)).ok(1, 1, Op::write("b", 1));
-        h.invoke(1, 2, Op::write("a", 1)).ok(1, 3, Op::write("a", 1));
-        h.invoke(1, 4, Op::read("b", None)).ok(1, 5, Op::read("b", v(1)));
-        h.invoke(1, 6, Op::read("a", None)).ok(1, 7, Op::read("a", v(1)));
-        assert_eq!(verdict(&h), CheckResult::Ok { keys: 2, ops: 4 });
-        h.invoke(1, 8, Op::read("b", None)).ok(1, 9, Op::read("b", v(2)));
-        h.invoke(1, 10, Op::read("c", None)).ok(1, 11, Op::read("c", v(2)));
-        assert_eq!(violation(&h).key, "b");
-    }
-
-    #[test]
-    fn string_values() {
-        let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", "a")).ok(1, 1, Op::write("x", "a"));
-        h.invoke(1, 2, Op::read("x", None)).ok(1, 3, Op::read("x", Some("a".into())));
-        assert!(verdict(&h).is_ok());
-        h.invoke(1, 4, Op::read("x", None)).ok(1, 5, Op::read("x", Some("b".into())));
-        violation(&h);
-    }
-
-    #[test]
-    fn budget_gives_unknown() {
-        let mut h = History::new();
-        for p in 0..6 {
-            h.invoke(p, 0, Op::write("x", p as i64));
-        }
-        for p in 0..6 {
-            h.ok(p, 10, Op::write("x", p as i64));
-        }
-        h.invoke(9, 11, Op::read("x", None)).ok(9, 12, Op::read("x", v(99)));
-        let r = check(&h, &CheckOptions { max_steps_per_key: 5 }).unwrap();
-        assert_eq!(r, CheckResult::Unknown { key: "x".into(), steps: 5 });
-        assert!(matches!(verdict(&h), CheckResult::Violation(_)));
-    }
-
-    #[test]
-    fn history_errors_propagate() {
-        let mut h = History::new();
-        h.ok(1, 1, Op::write("x", 1));
-        assert!(check(&h, &CheckOptions::default()).is_err());
-    }
-}
+mod tests;

@@ -233,25 +233,7 @@ impl MicroVm {
         let state_path = dir.join("state.bin");
         let buf = fs::read(&state_path).map_err(io("read", &state_path))?;
         let p = state_path.as_path();
-        if buf.len() < 8 || &buf[..8] != MAGIC {
-            return Err(bad(p, "wrong magic or version".into()));
-        }
-        let mut rest = &buf[8..];
-        let mut sections: Vec<&[u8]> = Vec::new();
-        while !rest.is_empty() {
-            if rest.len() < 8 {
-                return Err(bad(p, "truncated section header".into()));
-            }
-            let n = u64::from_le_bytes(rest[..8].try_into().unwrap()) as usize;
-            if rest.len() < 8 + n {
-                return Err(bad(p, "truncated section".into()));
-            }
-            sections.push(&rest[8..8 + n]);
-            rest = &rest[8 + n..];
-        }
-        if sections.len() != 14 {
-            return Err(bad(p, format!("{} sections, expected 14", sections.len())));
-        }
+        let sections = split_sections(&buf, p)?;
         let [mem_size, exit_cost_ns] = read_words::<2>(sections[0], p, "config")?;
         let config = VmConfig { mem_size, exit_cost_ns };
 
@@ -263,7 +245,16 @@ impl MicroVm {
         }
         let mem = private_file_memory(file, mem_size)?;
         let mut vm = MicroVm::create(config, mem)?;
+        vm.restore_vcpu(&sections, p)?;
+        vm.bus.restore(sections[8])?;
+        vm.restore_engine_state(&sections, p)?;
+        Ok(vm)
+    }
 
+    /// Sections 1-7: CPUID, registers, special registers, FPU, MSRs, vCPU
+    /// events and XCRs, set in the order KVM needs them (sregs before MSRs,
+    /// regs after).
+    fn restore_vcpu(&mut self, sections: &[&[u8]], p: &Path) -> Result<()> {
         let esz = std::mem::size_of::<kvm_cpuid_entry2>();
         if !sections[1].len().is_multiple_of(esz) {
             return Err(bad(p, "cpuid section size".into()));
@@ -272,13 +263,13 @@ impl MicroVm {
             .chunks(esz)
             .map(|c| pod_read(c, p, "cpuid entry"))
             .collect::<Result<_>>()?;
-        vm.cpuid = CpuId::from_entries(&entries).map_err(|e| bad(p, format!("cpuid: {e:?}")))?;
-        vm.vcpu.set_cpuid2(&vm.cpuid).map_err(ioctl("KVM_SET_CPUID2"))?;
+        self.cpuid = CpuId::from_entries(&entries).map_err(|e| bad(p, format!("cpuid: {e:?}")))?;
+        self.vcpu.set_cpuid2(&self.cpuid).map_err(ioctl("KVM_SET_CPUID2"))?;
 
         let regs: kvm_regs = pod_read(sections[2], p, "regs")?;
         let sregs: kvm_sregs = pod_read(sections[3], p, "sregs")?;
         let fpu: kvm_fpu = pod_read(sections[4], p, "fpu")?;
-        vm.vcpu.set_sregs(&sregs).map_err(ioctl("KVM_SET_SREGS"))?;
+        self.vcpu.set_sregs(&sregs).map_err(ioctl("KVM_SET_SREGS"))?;
         if !sections[5].len().is_multiple_of(12) {
             return Err(bad(p, "msr section size".into()));
         }
@@ -292,39 +283,69 @@ impl MicroVm {
             .collect();
         if !msrs.is_empty() {
             let m = Msrs::from_entries(&msrs).map_err(|e| bad(p, format!("msrs: {e:?}")))?;
-            let n = vm.vcpu.set_msrs(&m).map_err(ioctl("KVM_SET_MSRS"))?;
+            let n = self.vcpu.set_msrs(&m).map_err(ioctl("KVM_SET_MSRS"))?;
             if n != msrs.len() {
                 return Err(bad(p, format!("KVM_SET_MSRS set {n} of {} MSRs", msrs.len())));
             }
         }
-        vm.vcpu.set_regs(&regs).map_err(ioctl("KVM_SET_REGS"))?;
-        vm.vcpu.set_fpu(&fpu).map_err(ioctl("KVM_SET_FPU"))?;
+        self.vcpu.set_regs(&regs).map_err(ioctl("KVM_SET_REGS"))?;
+        self.vcpu.set_fpu(&fpu).map_err(ioctl("KVM_SET_FPU"))?;
         if !sections[7].is_empty() {
             let xcrs: kvm_xcrs = pod_read(sections[7], p, "xcrs")?;
-            vm.vcpu.set_xcrs(&xcrs).map_err(ioctl("KVM_SET_XCRS"))?;
+            self.vcpu.set_xcrs(&xcrs).map_err(ioctl("KVM_SET_XCRS"))?;
         }
         if !sections[6].is_empty() {
             let ev: kvm_vcpu_events = pod_read(sections[6], p, "vcpu events")?;
-            vm.vcpu.set_vcpu_events(&ev).map_err(ioctl("KVM_SET_VCPU_EVENTS"))?;
+            self.vcpu.set_vcpu_events(&ev).map_err(ioctl("KVM_SET_VCPU_EVENTS"))?;
         }
-        vm.bus.restore(sections[8])?;
+        Ok(())
+    }
+
+    /// Sections 9-13: the virtual clock, pending interrupts and halt state,
+    /// exit statistics, the trace digest and the MMIO counters.
+    fn restore_engine_state(&mut self, sections: &[&[u8]], p: &Path) -> Result<()> {
+        let exit_cost_ns = self.config.exit_cost_ns;
         let [now] = read_words::<1>(sections[9], p, "clock")?;
-        vm.clock = VirtualClock::new(exit_cost_ns);
-        vm.clock.jump_to(now);
+        self.clock = VirtualClock::new(exit_cost_ns);
+        self.clock.jump_to(now);
         let sec = sections[10];
         if sec.len() != 33 || sec[32] > 1 {
             return Err(bad(p, "pending interrupt section".into()));
         }
-        vm.pending = super::vm::PendingIrqs(read_words::<4>(&sec[..32], p, "pending interrupts")?);
-        vm.halted = sec[32] == 1;
-        vm.stats = ExitStats::from_words(read_words::<7>(sections[11], p, "stats")?);
+        self.pending = super::vm::PendingIrqs(read_words::<4>(&sec[..32], p, "pending interrupts")?);
+        self.halted = sec[32] == 1;
+        self.stats = ExitStats::from_words(read_words::<7>(sections[11], p, "stats")?);
         if sections[12].len() != 32 {
             return Err(bad(p, "trace digest size".into()));
         }
-        vm.trace = Sha256::new();
-        vm.trace.update(sections[12]);
+        self.trace = Sha256::new();
+        self.trace.update(sections[12]);
         let [unclaimed] = read_words::<1>(sections[13], p, "mmio")?;
-        vm.mmio.unclaimed = unclaimed;
-        Ok(vm)
+        self.mmio.unclaimed = unclaimed;
+        Ok(())
     }
+}
+
+/// The state file after its magic: 14 length-prefixed sections.
+fn split_sections<'a>(buf: &'a [u8], p: &Path) -> Result<Vec<&'a [u8]>> {
+    if buf.len() < 8 || &buf[..8] != MAGIC {
+        return Err(bad(p, "wrong magic or version".into()));
+    }
+    let mut rest = &buf[8..];
+    let mut sections: Vec<&[u8]> = Vec::new();
+    while !rest.is_empty() {
+        if rest.len() < 8 {
+            return Err(bad(p, "truncated section header".into()));
+        }
+        let n = u64::from_le_bytes(rest[..8].try_into().unwrap()) as usize;
+        if rest.len() < 8 + n {
+            return Err(bad(p, "truncated section".into()));
+        }
+        sections.push(&rest[8..8 + n]);
+        rest = &rest[8 + n..];
+    }
+    if sections.len() != 14 {
+        return Err(bad(p, format!("{} sections, expected 14", sections.len())));
+    }
+    Ok(sections)
 }
