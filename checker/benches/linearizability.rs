@@ -40,8 +40,7 @@ fn simulate(seed: u64, n_ops: usize, procs: u64, keys: usize) -> Vec<SimOp> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut free_at: Vec<u64> = (0..procs).map(|_| r(&mut rng, 100)).collect();
     let mut ops = Vec::with_capacity(n_ops);
-    let mut next_value = 1i64;
-    for _ in 0..n_ops {
+    for next_value in (1i64..).take(n_ops) {
         let p = (0..procs as usize).min_by_key(|&p| (free_at[p], p)).unwrap();
         let call = free_at[p];
         let lin = call + 1 + r(&mut rng, 1000);
@@ -63,7 +62,6 @@ fn simulate(seed: u64, n_ops: usize, procs: u64, keys: usize) -> Vec<SimOp> {
             cas_from: 0,
             result: None,
         });
-        next_value += 1;
     }
     // Apply at linearization points.
     let mut order: Vec<usize> = (0..ops.len()).collect();

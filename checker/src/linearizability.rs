@@ -367,9 +367,9 @@ impl<'a> Search<'a> {
         let mut next = vec![NIL; len + 1];
         let mut prev = vec![NIL; len + 1];
         let mut p = head;
-        for i in 0..len {
+        for (i, back) in prev.iter_mut().enumerate().take(len) {
             next[p] = i;
-            prev[i] = p;
+            *back = p;
             p = i;
         }
         let mut pos = vec![(NIL, None); n_ops];

@@ -372,9 +372,9 @@ fn build_in(work: &Path, series: KernelSeries, tarball: &Path, version: &str, qu
 fn verify_config(config: &str) -> Result<()> {
     let mut lost = Vec::new();
     for line in CONFIG_FRAGMENT.lines().map(str::trim) {
-        let wanted = if line.starts_with("CONFIG_") {
-            line.to_string()
-        } else if line.starts_with("# CONFIG_") && line.ends_with(" is not set") {
+        let wanted = if line.starts_with("CONFIG_")
+            || (line.starts_with("# CONFIG_") && line.ends_with(" is not set"))
+        {
             line.to_string()
         } else {
             continue;

@@ -120,7 +120,7 @@ pub fn add_to_key(source: &Source, cluster_file: &Path, key: &mut KeyHasher) -> 
     match source {
         Source::Layout { dir, tag } => {
             let (_, manifest) = pick_manifest(dir, tag.as_deref()).map_err(bad)?;
-            key.add_str("oci").add_str(&manifest.digest().to_string());
+            key.add_str("oci").add_str(manifest.digest().as_ref());
         }
         Source::DockerArchive { file } => {
             let sum = sha256_file(file).map_err(|e| bad(format!("cannot read it: {e}")))?;

@@ -233,7 +233,7 @@ fn container_start(root: &Path, cluster: &Cluster, config: &RunConfig) -> Result
 fn program_of(command: &str) -> Option<&str> {
     command
         .split_whitespace()
-        .find(|w| !(w.contains('=') && !w.starts_with('/')))
+        .find(|w| !w.contains('=') || w.starts_with('/'))
         .filter(|w| w.starts_with('/'))
         .map(|w| w.trim_end_matches(';'))
 }

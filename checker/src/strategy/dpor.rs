@@ -497,7 +497,7 @@ mod tests {
         assert!(d.begin_execution());
         assert_eq!(d.choose(&[a.clone(), b.clone()]), Ok(Some(0)));
         assert!(d.begin_execution());
-        let err = d.choose(&[b.clone()]).unwrap_err();
+        let err = d.choose(std::slice::from_ref(&b)).unwrap_err();
         assert!(matches!(err, DporError::Diverged { step: 0, .. }));
         assert!(err.to_string().contains("nondeterminism"));
     }
