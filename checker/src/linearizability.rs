@@ -20,7 +20,12 @@
 //! in program order.
 
 use crate::history::{History, HistoryError, Op, Operation, Outcome, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+/// [`Memo`] is only looked up, never iterated, so its order cannot leak
+/// (clippy.toml's determinism guard).
+#[allow(clippy::disallowed_types)]
+type LookupMap<K, V> = std::collections::HashMap<K, V>;
 use std::fmt;
 
 /// Limits for one check.
@@ -323,7 +328,7 @@ fn explain(key: &str, c: &Compiled<'_>, prefix: &[usize]) -> Violation {
 /// configurations look equal. HashMap for lookup only: never iterated.
 #[derive(Default)]
 struct Memo {
-    map: HashMap<(u64, State), Vec<Box<[u64]>>>,
+    map: LookupMap<(u64, State), Vec<Box<[u64]>>>,
 }
 
 impl Memo {
