@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use checker::engine::ExecutionResult;
+use engine::ExecutionResult;
 use checker::failure_file::{self, FailureRecord};
 use checker::report;
-use checker::strategy::Decision;
-use checker::trace::EventKind;
+use engine::strategy::Decision;
+use engine::trace::EventKind;
 
 use crate::cluster::Cluster;
 

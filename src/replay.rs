@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Result;
-use checker::engine::{ExecutionResult, ExploreSpec, Failure, RuntimeKind};
+use engine::{ExecutionResult, ExploreSpec, Failure, RuntimeKind};
 use checker::failure_file::{self, FailureRecord, Shrunk};
 use checker::shrink;
-use checker::strategy::{Decision, Guided};
+use checker::strategy::Guided;
+use engine::strategy::Decision;
 use serde::Serialize;
 
 use crate::cluster::Cluster;

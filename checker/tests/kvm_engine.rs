@@ -10,10 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use checker::engine::{self, ExecutionSpec, ExploreSpec, NetworkSpec, RuntimeKind, Verdict};
-use checker::engine::DiskSpec;
-use checker::strategy::{ActionKind, KindWeights, RandomWalk, Strategy};
-use checker::trace::EventKind;
+use checker::strategy::{KindWeights, RandomWalk};
+use engine::strategy::{ActionKind, Strategy};
+use engine::trace::EventKind;
+use engine::{DiskSpec, ExecutionSpec, ExploreSpec, NetworkSpec, RuntimeKind, Verdict};
 
 fn kvm_available(test: &str) -> bool {
     match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
@@ -41,7 +41,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         seed,
         scratch: scratch.to_path_buf(),
         network: Some(NetworkSpec { config: Default::default(), scheduled: vec![], capture: false }),
-        history_node: None,
+        history: None,
         disk: None,
         explore: ExploreSpec::default(),
         runtime: RuntimeKind::Kvm,

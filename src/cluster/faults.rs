@@ -4,7 +4,7 @@
 //! [`DiskFaultRates`]. Pauses and clock faults are in `node_faults`, the
 //! network and partitions in `network`.
 
-use checker::engine::{DiskFaultRates, ExploreSpec};
+use engine::{DiskFaultRates, ExploreSpec};
 use serde::Deserialize;
 
 use super::network::PartitionSection;

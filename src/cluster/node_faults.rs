@@ -7,7 +7,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use checker::engine::{ClockSpec, PauseSpec, StrobeSpec};
+use engine::{ClockSpec, PauseSpec, StrobeSpec};
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize;
 

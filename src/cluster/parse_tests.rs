@@ -146,7 +146,7 @@ mod node_fault_tests {
         assert_eq!((p.max, p.nodes.clone(), p.length_ns, p.span_ns, p.weight), (2, vec![0, 1, 2], (1_000_000_000, 5_000_000_000), 10_000_000_000, 50));
         let k = &c.explore.clock;
         assert_eq!(k.bump_ns, Some((-3_000_000_000, 250_000_000)));
-        assert_eq!(k.strobe, Some(checker::engine::StrobeSpec { delta_ns: 200_000_000, period_ns: 10_000_000, length_ns: 1_000_000_000 }));
+        assert_eq!(k.strobe, Some(engine::StrobeSpec { delta_ns: 200_000_000, period_ns: 10_000_000, length_ns: 1_000_000_000 }));
         assert_eq!((k.max, k.nodes.clone(), k.weight), (1, vec![0, 1, 2], 50));
         assert!(c.spec.faults.clock.needs_helper());
         assert!(c.explore.quiet_settle_ns.is_some(), "pauses and jumps calm down before the checks");

@@ -9,9 +9,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Result;
-use checker::engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, Verdict};
+use engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, Verdict};
 use checker::failure_file::{self, FailureRecord, RunParams, StrategySpec};
-use checker::strategy::{Guided, Strategy};
+use checker::strategy::Guided;
+use engine::strategy::Strategy;
 use indicatif::ProgressBar;
 
 use super::execution::{execute_one, Executed, Pcaps};

@@ -1,7 +1,7 @@
 //! The machine-readable summary.
 
 use super::{describe, is_clock_fault, node_name, sanitize, Analysis, Counts, FailureSpot, ReportMeta};
-use crate::trace::{Event, EventKind};
+use engine::trace::{Event, EventKind};
 use serde_json::{json, Map, Value};
 
 /// Console lines per node in `nodes[].last_console`.

@@ -17,8 +17,8 @@
 //! per node, always including the region around the failure, with a note
 //! saying what was left out.
 
-use crate::engine::{Failure, FailureKind};
-use crate::trace::{DiskOp, Event, EventKind, ENGINE};
+use engine::{Failure, FailureKind};
+use engine::trace::{DiskOp, Event, EventKind, ENGINE};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

@@ -1,6 +1,6 @@
 use super::*;
-use crate::engine::{Failure, FailureKind};
-use crate::trace::{Event, EventKind, Trace};
+use engine::{Failure, FailureKind};
+use engine::trace::{Event, EventKind, Trace};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;

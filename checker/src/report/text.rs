@@ -1,7 +1,7 @@
 //! The terminal summary.
 
 use super::{describe, fmt_time, fmt_time_ns, node_label, sanitize, Analysis, ReportMeta};
-use crate::trace::{Event, EventKind, ENGINE};
+use engine::trace::{Event, EventKind, ENGINE};
 use std::fmt::Write as _;
 
 /// How many events per node the summary lists before the failure.

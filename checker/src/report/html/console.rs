@@ -8,7 +8,7 @@
 use super::layout::Page;
 use super::{CONSOLE_AFTER_FAILURE, CONSOLE_BEFORE_FAILURE, CONSOLE_HEAD, LINE_CHARS};
 use crate::report::{describe, esc, fmt_time, node_label};
-use crate::trace::EventKind;
+use engine::trace::EventKind;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

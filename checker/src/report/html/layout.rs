@@ -4,7 +4,7 @@
 
 use super::{HEAD_ROWS, MAX_ROWS, ROWS_AFTER_FAILURE};
 use crate::report::{Analysis, ReportMeta};
-use crate::trace::{Event, EventKind, ENGINE};
+use engine::trace::{Event, EventKind, ENGINE};
 use std::collections::BTreeMap;
 
 /// Height of a row, of an elided gap, of an idle break.

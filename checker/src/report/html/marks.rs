@@ -9,7 +9,7 @@ use super::{BOX_CHARS, LABEL_CHARS, NOTE_CHARS, TITLE_CHARS};
 use crate::report::{
     clip, describe, esc, esc_html, fmt_dur, fmt_signed, fmt_time, fmt_time_ns, kind_name, node_label, ReportMeta,
 };
-use crate::trace::{DiskOp, Event, EventKind, ENGINE};
+use engine::trace::{DiskOp, Event, EventKind, ENGINE};
 use std::fmt::Write as _;
 
 /// A shaded band across all lanes from each partition to its heal (or the

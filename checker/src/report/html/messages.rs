@@ -6,7 +6,7 @@
 use super::layout::{Page, LANE_W, PALETTE, ROW_H};
 use super::{LABEL_CHARS, TITLE_CHARS};
 use crate::report::{clip, esc, esc_html, fmt_dur, fmt_time, node_label};
-use crate::trace::EventKind;
+use engine::trace::EventKind;
 use std::fmt::Write as _;
 
 /// Every message's arrow, loss or in-flight stub that touches a shown row.

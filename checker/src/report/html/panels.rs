@@ -5,7 +5,7 @@
 use super::layout::Page;
 use super::{MAX_INDEX_ENTRIES, TITLE_CHARS};
 use crate::report::{describe, esc, exit_text, fmt_time, fmt_time_ns, node_label, node_name, Counts};
-use crate::trace::{Event, EventKind};
+use engine::trace::{Event, EventKind};
 use std::fmt::Write as _;
 
 /// Everything above the diagram, in page order.

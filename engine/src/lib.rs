@@ -11,6 +11,10 @@
 //! Exactly one node executes at any moment, so nothing a node sees can
 //! depend on how the host scheduled the others.
 
+pub mod reach;
+pub mod strategy;
+pub mod trace;
+
 mod actions;
 mod agent;
 mod disk;
@@ -140,10 +144,10 @@ pub struct ExecutionSpec {
     pub scratch: PathBuf,
     /// The simulated network; `None`: nodes have loopback only.
     pub network: Option<NetworkSpec>,
-    /// 0-based node whose console carries a client history (between
-    /// `@history begin` and `@history end`) that simcluster checks for
-    /// linearizability after a passing execution.
-    pub history_node: Option<usize>,
+    /// The node whose console carries a client history (between
+    /// `@history begin` and `@history end`), and the check (linearizability)
+    /// run on it after a passing execution.
+    pub history: Option<HistoryCheck>,
     /// Every node's data disk; `None`: no disks.
     pub disk: Option<DiskSpec>,
     pub explore: ExploreSpec,
@@ -168,6 +172,28 @@ pub struct ExecutionSpec {
     /// nodes down and returns [`EngineError::Cancelled`]. Never read for
     /// anything a guest sees.
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// The host-side check of a client history (`[check] history`), run after
+/// a passing execution. The check itself (linearizability) belongs to the
+/// `checker` crate, which depends on this one: the caller passes it in as a
+/// plain function, so the engine needs no history vocabulary.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryCheck {
+    /// 0-based node whose console carries the history.
+    pub node: usize,
+    /// Judges the history node `node + 1` printed, from the trace's events
+    /// (given the 1-based node number).
+    pub check: fn(&[trace::Event], u16) -> HistoryOutcome,
+}
+
+/// What a [`HistoryCheck`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryOutcome {
+    /// The history is linearizable.
+    pub ok: bool,
+    /// A line for the trace (its first line) and the failure message.
+    pub note: String,
 }
 
 /// The host failed us (not the guest): a node could not be started, or it
@@ -475,8 +501,8 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
             ex.trace.push(now, (i + 1) as u16, EventKind::Console { text: line });
         }
     }
-    if let (Some(node), None | Some(Verdict::Pass)) = (spec.history_node, &ex.verdict) {
-        check_history(&mut ex, node);
+    if let (Some(hc), None | Some(Verdict::Pass)) = (spec.history, &ex.verdict) {
+        check_history(&mut ex, hc);
     }
     Ok(ExecutionResult {
         verdict: ex.verdict.unwrap_or(Verdict::Pass),
@@ -500,22 +526,13 @@ pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Exec
     })
 }
 
-/// The host-side linearizability check of the history `node` printed; its
-/// verdict goes into the trace as the invariant `history-linearizable`.
-fn check_history(ex: &mut Execution, node: usize) {
-    use crate::history_check::HistoryVerdict as H;
+/// The host-side check of the history `node` printed ([`HistoryCheck`]);
+/// its verdict goes into the trace as the invariant `history-linearizable`.
+fn check_history(ex: &mut Execution, hc: HistoryCheck) {
+    let node = hc.node;
     let node_no = (node + 1) as u16;
-    let verdict = crate::history_check::check_history(ex.trace.events(), node_no);
+    let HistoryOutcome { ok, note } = (hc.check)(ex.trace.events(), node_no);
     let name = "history-linearizable".to_string();
-    let (ok, note) = match &verdict {
-        H::Linearizable { ops, ok, info, fail } => {
-            (true, format!("history: {ops} operations ({ok} ok, {info} info, {fail} fail) are linearizable"))
-        }
-        H::Violation(why) => (false, format!("history is not linearizable: {why}")),
-        H::Missing => (false, "no history: the node printed no \"@history begin\" .. \"@history end\" block".into()),
-        H::Malformed(why) => (false, format!("the history cannot be read: {why}")),
-        H::Unknown(why) => (false, format!("the linearizability check could not decide: {why}")),
-    };
     let now = ex.now;
     ex.trace.push(now, crate::trace::ENGINE, EventKind::Note { text: note.lines().next().unwrap_or("").to_string() });
     ex.trace.push(now, node_no, EventKind::Invariant { name, ok });
