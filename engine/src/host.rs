@@ -39,7 +39,8 @@ use netsim::host::{http, HostClient, HostConfig, HttpError, HttpId, HttpResponse
 use netsim::{Delivery, NodeId};
 
 use super::frames::summarize;
-use super::{Execution, Failure, FailureKind, Phase, Verdict};
+use super::{Execution, Failure, FailureKind, Verdict};
+use crate::execution::Phase;
 use crate::trace::{EventKind, Trace};
 
 /// One HTTP request of a host workload, checked (from cluster.toml).
