@@ -392,7 +392,7 @@ impl<'a> Execution<'a> {
             verdict: self.verdict.unwrap_or(Verdict::Pass),
             trace_hash: self.trace.hash(),
             trace: self.trace,
-            virtual_ns: now,
+            ended_at: VirtualTime::from_ns(now),
             wall: self.wall.began.elapsed(),
             boot_wall: self.wall.boot,
             grants: self.grants,

@@ -437,6 +437,6 @@ mod tests {
             HostOutcome::Failed(m) => assert!(m.contains("request 1/1 GET n2:8080/data: no response: connection timed out"), "{m}"),
             _ => panic!("the request did not fail"),
         }
-        assert!(trace.events().iter().any(|e| e.time == 26 * SEC && matches!(&e.kind, EventKind::Note { .. })));
+        assert!(trace.events().iter().any(|e| e.time.as_ns() == 26 * SEC && matches!(&e.kind, EventKind::Note { .. })));
     }
 }

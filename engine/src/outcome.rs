@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::time::VirtualTime;
 use crate::trace::Trace;
 
 /// Which property failed. A guest that panics or hangs is a finding about
@@ -37,8 +38,8 @@ pub struct Failure {
     pub kind: FailureKind,
     /// The node to blame (`n2`), if one is.
     pub node: Option<String>,
-    /// Virtual time of the failure (ns).
-    pub time: u64,
+    /// Virtual time of the failure.
+    pub time: VirtualTime,
     pub message: String,
 }
 
@@ -75,8 +76,8 @@ impl Failure {
         format!("{}: {first}", self.kind.title())
     }
 
-    pub fn new(kind: FailureKind, node: Option<String>, time: u64, message: String) -> Failure {
-        Failure { kind, node, time, message }
+    pub fn new(kind: FailureKind, node: Option<String>, time: impl Into<VirtualTime>, message: String) -> Failure {
+        Failure { kind, node, time: time.into(), message }
     }
 }
 
@@ -100,8 +101,8 @@ pub struct ExecutionResult {
     pub verdict: Verdict,
     pub trace: Trace,
     pub trace_hash: String,
-    /// Virtual time at the end (ns).
-    pub virtual_ns: u64,
+    /// Virtual time at the end.
+    pub ended_at: VirtualTime,
     pub wall: Duration,
     /// Wall time from the first node's spawn until every node's agent was
     /// ready (`None`: they never all were).

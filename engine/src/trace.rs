@@ -43,14 +43,23 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::time::{NodeIdx, VirtualTime};
+
 /// Node number 0 stands for the engine itself (partitions, notes).
 pub const ENGINE: u16 = 0;
 
-/// One event. `time` is virtual nanoseconds since the cluster booted.
+/// One event. It encodes as `{"time":NS,"node":N,"event":...}`: the time
+/// in virtual ns since the cluster booted, the node by number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
-    pub time: u64,
+    /// When it happened.
+    pub time: VirtualTime,
+    /// Where: the node's number (1-based, [`NodeIdx::number`]), or
+    /// [`ENGINE`] (0) for the engine's own events. A number rather than a
+    /// [`NodeIdx`] because the engine is not a node; [`Event::node_idx`]
+    /// gives the typed form.
     pub node: u16,
+    /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -237,11 +246,16 @@ impl EventKind {
 impl Event {
     /// The latest virtual time the event covers: `until` of a folded run,
     /// else `time`.
-    pub fn end_time(&self) -> u64 {
+    pub fn end_time(&self) -> VirtualTime {
         match self.kind {
-            EventKind::Run { until: Some(u), .. } => u.max(self.time),
+            EventKind::Run { until: Some(u), .. } => VirtualTime::from_ns(u).max(self.time),
             _ => self.time,
         }
+    }
+
+    /// The node the event happened on; `None` for the engine's events.
+    pub fn node_idx(&self) -> Option<NodeIdx> {
+        NodeIdx::from_number(self.node)
     }
 }
 
@@ -275,9 +289,10 @@ impl Trace {
 
     /// Appends an event; a `Run` folds into its node's `Run` of the open
     /// quiet stretch, if the node has one.
-    pub fn push(&mut self, time: u64, node: u16, kind: EventKind) {
+    pub fn push(&mut self, time: impl Into<VirtualTime>, node: u16, kind: EventKind) {
+        let time = time.into();
         if let EventKind::Run { grants, until } = kind {
-            let last = until.unwrap_or(time);
+            let last = until.unwrap_or(time.as_ns());
             if let Some(open) = self.events[self.sealed..].iter_mut().find(|e| e.node == node) {
                 let EventKind::Run { grants: g, until: u } = &mut open.kind else {
                     unreachable!("only runs stay open")
@@ -498,8 +513,8 @@ mod tests {
         grants(&mut t, 1, 10, 5, 1_000_000);
         assert_eq!(t.len(), 2, "a million quiet grants are one event");
         let last = 10 + 999_999 * 5;
-        assert_eq!(t.events()[1], Event { time: 10, node: 1, kind: EventKind::Run { grants: 1_000_000, until: Some(last) } });
-        assert_eq!(t.events()[1].end_time(), last);
+        assert_eq!(t.events()[1], Event { time: 10.into(), node: 1, kind: EventKind::Run { grants: 1_000_000, until: Some(last) } });
+        assert_eq!(t.events()[1].end_time().as_ns(), last);
         assert_eq!(t.visible(), 1);
         assert_eq!(
             t.to_jsonl().lines().nth(1),
@@ -513,7 +528,7 @@ mod tests {
         grants(&mut t, 1, 0, 1, 3);
         t.push(2, 1, EventKind::Console { text: "x".into() });
         grants(&mut t, 1, 3, 1, 4);
-        let kinds: Vec<_> = t.events().iter().map(|e| (e.time, e.kind.clone())).collect();
+        let kinds: Vec<_> = t.events().iter().map(|e| (e.time.as_ns(), e.kind.clone())).collect();
         assert_eq!(
             kinds,
             vec![
@@ -541,7 +556,7 @@ mod tests {
                 t.push(k, 3, EventKind::run());
             }
         }
-        let got: Vec<_> = t.events().iter().map(|e| (e.node, e.time, e.kind.clone())).collect();
+        let got: Vec<_> = t.events().iter().map(|e| (e.node, e.time.as_ns(), e.kind.clone())).collect();
         assert_eq!(
             got,
             vec![

@@ -142,7 +142,7 @@ impl<'a> Observer<'a> {
                 execution: index,
                 crash_state: crash_state.map(|(_, k)| k),
                 seed: spec.seed,
-                virtual_ns: result.virtual_ns,
+                virtual_ns: result.ended_at.as_ns(),
                 boot_wall_seconds: result.boot_wall.map(|b| b.as_secs_f64()),
                 figures: ExecutionFigures {
                     trace_hash: result.trace_hash.clone(),
@@ -177,7 +177,7 @@ impl<'a> Observer<'a> {
             if let Some(dir) = &self.opts.pcap {
                 write_pcaps(&dir.join(record.label()), &pcaps)?;
             }
-            self.virtual_ns_total += result.virtual_ns;
+            self.virtual_ns_total += result.ended_at.as_ns();
             if matches!(result.verdict, Verdict::Fail(_)) {
                 if self.failures == 0 {
                     record.failure_file = Some(self.write_first_failure(&spec, &result, &pcaps, &record)?);
