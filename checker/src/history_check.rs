@@ -50,9 +50,9 @@ pub fn history_lines(events: &[Event], node: u16) -> Option<String> {
 }
 
 /// Checks the history `node` printed.
-/// The engine's hook for `[check] history` on 0-based node `node`: the
-/// engine runs [`engine_check`] after a passing execution.
-pub fn hook(node: usize) -> engine::HistoryCheck {
+/// The engine's hook for `[check] history` on `node`: the engine runs
+/// [`engine_check`] after a passing execution.
+pub fn hook(node: engine::NodeIdx) -> engine::HistoryCheck {
     engine::HistoryCheck { node, check: engine_check }
 }
 

@@ -24,6 +24,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::agent::AgentCommand;
 use super::{EngineError, Execution, GUEST_EPOCH_NS};
+use crate::time::NodeIdx;
 use crate::trace::EventKind;
 
 /// `[faults.pause]`, checked. `max` 0: off.
@@ -31,8 +32,8 @@ use crate::trace::EventKind;
 pub struct PauseSpec {
     /// Pauses per execution at most.
     pub max: u32,
-    /// 0-based nodes whose start command may be paused.
-    pub nodes: Vec<usize>,
+    /// Nodes whose start command may be paused.
+    pub nodes: Vec<NodeIdx>,
     /// A pause lasts a length drawn uniformly from this range (ns).
     pub length_ns: (u64, u64),
     /// Pauses become possible at a time drawn uniformly from the first
@@ -66,8 +67,8 @@ pub struct ClockSpec {
     pub strobe: Option<StrobeSpec>,
     /// Clock jumps (bumps and strobes) per execution at most.
     pub max: u32,
-    /// 0-based nodes whose clocks are faulty.
-    pub nodes: Vec<usize>,
+    /// Nodes whose clocks are faulty.
+    pub nodes: Vec<NodeIdx>,
     /// Jumps become possible at a time drawn uniformly from the first
     /// `span_ns` of the workload, and again after each jump from its time.
     pub span_ns: u64,
@@ -147,13 +148,13 @@ pub(super) fn node_clocks(spec: &ClockSpec, nodes: usize, seed: u64) -> Vec<Node
     let mut clocks = vec![NodeClock::default(); nodes];
     if let Some((lo, hi)) = spec.offset_ns {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ OFFSET_STREAM);
-        for &i in &spec.nodes {
+        for i in spec.nodes.iter().map(|n| n.index()) {
             clocks[i].offset_ns = Some(between(&mut rng, lo, hi));
         }
     }
     if let Some((lo, hi)) = spec.drift_ppm {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ DRIFT_STREAM);
-        for &i in &spec.nodes {
+        for i in spec.nodes.iter().map(|n| n.index()) {
             clocks[i].drift_ppm = Some(between(&mut rng, lo, hi));
         }
     }
@@ -324,12 +325,12 @@ mod tests {
 
     #[test]
     fn node_clocks_are_drawn_only_for_faulty_nodes_and_only_when_on() {
-        let off = ClockSpec { nodes: vec![0, 1], ..Default::default() };
+        let off = ClockSpec { nodes: vec![NodeIdx::new(0), NodeIdx::new(1)], ..Default::default() };
         assert_eq!(node_clocks(&off, 3, 1), vec![NodeClock::default(); 3]);
         let spec = ClockSpec {
             offset_ns: Some((-3_000_000_000, 3_000_000_000)),
             drift_ppm: Some((100, 200)),
-            nodes: vec![1, 2],
+            nodes: vec![NodeIdx::new(1), NodeIdx::new(2)],
             ..Default::default()
         };
         let c = node_clocks(&spec, 3, 1);

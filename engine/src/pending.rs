@@ -127,7 +127,7 @@ impl Execution<'_> {
         if !crash_time || self.crashes >= self.spec.explore.max_crashes || self.calm {
             return;
         }
-        for &i in &self.spec.explore.crashable {
+        for i in self.spec.explore.crashable.iter().map(|n| n.index()) {
             let n = &self.nodes[i];
             let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
             let sending = self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
@@ -149,12 +149,12 @@ impl Execution<'_> {
     /// Pauses, then clock jumps, each by node (after every older kind, so
     /// executions without them keep their choice indices).
     fn enabled_node_faults(&self, into: &mut Vec<Enabled>) {
-        for &i in &self.spec.explore.pause.nodes {
+        for i in self.spec.explore.pause.nodes.iter().map(|n| n.index()) {
             if self.pause_enabled(i) {
                 into.push(Enabled::pause(i, self.now));
             }
         }
-        for &i in &self.spec.explore.clock.nodes {
+        for i in self.spec.explore.clock.nodes.iter().map(|n| n.index()) {
             if self.clock_jump_enabled(i) {
                 into.push(Enabled::clock_jump(i, self.now));
             }

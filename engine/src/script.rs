@@ -25,7 +25,7 @@ impl Execution<'_> {
             None if spec.host_workload.is_some() => {
                 self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
             }
-            None => self.command(spec.workload_node, "workload")?,
+            None => self.command(spec.workload_node.index(), "workload")?,
         }
         Ok(())
     }
@@ -118,7 +118,7 @@ impl Execution<'_> {
         self.phase = Phase::Checks { done: 0 };
         let spec = self.spec;
         for (cmd, n) in spec.invariants.iter().chain(&spec.liveness) {
-            self.command(*n, cmd)?;
+            self.command(n.index(), cmd)?;
         }
         Ok(())
     }
@@ -143,7 +143,7 @@ impl Execution<'_> {
                 }
                 self.trace.push(now, node, EventKind::CommandDone { name: command.clone(), status });
                 let hint = agent::status_hint(status);
-                let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && *i == from);
+                let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && i.index() == from);
                 if command == "start" {
                     if status != 0 {
                         let what = format!("node {name}: its start command exited with status {status}{hint}");
@@ -185,7 +185,7 @@ impl Execution<'_> {
     /// The host-side check of the history `node` printed ([`HistoryCheck`]);
     /// its verdict goes into the trace as the invariant `history-linearizable`.
     pub(crate) fn check_history(&mut self, hc: HistoryCheck) {
-        let node = hc.node;
+        let node = hc.node.index();
         let node_no = (node + 1) as u16;
         let HistoryOutcome { ok, note } = (hc.check)(self.trace.events(), node_no);
         let name = "history-linearizable".to_string();

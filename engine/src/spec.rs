@@ -12,6 +12,7 @@ use crate::disk::DiskSpec;
 use crate::faults::{ClockSpec, PauseSpec};
 use crate::host::HostWorkload;
 use crate::network::NetworkSpec;
+use crate::time::NodeIdx;
 use crate::trace;
 
 /// What the strategy may choose besides the order of events due together.
@@ -26,8 +27,8 @@ pub struct ExploreSpec {
     pub window_ns: u64,
     /// Crash budget of one execution.
     pub max_crashes: u32,
-    /// 0-based nodes that may crash.
-    pub crashable: Vec<usize>,
+    /// Nodes that may crash.
+    pub crashable: Vec<NodeIdx>,
     /// A crashed node is enabled to restart this long after its crash.
     pub restart_after_ns: u64,
     /// From step `.0` on (counting every action, not only choice points),
@@ -82,17 +83,17 @@ pub struct ExecutionSpec {
     /// n1..nN.
     pub node_names: Vec<String>,
     pub mem_mb: u32,
-    /// 0-based index of the workload node (unused with `host_workload`).
-    pub workload_node: usize,
+    /// The workload node (unused with `host_workload`).
+    pub workload_node: NodeIdx,
     /// The workload runs on the host-side client (node N+1) instead of in
     /// a guest; needs `network`.
     pub host_workload: Option<HostWorkload>,
-    /// (command name, 0-based node), in the order they are sent.
-    pub invariants: Vec<(String, usize)>,
-    /// (command name, 0-based node) of liveness checks: each polls its
+    /// (command name, node), in the order they are sent.
+    pub invariants: Vec<(String, NodeIdx)>,
+    /// (command name, node) of liveness checks: each polls its
     /// predicate until it holds or its deadline passes (see the image
     /// builder), sent together with the invariants.
-    pub liveness: Vec<(String, usize)>,
+    pub liveness: Vec<(String, NodeIdx)>,
     /// The execution fails if the workload and invariants are not done by
     /// this virtual time.
     pub time_limit_ns: u64,
@@ -144,8 +145,8 @@ pub struct ExecutionSpec {
 /// plain function, so the engine needs no history vocabulary.
 #[derive(Debug, Clone, Copy)]
 pub struct HistoryCheck {
-    /// 0-based node whose console carries the history.
-    pub node: usize,
+    /// The node whose console carries the history.
+    pub node: NodeIdx,
     /// Judges the history node `node + 1` printed, from the trace's events
     /// (given the 1-based node number).
     pub check: fn(&[trace::Event], u16) -> HistoryOutcome,

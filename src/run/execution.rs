@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use checker::strategy::{DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk};
 use engine::strategy::Strategy;
-use engine::{ExecutionResult, ExecutionSpec, RuntimeKind};
+use engine::{ExecutionResult, ExecutionSpec, NodeIdx, RuntimeKind};
 
 use super::{StrategyKind, StrategyOptions, DEFAULT_TIME_LIMIT_NS};
 use crate::cluster::{Cluster, CpuidMode};
@@ -129,10 +129,10 @@ pub(crate) fn spec_for(
         root_disk: open.root.clone(),
         node_names: cluster.node_names(),
         mem_mb: cluster.spec.cluster.memory_mb,
-        workload_node: cluster.workload_node,
+        workload_node: NodeIdx::new(cluster.workload_node),
         host_workload: cluster.host_workload.clone(),
-        invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), *i)).collect(),
-        liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), *i)).collect(),
+        invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), NodeIdx::new(*i))).collect(),
+        liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), NodeIdx::new(*i))).collect(),
         time_limit_ns: time_limit_ns.or(cluster.time_limit_ns).unwrap_or(DEFAULT_TIME_LIMIT_NS),
         watchdog,
         connect_timeout: Duration::from_secs(60),
@@ -145,7 +145,7 @@ pub(crate) fn spec_for(
             capture: false,
         }),
         disk: open.disk.clone(),
-        history: cluster.history_node.map(checker::history_check::hook),
+        history: cluster.history_node.map(|n| checker::history_check::hook(NodeIdx::new(n))),
         explore,
         runtime: RuntimeKind::Uml,
         uml_args: uml_args(&cluster.spec.cluster),
