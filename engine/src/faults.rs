@@ -48,8 +48,11 @@ pub struct PauseSpec {
 /// ends where it would have been without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StrobeSpec {
+    /// Each jump (ns; negative: back).
     pub delta_ns: i64,
+    /// Time between jumps (ns).
     pub period_ns: u64,
+    /// How long a strobe lasts (ns).
     pub length_ns: u64,
 }
 
@@ -64,6 +67,7 @@ pub struct ClockSpec {
     pub drift_ppm: Option<(i64, i64)>,
     /// A bump jumps the wall clock by a delta drawn from this range (ns).
     pub bump_ns: Option<(i64, i64)>,
+    /// A strobe's shape, if strobes are on.
     pub strobe: Option<StrobeSpec>,
     /// Clock jumps (bumps and strobes) per execution at most.
     pub max: u32,
@@ -86,8 +90,11 @@ impl ClockSpec {
 /// How many of each node fault an execution saw (the run's JSON line).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultCounts {
+    /// Pauses applied.
     pub pauses: u32,
+    /// Clock bumps applied.
     pub clock_bumps: u32,
+    /// Clock strobes begun.
     pub clock_strobes: u32,
     /// Boots with a clock offset (every boot of an offset node counts).
     pub clock_offsets: u32,
@@ -98,7 +105,9 @@ pub struct FaultCounts {
 /// A node's clock hardware: what every boot of it starts with.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeClock {
+    /// The wall clock's offset from the cluster's (ns), if drawn.
     pub offset_ns: Option<i64>,
+    /// The clocks' drift (ppm), if drawn.
     pub drift_ppm: Option<i64>,
 }
 

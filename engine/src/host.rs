@@ -48,6 +48,7 @@ use crate::trace::{EventKind, Trace};
 pub struct HostRequest {
     /// Target guest, 1-based (`n2` is 2).
     pub node: u16,
+    /// TCP port.
     pub port: u16,
     /// `GET`, `POST`, ... (an HTTP token).
     pub method: String,
@@ -76,6 +77,7 @@ impl HostRequest {
 pub struct HostWorkload {
     /// Sent in this order, `repeat` times over.
     pub requests: Vec<HostRequest>,
+    /// How many times the list is sent.
     pub repeat: u32,
     /// Requests in flight at once (at least 1).
     pub concurrency: u32,

@@ -34,7 +34,7 @@
 //! `checker`, which depends on this crate. The one thing the engine runs
 //! that is the checker's, the linearizability check of a client history,
 //! is passed in as a function ([`HistoryCheck`] in the spec).
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod outcome;
 pub mod reach;

@@ -33,13 +33,19 @@ pub enum FailureKind {
     Linearizability,
 }
 
+/// A failed execution: what failed, where, when, and the engine's message
+/// (part of every failure file).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
+    /// Which property failed.
     pub kind: FailureKind,
-    /// The node to blame (`n2`), if one is.
+    /// The node to blame, by name (`n2`, `host`), if one is. A name, not a
+    /// [`crate::NodeIdx`]: the host client is not a node, and failure
+    /// files carry the name.
     pub node: Option<String>,
     /// Virtual time of the failure.
     pub time: VirtualTime,
+    /// What happened, for humans (may end with the node's console tail).
     pub message: String,
 }
 
@@ -76,18 +82,23 @@ impl Failure {
         format!("{}: {first}", self.kind.title())
     }
 
+    /// A failure of `kind` on `node` at `time`.
     pub fn new(kind: FailureKind, node: Option<String>, time: impl Into<VirtualTime>, message: String) -> Failure {
         Failure { kind, node, time: time.into(), message }
     }
 }
 
+/// How an execution ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// Every check passed.
     Pass,
+    /// A property failed.
     Fail(Failure),
 }
 
 impl Verdict {
+    /// The failure, if it failed.
     pub fn failure(&self) -> Option<&Failure> {
         match self {
             Verdict::Pass => None,
@@ -96,13 +107,18 @@ impl Verdict {
     }
 }
 
+/// Everything one execution produced ([`crate::Execution::finish`]).
 #[derive(Debug, Clone)]
 pub struct ExecutionResult {
+    /// Pass, or the failure.
     pub verdict: Verdict,
+    /// The trace.
     pub trace: Trace,
+    /// Its hash (SHA-256 of `trace.jsonl`).
     pub trace_hash: String,
     /// Virtual time at the end.
     pub ended_at: VirtualTime,
+    /// Wall time the execution took (statistics only).
     pub wall: Duration,
     /// Wall time from the first node's spawn until every node's agent was
     /// ready (`None`: they never all were).

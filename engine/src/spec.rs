@@ -73,6 +73,7 @@ pub struct ExploreSpec {
 /// reproduce it.
 #[derive(Debug, Clone)]
 pub struct ExecutionSpec {
+    /// The guest kernel (user-mode Linux binary, or a KVM bzImage/vmlinux).
     pub kernel: PathBuf,
     /// The initramfs: the boot init that mounts [`Self::root_disk`] (or,
     /// without one, the whole root filesystem).
@@ -82,6 +83,7 @@ pub struct ExecutionSpec {
     pub root_disk: Option<disksim::BlockStore>,
     /// n1..nN.
     pub node_names: Vec<String>,
+    /// Each node's memory (MiB).
     pub mem_mb: u32,
     /// The workload node (unused with `host_workload`).
     pub workload_node: NodeIdx,
@@ -115,6 +117,7 @@ pub struct ExecutionSpec {
     pub history: Option<HistoryCheck>,
     /// Every node's data disk; `None`: no disks.
     pub disk: Option<DiskSpec>,
+    /// What the strategy may choose besides the order of events due together.
     pub explore: ExploreSpec,
     /// The node runtime (user-mode Linux or KVM); the engine drives both the
     /// same way, through [`vmm::node::NodeRuntime`].
@@ -165,12 +168,25 @@ pub struct HistoryOutcome {
 /// broke the time-travel protocol.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// A node runtime failed (spawn, connect, protocol).
     #[error(transparent)]
     Node(#[from] NodeError),
+    /// The scratch directory or the network's captures could not be set up.
     #[error("cannot prepare {path}: {source}")]
-    Scratch { path: PathBuf, source: std::io::Error },
+    Scratch {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A crashed node's disk could not be put into its crash state.
     #[error("node {node}: its disk's crash state could not be applied: {source}")]
-    Crash { node: String, source: disksim::CrashError },
+    Crash {
+        /// The node's name.
+        node: String,
+        /// Why.
+        source: disksim::CrashError,
+    },
     /// [`ExecutionSpec::cancel`] was set.
     #[error("the execution was cancelled")]
     Cancelled,

@@ -46,6 +46,7 @@ pub enum ActionKind {
 }
 
 impl ActionKind {
+    /// Every kind, in tie-break order.
     pub const ALL: [ActionKind; 11] = [
         ActionKind::RunNode,
         ActionKind::DeliverFrame,
@@ -74,6 +75,7 @@ impl ActionKind {
         )
     }
 
+    /// The kind's name as reports print it (`RunNode`, ...).
     pub fn name(self) -> &'static str {
         match self {
             ActionKind::RunNode => "RunNode",
@@ -96,6 +98,7 @@ impl ActionKind {
 pub struct EnabledAction {
     /// The node the action happens on (for a frame: the receiver).
     pub node: u16,
+    /// What it does.
     pub kind: ActionKind,
     /// Virtual time (ns) at which the action is due.
     pub time: u64,
@@ -124,13 +127,16 @@ fn is_zero(n: &u16) -> bool {
 }
 
 impl EnabledAction {
+    /// An action of `kind` on node number `node`, due at `time` (ns).
     pub fn new(node: u16, kind: ActionKind, time: u64) -> Self {
         EnabledAction { node, kind, time, peer: None, behind: 0, at_risk: false }
     }
+    /// With the other node involved.
     pub fn with_peer(mut self, peer: u16) -> Self {
         self.peer = Some(peer);
         self
     }
+    /// With its place behind its link's oldest frame.
     pub fn behind(mut self, behind: u16) -> Self {
         self.behind = behind;
         self
@@ -182,6 +188,7 @@ pub trait Strategy {
 pub struct Decision {
     /// 0-based choice point of the execution.
     pub step: u64,
+    /// The action taken there instead of the default.
     pub action: EnabledAction,
 }
 
@@ -195,7 +202,9 @@ pub struct Decision {
 /// the file is byte-stable.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StrategySpec {
+    /// The strategy's name (`random`, `pct`, ...).
     pub name: String,
+    /// Its own parameters.
     #[serde(default)]
     pub params: BTreeMap<String, serde_json::Value>,
 }

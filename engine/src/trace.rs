@@ -79,66 +79,160 @@ pub enum EventKind {
     /// matches `Run` (reports, the space-time diagram) keeps treating a
     /// folded stretch as runs, and old traces still parse.
     Run {
+        /// Grants folded into this event (1: omitted).
         #[serde(default = "one", skip_serializing_if = "is_one")]
         grants: u64,
+        /// Time of the last of them (omitted for one grant).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         until: Option<u64>,
     },
     /// One line the node printed on its console (without the newline).
-    Console { text: String },
+    Console {
+        /// The line.
+        text: String,
+    },
     /// The engine sent a command to the node's agent.
-    Command { name: String },
+    Command {
+        /// The command's name (`workload`, an invariant, ...).
+        name: String,
+    },
     /// The node's agent reported a command finished.
-    CommandDone { name: String, status: i32 },
+    CommandDone {
+        /// The command's name.
+        name: String,
+        /// Its exit status.
+        status: i32,
+    },
     /// The node's agent is up and the node's start command was launched.
     Ready,
     /// The node's kernel exited.
-    Exit { status: Option<i32>, signal: Option<i32>, panic: bool },
+    Exit {
+        /// The kernel process's exit status, if it exited.
+        status: Option<i32>,
+        /// The signal that killed it, if one did.
+        signal: Option<i32>,
+        /// The console showed a kernel panic.
+        panic: bool,
+    },
     /// The node stopped yielding to the time controller.
     Hung,
     /// A frame left `node` for `to`; `id` pairs it with its delivery.
-    Send { id: u64, to: u16, len: u32, summary: String },
+    Send {
+        /// The copy's delivery id.
+        id: u64,
+        /// The receiver's node number.
+        to: u16,
+        /// Frame length in bytes.
+        len: u32,
+        /// What the frame is (see `frames`).
+        summary: String,
+    },
     /// A frame from `from` reached `node`.
-    Deliver { id: u64, from: u16, len: u32, summary: String },
+    Deliver {
+        /// The delivery id its `send` carried.
+        id: u64,
+        /// The sender's node number.
+        from: u16,
+        /// Frame length in bytes.
+        len: u32,
+        /// What the frame is.
+        summary: String,
+    },
     /// A frame from `node` to `to` was lost.
-    Drop { id: u64, to: u16, cause: DropCause },
+    Drop {
+        /// The copy's delivery id (top bit set for a copy never scheduled).
+        id: u64,
+        /// The receiver's node number.
+        to: u16,
+        /// Why it was lost.
+        cause: DropCause,
+    },
     /// The network was partitioned (engine event).
-    Partition { description: String },
+    Partition {
+        /// Which links are cut.
+        description: String,
+    },
     /// The partition healed (engine event).
     Heal,
     /// The node lost power.
-    Crash { detail: String },
+    Crash {
+        /// The disk's crash state, for humans.
+        detail: String,
+    },
     /// The node was started again after a crash.
     Restart,
     /// An invariant was checked.
-    Invariant { name: String, ok: bool },
+    Invariant {
+        /// The check's name.
+        name: String,
+        /// It held.
+        ok: bool,
+    },
     /// Free-form engine remark that still belongs to the execution.
-    Note { text: String },
+    Note {
+        /// The remark.
+        text: String,
+    },
     /// A disk request of the node completed: `op` is read, write or flush;
     /// writes and flushes complete when the engine chooses, reads at once.
-    Disk { id: u64, op: DiskOp, sector: u64, sectors: u64 },
+    Disk {
+        /// The request's id on its disk.
+        id: u64,
+        /// Read, write or flush.
+        op: DiskOp,
+        /// First sector.
+        sector: u64,
+        /// Number of sectors.
+        sectors: u64,
+    },
     /// A disk fault (`[faults.disk]`) hit request `id` of the node, which
     /// completed just before (its `Disk` event): `fault` is corrupt_read,
     /// lost_flush, write_error or misdirect; `detail` says what the guest
     /// got.
-    DiskFault { id: u64, fault: DiskFaultKind, detail: String },
+    DiskFault {
+        /// The request's id on its disk.
+        id: u64,
+        /// Which fault.
+        fault: DiskFaultKind,
+        /// What the guest got, for humans.
+        detail: String,
+    },
     /// The engine stopped the node's start command (SIGSTOP to its process
     /// group, `[faults.pause]`); it continues at `resume_at` unless the node
     /// crashes first or the quiet period begins.
-    Pause { resume_at: u64 },
+    Pause {
+        /// Virtual time (ns) the pause ends.
+        resume_at: u64,
+    },
     /// The node's paused start command continued (SIGCONT).
     Resume,
     /// The node booted with its wall clock `offset_ns` away from the
     /// cluster's (`[faults.clock] offset`; negative: behind).
-    ClockOffset { offset_ns: i64 },
+    ClockOffset {
+        /// The offset (ns).
+        offset_ns: i64,
+    },
     /// The node booted with its clocks running `ppm` parts per million
     /// fast (negative: slow) against virtual time (`[faults.clock] drift_ppm`).
-    ClockDrift { ppm: i64 },
+    ClockDrift {
+        /// The drift (parts per million).
+        ppm: i64,
+    },
     /// The node's wall clock jumped by `delta_ns` (`[faults.clock] bump`).
-    ClockBump { delta_ns: i64 },
+    ClockBump {
+        /// The jump (ns).
+        delta_ns: i64,
+    },
     /// The node's wall clock began to jump forward by `delta_ns` and back
     /// again every `period_ns`, for `length_ns` (`[faults.clock] strobe`).
-    ClockStrobe { delta_ns: i64, period_ns: u64, length_ns: u64 },
+    ClockStrobe {
+        /// Each jump (ns).
+        delta_ns: i64,
+        /// Time between jumps (ns).
+        period_ns: u64,
+        /// How long the strobe lasts (ns).
+        length_ns: u64,
+    },
 }
 
 /// Why a frame copy was lost (`Drop::cause`). The serde names are the
@@ -172,12 +266,16 @@ impl DropCause {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DiskOp {
+    /// A read (answered at its kick).
     Read,
+    /// A write (completed when the engine chooses).
     Write,
+    /// A flush (completed when the engine chooses).
     Flush,
 }
 
 impl DiskOp {
+    /// The trace's string: `read`, `write` or `flush`.
     pub fn as_str(self) -> &'static str {
         match self {
             DiskOp::Read => "read",
@@ -192,13 +290,18 @@ impl DiskOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DiskFaultKind {
+    /// A read returned flipped bits.
     CorruptRead,
+    /// A flush made nothing durable.
     LostFlush,
+    /// A write failed with an I/O error.
     WriteError,
+    /// A write landed at another sector.
     Misdirect,
 }
 
 impl DiskFaultKind {
+    /// The trace's string: the `[faults.disk]` key.
     pub fn as_str(self) -> &'static str {
         match self {
             DiskFaultKind::CorruptRead => "corrupt_read",
@@ -283,6 +386,7 @@ fn encode(ev: &Event) -> Vec<u8> {
 }
 
 impl Trace {
+    /// An empty trace.
     pub fn new() -> Trace {
         Trace::default()
     }
@@ -339,10 +443,12 @@ impl Trace {
         &self.events
     }
 
+    /// Number of events (a folded stretch counts once).
     pub fn len(&self) -> usize {
         self.events.len()
     }
 
+    /// No event yet.
     pub fn is_empty(&self) -> bool {
         self.events.is_empty()
     }
