@@ -132,7 +132,7 @@ fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shapes: Option<&[Parti
             let mut a = Vec::new();
             let mut b = Vec::new();
             for i in 1..=n {
-                if rng.next_u64() % 2 == 0 { a.push(node(i)) } else { b.push(node(i)) }
+                if rng.next_u64().is_multiple_of(2) { a.push(node(i)) } else { b.push(node(i)) }
             }
             if a.is_empty() || b.is_empty() {
                 Partition::isolate(node(pick))
@@ -225,8 +225,8 @@ impl NetState {
         }
         let mut deferred = (spec.config.partitions && nodes > 1).then(|| RandomPartitions {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6661_756c_7473_0002),
-            gap: spec.config.partition_gap.clone(),
-            length: spec.config.partition_length.clone(),
+            gap: spec.config.partition_gap,
+            length: spec.config.partition_length,
             shapes: spec.config.partition_shapes.clone(),
             nodes,
             time_limit,
