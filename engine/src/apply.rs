@@ -1,6 +1,7 @@
-//! Applying the action a step chose: a node's run, a delivery, a disk
-//! completion, a crash or restart (pauses and clock jumps are in
-//! `faults`), and recording what it produced in the trace.
+//! Applying the action a step chose: a node's run, the host client's poll,
+//! a delivery, a disk completion, a crash or restart (pauses and clock
+//! jumps are in `node_faults`), and recording what it produced in the
+//! trace.
 
 use netsim::DeliveryId;
 use vmm::node::{Delivered, DiskCompletion, GuestOutput, OutputStream, RunOutcome};
@@ -8,9 +9,10 @@ use vmm::node::{Delivered, DiskCompletion, GuestOutput, OutputStream, RunOutcome
 use crate::actions::Action;
 use crate::agent;
 use crate::disk;
-use crate::execution::Execution;
+use crate::execution::{Execution, Phase};
 use crate::frames;
-use crate::outcome::FailureKind;
+use crate::host::HostOutcome;
+use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::EngineError;
 use crate::trace::{DiskOp, DropCause, EventKind};
 
@@ -253,5 +255,34 @@ impl Execution<'_> {
         for n in &mut self.nodes {
             n.stop_read_faults();
         }
+    }
+
+    /// The host endpoint's action: poll it, send what it transmitted, and
+    /// act on the workload's end (invariants next, or the failure).
+    fn run_host(&mut self) -> Result<(), EngineError> {
+        let now = self.now;
+        let Some(h) = self.host.as_mut() else { return Ok(()) };
+        let node = h.node();
+        let (tx, outcome) = h.poll(now, &mut self.trace);
+        if let Some(ns) = self.net.as_mut() {
+            ns.transmit_frames(node, now, tx, &mut self.trace);
+        }
+        // The workload's end comes after the frames of its last poll, so
+        // that a report finds it as the failing event.
+        let status = match outcome {
+            HostOutcome::Running => return Ok(()),
+            HostOutcome::Passed => 0,
+            HostOutcome::Failed(_) => 1,
+        };
+        self.trace.push(now, node.get(), EventKind::CommandDone { name: "workload".into(), status });
+        match outcome {
+            HostOutcome::Running => {}
+            HostOutcome::Passed if self.phase == Phase::Workload => self.start_checks()?,
+            HostOutcome::Passed => {}
+            HostOutcome::Failed(what) => {
+                self.verdict = Some(Verdict::Fail(Failure::new(FailureKind::Workload, Some("host".into()), now, what)));
+            }
+        }
+        Ok(())
     }
 }

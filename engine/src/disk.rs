@@ -14,7 +14,7 @@
 //! misdirection, drawn here from the engine's streams ([`CompletionFaults`],
 //! one per fault) just before the completion; a read may come back
 //! corrupted, drawn by the node's device from its own per-boot stream
-//! (`super::read_fault_seed`), because reads are answered inside the
+//! (`crate::read_fault_seed`), because reads are answered inside the
 //! guest's kick where the engine makes no choice. The quiet period stops
 //! both.
 

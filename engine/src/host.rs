@@ -38,9 +38,7 @@
 use netsim::host::{http, HostClient, HostConfig, HttpError, HttpId, HttpResponse};
 use netsim::{Delivery, NodeId};
 
-use super::frames::summarize;
-use super::{Execution, Failure, FailureKind, Verdict};
-use crate::execution::Phase;
+use crate::frames::summarize;
 use crate::trace::{EventKind, Trace};
 
 /// One HTTP request of a host workload, checked (from cluster.toml).
@@ -124,7 +122,7 @@ pub(super) struct HostEndpoint {
 }
 
 /// What a poll concluded about the workload.
-pub(super) enum HostOutcome {
+pub(crate) enum HostOutcome {
     Running,
     Passed,
     Failed(String),
@@ -335,37 +333,6 @@ fn excerpt(body: &[u8]) -> String {
         format!("{text:?}... ({} bytes)", body.len())
     } else {
         format!("{text:?}")
-    }
-}
-
-impl Execution<'_> {
-    /// The host endpoint's action: poll it, send what it transmitted, and
-    /// act on the workload's end (invariants next, or the failure).
-    pub(super) fn run_host(&mut self) -> Result<(), super::EngineError> {
-        let now = self.now;
-        let Some(h) = self.host.as_mut() else { return Ok(()) };
-        let node = h.node();
-        let (tx, outcome) = h.poll(now, &mut self.trace);
-        if let Some(ns) = self.net.as_mut() {
-            ns.transmit_frames(node, now, tx, &mut self.trace);
-        }
-        // The workload's end comes after the frames of its last poll, so
-        // that a report finds it as the failing event.
-        let status = match outcome {
-            HostOutcome::Running => return Ok(()),
-            HostOutcome::Passed => 0,
-            HostOutcome::Failed(_) => 1,
-        };
-        self.trace.push(now, node.get(), EventKind::CommandDone { name: "workload".into(), status });
-        match outcome {
-            HostOutcome::Running => {}
-            HostOutcome::Passed if self.phase == Phase::Workload => self.start_checks()?,
-            HostOutcome::Passed => {}
-            HostOutcome::Failed(what) => {
-                self.verdict = Some(Verdict::Fail(Failure::new(FailureKind::Workload, Some("host".into()), now, what)));
-            }
-        }
-        Ok(())
     }
 }
 

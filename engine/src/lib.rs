@@ -19,7 +19,7 @@
 //! | `actions.rs` | an action, its description, the horizon |
 //! | `apply.rs` | applying a chosen action; recording output and disk completions |
 //! | `script.rs` | the cluster's script: agent commands and messages, phases, verdicts |
-//! | `faults.rs`, `disk.rs`, `network.rs`, `host.rs` | pauses and clocks, disks and crashes, netsim, the host client |
+//! | `faults.rs`, `node_faults.rs`, `disk.rs`, `network.rs`, `host.rs` | pauses and clocks (what they are; applying them), disks and crashes, netsim, the host client |
 //! | `node.rs`, `agent.rs`, `frames.rs` | one node's state, the agent's line protocol, frame summaries |
 //! | [`spec`] | [`ExecutionSpec`], [`ExploreSpec`], [`HistoryCheck`], [`EngineError`] |
 //! | [`outcome`] | [`ExecutionResult`], [`Verdict`], [`Failure`], [`FailureKind`] |
@@ -55,6 +55,7 @@ mod frames;
 mod host;
 mod network;
 mod node;
+mod node_faults;
 mod pending;
 mod script;
 
@@ -67,14 +68,10 @@ pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
 pub use seeds::{entropy_seed, execution_seed, read_fault_seed};
 pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryOutcome};
 pub use steps::{StepLog, StepSpan};
-pub use time::{NodeIdx, VirtualTime};
+pub use time::{NodeIdx, VirtualTime, GUEST_EPOCH_NS};
 pub use vmm::runtime::RuntimeKind;
 
 use strategy::Strategy;
-
-/// The wall-clock date guests believe they booted at (GET_TOD):
-/// 2026-01-01T00:00:00Z. Fixed, so that `date` in a guest is deterministic.
-pub const GUEST_EPOCH_NS: u64 = 1_767_225_600 * 1_000_000_000;
 
 /// Runs one execution to its verdict: [`Execution::new`], then
 /// [`Execution::step`] until [`Step::Done`], then [`Execution::finish`].

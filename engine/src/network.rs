@@ -7,7 +7,7 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use vmm::runtime::TxFrame;
 
-use super::frames::summarize;
+use crate::frames::summarize;
 use crate::trace::{DropCause, EventKind, Trace};
 
 /// A partition at fixed virtual times (from cluster.toml).

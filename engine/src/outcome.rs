@@ -141,15 +141,15 @@ pub struct ExecutionResult {
     /// Steps at which more than one action was enabled.
     pub choice_points: u64,
     /// Every action taken and when it took effect, stretches of quiet node
-    /// runs folded (see [`super::StepLog`]): bounded by what guests saw,
+    /// runs folded (see [`crate::StepLog`]): bounded by what guests saw,
     /// not by the number of grants.
-    pub chosen: super::StepLog,
+    pub chosen: crate::steps::StepLog,
     /// Nodes crashed by the engine.
     pub crashes: u32,
     /// The disk side of each crash (nodes with disks only).
-    pub crash_points: Vec<super::CrashPoint>,
+    pub crash_points: Vec<crate::disk::CrashPoint>,
     /// Disk faults that hit requests (`[faults.disk]`), by kind.
-    pub disk_faults: super::DiskFaultCounts,
+    pub disk_faults: crate::disk::DiskFaultCounts,
     /// Pauses and clock faults (`[faults.pause]`, `[faults.clock]`).
-    pub node_faults: super::FaultCounts,
+    pub node_faults: crate::faults::FaultCounts,
 }

@@ -10,6 +10,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The wall-clock date guests believe they booted at (GET_TOD):
+/// 2026-01-01T00:00:00Z. Fixed, so that `date` in a guest is deterministic.
+pub const GUEST_EPOCH_NS: u64 = 1_767_225_600 * 1_000_000_000;
+
 /// A point of virtual time: nanoseconds since the cluster booted. Only the
 /// engine moves it; no host time ever reaches it. No `Display`: reports
 /// and traces each print times their own way (ns, or seconds), so a
