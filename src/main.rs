@@ -9,7 +9,7 @@ use simcluster::cluster::{parse_duration_ns, ClusterError};
 use simcluster::image::debs::PackageError;
 use simcluster::replay;
 use simcluster::run::{self, RunOptions, StrategyKind, StrategyOptions};
-use checker::engine::RuntimeKind;
+use engine::RuntimeKind;
 use simcluster::BadInput;
 
 /// Deterministic whole-cluster simulation of unmodified distributed software.

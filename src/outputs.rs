@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use checker::engine::ExecutionResult;
+use engine::ExecutionResult;
 use checker::failure_file::{self, FailureRecord};
 use checker::report;
-use checker::strategy::Decision;
-use checker::trace::EventKind;
+use engine::strategy::Decision;
+use engine::trace::EventKind;
 
 use crate::cluster::Cluster;
 
@@ -40,7 +40,7 @@ fn console_logs(cluster: &Cluster, result: &ExecutionResult) -> Vec<(String, Str
             _ => continue,
         };
         if let Some((_, log)) = logs.get_mut(usize::from(ev.node).wrapping_sub(1)) {
-            log.push_str(&format!("[{:>14.6}] {line}\n", ev.time as f64 / 1e9));
+            log.push_str(&format!("[{:>14.6}] {line}\n", ev.time.as_ns() as f64 / 1e9));
         }
     }
     logs

@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Result;
-use checker::engine::{ExecutionResult, ExploreSpec, Failure, RuntimeKind};
+use engine::{ExecutionResult, ExploreSpec, Failure, RuntimeKind};
 use checker::failure_file::{self, FailureRecord, Shrunk};
 use checker::shrink;
-use checker::strategy::{Decision, Guided};
+use checker::strategy::Guided;
+use engine::strategy::Decision;
 use serde::Serialize;
 
 use crate::cluster::Cluster;
@@ -135,7 +136,7 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
         expected_failure: l.record.failure.clone(),
         images_match: l.images.hash == l.record.images_hash,
         divergence,
-        virtual_seconds: result.virtual_ns as f64 / 1e9,
+        virtual_seconds: result.ended_at.as_ns() as f64 / 1e9,
         wall_seconds: began.elapsed().as_secs_f64(),
     })
 }
@@ -167,7 +168,7 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
     let began = Instant::now();
     let original = l.execute(opts, &l.record.actions, "shrink-original")?;
     let original_events = original.result.trace.len();
-    let original_virtual_seconds = original.result.virtual_ns as f64 / 1e9;
+    let original_virtual_seconds = original.result.ended_at.as_ns() as f64 / 1e9;
     if original.result.verdict.failure() != Some(&l.record.failure) {
         return Err(BadInput(format!(
             "{}: the recorded failure does not reproduce (got {:?}); replay it to see how it differs",
@@ -196,7 +197,7 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
         original_events,
         events: result.trace.len(),
         original_virtual_seconds,
-        virtual_seconds: result.virtual_ns as f64 / 1e9,
+        virtual_seconds: result.ended_at.as_ns() as f64 / 1e9,
         executions,
         failure: record.failure.to_string(),
         trace_hash: result.trace_hash.clone(),

@@ -1,6 +1,6 @@
 //! Guests have an entropy source: simcluster's virtio-rng device, whose
 //! bytes come from the execution seed (vmm/src/virtio/rng.rs, seeds from
-//! checker::engine::entropy_seed).
+//! engine::entropy_seed).
 //!
 //! Without it a guest program calling getrandom(2) at boot blocks until the
 //! guest kernel's jitter-entropy loop has initialised its crng: millions of

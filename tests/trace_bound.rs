@@ -7,7 +7,7 @@
 //! about 390,000 grants for 100 virtual ms). Each grant used to be one
 //! `run` event in trace.jsonl (a spinning guest wrote 422 MB for 3 virtual
 //! seconds); grants that show nothing to any guest now fold into one `run`
-//! event per node with a count (checker::trace), so the trace of this
+//! event per node with a count (engine::trace), so the trace of this
 //! probe stays a few KB while the hash stays the same from run to run and
 //! a replay still reproduces it.
 

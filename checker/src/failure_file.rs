@@ -28,26 +28,13 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use crate::engine::{Failure, FailureKind};
-use crate::engine::RuntimeKind;
+pub use engine::{Failure, FailureKind};
+use engine::RuntimeKind;
 
 /// The payload format this build writes and reads.
 pub const FORMAT_VERSION: u32 = 2;
 
-/// Which strategy produced the execution, and its own parameters (for
-/// example pct's `{"seed": 7, "depth": 3, "horizon": 2000}`).
-///
-/// `params` is a map because each strategy has parameters of its own: they
-/// describe the run for humans (reports show them) and are never read back,
-/// since a replay follows the recorded decisions whatever strategy made
-/// them. Everything a replay needs is typed in [`RunParams`]. A BTreeMap so
-/// the file is byte-stable.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct StrategySpec {
-    pub name: String,
-    #[serde(default)]
-    pub params: BTreeMap<String, serde_json::Value>,
-}
+pub use engine::strategy::StrategySpec;
 
 /// The node runtime an execution ran on (`"uml"`, `"kvm"`); a replay runs
 /// on the same.

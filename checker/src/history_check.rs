@@ -10,7 +10,7 @@
 
 use crate::history::{History, HistoryError, Outcome};
 use crate::linearizability::{check_operations, CheckOptions, CheckResult};
-use crate::trace::{Event, EventKind};
+use engine::trace::{Event, EventKind};
 
 /// What the host-side check concluded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +50,28 @@ pub fn history_lines(events: &[Event], node: u16) -> Option<String> {
 }
 
 /// Checks the history `node` printed.
+/// The engine's hook for `[check] history` on `node`: the engine runs
+/// [`engine_check`] after a passing execution.
+pub fn hook(node: engine::NodeIdx) -> engine::HistoryCheck {
+    engine::HistoryCheck { node, check: engine_check }
+}
+
+/// [`check_history`] as the engine reports it: whether the history passed,
+/// and a note for the trace (its first line) and the failure message.
+pub fn engine_check(events: &[Event], node: u16) -> engine::HistoryOutcome {
+    use HistoryVerdict as H;
+    let (ok, note) = match check_history(events, node) {
+        H::Linearizable { ops, ok, info, fail } => {
+            (true, format!("history: {ops} operations ({ok} ok, {info} info, {fail} fail) are linearizable"))
+        }
+        H::Violation(why) => (false, format!("history is not linearizable: {why}")),
+        H::Missing => (false, "no history: the node printed no \"@history begin\" .. \"@history end\" block".into()),
+        H::Malformed(why) => (false, format!("the history cannot be read: {why}")),
+        H::Unknown(why) => (false, format!("the linearizability check could not decide: {why}")),
+    };
+    engine::HistoryOutcome { ok, note }
+}
+
 pub fn check_history(events: &[Event], node: u16) -> HistoryVerdict {
     let Some(text) = history_lines(events, node) else { return HistoryVerdict::Missing };
     let parsed = History::from_json_lines(&text).and_then(|h| h.operations().map(|ops| (h, ops)));
@@ -79,7 +101,7 @@ fn describe(e: &HistoryError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::Trace;
+    use engine::trace::Trace;
 
     fn console(t: &mut Trace, node: u16, line: &str) {
         t.push(0, node, EventKind::Console { text: line.to_string() });

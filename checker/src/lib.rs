@@ -1,11 +1,23 @@
-//! checker
+//! checker: everything around one execution that is not the engine itself.
+//!
+//! The engine (one execution step by step, the trace, and the strategy
+//! vocabulary: `Strategy`, `EnabledAction`, `Decision`) is the `engine`
+//! crate; checker builds on it:
+//!
+//! - [`strategy`]: the strategies (random walk, PCT, delay bounding, DPOR,
+//!   the hybrid DFS, guided replay) and the critical-transition search;
+//! - [`history`], [`history_check`], [`linearizability`]: client histories
+//!   and their linearizability check (the engine runs it through
+//!   [`history_check::hook`]);
+//! - [`reach`]: reachability counts over a run;
+//! - [`shrink`]: ddmin over a failure's decisions;
+//! - [`report`]: text, JSON and HTML reports of a trace;
+//! - [`failure_file`]: failure files (format 2).
+pub mod failure_file;
 pub mod history;
 pub mod history_check;
 pub mod linearizability;
-pub mod shrink;
-pub mod failure_file;
-pub mod strategy;
 pub mod reach;
-pub mod trace;
 pub mod report;
-pub mod engine;
+pub mod shrink;
+pub mod strategy;

@@ -7,16 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::trace::{EventKind, Trace};
-
-/// The name a console line reports, if it is a reachability line: its first
-/// word after `@reached` or `@sometimes` (leading blanks and a trailing
-/// carriage return ignored).
-pub fn reached_name(line: &str) -> Option<&str> {
-    let rest = line.trim_start();
-    let rest = rest.strip_prefix("@reached ").or_else(|| rest.strip_prefix("@sometimes "))?;
-    rest.split_whitespace().next()
-}
+use engine::reach::reached_name;
+use engine::trace::{EventKind, Trace};
 
 /// Every name an execution's guests reported, with how many times.
 pub fn reached(trace: &Trace) -> BTreeMap<String, u64> {
@@ -39,15 +31,6 @@ pub fn valid_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reachability_lines_name_their_first_word() {
-        assert_eq!(reached_name("@reached leader-elected"), Some("leader-elected"));
-        assert_eq!(reached_name("  @sometimes split-brain now\r"), Some("split-brain"));
-        assert_eq!(reached_name("@reached"), None);
-        assert_eq!(reached_name("log: @reached x"), None, "only at the start of a line");
-        assert_eq!(reached_name("@reachedx y"), None);
-    }
 
     #[test]
     fn counts_every_line_of_every_node() {

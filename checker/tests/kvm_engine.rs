@@ -10,10 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use checker::engine::{self, ExecutionSpec, ExploreSpec, NetworkSpec, RuntimeKind, Verdict};
-use checker::engine::DiskSpec;
-use checker::strategy::{ActionKind, KindWeights, RandomWalk, Strategy};
-use checker::trace::EventKind;
+use checker::strategy::{KindWeights, RandomWalk};
+use engine::strategy::{ActionKind, Strategy};
+use engine::trace::EventKind;
+use engine::{DiskSpec, ExecutionSpec, ExploreSpec, NetworkSpec, NodeIdx, RuntimeKind, Verdict};
 
 fn kvm_available(test: &str) -> bool {
     match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
@@ -31,7 +31,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         initrd: image.to_path_buf(),
         node_names: vec!["n1".into(), "n2".into()],
         mem_mb: 8,
-        workload_node: 0,
+        workload_node: NodeIdx::new(0),
         host_workload: None,
         invariants: vec![],
         liveness: vec![],
@@ -41,7 +41,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         seed,
         scratch: scratch.to_path_buf(),
         network: Some(NetworkSpec { config: Default::default(), scheduled: vec![], capture: false }),
-        history_node: None,
+        history: None,
         disk: None,
         explore: ExploreSpec::default(),
         runtime: RuntimeKind::Kvm,
@@ -217,7 +217,7 @@ fn kvm_node_crash_and_restart_through_the_engine() {
         let mut spec = disk_spec(&img, scratch, 9);
         spec.explore = ExploreSpec {
             max_crashes: 1,
-            crashable: vec![0],
+            crashable: vec![NodeIdx::new(0)],
             restart_after_ns: 1_000_000,
             crash_span_ns: 1,
             ..Default::default()

@@ -4,7 +4,7 @@
 //! [`DiskFaultRates`]. Pauses and clock faults are in `node_faults`, the
 //! network and partitions in `network`.
 
-use checker::engine::{DiskFaultRates, ExploreSpec};
+use engine::{DiskFaultRates, ExploreSpec};
 use serde::Deserialize;
 
 use super::network::PartitionSection;
@@ -163,7 +163,7 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
     Ok(ExploreSpec {
         window_ns,
         max_crashes: f.crash.max,
-        crashable: crashes.crashable,
+        crashable: crashes.crashable.into_iter().map(engine::NodeIdx::new).collect(),
         restart_after_ns: crashes.restart_after_ns,
         calm_from: None,
         crash_states: Default::default(),

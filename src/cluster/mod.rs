@@ -89,7 +89,7 @@ pub struct Cluster {
     /// count (the host client is node N+1, index N).
     pub workload_node: usize,
     /// `[workload.host]`, checked (`None`: the workload runs in a guest).
-    pub host_workload: Option<checker::engine::HostWorkload>,
+    pub host_workload: Option<engine::HostWorkload>,
     /// (name, 0-based node, command) for every invariant, `all` expanded.
     pub invariants: Vec<(String, usize, String)>,
     pub time_limit_ns: Option<u64>,
@@ -100,13 +100,13 @@ pub struct Cluster {
     /// `[disk]`, checked: (size MiB, mount path, latency ns, torn, enumerate).
     pub disk: Option<DiskSettings>,
     /// `[faults.crash]` and `[explore]`, checked (`calm_from` is the run's).
-    pub explore: checker::engine::ExploreSpec,
+    pub explore: engine::ExploreSpec,
     /// `[[faults.partition]]`, checked.
-    pub partitions: Vec<checker::engine::ScheduledPartition>,
+    pub partitions: Vec<engine::ScheduledPartition>,
     /// `[[expect]] reached` names, checked, in file order.
     pub expect_reached: Vec<String>,
     /// `[faults.disk]`, checked (0 for each fault absent).
-    pub disk_faults: checker::engine::DiskFaultRates,
+    pub disk_faults: engine::DiskFaultRates,
 }
 
 impl Cluster {

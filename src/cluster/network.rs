@@ -1,7 +1,7 @@
 //! The network's faults: `[faults.network]` (netsim's `NetConfig`, which
 //! checks itself) and partitions at fixed times (`[[faults.partition]]`).
 
-use checker::engine::ScheduledPartition;
+use engine::ScheduledPartition;
 use serde::Deserialize;
 
 use super::faults::FaultsSection;

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use checker::engine::{ClockSpec, PauseSpec, StrobeSpec};
+use engine::{ClockSpec, PauseSpec, StrobeSpec};
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
@@ -196,15 +196,15 @@ fn signed_range(what: &str, r: &Range<String>, limit: i64) -> Result<(i64, i64),
 }
 
 /// Node names -> sorted 0-based indices; `None`: every node.
-fn node_list(what: &str, names: &Option<Vec<String>>, n: u16) -> Result<Vec<usize>, String> {
-    let Some(names) = names else { return Ok((0..usize::from(n)).collect()) };
+fn node_list(what: &str, names: &Option<Vec<String>>, n: u16) -> Result<Vec<engine::NodeIdx>, String> {
+    let Some(names) = names else { return Ok((0..usize::from(n)).map(engine::NodeIdx::new).collect()) };
     let mut v = Vec::new();
     for name in names {
         v.push(parse_node_name(name, n).ok_or_else(|| format!("{what}: {name:?}: no such node (nodes are n1..n{n})"))?);
     }
     v.sort_unstable();
     v.dedup();
-    Ok(v)
+    Ok(v.into_iter().map(engine::NodeIdx::new).collect())
 }
 
 /// `[faults.pause]` checked; `has_start`: the nodes have a start command.

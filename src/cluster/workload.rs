@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use checker::engine::{HostRequest, HostWorkload};
+use engine::{HostRequest, HostWorkload};
 use serde::Deserialize;
 
 use super::{parse_duration_ns, parse_node_name};

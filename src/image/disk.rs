@@ -41,7 +41,7 @@ pub const EXT4_HASH_SEED: &str = "0b6e9a55-7f1c-4d2b-8e3a-6c9d1f2a4b70";
 /// The filesystem label; guests may `mount LABEL=simdata`.
 pub const EXT4_LABEL: &str = "simdata";
 /// Timestamps written by mke2fs, seconds since the Unix epoch: the guests'
-/// boot epoch (2026-01-01, `checker`'s `GUEST_EPOCH_NS`), so the
+/// boot epoch (2026-01-01, `engine::GUEST_EPOCH_NS`), so the
 /// filesystem is not created in the guest's future.
 pub const EXT4_TIME: u64 = 1_767_225_600;
 /// Smallest and largest size accepted, MiB. Below 16 MiB mke2fs shrinks or

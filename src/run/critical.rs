@@ -1,7 +1,7 @@
 //! MaceMC's critical-transition search for a liveness failure.
 
 use anyhow::Result;
-use checker::engine::{self, ExecutionResult, ExecutionSpec, FailureKind};
+use engine::{ExecutionResult, ExecutionSpec, FailureKind};
 use checker::failure_file::FailureRecord;
 use checker::strategy::{find_critical_transition, Guided};
 use indicatif::ProgressBar;
@@ -17,7 +17,7 @@ use super::CriticalSummary;
 pub(super) fn critical_transition(
     spec: &ExecutionSpec,
     failed: &ExecutionResult,
-    record: &FailureRecord<checker::strategy::Decision>,
+    record: &FailureRecord<engine::strategy::Decision>,
     walks: u32,
     bar: &ProgressBar,
 ) -> Result<Option<CriticalSummary>> {
@@ -65,7 +65,7 @@ pub(super) fn critical_transition(
 
 /// What a step of the step log did: its action, or for a step inside a
 /// folded stretch of quiet node runs, the stretch.
-fn describe_span(s: &checker::engine::StepSpan) -> String {
+fn describe_span(s: &engine::StepSpan) -> String {
     if s.steps == 1 {
         return describe_action(&s.action);
     }
@@ -82,8 +82,8 @@ fn describe_span(s: &checker::engine::StepSpan) -> String {
 }
 
 /// "DeliverFrame to n2 from n1", "Crash of n3", "RunNode n1".
-pub fn describe_action(a: &checker::strategy::EnabledAction) -> String {
-    use checker::strategy::ActionKind::*;
+pub fn describe_action(a: &engine::strategy::EnabledAction) -> String {
+    use engine::strategy::ActionKind::*;
     match (a.kind, a.peer) {
         (DeliverFrame, Some(p)) => format!("frame delivery to n{} from n{p}", a.node),
         (RunNode, _) => format!("n{} runs", a.node),

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use checker::engine::{self, ExecutionResult, ExecutionSpec, RuntimeKind};
-use checker::strategy::{DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk, Strategy};
+use checker::strategy::{DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk};
+use engine::strategy::Strategy;
+use engine::{ExecutionResult, ExecutionSpec, NodeIdx, RuntimeKind};
 
 use super::{StrategyKind, StrategyOptions, DEFAULT_TIME_LIMIT_NS};
 use crate::cluster::{Cluster, CpuidMode};
@@ -128,10 +129,10 @@ pub(crate) fn spec_for(
         root_disk: open.root.clone(),
         node_names: cluster.node_names(),
         mem_mb: cluster.spec.cluster.memory_mb,
-        workload_node: cluster.workload_node,
+        workload_node: NodeIdx::new(cluster.workload_node),
         host_workload: cluster.host_workload.clone(),
-        invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), *i)).collect(),
-        liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), *i)).collect(),
+        invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), NodeIdx::new(*i))).collect(),
+        liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), NodeIdx::new(*i))).collect(),
         time_limit_ns: time_limit_ns.or(cluster.time_limit_ns).unwrap_or(DEFAULT_TIME_LIMIT_NS),
         watchdog,
         connect_timeout: Duration::from_secs(60),
@@ -144,7 +145,7 @@ pub(crate) fn spec_for(
             capture: false,
         }),
         disk: open.disk.clone(),
-        history_node: cluster.history_node,
+        history: cluster.history_node.map(|n| checker::history_check::hook(NodeIdx::new(n))),
         explore,
         runtime: RuntimeKind::Uml,
         uml_args: uml_args(&cluster.spec.cluster),
@@ -194,7 +195,7 @@ pub(crate) fn execute_one(spec: &mut ExecutionSpec, strategy: &mut dyn Strategy,
 /// A random walk's weights: ordinary events 100, a crash, a pause and a
 /// clock jump their configured weights.
 pub(crate) fn weights(e: &engine::ExploreSpec) -> KindWeights {
-    use checker::strategy::ActionKind;
+    use engine::strategy::ActionKind;
     KindWeights::default()
         .set(ActionKind::Crash, e.crash_weight)
         .set(ActionKind::Pause, e.pause.weight)

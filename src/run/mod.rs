@@ -24,8 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use checker::engine::{self, RuntimeKind};
-use checker::strategy::{HybridDfs, Strategy};
+use checker::strategy::HybridDfs;
+use engine::strategy::Strategy;
+use engine::RuntimeKind;
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub(crate) use execution::{execute_one, spec_for, Executed, OpenImages};

@@ -9,9 +9,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Result;
-use checker::engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, Verdict};
+use engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, Verdict};
 use checker::failure_file::{self, FailureRecord, RunParams, StrategySpec};
-use checker::strategy::{Guided, Strategy};
+use checker::strategy::Guided;
+use engine::strategy::Strategy;
 use indicatif::ProgressBar;
 
 use super::execution::{execute_one, Executed, Pcaps};
@@ -141,7 +142,7 @@ impl<'a> Observer<'a> {
                 execution: index,
                 crash_state: crash_state.map(|(_, k)| k),
                 seed: spec.seed,
-                virtual_ns: result.virtual_ns,
+                virtual_ns: result.ended_at.as_ns(),
                 boot_wall_seconds: result.boot_wall.map(|b| b.as_secs_f64()),
                 figures: ExecutionFigures {
                     trace_hash: result.trace_hash.clone(),
@@ -176,7 +177,7 @@ impl<'a> Observer<'a> {
             if let Some(dir) = &self.opts.pcap {
                 write_pcaps(&dir.join(record.label()), &pcaps)?;
             }
-            self.virtual_ns_total += result.virtual_ns;
+            self.virtual_ns_total += result.ended_at.as_ns();
             if matches!(result.verdict, Verdict::Fail(_)) {
                 if self.failures == 0 {
                     record.failure_file = Some(self.write_first_failure(&spec, &result, &pcaps, &record)?);

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use checker::engine::RuntimeKind;
+use engine::RuntimeKind;
 
 use crate::image::Images;
 use crate::BadInput;

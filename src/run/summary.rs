@@ -77,7 +77,7 @@ pub struct ExecutionFigures {
     /// Choice points of the execution.
     pub choice_points: u64,
     /// Events in its trace (trace.jsonl lines): quiet grants fold (see
-    /// checker::trace), so this follows what guests saw, not `grants`.
+    /// engine::trace), so this follows what guests saw, not `grants`.
     pub trace_events: usize,
     /// Grants (times a node was let run): the engine's unit of work.
     pub grants: u64,

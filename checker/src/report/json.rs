@@ -1,7 +1,7 @@
 //! The machine-readable summary.
 
 use super::{describe, is_clock_fault, node_name, sanitize, Analysis, Counts, FailureSpot, ReportMeta};
-use crate::trace::{Event, EventKind};
+use engine::trace::{Event, EventKind};
 use serde_json::{json, Map, Value};
 
 /// Console lines per node in `nodes[].last_console`.
@@ -104,7 +104,7 @@ fn failure_json(meta: &ReportMeta, events: &[Event], failure: Option<&FailureSpo
         Some(i) => {
             let ev = &events[i];
             m.insert("event_index".into(), json!(i));
-            m.insert("time".into(), json!(ev.time));
+            m.insert("time".into(), json!(ev.time.as_ns()));
             m.insert("node".into(), json!(ev.node));
             m.insert(
                 "node_name".into(),
@@ -131,7 +131,7 @@ fn failed_invariants_json(events: &[Event]) -> Vec<Value> {
             EventKind::Invariant { name, ok: false } => Some(json!({
                 "name": sanitize(name, TEXT_CHARS),
                 "node": e.node,
-                "time": e.time,
+                "time": e.time.as_ns(),
                 "event_index": i,
             })),
             _ => None,
@@ -164,7 +164,7 @@ fn node_json(meta: &ReportMeta, events: &[Event], n: u16) -> Value {
                 signal,
                 panic,
             } => Some(json!({
-                "time": e.time, "status": status, "signal": signal, "panic": panic,
+                "time": e.time.as_ns(), "status": status, "signal": signal, "panic": panic,
             })),
             _ => None,
         })

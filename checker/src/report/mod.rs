@@ -17,8 +17,8 @@
 //! per node, always including the region around the failure, with a note
 //! saying what was left out.
 
-use crate::engine::{Failure, FailureKind};
-use crate::trace::{DiskOp, Event, EventKind, ENGINE};
+use engine::{Failure, FailureKind};
+use engine::trace::{DiskOp, Event, EventKind, ENGINE};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -214,7 +214,7 @@ impl<'a> Analysis<'a> {
     }
 
     pub fn end_time(&self) -> u64 {
-        self.events.iter().map(Event::end_time).max().unwrap_or(0)
+        self.events.iter().map(Event::end_time).max().map_or(0, |t| t.as_ns())
     }
 }
 
@@ -281,7 +281,7 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
         EventKind::Boot => "boot".into(),
         EventKind::Run { grants: 1, .. } => "run".into(),
         EventKind::Run { grants, until } => {
-            format!("run x{grants} (quiet stretch, last at {})", fmt_time(until.unwrap_or(ev.time)))
+            format!("run x{grants} (quiet stretch, last at {})", fmt_time(until.unwrap_or(ev.time.as_ns())))
         }
         EventKind::Console { text } => format!("console: {text}"),
         EventKind::Command { name } => format!("command {name}"),

@@ -1,6 +1,6 @@
 use super::*;
-use crate::engine::{Failure, FailureKind};
-use crate::trace::{Event, EventKind, Trace};
+use engine::{Failure, FailureKind};
+use engine::trace::{Event, EventKind, Trace};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
@@ -481,14 +481,14 @@ fn hostile_text_is_escaped() {
     m.node_names[0] = HOSTILE.into();
     m.failure = Some(invariant(Some("db1"), 6 * S, HOSTILE));
     ev.push(Event {
-        time: 7 * S,
+        time: (7 * S).into(),
         node: 0,
         kind: EventKind::Partition {
             description: HOSTILE.into(),
         },
     });
     ev.push(Event {
-        time: 7 * S,
+        time: (7 * S).into(),
         node: 2,
         kind: EventKind::Command {
             name: HOSTILE.into(),
@@ -496,7 +496,7 @@ fn hostile_text_is_escaped() {
     });
     let id = 999_999;
     ev.push(Event {
-        time: 7 * S,
+        time: (7 * S).into(),
         node: 1,
         kind: EventKind::Send {
             id,
@@ -506,7 +506,7 @@ fn hostile_text_is_escaped() {
         },
     });
     ev.push(Event {
-        time: 7 * S + 1,
+        time: (7 * S + 1).into(),
         node: 2,
         kind: EventKind::Deliver {
             id,
@@ -516,7 +516,7 @@ fn hostile_text_is_escaped() {
         },
     });
     ev.push(Event {
-        time: 7 * S + 2,
+        time: (7 * S + 2).into(),
         node: 3,
         kind: EventKind::Crash {
             detail: HOSTILE.into(),
@@ -663,7 +663,7 @@ fn passing_and_empty_traces() {
 #[test]
 fn failure_is_located() {
     let e = |node, kind| Event {
-        time: 1,
+        time: 1.into(),
         node,
         kind,
     };
@@ -832,7 +832,7 @@ fn folded_quiet_runs_are_counted_and_described() {
     assert_eq!(v["virtual_end_ns"], 2 * S);
     let d = describe(&m, &ev[0]);
     assert!(d.contains("x1000000") && d.contains("0.999999s"), "{d}");
-    assert_eq!(describe(&m, &Event { time: 5, node: 1, kind: EventKind::run() }), "run");
+    assert_eq!(describe(&m, &Event { time: 5.into(), node: 1, kind: EventKind::run() }), "run");
     check_html(&render_html(&m, &ev)).unwrap();
     let text = render_text(&m, &ev);
     assert!(text.contains("3 events (2000000 node runs)") && text.contains("spun"), "{text}");

@@ -1,7 +1,7 @@
 //! The terminal summary.
 
 use super::{describe, fmt_time, fmt_time_ns, node_label, sanitize, Analysis, ReportMeta};
-use crate::trace::{Event, EventKind, ENGINE};
+use engine::trace::{Event, EventKind, ENGINE};
 use std::fmt::Write as _;
 
 /// How many events per node the summary lists before the failure.
@@ -63,7 +63,7 @@ fn failure(a: &Analysis, s: &mut String) {
                 let _ = writeln!(
                     s,
                     "  at t={} on {} (event #{i}): {}",
-                    fmt_time_ns(ev.time),
+                    fmt_time_ns(ev.time.as_ns()),
                     sanitize(&node_label(meta, ev.node), 40),
                     sanitize(&describe(meta, ev), LINE_CHARS)
                 );
@@ -162,7 +162,7 @@ fn last_events(a: &Analysis, s: &mut String) {
             let _ = writeln!(
                 s,
                 "  {mark} #{i:<6} t={:<16} {}{dup}",
-                fmt_time(ev.time),
+                fmt_time(ev.time.as_ns()),
                 sanitize(&describe(meta, ev), LINE_CHARS)
             );
         }

@@ -1,7 +1,7 @@
 //! Delay-bounded scheduling (Emmi, Qadeer, Rakamarić, POPL 2011).
 //!
 //! A deterministic default scheduler (earliest time, then lowest node id:
-//! [`super::default_order`]) is perturbed by at most d delays. A delay at
+//! [`engine::strategy::default_order`]) is perturbed by at most d delays. A delay at
 //! step s skips the action the scheduler would run and takes the next one in
 //! default order; j delays at the same step skip j actions (clamped to the
 //! last). The skipped action stays enabled, so it usually runs one step later:
@@ -11,8 +11,8 @@
 //! [0, horizon) ([`DelayPlacements`]); sampling mode draws d delay steps per
 //! execution from a seeded generator.
 
-use super::{below, default_ranking, execution_rng, EnabledAction, Strategy};
-use crate::failure_file::StrategySpec;
+use super::{below, execution_rng};
+use engine::strategy::{default_ranking, EnabledAction, Strategy, StrategySpec};
 use std::collections::BTreeMap;
 
 /// All multisets of at most `bound` delay steps drawn from [0, horizon), as
@@ -178,7 +178,7 @@ impl Strategy for DelayBounded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::strategy::ActionKind::RunNode;
+    use engine::strategy::ActionKind::RunNode;
 
     #[test]
     fn placements_enumerate_multisets() {

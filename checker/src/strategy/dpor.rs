@@ -41,7 +41,7 @@
 //! per step in the worst case for an execution of n steps; meant for the
 //! short executions of exhaustive mode.
 
-use super::{ActionKind, EnabledAction};
+use engine::strategy::{ActionKind, EnabledAction};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
@@ -504,7 +504,8 @@ mod tests {
 
     #[test]
     fn engine_actions_with_default_dependence() {
-        use crate::strategy::{dependent as engine_dep, ActionKind::*};
+        use crate::strategy::dependent as engine_dep;
+        use engine::strategy::ActionKind::*;
         // Node 0 and node 1 each run twice; they never interact.
         let mut d = Dpor::new(engine_dep);
         let mut runs = 0;

@@ -10,18 +10,8 @@
 //! whose action is not enabled at its step (the execution went elsewhere)
 //! is skipped.
 
-use super::{default_choice, EnabledAction, Strategy};
-use crate::failure_file::StrategySpec;
-use serde::{Deserialize, Serialize};
+use engine::strategy::{default_choice, Decision, EnabledAction, Strategy, StrategySpec};
 use std::collections::BTreeMap;
-
-/// One departure from the default scheduler.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Decision {
-    /// 0-based choice point of the execution.
-    pub step: u64,
-    pub action: EnabledAction,
-}
 
 pub struct Guided {
     decisions: BTreeMap<u64, EnabledAction>,
@@ -69,7 +59,8 @@ impl Strategy for Guided {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::strategy::{ActionKind::*, RandomWalk};
+    use crate::strategy::RandomWalk;
+    use engine::strategy::ActionKind::*;
 
     fn set(t: u64) -> Vec<EnabledAction> {
         vec![EnabledAction::new(1, RunNode, t), EnabledAction::new(2, RunNode, t + 1), EnabledAction::new(3, Crash, t)]

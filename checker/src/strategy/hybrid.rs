@@ -14,8 +14,8 @@
 //! a failing execution is replayed from its recorded decisions
 //! ([`super::Guided`]), never by re-running the search.
 
-use super::{below, default_choice, dependent, execution_rng, Dpor, EnabledAction, KindWeights, RandomWalk, Strategy};
-use crate::failure_file::StrategySpec;
+use super::{below, dependent, execution_rng, Dpor, KindWeights, RandomWalk};
+use engine::strategy::{default_choice, EnabledAction, Strategy, StrategySpec};
 use std::collections::BTreeMap;
 
 type DepFn = fn(&EnabledAction, &EnabledAction) -> bool;
@@ -124,7 +124,7 @@ impl Strategy for HybridDfs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::strategy::ActionKind::RunNode;
+    use engine::strategy::ActionKind::RunNode;
     use std::collections::BTreeSet;
 
     /// Three independent nodes with two steps each, all due together.

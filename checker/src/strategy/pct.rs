@@ -14,8 +14,8 @@
 //! (seed, execution, thread), so they do not depend on the order in which
 //! threads first appear.
 
-use super::{below, default_order, execution_rng, mix64, ActionKind, EnabledAction, Strategy};
-use crate::failure_file::StrategySpec;
+use super::{below, execution_rng, mix64};
+use engine::strategy::{default_order, ActionKind, EnabledAction, Strategy, StrategySpec};
 use std::collections::BTreeMap;
 
 type Thread = (u16, ActionKind);

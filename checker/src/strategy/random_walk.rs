@@ -3,8 +3,8 @@
 //! rare (a crash every step would never let the system make progress) while
 //! ordinary events dominate.
 
-use super::{below, execution_rng, ActionKind, EnabledAction, Strategy, AT_RISK_FACTOR};
-use crate::failure_file::StrategySpec;
+use super::{below, execution_rng};
+use engine::strategy::{ActionKind, EnabledAction, Strategy, StrategySpec, AT_RISK_FACTOR};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::BTreeMap;
 

@@ -14,7 +14,7 @@
 //!   and everything it produced), [`Delivered`] (a frame).
 //! - [`NodeError`] ([`error`]): the host failed, not the guest.
 //!
-//! The engine (checker/src/engine) drives every node through
+//! The engine (the `engine` crate) drives every node through
 //! [`NodeRuntime`] only, so both runtimes see the same actions in the same
 //! order and produce the same kind of trace. The contract every
 //! implementation keeps:

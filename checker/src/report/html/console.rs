@@ -8,7 +8,7 @@
 use super::layout::Page;
 use super::{CONSOLE_AFTER_FAILURE, CONSOLE_BEFORE_FAILURE, CONSOLE_HEAD, LINE_CHARS};
 use crate::report::{describe, esc, fmt_time, node_label};
-use crate::trace::EventKind;
+use engine::trace::EventKind;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -115,8 +115,8 @@ impl Window {
                 (
                     n,
                     q - start,
-                    events[self.entries[list[start]]].time,
-                    events[self.entries[list[q - 1]]].time,
+                    events[self.entries[list[start]]].time.as_ns(),
+                    events[self.entries[list[q - 1]]].time.as_ns(),
                 ),
             );
         }
@@ -166,7 +166,7 @@ fn failure_row(p: &Page, h: &mut String) {
     let _ = writeln!(
         h,
         "<tr id=\"console-failure\" class=\"fail\"><td class=\"t\">{}</td><td class=\"{}\">{}</td><td class=\"l\">&#x2717; FAILURE: {}</td></tr>",
-        fmt_time(e.time),
+        fmt_time(e.time.as_ns()),
         p.cclass(e.node),
         esc(&node_label(m, e.node), 40),
         esc(&describe(m, e), LINE_CHARS)
@@ -197,8 +197,8 @@ fn line_row(p: &Page, i: usize, after: bool, h: &mut String) {
     let _ = writeln!(
         h,
         "<tr{cls}><td class=\"t\" title=\"{} ns\">{}</td><td class=\"{}\">{}</td><td class=\"l\">{text}</td></tr>",
-        e.time,
-        fmt_time(e.time),
+        e.time.as_ns(),
+        fmt_time(e.time.as_ns()),
         p.cclass(e.node),
         esc(&node_label(m, e.node), 40)
     );

@@ -5,7 +5,7 @@
 use super::layout::{Page, GAP_H, GUTTER, HEAD_H, LANE_W, TOP};
 use super::{HEAD_ROWS, MAX_ROWS};
 use crate::report::{clip, esc_html, fmt_dur, fmt_time, node_name};
-use crate::trace::EventKind;
+use engine::trace::EventKind;
 use std::fmt::Write as _;
 
 /// The panel's heading, the legend, a warning when rows were left out,

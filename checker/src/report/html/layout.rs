@@ -4,7 +4,7 @@
 
 use super::{HEAD_ROWS, MAX_ROWS, ROWS_AFTER_FAILURE};
 use crate::report::{Analysis, ReportMeta};
-use crate::trace::{Event, EventKind, ENGINE};
+use engine::trace::{Event, EventKind, ENGINE};
 use std::collections::BTreeMap;
 
 /// Height of a row, of an elided gap, of an idle break.
@@ -131,14 +131,14 @@ fn group_rows(a: &Analysis) -> (Vec<Row>, Vec<Option<usize>>) {
             Some(r) => {
                 r.engine
                     || engine
-                    || r.time != ev.time
+                    || r.time != ev.time.as_ns()
                     || r.events.iter().any(|&j| events[j].node == ev.node)
                     || a.partner[i].is_some_and(|s| row_of[s] == Some(here))
             }
         };
         if fresh {
             rows.push(Row {
-                time: ev.time,
+                time: ev.time.as_ns(),
                 events: Vec::new(),
                 engine,
             });

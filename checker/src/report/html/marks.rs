@@ -9,7 +9,7 @@ use super::{BOX_CHARS, LABEL_CHARS, NOTE_CHARS, TITLE_CHARS};
 use crate::report::{
     clip, describe, esc, esc_html, fmt_dur, fmt_signed, fmt_time, fmt_time_ns, kind_name, node_label, ReportMeta,
 };
-use crate::trace::{DiskOp, Event, EventKind, ENGINE};
+use engine::trace::{DiskOp, Event, EventKind, ENGINE};
 use std::fmt::Write as _;
 
 /// A shaded band across all lanes from each partition to its heal (or the
@@ -51,8 +51,8 @@ fn band(p: &Page, h: &mut String, part: usize, end: Option<usize>, y0: i64, y1: 
     };
     let until = match end {
         Some(e) => match events[e].kind {
-            EventKind::Heal => format!("healed at {}", fmt_time(events[e].time)),
-            _ => format!("replaced at {}", fmt_time(events[e].time)),
+            EventKind::Heal => format!("healed at {}", fmt_time(events[e].time.as_ns())),
+            _ => format!("replaced at {}", fmt_time(events[e].time.as_ns())),
         },
         None => "never healed".to_string(),
     };
@@ -62,7 +62,7 @@ fn band(p: &Page, h: &mut String, part: usize, end: Option<usize>, y0: i64, y1: 
          <rect x=\"{GUTTER}\" y=\"{y0}\" width=\"{}\" height=\"{}\"/>\
          <text class=\"bandlbl\" x=\"{}\" y=\"{}\">PARTITION {}</text></g>",
         esc(desc, TITLE_CHARS),
-        fmt_time(events[part].time),
+        fmt_time(events[part].time.as_ns()),
         until,
         p.width - GUTTER,
         (y1 - y0).max(2),
@@ -138,7 +138,7 @@ pub(super) fn pause_bars(p: &Page, h: &mut String) {
                 open[k] = Some((i, y));
                 continue;
             }
-            EventKind::Resume => format!("resumed at {}", fmt_time(e.time)),
+            EventKind::Resume => format!("resumed at {}", fmt_time(e.time.as_ns())),
             EventKind::Crash { .. } | EventKind::Exit { .. } | EventKind::Hung => format!("ended by {}", describe(m, e)),
             _ => continue,
         };
@@ -206,7 +206,7 @@ fn note(p: &Page, i: usize, is_fail: bool, h: &mut String) {
         kind_name(&e.kind),
         p.notes_x(),
         p.l.y(i).unwrap_or(0) + 4,
-        esc(&format!("t={} {}", fmt_time_ns(e.time), describe(m, e)), TITLE_CHARS),
+        esc(&format!("t={} {}", fmt_time_ns(e.time.as_ns()), describe(m, e)), TITLE_CHARS),
         esc_html(&clip(&text, NOTE_CHARS))
     );
 }
@@ -230,7 +230,7 @@ fn lane_mark(p: &Page, i: usize, is_fail: bool, h: &mut String) {
                 h,
                 "<g class=\"dfault{}\" data-kind=\"disk_fault\"><title>{}</title><path d=\"M{},{} l6,6 l-6,6 l-6,-6z\"/><text x=\"{}\" y=\"{}\">{}</text></g>",
                 if is_fail { " failev" } else { "" },
-                esc(&format!("t={} {}: {}", fmt_time_ns(e.time), node_label(m, e.node), describe(m, e)), TITLE_CHARS),
+                esc(&format!("t={} {}: {}", fmt_time_ns(e.time.as_ns()), node_label(m, e.node), describe(m, e)), TITLE_CHARS),
                 x + 10,
                 y - 6,
                 x + 18,
@@ -256,7 +256,7 @@ fn event_box(p: &Page, e: &Event, (x, y): (i64, i64), cls: &str, label: &str, is
         "<g class=\"box {cls}{}\" data-kind=\"{}\"><title>{}</title><rect x=\"{}\" y=\"{}\" width=\"{bw}\" height=\"16\" rx=\"3\"/><text x=\"{x}\" y=\"{}\">{}</text></g>",
         if is_fail { " failev" } else { "" },
         kind_name(&e.kind),
-        esc(&format!("t={} {}: {}", fmt_time_ns(e.time), node_label(m, e.node), describe(m, e)), TITLE_CHARS),
+        esc(&format!("t={} {}: {}", fmt_time_ns(e.time.as_ns()), node_label(m, e.node), describe(m, e)), TITLE_CHARS),
         x - bw / 2,
         y - 8,
         y + 4,

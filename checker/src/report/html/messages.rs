@@ -6,7 +6,7 @@
 use super::layout::{Page, LANE_W, PALETTE, ROW_H};
 use super::{LABEL_CHARS, TITLE_CHARS};
 use crate::report::{clip, esc, esc_html, fmt_dur, fmt_time, node_label};
-use crate::trace::EventKind;
+use engine::trace::EventKind;
 use std::fmt::Write as _;
 
 /// Every message's arrow, loss or in-flight stub that touches a shown row.
@@ -52,9 +52,9 @@ fn arrow(p: &Page, s: usize, i: usize, h: &mut String) {
         "#{id} {} → {}, {len} B, sent {}, delivered {} (+{}){}: {}",
         node_label(m, snd.node),
         node_label(m, e.node),
-        fmt_time(snd.time),
-        fmt_time(e.time),
-        fmt_dur(e.time.saturating_sub(snd.time)),
+        fmt_time(snd.time.as_ns()),
+        fmt_time(e.time.as_ns()),
+        fmt_dur(e.time.as_ns().saturating_sub(snd.time.as_ns())),
         if dup { ", DUPLICATE delivery" } else { "" },
         summary
     );
@@ -111,7 +111,7 @@ fn orphan(p: &Page, i: usize, h: &mut String) {
     let title = format!(
         "#{id} from {}, {len} B, delivered {} (send not in the trace): {}",
         node_label(m, *from),
-        fmt_time(e.time),
+        fmt_time(e.time.as_ns()),
         summary
     );
     let _ = writeln!(
@@ -155,7 +155,7 @@ fn loss(p: &Page, i: usize, h: &mut String) {
         "#{id} {} → {} LOST at {}: {}{}{}",
         node_label(m, e.node),
         node_label(m, *to),
-        fmt_time(e.time),
+        fmt_time(e.time.as_ns()),
         cause,
         if summary.is_empty() { "" } else { "; " },
         summary
@@ -200,7 +200,7 @@ fn in_flight(p: &Page, i: usize, h: &mut String) {
         "#{id} {} → {}, {len} B, sent {}, never delivered or dropped: {}",
         node_label(m, e.node),
         node_label(m, *to),
-        fmt_time(e.time),
+        fmt_time(e.time.as_ns()),
         summary
     );
     let _ = writeln!(

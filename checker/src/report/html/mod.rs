@@ -26,7 +26,7 @@ mod messages;
 mod panels;
 
 use super::{esc, esc_html, sanitize, Analysis, ReportMeta};
-use crate::trace::Event;
+use engine::trace::Event;
 use layout::{Page, PALETTE};
 use std::fmt::Write as _;
 

@@ -5,7 +5,7 @@
 use super::layout::Page;
 use super::{MAX_INDEX_ENTRIES, TITLE_CHARS};
 use crate::report::{describe, esc, exit_text, fmt_time, fmt_time_ns, node_label, node_name, Counts};
-use crate::trace::{Event, EventKind};
+use engine::trace::{Event, EventKind};
 use std::fmt::Write as _;
 
 /// Everything above the diagram, in page order.
@@ -76,7 +76,7 @@ fn failure(p: &Page, h: &mut String) {
         let _ = writeln!(
             h,
             "<p>At <b>t={}</b> on <b class=\"{}\">{}</b>, event #{i}: <code>{}</code></p>",
-            fmt_time_ns(ev.time),
+            fmt_time_ns(ev.time.as_ns()),
             p.cclass(ev.node),
             esc(&node_label(m, ev.node), 80),
             esc(&describe(m, ev), TITLE_CHARS)
@@ -179,14 +179,14 @@ impl NodeSummary {
                 EventKind::Deliver { .. } => s.received += 1,
                 EventKind::Crash { .. } => {
                     s.crashes += 1;
-                    s.state = format!("crashed at {}", fmt_time(e.time));
+                    s.state = format!("crashed at {}", fmt_time(e.time.as_ns()));
                 }
                 EventKind::Boot | EventKind::Restart => {
                     booted = true;
                     s.state = "up".into();
                 }
                 EventKind::Ready => s.state = "up (ready)".into(),
-                EventKind::Hung => s.state = format!("hung at {}", fmt_time(e.time)),
+                EventKind::Hung => s.state = format!("hung at {}", fmt_time(e.time.as_ns())),
                 EventKind::Exit {
                     status,
                     signal,
@@ -195,7 +195,7 @@ impl NodeSummary {
                     s.state = format!(
                         "{} at {}",
                         exit_text(*status, *signal, *panic),
-                        fmt_time(e.time)
+                        fmt_time(e.time.as_ns())
                     )
                 }
                 _ => {}
@@ -230,7 +230,7 @@ fn fault_index(p: &Page, h: &mut String) {
         let e = &events[i];
         let text = format!(
             "t={} {}: {}",
-            fmt_time(e.time),
+            fmt_time(e.time.as_ns()),
             node_label(m, e.node),
             describe(m, e)
         );

@@ -22,17 +22,15 @@
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::agent::AgentCommand;
-use super::{EngineError, Execution, GUEST_EPOCH_NS};
-use crate::trace::EventKind;
+use crate::time::{NodeIdx, GUEST_EPOCH_NS};
 
 /// `[faults.pause]`, checked. `max` 0: off.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PauseSpec {
     /// Pauses per execution at most.
     pub max: u32,
-    /// 0-based nodes whose start command may be paused.
-    pub nodes: Vec<usize>,
+    /// Nodes whose start command may be paused.
+    pub nodes: Vec<NodeIdx>,
     /// A pause lasts a length drawn uniformly from this range (ns).
     pub length_ns: (u64, u64),
     /// Pauses become possible at a time drawn uniformly from the first
@@ -47,8 +45,11 @@ pub struct PauseSpec {
 /// ends where it would have been without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StrobeSpec {
+    /// Each jump (ns; negative: back).
     pub delta_ns: i64,
+    /// Time between jumps (ns).
     pub period_ns: u64,
+    /// How long a strobe lasts (ns).
     pub length_ns: u64,
 }
 
@@ -63,11 +64,12 @@ pub struct ClockSpec {
     pub drift_ppm: Option<(i64, i64)>,
     /// A bump jumps the wall clock by a delta drawn from this range (ns).
     pub bump_ns: Option<(i64, i64)>,
+    /// A strobe's shape, if strobes are on.
     pub strobe: Option<StrobeSpec>,
     /// Clock jumps (bumps and strobes) per execution at most.
     pub max: u32,
-    /// 0-based nodes whose clocks are faulty.
-    pub nodes: Vec<usize>,
+    /// Nodes whose clocks are faulty.
+    pub nodes: Vec<NodeIdx>,
     /// Jumps become possible at a time drawn uniformly from the first
     /// `span_ns` of the workload, and again after each jump from its time.
     pub span_ns: u64,
@@ -85,8 +87,11 @@ impl ClockSpec {
 /// How many of each node fault an execution saw (the run's JSON line).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultCounts {
+    /// Pauses applied.
     pub pauses: u32,
+    /// Clock bumps applied.
     pub clock_bumps: u32,
+    /// Clock strobes begun.
     pub clock_strobes: u32,
     /// Boots with a clock offset (every boot of an offset node counts).
     pub clock_offsets: u32,
@@ -97,7 +102,9 @@ pub struct FaultCounts {
 /// A node's clock hardware: what every boot of it starts with.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeClock {
+    /// The wall clock's offset from the cluster's (ns), if drawn.
     pub offset_ns: Option<i64>,
+    /// The clocks' drift (ppm), if drawn.
     pub drift_ppm: Option<i64>,
 }
 
@@ -122,7 +129,7 @@ const DRIFT_STREAM: u64 = 0x0064_7269_6674; // "drift"
 
 /// Uniform in `[lo, hi]` (`lo <= hi`), by Lemire's multiply-shift over the
 /// width of the range (exact for any i64 range).
-fn between(rng: &mut Xoshiro256PlusPlus, lo: i64, hi: i64) -> i64 {
+pub(crate) fn between(rng: &mut Xoshiro256PlusPlus, lo: i64, hi: i64) -> i64 {
     debug_assert!(lo <= hi);
     let width = (hi as i128 - lo as i128) as u128 + 1;
     if width > u64::MAX as u128 {
@@ -133,7 +140,7 @@ fn between(rng: &mut Xoshiro256PlusPlus, lo: i64, hi: i64) -> i64 {
 }
 
 /// Uniform in `[0, n)`; 0 for `n` = 0.
-fn below(rng: &mut Xoshiro256PlusPlus, n: u64) -> u64 {
+pub(crate) fn below(rng: &mut Xoshiro256PlusPlus, n: u64) -> u64 {
     if n == 0 {
         return 0;
     }
@@ -147,13 +154,13 @@ pub(super) fn node_clocks(spec: &ClockSpec, nodes: usize, seed: u64) -> Vec<Node
     let mut clocks = vec![NodeClock::default(); nodes];
     if let Some((lo, hi)) = spec.offset_ns {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ OFFSET_STREAM);
-        for &i in &spec.nodes {
+        for i in spec.nodes.iter().map(|n| n.index()) {
             clocks[i].offset_ns = Some(between(&mut rng, lo, hi));
         }
     }
     if let Some((lo, hi)) = spec.drift_ppm {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ DRIFT_STREAM);
-        for &i in &spec.nodes {
+        for i in spec.nodes.iter().map(|n| n.index()) {
             clocks[i].drift_ppm = Some(between(&mut rng, lo, hi));
         }
     }
@@ -162,12 +169,12 @@ pub(super) fn node_clocks(spec: &ClockSpec, nodes: usize, seed: u64) -> Vec<Node
 
 /// The engine's state of pauses and clock jumps in one execution.
 pub(super) struct FaultState {
-    pause_rng: Xoshiro256PlusPlus,
-    clock_rng: Xoshiro256PlusPlus,
+    pub(crate) pause_rng: Xoshiro256PlusPlus,
+    pub(crate) clock_rng: Xoshiro256PlusPlus,
     /// Pauses are enabled from this virtual time on (`None` before the
     /// workload, or when pauses are off).
-    pause_not_before: Option<u64>,
-    clock_not_before: Option<u64>,
+    pub(crate) pause_not_before: Option<u64>,
+    pub(crate) clock_not_before: Option<u64>,
     pub counts: FaultCounts,
 }
 
@@ -180,125 +187,6 @@ impl FaultState {
             clock_not_before: None,
             counts: FaultCounts::default(),
         }
-    }
-}
-
-impl Execution<'_> {
-    /// The workload starts: draw when pauses and clock jumps become
-    /// possible (only for those that are on).
-    pub(super) fn start_node_faults(&mut self) {
-        let (now, e) = (self.now, &self.spec.explore);
-        let f = &mut self.faults;
-        if e.pause.max > 0 {
-            f.pause_not_before = Some(now + below(&mut f.pause_rng, e.pause.span_ns));
-        }
-        if e.clock.jumps() {
-            f.clock_not_before = Some(now + below(&mut f.clock_rng, e.clock.span_ns));
-        }
-    }
-
-    /// Records node `i`'s clock hardware at one of its boots.
-    pub(super) fn record_node_clock(&mut self, i: usize) {
-        let (now, node) = (self.now, (i + 1) as u16);
-        let clock = self.nodes[i].clock;
-        if let Some(offset_ns) = clock.offset_ns {
-            self.faults.counts.clock_offsets += 1;
-            self.trace.push(now, node, EventKind::ClockOffset { offset_ns });
-        }
-        if let Some(ppm) = clock.drift_ppm {
-            self.faults.counts.clock_drifts += 1;
-            self.trace.push(now, node, EventKind::ClockDrift { ppm });
-        }
-    }
-
-    /// Node `i` may be paused now: in the workload (or later, without a
-    /// quiet period) from the drawn time on, within the budget, not calm,
-    /// up, ready, not paused already, and with frames in flight: a pause
-    /// matters while the rest of the cluster waits for the node's answers
-    /// (a pause of an idle node tests nothing; offered at every step, the
-    /// budget would go on the first steps after the drawn time).
-    pub(super) fn pause_enabled(&self, i: usize) -> bool {
-        let p = &self.spec.explore.pause;
-        let n = &self.nodes[i];
-        let time = self.faults.pause_not_before.is_some_and(|t| self.now >= t);
-        let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
-        let sending = self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
-        time && self.faults.counts.pauses < p.max
-            && !self.calm
-            && n.is_up()
-            && n.ready
-            && n.paused_until.is_none()
-            && sending
-    }
-
-    /// Node `i`'s clock may jump now: from the drawn time on, within the
-    /// budget, not calm, up and ready. Every moment of a running node is
-    /// at stake for its clock; the drawn times spread the jumps.
-    pub(super) fn clock_jump_enabled(&self, i: usize) -> bool {
-        let n = &self.nodes[i];
-        let time = self.faults.clock_not_before.is_some_and(|t| self.now >= t);
-        let c = &self.spec.explore.clock;
-        let used = self.faults.counts.clock_bumps + self.faults.counts.clock_strobes;
-        time && used < c.max && !self.calm && n.is_up() && n.ready
-    }
-
-    /// Stops node `i`'s start command until a drawn length from now.
-    pub(super) fn pause(&mut self, i: usize) -> Result<(), EngineError> {
-        let (now, p) = (self.now, &self.spec.explore.pause);
-        let f = &mut self.faults;
-        let length = between(&mut f.pause_rng, p.length_ns.0 as i64, p.length_ns.1 as i64) as u64;
-        f.pause_not_before = Some(now + below(&mut f.pause_rng, p.span_ns));
-        f.counts.pauses += 1;
-        let resume_at = now + length;
-        self.nodes[i].paused_until = Some(resume_at);
-        self.trace.push(now, (i + 1) as u16, EventKind::Pause { resume_at });
-        self.control(i, &AgentCommand::Pause)
-    }
-
-    /// Continues node `i`'s paused start command.
-    pub(super) fn resume(&mut self, i: usize) -> Result<(), EngineError> {
-        self.nodes[i].paused_until = None;
-        self.trace.push(self.now, (i + 1) as u16, EventKind::Resume);
-        self.control(i, &AgentCommand::Resume)
-    }
-
-    /// The quiet period or a calm probe begins: every paused node that is
-    /// up continues now.
-    pub(super) fn resume_all(&mut self) -> Result<(), EngineError> {
-        for i in 0..self.nodes.len() {
-            if self.nodes[i].paused_until.is_some() && self.nodes[i].is_up() {
-                self.resume(i)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Jumps node `i`'s wall clock: a bump, or a strobe (drawn when both
-    /// are on).
-    pub(super) fn clock_jump(&mut self, i: usize) -> Result<(), EngineError> {
-        let (now, c) = (self.now, &self.spec.explore.clock);
-        let f = &mut self.faults;
-        let strobe = match (c.bump_ns, c.strobe) {
-            (Some(_), Some(s)) => (below(&mut f.clock_rng, 2) == 1).then_some(s),
-            (None, s) => s,
-            (Some(_), None) => None,
-        };
-        let (event, command) = match (strobe, c.bump_ns) {
-            (Some(s), _) => {
-                f.counts.clock_strobes += 1;
-                let (delta_ns, period_ns, length_ns) = (s.delta_ns, s.period_ns, s.length_ns);
-                (EventKind::ClockStrobe { delta_ns, period_ns, length_ns }, AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns })
-            }
-            (None, Some((lo, hi))) => {
-                f.counts.clock_bumps += 1;
-                let delta_ns = between(&mut f.clock_rng, lo, hi);
-                (EventKind::ClockBump { delta_ns }, AgentCommand::ClockBump { delta_ns })
-            }
-            (None, None) => unreachable!("clock jumps are enabled only with a bump or a strobe"),
-        };
-        f.clock_not_before = Some(now + below(&mut f.clock_rng, c.span_ns));
-        self.trace.push(now, (i + 1) as u16, event);
-        self.control(i, &command)
     }
 }
 
@@ -324,12 +212,12 @@ mod tests {
 
     #[test]
     fn node_clocks_are_drawn_only_for_faulty_nodes_and_only_when_on() {
-        let off = ClockSpec { nodes: vec![0, 1], ..Default::default() };
+        let off = ClockSpec { nodes: vec![NodeIdx::new(0), NodeIdx::new(1)], ..Default::default() };
         assert_eq!(node_clocks(&off, 3, 1), vec![NodeClock::default(); 3]);
         let spec = ClockSpec {
             offset_ns: Some((-3_000_000_000, 3_000_000_000)),
             drift_ppm: Some((100, 200)),
-            nodes: vec![1, 2],
+            nodes: vec![NodeIdx::new(1), NodeIdx::new(2)],
             ..Default::default()
         };
         let c = node_clocks(&spec, 3, 1);

@@ -38,8 +38,7 @@
 use netsim::host::{http, HostClient, HostConfig, HttpError, HttpId, HttpResponse};
 use netsim::{Delivery, NodeId};
 
-use super::frames::summarize;
-use super::{Execution, Failure, FailureKind, Phase, Verdict};
+use crate::frames::summarize;
 use crate::trace::{EventKind, Trace};
 
 /// One HTTP request of a host workload, checked (from cluster.toml).
@@ -47,6 +46,7 @@ use crate::trace::{EventKind, Trace};
 pub struct HostRequest {
     /// Target guest, 1-based (`n2` is 2).
     pub node: u16,
+    /// TCP port.
     pub port: u16,
     /// `GET`, `POST`, ... (an HTTP token).
     pub method: String,
@@ -75,6 +75,7 @@ impl HostRequest {
 pub struct HostWorkload {
     /// Sent in this order, `repeat` times over.
     pub requests: Vec<HostRequest>,
+    /// How many times the list is sent.
     pub repeat: u32,
     /// Requests in flight at once (at least 1).
     pub concurrency: u32,
@@ -121,7 +122,7 @@ pub(super) struct HostEndpoint {
 }
 
 /// What a poll concluded about the workload.
-pub(super) enum HostOutcome {
+pub(crate) enum HostOutcome {
     Running,
     Passed,
     Failed(String),
@@ -335,37 +336,6 @@ fn excerpt(body: &[u8]) -> String {
     }
 }
 
-impl Execution<'_> {
-    /// The host endpoint's action: poll it, send what it transmitted, and
-    /// act on the workload's end (invariants next, or the failure).
-    pub(super) fn run_host(&mut self) -> Result<(), super::EngineError> {
-        let now = self.now;
-        let Some(h) = self.host.as_mut() else { return Ok(()) };
-        let node = h.node();
-        let (tx, outcome) = h.poll(now, &mut self.trace);
-        if let Some(ns) = self.net.as_mut() {
-            ns.transmit_frames(node, now, tx, &mut self.trace);
-        }
-        // The workload's end comes after the frames of its last poll, so
-        // that a report finds it as the failing event.
-        let status = match outcome {
-            HostOutcome::Running => return Ok(()),
-            HostOutcome::Passed => 0,
-            HostOutcome::Failed(_) => 1,
-        };
-        self.trace.push(now, node.get(), EventKind::CommandDone { name: "workload".into(), status });
-        match outcome {
-            HostOutcome::Running => {}
-            HostOutcome::Passed if self.phase == Phase::Workload => self.start_checks()?,
-            HostOutcome::Passed => {}
-            HostOutcome::Failed(what) => {
-                self.verdict = Some(Verdict::Fail(Failure::new(FailureKind::Workload, Some("host".into()), now, what)));
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,6 +406,6 @@ mod tests {
             HostOutcome::Failed(m) => assert!(m.contains("request 1/1 GET n2:8080/data: no response: connection timed out"), "{m}"),
             _ => panic!("the request did not fail"),
         }
-        assert!(trace.events().iter().any(|e| e.time == 26 * SEC && matches!(&e.kind, EventKind::Note { .. })));
+        assert!(trace.events().iter().any(|e| e.time.as_ns() == 26 * SEC && matches!(&e.kind, EventKind::Note { .. })));
     }
 }

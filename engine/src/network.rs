@@ -7,21 +7,26 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use vmm::runtime::TxFrame;
 
-use super::frames::summarize;
+use crate::frames::summarize;
 use crate::trace::{DropCause, EventKind, Trace};
 
 /// A partition at fixed virtual times (from cluster.toml).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduledPartition {
+    /// When it starts (virtual ns).
     pub at: u64,
+    /// When it heals (virtual ns).
     pub heal: u64,
+    /// Which links it cuts.
     pub partition: Partition,
 }
 
 /// What the network of an execution looks like.
 #[derive(Debug, Clone)]
 pub struct NetworkSpec {
+    /// netsim's link behaviour and random partitions (`[faults.network]`).
     pub config: NetConfig,
+    /// Partitions at fixed times.
     pub scheduled: Vec<ScheduledPartition>,
     /// Capture the traffic as pcap, per node and whole network, in memory:
     /// the result's `pcaps`, for the caller to write where it keeps them

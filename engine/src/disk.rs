@@ -14,7 +14,7 @@
 //! misdirection, drawn here from the engine's streams ([`CompletionFaults`],
 //! one per fault) just before the completion; a read may come back
 //! corrupted, drawn by the node's device from its own per-boot stream
-//! (`super::read_fault_seed`), because reads are answered inside the
+//! (`crate::read_fault_seed`), because reads are answered inside the
 //! guest's kick where the engine makes no choice. The quiet period stops
 //! both.
 
@@ -34,6 +34,7 @@ pub struct DiskSpec {
     pub base: BlockStore,
     /// Submission to completion of a write or flush, virtual ns.
     pub latency_ns: u64,
+    /// What a power loss may do to volatile writes (atomic or torn).
     pub model: CrashModel,
     /// Crash points with at most this many states are enumerated across
     /// executions; larger ones are sampled from the seed.
@@ -67,13 +68,18 @@ impl DiskFaultRates {
 /// line reports them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct DiskFaultCounts {
+    /// Reads returned corrupted.
     pub corrupt_reads: u32,
+    /// Flushes that made nothing durable.
     pub lost_flushes: u32,
+    /// Writes that failed with EIO.
     pub write_errors: u32,
+    /// Writes that landed elsewhere.
     pub misdirected_writes: u32,
 }
 
 impl DiskFaultCounts {
+    /// Counts one fault.
     pub fn count(&mut self, fault: &DiskFault) {
         let n = match fault {
             DiskFault::CorruptRead { .. } => &mut self.corrupt_reads,
@@ -164,6 +170,7 @@ pub(super) fn describe_fault(fault: &DiskFault, r: &DiskRequest) -> String {
 pub struct CrashPoint {
     /// 1-based crash number within the execution.
     pub crash: u32,
+    /// The crashed node's name.
     pub node: String,
     /// Virtual time (ns).
     pub time: u64,
@@ -171,6 +178,7 @@ pub struct CrashPoint {
     pub volatile_writes: usize,
     /// Distinct crash states (a lower bound when counting gave up).
     pub states: u128,
+    /// `states` is exact (counting did not give up).
     pub states_exact: bool,
     /// Index of the state applied when the states are enumerable (small
     /// enough), else `None` (sampled).

@@ -43,14 +43,23 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::time::{NodeIdx, VirtualTime};
+
 /// Node number 0 stands for the engine itself (partitions, notes).
 pub const ENGINE: u16 = 0;
 
-/// One event. `time` is virtual nanoseconds since the cluster booted.
+/// One event. It encodes as `{"time":NS,"node":N,"event":...}`: the time
+/// in virtual ns since the cluster booted, the node by number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
-    pub time: u64,
+    /// When it happened.
+    pub time: VirtualTime,
+    /// Where: the node's number (1-based, [`NodeIdx::number`]), or
+    /// [`ENGINE`] (0) for the engine's own events. A number rather than a
+    /// [`NodeIdx`] because the engine is not a node; [`Event::node_idx`]
+    /// gives the typed form.
     pub node: u16,
+    /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -70,66 +79,160 @@ pub enum EventKind {
     /// matches `Run` (reports, the space-time diagram) keeps treating a
     /// folded stretch as runs, and old traces still parse.
     Run {
+        /// Grants folded into this event (1: omitted).
         #[serde(default = "one", skip_serializing_if = "is_one")]
         grants: u64,
+        /// Time of the last of them (omitted for one grant).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         until: Option<u64>,
     },
     /// One line the node printed on its console (without the newline).
-    Console { text: String },
+    Console {
+        /// The line.
+        text: String,
+    },
     /// The engine sent a command to the node's agent.
-    Command { name: String },
+    Command {
+        /// The command's name (`workload`, an invariant, ...).
+        name: String,
+    },
     /// The node's agent reported a command finished.
-    CommandDone { name: String, status: i32 },
+    CommandDone {
+        /// The command's name.
+        name: String,
+        /// Its exit status.
+        status: i32,
+    },
     /// The node's agent is up and the node's start command was launched.
     Ready,
     /// The node's kernel exited.
-    Exit { status: Option<i32>, signal: Option<i32>, panic: bool },
+    Exit {
+        /// The kernel process's exit status, if it exited.
+        status: Option<i32>,
+        /// The signal that killed it, if one did.
+        signal: Option<i32>,
+        /// The console showed a kernel panic.
+        panic: bool,
+    },
     /// The node stopped yielding to the time controller.
     Hung,
     /// A frame left `node` for `to`; `id` pairs it with its delivery.
-    Send { id: u64, to: u16, len: u32, summary: String },
+    Send {
+        /// The copy's delivery id.
+        id: u64,
+        /// The receiver's node number.
+        to: u16,
+        /// Frame length in bytes.
+        len: u32,
+        /// What the frame is (see `frames`).
+        summary: String,
+    },
     /// A frame from `from` reached `node`.
-    Deliver { id: u64, from: u16, len: u32, summary: String },
+    Deliver {
+        /// The delivery id its `send` carried.
+        id: u64,
+        /// The sender's node number.
+        from: u16,
+        /// Frame length in bytes.
+        len: u32,
+        /// What the frame is.
+        summary: String,
+    },
     /// A frame from `node` to `to` was lost.
-    Drop { id: u64, to: u16, cause: DropCause },
+    Drop {
+        /// The copy's delivery id (top bit set for a copy never scheduled).
+        id: u64,
+        /// The receiver's node number.
+        to: u16,
+        /// Why it was lost.
+        cause: DropCause,
+    },
     /// The network was partitioned (engine event).
-    Partition { description: String },
+    Partition {
+        /// Which links are cut.
+        description: String,
+    },
     /// The partition healed (engine event).
     Heal,
     /// The node lost power.
-    Crash { detail: String },
+    Crash {
+        /// The disk's crash state, for humans.
+        detail: String,
+    },
     /// The node was started again after a crash.
     Restart,
     /// An invariant was checked.
-    Invariant { name: String, ok: bool },
+    Invariant {
+        /// The check's name.
+        name: String,
+        /// It held.
+        ok: bool,
+    },
     /// Free-form engine remark that still belongs to the execution.
-    Note { text: String },
+    Note {
+        /// The remark.
+        text: String,
+    },
     /// A disk request of the node completed: `op` is read, write or flush;
     /// writes and flushes complete when the engine chooses, reads at once.
-    Disk { id: u64, op: DiskOp, sector: u64, sectors: u64 },
+    Disk {
+        /// The request's id on its disk.
+        id: u64,
+        /// Read, write or flush.
+        op: DiskOp,
+        /// First sector.
+        sector: u64,
+        /// Number of sectors.
+        sectors: u64,
+    },
     /// A disk fault (`[faults.disk]`) hit request `id` of the node, which
     /// completed just before (its `Disk` event): `fault` is corrupt_read,
     /// lost_flush, write_error or misdirect; `detail` says what the guest
     /// got.
-    DiskFault { id: u64, fault: DiskFaultKind, detail: String },
+    DiskFault {
+        /// The request's id on its disk.
+        id: u64,
+        /// Which fault.
+        fault: DiskFaultKind,
+        /// What the guest got, for humans.
+        detail: String,
+    },
     /// The engine stopped the node's start command (SIGSTOP to its process
     /// group, `[faults.pause]`); it continues at `resume_at` unless the node
     /// crashes first or the quiet period begins.
-    Pause { resume_at: u64 },
+    Pause {
+        /// Virtual time (ns) the pause ends.
+        resume_at: u64,
+    },
     /// The node's paused start command continued (SIGCONT).
     Resume,
     /// The node booted with its wall clock `offset_ns` away from the
     /// cluster's (`[faults.clock] offset`; negative: behind).
-    ClockOffset { offset_ns: i64 },
+    ClockOffset {
+        /// The offset (ns).
+        offset_ns: i64,
+    },
     /// The node booted with its clocks running `ppm` parts per million
     /// fast (negative: slow) against virtual time (`[faults.clock] drift_ppm`).
-    ClockDrift { ppm: i64 },
+    ClockDrift {
+        /// The drift (parts per million).
+        ppm: i64,
+    },
     /// The node's wall clock jumped by `delta_ns` (`[faults.clock] bump`).
-    ClockBump { delta_ns: i64 },
+    ClockBump {
+        /// The jump (ns).
+        delta_ns: i64,
+    },
     /// The node's wall clock began to jump forward by `delta_ns` and back
     /// again every `period_ns`, for `length_ns` (`[faults.clock] strobe`).
-    ClockStrobe { delta_ns: i64, period_ns: u64, length_ns: u64 },
+    ClockStrobe {
+        /// Each jump (ns).
+        delta_ns: i64,
+        /// Time between jumps (ns).
+        period_ns: u64,
+        /// How long the strobe lasts (ns).
+        length_ns: u64,
+    },
 }
 
 /// Why a frame copy was lost (`Drop::cause`). The serde names are the
@@ -163,12 +266,16 @@ impl DropCause {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DiskOp {
+    /// A read (answered at its kick).
     Read,
+    /// A write (completed when the engine chooses).
     Write,
+    /// A flush (completed when the engine chooses).
     Flush,
 }
 
 impl DiskOp {
+    /// The trace's string: `read`, `write` or `flush`.
     pub fn as_str(self) -> &'static str {
         match self {
             DiskOp::Read => "read",
@@ -183,13 +290,18 @@ impl DiskOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DiskFaultKind {
+    /// A read returned flipped bits.
     CorruptRead,
+    /// A flush made nothing durable.
     LostFlush,
+    /// A write failed with an I/O error.
     WriteError,
+    /// A write landed at another sector.
     Misdirect,
 }
 
 impl DiskFaultKind {
+    /// The trace's string: the `[faults.disk]` key.
     pub fn as_str(self) -> &'static str {
         match self {
             DiskFaultKind::CorruptRead => "corrupt_read",
@@ -237,11 +349,16 @@ impl EventKind {
 impl Event {
     /// The latest virtual time the event covers: `until` of a folded run,
     /// else `time`.
-    pub fn end_time(&self) -> u64 {
+    pub fn end_time(&self) -> VirtualTime {
         match self.kind {
-            EventKind::Run { until: Some(u), .. } => u.max(self.time),
+            EventKind::Run { until: Some(u), .. } => VirtualTime::from_ns(u).max(self.time),
             _ => self.time,
         }
+    }
+
+    /// The node the event happened on; `None` for the engine's events.
+    pub fn node_idx(&self) -> Option<NodeIdx> {
+        NodeIdx::from_number(self.node)
     }
 }
 
@@ -269,15 +386,17 @@ fn encode(ev: &Event) -> Vec<u8> {
 }
 
 impl Trace {
+    /// An empty trace.
     pub fn new() -> Trace {
         Trace::default()
     }
 
     /// Appends an event; a `Run` folds into its node's `Run` of the open
     /// quiet stretch, if the node has one.
-    pub fn push(&mut self, time: u64, node: u16, kind: EventKind) {
+    pub fn push(&mut self, time: impl Into<VirtualTime>, node: u16, kind: EventKind) {
+        let time = time.into();
         if let EventKind::Run { grants, until } = kind {
-            let last = until.unwrap_or(time);
+            let last = until.unwrap_or(time.as_ns());
             if let Some(open) = self.events[self.sealed..].iter_mut().find(|e| e.node == node) {
                 let EventKind::Run { grants: g, until: u } = &mut open.kind else {
                     unreachable!("only runs stay open")
@@ -324,10 +443,12 @@ impl Trace {
         &self.events
     }
 
+    /// Number of events (a folded stretch counts once).
     pub fn len(&self) -> usize {
         self.events.len()
     }
 
+    /// No event yet.
     pub fn is_empty(&self) -> bool {
         self.events.is_empty()
     }
@@ -407,209 +528,5 @@ fn clean(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn same_events_same_hash_and_order_matters() {
-        let mut a = Trace::new();
-        let mut b = Trace::new();
-        for t in [&mut a, &mut b] {
-            t.push(0, 1, EventKind::Boot);
-            t.push(5, 2, EventKind::Console { text: "hi".into() });
-        }
-        assert_eq!(a.hash(), b.hash());
-        let mut c = Trace::new();
-        c.push(5, 2, EventKind::Console { text: "hi".into() });
-        c.push(0, 1, EventKind::Boot);
-        assert_ne!(a.hash(), c.hash());
-        let mut d = a.clone();
-        d.push(6, 1, EventKind::run());
-        assert_ne!(a.hash(), d.hash());
-    }
-
-    #[test]
-    fn time_is_part_of_the_hash() {
-        let mut a = Trace::new();
-        a.push(1, 1, EventKind::run());
-        let mut b = Trace::new();
-        b.push(2, 1, EventKind::run());
-        assert_ne!(a.hash(), b.hash());
-    }
-
-    #[test]
-    fn jsonl_round_trip_keeps_hash() {
-        let mut a = Trace::new();
-        a.push(0, 1, EventKind::Boot);
-        a.push(7, 0, EventKind::Partition { description: "{n1} | {n2,n3}".into() });
-        a.push(9, 1, EventKind::Exit { status: Some(0), signal: None, panic: false });
-        let b = Trace::from_jsonl(&a.to_jsonl()).unwrap();
-        assert_eq!(a.hash(), b.hash());
-        assert_eq!(a.events(), b.events());
-    }
-
-    #[test]
-    fn typed_fields_encode_as_the_strings_traces_always_had() {
-        let mut t = Trace::new();
-        for (k, cause) in [DropCause::Partition, DropCause::Loss, DropCause::NodeDown].into_iter().enumerate() {
-            t.push(1, 1, EventKind::Drop { id: k as u64, to: 2, cause });
-        }
-        for (k, op) in [DiskOp::Read, DiskOp::Write, DiskOp::Flush].into_iter().enumerate() {
-            t.push(2, 1, EventKind::Disk { id: k as u64, op, sector: 8, sectors: 1 });
-        }
-        for fault in [DiskFaultKind::CorruptRead, DiskFaultKind::LostFlush, DiskFaultKind::WriteError, DiskFaultKind::Misdirect] {
-            t.push(3, 1, EventKind::DiskFault { id: 0, fault, detail: "d".into() });
-        }
-        let want = concat!(
-            r#"{"time":1,"node":1,"event":"drop","id":0,"to":2,"cause":"partition"}"#, "\n",
-            r#"{"time":1,"node":1,"event":"drop","id":1,"to":2,"cause":"loss"}"#, "\n",
-            r#"{"time":1,"node":1,"event":"drop","id":2,"to":2,"cause":"node down"}"#, "\n",
-            r#"{"time":2,"node":1,"event":"disk","id":0,"op":"read","sector":8,"sectors":1}"#, "\n",
-            r#"{"time":2,"node":1,"event":"disk","id":1,"op":"write","sector":8,"sectors":1}"#, "\n",
-            r#"{"time":2,"node":1,"event":"disk","id":2,"op":"flush","sector":8,"sectors":1}"#, "\n",
-            r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"corrupt_read","detail":"d"}"#, "\n",
-            r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"lost_flush","detail":"d"}"#, "\n",
-            r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"write_error","detail":"d"}"#, "\n",
-            r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"misdirect","detail":"d"}"#, "\n",
-        );
-        assert_eq!(t.to_jsonl(), want);
-        let back = Trace::from_jsonl(want).unwrap();
-        assert_eq!((back.events(), back.hash()), (t.events(), t.hash()));
-        // Display is the same string.
-        assert_eq!(DropCause::NodeDown.to_string(), "node down");
-        assert_eq!(DiskFaultKind::Misdirect.to_string(), "misdirect");
-    }
-
-    /// `n` grants of `node`, `step` ns apart from `t0`.
-    fn grants(t: &mut Trace, node: u16, t0: u64, step: u64, n: u64) {
-        for k in 0..n {
-            t.push(t0 + k * step, node, EventKind::run());
-        }
-    }
-
-    fn sha(text: &str) -> String {
-        hex::encode(Sha256::digest(text.as_bytes()))
-    }
-
-    #[test]
-    fn quiet_grants_fold_into_one_event_with_their_count() {
-        let mut t = Trace::new();
-        t.push(0, 1, EventKind::Boot);
-        grants(&mut t, 1, 10, 5, 1_000_000);
-        assert_eq!(t.len(), 2, "a million quiet grants are one event");
-        let last = 10 + 999_999 * 5;
-        assert_eq!(t.events()[1], Event { time: 10, node: 1, kind: EventKind::Run { grants: 1_000_000, until: Some(last) } });
-        assert_eq!(t.events()[1].end_time(), last);
-        assert_eq!(t.visible(), 1);
-        assert_eq!(
-            t.to_jsonl().lines().nth(1),
-            Some(format!(r#"{{"time":10,"node":1,"event":"run","grants":1000000,"until":{last}}}"#).as_str())
-        );
-    }
-
-    #[test]
-    fn a_visible_event_splits_the_fold() {
-        let mut t = Trace::new();
-        grants(&mut t, 1, 0, 1, 3);
-        t.push(2, 1, EventKind::Console { text: "x".into() });
-        grants(&mut t, 1, 3, 1, 4);
-        let kinds: Vec<_> = t.events().iter().map(|e| (e.time, e.kind.clone())).collect();
-        assert_eq!(
-            kinds,
-            vec![
-                (0, EventKind::Run { grants: 3, until: Some(2) }),
-                (2, EventKind::Console { text: "x".into() }),
-                (3, EventKind::Run { grants: 4, until: Some(6) }),
-            ]
-        );
-        assert_eq!(t.visible(), 1);
-        // Another node's visible event splits it too.
-        let mut u = Trace::new();
-        grants(&mut u, 1, 0, 1, 2);
-        u.push(1, 2, EventKind::Send { id: 1, to: 1, len: 60, summary: "s".into() });
-        grants(&mut u, 1, 2, 1, 2);
-        assert_eq!(u.events().iter().map(|e| e.kind.grants()).collect::<Vec<_>>(), vec![2, 0, 2]);
-    }
-
-    #[test]
-    fn interleaved_quiet_nodes_fold_per_node_in_first_grant_order() {
-        let mut t = Trace::new();
-        for k in 0..1000u64 {
-            t.push(k, 2, EventKind::run());
-            t.push(k, 1, EventKind::run());
-            if k % 2 == 0 {
-                t.push(k, 3, EventKind::run());
-            }
-        }
-        let got: Vec<_> = t.events().iter().map(|e| (e.node, e.time, e.kind.clone())).collect();
-        assert_eq!(
-            got,
-            vec![
-                (2, 0, EventKind::Run { grants: 1000, until: Some(999) }),
-                (1, 0, EventKind::Run { grants: 1000, until: Some(999) }),
-                (3, 0, EventKind::Run { grants: 500, until: Some(998) }),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_single_grant_encodes_as_it_always_did() {
-        let mut t = Trace::new();
-        t.push(6, 1, EventKind::run());
-        t.push(7, 1, EventKind::Hung);
-        assert_eq!(t.to_jsonl(), "{\"time\":6,\"node\":1,\"event\":\"run\"}\n{\"time\":7,\"node\":1,\"event\":\"hung\"}\n");
-        // And an old recording's run parses as one grant.
-        let old: Event = serde_json::from_str(r#"{"time":6,"node":1,"event":"run"}"#).unwrap();
-        assert_eq!(old.kind, EventKind::run());
-    }
-
-    #[test]
-    fn folded_hash_is_deterministic_and_counts_are_part_of_it() {
-        let build = |n: u64| {
-            let mut t = Trace::new();
-            t.push(0, 1, EventKind::Boot);
-            grants(&mut t, 1, 1, 1, n);
-            t.push(n + 1, 1, EventKind::Console { text: "done".into() });
-            t
-        };
-        assert_eq!(build(500).hash(), build(500).hash());
-        assert_eq!(build(500).to_jsonl(), build(500).to_jsonl());
-        assert_ne!(build(500).hash(), build(501).hash(), "one more grant is another trace");
-        // The last grant's time alone differs: `until` differs.
-        let mut a = Trace::new();
-        a.push(0, 1, EventKind::run());
-        a.push(5, 1, EventKind::run());
-        let mut b = Trace::new();
-        b.push(0, 1, EventKind::run());
-        b.push(6, 1, EventKind::run());
-        assert_ne!(a.hash(), b.hash());
-    }
-
-    #[test]
-    fn the_hash_is_that_of_the_jsonl_open_stretch_or_not() {
-        let mut t = Trace::new();
-        t.push(0, 1, EventKind::Boot);
-        grants(&mut t, 1, 1, 2, 10);
-        grants(&mut t, 2, 1, 2, 10);
-        assert_eq!(t.hash(), sha(&t.to_jsonl()), "open stretch");
-        let before = t.hash();
-        grants(&mut t, 2, 30, 1, 1);
-        assert_ne!(t.hash(), before, "a grant into the open stretch changes the hash");
-        t.push(40, 2, EventKind::Ready);
-        assert_eq!(t.hash(), sha(&t.to_jsonl()), "sealed stretch");
-        let back = Trace::from_jsonl(&t.to_jsonl()).unwrap();
-        assert_eq!((back.hash(), back.events()), (t.hash(), t.events()));
-        assert_eq!(back.visible(), t.visible());
-    }
-
-    #[test]
-    fn line_splitter_holds_partial_lines() {
-        let mut s = LineSplitter::default();
-        assert!(s.feed(b"hel").is_empty());
-        assert_eq!(s.feed(b"lo\r\nwor"), vec!["hello".to_string()]);
-        assert_eq!(s.feed(b"ld\n\n"), vec!["world".to_string(), String::new()]);
-        assert_eq!(s.finish(), None);
-        s.feed(b"tail");
-        assert_eq!(s.finish().as_deref(), Some("tail"));
-    }
-}
+#[path = "trace_tests.rs"]
+mod tests;

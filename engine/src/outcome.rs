@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::time::VirtualTime;
 use crate::trace::Trace;
 
 /// Which property failed. A guest that panics or hangs is a finding about
@@ -32,13 +33,19 @@ pub enum FailureKind {
     Linearizability,
 }
 
+/// A failed execution: what failed, where, when, and the engine's message
+/// (part of every failure file).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
+    /// Which property failed.
     pub kind: FailureKind,
-    /// The node to blame (`n2`), if one is.
+    /// The node to blame, by name (`n2`, `host`), if one is. A name, not a
+    /// [`crate::NodeIdx`]: the host client is not a node, and failure
+    /// files carry the name.
     pub node: Option<String>,
-    /// Virtual time of the failure (ns).
-    pub time: u64,
+    /// Virtual time of the failure.
+    pub time: VirtualTime,
+    /// What happened, for humans (may end with the node's console tail).
     pub message: String,
 }
 
@@ -75,18 +82,23 @@ impl Failure {
         format!("{}: {first}", self.kind.title())
     }
 
-    pub fn new(kind: FailureKind, node: Option<String>, time: u64, message: String) -> Failure {
-        Failure { kind, node, time, message }
+    /// A failure of `kind` on `node` at `time`.
+    pub fn new(kind: FailureKind, node: Option<String>, time: impl Into<VirtualTime>, message: String) -> Failure {
+        Failure { kind, node, time: time.into(), message }
     }
 }
 
+/// How an execution ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// Every check passed.
     Pass,
+    /// A property failed.
     Fail(Failure),
 }
 
 impl Verdict {
+    /// The failure, if it failed.
     pub fn failure(&self) -> Option<&Failure> {
         match self {
             Verdict::Pass => None,
@@ -95,13 +107,18 @@ impl Verdict {
     }
 }
 
+/// Everything one execution produced ([`crate::Execution::finish`]).
 #[derive(Debug, Clone)]
 pub struct ExecutionResult {
+    /// Pass, or the failure.
     pub verdict: Verdict,
+    /// The trace.
     pub trace: Trace,
+    /// Its hash (SHA-256 of `trace.jsonl`).
     pub trace_hash: String,
-    /// Virtual time at the end (ns).
-    pub virtual_ns: u64,
+    /// Virtual time at the end.
+    pub ended_at: VirtualTime,
+    /// Wall time the execution took (statistics only).
     pub wall: Duration,
     /// Wall time from the first node's spawn until every node's agent was
     /// ready (`None`: they never all were).
@@ -124,15 +141,15 @@ pub struct ExecutionResult {
     /// Steps at which more than one action was enabled.
     pub choice_points: u64,
     /// Every action taken and when it took effect, stretches of quiet node
-    /// runs folded (see [`super::StepLog`]): bounded by what guests saw,
+    /// runs folded (see [`crate::StepLog`]): bounded by what guests saw,
     /// not by the number of grants.
-    pub chosen: super::StepLog,
+    pub chosen: crate::steps::StepLog,
     /// Nodes crashed by the engine.
     pub crashes: u32,
     /// The disk side of each crash (nodes with disks only).
-    pub crash_points: Vec<super::CrashPoint>,
+    pub crash_points: Vec<crate::disk::CrashPoint>,
     /// Disk faults that hit requests (`[faults.disk]`), by kind.
-    pub disk_faults: super::DiskFaultCounts,
+    pub disk_faults: crate::disk::DiskFaultCounts,
     /// Pauses and clock faults (`[faults.pause]`, `[faults.clock]`).
-    pub node_faults: super::FaultCounts,
+    pub node_faults: crate::faults::FaultCounts,
 }

@@ -9,7 +9,9 @@ use disksim::Disk;
 use vmm::node::{NodeConfig, NodeRuntime};
 use vmm::runtime::{self, RuntimeKind};
 
-use super::{EngineError, NodeClock};
+use crate::faults::NodeClock;
+use crate::seeds::{entropy_seed, read_fault_seed};
+use crate::spec::EngineError;
 use crate::trace::LineSplitter;
 
 /// Lines of console output kept for failure messages.
@@ -87,17 +89,17 @@ impl Node {
     /// run directory (`n2`, `n2.boot1`, ...): the guest sees only relative
     /// names, so the directory's name never reaches it, and a dead boot's
     /// sockets cannot be confused with the new one's. Each boot's entropy
-    /// device gets its own seed ([`super::entropy_seed`] of `execution_seed`,
+    /// device gets its own seed ([`crate::entropy_seed`] of `execution_seed`,
     /// this node and the boot number), and so does its disk's read-fault
-    /// stream ([`super::read_fault_seed`]).
+    /// stream ([`crate::read_fault_seed`]).
     pub fn boot(&mut self, execution_seed: u64) -> Result<(), EngineError> {
         let dir_name = if self.boots == 0 { self.name.clone() } else { format!("{}.boot{}", self.name, self.boots) };
         let run_dir = self.scratch.join(dir_name);
         std::fs::create_dir_all(&run_dir).map_err(|source| EngineError::Scratch { path: run_dir.clone(), source })?;
         self.config.run_dir = run_dir;
         let index = u64::from(self.config.node_id.saturating_sub(1));
-        self.config.entropy_seed = super::entropy_seed(execution_seed, index, self.boots);
-        self.config.read_faults.seed = super::read_fault_seed(execution_seed, index, self.boots);
+        self.config.entropy_seed = entropy_seed(execution_seed, index, self.boots);
+        self.config.read_faults.seed = read_fault_seed(execution_seed, index, self.boots);
         self.boots += 1;
         self.vm = Some(runtime::spawn(self.runtime, &self.config, self.disk.take())?);
         self.ready = false;

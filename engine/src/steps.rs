@@ -39,6 +39,7 @@ pub struct StepLog {
 }
 
 impl StepLog {
+    /// An empty log.
     pub fn new() -> StepLog {
         StepLog::default()
     }
@@ -67,6 +68,7 @@ impl StepLog {
         self.steps
     }
 
+    /// The spans, in order.
     pub fn spans(&self) -> &[StepSpan] {
         &self.spans
     }

@@ -1,0 +1,288 @@
+//! Applying the action a step chose: a node's run, the host client's poll,
+//! a delivery, a disk completion, a crash or restart (pauses and clock
+//! jumps are in `node_faults`), and recording what it produced in the
+//! trace.
+
+use netsim::DeliveryId;
+use vmm::node::{Delivered, DiskCompletion, GuestOutput, OutputStream, RunOutcome};
+
+use crate::actions::Action;
+use crate::agent;
+use crate::disk;
+use crate::execution::{Execution, Phase};
+use crate::frames;
+use crate::host::HostOutcome;
+use crate::outcome::{Failure, FailureKind, Verdict};
+use crate::spec::EngineError;
+use crate::trace::{DiskOp, DropCause, EventKind};
+
+impl Execution<'_> {
+    /// Applies `action` at `self.now`.
+    pub(crate) fn apply(&mut self, action: Action) -> Result<(), EngineError> {
+        let now = self.now;
+        match action {
+            Action::NetworkFault { .. } => self.net.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now),
+            Action::Deliver(id) => self.deliver(id)?,
+            Action::Crash(i) => self.crash(i)?,
+            Action::Restart(i) => {
+                self.trace.push(now, (i + 1) as u16, EventKind::Restart);
+                self.nodes[i].boot(self.spec.seed)?;
+                self.nodes[i].connect(now, self.spec.connect_timeout)?;
+                self.record_node_clock(i);
+            }
+            Action::Pause(i) => self.pause(i)?,
+            Action::Resume(i) => self.resume(i)?,
+            Action::ClockJump(i) => self.clock_jump(i)?,
+            Action::CompleteDisk(i, request) => {
+                let watchdog = self.spec.watchdog;
+                self.maybe_disk_fault(i, disksim::RequestId(request));
+                let done = self.nodes[i].vm().complete_disk(now, disksim::RequestId(request), watchdog)?;
+                if done.request.kind == disksim::RequestKind::Flush {
+                    self.nodes[i].flushed_since_run = true;
+                }
+                self.record_disk(i, &[done]);
+            }
+            Action::Run(i) => self.run_node(i)?,
+            Action::RunHost => self.run_host()?,
+        }
+        Ok(())
+    }
+
+    /// Hands frame `id` to its receiver (the host client, a node, or
+    /// nobody: a node that is down drops it).
+    fn deliver(&mut self, id: DeliveryId) -> Result<(), EngineError> {
+        let now = self.now;
+        let ns = self.net.as_mut().expect("deliveries come from the network");
+        let Some(d) = ns.take(id) else { return Ok(()) };
+        if let Some(h) = self.host.as_mut().filter(|h| h.node() == d.to) {
+            h.deliver(now, &d, &mut self.trace);
+            return Ok(());
+        }
+        let (to, from) = (d.to.index(), d.from.get());
+        if !self.nodes[to].is_up() {
+            self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: DropCause::NodeDown });
+            return Ok(());
+        }
+        let summary = frames::summarize(&d.frame);
+        let len = d.frame.len() as u32;
+        self.trace.push(now, d.to.get(), EventKind::Deliver { id: d.id.0, from, len, summary });
+        if self.nodes[to].vm().deliver_frame(now, &d.frame, self.spec.watchdog)? == Delivered::Dropped {
+            let text = format!("frame {} dropped: no receive buffer", d.id.0);
+            self.trace.push(now, d.to.get(), EventKind::Note { text });
+        }
+        Ok(())
+    }
+
+    /// Power-fails node `i`: its disk falls into a crash state.
+    fn crash(&mut self, i: usize) -> Result<(), EngineError> {
+        let now = self.now;
+        self.crashes += 1;
+        let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
+        let crash = self.crashes;
+        let name = self.nodes[i].name.clone();
+        if !self.nodes[i].running.is_empty() {
+            let text = format!(
+                "the crash kills {name}'s running command(s) {}; sent again once {name} is ready",
+                self.nodes[i].running.join(", ")
+            );
+            self.trace.push(now, (i + 1) as u16, EventKind::Note { text });
+        }
+        if self.nodes[i].paused_until.is_some() {
+            // Its paused processes die with it (`Node::power_off`).
+            let text = format!("the crash ends {name}'s pause");
+            self.trace.push(now, (i + 1) as u16, EventKind::Note { text });
+        }
+        let disk = self.nodes[i].power_off(now)?;
+        let detail = match (disk, &self.spec.disk) {
+            (Some(disk), Some(ds)) => {
+                let seed = self.spec.seed;
+                let (point, state) =
+                    disk::crash_disk(disk, ds, crash, &name, now, seed, &self.spec.explore.crash_states)
+                        .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
+                let which = match point.chosen {
+                    Some(k) => format!("crash state {} of {}", k + 1, point.states),
+                    None => format!("a sampled crash state of {}{}", if point.states_exact { "" } else { "at least " }, point.states),
+                };
+                let d = format!(
+                    "power loss; disk: {which}, {} of {} volatile writes persisted",
+                    state.persisted.len(),
+                    point.volatile_writes
+                );
+                self.crash_points.push(point);
+                d
+            }
+            _ => "power loss".into(),
+        };
+        self.trace.push(now, id.get(), EventKind::Crash { detail });
+        if let Some(ns) = self.net.as_mut() {
+            ns.node_down(id);
+        }
+        Ok(())
+    }
+
+    /// Lets node `i` run until it waits again (a grant), and takes in
+    /// what it did: output, disk completions, frames, agent messages.
+    fn run_node(&mut self, i: usize) -> Result<(), EngineError> {
+        let now = self.now;
+        let node_no = (i + 1) as u16;
+        self.trace.push(now, node_no, EventKind::run());
+        self.grants += 1;
+        let time_of_day = self.nodes[i].clock.time_of_day();
+        // A grant that ends waiting has settled the node at `now` too:
+        // interrupts owed for transmitted frames and control output, and
+        // input that waited for receive buffers, reached it.
+        let grant = self.nodes[i].vm().grant(now, time_of_day, self.spec.watchdog)?;
+        self.record_output(i, grant.output);
+        self.record_disk(i, &grant.disk);
+        self.nodes[i].flushed_since_run = false;
+        if let Some(ns) = self.net.as_mut() {
+            let id = netsim::NodeId::new(node_no).expect("node ids fit");
+            self.nodes[i].just_sent = !grant.tx.is_empty();
+            ns.transmit(id, grant.tx, &mut self.trace);
+            if !matches!(grant.outcome, RunOutcome::Waiting { .. }) {
+                ns.node_down(id);
+            }
+        }
+        match grant.outcome {
+            RunOutcome::Waiting { .. } => {}
+            RunOutcome::Exited { status, signal } => {
+                let n = &self.nodes[i];
+                self.trace.push(now, node_no, EventKind::Exit { status, signal, panic: n.saw_panic });
+                let (kind, what) = if n.saw_panic {
+                    let line = n.panic_line.as_deref().unwrap_or("Kernel panic");
+                    (FailureKind::GuestPanic, format!("node {} panicked: {line}", n.name))
+                } else {
+                    let what = format!(
+                        "node {} powered off or died unexpectedly (status {status:?}, signal {signal:?})",
+                        n.name
+                    );
+                    (FailureKind::GuestExit, what)
+                };
+                self.fail(kind, Some(i), what);
+                return Ok(());
+            }
+            RunOutcome::Hung { wall } => {
+                self.trace.push(now, node_no, EventKind::Hung);
+                let what = format!(
+                    "node {} hung: it ran {:.1} s of wall time without letting virtual time advance \
+                     (a guest busy loop waiting for time to pass never sees it pass)",
+                    self.nodes[i].name,
+                    wall.as_secs_f64()
+                );
+                self.fail(FailureKind::GuestHang, Some(i), what);
+                return Ok(());
+            }
+        }
+        let msgs = std::mem::take(&mut self.msgs);
+        for (from, msg) in msgs {
+            if self.verdict.is_none() {
+                self.on_agent_message(from, msg)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a node's stamped output into the trace: console lines as
+    /// events, control lines parsed into agent messages.
+    pub(crate) fn record_output(&mut self, i: usize, output: Vec<GuestOutput>) {
+        let node_no = (i + 1) as u16;
+        for o in output {
+            match o.stream {
+                OutputStream::Console => {
+                    for line in self.nodes[i].console.feed(&o.bytes) {
+                        self.nodes[i].remember_line(&line);
+                        let begin = self.starts_faults(&line);
+                        self.trace.push(o.time, node_no, EventKind::Console { text: line });
+                        if begin {
+                            self.begin_faults();
+                        }
+                    }
+                }
+                OutputStream::Control => {
+                    for line in self.nodes[i].control.feed(&o.bytes) {
+                        if let Some(m) = agent::parse(&line) {
+                            self.msgs.push((i, m));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves a node's disk completions (reads done at submission, reported
+    /// by its grant; a write or flush the engine completed) into the trace.
+    pub(crate) fn record_disk(&mut self, i: usize, completions: &[DiskCompletion]) {
+        for c in completions {
+            let op = match c.request.kind {
+                disksim::RequestKind::Read => DiskOp::Read,
+                disksim::RequestKind::Write { .. } => DiskOp::Write,
+                disksim::RequestKind::Flush => DiskOp::Flush,
+            };
+            let (id, sector, sectors) = (c.request.id.0, c.request.sector, c.request.sectors);
+            self.trace.push(c.completed, (i + 1) as u16, EventKind::Disk { id, op, sector, sectors });
+            if let Some(f) = c.fault {
+                self.disk_fault_counts.count(&f);
+                let detail = disk::describe_fault(&f, &c.request);
+                let fault = disk::fault_kind(&f);
+                self.trace.push(c.completed, (i + 1) as u16, EventKind::DiskFault { id, fault, detail });
+            }
+        }
+    }
+
+    /// `[faults.disk]` lost_flush, write_error, misdirect: drawn for
+    /// pending request `id` of node `i` just before it completes (nothing
+    /// while calm, nothing for a fault that is off) and injected into its
+    /// disk. The completion reports it, and `record_disk` traces and counts
+    /// it there, like a read's corruption.
+    pub(crate) fn maybe_disk_fault(&mut self, i: usize, id: disksim::RequestId) {
+        let Some(rates) = self.spec.disk.as_ref().map(|d| d.faults) else { return };
+        if self.calm || !rates.any_at_completion() {
+            return;
+        }
+        let Some(vm) = self.nodes[i].vm.as_mut() else { return };
+        let Some(r) = vm.pending_disk().into_iter().find(|r| r.id == id) else { return };
+        let capacity = vm.disk().map_or(0, |d| d.capacity_sectors());
+        if let Some(fault) = self.disk_faults.draw(&rates, &r, capacity) {
+            // Always fits: a pending request of the kind the fault is for.
+            vm.disk_fault(id, fault);
+        }
+    }
+
+    /// Disk faults stop (the quiet period, a calm probe): the engine draws
+    /// none at completions (`calm`), and the devices no longer corrupt
+    /// reads, now or after a restart.
+    pub(crate) fn calm_disks(&mut self) {
+        for n in &mut self.nodes {
+            n.stop_read_faults();
+        }
+    }
+
+    /// The host endpoint's action: poll it, send what it transmitted, and
+    /// act on the workload's end (invariants next, or the failure).
+    fn run_host(&mut self) -> Result<(), EngineError> {
+        let now = self.now;
+        let Some(h) = self.host.as_mut() else { return Ok(()) };
+        let node = h.node();
+        let (tx, outcome) = h.poll(now, &mut self.trace);
+        if let Some(ns) = self.net.as_mut() {
+            ns.transmit_frames(node, now, tx, &mut self.trace);
+        }
+        // The workload's end comes after the frames of its last poll, so
+        // that a report finds it as the failing event.
+        let status = match outcome {
+            HostOutcome::Running => return Ok(()),
+            HostOutcome::Passed => 0,
+            HostOutcome::Failed(_) => 1,
+        };
+        self.trace.push(now, node.get(), EventKind::CommandDone { name: "workload".into(), status });
+        match outcome {
+            HostOutcome::Running => {}
+            HostOutcome::Passed if self.phase == Phase::Workload => self.start_checks()?,
+            HostOutcome::Passed => {}
+            HostOutcome::Failed(what) => {
+                self.verdict = Some(Verdict::Fail(Failure::new(FailureKind::Workload, Some("host".into()), now, what)));
+            }
+        }
+        Ok(())
+    }
+}

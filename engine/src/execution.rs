@@ -1,0 +1,412 @@
+//! [`Execution`]: one execution between steps, and its life cycle.
+//!
+//! [`Execution::new`] boots and connects every node; [`Execution::step`]
+//! takes one engine step (gather the pending events, advance the clock,
+//! compute the enabled set, ask the strategy, apply its pick, move the
+//! cluster's script on); [`Execution::finish`] takes the nodes down and
+//! gives the [`ExecutionResult`]. [`crate::execute`] loops them.
+
+use std::time::{Duration, Instant};
+
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use vmm::node::NodeConfig;
+use vmm::runtime::RuntimeKind;
+
+use crate::actions::{effective_time, horizon, Enabled};
+use crate::agent::AgentMsg;
+use crate::disk::{self, CrashPoint, DiskFaultCounts};
+use crate::faults::{self, NodeClock, DRIFT_ENV};
+use crate::host;
+use crate::network;
+use crate::node::Node;
+use crate::outcome::{ExecutionResult, FailureKind, Verdict};
+use crate::seeds::{entropy_seed, read_fault_seed};
+use crate::spec::{EngineError, ExecutionSpec};
+use crate::steps::StepLog;
+use crate::strategy::{default_choice, ActionKind, Decision, EnabledAction, Strategy};
+use crate::time::VirtualTime;
+use crate::trace::{EventKind, Trace};
+
+/// Progress of the cluster through its script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Booting,
+    Workload,
+    /// Invariants and liveness checks sent; `done` of them answered.
+    Checks { done: usize },
+}
+
+/// What [`Execution::step`] left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The execution goes on: call [`Execution::step`] again.
+    Running,
+    /// The execution has its verdict: call [`Execution::finish`].
+    Done,
+}
+
+/// The strategy's side of the execution: what it was asked and what it
+/// answered.
+struct Choices {
+    /// Choice points so far (steps with more than one enabled action).
+    points: u64,
+    /// Steps so far, every action counted.
+    steps: u64,
+    /// A critical-transition probe's calm continuation picks with this
+    /// instead of asking the strategy (see `ExploreSpec::calm_from`).
+    calm_rng: Option<Xoshiro256PlusPlus>,
+    /// Picks other than the default scheduler's.
+    decisions: Vec<Decision>,
+    /// Every action taken, quiet runs folded.
+    log: StepLog,
+    /// The enabled set of the current step (kept to reuse its buffer).
+    enabled: Vec<Enabled>,
+    /// Its descriptions, as the strategy sees them.
+    descs: Vec<EnabledAction>,
+}
+
+impl Choices {
+    /// The index of the action to take among `enabled` (non-empty).
+    fn pick(&mut self, enabled: &[Enabled], strategy: &mut dyn Strategy) -> usize {
+        if enabled.len() == 1 {
+            return 0;
+        }
+        let step = self.points;
+        self.points += 1;
+        if let Some(rng) = self.calm_rng.as_mut() {
+            return (rng.next_u64() % enabled.len() as u64) as usize;
+        }
+        self.descs.clear();
+        self.descs.extend(enabled.iter().map(|e| e.desc));
+        let k = strategy.choose(step, &self.descs).min(enabled.len() - 1);
+        if k != default_choice(&self.descs) {
+            self.decisions.push(Decision { step, action: self.descs[k] });
+        }
+        k
+    }
+}
+
+/// Wall-clock statistics (never read for anything a guest sees).
+struct Wall {
+    began: Instant,
+    /// The first node's spawn: boot time counts from here, so nothing the
+    /// run did before (image build, scratch set-up, node configuration)
+    /// is taken for boot time.
+    first_spawn: Option<Instant>,
+    /// From the first spawn until every agent was ready.
+    boot: Option<Duration>,
+}
+
+/// One execution of a cluster under virtual time, between steps.
+///
+/// The engine is the only source of time for every node, and exactly one
+/// node executes at any moment. Dropping an `Execution` takes its nodes
+/// down.
+pub struct Execution<'a> {
+    pub(crate) spec: &'a ExecutionSpec,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) net: Option<network::NetState>,
+    /// The host-side client, with a host workload.
+    pub(crate) host: Option<host::HostEndpoint>,
+    pub(crate) trace: Trace,
+    pub(crate) now: u64,
+    pub(crate) phase: Phase,
+    pub(crate) crashes: u32,
+    pub(crate) crash_points: Vec<CrashPoint>,
+    /// Crashes are enabled from this virtual time on (drawn when the
+    /// workload starts; `None` before).
+    pub(crate) crash_not_before: Option<u64>,
+    /// Faults have begun: at the workload's start, or with `[faults]
+    /// start_after` once its name was reached in the workload.
+    pub(crate) faults_begun: bool,
+    /// A guest printed `[faults] start_after`'s name.
+    pub(crate) start_after_seen: bool,
+    /// A probe's fault-free continuation began (see `ExploreSpec::calm_from`).
+    pub(crate) calm: bool,
+    pub(crate) grants: u64,
+    /// The streams of the disk faults decided at completion (lost flush,
+    /// write error, misdirect): drawn only where a fault can happen (a
+    /// flush or write completes and its fault's probability is > 0), so
+    /// turning them on or off shifts no other draw.
+    pub(crate) disk_faults: disk::CompletionFaults,
+    /// Disk faults that hit requests, by kind.
+    pub(crate) disk_fault_counts: DiskFaultCounts,
+    /// Pauses and clock jumps: their streams, times and counts.
+    pub(crate) faults: faults::FaultState,
+    pub(crate) verdict: Option<Verdict>,
+    pub(crate) msgs: Vec<(usize, AgentMsg)>,
+    choices: Choices,
+    wall: Wall,
+}
+
+/// Node `i`'s configuration for its first boot.
+fn node_config(spec: &ExecutionSpec, i: usize, peers: &str, clock: &NodeClock) -> NodeConfig {
+    let name = &spec.node_names[i];
+    let mut init_env = vec![
+        ("NODE_ID".into(), (i + 1).to_string()),
+        ("NODE_NAME".into(), name.clone()),
+        ("PEERS".into(), peers.to_string()),
+    ];
+    if let Some(ppm) = clock.drift_ppm {
+        // `/init` sets it before anything else runs (see `faults`).
+        init_env.push((DRIFT_ENV.into(), ppm.to_string()));
+    }
+    NodeConfig {
+        kernel: spec.kernel.clone(),
+        initrd: spec.initrd.clone(),
+        mem_mb: spec.mem_mb,
+        node_id: (i + 1) as u16,
+        run_dir: spec.scratch.join(name),
+        init_env,
+        extra_args: if spec.runtime == RuntimeKind::Uml { spec.uml_args.clone() } else { vec![] },
+        net: spec.network.is_some(),
+        // Node::boot sets it for each boot (see `entropy_seed`).
+        entropy_seed: entropy_seed(spec.seed, i as u64, 0),
+        read_faults: disksim::ReadFaults {
+            corrupt_read: spec.disk.as_ref().map_or(0.0, |d| d.faults.corrupt_read),
+            // Node::boot sets it for each boot (see `read_fault_seed`).
+            seed: read_fault_seed(spec.seed, i as u64, 0),
+        },
+        shared_clock: spec.shared_clock,
+        root_disk: spec.root_disk.clone(),
+        kernel_faults_cpuid: spec.kernel_faults_cpuid,
+    }
+}
+
+/// Spawns every node (not yet connected); notes the first spawn's time.
+fn boot_nodes(spec: &ExecutionSpec, first_spawn: &mut Option<Instant>) -> Result<Vec<Node>, EngineError> {
+    let peers = spec.node_names.join(",");
+    let clocks = faults::node_clocks(&spec.explore.clock, spec.node_names.len(), spec.seed);
+    let mut nodes = Vec::new();
+    for (i, name) in spec.node_names.iter().enumerate() {
+        let cfg = node_config(spec, i, &peers, &clocks[i]);
+        let mut n = Node::new(name.clone(), cfg, spec.runtime, spec.scratch.clone());
+        n.disk = spec.disk.as_ref().map(|d| disksim::Disk::new(d.base.clone()));
+        n.clock = clocks[i];
+        first_spawn.get_or_insert_with(Instant::now);
+        n.boot(spec.seed)?;
+        nodes.push(n);
+    }
+    Ok(nodes)
+}
+
+/// The simulated network (with the host client's node, if any).
+fn network(spec: &ExecutionSpec, host: Option<&host::HostEndpoint>) -> Result<Option<network::NetState>, EngineError> {
+    let Some(n) = &spec.network else { return Ok(None) };
+    let guests = spec.node_names.len() as u16;
+    network::NetState::new(
+        n,
+        guests + u16::from(host.is_some()),
+        host.map(|h| h.node()),
+        spec.seed,
+        spec.time_limit_ns,
+        spec.explore.faults_after.is_some(),
+    )
+    .map(Some)
+    .map_err(|source| EngineError::Scratch { path: spec.scratch.clone(), source })
+}
+
+impl<'a> Execution<'a> {
+    /// Boots every node of `spec` and connects it at virtual time 0. The
+    /// caller has called the strategy's `begin_execution`.
+    pub fn new(spec: &'a ExecutionSpec) -> Result<Execution<'a>, EngineError> {
+        let began = Instant::now();
+        let mut first_spawn = None;
+        let nodes = boot_nodes(spec, &mut first_spawn)?;
+        let guests = spec.node_names.len() as u16;
+        let host = match (&spec.host_workload, &spec.network) {
+            (Some(w), Some(_)) => host::HostEndpoint::new(guests, w.clone(), spec.seed),
+            _ => None,
+        };
+        let net = network(spec, host.as_ref())?;
+        let mut ex = Execution {
+            spec,
+            nodes,
+            net,
+            host,
+            trace: Trace::new(),
+            now: 0,
+            phase: Phase::Booting,
+            crashes: 0,
+            crash_points: Vec::new(),
+            crash_not_before: None,
+            faults_begun: false,
+            start_after_seen: false,
+            calm: false,
+            grants: 0,
+            disk_faults: disk::CompletionFaults::new(spec.seed),
+            disk_fault_counts: DiskFaultCounts::default(),
+            faults: faults::FaultState::new(spec.seed),
+            verdict: None,
+            msgs: Vec::new(),
+            choices: Choices {
+                points: 0,
+                steps: 0,
+                calm_rng: None,
+                decisions: Vec::new(),
+                log: StepLog::new(),
+                enabled: Vec::new(),
+                descs: Vec::new(),
+            },
+            wall: Wall { began, first_spawn, boot: None },
+        };
+        for i in 0..ex.nodes.len() {
+            ex.nodes[i].connect(0, spec.connect_timeout)?;
+            ex.trace.push(0, (i + 1) as u16, EventKind::Boot);
+            ex.record_node_clock(i);
+        }
+        Ok(ex)
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> VirtualTime {
+        VirtualTime::from_ns(self.now)
+    }
+
+    /// The trace so far.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// One engine step: gather the pending events, fail the execution if
+    /// nothing is pending or the earliest is past the time limit,
+    /// compute the enabled set, let `strategy` choose at a choice point
+    /// (a step with more than one enabled action), apply the pick at its
+    /// time, and move the cluster's script on (workload, checks, verdict).
+    /// Returns [`Step::Done`] once the execution has its verdict.
+    pub fn step(&mut self, strategy: &mut dyn Strategy) -> Result<Step, EngineError> {
+        if self.verdict.is_some() {
+            return Ok(Step::Done);
+        }
+        if self.spec.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
+            // The nodes go down as the execution drops, as on every other error.
+            return Err(EngineError::Cancelled);
+        }
+        let mut pending = self.pending();
+        let Some(earliest) = pending.earliest() else {
+            self.fail(FailureKind::GuestExit, None, "every node has exited".into());
+            return Ok(Step::Done);
+        };
+        if earliest > self.spec.time_limit_ns {
+            self.time_limit();
+            return Ok(Step::Done);
+        }
+        if self.calm_probe()? {
+            // Calming resumes paused nodes: gather again.
+            pending = self.pending();
+        }
+        let horizon = horizon(earliest, self.now, self.spec.explore.window_ns, pending.min_requested());
+        let mut enabled = std::mem::take(&mut self.choices.enabled);
+        self.enabled(&pending, horizon, &mut enabled);
+        let chosen = enabled[self.choices.pick(&enabled, strategy)];
+        self.choices.enabled = enabled;
+        self.now = effective_time(&chosen, self.now);
+        self.choices.steps += 1;
+        let visible = self.trace.visible();
+        self.apply(chosen.action)?;
+        // Quiet: a node run that added nothing to the trace but its (folded)
+        // `Run`; the step log folds those as the trace does.
+        let quiet = chosen.desc.kind == ActionKind::RunNode && self.trace.visible() == visible;
+        self.choices.log.push(self.now, chosen.desc, quiet);
+        self.advance_script()?;
+        Ok(if self.verdict.is_some() { Step::Done } else { Step::Running })
+    }
+
+    /// The earliest pending event is past the virtual-time limit.
+    fn time_limit(&mut self) {
+        let what = match self.phase {
+            Phase::Booting => "the nodes did not all boot",
+            Phase::Workload => "the workload did not finish",
+            Phase::Checks { .. } => "the invariants did not finish",
+        };
+        let limit = self.spec.time_limit_ns;
+        self.now = limit;
+        let msg = format!("{what} within the virtual-time limit of {} s", limit as f64 / 1e9);
+        self.fail(FailureKind::TimeLimit, None, msg);
+    }
+
+    /// A critical-transition probe's calm continuation begins at this step
+    /// (`ExploreSpec::calm_from`): before the enabled set, since calming
+    /// heals a partition and stops crashes. Whether it began.
+    fn calm_probe(&mut self) -> Result<bool, EngineError> {
+        let steps = self.choices.steps;
+        let Some((_, seed)) = self.spec.explore.calm_from.filter(|&(at, _)| at == steps) else { return Ok(false) };
+        self.calm = true;
+        self.calm_disks();
+        self.choices.calm_rng = Some(Xoshiro256PlusPlus::seed_from_u64(seed));
+        if let Some(ns) = self.net.as_mut() {
+            ns.calm(seed);
+        }
+        self.resume_all()?;
+        Ok(true)
+    }
+
+    /// After an action: every node ready starts the workload; every check
+    /// answered passes the execution.
+    fn advance_script(&mut self) -> Result<(), EngineError> {
+        if self.phase == Phase::Booting && self.nodes.iter().all(|n| n.ready) && self.verdict.is_none() {
+            self.wall.boot = self.wall.first_spawn.map(|t| t.elapsed());
+            self.start_workload()?;
+        }
+        if let Phase::Checks { done } = self.phase {
+            if done == self.spec.invariants.len() + self.spec.liveness.len() && self.verdict.is_none() {
+                self.verdict = Some(Verdict::Pass);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the nodes down, flushes their last console lines, runs the
+    /// history check of a passing execution (`ExecutionSpec::history`),
+    /// and gives the result.
+    pub fn finish(mut self) -> ExecutionResult {
+        let node_memory_kib = self.nodes.iter().map(|n| n.vm.as_ref().map_or(0, |v| v.memory_kib())).collect();
+        // What simcluster itself holds per node for its disk: the blocks that
+        // differ from the shared base image, the cache view and the write log.
+        let disk_storage_bytes = self
+            .nodes
+            .iter()
+            .map(|n| n.vm.as_ref().and_then(|v| v.disk()).or(n.disk.as_ref()).map_or(0, |d| d.storage().total()))
+            .collect();
+        for n in self.nodes.iter_mut() {
+            if let Some(vm) = n.vm.as_mut() {
+                vm.kill();
+            }
+        }
+        let now = self.now;
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            if let Some(line) = n.console.finish() {
+                self.trace.push(now, (i + 1) as u16, EventKind::Console { text: line });
+            }
+        }
+        if let (Some(hc), None | Some(Verdict::Pass)) = (self.spec.history, &self.verdict) {
+            self.check_history(hc);
+        }
+        let net = self.net.as_mut();
+        let (network, pcaps) = match net {
+            Some(n) => (Some(n.finish()), n.take_pcaps()),
+            None => (None, Vec::new()),
+        };
+        ExecutionResult {
+            verdict: self.verdict.unwrap_or(Verdict::Pass),
+            trace_hash: self.trace.hash(),
+            trace: self.trace,
+            ended_at: VirtualTime::from_ns(now),
+            wall: self.wall.began.elapsed(),
+            boot_wall: self.wall.boot,
+            grants: self.grants,
+            node_memory_kib,
+            disk_storage_bytes,
+            network,
+            pcaps,
+            decisions: self.choices.decisions,
+            choice_points: self.choices.points,
+            chosen: self.choices.log,
+            crashes: self.crashes,
+            crash_points: self.crash_points,
+            disk_faults: self.disk_fault_counts,
+            node_faults: self.faults.counts,
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! engine: one execution of a simulated cluster under virtual time.
+//!
+//! The engine is the only source of time for every node. At each step the
+//! strategy picks one of the actions due first (a node's run, a frame's
+//! delivery, a disk completion, a fault); a chosen node runs until it
+//! waits again; the engine records everything it printed in the trace at
+//! the virtual time it printed it, and reacts to what the node's agent
+//! reported: all nodes ready -> start the workload; workload done -> run
+//! the invariants; all invariants done -> the execution passes. Exactly
+//! one node executes at any moment, so nothing a node sees can depend on
+//! how the host scheduled the others.
+//!
+//! Contents:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`Execution`] (`execution.rs`) | `new` / `step` / `finish`, and [`execute`] looping them |
+//! | `pending.rs` | the pending events, read by the clock and the enabled set |
+//! | `actions.rs` | an action, its description, the horizon |
+//! | `apply.rs` | applying a chosen action; recording output and disk completions |
+//! | `script.rs` | the cluster's script: agent commands and messages, phases, verdicts |
+//! | `faults.rs`, `node_faults.rs`, `disk.rs`, `network.rs`, `host.rs` | pauses and clocks (what they are; applying them), disks and crashes, netsim, the host client |
+//! | `node.rs`, `agent.rs`, `frames.rs` | one node's state, the agent's line protocol, frame summaries |
+//! | [`spec`] | [`ExecutionSpec`], [`ExploreSpec`], [`HistoryCheck`], [`EngineError`] |
+//! | [`outcome`] | [`ExecutionResult`], [`Verdict`], [`Failure`], [`FailureKind`] |
+//! | [`steps`] | [`StepLog`]: the actions taken, quiet runs folded |
+//! | [`seeds`] | the execution's seed and the per-node device streams |
+//! | [`time`] | [`VirtualTime`], [`NodeIdx`] |
+//! | [`trace`] | the trace and its hash |
+//! | [`strategy`] | the strategy vocabulary: [`strategy::Strategy`], [`strategy::EnabledAction`], [`strategy::Decision`] |
+//! | [`reach`] | `@reached NAME` lines |
+//!
+//! Dependencies: vmm (the node runtimes), netsim, disksim; nothing of
+//! `checker`, which depends on this crate. The one thing the engine runs
+//! that is the checker's, the linearizability check of a client history,
+//! is passed in as a function ([`HistoryCheck`] in the spec).
+#![deny(missing_docs)]
+
+pub mod outcome;
+pub mod reach;
+pub mod seeds;
+pub mod spec;
+pub mod steps;
+pub mod strategy;
+pub mod time;
+pub mod trace;
+
+mod actions;
+mod agent;
+mod apply;
+mod disk;
+mod execution;
+mod faults;
+mod frames;
+mod host;
+mod network;
+mod node;
+mod node_faults;
+mod pending;
+mod script;
+
+pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
+pub use execution::{Execution, Step};
+pub use faults::{ClockSpec, FaultCounts, NodeClock, PauseSpec, StrobeSpec, DRIFT_ENV};
+pub use host::{HostRequest, HostWorkload};
+pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
+pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
+pub use seeds::{entropy_seed, execution_seed, read_fault_seed};
+pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryOutcome};
+pub use steps::{StepLog, StepSpan};
+pub use time::{NodeIdx, VirtualTime, GUEST_EPOCH_NS};
+pub use vmm::runtime::RuntimeKind;
+
+use strategy::Strategy;
+
+/// Runs one execution to its verdict: [`Execution::new`], then
+/// [`Execution::step`] until [`Step::Done`], then [`Execution::finish`].
+/// The caller has called the strategy's `begin_execution`; the engine
+/// calls `choose` at every choice point (a step with more than one enabled
+/// action).
+pub fn execute(spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<ExecutionResult, EngineError> {
+    let mut ex = Execution::new(spec)?;
+    while ex.step(strategy)? == Step::Running {}
+    Ok(ex.finish())
+}

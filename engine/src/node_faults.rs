@@ -1,0 +1,128 @@
+//! Applying pauses, resumes and clock jumps (`[faults.pause]`,
+//! `[faults.clock]`), and when they are enabled. What they are, their
+//! streams and the clock hardware drawn per node are in `faults`.
+
+use crate::agent::AgentCommand;
+use crate::execution::Execution;
+use crate::faults::{below, between};
+use crate::spec::EngineError;
+use crate::trace::EventKind;
+
+impl Execution<'_> {
+    /// The workload starts: draw when pauses and clock jumps become
+    /// possible (only for those that are on).
+    pub(crate) fn start_node_faults(&mut self) {
+        let (now, e) = (self.now, &self.spec.explore);
+        let f = &mut self.faults;
+        if e.pause.max > 0 {
+            f.pause_not_before = Some(now + below(&mut f.pause_rng, e.pause.span_ns));
+        }
+        if e.clock.jumps() {
+            f.clock_not_before = Some(now + below(&mut f.clock_rng, e.clock.span_ns));
+        }
+    }
+
+    /// Records node `i`'s clock hardware at one of its boots.
+    pub(crate) fn record_node_clock(&mut self, i: usize) {
+        let (now, node) = (self.now, (i + 1) as u16);
+        let clock = self.nodes[i].clock;
+        if let Some(offset_ns) = clock.offset_ns {
+            self.faults.counts.clock_offsets += 1;
+            self.trace.push(now, node, EventKind::ClockOffset { offset_ns });
+        }
+        if let Some(ppm) = clock.drift_ppm {
+            self.faults.counts.clock_drifts += 1;
+            self.trace.push(now, node, EventKind::ClockDrift { ppm });
+        }
+    }
+
+    /// Node `i` may be paused now: in the workload (or later, without a
+    /// quiet period) from the drawn time on, within the budget, not calm,
+    /// up, ready, not paused already, and with frames in flight: a pause
+    /// matters while the rest of the cluster waits for the node's answers
+    /// (a pause of an idle node tests nothing; offered at every step, the
+    /// budget would go on the first steps after the drawn time).
+    pub(crate) fn pause_enabled(&self, i: usize) -> bool {
+        let p = &self.spec.explore.pause;
+        let n = &self.nodes[i];
+        let time = self.faults.pause_not_before.is_some_and(|t| self.now >= t);
+        let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
+        let sending = self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
+        time && self.faults.counts.pauses < p.max
+            && !self.calm
+            && n.is_up()
+            && n.ready
+            && n.paused_until.is_none()
+            && sending
+    }
+
+    /// Node `i`'s clock may jump now: from the drawn time on, within the
+    /// budget, not calm, up and ready. Every moment of a running node is
+    /// at stake for its clock; the drawn times spread the jumps.
+    pub(crate) fn clock_jump_enabled(&self, i: usize) -> bool {
+        let n = &self.nodes[i];
+        let time = self.faults.clock_not_before.is_some_and(|t| self.now >= t);
+        let c = &self.spec.explore.clock;
+        let used = self.faults.counts.clock_bumps + self.faults.counts.clock_strobes;
+        time && used < c.max && !self.calm && n.is_up() && n.ready
+    }
+
+    /// Stops node `i`'s start command until a drawn length from now.
+    pub(crate) fn pause(&mut self, i: usize) -> Result<(), EngineError> {
+        let (now, p) = (self.now, &self.spec.explore.pause);
+        let f = &mut self.faults;
+        let length = between(&mut f.pause_rng, p.length_ns.0 as i64, p.length_ns.1 as i64) as u64;
+        f.pause_not_before = Some(now + below(&mut f.pause_rng, p.span_ns));
+        f.counts.pauses += 1;
+        let resume_at = now + length;
+        self.nodes[i].paused_until = Some(resume_at);
+        self.trace.push(now, (i + 1) as u16, EventKind::Pause { resume_at });
+        self.control(i, &AgentCommand::Pause)
+    }
+
+    /// Continues node `i`'s paused start command.
+    pub(crate) fn resume(&mut self, i: usize) -> Result<(), EngineError> {
+        self.nodes[i].paused_until = None;
+        self.trace.push(self.now, (i + 1) as u16, EventKind::Resume);
+        self.control(i, &AgentCommand::Resume)
+    }
+
+    /// The quiet period or a calm probe begins: every paused node that is
+    /// up continues now.
+    pub(crate) fn resume_all(&mut self) -> Result<(), EngineError> {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].paused_until.is_some() && self.nodes[i].is_up() {
+                self.resume(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Jumps node `i`'s wall clock: a bump, or a strobe (drawn when both
+    /// are on).
+    pub(crate) fn clock_jump(&mut self, i: usize) -> Result<(), EngineError> {
+        let (now, c) = (self.now, &self.spec.explore.clock);
+        let f = &mut self.faults;
+        let strobe = match (c.bump_ns, c.strobe) {
+            (Some(_), Some(s)) => (below(&mut f.clock_rng, 2) == 1).then_some(s),
+            (None, s) => s,
+            (Some(_), None) => None,
+        };
+        let (event, command) = match (strobe, c.bump_ns) {
+            (Some(s), _) => {
+                f.counts.clock_strobes += 1;
+                let (delta_ns, period_ns, length_ns) = (s.delta_ns, s.period_ns, s.length_ns);
+                (EventKind::ClockStrobe { delta_ns, period_ns, length_ns }, AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns })
+            }
+            (None, Some((lo, hi))) => {
+                f.counts.clock_bumps += 1;
+                let delta_ns = between(&mut f.clock_rng, lo, hi);
+                (EventKind::ClockBump { delta_ns }, AgentCommand::ClockBump { delta_ns })
+            }
+            (None, None) => unreachable!("clock jumps are enabled only with a bump or a strobe"),
+        };
+        f.clock_not_before = Some(now + below(&mut f.clock_rng, c.span_ns));
+        self.trace.push(now, (i + 1) as u16, event);
+        self.control(i, &command)
+    }
+}

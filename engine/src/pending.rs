@@ -1,0 +1,163 @@
+//! The pending events, gathered once per step, and the enabled set.
+//!
+//! [`Pending`] is the one list of everything due at some virtual time:
+//! live nodes' requested runs, the host client's next poll, netsim's next
+//! delivery or partition, each live node's oldest pending disk request,
+//! restarts and resumes. The virtual clock reads it ([`Pending::earliest`]:
+//! what happens next; [`Pending::min_requested`]: the horizon's clamp), and
+//! so does the enabled set ([`Execution::enabled`]), so the two can never
+//! disagree about what is pending. Deliveries are the exception in form
+//! only: netsim enumerates them itself up to the horizon
+//! (`NetState::deliveries_until`), and `Pending` holds its earliest.
+//!
+//! The enabled set is built in a fixed order (see `actions`), so a
+//! strategy's index means the same thing every time the same state is
+//! reached.
+
+use crate::actions::Enabled;
+use crate::execution::Execution;
+
+/// Everything due at some virtual time, as of the start of a step.
+pub(crate) struct Pending {
+    /// (0-based node, requested time) of every live node, by node.
+    runs: Vec<(usize, u64)>,
+    /// The host client's next poll: (its node number, due time).
+    host: Option<(u16, u64)>,
+    /// netsim's next delivery or partition/heal.
+    net: Option<u64>,
+    /// (0-based node, request id, due time) of each live node's oldest
+    /// pending disk request (FIFO per disk), by node.
+    disks: Vec<(usize, u64, u64)>,
+    /// (0-based node, due time) of each crashed node's restart, by node.
+    restarts: Vec<(usize, u64)>,
+    /// (0-based node, due time) of each paused live node's resume, by node.
+    resumes: Vec<(usize, u64)>,
+}
+
+impl Pending {
+    /// The earliest due time of anything that can happen; `None` when
+    /// nothing can (every node gone for good).
+    pub fn earliest(&self) -> Option<u64> {
+        let runs = self.runs.iter().map(|&(_, t)| t);
+        let restarts = self.restarts.iter().map(|&(_, t)| t);
+        let resumes = self.resumes.iter().map(|&(_, t)| t);
+        let host = self.host.map(|(_, t)| t);
+        let disks = self.disks.iter().map(|&(_, _, t)| t);
+        runs.chain(restarts).chain(resumes).chain(self.net).chain(host).chain(disks).min()
+    }
+
+    /// The earliest time a live node asked to run at.
+    pub fn min_requested(&self) -> Option<u64> {
+        self.runs.iter().map(|&(_, t)| t).min()
+    }
+}
+
+impl Execution<'_> {
+    /// Gathers the pending events of the current state.
+    pub(crate) fn pending(&self) -> Pending {
+        let live = || self.nodes.iter().enumerate().filter(|(_, n)| n.is_up());
+        let restart_after = self.spec.explore.restart_after_ns;
+        let latency = self.spec.disk.as_ref().map_or(0, |d| d.latency_ns);
+        Pending {
+            runs: live().map(|(i, n)| (i, n.vm.as_ref().unwrap().requested())).collect(),
+            host: self.host.as_ref().and_then(|h| h.due().map(|t| (h.node().get(), t))),
+            net: self.net.as_ref().and_then(|n| n.next_time()),
+            disks: live()
+                .filter_map(|(i, n)| {
+                    let requests = n.vm.as_ref().unwrap().pending_disk();
+                    let r = requests.first()?;
+                    Some((i, r.id.0, r.submitted.saturating_add(latency)))
+                })
+                .collect(),
+            restarts: self.nodes.iter().enumerate().filter_map(|(i, n)| n.crashed_at.map(|t| (i, t + restart_after))).collect(),
+            resumes: live().filter_map(|(i, n)| n.paused_until.map(|t| (i, t))).collect(),
+        }
+    }
+
+    /// Every action due by `horizon`, in the fixed order the strategy
+    /// contract needs: runs by node, the host client's poll, deliveries in
+    /// netsim's order, the next partition/heal, disk completions by node,
+    /// restarts by node, crashes by node, then resumes, pauses and clock
+    /// jumps by node.
+    pub(crate) fn enabled(&self, pending: &Pending, horizon: u64, into: &mut Vec<Enabled>) {
+        into.clear();
+        into.extend(pending.runs.iter().filter(|&&(_, t)| t <= horizon).map(|&(i, t)| Enabled::run(i, t)));
+        if let Some((node, due)) = pending.host.filter(|&(_, t)| t <= horizon) {
+            into.push(Enabled::run_host(node, due));
+        }
+        if let Some(ns) = &self.net {
+            for (id, to, from, due, behind) in ns.deliveries_until(horizon) {
+                into.push(Enabled::deliver(id, to, from, due, behind));
+            }
+            if let Some((due, heal)) = ns.next_fault().filter(|(t, _)| *t <= horizon) {
+                into.push(Enabled::network_fault(heal, due));
+            }
+        }
+        if self.spec.disk.is_some() {
+            let due = pending.disks.iter().filter(|&&(_, _, t)| t <= horizon);
+            into.extend(due.map(|&(i, id, t)| Enabled::complete_disk(i, id, t)));
+        }
+        let restarts = pending.restarts.iter().filter(|&&(_, t)| t <= horizon);
+        into.extend(restarts.map(|&(i, t)| Enabled::restart(i, t)));
+        self.enabled_crashes(into);
+        let resumes = pending.resumes.iter().filter(|&&(_, t)| t <= horizon);
+        into.extend(resumes.map(|&(i, t)| Enabled::resume(i, t)));
+        self.enabled_node_faults(into);
+    }
+
+    /// A crash is enabled while the workload runs, within the budget,
+    /// from a virtual time drawn uniformly over the first `crash_span` of
+    /// the workload (so crashes spread over the run instead of piling up
+    /// at its first opportunities), on a node with something at stake.
+    ///
+    /// With data disks, that is a node holding volatile writes: a crash
+    /// there has several crash states (which of them reached the
+    /// platter), and it is the window in which a program that answers
+    /// before it syncs loses what it answered for. A crash of a node
+    /// whose writes are all durable loses nothing on disk, and with
+    /// frames always in flight somewhere (etcd's heartbeats) such
+    /// crashes were most of them (measured on db-cluster: 3 of 4 crash
+    /// points had no volatile write). Without disks, it is a node with
+    /// frames in flight (the rest of the cluster may already believe
+    /// something the node is about to lose, such as an acknowledgement
+    /// sent before a replica has the write). Offering a crash at every
+    /// step would spend nearly all of them on idle nodes.
+    fn enabled_crashes(&self, into: &mut Vec<Enabled>) {
+        let crash_time = self.crash_not_before.is_some_and(|t| self.now >= t);
+        if !crash_time || self.crashes >= self.spec.explore.max_crashes || self.calm {
+            return;
+        }
+        for i in self.spec.explore.crashable.iter().map(|n| n.index()) {
+            let n = &self.nodes[i];
+            let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
+            let sending = self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
+            let vm = n.vm.as_ref();
+            let volatile = vm.and_then(|v| v.disk()).is_some_and(|d| d.volatile_writes().next().is_some());
+            // The moments around a durability point: just before a
+            // flush completes (its writes are still volatile) and just
+            // after (nothing is, and recovery must show all of it).
+            let flush_pending =
+                vm.is_some_and(|v| v.pending_disk().iter().any(|r| r.kind == disksim::RequestKind::Flush));
+            let at_stake = if self.spec.disk.is_some() { volatile || n.flushed_since_run } else { sending };
+            if n.is_up() && n.ready && at_stake {
+                let at_risk = flush_pending || n.flushed_since_run || n.just_sent;
+                into.push(Enabled::crash(i, self.now).at_risk(at_risk));
+            }
+        }
+    }
+
+    /// Pauses, then clock jumps, each by node (after every older kind, so
+    /// executions without them keep their choice indices).
+    fn enabled_node_faults(&self, into: &mut Vec<Enabled>) {
+        for i in self.spec.explore.pause.nodes.iter().map(|n| n.index()) {
+            if self.pause_enabled(i) {
+                into.push(Enabled::pause(i, self.now));
+            }
+        }
+        for i in self.spec.explore.clock.nodes.iter().map(|n| n.index()) {
+            if self.clock_jump_enabled(i) {
+                into.push(Enabled::clock_jump(i, self.now));
+            }
+        }
+    }
+}

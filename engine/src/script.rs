@@ -1,0 +1,200 @@
+//! The cluster's script: agent commands and messages, the workload's
+//! start, faults beginning, the quiet period, the checks, the history
+//! check, and failing the execution.
+
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::agent::{self, AgentCommand, AgentMsg};
+use crate::execution::{Execution, Phase};
+use crate::outcome::{Failure, FailureKind, Verdict};
+use crate::spec::{EngineError, HistoryCheck, HistoryOutcome};
+use crate::trace::EventKind;
+
+impl Execution<'_> {
+    /// Every node is ready: the workload starts, and so does the time from
+    /// which crashes are possible.
+    pub(crate) fn start_workload(&mut self) -> Result<(), EngineError> {
+        let spec = self.spec;
+        self.phase = Phase::Workload;
+        if spec.explore.faults_after.is_none() || self.start_after_seen {
+            self.begin_faults();
+        }
+        match self.host.as_mut() {
+            Some(h) => h.start(self.now, &mut self.trace),
+            None if spec.host_workload.is_some() => {
+                self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
+            }
+            None => self.command(spec.workload_node.index(), "workload")?,
+        }
+        Ok(())
+    }
+
+    /// Faults begin now: draw when crashes, pauses and clock jumps become
+    /// possible, and (with `start_after`) start the random partitions.
+    pub(crate) fn begin_faults(&mut self) {
+        self.faults_begun = true;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.spec.seed ^ 0x6372_6173_6874);
+        self.crash_not_before = Some(self.now + rng.next_u64() % self.spec.explore.crash_span_ns.max(1));
+        self.start_node_faults();
+        if let Some(name) = &self.spec.explore.faults_after {
+            if let Some(ns) = self.net.as_mut() {
+                ns.start_random_partitions(self.now);
+            }
+            let text = format!("faults begin: {name} reached ([faults] start_after)");
+            self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+        }
+    }
+
+    /// Whether console `line` is the first to print `[faults]
+    /// start_after`'s name; faults then begin at once in the workload, or
+    /// when it starts.
+    pub(crate) fn starts_faults(&mut self, line: &str) -> bool {
+        let Some(name) = &self.spec.explore.faults_after else { return false };
+        if self.start_after_seen || crate::reach::reached_name(line) != Some(name.as_str()) {
+            return false;
+        }
+        self.start_after_seen = true;
+        self.phase == Phase::Workload && !self.faults_begun && !self.calm
+    }
+
+    pub(crate) fn fail(&mut self, kind: FailureKind, node: Option<usize>, what: String) {
+        let (name, what) = match node {
+            Some(i) => (Some(self.nodes[i].name.clone()), self.nodes[i].with_tail(what)),
+            None => (None, what),
+        };
+        self.verdict = Some(Verdict::Fail(Failure::new(kind, name, self.now, what)));
+    }
+
+    /// Sends an agent command to node `i`, or keeps it until the node is up
+    /// and ready again (it may be powered off or rebooting after a crash).
+    pub(crate) fn command(&mut self, i: usize, name: &str) -> Result<(), EngineError> {
+        if !(self.nodes[i].is_up() && self.nodes[i].ready) {
+            self.nodes[i].deferred.push(name.to_string());
+            return Ok(());
+        }
+        self.trace.push(self.now, (i + 1) as u16, EventKind::Command { name: name.to_string() });
+        // Checks start after the quiet period's settle time, which the
+        // agent sleeps in the guest's virtual time (also after a restart).
+        let mut line = match (self.phase, self.spec.explore.quiet_settle_ns) {
+            (Phase::Checks { .. }, Some(ns)) if ns > 0 => AgentCommand::Settle { ns }.encode(),
+            _ => Vec::new(),
+        };
+        line.extend(AgentCommand::Run(name.to_string()).encode());
+        // A check killed by a crash runs again once its node is back; the
+        // workload does not (it would start its history over).
+        if matches!(self.phase, Phase::Checks { .. }) {
+            self.nodes[i].running.push(name.to_string());
+        }
+        let (now, watchdog) = (self.now, self.spec.watchdog);
+        self.nodes[i].vm().send_control(now, &line, watchdog)?;
+        Ok(())
+    }
+
+    /// Sends one command to node `i`'s agent now (the node is up).
+    pub(crate) fn control(&mut self, i: usize, command: &AgentCommand) -> Result<(), EngineError> {
+        let (now, watchdog) = (self.now, self.spec.watchdog);
+        self.nodes[i].vm().send_control(now, &command.encode(), watchdog)?;
+        Ok(())
+    }
+
+    /// The quiet period begins: faults stop (see
+    /// `ExploreSpec::quiet_settle_ns`), paused nodes continue; the checks
+    /// wait `settle` ns. A node's clock offset and drift stay: they are
+    /// its hardware.
+    fn begin_quiet(&mut self, settle: u64) -> Result<(), EngineError> {
+        self.calm = true;
+        self.calm_disks();
+        if let Some(ns) = self.net.as_mut() {
+            ns.quiet();
+        }
+        let text = format!("quiet period: faults stop; checks start after {} s", settle as f64 / 1e9);
+        self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+        self.resume_all()
+    }
+
+    /// The workload passed: send the invariants and liveness checks.
+    pub(crate) fn start_checks(&mut self) -> Result<(), EngineError> {
+        self.phase = Phase::Checks { done: 0 };
+        let spec = self.spec;
+        for (cmd, n) in spec.invariants.iter().chain(&spec.liveness) {
+            self.command(n.index(), cmd)?;
+        }
+        Ok(())
+    }
+
+    /// Reacts to one agent message; may decide the verdict.
+    pub(crate) fn on_agent_message(&mut self, from: usize, msg: AgentMsg) -> Result<(), EngineError> {
+        let name = self.nodes[from].name.clone();
+        let node = (from + 1) as u16;
+        let now = self.now;
+        match msg {
+            AgentMsg::Ready => {
+                self.nodes[from].ready = true;
+                self.trace.push(now, node, EventKind::Ready);
+                for cmd in std::mem::take(&mut self.nodes[from].deferred) {
+                    self.command(from, &cmd)?;
+                }
+            }
+            AgentMsg::Done { command, status } => {
+                let running = &mut self.nodes[from].running;
+                if let Some(k) = running.iter().position(|c| *c == command) {
+                    running.remove(k);
+                }
+                self.trace.push(now, node, EventKind::CommandDone { name: command.clone(), status });
+                let hint = agent::status_hint(status);
+                let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && i.index() == from);
+                if command == "start" {
+                    if status != 0 {
+                        let what = format!("node {name}: its start command exited with status {status}{hint}");
+                        self.fail(FailureKind::StartCommand, Some(from), what);
+                    }
+                } else if command == "workload" && self.phase == Phase::Workload {
+                    if status != 0 {
+                        let what = format!("the workload on {name} exited with status {status}{hint}");
+                        self.fail(FailureKind::Workload, Some(from), what);
+                        return Ok(());
+                    }
+                    if let Some(settle) = self.spec.explore.quiet_settle_ns {
+                        self.begin_quiet(settle)?;
+                    }
+                    self.start_checks()?;
+                } else if let Phase::Checks { done } = self.phase {
+                    let ok = status == 0;
+                    self.trace.push(now, node, EventKind::Invariant { name: command.clone(), ok });
+                    self.phase = Phase::Checks { done: done + 1 };
+                    if !ok && is_liveness {
+                        let what = format!(
+                            "liveness {command} never held on {name}: its predicate was still false at its deadline \
+                             (exit status {status}{hint})"
+                        );
+                        self.fail(FailureKind::Liveness, Some(from), what);
+                    } else if !ok {
+                        let what = format!("invariant {command} failed on {name} (exit status {status}{hint})");
+                        self.fail(FailureKind::Invariant, Some(from), what);
+                    }
+                }
+            }
+            AgentMsg::Unknown(line) => {
+                self.trace.push(now, node, EventKind::Note { text: format!("agent: {line}") });
+            }
+        }
+        Ok(())
+    }
+
+    /// The host-side check of the history `node` printed ([`HistoryCheck`]);
+    /// its verdict goes into the trace as the invariant `history-linearizable`.
+    pub(crate) fn check_history(&mut self, hc: HistoryCheck) {
+        let node = hc.node.index();
+        let node_no = (node + 1) as u16;
+        let HistoryOutcome { ok, note } = (hc.check)(self.trace.events(), node_no);
+        let name = "history-linearizable".to_string();
+        let now = self.now;
+        self.trace.push(now, crate::trace::ENGINE, EventKind::Note { text: note.lines().next().unwrap_or("").to_string() });
+        self.trace.push(now, node_no, EventKind::Invariant { name, ok });
+        if !ok {
+            let what = format!("[check] history on {}: {note}", self.nodes[node].name);
+            self.verdict = Some(Verdict::Fail(Failure::new(FailureKind::Linearizability, Some(self.nodes[node].name.clone()), now, what)));
+        }
+    }
+}

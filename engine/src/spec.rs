@@ -1,0 +1,193 @@
+//! What one execution needs ([`ExecutionSpec`], [`ExploreSpec`]), the
+//! history hook ([`HistoryCheck`]), and how the host can fail it
+//! ([`EngineError`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use vmm::node::NodeError;
+use vmm::runtime::RuntimeKind;
+
+use crate::disk::DiskSpec;
+use crate::faults::{ClockSpec, PauseSpec};
+use crate::host::HostWorkload;
+use crate::network::NetworkSpec;
+use crate::time::NodeIdx;
+use crate::trace;
+
+/// What the strategy may choose besides the order of events due together.
+#[derive(Debug, Clone, Default)]
+pub struct ExploreSpec {
+    /// Virtual-clock choice: every delivery, disk completion and fault due
+    /// within this many ns of the earliest event is enabled (up to the
+    /// earliest time a node asked to run at), so the strategy can let a
+    /// later one go first; the earlier one then happens late, never early.
+    /// Node timers are never postponed (see `actions::horizon`). 0: only
+    /// events due at the same instant compete.
+    pub window_ns: u64,
+    /// Crash budget of one execution.
+    pub max_crashes: u32,
+    /// Nodes that may crash.
+    pub crashable: Vec<NodeIdx>,
+    /// A crashed node is enabled to restart this long after its crash.
+    pub restart_after_ns: u64,
+    /// From step `.0` on (counting every action, not only choice points),
+    /// the execution is a fault-free random
+    /// continuation: the engine picks uniformly at random (seeded with
+    /// `.1`) instead of asking the strategy, netsim's latency stream is
+    /// reseeded, frames are no longer lost, duplicated or reordered,
+    /// partitions heal and no crash is enabled. A critical-transition
+    /// probe: after a replayed prefix, can the system still reach a live
+    /// state if nothing else goes wrong? (MaceMC's probes walk at random with faults; with faults
+    /// drawn at the rates of the failing run most walks fail from any
+    /// state, so the probe would mostly measure bad luck.)
+    pub calm_from: Option<(u64, u64)>,
+    /// The quiet period (`[faults] quiet_after = "workload"`): when the
+    /// workload passes, every partition heals, the network stops losing,
+    /// duplicating and reordering, no crash or disk fault is enabled, and
+    /// the invariants start this many ns later on a calm cluster (a node
+    /// down at that moment restarts as usual and runs its checks once
+    /// ready). `None`: faults go on through the checks.
+    pub quiet_settle_ns: Option<u64>,
+    /// `[faults] start_after`: crashes, pauses, clock jumps and random
+    /// partitions begin once a guest printed `@reached NAME` (or
+    /// `@sometimes NAME`) while the workload runs, not when it starts;
+    /// their spans and the partition timeline count from that moment.
+    pub faults_after: Option<String>,
+    /// Crash number (1-based) -> index of the disk crash state to apply, for
+    /// crash points whose states are enumerated (see [`DiskSpec`]).
+    pub crash_states: std::collections::BTreeMap<u32, u64>,
+    /// Weight of a crash in random walks (ordinary events weigh 100); the
+    /// run builds its strategy with it.
+    pub crash_weight: u32,
+    /// Crashes become possible at a time drawn uniformly from the first
+    /// this-many ns of the workload.
+    pub crash_span_ns: u64,
+    /// Process pauses (`[faults.pause]`; see `faults`).
+    pub pause: PauseSpec,
+    /// Clock offsets, drift, bumps and strobes (`[faults.clock]`).
+    pub clock: ClockSpec,
+}
+
+/// Everything one execution needs; plain data so a failure file can
+/// reproduce it.
+#[derive(Debug, Clone)]
+pub struct ExecutionSpec {
+    /// The guest kernel (user-mode Linux binary, or a KVM bzImage/vmlinux).
+    pub kernel: PathBuf,
+    /// The initramfs: the boot init that mounts [`Self::root_disk`] (or,
+    /// without one, the whole root filesystem).
+    pub initrd: PathBuf,
+    /// The root filesystem image every node mounts read-only (opened once
+    /// per run and shared; see `vmm::node::NodeConfig::root_disk`).
+    pub root_disk: Option<disksim::BlockStore>,
+    /// n1..nN.
+    pub node_names: Vec<String>,
+    /// Each node's memory (MiB).
+    pub mem_mb: u32,
+    /// The workload node (unused with `host_workload`).
+    pub workload_node: NodeIdx,
+    /// The workload runs on the host-side client (node N+1) instead of in
+    /// a guest; needs `network`.
+    pub host_workload: Option<HostWorkload>,
+    /// (command name, node), in the order they are sent.
+    pub invariants: Vec<(String, NodeIdx)>,
+    /// (command name, node) of liveness checks: each polls its
+    /// predicate until it holds or its deadline passes (see the image
+    /// builder), sent together with the invariants.
+    pub liveness: Vec<(String, NodeIdx)>,
+    /// The execution fails if the workload and invariants are not done by
+    /// this virtual time.
+    pub time_limit_ns: u64,
+    /// Wall-clock time a node may run without yielding before it is
+    /// reported as hung.
+    pub watchdog: Duration,
+    /// Wall-clock time a node may take to connect to the controller.
+    pub connect_timeout: Duration,
+    /// Seed of this execution (derived from the run seed and index).
+    pub seed: u64,
+    /// Directory for per-node sockets and scratch; must exist, and be short
+    /// (unix socket paths are limited to 107 bytes).
+    pub scratch: PathBuf,
+    /// The simulated network; `None`: nodes have loopback only.
+    pub network: Option<NetworkSpec>,
+    /// The node whose console carries a client history (between
+    /// `@history begin` and `@history end`), and the check (linearizability)
+    /// run on it after a passing execution.
+    pub history: Option<HistoryCheck>,
+    /// Every node's data disk; `None`: no disks.
+    pub disk: Option<DiskSpec>,
+    /// What the strategy may choose besides the order of events due together.
+    pub explore: ExploreSpec,
+    /// The node runtime (user-mode Linux or KVM); the engine drives both the
+    /// same way, through [`vmm::node::NodeRuntime`].
+    pub runtime: RuntimeKind,
+    /// Extra kernel command-line words for user-mode Linux nodes: the
+    /// userspace mode (`seccomp=on`) and `host_cpuid` (guest programs
+    /// execute CPUID natively: faster process start-up, but they then see
+    /// the host's RDRAND/RDSEED and the APIC id of the host cpu they run
+    /// on). A KVM guest's CPUID is the VMM's answer either way.
+    pub uml_args: Vec<String>,
+    /// User-mode Linux nodes speak time travel's shared-memory mode (the
+    /// 7.2 kernel; see `vmm::uml::timetravel::SchedShm`).
+    pub shared_clock: bool,
+    /// The user-mode Linux kernel keeps CPUID faulting on for itself (the
+    /// 7.2 kernel with guest CPUID trapped): so does the engine's thread
+    /// (see `vmm::uml::host_cpuid`). Speed only.
+    pub kernel_faults_cpuid: bool,
+    /// Set by another thread to abandon the execution (a parallel run no
+    /// longer needs it): the engine checks it between steps, takes its
+    /// nodes down and returns [`EngineError::Cancelled`]. Never read for
+    /// anything a guest sees.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// The host-side check of a client history (`[check] history`), run after
+/// a passing execution. The check itself (linearizability) belongs to the
+/// `checker` crate, which depends on this one: the caller passes it in as a
+/// plain function, so the engine needs no history vocabulary.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryCheck {
+    /// The node whose console carries the history.
+    pub node: NodeIdx,
+    /// Judges the history node `node + 1` printed, from the trace's events
+    /// (given the 1-based node number).
+    pub check: fn(&[trace::Event], u16) -> HistoryOutcome,
+}
+
+/// What a [`HistoryCheck`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryOutcome {
+    /// The history is linearizable.
+    pub ok: bool,
+    /// A line for the trace (its first line) and the failure message.
+    pub note: String,
+}
+
+/// The host failed us (not the guest): a node could not be started, or it
+/// broke the time-travel protocol.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A node runtime failed (spawn, connect, protocol).
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// The scratch directory or the network's captures could not be set up.
+    #[error("cannot prepare {path}: {source}")]
+    Scratch {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A crashed node's disk could not be put into its crash state.
+    #[error("node {node}: its disk's crash state could not be applied: {source}")]
+    Crash {
+        /// The node's name.
+        node: String,
+        /// Why.
+        source: disksim::CrashError,
+    },
+    /// [`ExecutionSpec::cancel`] was set.
+    #[error("the execution was cancelled")]
+    Cancelled,
+}

@@ -1,0 +1,228 @@
+//! The strategy vocabulary: how the engine describes the actions it may
+//! take next ([`EnabledAction`], [`ActionKind`]), the default scheduler's
+//! order ([`default_choice`]), the choice function it asks ([`Strategy`]),
+//! and what a run records of the answers ([`Decision`], [`StrategySpec`]).
+//! The strategies themselves (random walk, PCT, delay bounding, DPOR,
+//! guided replay, ...) live in the `checker` crate.
+//!
+//! Strategies are pure functions of their parameters, the execution index,
+//! the step and the enabled sets: no host time or randomness, so an
+//! execution replays from (strategy spec, execution index) alone.
+//!
+//! Invariant the engine keeps: for the same state, the enabled list is
+//! presented in the same order (index choices are only meaningful then).
+
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// What an enabled action does. The order of variants is the tie-break
+/// order of the default scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ActionKind {
+    /// Let a node's vCPU run until its next exit/event.
+    RunNode,
+    /// Deliver a frame to `node` (from `peer`).
+    DeliverFrame,
+    /// Complete an outstanding disk request on `node`.
+    CompleteDisk,
+    /// Fire a node's virtual timer.
+    FireTimer,
+    /// Power-fail `node`.
+    Crash,
+    /// Boot a crashed `node` again.
+    Restart,
+    /// Cut the link `node`-`peer` (or isolate `node` when `peer` is None).
+    Partition,
+    /// Restore the link `node`-`peer` (or all of `node`'s links).
+    Heal,
+    /// Stop `node`'s start command (SIGSTOP to its process group).
+    Pause,
+    /// Continue a paused `node`'s start command (SIGCONT).
+    Resume,
+    /// Jump `node`'s wall clock (once, or back and forth for a while: a
+    /// strobe).
+    ClockJump,
+}
+
+impl ActionKind {
+    /// Every kind, in tie-break order.
+    pub const ALL: [ActionKind; 11] = [
+        ActionKind::RunNode,
+        ActionKind::DeliverFrame,
+        ActionKind::CompleteDisk,
+        ActionKind::FireTimer,
+        ActionKind::Crash,
+        ActionKind::Restart,
+        ActionKind::Partition,
+        ActionKind::Heal,
+        ActionKind::Pause,
+        ActionKind::Resume,
+        ActionKind::ClockJump,
+    ];
+
+    /// Is this a fault injected by the checker (as opposed to normal progress)?
+    pub fn is_fault(self) -> bool {
+        matches!(
+            self,
+            ActionKind::Crash
+                | ActionKind::Restart
+                | ActionKind::Partition
+                | ActionKind::Heal
+                | ActionKind::Pause
+                | ActionKind::Resume
+                | ActionKind::ClockJump
+        )
+    }
+
+    /// The kind's name as reports print it (`RunNode`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ActionKind::RunNode => "RunNode",
+            ActionKind::DeliverFrame => "DeliverFrame",
+            ActionKind::CompleteDisk => "CompleteDisk",
+            ActionKind::FireTimer => "FireTimer",
+            ActionKind::Crash => "Crash",
+            ActionKind::Restart => "Restart",
+            ActionKind::Partition => "Partition",
+            ActionKind::Heal => "Heal",
+            ActionKind::Pause => "Pause",
+            ActionKind::Resume => "Resume",
+            ActionKind::ClockJump => "ClockJump",
+        }
+    }
+}
+
+/// An abstract enabled action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EnabledAction {
+    /// The node the action happens on (for a frame: the receiver).
+    pub node: u16,
+    /// What it does.
+    pub kind: ActionKind,
+    /// Virtual time (ns) at which the action is due.
+    pub time: u64,
+    /// The other node involved: a frame's sender, a partition's other side.
+    pub peer: Option<u16>,
+    /// For a datagram offered ahead of older frames on its link: its place
+    /// behind the link's oldest frame (1, 2, ...); 0 for every other action.
+    /// It tells apart deliveries that are otherwise alike (same receiver,
+    /// sender and due time), so a recorded decision names one of them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub behind: u16,
+    /// A fault offered where it matters most: a crash just before or just
+    /// after one of the node's flushes completes, or just after the node
+    /// sent something to a peer. Weighted strategies weigh it
+    /// [`AT_RISK_FACTOR`] times its kind's weight.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_risk: bool,
+}
+
+/// How much more often a weighted walk picks an [`EnabledAction::at_risk`]
+/// action than another of its kind.
+pub const AT_RISK_FACTOR: u64 = 4;
+
+fn is_zero(n: &u16) -> bool {
+    *n == 0
+}
+
+impl EnabledAction {
+    /// An action of `kind` on node number `node`, due at `time` (ns).
+    pub fn new(node: u16, kind: ActionKind, time: u64) -> Self {
+        EnabledAction { node, kind, time, peer: None, behind: 0, at_risk: false }
+    }
+    /// With the other node involved.
+    pub fn with_peer(mut self, peer: u16) -> Self {
+        self.peer = Some(peer);
+        self
+    }
+    /// With its place behind its link's oldest frame.
+    pub fn behind(mut self, behind: u16) -> Self {
+        self.behind = behind;
+        self
+    }
+}
+
+/// The default scheduler's order: earliest time, then lowest node id, then
+/// kind, then peer. Ties beyond that keep the engine's order (stable).
+pub fn default_order(a: &EnabledAction, b: &EnabledAction) -> Ordering {
+    (a.time, a.node, a.kind, a.peer).cmp(&(b.time, b.node, b.kind, b.peer))
+}
+
+/// Index of the action the default scheduler runs. Panics on an empty set.
+pub fn default_choice(enabled: &[EnabledAction]) -> usize {
+    assert!(!enabled.is_empty(), "a strategy needs at least one enabled action");
+    let mut best = 0;
+    for i in 1..enabled.len() {
+        if default_order(&enabled[i], &enabled[best]) == Ordering::Less {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Indices sorted by the default order (stable).
+pub fn default_ranking(enabled: &[EnabledAction]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..enabled.len()).collect();
+    idx.sort_by(|&a, &b| default_order(&enabled[a], &enabled[b]));
+    idx
+}
+
+/// The choice function the engine calls.
+pub trait Strategy {
+    /// Name and parameters, as stored in a failure file.
+    fn spec(&self) -> StrategySpec;
+
+    /// Prepares execution `execution` (0-based). Returns false when the
+    /// strategy has nothing more to explore (exhaustive modes); random
+    /// strategies always return true.
+    fn begin_execution(&mut self, execution: u64) -> bool;
+
+    /// Picks one of `enabled` (non-empty) at `step` (0-based within the
+    /// execution; steps are numbered consecutively). Returns an index.
+    fn choose(&mut self, step: u64, enabled: &[EnabledAction]) -> usize;
+}
+
+/// One departure from the default scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// 0-based choice point of the execution.
+    pub step: u64,
+    /// The action taken there instead of the default.
+    pub action: EnabledAction,
+}
+
+/// Which strategy produced the execution, and its own parameters (for
+/// example pct's `{"seed": 7, "depth": 3, "horizon": 2000}`).
+///
+/// `params` is a map because each strategy has parameters of its own: they
+/// describe the run for humans (reports show them) and are never read back,
+/// since a replay follows the recorded decisions whatever strategy made
+/// them. Everything a replay needs is typed in [`RunParams`]. A BTreeMap so
+/// the file is byte-stable.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StrategySpec {
+    /// The strategy's name (`random`, `pct`, ...).
+    pub name: String,
+    /// Its own parameters.
+    #[serde(default)]
+    pub params: BTreeMap<String, serde_json::Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ActionKind::*;
+
+    #[test]
+    fn default_choice_is_earliest_then_lowest_node() {
+        let e = [
+            EnabledAction::new(2, RunNode, 10),
+            EnabledAction::new(1, FireTimer, 10),
+            EnabledAction::new(0, DeliverFrame, 11),
+            EnabledAction::new(1, RunNode, 10),
+        ];
+        assert_eq!(default_choice(&e), 3);
+        assert_eq!(default_ranking(&e), vec![3, 1, 0, 2]);
+    }
+}

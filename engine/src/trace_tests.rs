@@ -1,0 +1,206 @@
+//! Tests of the trace: folding, hashing, encoding.
+
+use super::*;
+
+#[test]
+fn same_events_same_hash_and_order_matters() {
+    let mut a = Trace::new();
+    let mut b = Trace::new();
+    for t in [&mut a, &mut b] {
+        t.push(0, 1, EventKind::Boot);
+        t.push(5, 2, EventKind::Console { text: "hi".into() });
+    }
+    assert_eq!(a.hash(), b.hash());
+    let mut c = Trace::new();
+    c.push(5, 2, EventKind::Console { text: "hi".into() });
+    c.push(0, 1, EventKind::Boot);
+    assert_ne!(a.hash(), c.hash());
+    let mut d = a.clone();
+    d.push(6, 1, EventKind::run());
+    assert_ne!(a.hash(), d.hash());
+}
+
+#[test]
+fn time_is_part_of_the_hash() {
+    let mut a = Trace::new();
+    a.push(1, 1, EventKind::run());
+    let mut b = Trace::new();
+    b.push(2, 1, EventKind::run());
+    assert_ne!(a.hash(), b.hash());
+}
+
+#[test]
+fn jsonl_round_trip_keeps_hash() {
+    let mut a = Trace::new();
+    a.push(0, 1, EventKind::Boot);
+    a.push(7, 0, EventKind::Partition { description: "{n1} | {n2,n3}".into() });
+    a.push(9, 1, EventKind::Exit { status: Some(0), signal: None, panic: false });
+    let b = Trace::from_jsonl(&a.to_jsonl()).unwrap();
+    assert_eq!(a.hash(), b.hash());
+    assert_eq!(a.events(), b.events());
+}
+
+#[test]
+fn typed_fields_encode_as_the_strings_traces_always_had() {
+    let mut t = Trace::new();
+    for (k, cause) in [DropCause::Partition, DropCause::Loss, DropCause::NodeDown].into_iter().enumerate() {
+        t.push(1, 1, EventKind::Drop { id: k as u64, to: 2, cause });
+    }
+    for (k, op) in [DiskOp::Read, DiskOp::Write, DiskOp::Flush].into_iter().enumerate() {
+        t.push(2, 1, EventKind::Disk { id: k as u64, op, sector: 8, sectors: 1 });
+    }
+    for fault in [DiskFaultKind::CorruptRead, DiskFaultKind::LostFlush, DiskFaultKind::WriteError, DiskFaultKind::Misdirect] {
+        t.push(3, 1, EventKind::DiskFault { id: 0, fault, detail: "d".into() });
+    }
+    let want = concat!(
+        r#"{"time":1,"node":1,"event":"drop","id":0,"to":2,"cause":"partition"}"#, "\n",
+        r#"{"time":1,"node":1,"event":"drop","id":1,"to":2,"cause":"loss"}"#, "\n",
+        r#"{"time":1,"node":1,"event":"drop","id":2,"to":2,"cause":"node down"}"#, "\n",
+        r#"{"time":2,"node":1,"event":"disk","id":0,"op":"read","sector":8,"sectors":1}"#, "\n",
+        r#"{"time":2,"node":1,"event":"disk","id":1,"op":"write","sector":8,"sectors":1}"#, "\n",
+        r#"{"time":2,"node":1,"event":"disk","id":2,"op":"flush","sector":8,"sectors":1}"#, "\n",
+        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"corrupt_read","detail":"d"}"#, "\n",
+        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"lost_flush","detail":"d"}"#, "\n",
+        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"write_error","detail":"d"}"#, "\n",
+        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"misdirect","detail":"d"}"#, "\n",
+    );
+    assert_eq!(t.to_jsonl(), want);
+    let back = Trace::from_jsonl(want).unwrap();
+    assert_eq!((back.events(), back.hash()), (t.events(), t.hash()));
+    // Display is the same string.
+    assert_eq!(DropCause::NodeDown.to_string(), "node down");
+    assert_eq!(DiskFaultKind::Misdirect.to_string(), "misdirect");
+}
+
+/// `n` grants of `node`, `step` ns apart from `t0`.
+fn grants(t: &mut Trace, node: u16, t0: u64, step: u64, n: u64) {
+    for k in 0..n {
+        t.push(t0 + k * step, node, EventKind::run());
+    }
+}
+
+fn sha(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+#[test]
+fn quiet_grants_fold_into_one_event_with_their_count() {
+    let mut t = Trace::new();
+    t.push(0, 1, EventKind::Boot);
+    grants(&mut t, 1, 10, 5, 1_000_000);
+    assert_eq!(t.len(), 2, "a million quiet grants are one event");
+    let last = 10 + 999_999 * 5;
+    assert_eq!(t.events()[1], Event { time: 10.into(), node: 1, kind: EventKind::Run { grants: 1_000_000, until: Some(last) } });
+    assert_eq!(t.events()[1].end_time().as_ns(), last);
+    assert_eq!(t.visible(), 1);
+    assert_eq!(
+        t.to_jsonl().lines().nth(1),
+        Some(format!(r#"{{"time":10,"node":1,"event":"run","grants":1000000,"until":{last}}}"#).as_str())
+    );
+}
+
+#[test]
+fn a_visible_event_splits_the_fold() {
+    let mut t = Trace::new();
+    grants(&mut t, 1, 0, 1, 3);
+    t.push(2, 1, EventKind::Console { text: "x".into() });
+    grants(&mut t, 1, 3, 1, 4);
+    let kinds: Vec<_> = t.events().iter().map(|e| (e.time.as_ns(), e.kind.clone())).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (0, EventKind::Run { grants: 3, until: Some(2) }),
+            (2, EventKind::Console { text: "x".into() }),
+            (3, EventKind::Run { grants: 4, until: Some(6) }),
+        ]
+    );
+    assert_eq!(t.visible(), 1);
+    // Another node's visible event splits it too.
+    let mut u = Trace::new();
+    grants(&mut u, 1, 0, 1, 2);
+    u.push(1, 2, EventKind::Send { id: 1, to: 1, len: 60, summary: "s".into() });
+    grants(&mut u, 1, 2, 1, 2);
+    assert_eq!(u.events().iter().map(|e| e.kind.grants()).collect::<Vec<_>>(), vec![2, 0, 2]);
+}
+
+#[test]
+fn interleaved_quiet_nodes_fold_per_node_in_first_grant_order() {
+    let mut t = Trace::new();
+    for k in 0..1000u64 {
+        t.push(k, 2, EventKind::run());
+        t.push(k, 1, EventKind::run());
+        if k % 2 == 0 {
+            t.push(k, 3, EventKind::run());
+        }
+    }
+    let got: Vec<_> = t.events().iter().map(|e| (e.node, e.time.as_ns(), e.kind.clone())).collect();
+    assert_eq!(
+        got,
+        vec![
+            (2, 0, EventKind::Run { grants: 1000, until: Some(999) }),
+            (1, 0, EventKind::Run { grants: 1000, until: Some(999) }),
+            (3, 0, EventKind::Run { grants: 500, until: Some(998) }),
+        ]
+    );
+}
+
+#[test]
+fn a_single_grant_encodes_as_it_always_did() {
+    let mut t = Trace::new();
+    t.push(6, 1, EventKind::run());
+    t.push(7, 1, EventKind::Hung);
+    assert_eq!(t.to_jsonl(), "{\"time\":6,\"node\":1,\"event\":\"run\"}\n{\"time\":7,\"node\":1,\"event\":\"hung\"}\n");
+    // And an old recording's run parses as one grant.
+    let old: Event = serde_json::from_str(r#"{"time":6,"node":1,"event":"run"}"#).unwrap();
+    assert_eq!(old.kind, EventKind::run());
+}
+
+#[test]
+fn folded_hash_is_deterministic_and_counts_are_part_of_it() {
+    let build = |n: u64| {
+        let mut t = Trace::new();
+        t.push(0, 1, EventKind::Boot);
+        grants(&mut t, 1, 1, 1, n);
+        t.push(n + 1, 1, EventKind::Console { text: "done".into() });
+        t
+    };
+    assert_eq!(build(500).hash(), build(500).hash());
+    assert_eq!(build(500).to_jsonl(), build(500).to_jsonl());
+    assert_ne!(build(500).hash(), build(501).hash(), "one more grant is another trace");
+    // The last grant's time alone differs: `until` differs.
+    let mut a = Trace::new();
+    a.push(0, 1, EventKind::run());
+    a.push(5, 1, EventKind::run());
+    let mut b = Trace::new();
+    b.push(0, 1, EventKind::run());
+    b.push(6, 1, EventKind::run());
+    assert_ne!(a.hash(), b.hash());
+}
+
+#[test]
+fn the_hash_is_that_of_the_jsonl_open_stretch_or_not() {
+    let mut t = Trace::new();
+    t.push(0, 1, EventKind::Boot);
+    grants(&mut t, 1, 1, 2, 10);
+    grants(&mut t, 2, 1, 2, 10);
+    assert_eq!(t.hash(), sha(&t.to_jsonl()), "open stretch");
+    let before = t.hash();
+    grants(&mut t, 2, 30, 1, 1);
+    assert_ne!(t.hash(), before, "a grant into the open stretch changes the hash");
+    t.push(40, 2, EventKind::Ready);
+    assert_eq!(t.hash(), sha(&t.to_jsonl()), "sealed stretch");
+    let back = Trace::from_jsonl(&t.to_jsonl()).unwrap();
+    assert_eq!((back.hash(), back.events()), (t.hash(), t.events()));
+    assert_eq!(back.visible(), t.visible());
+}
+
+#[test]
+fn line_splitter_holds_partial_lines() {
+    let mut s = LineSplitter::default();
+    assert!(s.feed(b"hel").is_empty());
+    assert_eq!(s.feed(b"lo\r\nwor"), vec!["hello".to_string()]);
+    assert_eq!(s.feed(b"ld\n\n"), vec!["world".to_string(), String::new()]);
+    assert_eq!(s.finish(), None);
+    s.feed(b"tail");
+    assert_eq!(s.finish().as_deref(), Some("tail"));
+}
