@@ -49,7 +49,6 @@ pub fn history_lines(events: &[Event], node: u16) -> Option<String> {
     block
 }
 
-/// Checks the history `node` printed.
 /// The engine's hook for `[check] history` on `node`: the engine runs
 /// [`engine_check`] after a passing execution.
 pub fn hook(node: engine::NodeIdx) -> engine::HistoryCheck {
@@ -72,6 +71,7 @@ pub fn engine_check(events: &[Event], node: u16) -> engine::HistoryOutcome {
     engine::HistoryOutcome { ok, note }
 }
 
+/// Checks the history `node` printed for linearizability.
 pub fn check_history(events: &[Event], node: u16) -> HistoryVerdict {
     let Some(text) = history_lines(events, node) else { return HistoryVerdict::Missing };
     let parsed = History::from_json_lines(&text).and_then(|h| h.operations().map(|ops| (h, ops)));
