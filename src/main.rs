@@ -216,7 +216,8 @@ struct RunArgs {
     #[arg(long, value_name = "K/N")]
     shard: Option<simcluster::run::Shard>,
     /// Node runtime: auto picks KVM when /dev/kvm opens and the CPU has vmx/svm
-    /// (the kernel: $SIMCLUSTER_KVM_KERNEL), else user-mode Linux; prints which and why.
+    /// (its nodes boot the image builder's KVM kernel, built on first use, or
+    /// $SIMCLUSTER_KVM_KERNEL), else user-mode Linux; prints which and why.
     #[arg(long, value_enum, default_value_t = Runtime::Auto)]
     runtime: Runtime,
     #[command(flatten)]

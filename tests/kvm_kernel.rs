@@ -45,6 +45,14 @@ fn the_image_builder_builds_a_kvm_kernel_the_loader_accepts() {
     let config = std::fs::read_to_string(kernel.with_file_name("config")).unwrap();
     verify_config(KVM_CONFIG_FRAGMENT, &config).unwrap();
     assert!(config.contains("CONFIG_X86_64=y"));
+    // vmm's loader (linux-loader's BzImage) takes it into a microVM's memory where
+    // /dev/kvm opens, PVM included; nothing runs.
+    if std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok() {
+        let vm = vmm::kvm::LinuxBootBuilder::new(&kernel).memory_mib(128).build();
+        assert!(vm.is_ok(), "the loader refused {}: {:?}", kernel.display(), vm.err());
+    } else {
+        eprintln!("(/dev/kvm does not open: the bzImage was not loaded into a microVM)");
+    }
     // Cached now: a second request builds nothing and names the same file.
     assert_eq!(kvm_kernel(), kernel);
 }
