@@ -109,6 +109,27 @@ enum ImageCommand {
         #[arg(long)]
         quiet: bool,
     },
+    /// Build one guest kernel into the cache and print its path as a JSON line.
+    ///
+    /// `--runtime kvm` builds the KVM runtime's microVM kernel (an x86-64
+    /// bzImage from linux-source-7.2 and guest-images/kernel/kvm-microvm.config,
+    /// minutes once), which `image build` never builds: a KVM run builds it
+    /// on first use unless $SIMCLUSTER_KVM_KERNEL names another one.
+    /// `--runtime uml` builds the default user-mode Linux kernel (7.2).
+    Kernel {
+        /// The runtime whose kernel to build.
+        #[arg(long, value_enum)]
+        runtime: KernelFor,
+        /// No progress output.
+        #[arg(long)]
+        quiet: bool,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum KernelFor {
+    Kvm,
+    Uml,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -195,7 +216,8 @@ struct RunArgs {
     #[arg(long, value_name = "K/N")]
     shard: Option<simcluster::run::Shard>,
     /// Node runtime: auto picks KVM when /dev/kvm opens and the CPU has vmx/svm
-    /// (the kernel: $SIMCLUSTER_KVM_KERNEL), else user-mode Linux; prints which and why.
+    /// (its nodes boot the image builder's KVM kernel, built on first use, or
+    /// $SIMCLUSTER_KVM_KERNEL), else user-mode Linux; prints which and why.
     #[arg(long, value_enum, default_value_t = Runtime::Auto)]
     runtime: Runtime,
     #[command(flatten)]
@@ -340,11 +362,33 @@ fn main() -> ExitCode {
 fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Image { command: ImageCommand::Build { cluster_dir, quiet } } => image_build(&cluster_dir, quiet),
+        Command::Image { command: ImageCommand::Kernel { runtime, quiet } } => image_kernel(runtime, quiet),
         Command::Run(args) => run_command(&args),
         Command::Merge { shards, out } => merge(&shards, out),
         Command::Replay { failure_file, common } => replay_command(&failure_file, &common),
         Command::Shrink { failure_file, max_executions, common } => shrink(&failure_file, max_executions, &common),
     }
+}
+
+/// `simcluster image kernel`: the kernel's path and cache key as one JSON line.
+fn image_kernel(runtime: KernelFor, quiet: bool) -> anyhow::Result<ExitCode> {
+    use simcluster::image::kernel;
+    let began = std::time::Instant::now();
+    let k = match runtime {
+        KernelFor::Kvm => kernel::ensure_kvm_kernel(quiet)?,
+        KernelFor::Uml => kernel::ensure_kernel(kernel::KernelSeries::default(), quiet)?,
+    };
+    println!(
+        "{}",
+        serde_json::json!({
+            "kernel": k.path,
+            "key": k.key,
+            "cached": k.cached,
+            "source_series": k.series.name(),
+            "wall_seconds": began.elapsed().as_secs_f64(),
+        })
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `simcluster image build`: the images' paths and hash as one JSON line.

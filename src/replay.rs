@@ -56,7 +56,7 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
         crate::run::choose_runtime(Some(runtime), &crate::run::HostVirt::detect())
             .map_err(|e| BadInput(format!("{}: recorded under KVM: {}", file.display(), e.0)))?;
     }
-    let images = crate::run::images_for_runtime(images, runtime)?;
+    let images = crate::run::images_for_runtime(images, runtime, quiet)?;
     let open = OpenImages::open(&cluster, &images)?;
     Ok(Loaded { record, cluster, images, open, explore, runtime })
 }

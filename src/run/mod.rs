@@ -153,7 +153,7 @@ struct UnitOutput {
 pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let cluster = Cluster::load(cluster_dir)?;
     let plan = Plan::new(&cluster, opts)?;
-    let images = images_for_runtime(image::build(&cluster, opts.quiet)?, opts.runtime)?;
+    let images = images_for_runtime(image::build(&cluster, opts.quiet)?, opts.runtime, opts.quiet)?;
     let explore = explore_for(&cluster, opts.window_ns, opts.max_crashes);
     let open = OpenImages::open(&cluster, &images)?;
     let disk = open.disk.clone();

@@ -37,15 +37,15 @@ impl HostVirt {
     }
 }
 
-/// Environment variable naming the kernel (bzImage or vmlinux) KVM nodes boot;
-/// the image builder builds only the user-mode Linux kernel.
+/// Environment variable naming a kernel (bzImage or vmlinux) for KVM nodes
+/// to boot instead of the image builder's ([`crate::image::kernel::ensure_kvm_kernel`]).
 pub const KVM_KERNEL_ENV: &str = "SIMCLUSTER_KVM_KERNEL";
 
 /// Picks the node runtime and says why: `asked` is `None` for `--runtime
-/// auto` (KVM when /proc/cpuinfo has vmx/svm, /dev/kvm opens and a KVM
-/// kernel is named by [`KVM_KERNEL_ENV`]; user-mode Linux otherwise). Asking
-/// for KVM on a host that cannot run it is bad input (a missing kernel is
-/// reported by [`images_for_runtime`]).
+/// auto` (KVM when /proc/cpuinfo has vmx/svm and /dev/kvm opens, user-mode
+/// Linux otherwise). Asking for KVM on a host that cannot run it is bad
+/// input. The why names the kernel KVM nodes boot: [`KVM_KERNEL_ENV`]'s, or
+/// the image builder's (built on first use).
 pub fn choose_runtime(asked: Option<RuntimeKind>, host: &HostVirt) -> std::result::Result<(RuntimeKind, String), BadInput> {
     let kvm_problem = match (&host.dev_kvm, host.vmx_svm) {
         (Err(e), _) => Some(format!("{e} cannot be opened")),
@@ -56,40 +56,45 @@ pub fn choose_runtime(asked: Option<RuntimeKind>, host: &HostVirt) -> std::resul
         ),
         (Ok(()), true) => None,
     };
+    let kernel = match &host.kvm_kernel {
+        Some(k) => format!("kernel {KVM_KERNEL_ENV}={}", k.display()),
+        None => "the image builder's KVM kernel".to_string(),
+    };
     match (asked, kvm_problem) {
         (Some(RuntimeKind::Uml), _) => Ok((RuntimeKind::Uml, "uml (asked for)".into())),
-        (Some(RuntimeKind::Kvm), None) => Ok((RuntimeKind::Kvm, "kvm (asked for; /dev/kvm with vmx/svm)".into())),
+        (Some(RuntimeKind::Kvm), None) => {
+            Ok((RuntimeKind::Kvm, format!("kvm (asked for; /dev/kvm with vmx/svm; {kernel})")))
+        }
         (Some(RuntimeKind::Kvm), Some(why)) => {
             Err(BadInput(format!("--runtime kvm: this host cannot run the KVM runtime: {why}; use --runtime uml")))
         }
-        (None, None) if host.kvm_kernel.is_none() => Ok((
-            RuntimeKind::Uml,
-            format!(
-                "uml (auto: the host has vmx/svm, but {KVM_KERNEL_ENV} names no kernel for KVM nodes; the image \
-                 builder builds only the user-mode Linux kernel)"
-            ),
-        )),
-        (None, None) => Ok((RuntimeKind::Kvm, "kvm (auto: /dev/kvm opens and the CPU has vmx/svm)".into())),
+        (None, None) => Ok((RuntimeKind::Kvm, format!("kvm (auto: /dev/kvm opens and the CPU has vmx/svm; {kernel})"))),
         (None, Some(why)) => Ok((RuntimeKind::Uml, format!("uml (auto: {why})"))),
     }
 }
 
 /// The images as `runtime` boots them: KVM nodes boot the kernel named by
-/// [`KVM_KERNEL_ENV`] with the same root filesystem.
-pub fn images_for_runtime(mut images: Images, runtime: RuntimeKind) -> Result<Images> {
+/// [`KVM_KERNEL_ENV`], or else the image builder's KVM kernel (built now if
+/// the cache lacks it, with progress unless `quiet`), with the same root
+/// filesystem. User-mode Linux runs never build the KVM kernel.
+pub fn images_for_runtime(mut images: Images, runtime: RuntimeKind, quiet: bool) -> Result<Images> {
     if runtime == RuntimeKind::Kvm {
-        let Some(k) = std::env::var_os(KVM_KERNEL_ENV) else {
-            return Err(BadInput(format!(
-                "--runtime kvm: set {KVM_KERNEL_ENV} to an x86-64 bzImage or vmlinux (the image builder builds \
-                 only the user-mode Linux kernel)"
-            ))
-            .into());
+        images.kernel = match std::env::var_os(KVM_KERNEL_ENV) {
+            Some(k) => {
+                let k = PathBuf::from(k);
+                if !k.is_file() {
+                    return Err(BadInput(format!("{KVM_KERNEL_ENV}={}: no such file", k.display())).into());
+                }
+                k
+            }
+            None => {
+                let k = crate::image::kernel::ensure_kvm_kernel(quiet)?;
+                if !quiet && !k.cached {
+                    eprintln!("kvm kernel: built {}", k.path.display());
+                }
+                k.path
+            }
         };
-        let k = PathBuf::from(k);
-        if !k.is_file() {
-            return Err(BadInput(format!("{KVM_KERNEL_ENV}={}: no such file", k.display())).into());
-        }
-        images.kernel = k;
     }
     Ok(images)
 }
@@ -110,17 +115,18 @@ mod runtime_tests {
     fn auto_picks_kvm_only_with_hardware_virtualization() {
         let (k, why) = choose_runtime(None, &host(true, true)).unwrap();
         assert_eq!(k, RuntimeKind::Kvm);
-        assert!(why.starts_with("kvm (auto"), "{why}");
+        assert!(why.starts_with("kvm (auto") && why.contains(KVM_KERNEL_ENV), "{why}");
         let (k, why) = choose_runtime(None, &host(false, true)).unwrap();
         assert_eq!(k, RuntimeKind::Uml);
         assert!(why.contains("no vmx/svm"), "{why}");
         let (k, why) = choose_runtime(None, &host(true, false)).unwrap();
         assert_eq!(k, RuntimeKind::Uml);
         assert!(why.contains("/dev/kvm"), "{why}");
-        let no_kernel = HostVirt { kvm_kernel: None, ..host(true, true) };
-        let (k, why) = choose_runtime(None, &no_kernel).unwrap();
-        assert_eq!(k, RuntimeKind::Uml);
-        assert!(why.contains(KVM_KERNEL_ENV), "{why}");
+        // Without the override, KVM nodes boot the image builder's kernel.
+        let no_override = HostVirt { kvm_kernel: None, ..host(true, true) };
+        let (k, why) = choose_runtime(None, &no_override).unwrap();
+        assert_eq!(k, RuntimeKind::Kvm);
+        assert!(why.contains("image builder's KVM kernel"), "{why}");
     }
 
     #[test]

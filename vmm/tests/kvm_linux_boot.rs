@@ -1,7 +1,11 @@
 //! Boots a stock Linux kernel to its first console lines. Needs hardware virtualization
 //! (vmx/svm): under PVM a stock kernel's ring-0 code is emulated and fails. Skips with
 //! a printed reason when vmx/svm is absent or $SIMCLUSTER_KVM_KERNEL (a bzImage or
-//! vmlinux) is unset. The loading half of the KVM node's Linux path (bzImage, initramfs,
+//! vmlinux) is unset. The kernel stays an environment variable rather than a look into
+//! simcluster's cache: vmm sits below the image builder (which owns the kernel's cache
+//! key), and a test here must not build a kernel. The image builder's kernel:
+//! `SIMCLUSTER_KVM_KERNEL=$(simcluster image kernel --runtime kvm | jq -r .kernel)`;
+//! tests/kvm_kernel.rs boots it end to end. The loading half of the KVM node's Linux path (bzImage, initramfs,
 //! command line, virtio-mmio windows) is also checked with a synthetic bzImage, which
 //! is never run, wherever /dev/kvm opens.
 
@@ -17,7 +21,7 @@ fn kvm_linux_boots_to_console() {
         return;
     }
     let Some(kernel) = std::env::var_os("SIMCLUSTER_KVM_KERNEL") else {
-        eprintln!("SKIP kvm_linux_boots_to_console: set SIMCLUSTER_KVM_KERNEL to a bzImage or vmlinux");
+        eprintln!("SKIP kvm_linux_boots_to_console: set SIMCLUSTER_KVM_KERNEL to a bzImage or vmlinux (simcluster image kernel --runtime kvm builds one)");
         return;
     };
     if !kvm_common::kvm_available("kvm_linux_boots_to_console") {
@@ -76,7 +80,7 @@ fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
         return;
     }
     let Some(kernel) = std::env::var_os("SIMCLUSTER_KVM_KERNEL") else {
-        eprintln!("SKIP {test}: set SIMCLUSTER_KVM_KERNEL to a bzImage or vmlinux");
+        eprintln!("SKIP {test}: set SIMCLUSTER_KVM_KERNEL to a bzImage or vmlinux (simcluster image kernel --runtime kvm builds one)");
         return;
     };
     if !kvm_common::kvm_available(test) {

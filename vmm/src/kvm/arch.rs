@@ -174,18 +174,29 @@ pub struct CpuidShaping {
 }
 
 /// Shapes the host-supported CPUID for determinism:
-/// - leaf 1: no RDRAND (ECX 30), no TSC-deadline timer (ECX 24), no hypervisor bit
-///   (ECX 31), no x2APIC (ECX 21), no VMX (ECX 5), no PDCM (ECX 15), no MONITOR (ECX 3);
-///   APIC id 0;
+/// - leaf 1: no TSC (EDX 4: Linux then never reads it, for a clocksource, sched_clock
+///   or delay calibration), no RDRAND (ECX 30), no TSC-deadline timer (ECX 24), no
+///   hypervisor bit (ECX 31), no x2APIC (ECX 21), no VMX (ECX 5), no PDCM (ECX 15), no
+///   MONITOR (ECX 3); APIC id 0;
 /// - leaf 7.0: no RDSEED (EBX 18), no HLE/RTM (EBX 4/11: transactional aborts depend on
 ///   host events), no SGX (EBX 2), no WAITPKG (ECX 5: umwait/tpause read the TSC);
 /// - leaf 0xA: no architectural PMU (guest perf counters count host noise);
-/// - leaf 0x8000_0001: no RDTSCP (EDX 27);
-/// - leaves 0x4000_0000..=0x4fff_ffff removed: no kvmclock, no paravirt features.
+/// - leaf 0x8000_0001: no SVM (ECX 2), no RDTSCP (EDX 27);
+/// - leaf 0x8000_0007: no invariant TSC (EDX 8);
+/// - leaves 0x4000_0000..=0x4fff_ffff removed: no KVM signature, no kvmclock, no
+///   paravirt features (steal time, async page faults, PV EOI).
 pub fn shape_cpuid(supported: &CpuId) -> Result<(CpuId, CpuidShaping)> {
+    let (out, report) = shape_cpuid_entries(supported.as_slice());
+    let cpuid = CpuId::from_entries(&out)
+        .map_err(|e| KvmError::Config(format!("building CPUID: {e:?}")))?;
+    Ok((cpuid, report))
+}
+
+/// [`shape_cpuid`] on a slice of entries.
+pub fn shape_cpuid_entries(supported: &[kvm_cpuid_entry2]) -> (Vec<kvm_cpuid_entry2>, CpuidShaping) {
     let mut out: Vec<kvm_cpuid_entry2> = Vec::new();
     let mut report = CpuidShaping::default();
-    for e in supported.as_slice() {
+    for e in supported {
         let mut e = *e;
         match e.function {
             0x4000_0000..=0x4fff_ffff => {
@@ -194,6 +205,7 @@ pub fn shape_cpuid(supported: &CpuId) -> Result<(CpuId, CpuidShaping)> {
             }
             1 => {
                 e.ecx &= !((1 << 30) | (1 << 24) | (1 << 31) | (1 << 21) | (1 << 5) | (1 << 15) | (1 << 3));
+                e.edx &= !(1 << 4);
                 e.ebx &= 0x00ff_ffff;
             }
             7 if e.index == 0 => {
@@ -207,15 +219,17 @@ pub fn shape_cpuid(supported: &CpuId) -> Result<(CpuId, CpuidShaping)> {
                 e.edx = 0;
             }
             0x8000_0001 => {
+                e.ecx &= !(1 << 2);
                 e.edx &= !(1 << 27);
+            }
+            0x8000_0007 => {
+                e.edx &= !(1 << 8);
             }
             _ => {}
         }
         out.push(e);
     }
-    let cpuid = CpuId::from_entries(&out)
-        .map_err(|e| KvmError::Config(format!("building CPUID: {e:?}")))?;
-    Ok((cpuid, report))
+    (out, report)
 }
 
 #[cfg(test)]
@@ -233,5 +247,43 @@ mod tests {
         let c = segment(8, CODE64_FLAGS, 0, 0xfffff);
         assert_eq!((c.l, c.db, c.g, c.type_, c.present, c.s), (1, 0, 1, 0xb, 1, 1));
         assert_eq!(c.limit, 0xffff_ffff);
+    }
+
+    fn entry(function: u32, index: u32) -> kvm_cpuid_entry2 {
+        kvm_cpuid_entry2 { function, index, eax: !0, ebx: !0, ecx: !0, edx: !0, ..Default::default() }
+    }
+
+    fn shaped(entries: &[kvm_cpuid_entry2], function: u32, index: u32) -> kvm_cpuid_entry2 {
+        let (out, _) = shape_cpuid_entries(entries);
+        *out.iter().find(|e| e.function == function && e.index == index).expect("leaf kept")
+    }
+
+    #[test]
+    fn shaping_hides_tsc_randomness_and_virtualization() {
+        let all = [entry(1, 0), entry(7, 0), entry(7, 1), entry(0x8000_0001, 0), entry(0x8000_0007, 0)];
+        let l1 = shaped(&all, 1, 0);
+        assert_eq!(l1.edx & (1 << 4), 0, "TSC");
+        assert_eq!(l1.ecx & (1 << 30), 0, "RDRAND");
+        assert_eq!(l1.ecx & (1 << 5), 0, "VMX");
+        assert_eq!(l1.ecx & (1 << 31), 0, "hypervisor bit");
+        assert_eq!(l1.ecx & (1 << 24), 0, "TSC deadline");
+        assert_eq!(l1.ebx >> 24, 0, "APIC id");
+        assert_ne!(l1.edx & 1, 0, "FPU stays");
+        assert_eq!(shaped(&all, 7, 0).ebx & (1 << 18), 0, "RDSEED");
+        assert_eq!(shaped(&all, 7, 1).ebx, !0, "leaf 7.1 untouched");
+        let ext = shaped(&all, 0x8000_0001, 0);
+        assert_eq!(ext.ecx & (1 << 2), 0, "SVM");
+        assert_eq!(ext.edx & (1 << 27), 0, "RDTSCP");
+        assert_ne!(ext.edx & (1 << 29), 0, "long mode stays");
+        assert_eq!(shaped(&all, 0x8000_0007, 0).edx & (1 << 8), 0, "invariant TSC");
+    }
+
+    #[test]
+    fn shaping_drops_the_kvm_paravirt_leaves() {
+        let all = [entry(0, 0), entry(0x4000_0000, 0), entry(0x4000_0001, 0), entry(0x4000_0100, 0), entry(1, 0)];
+        let (out, report) = shape_cpuid_entries(&all);
+        assert_eq!(report.dropped_hypervisor_leaves, 3);
+        assert!(out.iter().all(|e| !(0x4000_0000..=0x4fff_ffff).contains(&e.function)));
+        assert_eq!(out.len(), 2);
     }
 }

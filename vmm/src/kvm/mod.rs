@@ -23,7 +23,9 @@
 //! # What stock KVM cannot make deterministic (limits, by design documented here)
 //! - **RDTSC/RDTSCP** execute without exiting (TSC offsetting/scaling only shift and
 //!   scale host time), including from guest user mode; CR4.TSD makes RDTSC fault only at
-//!   CPL>0 and would need a guest kernel that cooperates. The guest TSC is host time.
+//!   CPL>0 and would need a guest kernel that cooperates. The guest TSC is host time;
+//!   CPUID hides it (and the invariant-TSC and TSC-deadline bits), so Linux neither
+//!   calibrates nor reads it ([`arch::shape_cpuid`]).
 //! - **Asynchronous preemption**: without a PMU (retired-branch counting via
 //!   perf_event_open, guest-only) the VMM can only act at the guest's own exits; a guest
 //!   spinning without exits is never interrupted. [`host::HostCaps::notes`] says so in
@@ -31,6 +33,8 @@
 //! - **RDRAND/RDSEED** do not exit on stock KVM when present; CPUID shaping hides them
 //!   ([`arch::shape_cpuid`]), but a guest that ignores CPUID can still execute them.
 //! - **Transactional memory** (HLE/RTM) aborts depend on host events: hidden by CPUID.
+//! - **Paravirt clocks** (kvmclock) read host time: the KVM leaves (0x4000_0000..) are
+//!   dropped, and so are VMX/SVM (no nested guests).
 //! - **Host-specific CPU features** (xsave layout, cache/topology leaves) are passed
 //!   through from KVM_GET_SUPPORTED_CPUID minus the list above; a fixed CPU model is a gap.
 //! - **MONITOR/MWAIT, UMWAIT/TPAUSE** (WAITPKG) wake on host time: hidden by CPUID.

@@ -1,0 +1,167 @@
+//! The guest kernels, built from Debian source packages with simcluster's
+//! config fragments (and, for user-mode Linux, patches):
+//! - [`ensure_kernel`] (`uml.rs`): Linux for `ARCH=um`, the kernel every
+//!   user-mode Linux node runs, built by `simcluster image build`.
+//! - [`ensure_kvm_kernel`] (`kvm.rs`): an x86-64 microVM bzImage for the KVM
+//!   runtime, built on first use by a KVM run or `simcluster image kernel
+//!   --runtime kvm`.
+//!
+//! Two source series are known ([`KernelSeries`]):
+//! - 7.2 (the default): `linux-source-7.2` from Debian's trixie-backports,
+//!   fetched by package name with apt's own tools through a private root
+//!   (its own sources list, lists and archive directories under the cache;
+//!   the host's apt setup is never touched), pinned to one version and the
+//!   archive's SHA-256. Its seccomp userspace and shared-memory time travel
+//!   are what make executions fast. The KVM kernel is built from it too.
+//! - 6.1: `linux-source-6.1` from the host's own bookworm archive, the
+//!   kernel simcluster started on, kept so benchmarks can put old and new
+//!   side by side (ptrace userspace only).
+//!
+//! A recipe's inputs (series, source version, the fragment, patches and its
+//! recipe version) are compiled into the binary and hashed into the cache
+//! key, so a kernel is rebuilt exactly when one of them changes. A build
+//! takes minutes on two cores; a cached one is free. Shared here: the
+//! [`Recipe`] of a build, the build itself ([`ensure_built`]), its
+//! reproducible environment and the check that every fragment line
+//! survived `olddefconfig` ([`verify_config`]).
+
+mod build;
+mod kvm;
+mod source;
+
+mod uml;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::image::host::{apt_install, have_program};
+use source::Source;
+
+pub use build::verify_config;
+pub use kvm::{ensure_kvm_kernel, kvm_kernel_key, kvm_kernel_path_if_cached, KVM_CONFIG_FRAGMENT};
+pub use uml::{ensure_kernel, kernel_key, UML_CONFIG_FRAGMENT};
+
+/// Which kernel a cluster's nodes run (`[cluster] kernel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+pub enum KernelSeries {
+    /// linux-source-7.2 (trixie-backports), seccomp userspace available.
+    #[default]
+    #[serde(rename = "7.2")]
+    V7_2,
+    /// linux-source-6.1 (bookworm): the previous kernel, for comparisons.
+    #[serde(rename = "6.1")]
+    V6_1,
+}
+
+impl KernelSeries {
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelSeries::V7_2 => "7.2",
+            KernelSeries::V6_1 => "6.1",
+        }
+    }
+
+    /// The Debian source package; it unpacks to a directory of this name.
+    fn package(self) -> &'static str {
+        match self {
+            KernelSeries::V7_2 => "linux-source-7.2",
+            KernelSeries::V6_1 => "linux-source-6.1",
+        }
+    }
+
+    fn source(self) -> Source {
+        match self {
+            // Pinned like guest packages: the exact version and the
+            // archive's checksum (apt-cache show in the private root).
+            KernelSeries::V7_2 => Source::Pinned {
+                suite: "trixie-backports",
+                version: "7.2.12-1~bpo13+1",
+                sha256: "73ca6c22599ba411ab3179642d33501ca2c90174e13c3c8d86e996ea1cbf2a8f",
+            },
+            KernelSeries::V6_1 => Source::HostPackage { tarball: "/usr/src/linux-source-6.1.tar.xz" },
+        }
+    }
+
+    /// Whether the series has UML's seccomp userspace (Linux 6.16+).
+    pub fn has_seccomp_userspace(self) -> bool {
+        self == KernelSeries::V7_2
+    }
+
+    /// Whether the series speaks time travel's shared-memory mode (6.11+).
+    pub fn has_shared_clock(self) -> bool {
+        self == KernelSeries::V7_2
+    }
+
+    /// Whether the kernel, trapping its guest programs' CPUID, keeps CPUID
+    /// faulting on for its own process too (the 7.2 patch; see its text).
+    pub fn faults_cpuid_itself(self) -> bool {
+        self == KernelSeries::V7_2
+    }
+}
+
+/// A built kernel.
+#[derive(Debug, Clone)]
+pub struct Kernel {
+    pub path: PathBuf,
+    /// The cache key, which names the exact recipe and inputs.
+    pub key: String,
+    pub cached: bool,
+    /// The source series it was built from.
+    pub series: KernelSeries,
+}
+
+/// How one kernel is built from a series' source.
+struct Recipe {
+    /// Progress and error messages name the build by this ("kernel").
+    pub label: &'static str,
+    /// `make ARCH=`.
+    pub arch: &'static str,
+    /// The config target the fragment is merged over (`defconfig`).
+    pub base_config: &'static str,
+    pub fragment: &'static str,
+    /// Applied with `patch -p1` before configuring, in order.
+    pub patches: &'static [(&'static str, &'static str)],
+    /// The `make` target and the file it leaves, relative to the tree.
+    pub target: &'static str,
+    pub artifact: &'static str,
+    /// The result's name in its cache directory.
+    pub output: &'static str,
+    /// Roughly how many lines `make` prints; only for the progress bar.
+    pub expected_steps: u64,
+    /// Host packages beyond [`BUILD_DEPS`]: (a file that shows it is
+    /// installed, package).
+    pub extra_deps: &'static [(&'static str, &'static str)],
+}
+
+/// Kbuild's stamps, fixed (see the kernel's reproducible-builds docs).
+const REPRODUCIBLE_BUILD_ENV: &[(&str, &str)] = &[
+    ("KBUILD_BUILD_TIMESTAMP", "Thu Jan  1 00:00:00 UTC 2026"),
+    ("KBUILD_BUILD_USER", "simcluster"),
+    ("KBUILD_BUILD_HOST", "simcluster"),
+    ("KBUILD_BUILD_VERSION", "1"),
+];
+
+/// Host packages every kernel build needs.
+const BUILD_DEPS: &[(&str, &str)] = &[
+    ("flex", "flex"),
+    ("bison", "bison"),
+    ("bc", "bc"),
+    ("make", "make"),
+    ("gcc", "gcc"),
+    ("patch", "patch"),
+    ("xz", "xz-utils"),
+    ("dpkg-deb", "dpkg"),
+];
+
+fn ensure_build_deps(recipe: &Recipe) -> Result<()> {
+    let mut missing: Vec<&str> = BUILD_DEPS
+        .iter()
+        .filter(|(prog, _)| !have_program(prog))
+        .map(|(_, pkg)| *pkg)
+        .collect();
+    missing.extend(
+        recipe.extra_deps.iter().filter(|(file, _)| !std::path::Path::new(file).exists()).map(|(_, pkg)| *pkg),
+    );
+    apt_install(&missing)
+}

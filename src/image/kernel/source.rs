@@ -1,0 +1,94 @@
+//! Where a kernel series' source tarball comes from, and fetching it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use super::KernelSeries;
+use crate::image::cache::cache_root;
+use crate::image::host::{apt_install, have_program, installed_version, run_capture};
+
+/// Where a series' source tarball comes from.
+pub(super) enum Source {
+    /// Installed into the host with apt-get (the host's own suite).
+    HostPackage { tarball: &'static str },
+    /// Downloaded with apt-get through a private root for `suite`, pinned.
+    Pinned { suite: &'static str, version: &'static str, sha256: &'static str },
+}
+
+/// The exact source version of `series`, without fetching anything where
+/// it is pinned (so a cached kernel needs neither network nor root).
+pub(super) fn source_version(series: KernelSeries) -> Result<String> {
+    match series.source() {
+        Source::Pinned { version, .. } => Ok(version.to_string()),
+        Source::HostPackage { tarball } => match installed_version(series.package()) {
+            Some(v) if Path::new(tarball).is_file() => Ok(v),
+            _ => ensure_source(series).map(|(_, v)| v),
+        },
+    }
+}
+
+/// The source tarball of `series` and its exact version, fetching it first
+/// if needed. For a pinned source this needs the network once; afterwards
+/// the tarball is in the cache.
+pub(super) fn ensure_source(series: KernelSeries) -> Result<(PathBuf, String)> {
+    match series.source() {
+        Source::HostPackage { tarball } => {
+            let version = match installed_version(series.package()) {
+                Some(v) if Path::new(tarball).is_file() => v,
+                _ => {
+                    apt_install(&[series.package()])?;
+                    installed_version(series.package())
+                        .with_context(|| format!("{} is not installed after apt-get install", series.package()))?
+                }
+            };
+            Ok((PathBuf::from(tarball), version))
+        }
+        Source::Pinned { suite, version, sha256 } => {
+            let dir = cache_root().join("sources");
+            let tarball = dir.join(format!("{}_{}.tar.xz", series.package(), version.replace('~', "_")));
+            if !tarball.is_file() {
+                let _lock = crate::image::cache::BuildLock::acquire(&tarball, true)?;
+                if !tarball.is_file() {
+                    fetch_pinned(series.package(), suite, version, sha256, &tarball)?;
+                }
+            }
+            Ok((tarball, version.to_string()))
+        }
+    }
+}
+
+/// Downloads `package=version` from `suite` through the suite's private apt
+/// root, checks the .deb against `sha256`, and moves its source tarball to
+/// `dest`.
+fn fetch_pinned(package: &str, suite: &str, version: &str, sha256: &str, dest: &Path) -> Result<()> {
+    if !have_program("dpkg-deb") {
+        bail!("dpkg-deb is needed to fetch {package} (a Debian-based host)");
+    }
+    let archive = crate::image::apt::Archive::open(suite)?;
+    archive.ensure_lists()?;
+    let pin = crate::image::apt::Pin { name: package.into(), version: version.into(), sha256: sha256.into() };
+    let deb = match archive.fetch(std::slice::from_ref(&pin)) {
+        Ok(files) => files.into_iter().next().expect("one pin, one file"),
+        Err(_) => {
+            archive.update()?;
+            archive.fetch(std::slice::from_ref(&pin)).with_context(|| {
+                format!("downloading {package} {version} from {suite}: the pinned version may have left the archive; pin the current one in src/image/kernel/mod.rs")
+            })?.into_iter().next().expect("one pin, one file")
+        }
+    };
+    let work = dest.with_extension(format!("fetch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work)?;
+    let result = (|| -> Result<()> {
+        let unpacked = work.join("x");
+        run_capture(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
+        let inner = unpacked.join("usr/src").join(format!("{package}.tar.xz"));
+        std::fs::create_dir_all(dest.parent().unwrap())?;
+        std::fs::rename(&inner, dest).with_context(|| format!("{} has no usr/src/{package}.tar.xz", deb.display()))?;
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
