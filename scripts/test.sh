@@ -16,6 +16,18 @@ if [ "$(id -u)" = 0 ]; then
       || echo "note: could not install$missing; the tests that use them will say they skip"
   fi
 fi
+# Style and lints first: they take seconds and say the most about a change
+# (rustfmt.toml; the workspace lints and clippy.toml's determinism guard).
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --all -- --check || { echo "cargo fmt --check: run cargo fmt --all"; exit 1; }
+else
+  echo "note: rustfmt is not installed; skipping cargo fmt --check"
+fi
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --quiet --workspace --all-targets -- -D warnings
+else
+  echo "note: clippy is not installed; skipping cargo clippy"
+fi
 cargo build --quiet
 images=$(target/debug/simcluster image build guest-images/hello-cluster)
 echo "$images"

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use engine::RuntimeKind;
 use simcluster::cluster::{parse_duration_ns, ClusterError};
 use simcluster::image::debs::PackageError;
 use simcluster::replay;
 use simcluster::run::{self, RunOptions, StrategyKind, StrategyOptions};
-use engine::RuntimeKind;
 use simcluster::BadInput;
 
 /// Deterministic whole-cluster simulation of unmodified distributed software.

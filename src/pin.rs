@@ -37,10 +37,7 @@ impl FromStr for Pin {
         match s {
             "auto" => Ok(Pin::Auto),
             "off" => Ok(Pin::Off),
-            n => n
-                .parse()
-                .map(Pin::Cpu)
-                .map_err(|_| format!("{s:?} is not auto, off or a CPU number")),
+            n => n.parse().map(Pin::Cpu).map_err(|_| format!("{s:?} is not auto, off or a CPU number")),
         }
     }
 }
@@ -131,7 +128,10 @@ mod tests {
         std::thread::spawn(|| {
             let cpu = apply(Pin::Auto).unwrap().expect("this host lets a thread pin itself");
             assert_eq!(allowed(), vec![cpu]);
-            let out = std::process::Command::new("sh").args(["-c", "grep Cpus_allowed_list /proc/self/status"]).output().unwrap();
+            let out = std::process::Command::new("sh")
+                .args(["-c", "grep Cpus_allowed_list /proc/self/status"])
+                .output()
+                .unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
             assert_eq!(text.split_whitespace().last(), Some(cpu.to_string().as_str()), "{text}");
         })

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Result;
-use engine::{ExecutionResult, ExploreSpec, Failure, RuntimeKind};
 use checker::failure_file::{self, FailureRecord, Shrunk};
 use checker::shrink;
 use checker::strategy::Guided;
 use engine::strategy::Decision;
+use engine::{ExecutionResult, ExploreSpec, Failure, RuntimeKind};
 use serde::Serialize;
 
 use crate::cluster::Cluster;
@@ -37,9 +37,8 @@ struct Loaded {
 
 fn load(file: &Path, quiet: bool) -> Result<Loaded> {
     let record: FailureRecord<Decision> = failure_file::load(file).map_err(|e| BadInput(e.to_string()))?;
-    let cluster = Cluster::load(&record.cluster_dir).map_err(|e| {
-        BadInput(format!("{}: the cluster it was recorded on cannot be loaded: {e}", file.display()))
-    })?;
+    let cluster = Cluster::load(&record.cluster_dir)
+        .map_err(|e| BadInput(format!("{}: the cluster it was recorded on cannot be loaded: {e}", file.display())))?;
     let images = image::build(&cluster, quiet)?;
     if images.hash != record.images_hash && !quiet {
         eprintln!(
@@ -64,8 +63,15 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
 impl Loaded {
     fn execute(&self, opts: &RunOptions, decisions: &[Decision], label: &str) -> Result<Executed> {
         let seed = self.record.run.execution_seed;
-        let mut spec =
-            spec_for(&self.cluster, &self.images, &self.open, opts.time_limit_ns, opts.watchdog, self.explore.clone(), seed);
+        let mut spec = spec_for(
+            &self.cluster,
+            &self.images,
+            &self.open,
+            opts.time_limit_ns,
+            opts.watchdog,
+            self.explore.clone(),
+            seed,
+        );
         spec.runtime = self.runtime;
         let mut guided = Guided::new(decisions);
         execute_one(&mut spec, &mut guided, label)
@@ -125,7 +131,9 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
     // The recording's trace, if it is still beside the failure file, says
     // where a non-reproducing replay went its own way.
     let divergence = match std::fs::read_to_string(file.with_file_name("trace.jsonl")) {
-        Ok(recorded) if result.trace_hash != l.record.trace_hash => first_divergence(&recorded, &result.trace.to_jsonl()),
+        Ok(recorded) if result.trace_hash != l.record.trace_hash => {
+            first_divergence(&recorded, &result.trace.to_jsonl())
+        }
         _ => None,
     };
     Ok(ReplaySummary {
@@ -228,33 +236,37 @@ impl Loaded {
         let bar = if opts.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new_spinner() };
         // The faults first: a failure needs them far more often than the
         // scheduling choices around them (see shrink_core_first).
-        let outcome = shrink::shrink_core_first(&self.record.actions, |d| d.action.kind.is_fault(), |candidate: &[Decision]| {
-            if executions >= max_executions || host_error.is_some() {
-                return false;
-            }
-            executions += 1;
-            bar.set_message(format!(
-                "shrinking: execution {executions}, trying {} of {} decisions",
-                candidate.len(),
-                self.record.actions.len()
-            ));
-            bar.tick();
-            match self.execute(opts, candidate, "shrink") {
-                Ok(e) => {
-                    let same = e.result.verdict.failure().is_some_and(|f| f.kind == want);
-                    let ok = same && e.result.trace.len() <= original_events;
-                    let better = best.as_ref().is_none_or(|(d, _)| candidate.len() < d.len());
-                    if ok && better {
-                        best = Some((candidate.to_vec(), e));
+        let outcome = shrink::shrink_core_first(
+            &self.record.actions,
+            |d| d.action.kind.is_fault(),
+            |candidate: &[Decision]| {
+                if executions >= max_executions || host_error.is_some() {
+                    return false;
+                }
+                executions += 1;
+                bar.set_message(format!(
+                    "shrinking: execution {executions}, trying {} of {} decisions",
+                    candidate.len(),
+                    self.record.actions.len()
+                ));
+                bar.tick();
+                match self.execute(opts, candidate, "shrink") {
+                    Ok(e) => {
+                        let same = e.result.verdict.failure().is_some_and(|f| f.kind == want);
+                        let ok = same && e.result.trace.len() <= original_events;
+                        let better = best.as_ref().is_none_or(|(d, _)| candidate.len() < d.len());
+                        if ok && better {
+                            best = Some((candidate.to_vec(), e));
+                        }
+                        ok
                     }
-                    ok
+                    Err(e) => {
+                        host_error = Some(e);
+                        false
+                    }
                 }
-                Err(e) => {
-                    host_error = Some(e);
-                    false
-                }
-            }
-        });
+            },
+        );
         bar.finish_and_clear();
         if let Some(e) = host_error {
             return Err(e.context("a shrink replay could not run"));

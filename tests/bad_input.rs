@@ -81,7 +81,8 @@ fn a_failure_file_of_an_older_format_says_what_to_do() {
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("failure.json");
     let payload = "{\"format_version\": 1, \"failure\": \"Workload: exited with status 7\"}\n";
-    let header = format!("{{\"simcluster_failure_file\":1,\"crc32\":\"00000000\",\"payload_bytes\":{}}}\n", payload.len());
+    let header =
+        format!("{{\"simcluster_failure_file\":1,\"crc32\":\"00000000\",\"payload_bytes\":{}}}\n", payload.len());
     std::fs::write(&f, header + payload).unwrap();
     let needles = [f.to_str().unwrap(), "version 1", "older simcluster", "record it again"];
     assert_bad(&run(&["replay", f.to_str().unwrap()]), &needles);
@@ -93,7 +94,17 @@ fn a_failure_file_of_an_older_format_says_what_to_do() {
 fn help_teaches() {
     let r = run(&["run", "--help"]);
     assert_eq!(r.code, 0);
-    for word in ["--seed", "--executions", "--time-limit", "--out", "--runtime", "--strategy", "--time-budget", "--depth", "--window"] {
+    for word in [
+        "--seed",
+        "--executions",
+        "--time-limit",
+        "--out",
+        "--runtime",
+        "--strategy",
+        "--time-budget",
+        "--depth",
+        "--window",
+    ] {
         assert!(r.stdout.contains(word), "run --help lacks {word}");
     }
     let r = run(&["--help"]);
@@ -114,7 +125,15 @@ fn runtime_kvm_without_hardware_virtualization_says_why() {
     }
     let d = cluster("[cluster]\nnodes = 1\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n", &[]);
     let out = tempfile::tempdir().unwrap();
-    let r = run(&["run", "--images", d.path().to_str().unwrap(), "--out", out.path().to_str().unwrap(), "--runtime", "kvm"]);
+    let r = run(&[
+        "run",
+        "--images",
+        d.path().to_str().unwrap(),
+        "--out",
+        out.path().to_str().unwrap(),
+        "--runtime",
+        "kvm",
+    ]);
     assert_bad(&r, &["--runtime kvm", "vmx/svm", "--runtime uml"]);
 }
 

@@ -24,7 +24,11 @@ fn every_strategy_finds_a_datagram_reordering_without_any_fault() {
     let (_keep, dir) = reorder_without_faults(&ex, "");
     for strategy in ["random", "pct", "delay", "dfs"] {
         let out = tempfile::tempdir().unwrap();
-        let r = run_cluster(&dir, out.path(), &["--strategy", strategy, "--executions", "20", "--until-failure", "--seed", "1"]);
+        let r = run_cluster(
+            &dir,
+            out.path(),
+            &["--strategy", strategy, "--executions", "20", "--until-failure", "--seed", "1"],
+        );
         assert_eq!(r.code, 1, "{strategy} did not find the reordering within 20 executions: {r:?}");
         let j = r.json();
         assert!(j["failing_execution"].as_u64().unwrap() < 20, "{j}");

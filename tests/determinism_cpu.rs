@@ -226,7 +226,10 @@ fn cpuid_cluster(cluster_extra: &str) -> Option<tempfile::TempDir> {
 /// The host cpu's vendor string from /proc/cpuinfo.
 fn host_vendor() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    info.lines().find_map(|l| l.strip_prefix("vendor_id")).map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_string()).unwrap_or_default()
+    info.lines()
+        .find_map(|l| l.strip_prefix("vendor_id"))
+        .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_string())
+        .unwrap_or_default()
 }
 
 /// The host cpu's feature flags from /proc/cpuinfo.
@@ -261,7 +264,10 @@ fn cpuid_probe(mode: &str) {
         assert_eq!(probe.len(), 3, "{console}");
         // The host's own vendor string, as the guest kernel read it at boot.
         let vendor = host_vendor();
-        assert!(probe[..2].iter().all(|l| l.contains(&format!("vendor {vendor} "))), "host vendor {vendor}:\n{console}");
+        assert!(
+            probe[..2].iter().all(|l| l.contains(&format!("vendor {vendor} "))),
+            "host vendor {vendor}:\n{console}"
+        );
         assert!(probe.last().unwrap().ends_with("cpuid-probe result ok"), "{console}");
         lines.push((r.json()["trace_hash"].as_str().unwrap().to_string(), probe));
     }
@@ -277,7 +283,11 @@ fn seccomp_userspace_needs_the_72_kernel() {
     let out = tempfile::tempdir().unwrap();
     let r = run_cluster(d.path(), out.path(), &[]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("cluster.toml") && r.stderr.contains("seccomp") && r.stderr.contains("7.2"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cluster.toml") && r.stderr.contains("seccomp") && r.stderr.contains("7.2"),
+        "{}",
+        r.stderr
+    );
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "nothing is written for bad input");
 }
 

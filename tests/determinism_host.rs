@@ -48,7 +48,8 @@ fn interrupt_table_is_parsed() {
 #[test]
 fn a_console_flood_raises_no_guest_interrupt_and_replays() {
     // 1.5 MiB of console lines in one burst, then the interrupt table.
-    let workload = "i=0; while [ $i -lt 12 ]; do head -c 131072 /dev/zero | tr '\\0' 'x' | fold -w 120; i=$((i+1)); done; \
+    let workload =
+        "i=0; while [ $i -lt 12 ]; do head -c 131072 /dev/zero | tr '\\0' 'x' | fold -w 120; i=$((i+1)); done; \
                     cat /proc/interrupts";
     let d = simple(1, None, workload, "");
     same_trace_every_time(d.path(), 2, &["--seed", "3"], |r, _| {

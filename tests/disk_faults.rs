@@ -52,9 +52,15 @@ fn bad_disk_fault_values_are_bad_input() {
     let out = tempfile::tempdir().unwrap();
     let r = run_cluster(&dir, out.path(), &[]);
     assert_eq!(r.code, 2, "{r:?}");
-    let line = 1 + std::fs::read_to_string(dir.join("cluster.toml")).unwrap().lines().position(|l| l == "lost_flush = 1.5").unwrap();
+    let line = 1 + std::fs::read_to_string(dir.join("cluster.toml"))
+        .unwrap()
+        .lines()
+        .position(|l| l == "lost_flush = 1.5")
+        .unwrap();
     assert!(
-        r.stderr.contains(&format!("cluster.toml: line {line}: [faults.disk] lost_flush = 1.5: a probability is within [0, 1]")),
+        r.stderr.contains(&format!(
+            "cluster.toml: line {line}: [faults.disk] lost_flush = 1.5: a probability is within [0, 1]"
+        )),
         "{}",
         r.stderr
     );
@@ -66,7 +72,8 @@ fn bad_disk_fault_values_are_bad_input() {
         let (_keep, dir) = rename_safe_with(&ex, toml);
         let r = run_cluster(&dir, out.path(), &[]);
         assert_eq!(r.code, 2, "{r:?}");
-        let line = 1 + std::fs::read_to_string(dir.join("cluster.toml")).unwrap().lines().position(|l| l == key).unwrap();
+        let line =
+            1 + std::fs::read_to_string(dir.join("cluster.toml")).unwrap().lines().position(|l| l == key).unwrap();
         assert!(r.stderr.contains(&format!("cluster.toml: line {line}: [faults.disk] {key}")), "{key}: {}", r.stderr);
     }
     for key in ["lost_flush", "corrupt_read", "write_error", "misdirect"] {
@@ -75,7 +82,9 @@ fn bad_disk_fault_values_are_bad_input() {
         assert_eq!(r.code, 2, "{r:?}");
         let text = std::fs::read_to_string(d.path().join("cluster.toml")).unwrap();
         let line = 1 + text.lines().position(|l| l.starts_with(key)).unwrap();
-        let msg = format!("cluster.toml: line {line}: [faults.disk] {key} = 0.5: the nodes have no disk (add a [disk] table)");
+        let msg = format!(
+            "cluster.toml: line {line}: [faults.disk] {key} = 0.5: the nodes have no disk (add a [disk] table)"
+        );
         assert!(r.stderr.contains(&msg), "{key}: {}", r.stderr);
     }
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "bad input writes nothing");
@@ -326,7 +335,8 @@ fn the_quiet_period_stops_disk_faults() {
     // passes only on a calm disk.
     let Some(d) = probe("naive", "corrupt_read = 1.0\nwrite_error = 1.0\nmisdirect = 1.0") else { return };
     let toml = std::fs::read_to_string(d.path().join("cluster.toml")).unwrap();
-    let toml = toml.replace("exec /usr/local/bin/blkprobe naive /dev/vda", "/usr/local/bin/blkprobe naive /dev/vda || true")
+    let toml = toml
+        .replace("exec /usr/local/bin/blkprobe naive /dev/vda", "/usr/local/bin/blkprobe naive /dev/vda || true")
         + "[[invariant]]\nname = \"probe\"\nnode = \"n1\"\ncommand = \"/usr/local/bin/blkprobe naive /dev/vda\"\n";
     std::fs::write(d.path().join("cluster.toml"), &toml).unwrap();
     let out = tempfile::tempdir().unwrap();

@@ -65,23 +65,12 @@ fn run_probe(dir: &Path, seed: &str) -> Probed {
     let r = run_cluster(dir, out.path(), &["--seed", seed]);
     let consoles: Vec<String> = ["n1", "n2"]
         .iter()
-        .map(|n| {
-            std::fs::read_to_string(out.path().join(format!("last/console-{n}.log")))
-                .unwrap_or_default()
-        })
+        .map(|n| std::fs::read_to_string(out.path().join(format!("last/console-{n}.log"))).unwrap_or_default())
         .collect();
-    assert_eq!(
-        r.code, 0,
-        "{r:?}\n--- n1\n{}\n--- n2\n{}",
-        consoles[0], consoles[1]
-    );
+    assert_eq!(r.code, 0, "{r:?}\n--- n1\n{}\n--- n2\n{}", consoles[0], consoles[1]);
     let j = r.json();
     let grants = j["grants"].as_u64().expect("the JSON line has grants");
-    assert!(
-        grants < MAX_GRANTS,
-        "{grants} grants: getrandom waited for entropy\n{}",
-        r.stdout
-    );
+    assert!(grants < MAX_GRANTS, "{grants} grants: getrandom waited for entropy\n{}", r.stdout);
     let mut nodes = Vec::new();
     for console in &consoles {
         let line = console
@@ -93,17 +82,11 @@ fn run_probe(dir: &Path, seed: &str) -> Probed {
         let at = words.iter().position(|w| *w == "entropy-probe").unwrap();
         let (hwrng, n, hex) = (words[at + 2], words[at + 4], words[at + 5]);
         assert_eq!(n, "16", "{line}");
-        assert!(
-            hwrng.starts_with("virtio_rng"),
-            "the guest's hwrng is not simcluster's device: {line}"
-        );
+        assert!(hwrng.starts_with("virtio_rng"), "the guest's hwrng is not simcluster's device: {line}");
         assert_eq!(hex.len(), 32, "{line}");
         nodes.push((hwrng.to_string(), hex.to_string()));
     }
-    Probed {
-        nodes,
-        trace_hash: j["trace_hash"].as_str().unwrap().to_string(),
-    }
+    Probed { nodes, trace_hash: j["trace_hash"].as_str().unwrap().to_string() }
 }
 
 #[test]
@@ -127,17 +110,8 @@ fn getrandom_at_boot_returns_at_once_with_bytes_from_the_seed() {
     let b = run_probe(d.path(), "5");
     assert_eq!(a, b, "two runs of one seed differ");
     // Each node has its own stream.
-    assert_ne!(
-        a.nodes[0].1, a.nodes[1].1,
-        "both nodes read the same bytes: {a:?}"
-    );
+    assert_ne!(a.nodes[0].1, a.nodes[1].1, "both nodes read the same bytes: {a:?}");
     let c = run_probe(d.path(), "6");
-    assert_ne!(
-        a.nodes[0].1, c.nodes[0].1,
-        "another seed gave the same bytes: {a:?} {c:?}"
-    );
-    assert_ne!(
-        a.nodes[1].1, c.nodes[1].1,
-        "another seed gave the same bytes: {a:?} {c:?}"
-    );
+    assert_ne!(a.nodes[0].1, c.nodes[0].1, "another seed gave the same bytes: {a:?} {c:?}");
+    assert_ne!(a.nodes[1].1, c.nodes[1].1, "another seed gave the same bytes: {a:?} {c:?}");
 }

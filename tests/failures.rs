@@ -44,7 +44,11 @@ fn a_missing_program_path_is_bad_input() {
     let out = tempfile::tempdir().unwrap();
     let r = run_cluster(d.path(), out.path(), &[]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("cluster.toml") && r.stderr.contains("/usr/local/bin/not-in-image does not exist in the image"), "{r:?}");
+    assert!(
+        r.stderr.contains("cluster.toml")
+            && r.stderr.contains("/usr/local/bin/not-in-image does not exist in the image"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -69,7 +73,8 @@ fn a_failing_workload_and_a_failing_invariant_are_reported() {
     assert!(f["message"].as_str().unwrap().contains("status 3"));
     assert!(f["message"].as_str().unwrap().contains("about to fail"), "console tail missing: {f}");
 
-    let d = simple(2, None, "true", "[[invariant]]\nname = \"file-exists\"\nnode = \"n2\"\ncommand = \"test -f /nope\"\n");
+    let d =
+        simple(2, None, "true", "[[invariant]]\nname = \"file-exists\"\nnode = \"n2\"\ncommand = \"test -f /nope\"\n");
     let f = failure_of(&run_cluster(d.path(), out.path(), &[]));
     assert_eq!(f["kind"], "invariant");
     assert_eq!(f["node"], "n2");

@@ -55,7 +55,10 @@ fn the_host_fetches_a_file_and_checks_it() {
         ev.iter().filter(|e| e["event"] == "note" && e["node"] == 3).filter_map(|e| e["text"].as_str()).collect();
     let ok = notes.iter().filter(|t| t.contains(": 200 OK")).count();
     assert_eq!(ok, 4, "two rounds of two requests: {notes:#?}");
-    assert!(notes.iter().any(|t| t.starts_with("request 1/2 (round 2/2) GET n2:8080/data: 200 OK, 108894 bytes")), "{notes:#?}");
+    assert!(
+        notes.iter().any(|t| t.starts_with("request 1/2 (round 2/2) GET n2:8080/data: 200 OK, 108894 bytes")),
+        "{notes:#?}"
+    );
     // The workload ran and finished on the host, after the nodes were ready.
     assert!(ev.iter().any(|e| e["event"] == "command_done" && e["node"] == 3 && e["status"] == 0), "no workload done");
     // Its capture opens in tshark and shows the handshake with n2.

@@ -45,7 +45,11 @@ fn same_for_any_jobs(cluster: &Path, args: &[&str], jobs: &[&str]) -> serde_json
             Some((l0, f0)) => {
                 assert_same_run(l0, &line, &format!("--jobs {j} vs {}", jobs[0]));
                 assert_eq!(failing(l0), failing(&line));
-                assert_eq!(f0.keys().collect::<Vec<_>>(), failures.keys().collect::<Vec<_>>(), "--jobs {j}: failure files");
+                assert_eq!(
+                    f0.keys().collect::<Vec<_>>(),
+                    failures.keys().collect::<Vec<_>>(),
+                    "--jobs {j}: failure files"
+                );
                 for (name, bytes) in f0 {
                     assert!(failures[name] == *bytes, "--jobs {j}: {name} differs");
                 }
@@ -73,7 +77,11 @@ fn jobs_do_not_change_results() {
 #[test]
 fn until_failure_stops_at_the_same_execution_for_any_jobs() {
     let Some(ex) = examples() else { return };
-    let j = same_for_any_jobs(&ex.join("crash-primary"), &["--executions", "12", "--seed", "3", "--until-failure"], &["1", "2"]);
+    let j = same_for_any_jobs(
+        &ex.join("crash-primary"),
+        &["--executions", "12", "--seed", "3", "--until-failure"],
+        &["1", "2"],
+    );
     let f = j["failing_execution"].as_u64().expect("a failure");
     assert_eq!(j["failures"], 1, "{j}");
     assert!(j["executions"].as_u64().unwrap() > f, "{j}");

@@ -83,20 +83,11 @@ fn a_one_way_partition_is_one_way() {
     let trace = std::fs::read_to_string(out.path().join("last/trace.jsonl")).unwrap();
     let events: Vec<serde_json::Value> = trace.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let after_cut = |e: &&serde_json::Value| e["time"].as_u64().unwrap() > 1_000_000_000;
-    let n2_to_n1 = events
-        .iter()
-        .filter(after_cut)
-        .filter(|e| e["event"] == "deliver" && e["node"] == 1 && e["from"] == 2)
-        .count();
-    let n1_to_n2 = events
-        .iter()
-        .filter(after_cut)
-        .filter(|e| e["event"] == "deliver" && e["node"] == 2 && e["from"] == 1)
-        .count();
-    let cut = events
-        .iter()
-        .filter(|e| e["event"] == "drop" && e["node"] == 1 && e["cause"] == "partition")
-        .count();
+    let n2_to_n1 =
+        events.iter().filter(after_cut).filter(|e| e["event"] == "deliver" && e["node"] == 1 && e["from"] == 2).count();
+    let n1_to_n2 =
+        events.iter().filter(after_cut).filter(|e| e["event"] == "deliver" && e["node"] == 2 && e["from"] == 1).count();
+    let cut = events.iter().filter(|e| e["event"] == "drop" && e["node"] == 1 && e["cause"] == "partition").count();
     assert!(n2_to_n1 >= 3, "n2's echo requests should reach n1 ({n2_to_n1} did)");
     assert_eq!(n1_to_n2, 0, "a frame crossed the cut direction");
     assert!(cut >= 6, "n1's requests and replies should be cut ({cut} were)");
@@ -108,7 +99,8 @@ fn bad_fault_settings_are_bad_input() {
     let r = run(&["run", "--images", d.path().to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("cluster.toml") && r.stderr.contains("loss") && r.stderr.contains("1.5"), "{r:?}");
-    let d = simple(2, None, "true", "[[faults.partition]]\nat = \"1s\"\nheal = \"2s\"\ngroups = [[\"n1\"], [\"n7\"]]\n");
+    let d =
+        simple(2, None, "true", "[[faults.partition]]\nat = \"1s\"\nheal = \"2s\"\ngroups = [[\"n1\"], [\"n7\"]]\n");
     let r = run(&["run", "--images", d.path().to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("\"n7\": no such node"), "{r:?}");

@@ -94,7 +94,10 @@ fn a_client_that_retries_survives_pauses() {
     let length = resume["time"].as_u64().unwrap() - pause["time"].as_u64().unwrap();
     assert!((1_000_000_000..=2_000_000_000).contains(&length), "{length}");
     // The client saw the silence and carried on.
-    let said = events(&trace, "console").filter_map(|e| e["text"].as_str()).find(|t| t.contains("heartbeats answered")).unwrap();
+    let said = events(&trace, "console")
+        .filter_map(|e| e["text"].as_str())
+        .find(|t| t.contains("heartbeats answered"))
+        .unwrap();
     assert!(!said.contains(" 0 silences"), "{said}");
 }
 
@@ -153,7 +156,12 @@ fn a_crash_ends_a_pause_and_the_node_comes_back_running() {
 /// n1 watches one of its clocks for 4 s while its wall clock is bumped
 /// back (and strobed, with `strobe`).
 fn watch(clock: &str, faults: &str) -> Option<tempfile::TempDir> {
-    probe_cluster(1, None, &format!("/usr/local/bin/probe {clock} 4"), &format!("[faults.clock]\nspan = \"1s\"\n{faults}"))
+    probe_cluster(
+        1,
+        None,
+        &format!("/usr/local/bin/probe {clock} 4"),
+        &format!("[faults.clock]\nspan = \"1s\"\n{faults}"),
+    )
 }
 
 #[test]
@@ -169,7 +177,8 @@ fn a_program_that_trusts_the_wall_clock_fails_under_a_bump() {
     let delta = bump["delta_ns"].as_i64().unwrap();
     assert!((-2_000_000_000..=-1_000_000_000).contains(&delta), "{delta}");
     // The program saw its clock go back by the bump, less the 10 ms it slept.
-    let said = events(&trace, "console").filter_map(|e| e["text"].as_str()).find(|t| t.contains("went back by")).unwrap();
+    let said =
+        events(&trace, "console").filter_map(|e| e["text"].as_str()).find(|t| t.contains("went back by")).unwrap();
     let back: i64 = said.split_whitespace().nth(6).unwrap().parse().unwrap();
     assert!((-delta - back).abs() < 20_000_000, "{said} against {delta}");
 }
@@ -188,7 +197,8 @@ fn the_monotonic_clock_never_goes_back_under_bumps_and_strobes() {
     // The wall clock did go back meanwhile, once per bump and at every
     // half-period of a strobe.
     let trace = trace_of(out.path());
-    let said = events(&trace, "console").filter_map(|e| e["text"].as_str()).find(|t| t.contains("never went back")).unwrap();
+    let said =
+        events(&trace, "console").filter_map(|e| e["text"].as_str()).find(|t| t.contains("never went back")).unwrap();
     let back: u64 = said.split_whitespace().nth(11).unwrap().parse().unwrap();
     assert!(back > jumps, "{said}");
 }
@@ -267,8 +277,12 @@ fn every_new_fault_at_once_gives_the_same_trace_every_time() {
                   [faults.clock]\noffset = { min = \"-1s\", max = \"1s\" }\ndrift_ppm = { min = -20000, max = 20000 }\n\
                   bump = { min = \"-1s\", max = \"1s\" }\nstrobe = { delta = \"100ms\", period = \"20ms\", length = \"200ms\" }\n\
                   max = 3\nspan = \"1s\"\n";
-    let Some(d) = probe_cluster(3, Some("/usr/local/bin/probe server 7000"), "/usr/local/bin/probe heartbeat 10.0.0.2 7000 30 retry", faults)
-    else {
+    let Some(d) = probe_cluster(
+        3,
+        Some("/usr/local/bin/probe server 7000"),
+        "/usr/local/bin/probe heartbeat 10.0.0.2 7000 30 retry",
+        faults,
+    ) else {
         return;
     };
     same_trace_every_time(d.path(), 5, &["--seed", "3"], |r, j| {

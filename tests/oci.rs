@@ -35,9 +35,14 @@ fn sh(cmd: &str, dir: &Path) {
 /// Installs umoci and skopeo if this host lacks them (as the image builder
 /// would); false, with the reason printed, where that is impossible.
 fn tools() -> bool {
-    let have = |p: &str| Command::new("sh").arg("-c").arg(format!("command -v {p}")).output().is_ok_and(|o| o.status.success());
+    let have = |p: &str| {
+        Command::new("sh").arg("-c").arg(format!("command -v {p}")).output().is_ok_and(|o| o.status.success())
+    };
     if !(have("umoci") && have("skopeo")) {
-        let _ = Command::new("apt-get").args(["install", "-y", "-q", "umoci", "skopeo"]).env("DEBIAN_FRONTEND", "noninteractive").output();
+        let _ = Command::new("apt-get")
+            .args(["install", "-y", "-q", "umoci", "skopeo"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .output();
     }
     if have("umoci") && have("skopeo") {
         true
@@ -91,7 +96,11 @@ fn an_oci_layout_runs_as_a_node_with_its_cmd_env_and_workdir() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["failures"], 0, "{r:?}");
     // [node] start overrides the image's Cmd (the image's Env stays).
-    cluster_with(d.path(), "oci = \"layout\"\n[node]\nstart = \"exec /app/server from-start\"", "from-start oci-env / uid=0");
+    cluster_with(
+        d.path(),
+        "oci = \"layout\"\n[node]\nstart = \"exec /app/server from-start\"",
+        "from-start oci-env / uid=0",
+    );
     let r = run_cluster(d.path(), out.path(), &[]);
     assert_eq!(r.json()["failures"], 0, "{r:?}");
 }
@@ -143,7 +152,11 @@ fn truncated_foreign_and_missing_images_exit_2_writing_nothing() {
                 std::os::unix::fs::symlink(&shared, cache.path().join(part)).unwrap();
             }
         }
-        let out = bin().args(["image", "build", d.path().to_str().unwrap()]).env("SIMCLUSTER_CACHE", cache.path()).output().unwrap();
+        let out = bin()
+            .args(["image", "build", d.path().to_str().unwrap()])
+            .env("SIMCLUSTER_CACHE", cache.path())
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{keys}: {stderr}");
         assert!(stderr.contains("cluster.toml"), "{keys}: {stderr}");

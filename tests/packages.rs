@@ -107,7 +107,10 @@ time_limit = "2m"
 #[test]
 fn unknown_unsatisfiable_and_bad_package_input_exit_2_writing_nothing() {
     let cases: &[(&str, &[&str])] = &[
-        ("packages = [\"no-such-package-simcluster\"]", &["cluster.toml", "no-such-package-simcluster", "no Debian package"]),
+        (
+            "packages = [\"no-such-package-simcluster\"]",
+            &["cluster.toml", "no-such-package-simcluster", "no Debian package"],
+        ),
         // busybox-static Conflicts with busybox.
         ("packages = [\"busybox\"]", &["cluster.toml", "cannot be installed together", "busybox"]),
         ("packages = [\"etcd-server\"]\nsuite = \"no-such-suite\"", &["cluster.toml", "no-such-suite"]),

@@ -22,7 +22,11 @@ fn with_root(mode: &str) -> tempfile::TempDir {
     );
     let toml = d.path().join("cluster.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
-    std::fs::write(&toml, text.replace("packages = [\"busybox-static\"]", &format!("packages = [\"busybox-static\"]\nroot = \"{mode}\""))).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace("packages = [\"busybox-static\"]", &format!("packages = [\"busybox-static\"]\nroot = \"{mode}\"")),
+    )
+    .unwrap();
     d
 }
 

@@ -19,7 +19,12 @@ fn slurm_conf() -> Option<PathBuf> {
     });
     let up = Command::new("sinfo").args(["-h", "-o", "%t"]).env("SLURM_CONF", &conf).output();
     match up {
-        Ok(o) if o.status.success() && String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("idle") || l.starts_with("mix")) => {
+        Ok(o)
+            if o.status.success()
+                && String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .any(|l| l.starts_with("idle") || l.starts_with("mix")) =>
+        {
             Some(conf)
         }
         Ok(o) => {
@@ -65,7 +70,12 @@ fn a_slurm_array_of_two_shards_merged_equals_the_unsharded_run() {
     let logs: String = (1..=2)
         .map(|k| std::fs::read_to_string(out.path().join(format!("task-{k}.log"))).unwrap_or_default())
         .collect();
-    assert!(sbatch.status.success(), "sbatch: {}\n{}\ntask logs:\n{logs}", String::from_utf8_lossy(&sbatch.stdout), String::from_utf8_lossy(&sbatch.stderr));
+    assert!(
+        sbatch.status.success(),
+        "sbatch: {}\n{}\ntask logs:\n{logs}",
+        String::from_utf8_lossy(&sbatch.stdout),
+        String::from_utf8_lossy(&sbatch.stderr)
+    );
     let shards: Vec<String> = (1..=2).map(|k| out.path().join(format!("shard-{k}")).display().to_string()).collect();
     let r = run(&["merge", &shards[0], &shards[1]]);
     assert!(r.code == 0 || r.code == 1, "{r:?}");

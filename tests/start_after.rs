@@ -62,5 +62,8 @@ fn a_name_that_is_not_one_word_exits_2() {
     let d = cluster("start_after = \"set up\"");
     let r = run(&["run", "--quiet", "--images", d.path().to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("cluster.toml") && r.stderr.contains("start_after") && r.stderr.contains("line"), "{r:?}");
+    assert!(
+        r.stderr.contains("cluster.toml") && r.stderr.contains("start_after") && r.stderr.contains("line"),
+        "{r:?}"
+    );
 }

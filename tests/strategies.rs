@@ -10,7 +10,6 @@
 mod common;
 use common::*;
 
-
 /// Runs `strategy` on `example` for at most `bound` executions, stopping at
 /// the first failure; returns the 1-based execution that failed.
 fn executions_to_find(example: &str, strategy: &str, bound: u64, extra: &[&str]) -> u64 {

@@ -47,7 +47,13 @@ fn simulate(seed: u64, n_ops: usize, procs: u64, keys: usize) -> Vec<SimOp> {
         let ret = lin + 1 + r(&mut rng, 1000);
         free_at[p] = ret + r(&mut rng, 200);
         let roll = r(&mut rng, 100);
-        let kind = if roll < 50 { 0 } else if roll < 80 { 1 } else { 2 };
+        let kind = if roll < 50 {
+            0
+        } else if roll < 80 {
+            1
+        } else {
+            2
+        };
         let info = r(&mut rng, 100) == 0;
         ops.push(SimOp {
             process: p as u64,

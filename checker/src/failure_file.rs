@@ -28,8 +28,8 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use engine::{Failure, FailureKind};
 use engine::RuntimeKind;
+pub use engine::{Failure, FailureKind};
 
 /// The payload format this build writes and reads.
 pub const FORMAT_VERSION: u32 = 2;
@@ -467,7 +467,11 @@ mod tests {
     #[test]
     fn future_version() {
         let (_dir, path) = saved();
-        let text = fs::read_to_string(&path).unwrap().replacen("\"simcluster_failure_file\":2", "\"simcluster_failure_file\":3", 1);
+        let text = fs::read_to_string(&path).unwrap().replacen(
+            "\"simcluster_failure_file\":2",
+            "\"simcluster_failure_file\":3",
+            1,
+        );
         let err = expect_err(&path, text.as_bytes());
         assert!(matches!(err, FailureFileError::Version { found: 3, supported: 2, .. }), "{err}");
         assert!(err.to_string().contains("newer simcluster"), "{err}");

@@ -395,10 +395,11 @@ mod tests {
     #[test]
     fn process_may_continue_after_info() {
         let mut h = History::new();
-        h.invoke(1, 5, Op::write("x", 1))
-            .info(1, 9, Op::write("x", 1))
-            .invoke(1, 10, Op::read("x", None))
-            .ok(1, 12, Op::read("x", Some(1.into())));
+        h.invoke(1, 5, Op::write("x", 1)).info(1, 9, Op::write("x", 1)).invoke(1, 10, Op::read("x", None)).ok(
+            1,
+            12,
+            Op::read("x", Some(1.into())),
+        );
         let ops = h.operations().unwrap();
         assert_eq!(ops[0].outcome, Outcome::Info);
         assert_eq!(ops[1].outcome, Outcome::Ok);

@@ -45,11 +45,17 @@ impl Default for CheckOptions {
 /// The verdict on a whole history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CheckResult {
-    Ok { keys: usize, ops: usize },
+    Ok {
+        keys: usize,
+        ops: usize,
+    },
     /// The first non-linearizable key, in key order.
     Violation(Violation),
     /// The step budget ran out on `key` before a verdict.
-    Unknown { key: String, steps: u64 },
+    Unknown {
+        key: String,
+        steps: u64,
+    },
 }
 
 impl CheckResult {
@@ -293,12 +299,8 @@ fn explain(key: &str, c: &Compiled<'_>, prefix: &[usize]) -> Violation {
         done[i] = true;
         linearized.push((ops[i].clone(), interner.value(state)));
     }
-    let first_ret = ops
-        .iter()
-        .enumerate()
-        .filter(|(i, o)| !done[*i] && o.outcome == Outcome::Ok)
-        .filter_map(|(_, o)| o.ret)
-        .min();
+    let first_ret =
+        ops.iter().enumerate().filter(|(i, o)| !done[*i] && o.outcome == Outcome::Ok).filter_map(|(_, o)| o.ret).min();
     let mut stuck = Vec::new();
     for (i, o) in ops.iter().enumerate() {
         if done[i] || first_ret.is_some_and(|r| o.call > r) {
@@ -312,8 +314,12 @@ fn explain(key: &str, c: &Compiled<'_>, prefix: &[usize]) -> Violation {
             continue;
         }
         let why = match &o.op {
-            Op::Read { .. } => format!("reads a value the register does not hold ({})", show(interner.value(state).as_ref())),
-            Op::Cas { from, .. } => format!("cas expects {from} but the register holds {}", show(interner.value(state).as_ref())),
+            Op::Read { .. } => {
+                format!("reads a value the register does not hold ({})", show(interner.value(state).as_ref()))
+            }
+            Op::Cas { from, .. } => {
+                format!("cas expects {from} but the register holds {}", show(interner.value(state).as_ref()))
+            }
             Op::Write { .. } => unreachable!("a write always applies"),
         };
         stuck.push(((*o).clone(), why));

@@ -124,20 +124,30 @@ fn kvm_nodes_run_under_the_engine_deterministically() {
     }
     let dir = tempfile::tempdir().unwrap();
     let img = image(dir.path());
-    same_trace(dir.path(), 5, 11, KindWeights::default(), |scratch| spec(&img, scratch, 11), |r| {
-        assert!(matches!(r.verdict, Verdict::Pass), "verdict {:?}", r.verdict);
-        let ev = r.trace.events();
-        let console = |node: u16, what: &str| {
-            ev.iter().any(|e| e.node == node && matches!(&e.kind, EventKind::Console { text } if text.contains(what)))
-        };
-        assert!(console(1, "got: hello from node 2"), "n1 did not get n2's frame");
-        assert!(console(1, "workload done"), "n1 did not finish its workload");
-        let delivered = ev.iter().filter(|e| matches!(e.kind, EventKind::Deliver { .. })).count();
-        // Both frames went through netsim; the execution passes when n1's workload
-        // is done, before n2 runs again to read its frame.
-        assert_eq!(delivered, 2, "two frames through netsim");
-        assert!(ev.iter().any(|e| matches!(&e.kind, EventKind::CommandDone { name, status: 0 } if name == "workload")));
-    });
+    same_trace(
+        dir.path(),
+        5,
+        11,
+        KindWeights::default(),
+        |scratch| spec(&img, scratch, 11),
+        |r| {
+            assert!(matches!(r.verdict, Verdict::Pass), "verdict {:?}", r.verdict);
+            let ev = r.trace.events();
+            let console = |node: u16, what: &str| {
+                ev.iter()
+                    .any(|e| e.node == node && matches!(&e.kind, EventKind::Console { text } if text.contains(what)))
+            };
+            assert!(console(1, "got: hello from node 2"), "n1 did not get n2's frame");
+            assert!(console(1, "workload done"), "n1 did not finish its workload");
+            let delivered = ev.iter().filter(|e| matches!(e.kind, EventKind::Deliver { .. })).count();
+            // Both frames went through netsim; the execution passes when n1's workload
+            // is done, before n2 runs again to read its frame.
+            assert_eq!(delivered, 2, "two frames through netsim");
+            assert!(ev
+                .iter()
+                .any(|e| matches!(&e.kind, EventKind::CommandDone { name, status: 0 } if name == "workload")));
+        },
+    );
 }
 
 /// Disk writes and flushes are engine actions on KVM nodes too: the guest's requests
@@ -150,11 +160,22 @@ fn kvm_node_disk_requests_are_engine_actions() {
     }
     let dir = tempfile::tempdir().unwrap();
     let img = guest_image("agent_blk", dir.path());
-    same_trace(dir.path(), 3, 5, KindWeights::default(), |scratch| disk_spec(&img, scratch, 5), |r| {
-        assert!(matches!(r.verdict, Verdict::Pass), "verdict {:?}", r.verdict);
-        assert_eq!(disk_ops(r), ["write@0", "flush@0", "write@8", "read@0"]);
-        assert!(r.trace.events().iter().any(|e| matches!(&e.kind, EventKind::Console { text } if text == "disk ok")));
-    });
+    same_trace(
+        dir.path(),
+        3,
+        5,
+        KindWeights::default(),
+        |scratch| disk_spec(&img, scratch, 5),
+        |r| {
+            assert!(matches!(r.verdict, Verdict::Pass), "verdict {:?}", r.verdict);
+            assert_eq!(disk_ops(r), ["write@0", "flush@0", "write@8", "read@0"]);
+            assert!(r
+                .trace
+                .events()
+                .iter()
+                .any(|e| matches!(&e.kind, EventKind::Console { text } if text == "disk ok")));
+        },
+    );
 }
 
 /// Disk faults reach a KVM guest through the same virtio-blk model as under

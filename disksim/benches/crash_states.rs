@@ -42,22 +42,13 @@ fn rate(n: u64, secs: f64) -> String {
 fn main() {
     let d = disk_with_volatile_writes(16);
     println!("log: 16 volatile 4 KiB writes on a 64 MiB disk");
-    println!(
-        "  atomic states: {:?}",
-        d.crash_state_count(CrashModel::ATOMIC)
-    );
-    println!(
-        "  torn states:   {:?}",
-        d.crash_state_count(CrashModel::TORN)
-    );
+    println!("  atomic states: {:?}", d.crash_state_count(CrashModel::ATOMIC));
+    println!("  torn states:   {:?}", d.crash_state_count(CrashModel::TORN));
 
     // Enumeration alone.
     let t = Instant::now();
     let n = d.crash_states(CrashModel::ATOMIC).count() as u64;
-    println!(
-        "atomic: enumerate                    {}",
-        rate(n, t.elapsed().as_secs_f64())
-    );
+    println!("atomic: enumerate                    {}", rate(n, t.elapsed().as_secs_f64()));
 
     // Enumerate + build the post-crash image (crash_view) + fingerprint it.
     let t = Instant::now();
@@ -67,10 +58,7 @@ fn main() {
         acc ^= d.crash_view(&s).unwrap().fingerprint();
         n += 1;
     }
-    println!(
-        "atomic: enumerate + crash_view       {}  [{acc:08x}]",
-        rate(n, t.elapsed().as_secs_f64())
-    );
+    println!("atomic: enumerate + crash_view       {}  [{acc:08x}]", rate(n, t.elapsed().as_secs_f64()));
 
     // Enumerate + apply_crash on a clone (what forking a crashed node costs).
     let t = Instant::now();
@@ -80,10 +68,7 @@ fn main() {
         c.apply_crash(&s).unwrap();
         n += 1;
     }
-    println!(
-        "atomic: enumerate + clone+apply_crash{}",
-        rate(n, t.elapsed().as_secs_f64())
-    );
+    println!("atomic: enumerate + clone+apply_crash{}", rate(n, t.elapsed().as_secs_f64()));
 
     // Torn: 2^128 states; time the first 65536.
     let t = Instant::now();
@@ -92,10 +77,7 @@ fn main() {
         acc ^= d.crash_view(&s).unwrap().fingerprint();
         n += 1;
     }
-    println!(
-        "torn:   enumerate + crash_view       {}",
-        rate(n, t.elapsed().as_secs_f64())
-    );
+    println!("torn:   enumerate + crash_view       {}", rate(n, t.elapsed().as_secs_f64()));
 
     for m in [CrashModel::ATOMIC, CrashModel::TORN] {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
@@ -106,10 +88,7 @@ fn main() {
             acc ^= d.crash_view(&s).unwrap().fingerprint();
         }
         let name = if m.torn_writes { "torn:  " } else { "atomic:" };
-        println!(
-            "{name} sample + crash_view          {}",
-            rate(n, t.elapsed().as_secs_f64())
-        );
+        println!("{name} sample + crash_view          {}", rate(n, t.elapsed().as_secs_f64()));
     }
 
     // Storage: 1000 random 4 KiB blocks on a 64 MiB disk.

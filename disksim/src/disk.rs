@@ -119,10 +119,15 @@ enum Outstanding {
     Read,
     /// `fault`: [`DiskFault::WriteError`] or [`DiskFault::Misdirected`],
     /// applied at completion.
-    Write { fault: Option<DiskFault> },
+    Write {
+        fault: Option<DiskFault>,
+    },
     /// A flush covers writes whose completion number is below this; `lost`:
     /// [`Disk::lose_flush`] made it cover nothing.
-    Flush { covers_below: u64, lost: bool },
+    Flush {
+        covers_below: u64,
+        lost: bool,
+    },
 }
 
 /// Memory a disk costs, in bytes.
@@ -210,12 +215,7 @@ impl Disk {
         for_each_block_piece(sector, data.len(), |block, _, _, _| {
             match cache.get(&block) {
                 Some(b) => {
-                    b.verify()
-                        .map_err(|(expected, found)| StoreError::CorruptBlock {
-                            block,
-                            expected,
-                            found,
-                        })?;
+                    b.verify().map_err(|(expected, found)| StoreError::CorruptBlock { block, expected, found })?;
                 }
                 None => {
                     let mut buf = Box::new([0u8; BLOCK_SIZE]);
@@ -226,21 +226,12 @@ impl Disk {
             Ok::<_, StoreError>(())
         })?;
         for_each_block_piece(sector, data.len(), |block, in_block, in_data, n| {
-            cache
-                .get_mut(&block)
-                .expect("loaded above")
-                .set(in_block, &data[in_data..in_data + n]);
+            cache.get_mut(&block).expect("loaded above").set(in_block, &data[in_data..in_data + n]);
             *refs.entry(block).or_insert(0) += 1;
             Ok::<_, StoreError>(())
         })?;
         let id = self.issue(Outstanding::Write { fault: None });
-        self.log.push_back(LogWrite {
-            id,
-            sector,
-            data: data.to_vec(),
-            fua,
-            state: WriteState::InFlight,
-        });
+        self.log.push_back(LogWrite { id, sector, data: data.to_vec(), fua, state: WriteState::InFlight });
         Ok(id)
     }
 
@@ -276,13 +267,8 @@ impl Disk {
         for_each_block_piece(sector, buf.len(), |block, in_block, in_buf, n| {
             match self.cache.get(&block) {
                 Some(b) => {
-                    let d = b
-                        .verify()
-                        .map_err(|(expected, found)| StoreError::CorruptBlock {
-                            block,
-                            expected,
-                            found,
-                        })?;
+                    let d =
+                        b.verify().map_err(|(expected, found)| StoreError::CorruptBlock { block, expected, found })?;
                     buf[in_buf..in_buf + n].copy_from_slice(&d[in_block..in_block + n]);
                 }
                 None => {
@@ -302,9 +288,9 @@ impl Disk {
             let kind = match o {
                 Outstanding::Read => RequestKind::Read,
                 Outstanding::Flush { .. } => RequestKind::Flush,
-                Outstanding::Write { .. } => RequestKind::Write {
-                    fua: self.log_write(id).map(|w| w.fua).unwrap_or(false),
-                },
+                Outstanding::Write { .. } => {
+                    RequestKind::Write { fua: self.log_write(id).map(|w| w.fua).unwrap_or(false) }
+                }
             };
             (id, kind)
         })
@@ -362,17 +348,11 @@ impl Disk {
 
     /// Completes outstanding request `id`, applying its durability effect.
     pub fn complete(&mut self, id: RequestId) -> Result<Completion, DiskError> {
-        let what = self
-            .outstanding
-            .get(&id)
-            .cloned()
-            .ok_or(DiskError::UnknownRequest(id))?;
+        let what = self.outstanding.get(&id).cloned().ok_or(DiskError::UnknownRequest(id))?;
         let fua = self.log_write(id).is_some_and(|w| w.fua);
         if let Outstanding::Write { fault: Some(f) } = what {
             // First, so that a store error leaves the request outstanding.
-            let i = self
-                .log_index(id)
-                .expect("an outstanding write is in the log");
+            let i = self.log_index(id).expect("an outstanding write is in the log");
             match f {
                 DiskFault::WriteError => self.relocate(i, None)?,
                 DiskFault::Misdirected { to } => self.relocate(i, Some(to))?,
@@ -384,13 +364,11 @@ impl Disk {
             Outstanding::Read => (RequestKind::Read, None),
             // It left the log uncompleted: no flush covers it, no crash
             // state holds it.
-            Outstanding::Write {
-                fault: Some(DiskFault::WriteError),
-            } => (RequestKind::Write { fua }, Some(DiskFault::WriteError)),
+            Outstanding::Write { fault: Some(DiskFault::WriteError) } => {
+                (RequestKind::Write { fua }, Some(DiskFault::WriteError))
+            }
             Outstanding::Write { fault } => {
-                let i = self
-                    .log_index(id)
-                    .expect("an outstanding write is in the log");
+                let i = self.log_index(id).expect("an outstanding write is in the log");
                 self.log[i].state = if fua {
                     WriteState::Durable
                 } else {
@@ -430,7 +408,8 @@ impl Disk {
         };
         let mut fresh = BTreeMap::new();
         for &b in old.union(&new) {
-            let refs = self.cache_refs.get(&b).copied().unwrap_or(0) + u32::from(new.contains(&b)) - u32::from(old.contains(&b));
+            let refs = self.cache_refs.get(&b).copied().unwrap_or(0) + u32::from(new.contains(&b))
+                - u32::from(old.contains(&b));
             let block = if refs == 0 {
                 None
             } else {
@@ -481,21 +460,14 @@ impl Disk {
     /// Moves the durable prefix of the log into the durable store, and drops
     /// cache blocks no log write touches any more (they equal the store's).
     fn compact(&mut self) -> Result<(), StoreError> {
-        while self
-            .log
-            .front()
-            .is_some_and(|w| w.state == WriteState::Durable)
-        {
+        while self.log.front().is_some_and(|w| w.state == WriteState::Durable) {
             let w = self.log.pop_front().expect("front exists");
             self.store.write(w.sector, &w.data)?;
             let mut last = None;
             for_each_block_piece(w.sector, w.data.len(), |block, _, _, _| {
                 if last != Some(block) {
                     last = Some(block);
-                    let r = self
-                        .cache_refs
-                        .get_mut(&block)
-                        .expect("log write counted in cache_refs");
+                    let r = self.cache_refs.get_mut(&block).expect("log write counted in cache_refs");
                     *r -= 1;
                     if *r == 0 {
                         self.cache_refs.remove(&block);
@@ -514,14 +486,7 @@ impl Disk {
         self.log
             .iter()
             .filter(|w| w.state != WriteState::Durable)
-            .map(|w| {
-                (
-                    w.id,
-                    w.sector,
-                    w.sectors(),
-                    matches!(w.state, WriteState::Completed(_)),
-                )
-            })
+            .map(|w| (w.id, w.sector, w.sectors(), matches!(w.state, WriteState::Completed(_))))
     }
 
     /// Memory this disk costs.
@@ -530,11 +495,7 @@ impl Disk {
         StorageCost {
             durable_overlay: self.store.overlay_bytes(),
             cache_overlay: self.cache.len() as u64 * per_cache,
-            log: self
-                .log
-                .iter()
-                .map(|w| (w.data.len() + std::mem::size_of::<LogWrite>()) as u64)
-                .sum(),
+            log: self.log.iter().map(|w| (w.data.len() + std::mem::size_of::<LogWrite>()) as u64).sum(),
         }
     }
 

@@ -142,10 +142,7 @@ mod tests {
     #[test]
     fn sector_set_canonical() {
         assert_eq!(SectorSet::from_offsets(&[0, 1, 2, 3], 4), SectorSet::All);
-        assert_eq!(
-            SectorSet::from_offsets(&[0, 1, 3], 4),
-            SectorSet::Ranges(vec![(0, 2), (3, 4)])
-        );
+        assert_eq!(SectorSet::from_offsets(&[0, 1, 3], 4), SectorSet::Ranges(vec![(0, 2), (3, 4)]));
         assert!(SectorSet::Ranges(vec![(0, 2), (3, 4)]).is_valid_for(4));
         assert!(!SectorSet::Ranges(vec![(0, 2), (1, 4)]).is_valid_for(4));
         assert!(!SectorSet::Ranges(vec![(3, 5)]).is_valid_for(4));

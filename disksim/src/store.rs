@@ -24,18 +24,10 @@ use crate::{BLOCK_SIZE, SECTORS_PER_BLOCK, SECTOR_SIZE};
 pub enum StoreError {
     /// A block's bytes no longer match its crc32.
     #[error("block {block} is corrupt: crc32 expected {expected:#010x}, found {found:#010x}")]
-    CorruptBlock {
-        block: u64,
-        expected: u32,
-        found: u32,
-    },
+    CorruptBlock { block: u64, expected: u32, found: u32 },
     /// The request touches sectors past the end of the disk.
     #[error("sectors {sector}..+{sectors} are outside the disk ({capacity} sectors)")]
-    OutOfRange {
-        sector: u64,
-        sectors: u64,
-        capacity: u64,
-    },
+    OutOfRange { sector: u64, sectors: u64, capacity: u64 },
     /// A buffer or image whose length is not a whole number of sectors.
     #[error("length {len} is not a multiple of the {SECTOR_SIZE}-byte sector")]
     Misaligned { len: u64 },
@@ -73,11 +65,7 @@ pub struct BlockStore {
 impl BlockStore {
     /// An all-zero disk of `sectors` sectors.
     pub fn zeros(sectors: u64) -> Self {
-        BlockStore {
-            base: Arc::new(Base::Zeros),
-            capacity: sectors,
-            overlay: BTreeMap::new(),
-        }
+        BlockStore { base: Arc::new(Base::Zeros), capacity: sectors, overlay: BTreeMap::new() }
     }
 
     /// A disk whose initial contents are the image at `path`, opened read-only.
@@ -136,20 +124,12 @@ impl BlockStore {
     pub fn check_range(&self, sector: u64, sectors: u64) -> Result<(), StoreError> {
         match sector.checked_add(sectors) {
             Some(end) if end <= self.capacity => Ok(()),
-            _ => Err(StoreError::OutOfRange {
-                sector,
-                sectors,
-                capacity: self.capacity,
-            }),
+            _ => Err(StoreError::OutOfRange { sector, sectors, capacity: self.capacity }),
         }
     }
 
     /// Copies block `block` into `out`, checking its crc.
-    pub fn read_block_into(
-        &self,
-        block: u64,
-        out: &mut [u8; BLOCK_SIZE],
-    ) -> Result<(), StoreError> {
+    pub fn read_block_into(&self, block: u64, out: &mut [u8; BLOCK_SIZE]) -> Result<(), StoreError> {
         if block >= self.blocks() {
             return Err(StoreError::OutOfRange {
                 sector: block * SECTORS_PER_BLOCK,
@@ -158,13 +138,7 @@ impl BlockStore {
             });
         }
         if let Some(b) = self.overlay.get(&block) {
-            let data = b
-                .verify()
-                .map_err(|(expected, found)| StoreError::CorruptBlock {
-                    block,
-                    expected,
-                    found,
-                })?;
+            let data = b.verify().map_err(|(expected, found)| StoreError::CorruptBlock { block, expected, found })?;
             out.copy_from_slice(data);
             return Ok(());
         }
@@ -175,11 +149,7 @@ impl BlockStore {
                 let found = crc32fast::hash(out);
                 let expected = crcs[block as usize];
                 if found != expected {
-                    return Err(StoreError::CorruptBlock {
-                        block,
-                        expected,
-                        found,
-                    });
+                    return Err(StoreError::CorruptBlock { block, expected, found });
                 }
             }
         }
@@ -204,8 +174,7 @@ impl BlockStore {
         let sectors = sectors_of(data.len())?;
         self.check_range(sector, sectors)?;
         for_each_block_piece(sector, data.len(), |block, in_block, in_data, n| {
-            self.block_mut(block)?
-                .set(in_block, &data[in_data..in_data + n]);
+            self.block_mut(block)?.set(in_block, &data[in_data..in_data + n]);
             Ok(())
         })
     }
@@ -231,12 +200,7 @@ impl BlockStore {
     /// Fault injection: XORs `mask` into byte `offset` of block `block` without
     /// updating its crc, so the next read of that block reports corruption. Used
     /// to test the checking, and by the engine to model bit rot.
-    pub fn inject_corruption(
-        &mut self,
-        block: u64,
-        offset: usize,
-        mask: u8,
-    ) -> Result<(), StoreError> {
+    pub fn inject_corruption(&mut self, block: u64, offset: usize, mask: u8) -> Result<(), StoreError> {
         let b = self.block_mut(block)?;
         b.data_mut_unchecked()[offset % BLOCK_SIZE] ^= mask;
         Ok(())
@@ -272,12 +236,7 @@ pub(crate) fn for_each_block_piece<E>(
 }
 
 /// Reads block `block` of a base file of `len` bytes, zero-padding past the end.
-fn read_base_block(
-    file: &File,
-    len: u64,
-    block: u64,
-    out: &mut [u8; BLOCK_SIZE],
-) -> std::io::Result<()> {
+fn read_base_block(file: &File, len: u64, block: u64, out: &mut [u8; BLOCK_SIZE]) -> std::io::Result<()> {
     let start = block * BLOCK_SIZE as u64;
     let n = (len.saturating_sub(start)).min(BLOCK_SIZE as u64) as usize;
     file.read_exact_at(&mut out[..n], start)?;

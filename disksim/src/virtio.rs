@@ -123,21 +123,14 @@ impl RequestHeader {
                     return Err(RequestError::Misaligned(data_len));
                 }
                 Ok(if self.request_type == T_IN {
-                    BlkOp::Read {
-                        sector,
-                        len: data_len,
-                    }
+                    BlkOp::Read { sector, len: data_len }
                 } else {
-                    BlkOp::Write {
-                        sector,
-                        len: data_len,
-                    }
+                    BlkOp::Write { sector, len: data_len }
                 })
             }
-            T_FLUSH | T_GET_ID if sector != 0 => Err(RequestError::NonZeroSector {
-                request_type: self.request_type,
-                sector,
-            }),
+            T_FLUSH | T_GET_ID if sector != 0 => {
+                Err(RequestError::NonZeroSector { request_type: self.request_type, sector })
+            }
             T_FLUSH => Ok(BlkOp::Flush),
             T_GET_ID if data_len < ID_BYTES => Err(RequestError::BadIdBuffer(data_len)),
             T_GET_ID => Ok(BlkOp::GetId),
@@ -159,11 +152,7 @@ pub struct Submitted {
 
 impl Submitted {
     fn now(status: Status) -> Self {
-        Submitted {
-            request: None,
-            status,
-            data_in: Vec::new(),
-        }
+        Submitted { request: None, status, data_in: Vec::new() }
     }
 }
 
@@ -185,38 +174,24 @@ pub fn submit(
         Ok(h) => h,
         Err(e) => return Ok(Submitted::now(e.status())),
     };
-    let len = if h.request_type == T_OUT {
-        data_out.len()
-    } else {
-        in_len
-    };
+    let len = if h.request_type == T_OUT { data_out.len() } else { in_len };
     let op = match h.op(len) {
         Ok(op) => op,
         Err(e) => return Ok(Submitted::now(e.status())),
     };
     let r = match op {
         BlkOp::Read { sector, len } => disk.read(sector, len),
-        BlkOp::Write { sector, .. } => disk
-            .write(sector, data_out, false)
-            .map(|id| (id, Vec::new())),
+        BlkOp::Write { sector, .. } => disk.write(sector, data_out, false).map(|id| (id, Vec::new())),
         BlkOp::Flush => Ok((disk.flush(), Vec::new())),
         BlkOp::GetId => {
             let mut id = vec![0u8; ID_BYTES];
             let n = serial.len().min(ID_BYTES);
             id[..n].copy_from_slice(&serial[..n]);
-            return Ok(Submitted {
-                request: None,
-                status: Status::Ok,
-                data_in: id,
-            });
+            return Ok(Submitted { request: None, status: Status::Ok, data_in: id });
         }
     };
     match r {
-        Ok((id, data_in)) => Ok(Submitted {
-            request: Some(id),
-            status: Status::Ok,
-            data_in,
-        }),
+        Ok((id, data_in)) => Ok(Submitted { request: Some(id), status: Status::Ok, data_in }),
         Err(DiskError::Store(e @ StoreError::CorruptBlock { .. })) => Err(e),
         Err(_) => Ok(Submitted::now(Status::IoErr)),
     }

@@ -2,9 +2,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
-use disksim::{
-    CrashModel, CrashState, Disk, Persist, RequestId, SectorSet, StateCount, SECTOR_SIZE,
-};
+use disksim::{CrashModel, CrashState, Disk, Persist, RequestId, SectorSet, StateCount, SECTOR_SIZE};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -50,15 +48,8 @@ fn hand_counts_for_overlapping_writes() {
     write_done(&mut d, 0, &pattern(2, 1), false);
     check_enumeration(&d, CrashModel::ATOMIC, 3, 1);
     // The later write may survive while the earlier is lost, and vice versa.
-    let imgs: BTreeSet<_> = states(&d, CrashModel::ATOMIC)
-        .iter()
-        .map(|s| image(&d, s, 1))
-        .collect();
-    assert!(
-        imgs.contains(&pattern(1, 1))
-            && imgs.contains(&pattern(2, 1))
-            && imgs.contains(&vec![0u8; SECTOR_SIZE])
-    );
+    let imgs: BTreeSet<_> = states(&d, CrashModel::ATOMIC).iter().map(|s| image(&d, s, 1)).collect();
+    assert!(imgs.contains(&pattern(1, 1)) && imgs.contains(&pattern(2, 1)) && imgs.contains(&vec![0u8; SECTOR_SIZE]));
 
     // A = [0,2), B = [1,3): {}, A, B, AB (A shows on sector 0).
     let mut d = disk(16);
@@ -84,20 +75,12 @@ fn torn_write_states() {
     check_enumeration(&d, CrashModel::ATOMIC, 2, 16);
     check_enumeration(&d, CrashModel::TORN, 16, 16);
     let st = states(&d, CrashModel::TORN);
-    let torn = CrashState {
-        persisted: vec![Persist {
-            write: w,
-            sectors: SectorSet::Ranges(vec![(0, 1), (3, 4)]),
-        }],
-    };
+    let torn = CrashState { persisted: vec![Persist { write: w, sectors: SectorSet::Ranges(vec![(0, 1), (3, 4)]) }] };
     assert!(st.contains(&torn));
     let img = image(&d, &torn, 12);
     let p = pattern(1, 4);
     assert_eq!(&img[8 * SECTOR_SIZE..9 * SECTOR_SIZE], &p[..SECTOR_SIZE]);
-    assert_eq!(
-        &img[9 * SECTOR_SIZE..11 * SECTOR_SIZE],
-        &vec![0u8; 2 * SECTOR_SIZE][..]
-    );
+    assert_eq!(&img[9 * SECTOR_SIZE..11 * SECTOR_SIZE], &vec![0u8; 2 * SECTOR_SIZE][..]);
     assert_eq!(&img[11 * SECTOR_SIZE..], &p[3 * SECTOR_SIZE..]);
     // Applying it.
     d.apply_crash(&torn).unwrap();
@@ -111,14 +94,8 @@ fn state_count_saturates_and_bounds() {
     for i in 0..200u64 {
         write_done(&mut d, i * 8, &pattern(1, 8), false);
     }
-    assert_eq!(
-        d.crash_state_count(CrashModel::ATOMIC),
-        StateCount::AtLeast(u128::MAX)
-    );
-    assert_eq!(
-        d.crash_state_count(CrashModel::TORN),
-        StateCount::AtLeast(u128::MAX)
-    );
+    assert_eq!(d.crash_state_count(CrashModel::ATOMIC), StateCount::AtLeast(u128::MAX));
+    assert_eq!(d.crash_state_count(CrashModel::TORN), StateCount::AtLeast(u128::MAX));
     // Enumeration is lazy: the first few come out at once.
     assert_eq!(d.crash_states(CrashModel::ATOMIC).take(5).count(), 5);
     // A big clique of overlapping writes exceeds the counting budget or not,
@@ -127,29 +104,19 @@ fn state_count_saturates_and_bounds() {
     for i in 0..100u8 {
         write_done(&mut d, 0, &pattern(i, 1), false);
     }
-    assert_eq!(
-        d.crash_state_count(CrashModel::ATOMIC),
-        StateCount::Exact(101)
-    );
+    assert_eq!(d.crash_state_count(CrashModel::ATOMIC), StateCount::Exact(101));
 }
 
 #[test]
 fn sampling_is_deterministic_per_seed_and_valid() {
     let mut d = disk(256);
     for i in 0..12u64 {
-        write_done(
-            &mut d,
-            (i * 5) % 40,
-            &pattern(i as u8 + 1, 1 + (i % 3) as usize),
-            false,
-        );
+        write_done(&mut d, (i * 5) % 40, &pattern(i as u8 + 1, 1 + (i % 3) as usize), false);
     }
     for m in [CrashModel::ATOMIC, CrashModel::TORN] {
         let draw = |seed: u64| {
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-            (0..50)
-                .map(|_| d.sample_crash_state(m, &mut rng))
-                .collect::<Vec<_>>()
+            (0..50).map(|_| d.sample_crash_state(m, &mut rng)).collect::<Vec<_>>()
         };
         assert_eq!(draw(7), draw(7));
         assert_ne!(draw(7), draw(8));
@@ -174,9 +141,7 @@ fn sampling_covers_small_state_space() {
     for m in [CrashModel::ATOMIC, CrashModel::TORN] {
         let all: BTreeSet<_> = d.crash_states(m).collect();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-        let seen: BTreeSet<_> = (0..4000)
-            .map(|_| d.sample_crash_state(m, &mut rng))
-            .collect();
+        let seen: BTreeSet<_> = (0..4000).map(|_| d.sample_crash_state(m, &mut rng)).collect();
         assert_eq!(seen, all, "{m:?}");
     }
 }
@@ -196,16 +161,10 @@ fn crash_state_serialises_and_replays() {
     d2.apply_crash(&back).unwrap();
     assert_eq!(peek(&d, 0, 8), peek(&d2, 0, 8));
     let j = serde_json::to_string(&CrashState {
-        persisted: vec![Persist {
-            write: RequestId(3),
-            sectors: SectorSet::Ranges(vec![(0, 2)]),
-        }],
+        persisted: vec![Persist { write: RequestId(3), sectors: SectorSet::Ranges(vec![(0, 2)]) }],
     })
     .unwrap();
-    assert_eq!(
-        j,
-        r#"{"persisted":[{"write":3,"sectors":{"ranges":[[0,2]]}}]}"#
-    );
+    assert_eq!(j, r#"{"persisted":[{"write":3,"sectors":{"ranges":[[0,2]]}}]}"#);
 }
 
 /// Random small logs against a brute-force oracle: every subset of volatile
@@ -290,8 +249,7 @@ fn random_logs_match_brute_force() {
                             });
                         if keep {
                             let at = (*s as usize + o) * SECTOR_SIZE;
-                            img[at..at + SECTOR_SIZE]
-                                .copy_from_slice(&data[o * SECTOR_SIZE..(o + 1) * SECTOR_SIZE]);
+                            img[at..at + SECTOR_SIZE].copy_from_slice(&data[o * SECTOR_SIZE..(o + 1) * SECTOR_SIZE]);
                         }
                     }
                     if is_vol {
@@ -304,16 +262,9 @@ fn random_logs_match_brute_force() {
             let imgs: BTreeSet<_> = st.iter().map(|s| image(&d, s, SECTORS)).collect();
             assert_eq!(imgs.len(), st.len(), "seed {seed} {m:?}: duplicate states");
             assert_eq!(imgs, oracle, "seed {seed} {m:?}");
-            assert_eq!(
-                d.crash_state_count(m),
-                StateCount::Exact(st.len() as u128),
-                "seed {seed} {m:?}"
-            );
+            assert_eq!(d.crash_state_count(m), StateCount::Exact(st.len() as u128), "seed {seed} {m:?}");
         }
     }
-    eprintln!(
-        "brute-force checked logs: atomic {}, torn {}",
-        checked[0], checked[1]
-    );
+    eprintln!("brute-force checked logs: atomic {}, torn {}", checked[0], checked[1]);
     assert!(checked[0] > 200 && checked[1] > 100, "{checked:?}");
 }

@@ -14,10 +14,7 @@ fn reads_see_writes_before_completion() {
     assert_eq!(&peek(&d, 11, 1), &b);
     assert_eq!(&peek(&d, 10, 1)[..], &a[..SECTOR_SIZE]);
     assert_eq!(d.complete(r).unwrap().kind, RequestKind::Read);
-    assert_eq!(
-        d.complete(w).unwrap().kind,
-        RequestKind::Write { fua: false }
-    );
+    assert_eq!(d.complete(w).unwrap().kind, RequestKind::Write { fua: false });
     assert!(matches!(d.complete(w), Err(DiskError::UnknownRequest(_))));
 }
 
@@ -67,10 +64,7 @@ fn fua_is_durable_on_completion_only() {
     assert_eq!(d.volatile_writes().count(), 1);
     d.complete(w).unwrap();
     assert_eq!(d.volatile_writes().count(), 0);
-    assert_eq!(
-        &image(&d, &CrashState::none(), 6)[4 * SECTOR_SIZE..],
-        &pattern(9, 2)[..]
-    );
+    assert_eq!(&image(&d, &CrashState::none(), 6)[4 * SECTOR_SIZE..], &pattern(9, 2)[..]);
     // A FUA write does not flush earlier volatile ones.
     let mut d = disk(64);
     write_done(&mut d, 0, &pattern(1, 1), false);
@@ -88,19 +82,11 @@ fn durable_write_behind_volatile_one_shadows_it() {
                                                  // Whatever happens to v, sector 1 holds the FUA data.
     for s in [
         CrashState::none(),
-        CrashState {
-            persisted: vec![disksim::Persist {
-                write: v,
-                sectors: disksim::SectorSet::All,
-            }],
-        },
+        CrashState { persisted: vec![disksim::Persist { write: v, sectors: disksim::SectorSet::All }] },
     ] {
         assert_eq!(&image(&d, &s, 2)[SECTOR_SIZE..], &pattern(2, 1)[..]);
     }
-    assert_eq!(
-        d.crash_state_count(Default::default()),
-        disksim::StateCount::Exact(2)
-    );
+    assert_eq!(d.crash_state_count(Default::default()), disksim::StateCount::Exact(2));
 }
 
 #[test]
@@ -127,12 +113,7 @@ fn apply_crash_result_and_reset() {
     let a = write_done(&mut d, 1, &pattern(2, 1), false);
     let _b = write_done(&mut d, 2, &pattern(3, 1), false);
     let pending = d.write(3, &pattern(4, 1), false).unwrap();
-    let st = CrashState {
-        persisted: vec![disksim::Persist {
-            write: a,
-            sectors: disksim::SectorSet::All,
-        }],
-    };
+    let st = CrashState { persisted: vec![disksim::Persist { write: a, sectors: disksim::SectorSet::All }] };
     d.apply_crash(&st).unwrap();
     let img = peek(&d, 0, 4);
     assert_eq!(&img[..SECTOR_SIZE], &pattern(1, 1)[..]);
@@ -140,10 +121,7 @@ fn apply_crash_result_and_reset() {
     assert_eq!(&img[2 * SECTOR_SIZE..], &vec![0u8; 2 * SECTOR_SIZE][..]);
     assert_eq!(d.volatile_writes().count(), 0);
     assert_eq!(d.outstanding().count(), 0);
-    assert!(matches!(
-        d.complete(pending),
-        Err(DiskError::UnknownRequest(_))
-    ));
+    assert!(matches!(d.complete(pending), Err(DiskError::UnknownRequest(_))));
     // Ids are not reused after the crash.
     let next = d.flush();
     assert!(next > pending);
@@ -157,30 +135,18 @@ fn apply_crash_rejects_foreign_states() {
     use disksim::{CrashError, Persist, SectorSet};
     let bad = |persisted| CrashState { persisted };
     assert!(matches!(
-        d.crash_view(&bad(vec![Persist {
-            write: disksim::RequestId(99),
-            sectors: SectorSet::All
-        }])),
+        d.crash_view(&bad(vec![Persist { write: disksim::RequestId(99), sectors: SectorSet::All }])),
         Err(CrashError::NotVolatile(_))
     ));
     assert!(matches!(
         d.crash_view(&bad(vec![
-            Persist {
-                write: b,
-                sectors: SectorSet::All
-            },
-            Persist {
-                write: a,
-                sectors: SectorSet::All
-            }
+            Persist { write: b, sectors: SectorSet::All },
+            Persist { write: a, sectors: SectorSet::All }
         ])),
         Err(CrashError::Unsorted(_))
     ));
     assert!(matches!(
-        d.crash_view(&bad(vec![Persist {
-            write: a,
-            sectors: SectorSet::Ranges(vec![(1, 3)])
-        }])),
+        d.crash_view(&bad(vec![Persist { write: a, sectors: SectorSet::Ranges(vec![(1, 3)]) }])),
         Err(CrashError::BadSectors(_))
     ));
 }
@@ -190,24 +156,12 @@ fn corrupt_durable_block_is_reported_on_read() {
     let mut d = disk(64);
     write_done(&mut d, 8, &pattern(1, 8), false);
     flush_done(&mut d);
-    d.durable_store_mut()
-        .inject_corruption(1, 17, 0x80)
-        .unwrap();
+    d.durable_store_mut().inject_corruption(1, 17, 0x80).unwrap();
     let mut b = vec![0u8; SECTOR_SIZE];
-    assert!(matches!(
-        d.peek(8, &mut b),
-        Err(DiskError::Store(StoreError::CorruptBlock { block: 1, .. }))
-    ));
-    assert!(matches!(
-        d.read(8, SECTOR_SIZE),
-        Err(DiskError::Store(StoreError::CorruptBlock { .. }))
-    ));
+    assert!(matches!(d.peek(8, &mut b), Err(DiskError::Store(StoreError::CorruptBlock { block: 1, .. }))));
+    assert!(matches!(d.read(8, SECTOR_SIZE), Err(DiskError::Store(StoreError::CorruptBlock { .. }))));
     assert!(d.write(9, &pattern(2, 1), false).is_err());
-    assert_eq!(
-        d.volatile_writes().count(),
-        0,
-        "failed write must not enter the log"
-    );
+    assert_eq!(d.volatile_writes().count(), 0, "failed write must not enter the log");
 }
 
 #[test]
@@ -215,9 +169,6 @@ fn empty_and_out_of_range_requests() {
     let mut d = disk(16);
     assert!(matches!(d.write(0, &[], false), Err(DiskError::Empty(_))));
     assert!(matches!(d.read(0, 0), Err(DiskError::Empty(_))));
-    assert!(matches!(
-        d.write(16, &pattern(1, 1), false),
-        Err(DiskError::Store(StoreError::OutOfRange { .. }))
-    ));
+    assert!(matches!(d.write(16, &pattern(1, 1), false), Err(DiskError::Store(StoreError::OutOfRange { .. }))));
     assert_eq!(d.outstanding().count(), 0);
 }

@@ -6,7 +6,9 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
-use disksim::{CrashModel, CrashState, DiskError, DiskFault, RequestId, RequestKind, StateCount, StoreError, SECTOR_SIZE};
+use disksim::{
+    CrashModel, CrashState, DiskError, DiskFault, RequestId, RequestKind, StateCount, StoreError, SECTOR_SIZE,
+};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 

@@ -23,11 +23,7 @@ fn crc_detects_flipped_byte() {
     s.inject_corruption(1, 100, 0x01).unwrap();
     let mut b = vec![0u8; SECTOR_SIZE];
     match s.read(8, &mut b) {
-        Err(StoreError::CorruptBlock {
-            block: 1,
-            expected,
-            found,
-        }) => assert_ne!(expected, found),
+        Err(StoreError::CorruptBlock { block: 1, expected, found }) => assert_ne!(expected, found),
         other => panic!("expected CorruptBlock, got {other:?}"),
     }
     // Other blocks are unaffected.
@@ -40,18 +36,9 @@ fn crc_detects_flipped_byte() {
 #[test]
 fn range_and_alignment_errors() {
     let mut s = BlockStore::zeros(16);
-    assert!(matches!(
-        s.write(15, &[0u8; 1024]),
-        Err(StoreError::OutOfRange { .. })
-    ));
-    assert!(matches!(
-        s.write(u64::MAX, &[0u8; 512]),
-        Err(StoreError::OutOfRange { .. })
-    ));
-    assert!(matches!(
-        s.write(0, &[0u8; 100]),
-        Err(StoreError::Misaligned { len: 100 })
-    ));
+    assert!(matches!(s.write(15, &[0u8; 1024]), Err(StoreError::OutOfRange { .. })));
+    assert!(matches!(s.write(u64::MAX, &[0u8; 512]), Err(StoreError::OutOfRange { .. })));
+    assert!(matches!(s.write(0, &[0u8; 100]), Err(StoreError::Misaligned { len: 100 })));
 }
 
 #[test]
@@ -73,18 +60,12 @@ fn base_image_is_read_and_checked() {
     let mut img2 = img.clone();
     img2[5] ^= 0xff;
     std::fs::write(f.path(), &img2).unwrap();
-    assert!(matches!(
-        s.read(0, &mut b[..SECTOR_SIZE]),
-        Err(StoreError::CorruptBlock { block: 0, .. })
-    ));
+    assert!(matches!(s.read(0, &mut b[..SECTOR_SIZE]), Err(StoreError::CorruptBlock { block: 0, .. })));
 }
 
 #[test]
 fn misaligned_image_is_rejected() {
     let mut f = tempfile::NamedTempFile::new().unwrap();
     f.write_all(&[0u8; 700]).unwrap();
-    assert!(matches!(
-        BlockStore::open_image(f.path()),
-        Err(StoreError::Misaligned { len: 700 })
-    ));
+    assert!(matches!(BlockStore::open_image(f.path()), Err(StoreError::Misaligned { len: 700 })));
 }

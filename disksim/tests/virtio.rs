@@ -4,21 +4,12 @@ use disksim::virtio::{self, BlkOp, RequestError, RequestHeader, Status};
 use disksim::SECTOR_SIZE;
 
 fn hdr(t: u32, sector: u64) -> [u8; 16] {
-    RequestHeader {
-        request_type: t,
-        reserved: 0,
-        sector,
-    }
-    .to_bytes()
+    RequestHeader { request_type: t, reserved: 0, sector }.to_bytes()
 }
 
 #[test]
 fn header_round_trips() {
-    let h = RequestHeader {
-        request_type: virtio::T_OUT,
-        reserved: 0xdead_beef,
-        sector: 0x0102_0304_0506_0708,
-    };
+    let h = RequestHeader { request_type: virtio::T_OUT, reserved: 0xdead_beef, sector: 0x0102_0304_0506_0708 };
     let b = h.to_bytes();
     assert_eq!(&b[..4], &[1, 0, 0, 0]);
     assert_eq!(&b[8..], &[8, 7, 6, 5, 4, 3, 2, 1]);
@@ -31,53 +22,23 @@ fn header_round_trips() {
 
 #[test]
 fn header_to_op() {
-    assert_eq!(
-        RequestHeader::parse(&hdr(0, 5)).unwrap().op(1024),
-        Ok(BlkOp::Read {
-            sector: 5,
-            len: 1024
-        })
-    );
-    assert_eq!(
-        RequestHeader::parse(&hdr(1, 5)).unwrap().op(512),
-        Ok(BlkOp::Write {
-            sector: 5,
-            len: 512
-        })
-    );
-    assert_eq!(
-        RequestHeader::parse(&hdr(4, 0)).unwrap().op(0),
-        Ok(BlkOp::Flush)
-    );
-    assert_eq!(
-        RequestHeader::parse(&hdr(8, 0)).unwrap().op(20),
-        Ok(BlkOp::GetId)
-    );
+    assert_eq!(RequestHeader::parse(&hdr(0, 5)).unwrap().op(1024), Ok(BlkOp::Read { sector: 5, len: 1024 }));
+    assert_eq!(RequestHeader::parse(&hdr(1, 5)).unwrap().op(512), Ok(BlkOp::Write { sector: 5, len: 512 }));
+    assert_eq!(RequestHeader::parse(&hdr(4, 0)).unwrap().op(0), Ok(BlkOp::Flush));
+    assert_eq!(RequestHeader::parse(&hdr(8, 0)).unwrap().op(20), Ok(BlkOp::GetId));
 }
 
 #[test]
 fn short_and_garbled_headers_are_rejected() {
     for n in 0..16 {
-        assert_eq!(
-            RequestHeader::parse(&vec![0u8; n]),
-            Err(RequestError::ShortHeader(n))
-        );
+        assert_eq!(RequestHeader::parse(&vec![0u8; n]), Err(RequestError::ShortHeader(n)));
     }
     let op = |t, s, len| RequestHeader::parse(&hdr(t, s)).unwrap().op(len);
     assert_eq!(op(11, 0, 512), Err(RequestError::UnsupportedType(11))); // DISCARD
-    assert_eq!(
-        op(0xffff_ffff, 0, 512),
-        Err(RequestError::UnsupportedType(0xffff_ffff))
-    );
+    assert_eq!(op(0xffff_ffff, 0, 512), Err(RequestError::UnsupportedType(0xffff_ffff)));
     assert_eq!(op(0, 0, 100), Err(RequestError::Misaligned(100)));
     assert_eq!(op(1, 0, 0), Err(RequestError::EmptyData));
-    assert_eq!(
-        op(4, 7, 0),
-        Err(RequestError::NonZeroSector {
-            request_type: 4,
-            sector: 7
-        })
-    );
+    assert_eq!(op(4, 7, 0), Err(RequestError::NonZeroSector { request_type: 4, sector: 7 }));
     assert_eq!(op(8, 0, 10), Err(RequestError::BadIdBuffer(10)));
     assert_eq!(RequestError::UnsupportedType(11).status(), Status::Unsupp);
     assert_eq!(RequestError::ShortHeader(3).status(), Status::IoErr);

@@ -118,10 +118,7 @@ mod tests {
     #[test]
     fn parses_agent_lines() {
         assert_eq!(parse("@sim ready"), Some(AgentMsg::Ready));
-        assert_eq!(
-            parse("@sim done workload 3\r"),
-            Some(AgentMsg::Done { command: "workload".into(), status: 3 })
-        );
+        assert_eq!(parse("@sim done workload 3\r"), Some(AgentMsg::Done { command: "workload".into(), status: 3 }));
         assert_eq!(parse("@sim done workload x"), Some(AgentMsg::Unknown("done workload x".into())));
         assert_eq!(parse("run workload"), None);
         assert_eq!(parse("hello"), None);

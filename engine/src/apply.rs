@@ -21,7 +21,9 @@ impl Execution<'_> {
     pub(crate) fn apply(&mut self, action: Action) -> Result<(), EngineError> {
         let now = self.now;
         match action {
-            Action::NetworkFault { .. } => self.net.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now),
+            Action::NetworkFault { .. } => {
+                self.net.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now)
+            }
             Action::Deliver(id) => self.deliver(id)?,
             Action::Crash(i) => self.crash(i)?,
             Action::Restart(i) => {
@@ -101,7 +103,11 @@ impl Execution<'_> {
                         .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
                 let which = match point.chosen {
                     Some(k) => format!("crash state {} of {}", k + 1, point.states),
-                    None => format!("a sampled crash state of {}{}", if point.states_exact { "" } else { "at least " }, point.states),
+                    None => format!(
+                        "a sampled crash state of {}{}",
+                        if point.states_exact { "" } else { "at least " },
+                        point.states
+                    ),
                 };
                 let d = format!(
                     "power loss; disk: {which}, {} of {} volatile writes persisted",

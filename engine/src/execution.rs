@@ -34,7 +34,9 @@ pub(crate) enum Phase {
     Booting,
     Workload,
     /// Invariants and liveness checks sent; `done` of them answered.
-    Checks { done: usize },
+    Checks {
+        done: usize,
+    },
 }
 
 /// What [`Execution::step`] left behind.

@@ -53,12 +53,9 @@ fn ipv4(p: &[u8]) -> String {
                 l4.len().saturating_sub(off)
             )
         }
-        17 if l4.len() >= 8 => format!(
-            "UDP {src}:{} > {dst}:{} len={}",
-            be16(&l4[0..2]),
-            be16(&l4[2..4]),
-            l4.len() - 8
-        ),
+        17 if l4.len() >= 8 => {
+            format!("UDP {src}:{} > {dst}:{} len={}", be16(&l4[0..2]), be16(&l4[2..4]), l4.len() - 8)
+        }
         1 if !l4.is_empty() => match l4[0] {
             8 => format!("ICMP echo request {src} > {dst}"),
             0 => format!("ICMP echo reply {src} > {dst}"),

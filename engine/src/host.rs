@@ -222,12 +222,14 @@ impl HostEndpoint {
             self.next += 1;
             let r = &self.workload.requests[k % self.workload.requests.len()];
             let to = NodeId::new(r.node).expect("checked against the cluster");
-            let host = if r.port == 80 { format!("10.0.0.{}", r.node) } else { format!("10.0.0.{}:{}", r.node, r.port) };
+            let host =
+                if r.port == 80 { format!("10.0.0.{}", r.node) } else { format!("10.0.0.{}:{}", r.node, r.port) };
             let bytes = http::request(&r.method, &host, &r.path, &[], &r.body);
             let what = self.label(k);
             // Ports and targets are checked, so only "no free ephemeral
             // port" can fail here: that request fails.
-            let id = self.client.http_request(to, r.port, &bytes).map_err(|e| format!("{what}: could not start: {e}"))?;
+            let id =
+                self.client.http_request(to, r.port, &bytes).map_err(|e| format!("{what}: could not start: {e}"))?;
             trace.push(now, self.node().get(), EventKind::Note { text: format!("{what}: sent") });
             self.in_flight.insert(id, (k, now));
             any = true;
@@ -298,13 +300,7 @@ fn check(req: &HostRequest, result: &Result<HttpResponse, HttpError>) -> Result<
     };
     let body = || excerpt(&r.body);
     if r.status != req.expect_status {
-        return Err(format!(
-            "expected status {}, got {} {} (body: {})",
-            req.expect_status,
-            r.status,
-            r.reason,
-            body()
-        ));
+        return Err(format!("expected status {}, got {} {} (body: {})", req.expect_status, r.status, r.reason, body()));
     }
     if let Some(want) = &req.body_contains {
         if !r.text().contains(want.as_str()) {
@@ -375,7 +371,8 @@ mod tests {
 
     #[test]
     fn labels_name_request_and_round() {
-        let w = HostWorkload { requests: vec![req(), req()], repeat: 3, concurrency: 1, start_after_ns: 0, timeout_ns: 1 };
+        let w =
+            HostWorkload { requests: vec![req(), req()], repeat: 3, concurrency: 1, start_after_ns: 0, timeout_ns: 1 };
         let h = HostEndpoint::new(2, w, 7).unwrap();
         assert_eq!(h.node().get(), 3);
         assert_eq!(h.label(3), "request 2/2 (round 2/3) GET n2:8080/data");
@@ -388,7 +385,13 @@ mod tests {
     #[test]
     fn deadlines_count_from_the_start_of_the_workload() {
         const SEC: u64 = 1_000_000_000;
-        let w = HostWorkload { requests: vec![req()], repeat: 1, concurrency: 1, start_after_ns: 20 * SEC, timeout_ns: 30 * SEC };
+        let w = HostWorkload {
+            requests: vec![req()],
+            repeat: 1,
+            concurrency: 1,
+            start_after_ns: 20 * SEC,
+            timeout_ns: 30 * SEC,
+        };
         let mut h = HostEndpoint::new(2, w, 7).unwrap();
         let mut trace = Trace::new();
         h.start(SEC, &mut trace);
@@ -403,7 +406,9 @@ mod tests {
             last = h.poll(t, &mut trace).1;
         }
         match last {
-            HostOutcome::Failed(m) => assert!(m.contains("request 1/1 GET n2:8080/data: no response: connection timed out"), "{m}"),
+            HostOutcome::Failed(m) => {
+                assert!(m.contains("request 1/1 GET n2:8080/data: no response: connection timed out"), "{m}")
+            }
             _ => panic!("the request did not fail"),
         }
         assert!(trace.events().iter().any(|e| e.time.as_ns() == 26 * SEC && matches!(&e.kind, EventKind::Note { .. })));

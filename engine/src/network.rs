@@ -34,7 +34,6 @@ pub struct NetworkSpec {
     pub capture: bool,
 }
 
-
 #[derive(Debug, Clone)]
 enum Fault {
     Start(Partition),
@@ -98,9 +97,8 @@ pub fn describe(p: &Partition) -> String {
 /// [`describe`], with the host client's node (if any) called `host`.
 fn describe_named(p: &Partition, host: Option<NodeId>) -> String {
     let name = |n: &NodeId| if Some(*n) == host { "host".to_string() } else { n.to_string() };
-    let set = |s: &std::collections::BTreeSet<NodeId>| {
-        format!("{{{}}}", s.iter().map(name).collect::<Vec<_>>().join(","))
-    };
+    let set =
+        |s: &std::collections::BTreeSet<NodeId>| format!("{{{}}}", s.iter().map(name).collect::<Vec<_>>().join(","));
     match p {
         Partition::Symmetric { groups } => groups.iter().map(set).collect::<Vec<_>>().join(" | "),
         Partition::OneWay { from, to } => format!("{} -> {} cut (one way)", set(from), set(to)),
@@ -132,7 +130,11 @@ fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shapes: Option<&[Parti
             let mut a = Vec::new();
             let mut b = Vec::new();
             for i in 1..=n {
-                if rng.next_u64().is_multiple_of(2) { a.push(node(i)) } else { b.push(node(i)) }
+                if rng.next_u64().is_multiple_of(2) {
+                    a.push(node(i))
+                } else {
+                    b.push(node(i))
+                }
             }
             if a.is_empty() || b.is_empty() {
                 Partition::isolate(node(pick))
@@ -343,7 +345,8 @@ impl NetState {
             Fault::Start(p) => {
                 let description = describe_named(&p, self.host);
                 let dropped = self.net.partition(p).unwrap_or(0);
-                let text = if dropped > 0 { format!("{description} ({dropped} frames in flight lost)") } else { description };
+                let text =
+                    if dropped > 0 { format!("{description} ({dropped} frames in flight lost)") } else { description };
                 trace.push(now, crate::trace::ENGINE, EventKind::Partition { description: text });
             }
             Fault::Heal => {

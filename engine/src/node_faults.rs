@@ -112,7 +112,10 @@ impl Execution<'_> {
             (Some(s), _) => {
                 f.counts.clock_strobes += 1;
                 let (delta_ns, period_ns, length_ns) = (s.delta_ns, s.period_ns, s.length_ns);
-                (EventKind::ClockStrobe { delta_ns, period_ns, length_ns }, AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns })
+                (
+                    EventKind::ClockStrobe { delta_ns, period_ns, length_ns },
+                    AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns },
+                )
             }
             (None, Some((lo, hi))) => {
                 f.counts.clock_bumps += 1;

@@ -69,7 +69,12 @@ impl Execution<'_> {
                     Some((i, r.id.0, r.submitted.saturating_add(latency)))
                 })
                 .collect(),
-            restarts: self.nodes.iter().enumerate().filter_map(|(i, n)| n.crashed_at.map(|t| (i, t + restart_after))).collect(),
+            restarts: self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| n.crashed_at.map(|t| (i, t + restart_after)))
+                .collect(),
             resumes: live().filter_map(|(i, n)| n.paused_until.map(|t| (i, t))).collect(),
         }
     }

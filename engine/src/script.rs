@@ -190,11 +190,20 @@ impl Execution<'_> {
         let HistoryOutcome { ok, note } = (hc.check)(self.trace.events(), node_no);
         let name = "history-linearizable".to_string();
         let now = self.now;
-        self.trace.push(now, crate::trace::ENGINE, EventKind::Note { text: note.lines().next().unwrap_or("").to_string() });
+        self.trace.push(
+            now,
+            crate::trace::ENGINE,
+            EventKind::Note { text: note.lines().next().unwrap_or("").to_string() },
+        );
         self.trace.push(now, node_no, EventKind::Invariant { name, ok });
         if !ok {
             let what = format!("[check] history on {}: {note}", self.nodes[node].name);
-            self.verdict = Some(Verdict::Fail(Failure::new(FailureKind::Linearizability, Some(self.nodes[node].name.clone()), now, what)));
+            self.verdict = Some(Verdict::Fail(Failure::new(
+                FailureKind::Linearizability,
+                Some(self.nodes[node].name.clone()),
+                now,
+                what,
+            )));
         }
     }
 }

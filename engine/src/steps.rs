@@ -120,10 +120,9 @@ mod tests {
         log.push(1, run(1, 1), true);
         log.push(2, run(1, 2), false);
         log.push(3, run(1, 3), true);
-        assert_eq!(log.spans().iter().map(|s| (s.first, s.steps, s.quiet)).collect::<Vec<_>>(), vec![
-            (0, 1, true),
-            (1, 1, false),
-            (2, 1, true)
-        ]);
+        assert_eq!(
+            log.spans().iter().map(|s| (s.first, s.steps, s.quiet)).collect::<Vec<_>>(),
+            vec![(0, 1, true), (1, 1, false), (2, 1, true)]
+        );
     }
 }

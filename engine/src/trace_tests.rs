@@ -49,20 +49,32 @@ fn typed_fields_encode_as_the_strings_traces_always_had() {
     for (k, op) in [DiskOp::Read, DiskOp::Write, DiskOp::Flush].into_iter().enumerate() {
         t.push(2, 1, EventKind::Disk { id: k as u64, op, sector: 8, sectors: 1 });
     }
-    for fault in [DiskFaultKind::CorruptRead, DiskFaultKind::LostFlush, DiskFaultKind::WriteError, DiskFaultKind::Misdirect] {
+    for fault in
+        [DiskFaultKind::CorruptRead, DiskFaultKind::LostFlush, DiskFaultKind::WriteError, DiskFaultKind::Misdirect]
+    {
         t.push(3, 1, EventKind::DiskFault { id: 0, fault, detail: "d".into() });
     }
     let want = concat!(
-        r#"{"time":1,"node":1,"event":"drop","id":0,"to":2,"cause":"partition"}"#, "\n",
-        r#"{"time":1,"node":1,"event":"drop","id":1,"to":2,"cause":"loss"}"#, "\n",
-        r#"{"time":1,"node":1,"event":"drop","id":2,"to":2,"cause":"node down"}"#, "\n",
-        r#"{"time":2,"node":1,"event":"disk","id":0,"op":"read","sector":8,"sectors":1}"#, "\n",
-        r#"{"time":2,"node":1,"event":"disk","id":1,"op":"write","sector":8,"sectors":1}"#, "\n",
-        r#"{"time":2,"node":1,"event":"disk","id":2,"op":"flush","sector":8,"sectors":1}"#, "\n",
-        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"corrupt_read","detail":"d"}"#, "\n",
-        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"lost_flush","detail":"d"}"#, "\n",
-        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"write_error","detail":"d"}"#, "\n",
-        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"misdirect","detail":"d"}"#, "\n",
+        r#"{"time":1,"node":1,"event":"drop","id":0,"to":2,"cause":"partition"}"#,
+        "\n",
+        r#"{"time":1,"node":1,"event":"drop","id":1,"to":2,"cause":"loss"}"#,
+        "\n",
+        r#"{"time":1,"node":1,"event":"drop","id":2,"to":2,"cause":"node down"}"#,
+        "\n",
+        r#"{"time":2,"node":1,"event":"disk","id":0,"op":"read","sector":8,"sectors":1}"#,
+        "\n",
+        r#"{"time":2,"node":1,"event":"disk","id":1,"op":"write","sector":8,"sectors":1}"#,
+        "\n",
+        r#"{"time":2,"node":1,"event":"disk","id":2,"op":"flush","sector":8,"sectors":1}"#,
+        "\n",
+        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"corrupt_read","detail":"d"}"#,
+        "\n",
+        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"lost_flush","detail":"d"}"#,
+        "\n",
+        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"write_error","detail":"d"}"#,
+        "\n",
+        r#"{"time":3,"node":1,"event":"disk_fault","id":0,"fault":"misdirect","detail":"d"}"#,
+        "\n",
     );
     assert_eq!(t.to_jsonl(), want);
     let back = Trace::from_jsonl(want).unwrap();
@@ -90,7 +102,10 @@ fn quiet_grants_fold_into_one_event_with_their_count() {
     grants(&mut t, 1, 10, 5, 1_000_000);
     assert_eq!(t.len(), 2, "a million quiet grants are one event");
     let last = 10 + 999_999 * 5;
-    assert_eq!(t.events()[1], Event { time: 10.into(), node: 1, kind: EventKind::Run { grants: 1_000_000, until: Some(last) } });
+    assert_eq!(
+        t.events()[1],
+        Event { time: 10.into(), node: 1, kind: EventKind::Run { grants: 1_000_000, until: Some(last) } }
+    );
     assert_eq!(t.events()[1].end_time().as_ns(), last);
     assert_eq!(t.visible(), 1);
     assert_eq!(

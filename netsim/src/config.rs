@@ -470,7 +470,12 @@ impl NetConfig {
                 _ => 2,
             };
             if node_count < least {
-                return Err(ConfigError::ShapeTooSmall { key: "partition_shapes".into(), shape: *shape, least, node_count });
+                return Err(ConfigError::ShapeTooSmall {
+                    key: "partition_shapes".into(),
+                    shape: *shape,
+                    least,
+                    node_count,
+                });
             }
         }
         self.link_params(node_count).map(|_| ())

@@ -29,7 +29,9 @@ pub mod stats;
 
 pub use addr::{destination, Destination, FrameError, NodeId, MAX_NODES};
 pub use config::{ConfigError, DatagramOrder, Latency, LinkOverride, LinkParams, NetConfig, PartitionShape};
-pub use network::{Delivery, DeliveryId, LinkDrop, LinkFate, LinkOutcome, Network, ScheduledDelivery, SendOutcome, Unrouted};
+pub use network::{
+    Delivery, DeliveryId, LinkDrop, LinkFate, LinkOutcome, Network, ScheduledDelivery, SendOutcome, Unrouted,
+};
 pub use partition::{Partition, PartitionError};
 pub use pcap::{Capture, PcapWriter};
 pub use stats::{DropCounts, NetStats};

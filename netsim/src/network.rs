@@ -466,9 +466,8 @@ impl Network {
         }
         self.partition = Some(p);
         let blocked = &self.blocked;
-        let dropped = Self::remove_where_in(&mut self.queue, &mut self.index, |d| {
-            blocked[d.from.index() * n + d.to.index()]
-        });
+        let dropped =
+            Self::remove_where_in(&mut self.queue, &mut self.index, |d| blocked[d.from.index() * n + d.to.index()]);
         self.stats.dropped.partition_in_flight += dropped as u64;
         Ok(dropped)
     }

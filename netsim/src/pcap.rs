@@ -38,7 +38,7 @@ pub fn global_header(snaplen: u32) -> [u8; GLOBAL_HEADER_LEN] {
     h[0..4].copy_from_slice(&MAGIC_NANOS.to_le_bytes());
     h[4..6].copy_from_slice(&2u16.to_le_bytes()); // version major
     h[6..8].copy_from_slice(&4u16.to_le_bytes()); // version minor
-    // thiszone (i32) = 0, sigfigs (u32) = 0
+                                                  // thiszone (i32) = 0, sigfigs (u32) = 0
     h[16..20].copy_from_slice(&snaplen.to_le_bytes());
     h[20..24].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
     h

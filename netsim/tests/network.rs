@@ -1,7 +1,7 @@
 //! Behaviour of `Network`: determinism, faults, bandwidth, partitions.
 
 use netsim::config::{Latency, LinkOverride, NetConfig};
-use netsim::frame::{arp_request, tcp_ipv4, tcp_flags};
+use netsim::frame::{arp_request, tcp_flags, tcp_ipv4};
 use netsim::{Delivery, LinkDrop, LinkFate, Network, NodeId, Partition, ScheduledDelivery, SendOutcome, Unrouted};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;

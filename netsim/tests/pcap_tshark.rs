@@ -77,9 +77,30 @@ fn tshark_reads_handshake() {
         let path = dir.path().join(name);
         std::fs::File::create(&path).unwrap().write_all(bytes).unwrap();
         let out = Command::new("tshark")
-            .args(["-n", "-o", "tcp.check_checksum:TRUE", "-o", "ip.check_checksum:TRUE", "-o", "tcp.relative_sequence_numbers:FALSE"])
+            .args([
+                "-n",
+                "-o",
+                "tcp.check_checksum:TRUE",
+                "-o",
+                "ip.check_checksum:TRUE",
+                "-o",
+                "tcp.relative_sequence_numbers:FALSE",
+            ])
             .args(["-T", "fields", "-E", "separator=|"])
-            .args(["-e", "frame.time_epoch", "-e", "ip.src", "-e", "ip.dst", "-e", "tcp.flags.str", "-e", "tcp.checksum.status", "-e", "ip.checksum.status"])
+            .args([
+                "-e",
+                "frame.time_epoch",
+                "-e",
+                "ip.src",
+                "-e",
+                "ip.dst",
+                "-e",
+                "tcp.flags.str",
+                "-e",
+                "tcp.checksum.status",
+                "-e",
+                "ip.checksum.status",
+            ])
             .arg("-r")
             .arg(&path)
             .output()

@@ -63,10 +63,7 @@ pub(super) fn invariants(sections: &[InvariantSection], n: u16) -> Result<Vec<No
     for (k, inv) in sections.iter().enumerate() {
         let name = inv.name.clone().unwrap_or_else(|| format!("invariant-{}", k + 1));
         if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return Err(format!(
-                "[[invariant]] #{}: name {name:?} may hold only letters, digits, '-' and '_'",
-                k + 1
-            ));
+            return Err(format!("[[invariant]] #{}: name {name:?} may hold only letters, digits, '-' and '_'", k + 1));
         }
         if invariants.iter().any(|(other, _, _): &NodeCheck| other == &name) {
             return Err(format!("[[invariant]] name {name:?} is used twice"));
@@ -77,10 +74,7 @@ pub(super) fn invariants(sections: &[InvariantSection], n: u16) -> Result<Vec<No
             }
         } else {
             let i = parse_node_name(&inv.node, n).ok_or_else(|| {
-                format!(
-                    "[[invariant]] {name}: node = {:?}: no such node (nodes are n1..n{n}, or \"all\")",
-                    inv.node
-                )
+                format!("[[invariant]] {name}: node = {:?}: no such node (nodes are n1..n{n}, or \"all\")", inv.node)
             })?;
             invariants.push((name, i, inv.command.clone()));
         }
@@ -90,14 +84,19 @@ pub(super) fn invariants(sections: &[InvariantSection], n: u16) -> Result<Vec<No
 
 /// `[[liveness]]` checks, each with its polling script; their names are
 /// unique among themselves and `invariants`. The error is the message.
-pub(super) fn liveness(sections: &[LivenessSection], n: u16, invariants: &[NodeCheck]) -> Result<Vec<NodeCheck>, String> {
+pub(super) fn liveness(
+    sections: &[LivenessSection],
+    n: u16,
+    invariants: &[NodeCheck],
+) -> Result<Vec<NodeCheck>, String> {
     let mut liveness = Vec::new();
     for l in sections {
         let what = format!("[[liveness]] {}", l.name);
         if l.name.is_empty() || !l.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             return Err(format!("{what}: the name may hold only letters, digits, '-' and '_'"));
         }
-        if invariants.iter().any(|(o, _, _)| o == &l.name) || liveness.iter().any(|(o, _, _): &NodeCheck| o == &l.name) {
+        if invariants.iter().any(|(o, _, _)| o == &l.name) || liveness.iter().any(|(o, _, _): &NodeCheck| o == &l.name)
+        {
             return Err(format!("{what}: the name is used twice"));
         }
         let i = parse_node_name(&l.node, n)

@@ -44,7 +44,9 @@ impl DiskSection {
         if !(16..=65536).contains(&d.size_mb) {
             return Err(format!("[disk] size_mb = {}: must be between 16 and 65536", d.size_mb));
         }
-        if !d.mount.starts_with('/') || d.mount == "/" || d.mount.split('/').any(|c| c == "..")
+        if !d.mount.starts_with('/')
+            || d.mount == "/"
+            || d.mount.split('/').any(|c| c == "..")
             || d.mount.chars().any(|c| c.is_whitespace() || c == '\'' || c == '"')
         {
             return Err(format!(
@@ -52,7 +54,10 @@ impl DiskSection {
                 d.mount
             ));
         }
-        if ["/proc", "/sys", "/dev", "/sim", "/tmp", "/run"].iter().any(|p| d.mount == *p || d.mount.starts_with(&format!("{p}/"))) {
+        if ["/proc", "/sys", "/dev", "/sim", "/tmp", "/run"]
+            .iter()
+            .any(|p| d.mount == *p || d.mount.starts_with(&format!("{p}/")))
+        {
             return Err(format!("[disk] mount = {:?}: that path is used by the guest's own file systems", d.mount));
         }
         let latency_ns = optional_duration("[disk] latency", &d.latency, 100_000)?;

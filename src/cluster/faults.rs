@@ -193,7 +193,9 @@ fn quiet_settle(spec: &ClusterFile) -> Result<Option<u64>, String> {
         }
     };
     // A clock offset or drift is the nodes' hardware: it never calms.
-    let node_faults = f.pause.max.is_some_and(|m| m > 0) || f.clock.bump.is_some() || matches!(f.clock.strobe, Some(StrobeSetting::On(_)));
+    let node_faults = f.pause.max.is_some_and(|m| m > 0)
+        || f.clock.bump.is_some()
+        || matches!(f.clock.strobe, Some(StrobeSetting::On(_)));
     let any_fault = f.network.has_faults()
         || !f.partition.is_empty()
         || f.crash.max > 0

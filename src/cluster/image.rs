@@ -77,8 +77,7 @@ impl RootMode {
 impl ImageSection {
     /// Whether packages are installed with their maintainer scripts.
     pub fn configured(&self) -> bool {
-        self.maintainer_scripts
-            .unwrap_or_else(|| self.packages.iter().any(|p| p != crate::image::debs::AGENT_PACKAGE))
+        self.maintainer_scripts.unwrap_or_else(|| self.packages.iter().any(|p| p != crate::image::debs::AGENT_PACKAGE))
     }
 
     pub fn suite(&self) -> &str {
@@ -101,9 +100,7 @@ impl ImageSection {
     fn check_files(&self, dir: &Path) -> Result<(), String> {
         for (guest, host) in &self.files {
             if !guest.starts_with('/') || guest.split('/').any(|c| c == "..") {
-                return Err(format!(
-                    "[image] files: guest path {guest:?} must be absolute and must not contain '..'"
-                ));
+                return Err(format!("[image] files: guest path {guest:?} must be absolute and must not contain '..'"));
             }
             if guest.starts_with("/sim/") || guest == "/init" {
                 return Err(format!("[image] files: {guest:?} is reserved for simcluster's agent"));
@@ -125,7 +122,9 @@ impl ImageSection {
         }
         if let Some(s) = &self.suite {
             if s.is_empty() || !s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
-                return Err(format!("[image] suite: {s:?} is not a Debian suite name (examples: \"bookworm\", \"trixie\")"));
+                return Err(format!(
+                    "[image] suite: {s:?} is not a Debian suite name (examples: \"bookworm\", \"trixie\")"
+                ));
             }
         }
         for g in &self.exclude {
@@ -142,7 +141,8 @@ impl ImageSection {
     /// `oci` or `docker_archive` (one at most, existing, and not mixed with
     /// Debian settings); `tag` only with `oci`.
     fn check_container(&self, dir: &Path) -> Result<(), String> {
-        let container = self.oci.as_ref().map(|p| ("oci", p)).or(self.docker_archive.as_ref().map(|p| ("docker_archive", p)));
+        let container =
+            self.oci.as_ref().map(|p| ("oci", p)).or(self.docker_archive.as_ref().map(|p| ("docker_archive", p)));
         if self.oci.is_some() && self.docker_archive.is_some() {
             return Err("[image] oci and docker_archive: name one container image, not two".into());
         }

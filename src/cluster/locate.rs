@@ -121,7 +121,8 @@ fn key_path(s: &str) -> Option<(Vec<String>, &str)> {
         let (seg, after) = match rest.strip_prefix('"') {
             Some(q) => q.split_once('"')?,
             None => {
-                let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')).unwrap_or(rest.len());
+                let end =
+                    rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')).unwrap_or(rest.len());
                 (&rest[..end], &rest[end..])
             }
         };

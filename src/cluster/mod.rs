@@ -118,20 +118,21 @@ impl Cluster {
         if !file.is_file() {
             return Err(ClusterError::NoFile(file));
         }
-        let text = std::fs::read_to_string(&file)
-            .map_err(|source| ClusterError::Read { path: file.clone(), source })?;
+        let text =
+            std::fs::read_to_string(&file).map_err(|source| ClusterError::Read { path: file.clone(), source })?;
         Cluster::parse(dir, &file, &text)
     }
 
     /// Reads `text` (the contents of `file` in cluster directory `dir`) and
     /// checks it section by section.
     pub fn parse(dir: &Path, file: &Path, text: &str) -> Result<Cluster, ClusterError> {
-        let spec: ClusterFile = toml::from_str(text).map_err(|e| ClusterError::Syntax {
+        let spec: ClusterFile = toml::from_str(text)
+            .map_err(|e| ClusterError::Syntax { path: file.to_path_buf(), message: describe_toml_error(text, &e) })?;
+        let invalid = |message: String| ClusterError::Invalid {
             path: file.to_path_buf(),
-            message: describe_toml_error(text, &e),
-        })?;
-        let invalid =
-            |message: String| ClusterError::Invalid { path: file.to_path_buf(), line: locate_line(text, &message), message };
+            line: locate_line(text, &message),
+            message,
+        };
         // A file with several mistakes gets the first in this order; keep it
         // when adding checks, so the same file keeps getting the same error.
         let n = spec.cluster.check().map_err(&invalid)?;

@@ -38,7 +38,8 @@ impl PartitionSection {
     /// This partition, `what` in messages.
     fn check(&self, what: &str, n: u16, has_host: bool) -> Result<ScheduledPartition, String> {
         let p = self;
-        let time = |key: &str, v: &str| parse_duration_ns(v).ok_or_else(|| format!("{what}: {key} = {v:?} is not a duration"));
+        let time =
+            |key: &str, v: &str| parse_duration_ns(v).ok_or_else(|| format!("{what}: {key} = {v:?} is not a duration"));
         let (at, heal) = (time("at", &p.at)?, time("heal", &p.heal)?);
         if heal <= at {
             return Err(format!("{what}: heal ({}) must come after at ({})", p.heal, p.at));
@@ -64,9 +65,7 @@ impl PartitionSection {
                 netsim::Partition::one_way(nodes_of(&p.from)?, nodes_of(&p.to)?)
             }
             _ => {
-                return Err(format!(
-                    "{what}: give either groups = [[...], [...]] or both from = [...] and to = [...]"
-                ))
+                return Err(format!("{what}: give either groups = [[...], [...]] or both from = [...] and to = [...]"))
             }
         };
         partition.validate(n + u16::from(has_host)).map_err(|e| format!("{what}: {e}"))?;

@@ -177,16 +177,17 @@ fn int_in(what: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> Result<
 fn duration(what: &str, v: &Option<String>, default: u64) -> Result<u64, String> {
     match v {
         None => Ok(default),
-        Some(s) => parse_duration_ns(s).ok_or_else(|| format!("{what} = {s:?} is not a duration (examples: \"10s\", \"500ms\")")),
+        Some(s) => parse_duration_ns(s)
+            .ok_or_else(|| format!("{what} = {s:?} is not a duration (examples: \"10s\", \"500ms\")")),
     }
 }
 
 /// A range of signed durations within `±limit` (`min <= max`).
 fn signed_range(what: &str, r: &Range<String>, limit: i64) -> Result<(i64, i64), String> {
     let one = |end: &str, s: &str| {
-        parse_signed_duration_ns(s)
-            .filter(|v| v.abs() <= limit)
-            .ok_or_else(|| format!("{what}: {end} = {s:?} is not a duration within a year either way (examples: \"-3s\", \"250ms\")"))
+        parse_signed_duration_ns(s).filter(|v| v.abs() <= limit).ok_or_else(|| {
+            format!("{what}: {end} = {s:?} is not a duration within a year either way (examples: \"-3s\", \"250ms\")")
+        })
     };
     let (lo, hi) = (one("min", &r.min)?, one("max", &r.max)?);
     if lo > hi {
@@ -237,16 +238,20 @@ pub fn pause_spec(p: &PauseSection, n: u16, has_start: bool) -> Result<PauseSpec
 fn strobe_spec(t: &StrobeTable) -> Result<StrobeSpec, String> {
     const W: &str = "[faults.clock] strobe";
     let delta = t.delta.clone().unwrap_or_else(|| "200ms".into());
-    let delta_ns = parse_signed_duration_ns(&delta)
-        .filter(|d| *d != 0 && d.abs() <= MAX_CLOCK_NS)
-        .ok_or_else(|| format!("{W}: delta = {delta:?} is not a non-zero duration within a year (examples: \"200ms\", \"-1s\")"))?;
+    let delta_ns =
+        parse_signed_duration_ns(&delta).filter(|d| *d != 0 && d.abs() <= MAX_CLOCK_NS).ok_or_else(|| {
+            format!("{W}: delta = {delta:?} is not a non-zero duration within a year (examples: \"200ms\", \"-1s\")")
+        })?;
     let period_ns = duration(&format!("{W}: period"), &t.period, 10_000_000)?;
     let length_ns = duration(&format!("{W}: length"), &t.length, 1_000_000_000)?;
     if period_ns < 1_000_000 {
         return Err(format!("{W}: period = {:?}: at least 1ms", t.period.as_deref().unwrap_or("")));
     }
     if length_ns < period_ns || length_ns / period_ns > 100_000 {
-        return Err(format!("{W}: length = {:?}: at least one period and at most 100000 of them", t.length.as_deref().unwrap_or("1s")));
+        return Err(format!(
+            "{W}: length = {:?}: at least one period and at most 100000 of them",
+            t.length.as_deref().unwrap_or("1s")
+        ));
     }
     Ok(StrobeSpec { delta_ns, period_ns, length_ns })
 }
@@ -261,7 +266,10 @@ pub fn clock_spec(c: &ClockSection, n: u16) -> Result<ClockSpec, String> {
         Some(r) => {
             let ok = |v: i64| (-MAX_DRIFT_PPM..=MAX_DRIFT_PPM).contains(&v);
             if !ok(r.min) || !ok(r.max) {
-                return Err(format!("{W} drift_ppm: min = {}, max = {}: each within -{MAX_DRIFT_PPM}..{MAX_DRIFT_PPM} (10%)", r.min, r.max));
+                return Err(format!(
+                    "{W} drift_ppm: min = {}, max = {}: each within -{MAX_DRIFT_PPM}..{MAX_DRIFT_PPM} (10%)",
+                    r.min, r.max
+                ));
             }
             if r.min > r.max {
                 return Err(format!("{W} drift_ppm: min = {} is above max = {}", r.min, r.max));

@@ -59,7 +59,8 @@ command = "true"
 
     #[test]
     fn unknown_nodes_and_files_are_rejected() {
-        let e = parse(&GOOD.replace("node = \"n1\"\ncommand = \"sleep", "node = \"n4\"\ncommand = \"sleep")).unwrap_err();
+        let e =
+            parse(&GOOD.replace("node = \"n1\"\ncommand = \"sleep", "node = \"n4\"\ncommand = \"sleep")).unwrap_err();
         assert!(e.to_string().contains("\"n4\": no such node"), "{e}");
         let e = parse(&GOOD.replace("= \"app\"", "= \"missing\"")).unwrap_err();
         assert!(e.to_string().contains("missing"), "{e}");
@@ -120,7 +121,8 @@ mod fault_tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"n9\": no such node"), "{e}");
-        let e = parse("[[faults.partition]]\nat = \"3s\"\nheal = \"2s\"\ngroups = [[\"n1\"]]\n").unwrap_err().to_string();
+        let e =
+            parse("[[faults.partition]]\nat = \"3s\"\nheal = \"2s\"\ngroups = [[\"n1\"]]\n").unwrap_err().to_string();
         assert!(e.contains("heal"), "{e}");
     }
 }
@@ -146,21 +148,37 @@ mod node_fault_tests {
 
     #[test]
     fn pause_and_clock_tables_parse_with_their_defaults() {
-        let c = parse("[faults.pause]\nmax = 2\n[faults.clock]\nbump = { min = \"-3s\", max = \"+250ms\" }\nstrobe = true\n").unwrap();
+        let c = parse(
+            "[faults.pause]\nmax = 2\n[faults.clock]\nbump = { min = \"-3s\", max = \"+250ms\" }\nstrobe = true\n",
+        )
+        .unwrap();
         let p = &c.explore.pause;
-        assert_eq!((p.max, ix(&p.nodes), p.length_ns, p.span_ns, p.weight), (2, vec![0, 1, 2], (1_000_000_000, 5_000_000_000), 10_000_000_000, 50));
+        assert_eq!(
+            (p.max, ix(&p.nodes), p.length_ns, p.span_ns, p.weight),
+            (2, vec![0, 1, 2], (1_000_000_000, 5_000_000_000), 10_000_000_000, 50)
+        );
         let k = &c.explore.clock;
         assert_eq!(k.bump_ns, Some((-3_000_000_000, 250_000_000)));
-        assert_eq!(k.strobe, Some(engine::StrobeSpec { delta_ns: 200_000_000, period_ns: 10_000_000, length_ns: 1_000_000_000 }));
+        assert_eq!(
+            k.strobe,
+            Some(engine::StrobeSpec { delta_ns: 200_000_000, period_ns: 10_000_000, length_ns: 1_000_000_000 })
+        );
         assert_eq!((k.max, ix(&k.nodes), k.weight), (1, vec![0, 1, 2], 50));
         assert!(c.spec.faults.clock.needs_helper());
         assert!(c.explore.quiet_settle_ns.is_some(), "pauses and jumps calm down before the checks");
 
-        let c = parse("[faults.clock]\noffset = \"-2s\"\ndrift_ppm = { min = -100, max = 100000 }\nnodes = [\"n3\", \"n2\"]\n").unwrap();
+        let c = parse(
+            "[faults.clock]\noffset = \"-2s\"\ndrift_ppm = { min = -100, max = 100000 }\nnodes = [\"n3\", \"n2\"]\n",
+        )
+        .unwrap();
         let k = &c.explore.clock;
-        assert_eq!((k.offset_ns, k.drift_ppm, k.max, ix(&k.nodes)), (Some((-2_000_000_000, -2_000_000_000)), Some((-100, 100_000)), 0, vec![1, 2]));
+        assert_eq!(
+            (k.offset_ns, k.drift_ppm, k.max, ix(&k.nodes)),
+            (Some((-2_000_000_000, -2_000_000_000)), Some((-100, 100_000)), 0, vec![1, 2])
+        );
         assert_eq!(c.explore.quiet_settle_ns, None, "offsets and drift never calm");
-        let c = parse("[faults.clock]\nstrobe = { delta = \"-1s\", period = \"50ms\", length = \"2s\" }\nmax = 4\n").unwrap();
+        let c = parse("[faults.clock]\nstrobe = { delta = \"-1s\", period = \"50ms\", length = \"2s\" }\nmax = 4\n")
+            .unwrap();
         assert_eq!(c.explore.clock.strobe.unwrap().delta_ns, -1_000_000_000);
     }
 
@@ -168,15 +186,27 @@ mod node_fault_tests {
     fn bad_pause_and_clock_values_name_their_key() {
         for (toml, needle) in [
             ("[faults.pause]\nmax = -1\n", "[faults.pause] max = -1"),
-            ("[faults.pause]\nmax = 1\nlength = { min = \"-1s\", max = \"2s\" }\n", "[faults.pause] length: min = \"-1s\""),
-            ("[faults.pause]\nmax = 1\nlength = { min = \"3s\", max = \"2s\" }\n", "[faults.pause] length: min = \"3s\" is above max"),
+            (
+                "[faults.pause]\nmax = 1\nlength = { min = \"-1s\", max = \"2s\" }\n",
+                "[faults.pause] length: min = \"-1s\"",
+            ),
+            (
+                "[faults.pause]\nmax = 1\nlength = { min = \"3s\", max = \"2s\" }\n",
+                "[faults.pause] length: min = \"3s\" is above max",
+            ),
             ("[faults.pause]\nmax = 1\nnodes = [\"n7\"]\n", "[faults.pause] nodes: \"n7\": no such node"),
             ("[faults.pause]\nmax = 1\nweight = -5\n", "[faults.pause] weight = -5"),
             ("[faults.pause]\nmax = 1\nspan = \"soon\"\n", "[faults.pause] span = \"soon\""),
-            ("[faults.clock]\noffset = { min = \"1s\", max = \"-1s\" }\n", "[faults.clock] offset: min = \"1s\" is above max"),
+            (
+                "[faults.clock]\noffset = { min = \"1s\", max = \"-1s\" }\n",
+                "[faults.clock] offset: min = \"1s\" is above max",
+            ),
             ("[faults.clock]\nbump = \"2 fortnights\"\n", "[faults.clock] bump: min = \"2 fortnights\""),
             ("[faults.clock]\ndrift_ppm = 200000\n", "[faults.clock] drift_ppm"),
-            ("[faults.clock]\ndrift_ppm = { min = 5, max = 1 }\n", "[faults.clock] drift_ppm: min = 5 is above max = 1"),
+            (
+                "[faults.clock]\ndrift_ppm = { min = 5, max = 1 }\n",
+                "[faults.clock] drift_ppm: min = 5 is above max = 1",
+            ),
             ("[faults.clock]\nmax = 2\n", "[faults.clock] max = 2: nothing to jump"),
             ("[faults.clock]\nbump = \"1s\"\nnodes = [\"x\"]\n", "[faults.clock] nodes: \"x\""),
             ("[faults.clock]\nstrobe = { delta = \"0s\" }\n", "[faults.clock] strobe: delta"),
@@ -287,14 +317,18 @@ mod line_tests {
 
     #[test]
     fn a_bad_value_names_file_line_and_key() {
-        let (e, line) = error_at("[disk]\nsize_mb = 16\nmount = \"/data\"\n[faults.disk]\n\nlost_flush = 1.5\n", "lost_flush");
+        let (e, line) =
+            error_at("[disk]\nsize_mb = 16\nmount = \"/data\"\n[faults.disk]\n\nlost_flush = 1.5\n", "lost_flush");
         assert_eq!(line, 11);
         assert!(
             e.ends_with("cluster.toml: line 11: [faults.disk] lost_flush = 1.5: a probability is within [0, 1]"),
             "{e}"
         );
         let (e, line) = error_at("[faults.disk]\nmisdirect = 0.5\n", "misdirect");
-        assert!(e.contains(&format!("cluster.toml: line {line}: [faults.disk] misdirect = 0.5: the nodes have no disk")), "{e}");
+        assert!(
+            e.contains(&format!("cluster.toml: line {line}: [faults.disk] misdirect = 0.5: the nodes have no disk")),
+            "{e}"
+        );
         // The key wherever the table is written: dotted keys, inline tables.
         let dir = tempfile::tempdir().unwrap();
         let text = format!("faults.disk.write_error = -1\n{HEAD}");
@@ -325,7 +359,8 @@ mod line_tests {
         let (e, _) = error_at(inv, "name = \"x\"");
         assert!(e.contains("line 15: [[invariant]] name \"x\" is used twice"), "{e}");
         // An unnamed invariant goes by its default name.
-        let inv = "[[invariant]]\nnode = \"n1\"\ncommand = \"true\"\n[[invariant]]\nnode = \"n7\"\ncommand = \"true\"\n";
+        let inv =
+            "[[invariant]]\nnode = \"n1\"\ncommand = \"true\"\n[[invariant]]\nnode = \"n7\"\ncommand = \"true\"\n";
         let (e, line) = error_at(inv, "n7");
         assert!(e.contains(&format!("line {line}: [[invariant]] invariant-2: node = \"n7\"")), "{e}");
     }
@@ -334,7 +369,8 @@ mod line_tests {
     fn key_paths_and_elements_of_array_values() {
         let (e, line) = error_at("[faults.network.links.\"n1-n2\"]\nloss = 1.5\n", "loss");
         assert!(e.contains(&format!("line {line}: [faults.network] faults.network.links.\"n1-n2\".loss")), "{e}");
-        let host = "[workload.host]\nrequests = [\n  { node = \"n1\", port = 80 },\n  { node = \"n9\", port = 80 },\n]\n";
+        let host =
+            "[workload.host]\nrequests = [\n  { node = \"n1\", port = 80 },\n  { node = \"n9\", port = 80 },\n]\n";
         let dir = tempfile::tempdir().unwrap();
         let text = format!("[cluster]\nnodes = 2\n{host}");
         let e = Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), &text).unwrap_err().to_string();
@@ -349,7 +385,9 @@ mod line_tests {
         let e = Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), text).unwrap_err().to_string();
         assert!(e.contains("cluster.toml: line 4: [workload]: node + command"), "{e}");
         // An element no one can tell: the array's (first) header.
-        let two = format!("{HEAD}[[invariant]]\nnode = \"n1\"\ncommand = \"a\"\n[[invariant]]\nnode = \"n1\"\ncommand = \"b\"\n");
+        let two = format!(
+            "{HEAD}[[invariant]]\nnode = \"n1\"\ncommand = \"a\"\n[[invariant]]\nnode = \"n1\"\ncommand = \"b\"\n"
+        );
         assert_eq!(locate_line(&two, "[[invariant]] somewhere: it broke"), Some(6));
         // A table the file does not write, a message about no table: no line.
         assert_eq!(locate_line(HEAD, "[nosuch] key = 1: why"), None);

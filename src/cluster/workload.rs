@@ -121,7 +121,10 @@ pub(super) fn check(w: &WorkloadSection, n: u16, dir: &Path) -> Result<(usize, O
 /// is the message (without the file name).
 fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<HostWorkload, String> {
     if n >= netsim::MAX_NODES {
-        return Err(format!("{W}: the host client is node N+1, so a cluster with it has at most {} nodes", netsim::MAX_NODES - 1));
+        return Err(format!(
+            "{W}: the host client is node N+1, so a cluster with it has at most {} nodes",
+            netsim::MAX_NODES - 1
+        ));
     }
     if h.requests.is_empty() {
         return Err(format!("{W} requests is empty (give at least one {{ node = \"n1\", port = 80 }})"));
@@ -147,13 +150,7 @@ fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<HostWork
         .enumerate()
         .map(|(k, r)| host_request(&format!("{W} requests #{}", k + 1), r, n, dir))
         .collect::<Result<Vec<_>, String>>()?;
-    Ok(HostWorkload {
-        requests,
-        repeat: h.repeat,
-        concurrency: h.concurrency,
-        start_after_ns,
-        timeout_ns,
-    })
+    Ok(HostWorkload { requests, repeat: h.repeat, concurrency: h.concurrency, start_after_ns, timeout_ns })
 }
 
 /// One request of `[workload.host] requests`, `what` in messages.
@@ -179,7 +176,10 @@ fn host_request(what: &str, r: &HostRequestSection, n: u16, dir: &Path) -> Resul
         None => None,
         Some(f) => {
             let p = dir.join(f);
-            Some(std::fs::read(&p).map_err(|e| format!("{what}: body_file = {f:?}: cannot read {}: {e}", p.display()))?)
+            Some(
+                std::fs::read(&p)
+                    .map_err(|e| format!("{what}: body_file = {f:?}: cannot read {}: {e}", p.display()))?,
+            )
         }
     };
     Ok(HostRequest {

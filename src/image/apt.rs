@@ -114,7 +114,8 @@ impl Archive {
         let out = self.command("apt-get").arg("update").stdin(Stdio::null()).output().context("cannot run apt-get")?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
         if !out.status.success() || !self.has_lists() {
-            let apt = text.lines().filter(|l| l.starts_with("E:") || l.starts_with("W:")).collect::<Vec<_>>().join("; ");
+            let apt =
+                text.lines().filter(|l| l.starts_with("E:") || l.starts_with("W:")).collect::<Vec<_>>().join("; ");
             if text.contains("does not have a Release file") || !self.has_lists() {
                 return Err(ResolveError::UnknownSuite { suite: self.suite.clone(), apt }.into());
             }
@@ -197,8 +198,11 @@ impl Archive {
         let mut pins = Vec::new();
         for stanza in text.split("\n\n") {
             let field = |key: &str| stanza.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()));
-            if let (Some(name), Some(version), Some(sha256)) = (field("Package: "), field("Version: "), field("SHA256: ")) {
-                if specs.iter().any(|(n, v)| *n == name && *v == version) && !pins.iter().any(|p: &Pin| p.name == name) {
+            if let (Some(name), Some(version), Some(sha256)) =
+                (field("Package: "), field("Version: "), field("SHA256: "))
+            {
+                if specs.iter().any(|(n, v)| *n == name && *v == version) && !pins.iter().any(|p: &Pin| p.name == name)
+                {
                     pins.push(Pin { name, version, sha256 });
                 }
             }
@@ -231,7 +235,11 @@ impl Archive {
     fn download(&self, missing: &[&Pin], work: &Path, path: &dyn Fn(&Pin) -> PathBuf) -> Result<()> {
         let specs: Vec<String> = missing.iter().map(|p| p.spec()).collect();
         run_capture(self.command("apt-get").current_dir(work).arg("download").args(&specs)).with_context(|| {
-            format!("downloading {} package(s) from {}: a pinned version may have left the mirror", specs.len(), self.suite)
+            format!(
+                "downloading {} package(s) from {}: a pinned version may have left the mirror",
+                specs.len(),
+                self.suite
+            )
         })?;
         for entry in std::fs::read_dir(work)? {
             let got = entry?.path();

@@ -77,7 +77,13 @@ fn compile(cc: &std::ffi::OsStr, dir: &Path) -> Result<()> {
     let result = (|| -> Result<()> {
         let src = work.join("clock.c");
         std::fs::write(&src, SOURCE)?;
-        let out = Command::new(cc).args(FLAGS).arg("-o").arg(work.join("clock")).arg(&src).output().context("cannot run cc")?;
+        let out = Command::new(cc)
+            .args(FLAGS)
+            .arg("-o")
+            .arg(work.join("clock"))
+            .arg(&src)
+            .output()
+            .context("cannot run cc")?;
         if !out.status.success() {
             bail!("cc could not build the clock helper /sim/clock: {}", String::from_utf8_lossy(&out.stderr).trim());
         }

@@ -104,9 +104,7 @@ impl<W: Write> CpioWriter<W> {
     }
 
     fn add_dir(&mut self, dir: &Path, prefix: &str) -> io::Result<()> {
-        let mut names: Vec<_> = std::fs::read_dir(dir)?
-            .map(|e| e.map(|e| e.file_name()))
-            .collect::<io::Result<_>>()?;
+        let mut names: Vec<_> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.file_name())).collect::<io::Result<_>>()?;
         names.sort();
         for name in names {
             let path = dir.join(&name);

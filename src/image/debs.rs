@@ -83,10 +83,11 @@ pub fn resolve(image: &ImageSection, file: &Path) -> Result<PackageSet> {
     requested.sort();
     requested.dedup();
     let archive = Archive::open(suite)?;
-    let pins = archive.resolve(&requested, base == Base::Configured).map_err(|e| match e.downcast::<ResolveError>() {
-        Ok(problem) => PackageError { file: file.into(), problem }.into(),
-        Err(e) => e,
-    })?;
+    let pins =
+        archive.resolve(&requested, base == Base::Configured).map_err(|e| match e.downcast::<ResolveError>() {
+            Ok(problem) => PackageError { file: file.into(), problem }.into(),
+            Err(e) => e,
+        })?;
     Ok(PackageSet {
         suite: suite.into(),
         base,
@@ -229,10 +230,8 @@ fn tidy(root: &Path) -> Result<()> {
 pub fn remove_matching(root: &Path, globs: &[String]) -> Result<()> {
     for g in globs {
         let pattern = format!("{}/{}", glob::Pattern::escape(&root.to_string_lossy()), g.trim_start_matches('/'));
-        let mut matches: Vec<PathBuf> = glob::glob(&pattern)
-            .with_context(|| format!("[image] exclude {g:?}"))?
-            .filter_map(|m| m.ok())
-            .collect();
+        let mut matches: Vec<PathBuf> =
+            glob::glob(&pattern).with_context(|| format!("[image] exclude {g:?}"))?.filter_map(|m| m.ok()).collect();
         matches.sort();
         let inside = root.canonicalize()?;
         for m in matches {

@@ -79,17 +79,9 @@ pub enum DiskImageError {
     #[error("mke2fs (e2fsprogs) is missing and could not be installed: {0:#}")]
     Install(anyhow::Error),
     #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
     #[error("{mke2fs} failed ({status}): {stderr}")]
-    Mkfs {
-        mke2fs: PathBuf,
-        status: String,
-        stderr: String,
-    },
+    Mkfs { mke2fs: PathBuf, status: String, stderr: String },
 }
 
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DiskImageError {
@@ -151,8 +143,7 @@ pub fn mkfs_ext4(mke2fs: &Path, out: &Path, size_mib: u64) -> Result<(), DiskIma
     let conf = out.with_extension("mke2fs.conf");
     std::fs::write(&conf, MKE2FS_CONF).map_err(io_err("writing", &conf))?;
     let file = std::fs::File::create(out).map_err(io_err("creating", out))?;
-    file.set_len(size_mib << 20)
-        .map_err(io_err("sizing", out))?;
+    file.set_len(size_mib << 20).map_err(io_err("sizing", out))?;
     drop(file);
     let time = EXT4_TIME.to_string();
     let result = Command::new(mke2fs)
@@ -213,9 +204,7 @@ pub fn ensure_mke2fs() -> Result<PathBuf, DiskImageError> {
         return Ok(p);
     }
     host::apt_install(&["e2fsprogs"]).map_err(DiskImageError::Install)?;
-    find().ok_or_else(|| {
-        DiskImageError::Install(anyhow::anyhow!("e2fsprogs installed, but no mke2fs found"))
-    })
+    find().ok_or_else(|| DiskImageError::Install(anyhow::anyhow!("e2fsprogs installed, but no mke2fs found")))
 }
 
 /// `mke2fs -V`'s first line, e.g. "mke2fs 1.47.0 (5-Feb-2023)".
@@ -227,8 +216,7 @@ fn mke2fs_version(mke2fs: &Path) -> Result<String, DiskImageError> {
         .output()
         .map_err(io_err("running", mke2fs))?;
     // It prints the version on stderr.
-    let text =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     Ok(text.lines().next().unwrap_or("").trim().to_string())
 }
 
@@ -257,10 +245,7 @@ mod tests {
         // It is an ext4 superblock (magic 0xEF53 at byte 1080) with our UUID.
         let bytes = std::fs::read(&a).unwrap();
         assert_eq!(&bytes[1080..1082], &[0x53, 0xef]);
-        let uuid: String = bytes[1128..1144]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let uuid: String = bytes[1128..1144].iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(uuid, EXT4_UUID.replace('-', ""));
     }
 
@@ -275,16 +260,9 @@ mod tests {
         let m1 = std::fs::metadata(&p1).unwrap().modified().unwrap();
         let p2 = ext4_image_in(root.path(), 16, true).unwrap();
         assert_eq!(p1, p2);
-        assert_eq!(
-            std::fs::metadata(&p2).unwrap().modified().unwrap(),
-            m1,
-            "not rebuilt"
-        );
+        assert_eq!(std::fs::metadata(&p2).unwrap().modified().unwrap(), m1, "not rebuilt");
         let p3 = ext4_image_in(root.path(), 32, true).unwrap();
         assert_ne!(p1, p3, "the size is part of the key");
-        assert!(matches!(
-            ext4_image_in(root.path(), 1, true),
-            Err(DiskImageError::BadSize(1))
-        ));
+        assert!(matches!(ext4_image_in(root.path(), 1, true), Err(DiskImageError::BadSize(1))));
     }
 }

@@ -7,24 +7,15 @@ use anyhow::{bail, Context, Result};
 /// Runs a command, returning stdout; on failure the error carries stderr.
 pub fn run_capture(cmd: &mut Command) -> Result<String> {
     let desc = format!("{cmd:?}");
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {desc}"))?;
+    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("cannot run {desc}"))?;
     if !out.status.success() {
-        bail!(
-            "{desc} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        bail!("{desc} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 pub fn have_program(name: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
-        .unwrap_or(false)
+    std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file())).unwrap_or(false)
 }
 
 fn is_root() -> bool {
@@ -39,10 +30,7 @@ pub fn apt_install(packages: &[&str]) -> Result<()> {
         return Ok(());
     }
     if !is_root() {
-        bail!(
-            "missing host packages; install them first: sudo apt-get install -y {}",
-            packages.join(" ")
-        );
+        bail!("missing host packages; install them first: sudo apt-get install -y {}", packages.join(" "));
     }
     let install = || {
         Command::new("apt-get")
@@ -59,11 +47,7 @@ pub fn apt_install(packages: &[&str]) -> Result<()> {
     apt_update()?;
     let second = install().context("cannot run apt-get")?;
     if !second.status.success() {
-        bail!(
-            "apt-get install {} failed: {}",
-            packages.join(" "),
-            String::from_utf8_lossy(&second.stderr).trim()
-        );
+        bail!("apt-get install {} failed: {}", packages.join(" "), String::from_utf8_lossy(&second.stderr).trim());
     }
     Ok(())
 }
@@ -72,9 +56,7 @@ pub fn apt_update() -> Result<()> {
     if !is_root() {
         bail!("the Debian package lists need refreshing: sudo apt-get update");
     }
-    run_capture(Command::new("apt-get").args(["update", "-q"]))
-        .map(|_| ())
-        .context("apt-get update")
+    run_capture(Command::new("apt-get").args(["update", "-q"])).map(|_| ()).context("apt-get update")
 }
 
 /// Installed version of a Debian package, if installed.
@@ -86,6 +68,5 @@ pub fn installed_version(package: &str) -> Option<String> {
         .ok()?;
     let s = String::from_utf8_lossy(&out.stdout).into_owned();
     let (status, version) = s.split_once('|')?;
-    (out.status.success() && status.ends_with("installed") && !version.is_empty())
-        .then(|| version.to_string())
+    (out.status.success() && status.ends_with("installed") && !version.is_empty()).then(|| version.to_string())
 }

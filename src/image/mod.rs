@@ -113,7 +113,9 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     let (initrd, root) = layout.context("the image build left no root filesystem")?.paths(&dir);
     let disk = match &cluster.disk {
         None => None,
-        Some(d) => Some(disk::ext4_image(d.size_mb, quiet).with_context(|| format!("{}: [disk]", cluster.file.display()))?),
+        Some(d) => {
+            Some(disk::ext4_image(d.size_mb, quiet).with_context(|| format!("{}: [disk]", cluster.file.display()))?)
+        }
     };
     let mut hash = KeyHasher::new("images");
     hash.add_str(&kernel.key).add_str(&rootfs_key);

@@ -205,7 +205,9 @@ pub fn unpack(opened: &Opened, source: &Source, cluster_file: &Path, root: &Path
 /// index (multi-platform) is followed to its linux/amd64 entry.
 fn pick_manifest(dir: &Path, tag: Option<&str>) -> Result<(String, Descriptor), String> {
     if !dir.join("index.json").is_file() || !dir.join("oci-layout").is_file() {
-        return Err("not an OCI image layout (no index.json and oci-layout; `skopeo copy ... oci:DIR:TAG` writes one)".into());
+        return Err(
+            "not an OCI image layout (no index.json and oci-layout; `skopeo copy ... oci:DIR:TAG` writes one)".into()
+        );
     }
     let index = ImageIndex::from_file(dir.join("index.json")).map_err(|e| format!("index.json: {e}"))?;
     let name_of = |d: &Descriptor| {
@@ -220,16 +222,24 @@ fn pick_manifest(dir: &Path, tag: Option<&str>) -> Result<(String, Descriptor), 
         None if entries.len() == 1 => &entries[0],
         None => {
             let tags: Vec<String> = entries.iter().map(name_of).collect();
-            return Err(format!("its index.json holds {} images: choose one with [image] tag (tags: {tags:?})", entries.len()));
+            return Err(format!(
+                "its index.json holds {} images: choose one with [image] tag (tags: {tags:?})",
+                entries.len()
+            ));
         }
     };
     let name = name_of(chosen);
     if *chosen.media_type() == MediaType::ImageIndex {
-        let nested = ImageIndex::from_reader(blob(dir, chosen)?.as_slice()).map_err(|e| format!("nested index: {e}"))?;
+        let nested =
+            ImageIndex::from_reader(blob(dir, chosen)?.as_slice()).map_err(|e| format!("nested index: {e}"))?;
         let amd64 = nested
             .manifests()
             .iter()
-            .find(|d| d.platform().as_ref().is_some_and(|p| p.architecture().to_string() == "amd64" && p.os().to_string() == "linux"))
+            .find(|d| {
+                d.platform()
+                    .as_ref()
+                    .is_some_and(|p| p.architecture().to_string() == "amd64" && p.os().to_string() == "linux")
+            })
             .ok_or("its image index has no linux/amd64 image (simcluster's guests are x86_64)")?;
         return Ok((name, amd64.clone()));
     }
@@ -249,8 +259,8 @@ fn blob(dir: &Path, d: &Descriptor) -> Result<Vec<u8>, String> {
 
 fn read_config(dir: &Path, manifest: &Descriptor) -> Result<RunConfig, String> {
     let manifest = ImageManifest::from_reader(blob(dir, manifest)?.as_slice()).map_err(|e| format!("manifest: {e}"))?;
-    let config =
-        ImageConfiguration::from_reader(blob(dir, manifest.config())?.as_slice()).map_err(|e| format!("image config: {e}"))?;
+    let config = ImageConfiguration::from_reader(blob(dir, manifest.config())?.as_slice())
+        .map_err(|e| format!("image config: {e}"))?;
     let (arch, os) = (config.architecture().to_string(), config.os().to_string());
     if arch != "amd64" || os != "linux" {
         return Err(format!("an image for {os}/{arch}: simcluster's guests are linux/amd64 (x86_64)"));

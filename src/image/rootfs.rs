@@ -10,7 +10,6 @@ use super::debs::shell_quote;
 use super::oci::RunConfig;
 use crate::cluster::Cluster;
 
-
 /// The boot init, PID 1 of the initramfs: mounts the node's root
 /// filesystem, a read-only squashfs image on simcluster's root disk (a
 /// virtio-blk device whose serial says so), under an overlay whose upper
@@ -168,7 +167,12 @@ echo "simcluster agent: control line closed"
 /// is a container image's configuration (its start command, environment
 /// and user), if the node is one; `clock_helper` the built `/sim/clock`,
 /// if the cluster has clock faults.
-pub fn write_agent_files(root: &Path, cluster: &Cluster, image: Option<&RunConfig>, clock_helper: Option<&Path>) -> Result<()> {
+pub fn write_agent_files(
+    root: &Path,
+    cluster: &Cluster,
+    image: Option<&RunConfig>,
+    clock_helper: Option<&Path>,
+) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let write = |rel: &str, body: &str, mode: u32| -> Result<()> {
         let p = root.join(rel);
@@ -278,7 +282,8 @@ pub fn check_commands(root: &Path, cluster: &Cluster) -> Result<()> {
         let in_image = root.join(prog.trim_start_matches('/'));
         let exists = std::fs::symlink_metadata(&in_image).is_ok();
         let base = prog.rsplit('/').next().unwrap_or(prog);
-        let dirs: &[&str] = if oci { &["/sim/bin/"] } else { &["/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/sim/bin/"] };
+        let dirs: &[&str] =
+            if oci { &["/sim/bin/"] } else { &["/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/sim/bin/"] };
         let applet = dirs.iter().any(|d| prog == format!("{d}{base}")) && applets.lines().any(|a| a.trim() == base);
         if !exists && !applet {
             return Err(crate::BadInput(format!(

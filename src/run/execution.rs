@@ -94,7 +94,8 @@ impl OpenImages {
         let root = match &images.root {
             None => None,
             Some(p) => Some(
-                disksim::BlockStore::open_image(p).with_context(|| format!("cannot open the root image {}", p.display()))?,
+                disksim::BlockStore::open_image(p)
+                    .with_context(|| format!("cannot open the root image {}", p.display()))?,
             ),
         };
         Ok(OpenImages { disk: disk_spec(cluster, images)?, root })
@@ -104,7 +105,8 @@ impl OpenImages {
 /// The data disk spec of a run.
 fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<engine::DiskSpec>> {
     let (Some(d), Some(path)) = (&cluster.disk, &images.disk) else { return Ok(None) };
-    let base = disksim::BlockStore::open_image(path).with_context(|| format!("cannot open the disk image {}", path.display()))?;
+    let base = disksim::BlockStore::open_image(path)
+        .with_context(|| format!("cannot open the disk image {}", path.display()))?;
     Ok(Some(engine::DiskSpec {
         base,
         latency_ns: d.latency_ns,
@@ -150,7 +152,8 @@ pub(crate) fn spec_for(
         runtime: RuntimeKind::Uml,
         uml_args: uml_args(&cluster.spec.cluster),
         shared_clock: cluster.spec.cluster.shared_clock(),
-        kernel_faults_cpuid: cluster.spec.cluster.kernel.faults_cpuid_itself() && cluster.spec.cluster.cpuid == CpuidMode::Virtual,
+        kernel_faults_cpuid: cluster.spec.cluster.kernel.faults_cpuid_itself()
+            && cluster.spec.cluster.cpuid == CpuidMode::Virtual,
         cancel: None,
     }
 }

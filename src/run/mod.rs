@@ -30,7 +30,7 @@ use engine::RuntimeKind;
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub(crate) use execution::{execute_one, spec_for, Executed, OpenImages};
-pub use execution::{exiting, explore_for, mark_exiting, failure_line, remove_scratch, remove_scratch_now};
+pub use execution::{exiting, explore_for, failure_line, mark_exiting, remove_scratch, remove_scratch_now};
 pub use host_cpu::HostCpu;
 pub use runtime::{choose_runtime, images_for_runtime, HostVirt, KVM_KERNEL_ENV};
 pub use summary::{CrashPointSummary, CriticalSummary, Shard, Summary};
@@ -160,7 +160,12 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let mut base = spec_for(&cluster, &images, &open, opts.time_limit_ns, opts.watchdog, explore.clone(), 0);
     base.runtime = opts.runtime;
     let began = Instant::now();
-    let runner = UnitRunner { base: &base, disk: &disk, until_failure: opts.until_failure, cancel: Arc::new(AtomicBool::new(false)) };
+    let runner = UnitRunner {
+        base: &base,
+        disk: &disk,
+        until_failure: opts.until_failure,
+        cancel: Arc::new(AtomicBool::new(false)),
+    };
     let units = Units { opts, plan: &plan, explore: &explore, runner };
     let bar = progress_bar(opts, if plan.dfs { plan.limit } else { opts.shard.units_below(plan.limit) });
     let mut obs = Observer::new(&cluster, &images, opts, units.failure_strategy_spec(), &bar);
@@ -191,7 +196,8 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
         out: opts.out.clone(),
     };
     shard::write_record(&opts.out, &record)?;
-    let summary = summary::summarize(std::slice::from_ref(&record), opts.out.clone()).expect("a run record has executions");
+    let summary =
+        summary::summarize(std::slice::from_ref(&record), opts.out.clone()).expect("a run record has executions");
     let failed = summary.failed();
     Ok((summary, failed))
 }
@@ -245,7 +251,13 @@ impl Plan {
 }
 
 /// The run's identity: what shards of one run share.
-fn identity(cluster: &Cluster, opts: &RunOptions, images_hash: &str, explore: &engine::ExploreSpec, time_limit_ns: u64) -> RunIdentity {
+fn identity(
+    cluster: &Cluster,
+    opts: &RunOptions,
+    images_hash: &str,
+    explore: &engine::ExploreSpec,
+    time_limit_ns: u64,
+) -> RunIdentity {
     let uml = opts.runtime == RuntimeKind::Uml;
     RunIdentity {
         images_hash: images_hash.to_string(),
@@ -298,23 +310,30 @@ impl Units<'_> {
         };
         let mut exhausted = false;
         let mut next_index = 0u64;
-        parallel::run_in_order(&plan.cpus, feed, &self.runner.cancel, || self.strategy(), |s, u| self.unit(s, u), |unit, out| {
-            if out.exhausted {
-                exhausted = true;
-                return Ok(Flow::Stop);
-            }
-            for g in out.groups {
-                let index = if plan.dfs { next_index } else { unit };
-                next_index += 1;
-                let flow = obs.observe(index, g)?;
-                bar.set_message(obs.progress(began.elapsed().as_secs_f64()));
-                bar.inc(1);
-                if flow == Flow::Stop || (plan.dfs && next_index >= plan.limit) {
+        parallel::run_in_order(
+            &plan.cpus,
+            feed,
+            &self.runner.cancel,
+            || self.strategy(),
+            |s, u| self.unit(s, u),
+            |unit, out| {
+                if out.exhausted {
+                    exhausted = true;
                     return Ok(Flow::Stop);
                 }
-            }
-            Ok(Flow::Continue)
-        })?;
+                for g in out.groups {
+                    let index = if plan.dfs { next_index } else { unit };
+                    next_index += 1;
+                    let flow = obs.observe(index, g)?;
+                    bar.set_message(obs.progress(began.elapsed().as_secs_f64()));
+                    bar.inc(1);
+                    if flow == Flow::Stop || (plan.dfs && next_index >= plan.limit) {
+                        return Ok(Flow::Stop);
+                    }
+                }
+                Ok(Flow::Continue)
+            },
+        )?;
         Ok(exhausted)
     }
 
@@ -327,10 +346,14 @@ impl Units<'_> {
                 return Ok(UnitOutput { groups: Vec::new(), exhausted: true });
             }
             let seed = engine::execution_seed(self.opts.seed, unit);
-            return Ok(UnitOutput { groups: vec![runner.group(seed, strategy.as_mut(), &format!("e{unit}"))?], exhausted: false });
+            return Ok(UnitOutput {
+                groups: vec![runner.group(seed, strategy.as_mut(), &format!("e{unit}"))?],
+                exhausted: false,
+            });
         }
         let (o, d) = (self.opts, &self.opts.strategy);
-        let mut round = HybridDfs::one_round(o.seed, u64::from(d.depth), d.horizon, execution::weights(self.explore), unit);
+        let mut round =
+            HybridDfs::one_round(o.seed, u64::from(d.depth), d.horizon, execution::weights(self.explore), unit);
         let seed = dfs_round_seed(o.seed, unit);
         let mut groups = Vec::new();
         // A round never needs more executions than the run.

@@ -9,10 +9,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Result;
-use engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, Verdict};
 use checker::failure_file::{self, FailureRecord, RunParams, StrategySpec};
 use checker::strategy::Guided;
 use engine::strategy::Strategy;
+use engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, Verdict};
 use indicatif::ProgressBar;
 
 use super::execution::{execute_one, Executed, Pcaps};
@@ -229,7 +229,8 @@ impl<'a> Observer<'a> {
         let liveness = result.verdict.failure().is_some_and(|f| f.kind == FailureKind::Liveness);
         if liveness && self.opts.critical_walks > 0 {
             self.bar.set_message("searching for the critical transition".to_string());
-            self.critical = super::critical::critical_transition(spec, result, &failure, self.opts.critical_walks, self.bar)?;
+            self.critical =
+                super::critical::critical_transition(spec, result, &failure, self.opts.critical_walks, self.bar)?;
             if let Some(c) = &self.critical {
                 extra.push(format!(
                     "Critical transition (MaceMC): step {} at {:.6} s virtual ({}); \

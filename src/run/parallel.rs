@@ -213,10 +213,17 @@ mod tests {
         let cancel = AtomicBool::new(false);
         let mut seen = Vec::new();
         let shard = Shard { index: 2, count: 3 };
-        run_in_order(&[None, None], feed(shard, Some(shard.units_below(10))), &cancel, || (), |_, u| Ok(u), |u, _| {
-            seen.push(u);
-            Ok(Flow::Continue)
-        })
+        run_in_order(
+            &[None, None],
+            feed(shard, Some(shard.units_below(10))),
+            &cancel,
+            || (),
+            |_, u| Ok(u),
+            |u, _| {
+                seen.push(u);
+                Ok(Flow::Continue)
+            },
+        )
         .unwrap();
         assert_eq!(seen, vec![1, 4, 7]);
     }
@@ -225,10 +232,17 @@ mod tests {
     fn stopping_ends_the_run_and_an_error_is_returned_in_order() {
         let cancel = AtomicBool::new(false);
         let mut seen = Vec::new();
-        run_in_order(&[None, None], feed(Shard::ALL, None), &cancel, || (), |_, u| Ok(u), |u, _| {
-            seen.push(u);
-            Ok(if u == 5 { Flow::Stop } else { Flow::Continue })
-        })
+        run_in_order(
+            &[None, None],
+            feed(Shard::ALL, None),
+            &cancel,
+            || (),
+            |_, u| Ok(u),
+            |u, _| {
+                seen.push(u);
+                Ok(if u == 5 { Flow::Stop } else { Flow::Continue })
+            },
+        )
         .unwrap();
         assert_eq!(seen, vec![0, 1, 2, 3, 4, 5]);
 
@@ -253,10 +267,17 @@ mod tests {
     #[test]
     fn a_panicking_unit_is_an_error_not_a_hang() {
         let cancel = AtomicBool::new(false);
-        let e = run_in_order(&[None, None], feed(Shard::ALL, Some(4)), &cancel, || (), |_, u| {
-            assert!(u != 2, "boom");
-            Ok(u)
-        }, |_, _| Ok(Flow::Continue))
+        let e = run_in_order(
+            &[None, None],
+            feed(Shard::ALL, Some(4)),
+            &cancel,
+            || (),
+            |_, u| {
+                assert!(u != 2, "boom");
+                Ok(u)
+            },
+            |_, _| Ok(Flow::Continue),
+        )
         .unwrap_err();
         assert!(e.to_string().contains("panicked"), "{e}");
     }
@@ -266,10 +287,17 @@ mod tests {
         let cancel = AtomicBool::new(false);
         let mut seen = Vec::new();
         let f = Feed { budget: Some((Instant::now(), Duration::ZERO)), ..feed(Shard::ALL, None) };
-        run_in_order(&[None, None], f, &cancel, || (), |_, u| Ok(u), |u, _| {
-            seen.push(u);
-            Ok(Flow::Continue)
-        })
+        run_in_order(
+            &[None, None],
+            f,
+            &cancel,
+            || (),
+            |_, u| Ok(u),
+            |u, _| {
+                seen.push(u);
+                Ok(Flow::Continue)
+            },
+        )
         .unwrap();
         assert_eq!(seen, vec![0]);
     }

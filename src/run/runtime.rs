@@ -23,9 +23,7 @@ impl HostVirt {
     /// Looks at this host.
     pub fn detect() -> HostVirt {
         let vmx_svm = std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| {
-            s.lines()
-                .filter(|l| l.starts_with("flags"))
-                .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"))
+            s.lines().filter(|l| l.starts_with("flags")).any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"))
         });
         let dev_kvm = std::fs::OpenOptions::new()
             .read(true)
@@ -46,7 +44,10 @@ pub const KVM_KERNEL_ENV: &str = "SIMCLUSTER_KVM_KERNEL";
 /// Linux otherwise). Asking for KVM on a host that cannot run it is bad
 /// input. The why names the kernel KVM nodes boot: [`KVM_KERNEL_ENV`]'s, or
 /// the image builder's (built on first use).
-pub fn choose_runtime(asked: Option<RuntimeKind>, host: &HostVirt) -> std::result::Result<(RuntimeKind, String), BadInput> {
+pub fn choose_runtime(
+    asked: Option<RuntimeKind>,
+    host: &HostVirt,
+) -> std::result::Result<(RuntimeKind, String), BadInput> {
     let kvm_problem = match (&host.dev_kvm, host.vmx_svm) {
         (Err(e), _) => Some(format!("{e} cannot be opened")),
         (Ok(()), false) => Some(

@@ -31,7 +31,10 @@ pub fn write_record(out: &Path, record: &RunRecord) -> Result<()> {
 pub fn read_record(path: &Path) -> Result<RunRecord, BadInput> {
     let file = if path.is_dir() { path.join(RECORD_FILE) } else { path.to_path_buf() };
     let text = std::fs::read_to_string(&file).map_err(|e| {
-        BadInput(format!("{}: cannot read a shard result ({e}); pass the --out directory of a `simcluster run`", file.display()))
+        BadInput(format!(
+            "{}: cannot read a shard result ({e}); pass the --out directory of a `simcluster run`",
+            file.display()
+        ))
     })?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a shard result: {e}", file.display())))?;
@@ -43,7 +46,9 @@ pub fn read_record(path: &Path) -> Result<RunRecord, BadInput> {
                 file.display()
             )))
         }
-        None => return Err(BadInput(format!("{}: not a shard result (no simcluster_run_record field)", file.display()))),
+        None => {
+            return Err(BadInput(format!("{}: not a shard result (no simcluster_run_record field)", file.display())))
+        }
     }
     serde_json::from_value(value).map_err(|e| BadInput(format!("{}: a malformed shard result: {e}", file.display())))
 }
@@ -67,7 +72,13 @@ pub fn merge(paths: &[PathBuf], out: PathBuf) -> Result<Summary, BadInput> {
                 .unwrap()
                 .iter()
                 .filter(|(k, v)| b.get(k.as_str()) != Some(v))
-                .map(|(k, v)| format!("{k} = {v} in {}, {} here", first_path.display(), b.get(k.as_str()).unwrap_or(&serde_json::Value::Null)))
+                .map(|(k, v)| {
+                    format!(
+                        "{k} = {v} in {}, {} here",
+                        first_path.display(),
+                        b.get(k.as_str()).unwrap_or(&serde_json::Value::Null)
+                    )
+                })
                 .collect();
             return Err(BadInput(format!("{}: not a shard of the same run: {}", p.display(), differ.join("; "))));
         }
@@ -86,14 +97,22 @@ pub fn merge(paths: &[PathBuf], out: PathBuf) -> Result<Summary, BadInput> {
     for (p, r) in &records {
         let slot = &mut seen[(r.shard.index - 1) as usize];
         if let Some(other) = slot {
-            return Err(BadInput(format!("{}: shard {} is already given by {}", p.display(), r.shard, other.display())));
+            return Err(BadInput(format!(
+                "{}: shard {} is already given by {}",
+                p.display(),
+                r.shard,
+                other.display()
+            )));
         }
         *slot = Some(p);
     }
     let missing: Vec<String> =
         seen.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(k, _)| format!("{}/{count}", k + 1)).collect();
     if !missing.is_empty() {
-        return Err(BadInput(format!("merge: shard {} missing (give every shard's --out directory)", missing.join(", "))));
+        return Err(BadInput(format!(
+            "merge: shard {} missing (give every shard's --out directory)",
+            missing.join(", ")
+        )));
     }
     let records: Vec<RunRecord> = records.into_iter().map(|(_, r)| r).collect();
     summarize(&records, out).ok_or_else(|| BadInput("merge: the shards ran no execution".into()))

@@ -390,7 +390,14 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
                 execution: f.execution,
                 crash_state: f.crash_state,
                 seed: f.seed,
-                message: f.figures.failure.as_ref().and_then(|v| v["message"].as_str()).and_then(|m| m.lines().next()).unwrap_or("").to_string(),
+                message: f
+                    .figures
+                    .failure
+                    .as_ref()
+                    .and_then(|v| v["message"].as_str())
+                    .and_then(|m| m.lines().next())
+                    .unwrap_or("")
+                    .to_string(),
                 failure_file: f.failure_file.clone(),
             })
             .collect(),

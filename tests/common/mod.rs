@@ -22,23 +22,14 @@ pub struct Run {
 impl Run {
     /// The last stdout line as JSON.
     pub fn json(&self) -> serde_json::Value {
-        let last = self
-            .stdout
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("no stdout; stderr:\n{}", self.stderr));
-        serde_json::from_str(last)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {last}\nstderr:\n{}", self.stderr))
+        let last = self.stdout.lines().last().unwrap_or_else(|| panic!("no stdout; stderr:\n{}", self.stderr));
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}\nstderr:\n{}", self.stderr))
     }
 }
 
 impl std::fmt::Debug for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
+        write!(f, "exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
     }
 }
 
@@ -53,14 +44,7 @@ pub fn run(args: &[&str]) -> Run {
 
 /// `simcluster run --images DIR --out OUT --quiet EXTRA...`
 pub fn run_cluster(dir: &Path, out: &Path, extra: &[&str]) -> Run {
-    let mut args = vec![
-        "run",
-        "--quiet",
-        "--images",
-        dir.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ];
+    let mut args = vec!["run", "--quiet", "--images", dir.to_str().unwrap(), "--out", out.to_str().unwrap()];
     args.extend_from_slice(extra);
     run(&args)
 }
@@ -80,9 +64,7 @@ pub fn cluster(toml: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
 
 /// A minimal cluster with the given workload and extra TOML.
 pub fn simple(nodes: u16, start: Option<&str>, workload: &str, extra: &str) -> tempfile::TempDir {
-    let start = start
-        .map(|s| format!("[node]\nstart = {s:?}\n"))
-        .unwrap_or_default();
+    let start = start.map(|s| format!("[node]\nstart = {s:?}\n")).unwrap_or_default();
     cluster(
         &format!(
             "[cluster]\nnodes = {nodes}\nmemory_mb = 128\n[image]\npackages = [\"busybox-static\"]\n{start}[workload]\nnode = \"n1\"\ncommand = {workload:?}\n{extra}"
@@ -93,12 +75,7 @@ pub fn simple(nodes: u16, start: Option<&str>, workload: &str, extra: &str) -> t
 
 /// Runs the cluster `n` times with the same arguments, checks each run with
 /// `check` (which sees the JSON line) and asserts every trace hash is equal.
-pub fn same_trace_every_time(
-    dir: &Path,
-    n: usize,
-    args: &[&str],
-    check: impl Fn(&Run, &serde_json::Value),
-) {
+pub fn same_trace_every_time(dir: &Path, n: usize, args: &[&str], check: impl Fn(&Run, &serde_json::Value)) {
     let mut hashes = Vec::new();
     for _ in 0..n {
         let out = tempfile::tempdir().unwrap();
@@ -115,23 +92,12 @@ pub fn same_trace_every_time(
 pub fn examples() -> Option<PathBuf> {
     static BUILD: std::sync::Once = std::sync::Once::new();
     let dir = repo().join("guest-images/examples");
-    BUILD.call_once(
-        || match Command::new("sh").arg(dir.join("build.sh")).output() {
-            Ok(o) if !o.status.success() => println!(
-                "examples/build.sh failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            ),
-            Err(e) => println!("examples/build.sh could not run: {e}"),
-            Ok(_) => {}
-        },
-    );
-    let built = [
-        "crash-primary/pbkv",
-        "rename-safe/safefile",
-        "reorder/regkv",
-        "partition/leader",
-        "liveness/token",
-    ];
+    BUILD.call_once(|| match Command::new("sh").arg(dir.join("build.sh")).output() {
+        Ok(o) if !o.status.success() => println!("examples/build.sh failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => println!("examples/build.sh could not run: {e}"),
+        Ok(_) => {}
+    });
+    let built = ["crash-primary/pbkv", "rename-safe/safefile", "reorder/regkv", "partition/leader", "liveness/token"];
     if built.iter().all(|b| dir.join(b).is_file()) {
         Some(dir)
     } else {

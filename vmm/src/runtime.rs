@@ -8,8 +8,8 @@ use disksim::Disk;
 
 use crate::kvm::node::KvmNode;
 pub use crate::node::{
-    Delivered, DiskCompletion, DiskRequest, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream,
-    RunOutcome, TxFrame,
+    Delivered, DiskCompletion, DiskRequest, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome,
+    TxFrame,
 };
 use crate::uml::UmlNode;
 

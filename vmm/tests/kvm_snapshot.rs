@@ -63,7 +63,13 @@ fn kvm_snapshot_restores_100_identical_continuations() {
         assert_eq!(end, reference, "restore {i} diverged");
     }
     assert_eq!(file_hash(&dir.join("memory.img")), image_before, "MAP_PRIVATE restore wrote the image");
-    eprintln!("100 restores: console {} bytes, t={} ns, {} exits, trace {}", reference.console.len(), reference.now_ns, reference.exits, reference.hash);
+    eprintln!(
+        "100 restores: console {} bytes, t={} ns, {} exits, trace {}",
+        reference.console.len(),
+        reference.now_ns,
+        reference.exits,
+        reference.hash
+    );
 }
 
 #[test]

@@ -64,8 +64,7 @@ fn is_static_elf(path: &Path) -> bool {
     (0..phnum).all(|i| {
         let at = phoff + i * phentsize;
         // PT_INTERP = 3
-        b.get(at..at + 4)
-            .is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != 3)
+        b.get(at..at + 4).is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != 3)
     })
 }
 
@@ -73,22 +72,12 @@ fn busybox() -> Option<PathBuf> {
     std::env::var_os("SIMCLUSTER_BUSYBOX")
         .map(PathBuf::from)
         .into_iter()
-        .chain(
-            [
-                "/tmp/smoke/root/bin/busybox",
-                "/bin/busybox",
-                "/usr/bin/busybox",
-            ]
-            .map(PathBuf::from),
-        )
+        .chain(["/tmp/smoke/root/bin/busybox", "/bin/busybox", "/usr/bin/busybox"].map(PathBuf::from))
         .find(|p| is_static_elf(p))
 }
 
 fn mke2fs() -> Option<PathBuf> {
-    ["/sbin/mke2fs", "/usr/sbin/mke2fs"]
-        .map(PathBuf::from)
-        .into_iter()
-        .find(|p| p.is_file())
+    ["/sbin/mke2fs", "/usr/sbin/mke2fs"].map(PathBuf::from).into_iter().find(|p| p.is_file())
 }
 
 /// A minimal deterministic newc cpio writer (entries in the given order,
@@ -176,19 +165,11 @@ poweroff -f
 "#;
 
 fn initramfs(busybox: &Path, out: &Path) {
-    let mut c = Cpio {
-        out: Vec::new(),
-        ino: 0,
-    };
+    let mut c = Cpio { out: Vec::new(), ino: 0 };
     for d in ["bin", "dev", "mnt", "proc", "sys", "tmp"] {
         c.entry(d, 0o040755, (0, 0), &[]);
     }
-    c.entry(
-        "bin/busybox",
-        0o100755,
-        (0, 0),
-        &std::fs::read(busybox).unwrap(),
-    );
+    c.entry("bin/busybox", 0o100755, (0, 0), &std::fs::read(busybox).unwrap());
     c.entry("dev/console", 0o020600, (5, 1), &[]);
     c.entry("init", 0o100755, (0, 0), INIT.as_bytes());
     c.entry("TRAILER!!!", 0, (0, 0), &[]);
@@ -202,10 +183,7 @@ fn ext4_image(mke2fs: &Path, out: &Path) {
     const CONF: &str = "[defaults]\n\tbase_features = sparse_super,large_file,filetype,resize_inode,dir_index,ext_attr\n\tenable_periodic_fsck = 0\n\tblocksize = 4096\n\tinode_size = 256\n\tinode_ratio = 16384\n\n[fs_types]\n\tdefault = {\n\t}\n\text4 = {\n\t\tfeatures = has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize\n\t}\n";
     let conf = out.with_extension("conf");
     std::fs::write(&conf, CONF).unwrap();
-    std::fs::File::create(out)
-        .unwrap()
-        .set_len(DISK_MIB << 20)
-        .unwrap();
+    std::fs::File::create(out).unwrap().set_len(DISK_MIB << 20).unwrap();
     let st = Command::new(mke2fs)
         .args(["-q", "-F", "-t", "ext4", "-T", "default", "-L", "simdata", "-m", "0"])
         .args(["-U", "5c4d7a1e-0b1d-4c5e-9a3f-51c1a5e7d15c"])
@@ -258,12 +236,7 @@ fn setup(name: &str) -> Option<Setup> {
     initramfs(&bb, &initrd);
     let image = dir.join("base.ext4");
     ext4_image(&mkfs, &image);
-    Some(Setup {
-        dir,
-        kernel,
-        initrd,
-        image,
-    })
+    Some(Setup { dir, kernel, initrd, image })
 }
 
 // ---- the engine in miniature ----
@@ -301,12 +274,7 @@ impl Setup {
         let mut node = UmlNode::spawn_with_disk(&cfg, Some(disk)).unwrap();
         // Output before the connection is UML's host-side start-up chatter.
         node.wait_connected(0, Duration::from_secs(20)).unwrap();
-        Boot {
-            node,
-            console: String::new(),
-            trace: Vec::new(),
-            completions: Vec::new(),
-        }
+        Boot { node, console: String::new(), trace: Vec::new(), completions: Vec::new() }
     }
 
     fn base_disk(&self) -> Disk {
@@ -345,8 +313,7 @@ impl Boot {
             if o.stream == OutputStream::Console {
                 self.console.push_str(&text);
             }
-            self.trace
-                .push(format!("{} {:?} {text:?}", o.time, o.stream));
+            self.trace.push(format!("{} {:?} {text:?}", o.time, o.stream));
         }
         for c in disk {
             let r = c.request;
@@ -378,10 +345,7 @@ impl Boot {
                 }
             }
             if requested >= IDLE {
-                assert!(
-                    !self.node.pending_disk().is_empty(),
-                    "the node waits for an interrupt nobody owes it"
-                );
+                assert!(!self.node.pending_disk().is_empty(), "the node waits for an interrupt nobody owes it");
                 return End::Idle;
             }
             if requested > until {
@@ -413,8 +377,7 @@ fn has(s: &str) -> impl Fn(&Boot) -> bool + '_ {
 fn write_file(s: &Setup, run: &str, volatile: usize) -> Boot {
     let mut b = s.boot(run, "write", s.base_disk());
     let end = b.drive(Policy::InOrder, 60_000_000_000, |b| {
-        b.console.contains("DURABLE")
-            && b.node.disk().unwrap().volatile_writes().count() >= volatile
+        b.console.contains("DURABLE") && b.node.disk().unwrap().volatile_writes().count() >= volatile
     });
     assert_eq!(end, End::Stopped, "console:\n{}", b.console);
     b
@@ -441,42 +404,21 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 fn fsynced_rename_survives_power_loss() {
     let Some(s) = setup("crash") else { return };
     let mut b = write_file(&s, "n1", 3);
-    let writes = b
-        .completions
-        .iter()
-        .filter(|c| matches!(c.request.kind, RequestKind::Write { .. }))
-        .count();
-    let flushes = b
-        .completions
-        .iter()
-        .filter(|c| c.request.kind == RequestKind::Flush)
-        .count();
-    let reads = b
-        .completions
-        .iter()
-        .filter(|c| c.request.kind == RequestKind::Read)
-        .count();
-    eprintln!(
-        "boot 1: {reads} reads, {writes} writes, {flushes} flushes completed; virtual {} ns",
-        b.node.time()
-    );
+    let writes = b.completions.iter().filter(|c| matches!(c.request.kind, RequestKind::Write { .. })).count();
+    let flushes = b.completions.iter().filter(|c| c.request.kind == RequestKind::Flush).count();
+    let reads = b.completions.iter().filter(|c| c.request.kind == RequestKind::Read).count();
+    eprintln!("boot 1: {reads} reads, {writes} writes, {flushes} flushes completed; virtual {} ns", b.node.time());
     assert!(writes > 0 && flushes > 0, "fsync must write and flush");
 
     // Power loss, after fsync(dir) returned, while later writes are in
     // the disk's volatile cache.
     b.node.kill();
-    assert!(
-        b.node.pending_disk().is_empty(),
-        "requests die with the node"
-    );
+    assert!(b.node.pending_disk().is_empty(), "requests die with the node");
     let mut disk = b.node.take_disk().unwrap();
     let volatile = disk.volatile_writes().count();
     let count = disk.crash_state_count(CrashModel::ATOMIC);
     eprintln!("after the crash: {volatile} volatile writes, {count:?} crash states");
-    assert!(
-        contains(&durable_image(&disk), b"hello-simcluster\n"),
-        "the file's data is durable"
-    );
+    assert!(contains(&durable_image(&disk), b"hello-simcluster\n"), "the file's data is durable");
 
     assert!(count.lower_bound() > 1, "some writes are volatile");
     // Crash states: only the durable writes, and sampled ones that keep
@@ -506,11 +448,7 @@ fn fsynced_rename_survives_power_loss() {
                 .collect::<Vec<_>>()
                 .join(" | ")
         );
-        assert!(
-            line(&r.console, "READ:hello-simcluster"),
-            "console:\n{}",
-            r.console
-        );
+        assert!(line(&r.console, "READ:hello-simcluster"), "console:\n{}", r.console);
         assert!(!r.console.contains("f.tmp"), "the rename is durable too");
         assert!(line(&r.console, "UMOUNTED"));
     }
@@ -523,10 +461,7 @@ fn fsynced_rename_survives_power_loss() {
 fn fsync_waits_for_the_engine() {
     let Some(s) = setup("pending") else { return };
     let mut b = s.boot("n1", "pending", s.base_disk());
-    assert!(matches!(
-        b.node.take_disk(),
-        Err(NodeError::DiskInUse { .. })
-    ));
+    assert!(matches!(b.node.take_disk(), Err(NodeError::DiskInUse { .. })));
     let end = b.drive(Policy::InOrder, 60_000_000_000, has("BEFORE_FSYNC"));
     assert_eq!(end, End::Stopped, "console:\n{}", b.console);
     let marked = b.node.time();
@@ -538,29 +473,15 @@ fn fsync_waits_for_the_engine() {
     eprintln!(
         "held: {end:?} at {} ns, pending {:?}",
         b.node.time(),
-        pending
-            .iter()
-            .map(|p| (p.id.0, p.kind, p.sector, p.sectors, p.submitted))
-            .collect::<Vec<_>>()
+        pending.iter().map(|p| (p.id.0, p.kind, p.sector, p.sectors, p.submitted)).collect::<Vec<_>>()
     );
+    assert!(!b.console.contains("FSYNC_RETURNED"), "fsync returned without the disk");
     assert!(
-        !b.console.contains("FSYNC_RETURNED"),
-        "fsync returned without the disk"
-    );
-    assert!(
-        pending
-            .iter()
-            .any(|p| matches!(p.kind, RequestKind::Write { .. }) && p.submitted >= marked),
+        pending.iter().any(|p| matches!(p.kind, RequestKind::Write { .. }) && p.submitted >= marked),
         "the fsync's write waits for the engine"
     );
-    assert!(
-        pending.iter().all(|p| p.kind != RequestKind::Read),
-        "reads never wait"
-    );
-    assert!(!contains(
-        &durable_image(b.node.disk().unwrap()),
-        b"pending-data-5f3a9c"
-    ));
+    assert!(pending.iter().all(|p| p.kind != RequestKind::Read), "reads never wait");
+    assert!(!contains(&durable_image(b.node.disk().unwrap()), b"pending-data-5f3a9c"));
     // Those requests are in flight in the disk: a node cannot start on it.
     let busy = b.node.disk().unwrap().clone();
     let cfg = NodeConfig {
@@ -578,23 +499,13 @@ fn fsync_waits_for_the_engine() {
         root_disk: None,
         kernel_faults_cpuid: false,
     };
-    assert!(matches!(
-        UmlNode::spawn_with_disk(&cfg, Some(busy)),
-        Err(NodeError::DiskBusy { .. })
-    ));
+    assert!(matches!(UmlNode::spawn_with_disk(&cfg, Some(busy)), Err(NodeError::DiskBusy { .. })));
 
     // Now the engine completes them (and what follows), in order.
-    let end = b.drive(
-        Policy::InOrder,
-        marked + 60_000_000_000,
-        has("FSYNC_RETURNED"),
-    );
+    let end = b.drive(Policy::InOrder, marked + 60_000_000_000, has("FSYNC_RETURNED"));
     assert_eq!(end, End::Stopped, "console:\n{}", b.console);
     let d = b.node.disk().unwrap();
-    assert!(
-        contains(&durable_image(d), b"pending-data-5f3a9c"),
-        "fsync returned, so the data is durable"
-    );
+    assert!(contains(&durable_image(d), b"pending-data-5f3a9c"), "fsync returned, so the data is durable");
 }
 
 #[test]
@@ -610,11 +521,7 @@ fn disk_requests_are_deterministic() {
     };
     let a = run("a1");
     let b = run("b1");
-    eprintln!(
-        "{} trace entries, {} disk completions",
-        a.0.len(),
-        a.1.len()
-    );
+    eprintln!("{} trace entries, {} disk completions", a.0.len(), a.1.len());
     assert_eq!(a.1.len(), b.1.len(), "completion counts differ");
     for (i, (x, y)) in a.1.iter().zip(&b.1).enumerate() {
         assert_eq!(x, y, "disk request {i} differs");

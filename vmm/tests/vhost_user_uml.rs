@@ -27,9 +27,7 @@ use vmm::virtio::net::RX_QUEUE;
 use vmm::virtio::{BlkConfig, VirtioBlk, VirtioNet};
 
 fn kernel() -> Option<PathBuf> {
-    let k = std::env::var_os("SIMCLUSTER_UML_KERNEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/tmp/uml-linux".into());
+    let k = std::env::var_os("SIMCLUSTER_UML_KERNEL").map(PathBuf::from).unwrap_or_else(|| "/tmp/uml-linux".into());
     k.is_file().then_some(k)
 }
 
@@ -40,24 +38,14 @@ fn initramfs(dir: &Path, init: &str) -> Option<PathBuf> {
         return None;
     }
     let root = dir.join("root");
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(src)
-        .arg(&root)
-        .status()
-        .ok()?
-        .success();
+    let ok = Command::new("cp").arg("-a").arg(src).arg(&root).status().ok()?.success();
     assert!(ok);
     std::fs::write(root.join("init"), init).unwrap();
     std::fs::set_permissions(root.join("init"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = dir.join("root.cpio");
     let st = Command::new("sh")
         .arg("-c")
-        .arg(format!(
-            "cd {} && find . | cpio -o -H newc --quiet > {}",
-            root.display(),
-            out.display()
-        ))
+        .arg(format!("cd {} && find . | cpio -o -H newc --quiet > {}", root.display(), out.display()))
         .status()
         .ok()?;
     st.success().then_some(out)
@@ -88,13 +76,7 @@ impl Node {
             .arg(format!("uml_dir={}", dir.display()))
             .arg(format!("time-travel=ext:1:{}", tt_path.display()))
             .arg(format!("initrd={}", initrd.display()))
-            .args([
-                "con=null",
-                "ssl=null",
-                "con0=null,fd:1",
-                "console=tty0",
-                "panic=-1",
-            ])
+            .args(["con=null", "ssl=null", "con0=null,fd:1", "console=tty0", "panic=-1"])
             .args(extra)
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
@@ -117,21 +99,12 @@ impl Node {
         let tt = loop {
             match listener.accept() {
                 Ok((s, _)) => break s,
-                Err(_) if began.elapsed() < Duration::from_secs(20) => {
-                    std::thread::sleep(Duration::from_millis(2))
-                }
+                Err(_) if began.elapsed() < Duration::from_secs(20) => std::thread::sleep(Duration::from_millis(2)),
                 Err(e) => panic!("node did not connect: {e}"),
             }
         };
         tt.set_nonblocking(false).unwrap();
-        let mut n = Node {
-            child,
-            tt,
-            time: 0,
-            requested: 0,
-            messages: 0,
-            trace: Vec::new(),
-        };
+        let mut n = Node { child, tt, time: 0, requested: 0, messages: 0, trace: Vec::new() };
         let start = n.read();
         assert_eq!(start.op, Op::Start);
         n.reply(&start, 0); // the first grant
@@ -150,9 +123,7 @@ impl Node {
     }
 
     fn reply(&mut self, m: &Msg, time: u64) {
-        Msg::new(Op::Ack, m.seq, time)
-            .write_to(&mut self.tt)
-            .unwrap();
+        Msg::new(Op::Ack, m.seq, time).write_to(&mut self.tt).unwrap();
     }
 
     /// Handles one message that is not WAIT; `get_time` answers GET.
@@ -180,9 +151,7 @@ impl Node {
     fn run(&mut self) {
         self.time = self.requested;
         self.trace.push(format!("RUN {}", self.time));
-        Msg::new(Op::Run, 0, self.time)
-            .write_to(&mut self.tt)
-            .unwrap();
+        Msg::new(Op::Run, 0, self.time).write_to(&mut self.tt).unwrap();
     }
 }
 
@@ -195,14 +164,8 @@ impl Drop for Node {
 }
 
 fn poll(fds: &[RawFd], ms: i32) -> Vec<bool> {
-    let mut p: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut p: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     // SAFETY: valid pollfd array.
     let n = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
     assert!(n >= 0, "poll: {}", std::io::Error::last_os_error());
@@ -248,11 +211,7 @@ impl Sim {
     fn on_device_events(&mut self) {
         for ev in self.net.handle_readable().unwrap() {
             self.node.trace.push(format!("net {ev:?}"));
-            if let DeviceEvent::Kicked {
-                queue,
-                interrupt: true,
-            } = ev
-            {
+            if let DeviceEvent::Kicked { queue, interrupt: true } = ev {
                 self.owe(0, queue);
             }
         }
@@ -271,11 +230,7 @@ impl Sim {
         }
         for ev in self.blk.handle_readable().unwrap() {
             self.node.trace.push(format!("blk {ev:?}"));
-            if let DeviceEvent::Kicked {
-                queue,
-                interrupt: true,
-            } = ev
-            {
+            if let DeviceEvent::Kicked { queue, interrupt: true } = ev {
                 self.owe(1, queue);
             }
         }
@@ -285,11 +240,7 @@ impl Sim {
     /// their interrupts (steps 2-5 of the vhost_user module docs), RUN.
     fn at_stop(&mut self) {
         let t = (self.node.time + self.latency).min(self.node.requested);
-        if let Some((frame, left)) = self
-            .flood
-            .as_mut()
-            .filter(|_| self.tx_frames.len() >= self.flood_after_tx)
-        {
+        if let Some((frame, left)) = self.flood.as_mut().filter(|_| self.tx_frames.len() >= self.flood_after_tx) {
             let n = (256 - self.rx_backlog.len().min(256)).min(*left as usize);
             if n > 0 && self.net.device_and_queues().1.is_ready(RX_QUEUE) {
                 self.flood_wall.0.get_or_insert_with(Instant::now);
@@ -305,10 +256,7 @@ impl Sim {
         }
         self.rx_backlog.drain(..n);
         self.rx_delivered += n as u64;
-        if self.flood.as_ref().is_some_and(|f| f.1 == 0)
-            && self.rx_backlog.is_empty()
-            && self.flood_wall.1.is_none()
-        {
+        if self.flood.as_ref().is_some_and(|f| f.1 == 0) && self.rx_backlog.is_empty() && self.flood_wall.1.is_none() {
             self.flood_wall.1 = Some(Instant::now());
         }
         if n > 0 && qs.needs_interrupt(RX_QUEUE).unwrap() {
@@ -327,12 +275,7 @@ impl Sim {
         let calls = std::mem::take(&mut self.irqs);
         for &(d, q) in &calls {
             self.node.trace.push(format!("call {d}/{q} at {t}"));
-            if d == 0 {
-                self.net.send_call(q)
-            } else {
-                self.blk.send_call(q)
-            }
-            .unwrap();
+            if d == 0 { self.net.send_call(q) } else { self.blk.send_call(q) }.unwrap();
             self.calls += 1;
         }
         let mark = self.node.trace.len();
@@ -352,20 +295,10 @@ impl Sim {
             // Two calls on one device may be answered in one read: take
             // every buffered reply, not one per readable poll.
             if r[1] {
-                assert!(self
-                    .net
-                    .take_call_replies()
-                    .unwrap()
-                    .iter()
-                    .all(|&s| s == 0));
+                assert!(self.net.take_call_replies().unwrap().iter().all(|&s| s == 0));
             }
             if r[2] {
-                assert!(self
-                    .blk
-                    .take_call_replies()
-                    .unwrap()
-                    .iter()
-                    .all(|&s| s == 0));
+                assert!(self.blk.take_call_replies().unwrap().iter().all(|&s| s == 0));
             }
         }
         if !calls.is_empty() {
@@ -373,10 +306,7 @@ impl Sim {
             // (answered t) and then, unless an interrupt event was already
             // pending, requested to run at t.
             let seen = &self.node.trace[mark..];
-            assert!(
-                seen.first().is_some_and(|l| l.starts_with("Get ")),
-                "call handling began with {seen:?}"
-            );
+            assert!(seen.first().is_some_and(|l| l.starts_with("Get ")), "call handling began with {seen:?}");
             assert_eq!(self.node.requested, t, "after {seen:?}");
         }
         self.node.run();
@@ -427,9 +357,7 @@ impl Sim {
 }
 
 fn crc(b: &[u8]) -> u32 {
-    b.iter().fold(0x811c9dc5u32, |h, &x| {
-        (h ^ u32::from(x)).wrapping_mul(0x0100_0193)
-    })
+    b.iter().fold(0x811c9dc5u32, |h, &x| (h ^ u32::from(x)).wrapping_mul(0x0100_0193))
 }
 
 // ---- a tiny network: ARP and ICMP echo for 10.0.0.2 ----
@@ -438,10 +366,7 @@ const PEER_IP: [u8; 4] = [10, 0, 0, 2];
 const PEER_MAC: [u8; 6] = [0x02, 0, 0x0a, 0, 0, 2];
 
 fn csum(b: &[u8]) -> u16 {
-    let mut s: u32 = b
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
-        .sum();
+    let mut s: u32 = b.chunks(2).map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0))).sum();
     while s >> 16 != 0 {
         s = (s & 0xffff) + (s >> 16);
     }
@@ -500,11 +425,7 @@ fn setup(name: &str, init: &str) -> Option<Setup> {
         eprintln!("skipping: no busybox tree at /tmp/smoke/root or no cpio");
         return None;
     };
-    Some(Setup {
-        dir,
-        kernel,
-        initrd,
-    })
+    Some(Setup { dir, kernel, initrd })
 }
 
 fn start(s: &Setup, disk_sectors: u64, respond: Responder) -> Sim {
@@ -512,8 +433,7 @@ fn start(s: &Setup, disk_sectors: u64, respond: Responder) -> Sim {
     let blk_sock = s.dir.join("blk.sock");
     let net = VhostUserBackend::listen(&net_sock, VirtioNet::new(1)).unwrap();
     let disk = Disk::new(BlockStore::zeros(disk_sectors));
-    let blk =
-        VhostUserBackend::listen(&blk_sock, VirtioBlk::new(disk, BlkConfig::default())).unwrap();
+    let blk = VhostUserBackend::listen(&blk_sock, VirtioBlk::new(disk, BlkConfig::default())).unwrap();
     let extra = vec![
         format!("virtio_uml.device={}:1", net_sock.display()),
         format!("virtio_uml.device={}:2", blk_sock.display()),
@@ -581,17 +501,10 @@ fn uml_guest_pings_through_vhost_user_net_and_writes_disksim() {
     };
     eprintln!("{console}");
     // The guest's frames came out of TX: an ARP request from its MAC.
-    let arp = sim
-        .tx_frames
-        .iter()
-        .find(|f| f.len() >= 42 && f[12..14] == [8, 6])
-        .expect("an ARP request");
+    let arp = sim.tx_frames.iter().find(|f| f.len() >= 42 && f[12..14] == [8, 6]).expect("an ARP request");
     assert_eq!(&arp[6..12], &[2, 0, 0x0a, 0, 0, 1]);
     assert_eq!(&arp[38..42], &PEER_IP);
-    assert!(
-        console.contains("3 packets transmitted, 3 packets received"),
-        "ping did not get its replies"
-    );
+    assert!(console.contains("3 packets transmitted, 3 packets received"), "ping did not get its replies");
     assert!(console.contains("PING_RC=0"));
     assert!(console.contains("DD_RC=0"));
     assert!(console.contains("READBACK=simcluster-disk-test"));
@@ -614,22 +527,13 @@ fn uml_device_traffic_is_deterministic() {
     // the boot log; compare from /init on.
     let tail = |c: &str| c[c.find("Run /init").unwrap_or(0)..].to_string();
     assert_eq!(tail(&ca), tail(&cb));
-    assert_eq!(
-        a.node.trace.len(),
-        b.node.trace.len(),
-        "trace lengths differ"
-    );
+    assert_eq!(a.node.trace.len(), b.node.trace.len(), "trace lengths differ");
     for (i, (x, y)) in a.node.trace.iter().zip(&b.node.trace).enumerate() {
         assert_eq!(x, y, "traces diverge at entry {i}");
     }
     let d = |s: &Sim| {
         let mut v = vec![0u8; 4096];
-        s.blk
-            .device()
-            .disk()
-            .durable_store()
-            .read(0, &mut v)
-            .unwrap();
+        s.blk.device().disk().durable_store().read(0, &mut v).unwrap();
         v
     };
     assert_eq!(d(&a), d(&b));
@@ -691,19 +595,7 @@ fn uml_vhost_user_frame_rates() {
         50_000.0 / flood.as_secs_f64(),
         (sim.tx_frames.len() as f64 + sim.rx_delivered as f64) / wall.as_secs_f64()
     );
-    let rx: u64 = tail
-        .split("RX_PACKETS=")
-        .nth(1)
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert_eq!(
-        rx, sim.rx_delivered,
-        "the guest driver counted every delivered frame"
-    );
+    let rx: u64 = tail.split("RX_PACKETS=").nth(1).unwrap().lines().next().unwrap().trim().parse().unwrap();
+    assert_eq!(rx, sim.rx_delivered, "the guest driver counted every delivered frame");
     let _ = std::fs::remove_dir_all(&s.dir);
 }

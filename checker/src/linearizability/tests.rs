@@ -18,37 +18,26 @@ fn violation(h: &History) -> Violation {
 
 #[test]
 fn empty_history_is_linearizable() {
-    assert_eq!(
-        verdict(&History::new()),
-        CheckResult::Ok { keys: 0, ops: 0 }
-    );
+    assert_eq!(verdict(&History::new()), CheckResult::Ok { keys: 0, ops: 0 });
 }
 
 #[test]
 fn sequential_valid() {
     let mut h = History::new();
-    h.invoke(1, 0, Op::read("x", None))
-        .ok(1, 1, Op::read("x", None));
-    h.invoke(1, 2, Op::write("x", 1))
-        .ok(1, 3, Op::write("x", 1));
-    h.invoke(2, 4, Op::read("x", None))
-        .ok(2, 5, Op::read("x", v(1)));
-    h.invoke(2, 6, Op::cas("x", 1, 2))
-        .ok(2, 7, Op::cas("x", 1, 2));
-    h.invoke(1, 8, Op::read("x", None))
-        .ok(1, 9, Op::read("x", v(2)));
+    h.invoke(1, 0, Op::read("x", None)).ok(1, 1, Op::read("x", None));
+    h.invoke(1, 2, Op::write("x", 1)).ok(1, 3, Op::write("x", 1));
+    h.invoke(2, 4, Op::read("x", None)).ok(2, 5, Op::read("x", v(1)));
+    h.invoke(2, 6, Op::cas("x", 1, 2)).ok(2, 7, Op::cas("x", 1, 2));
+    h.invoke(1, 8, Op::read("x", None)).ok(1, 9, Op::read("x", v(2)));
     assert_eq!(verdict(&h), CheckResult::Ok { keys: 1, ops: 5 });
 }
 
 #[test]
 fn stale_read_is_a_violation() {
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 1))
-        .ok(1, 10, Op::write("x", 1));
-    h.invoke(1, 20, Op::write("x", 2))
-        .ok(1, 30, Op::write("x", 2));
-    h.invoke(2, 40, Op::read("x", None))
-        .ok(2, 50, Op::read("x", v(1)));
+    h.invoke(1, 0, Op::write("x", 1)).ok(1, 10, Op::write("x", 1));
+    h.invoke(1, 20, Op::write("x", 2)).ok(1, 30, Op::write("x", 2));
+    h.invoke(2, 40, Op::read("x", None)).ok(2, 50, Op::read("x", v(1)));
     let v = violation(&h);
     assert_eq!(v.key, "x");
     assert_eq!(v.linearized.len(), 2);
@@ -72,11 +61,9 @@ With the register at 2, no op can come next:
 fn long_prefixes_are_shortened_in_text() {
     let mut h = History::new();
     for i in 0..30 {
-        h.invoke(1, 10 * i, Op::write("x", i as i64))
-            .ok(1, 10 * i + 1, Op::write("x", i as i64));
+        h.invoke(1, 10 * i, Op::write("x", i as i64)).ok(1, 10 * i + 1, Op::write("x", i as i64));
     }
-    h.invoke(2, 1000, Op::read("x", None))
-        .ok(2, 1001, Op::read("x", v(3)));
+    h.invoke(2, 1000, Op::read("x", None)).ok(2, 1001, Op::read("x", v(3)));
     let bad = violation(&h);
     assert_eq!(bad.linearized.len(), 30);
     let text = bad.to_string();
@@ -91,13 +78,10 @@ fn lost_write_is_a_violation() {
     // second write was lost. Concurrent writes, so either order is allowed,
     // but the reads disagree with each other.
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 1))
-        .invoke(2, 1, Op::write("x", 2));
+    h.invoke(1, 0, Op::write("x", 1)).invoke(2, 1, Op::write("x", 2));
     h.ok(1, 10, Op::write("x", 1)).ok(2, 11, Op::write("x", 2));
-    h.invoke(3, 20, Op::read("x", None))
-        .ok(3, 21, Op::read("x", v(2)));
-    h.invoke(3, 30, Op::read("x", None))
-        .ok(3, 31, Op::read("x", v(1)));
+    h.invoke(3, 20, Op::read("x", None)).ok(3, 21, Op::read("x", v(2)));
+    h.invoke(3, 30, Op::read("x", None)).ok(3, 31, Op::read("x", v(1)));
     let bad = violation(&h);
     assert_eq!(bad.linearized.len(), 3, "{bad}");
     assert_eq!(bad.stuck[0].0.op, Op::read("x", v(1)));
@@ -107,12 +91,9 @@ fn lost_write_is_a_violation() {
 fn cas_anomaly_is_a_violation() {
     // Two CAS 0->1 and 0->2 both succeed: impossible for a register.
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 0))
-        .ok(1, 1, Op::write("x", 0));
-    h.invoke(1, 2, Op::cas("x", 0, 1))
-        .invoke(2, 3, Op::cas("x", 0, 2));
-    h.ok(1, 10, Op::cas("x", 0, 1))
-        .ok(2, 11, Op::cas("x", 0, 2));
+    h.invoke(1, 0, Op::write("x", 0)).ok(1, 1, Op::write("x", 0));
+    h.invoke(1, 2, Op::cas("x", 0, 1)).invoke(2, 3, Op::cas("x", 0, 2));
+    h.ok(1, 10, Op::cas("x", 0, 1)).ok(2, 11, Op::cas("x", 0, 2));
     let v = violation(&h);
     assert!(v.to_string().contains("cas expects 0"), "{v}");
 }
@@ -121,19 +102,14 @@ fn cas_anomaly_is_a_violation() {
 fn failed_cas_never_happened() {
     // The cas failed, so the read of 5 is impossible.
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 0))
-        .ok(1, 1, Op::write("x", 0));
-    h.invoke(1, 2, Op::cas("x", 0, 5))
-        .fail(1, 3, Op::cas("x", 0, 5));
-    h.invoke(2, 4, Op::read("x", None))
-        .ok(2, 5, Op::read("x", v(5)));
+    h.invoke(1, 0, Op::write("x", 0)).ok(1, 1, Op::write("x", 0));
+    h.invoke(1, 2, Op::cas("x", 0, 5)).fail(1, 3, Op::cas("x", 0, 5));
+    h.invoke(2, 4, Op::read("x", None)).ok(2, 5, Op::read("x", v(5)));
     violation(&h);
     // And a failed write is equally absent.
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 7))
-        .fail(1, 3, Op::write("x", 7));
-    h.invoke(2, 4, Op::read("x", None))
-        .ok(2, 5, Op::read("x", None));
+    h.invoke(1, 0, Op::write("x", 7)).fail(1, 3, Op::write("x", 7));
+    h.invoke(2, 4, Op::read("x", None)).ok(2, 5, Op::read("x", None));
     assert!(verdict(&h).is_ok());
 }
 
@@ -142,32 +118,22 @@ fn concurrent_overlapping_ops() {
     // Read overlaps the write: may see old or new value.
     for seen in [None, v(1)] {
         let mut h = History::new();
-        h.invoke(1, 0, Op::write("x", 1))
-            .invoke(2, 5, Op::read("x", None));
-        h.ok(2, 8, Op::read("x", seen.clone()))
-            .ok(1, 10, Op::write("x", 1));
+        h.invoke(1, 0, Op::write("x", 1)).invoke(2, 5, Op::read("x", None));
+        h.ok(2, 8, Op::read("x", seen.clone())).ok(1, 10, Op::write("x", 1));
         assert!(verdict(&h).is_ok(), "seen {seen:?}");
     }
     // Three concurrent writes and reads that need a particular order
     // (3, then 1, then 2) inside the overlap.
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 1))
-        .invoke(2, 0, Op::write("x", 2))
-        .invoke(3, 0, Op::write("x", 3));
-    h.invoke(4, 1, Op::read("x", None))
-        .ok(4, 2, Op::read("x", v(3)));
-    h.invoke(4, 3, Op::read("x", None))
-        .ok(4, 4, Op::read("x", v(1)));
-    h.invoke(4, 5, Op::read("x", None))
-        .ok(4, 6, Op::read("x", v(2)));
-    h.ok(1, 10, Op::write("x", 1))
-        .ok(2, 10, Op::write("x", 2))
-        .ok(3, 10, Op::write("x", 3));
+    h.invoke(1, 0, Op::write("x", 1)).invoke(2, 0, Op::write("x", 2)).invoke(3, 0, Op::write("x", 3));
+    h.invoke(4, 1, Op::read("x", None)).ok(4, 2, Op::read("x", v(3)));
+    h.invoke(4, 3, Op::read("x", None)).ok(4, 4, Op::read("x", v(1)));
+    h.invoke(4, 5, Op::read("x", None)).ok(4, 6, Op::read("x", v(2)));
+    h.ok(1, 10, Op::write("x", 1)).ok(2, 10, Op::write("x", 2)).ok(3, 10, Op::write("x", 3));
     assert!(verdict(&h).is_ok());
     // ...but 3 cannot come back after 1 and 2 are both read since 3's write
     // was read first: 3,1,2,3 would need write 3 twice.
-    h.invoke(4, 7, Op::read("x", None))
-        .ok(4, 8, Op::read("x", v(3)));
+    h.invoke(4, 7, Op::read("x", None)).ok(4, 8, Op::read("x", v(3)));
     violation(&h);
 }
 
@@ -176,37 +142,29 @@ fn equal_timestamps_are_concurrent_across_processes() {
     // p1's write returns at 10, p2's read is called at 10: concurrent, so
     // reading the old value is fine.
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 1))
-        .ok(1, 10, Op::write("x", 1));
-    h.invoke(2, 10, Op::read("x", None))
-        .ok(2, 12, Op::read("x", None));
+    h.invoke(1, 0, Op::write("x", 1)).ok(1, 10, Op::write("x", 1));
+    h.invoke(2, 10, Op::read("x", None)).ok(2, 12, Op::read("x", None));
     assert!(verdict(&h).is_ok());
     // Same process at the same instant: program order holds.
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 1))
-        .ok(1, 10, Op::write("x", 1));
-    h.invoke(1, 10, Op::read("x", None))
-        .ok(1, 12, Op::read("x", None));
+    h.invoke(1, 0, Op::write("x", 1)).ok(1, 10, Op::write("x", 1));
+    h.invoke(1, 10, Op::read("x", None)).ok(1, 12, Op::read("x", None));
     violation(&h);
 }
 
 #[test]
 fn info_write_may_have_happened() {
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 1))
-        .info(1, 5, Op::write("x", 1));
-    h.invoke(2, 10, Op::read("x", None))
-        .ok(2, 11, Op::read("x", v(1)));
+    h.invoke(1, 0, Op::write("x", 1)).info(1, 5, Op::write("x", 1));
+    h.invoke(2, 10, Op::read("x", None)).ok(2, 11, Op::read("x", v(1)));
     assert!(verdict(&h).is_ok());
 }
 
 #[test]
 fn info_write_may_not_have_happened() {
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 1))
-        .info(1, 5, Op::write("x", 1));
-    h.invoke(2, 10, Op::read("x", None))
-        .ok(2, 11, Op::read("x", None));
+    h.invoke(1, 0, Op::write("x", 1)).info(1, 5, Op::write("x", 1));
+    h.invoke(2, 10, Op::read("x", None)).ok(2, 11, Op::read("x", None));
     assert!(verdict(&h).is_ok());
 }
 
@@ -215,19 +173,14 @@ fn info_write_may_take_effect_late() {
     // The info write takes effect after the first read, long after the
     // client gave up: still allowed.
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 1))
-        .info(1, 5, Op::write("x", 1));
-    h.invoke(2, 10, Op::read("x", None))
-        .ok(2, 11, Op::read("x", None));
-    h.invoke(2, 20, Op::read("x", None))
-        .ok(2, 21, Op::read("x", v(1)));
+    h.invoke(1, 0, Op::write("x", 1)).info(1, 5, Op::write("x", 1));
+    h.invoke(2, 10, Op::read("x", None)).ok(2, 11, Op::read("x", None));
+    h.invoke(2, 20, Op::read("x", None)).ok(2, 21, Op::read("x", v(1)));
     assert!(verdict(&h).is_ok());
     // But not before it was invoked.
     let mut h = History::new();
-    h.invoke(2, 0, Op::read("x", None))
-        .ok(2, 1, Op::read("x", v(1)));
-    h.invoke(1, 5, Op::write("x", 1))
-        .info(1, 6, Op::write("x", 1));
+    h.invoke(2, 0, Op::read("x", None)).ok(2, 1, Op::read("x", v(1)));
+    h.invoke(1, 5, Op::write("x", 1)).info(1, 6, Op::write("x", 1));
     violation(&h);
 }
 
@@ -235,27 +188,20 @@ fn info_write_may_take_effect_late() {
 fn info_cas_with_failed_precondition_is_fine() {
     // A pending cas whose precondition never holds just never happened.
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 1))
-        .ok(1, 1, Op::write("x", 1));
+    h.invoke(1, 0, Op::write("x", 1)).ok(1, 1, Op::write("x", 1));
     h.invoke(2, 2, Op::cas("x", 9, 10)); // pending forever
-    h.invoke(3, 3, Op::read("x", None))
-        .ok(3, 4, Op::read("x", v(1)));
+    h.invoke(3, 3, Op::read("x", None)).ok(3, 4, Op::read("x", v(1)));
     assert!(verdict(&h).is_ok());
 }
 
 #[test]
 fn info_ops_cannot_take_effect_twice() {
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 0))
-        .ok(1, 1, Op::write("x", 0));
-    h.invoke(2, 2, Op::write("x", 1))
-        .info(2, 3, Op::write("x", 1));
-    h.invoke(3, 4, Op::read("x", None))
-        .ok(3, 5, Op::read("x", v(1)));
-    h.invoke(3, 6, Op::write("x", 0))
-        .ok(3, 7, Op::write("x", 0));
-    h.invoke(3, 8, Op::read("x", None))
-        .ok(3, 9, Op::read("x", v(1)));
+    h.invoke(1, 0, Op::write("x", 0)).ok(1, 1, Op::write("x", 0));
+    h.invoke(2, 2, Op::write("x", 1)).info(2, 3, Op::write("x", 1));
+    h.invoke(3, 4, Op::read("x", None)).ok(3, 5, Op::read("x", v(1)));
+    h.invoke(3, 6, Op::write("x", 0)).ok(3, 7, Op::write("x", 0));
+    h.invoke(3, 8, Op::read("x", None)).ok(3, 9, Op::read("x", v(1)));
     let v = violation(&h);
     assert_eq!(v.linearized.len(), 4, "{v}");
 }
@@ -265,57 +211,33 @@ fn unobserved_info_writes_do_not_blow_up_the_search() {
     // 60 crashed writes nobody ever reads, then a stale read: without
     // dropping them, refuting 2^60 subsets would never finish.
     let mut h = History::new();
-    h.invoke(0, 0, Op::write("x", 1))
-        .ok(0, 1, Op::write("x", 1));
+    h.invoke(0, 0, Op::write("x", 1)).ok(0, 1, Op::write("x", 1));
     for p in 1..=60u64 {
-        h.invoke(p, 2, Op::write("x", 100 + p as i64))
-            .info(p, 3, Op::write("x", 100 + p as i64));
+        h.invoke(p, 2, Op::write("x", 100 + p as i64)).info(p, 3, Op::write("x", 100 + p as i64));
     }
-    h.invoke(0, 10, Op::write("x", 2))
-        .ok(0, 11, Op::write("x", 2));
-    h.invoke(0, 12, Op::read("x", None))
-        .ok(0, 13, Op::read("x", v(1)));
-    let r = check(
-        &h,
-        &CheckOptions {
-            max_steps_per_key: 10_000,
-        },
-    )
-    .unwrap();
+    h.invoke(0, 10, Op::write("x", 2)).ok(0, 11, Op::write("x", 2));
+    h.invoke(0, 12, Op::read("x", None)).ok(0, 13, Op::read("x", v(1)));
+    let r = check(&h, &CheckOptions { max_steps_per_key: 10_000 }).unwrap();
     assert!(matches!(r, CheckResult::Violation(_)), "{r:?}");
     // An observed one is kept and may explain a read.
-    h.invoke(0, 14, Op::read("x", None))
-        .ok(0, 15, Op::read("x", v(107)));
-    let r = check(
-        &h,
-        &CheckOptions {
-            max_steps_per_key: 10_000,
-        },
-    )
-    .unwrap();
-    assert!(
-        matches!(r, CheckResult::Violation(_)),
-        "still stale at 13: {r:?}"
-    );
+    h.invoke(0, 14, Op::read("x", None)).ok(0, 15, Op::read("x", v(107)));
+    let r = check(&h, &CheckOptions { max_steps_per_key: 10_000 }).unwrap();
+    assert!(matches!(r, CheckResult::Violation(_)), "still stale at 13: {r:?}");
 }
 
 #[test]
 fn info_write_observed_by_a_cas_is_kept() {
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", 5))
-        .info(1, 1, Op::write("x", 5));
-    h.invoke(2, 2, Op::cas("x", 5, 6))
-        .ok(2, 3, Op::cas("x", 5, 6));
-    h.invoke(2, 4, Op::read("x", None))
-        .ok(2, 5, Op::read("x", v(6)));
+    h.invoke(1, 0, Op::write("x", 5)).info(1, 1, Op::write("x", 5));
+    h.invoke(2, 2, Op::cas("x", 5, 6)).ok(2, 3, Op::cas("x", 5, 6));
+    h.invoke(2, 4, Op::read("x", None)).ok(2, 5, Op::read("x", v(6)));
     assert!(verdict(&h).is_ok());
 }
 
 #[test]
 fn info_reads_are_ignored() {
     let mut h = History::new();
-    h.invoke(1, 0, Op::read("x", None))
-        .info(1, 5, Op::read("x", None));
+    h.invoke(1, 0, Op::read("x", None)).info(1, 5, Op::read("x", None));
     h.invoke(2, 6, Op::read("x", None)); // pending read
     assert_eq!(verdict(&h), CheckResult::Ok { keys: 1, ops: 0 });
 }
@@ -323,32 +245,23 @@ fn info_reads_are_ignored() {
 #[test]
 fn keys_are_independent_and_reported_in_order() {
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("b", 1))
-        .ok(1, 1, Op::write("b", 1));
-    h.invoke(1, 2, Op::write("a", 1))
-        .ok(1, 3, Op::write("a", 1));
-    h.invoke(1, 4, Op::read("b", None))
-        .ok(1, 5, Op::read("b", v(1)));
-    h.invoke(1, 6, Op::read("a", None))
-        .ok(1, 7, Op::read("a", v(1)));
+    h.invoke(1, 0, Op::write("b", 1)).ok(1, 1, Op::write("b", 1));
+    h.invoke(1, 2, Op::write("a", 1)).ok(1, 3, Op::write("a", 1));
+    h.invoke(1, 4, Op::read("b", None)).ok(1, 5, Op::read("b", v(1)));
+    h.invoke(1, 6, Op::read("a", None)).ok(1, 7, Op::read("a", v(1)));
     assert_eq!(verdict(&h), CheckResult::Ok { keys: 2, ops: 4 });
-    h.invoke(1, 8, Op::read("b", None))
-        .ok(1, 9, Op::read("b", v(2)));
-    h.invoke(1, 10, Op::read("c", None))
-        .ok(1, 11, Op::read("c", v(2)));
+    h.invoke(1, 8, Op::read("b", None)).ok(1, 9, Op::read("b", v(2)));
+    h.invoke(1, 10, Op::read("c", None)).ok(1, 11, Op::read("c", v(2)));
     assert_eq!(violation(&h).key, "b");
 }
 
 #[test]
 fn string_values() {
     let mut h = History::new();
-    h.invoke(1, 0, Op::write("x", "a"))
-        .ok(1, 1, Op::write("x", "a"));
-    h.invoke(1, 2, Op::read("x", None))
-        .ok(1, 3, Op::read("x", Some("a".into())));
+    h.invoke(1, 0, Op::write("x", "a")).ok(1, 1, Op::write("x", "a"));
+    h.invoke(1, 2, Op::read("x", None)).ok(1, 3, Op::read("x", Some("a".into())));
     assert!(verdict(&h).is_ok());
-    h.invoke(1, 4, Op::read("x", None))
-        .ok(1, 5, Op::read("x", Some("b".into())));
+    h.invoke(1, 4, Op::read("x", None)).ok(1, 5, Op::read("x", Some("b".into())));
     violation(&h);
 }
 
@@ -361,22 +274,9 @@ fn budget_gives_unknown() {
     for p in 0..6 {
         h.ok(p, 10, Op::write("x", p as i64));
     }
-    h.invoke(9, 11, Op::read("x", None))
-        .ok(9, 12, Op::read("x", v(99)));
-    let r = check(
-        &h,
-        &CheckOptions {
-            max_steps_per_key: 5,
-        },
-    )
-    .unwrap();
-    assert_eq!(
-        r,
-        CheckResult::Unknown {
-            key: "x".into(),
-            steps: 5
-        }
-    );
+    h.invoke(9, 11, Op::read("x", None)).ok(9, 12, Op::read("x", v(99)));
+    let r = check(&h, &CheckOptions { max_steps_per_key: 5 }).unwrap();
+    assert_eq!(r, CheckResult::Unknown { key: "x".into(), steps: 5 });
     assert!(matches!(verdict(&h), CheckResult::Violation(_)));
 }
 

@@ -93,10 +93,7 @@ fn counts_json(c: &Counts) -> Map<String, Value> {
 fn failure_json(meta: &ReportMeta, events: &[Event], failure: Option<&FailureSpot>) -> Value {
     let Some(f) = failure else { return Value::Null };
     let mut m = Map::new();
-    m.insert(
-        "description".into(),
-        json!(sanitize(&f.description, TEXT_CHARS)),
-    );
+    m.insert("description".into(), json!(sanitize(&f.description, TEXT_CHARS)));
     if let Some(engine) = &meta.failure {
         m.insert("kind".into(), json!(engine.kind));
     }
@@ -106,14 +103,8 @@ fn failure_json(meta: &ReportMeta, events: &[Event], failure: Option<&FailureSpo
             m.insert("event_index".into(), json!(i));
             m.insert("time".into(), json!(ev.time.as_ns()));
             m.insert("node".into(), json!(ev.node));
-            m.insert(
-                "node_name".into(),
-                json!(sanitize(&node_name(meta, ev.node), 200)),
-            );
-            m.insert(
-                "event".into(),
-                json!(sanitize(&describe(meta, ev), TEXT_CHARS)),
-            );
+            m.insert("node_name".into(), json!(sanitize(&node_name(meta, ev.node), 200)));
+            m.insert("event".into(), json!(sanitize(&describe(meta, ev), TEXT_CHARS)));
         }
         None => {
             m.insert("event_index".into(), Value::Null);
@@ -149,21 +140,14 @@ fn node_json(meta: &ReportMeta, events: &[Event], n: u16) -> Value {
             _ => None,
         })
         .collect();
-    let last_console: Vec<String> = console
-        [console.len().saturating_sub(LAST_CONSOLE_LINES)..]
-        .iter()
-        .map(|t| sanitize(t, TEXT_CHARS))
-        .collect();
+    let last_console: Vec<String> =
+        console[console.len().saturating_sub(LAST_CONSOLE_LINES)..].iter().map(|t| sanitize(t, TEXT_CHARS)).collect();
     let exit = events
         .iter()
         .rev()
         .filter(|e| e.node == n)
         .find_map(|e| match &e.kind {
-            EventKind::Exit {
-                status,
-                signal,
-                panic,
-            } => Some(json!({
+            EventKind::Exit { status, signal, panic } => Some(json!({
                 "time": e.time.as_ns(), "status": status, "signal": signal, "panic": panic,
             })),
             _ => None,

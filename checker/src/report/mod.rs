@@ -17,8 +17,8 @@
 //! per node, always including the region around the failure, with a note
 //! saying what was left out.
 
-use engine::{Failure, FailureKind};
 use engine::trace::{DiskOp, Event, EventKind, ENGINE};
+use engine::{Failure, FailureKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -81,7 +81,9 @@ pub fn failure_index(failure: &Failure, meta: &ReportMeta, events: &[Event]) -> 
         FailureKind::Invariant | FailureKind::Liveness | FailureKind::Linearizability => {
             matches!(k, EventKind::Invariant { ok: false, .. })
         }
-        FailureKind::Workload | FailureKind::StartCommand => matches!(k, EventKind::CommandDone { status, .. } if *status != 0),
+        FailureKind::Workload | FailureKind::StartCommand => {
+            matches!(k, EventKind::CommandDone { status, .. } if *status != 0)
+        }
         FailureKind::GuestPanic => matches!(k, EventKind::Exit { panic: true, .. }),
         FailureKind::GuestExit => matches!(k, EventKind::Exit { .. }),
         FailureKind::GuestHang => matches!(k, EventKind::Hung),
@@ -149,9 +151,7 @@ pub(crate) struct Analysis<'a> {
 impl<'a> Analysis<'a> {
     pub fn new(meta: &'a ReportMeta, events: &'a [Event]) -> Analysis<'a> {
         let n = events.len();
-        let mut nodes: BTreeSet<u16> = (1..=meta.node_names.len().min(u16::MAX as usize))
-            .map(|k| k as u16)
-            .collect();
+        let mut nodes: BTreeSet<u16> = (1..=meta.node_names.len().min(u16::MAX as usize)).map(|k| k as u16).collect();
         let mut partner = vec![None; n];
         let mut dup = vec![false; n];
         let mut outcome = vec![(0u32, 0u32); n];
@@ -287,33 +287,13 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
         EventKind::Command { name } => format!("command {name}"),
         EventKind::CommandDone { name, status } => format!("command {name} done, status {status}"),
         EventKind::Ready => "ready".into(),
-        EventKind::Exit {
-            status,
-            signal,
-            panic,
-        } => exit_text(*status, *signal, *panic),
+        EventKind::Exit { status, signal, panic } => exit_text(*status, *signal, *panic),
         EventKind::Hung => "hung (stopped yielding to the time controller)".into(),
-        EventKind::Send {
-            id,
-            to,
-            len,
-            summary,
-        } => {
-            format!(
-                "send #{id} to {} ({len} B) {summary}",
-                node_label(meta, *to)
-            )
+        EventKind::Send { id, to, len, summary } => {
+            format!("send #{id} to {} ({len} B) {summary}", node_label(meta, *to))
         }
-        EventKind::Deliver {
-            id,
-            from,
-            len,
-            summary,
-        } => {
-            format!(
-                "deliver #{id} from {} ({len} B) {summary}",
-                node_label(meta, *from)
-            )
+        EventKind::Deliver { id, from, len, summary } => {
+            format!("deliver #{id} from {} ({len} B) {summary}", node_label(meta, *from))
         }
         EventKind::Drop { id, to, cause } => {
             format!("drop #{id} to {}: {cause}", node_label(meta, *to))
@@ -350,7 +330,10 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
 pub(crate) fn is_clock_fault(k: &EventKind) -> bool {
     matches!(
         k,
-        EventKind::ClockOffset { .. } | EventKind::ClockDrift { .. } | EventKind::ClockBump { .. } | EventKind::ClockStrobe { .. }
+        EventKind::ClockOffset { .. }
+            | EventKind::ClockDrift { .. }
+            | EventKind::ClockBump { .. }
+            | EventKind::ClockStrobe { .. }
     )
 }
 
@@ -372,11 +355,7 @@ pub(crate) fn exit_text(status: Option<i32>, signal: Option<i32>, panic: bool) -
 
 /// Virtual time as seconds with microseconds: `12.345678s`.
 pub fn fmt_time(ns: u64) -> String {
-    format!(
-        "{}.{:06}s",
-        ns / 1_000_000_000,
-        (ns % 1_000_000_000) / 1_000
-    )
+    format!("{}.{:06}s", ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
 }
 
 /// Virtual time with full precision: `12.345678901s`.
@@ -387,11 +366,7 @@ pub fn fmt_time_ns(ns: u64) -> String {
 /// A duration, short: `+1.25s`, `+350ms`, `+12µs`, `+80ns`.
 pub fn fmt_dur(ns: u64) -> String {
     if ns >= 1_000_000_000 {
-        format!(
-            "{}.{:02}s",
-            ns / 1_000_000_000,
-            (ns % 1_000_000_000) / 10_000_000
-        )
+        format!("{}.{:02}s", ns / 1_000_000_000, (ns % 1_000_000_000) / 10_000_000)
     } else if ns >= 1_000_000 {
         format!("{}ms", ns / 1_000_000)
     } else if ns >= 1_000 {

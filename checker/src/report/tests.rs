@@ -1,6 +1,6 @@
 use super::*;
-use engine::{Failure, FailureKind};
 use engine::trace::{Event, EventKind, Trace};
+use engine::{Failure, FailureKind};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
@@ -15,10 +15,7 @@ struct B {
 
 impl B {
     fn new() -> B {
-        B {
-            t: Trace::new(),
-            next_id: 1,
-        }
+        B { t: Trace::new(), next_id: 1 }
     }
     fn ev(&mut self, time: u64, node: u16, kind: EventKind) {
         self.t.push(time, node, kind);
@@ -29,29 +26,11 @@ impl B {
     fn send(&mut self, time: u64, from: u16, to: u16, summary: &str) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.ev(
-            time,
-            from,
-            EventKind::Send {
-                id,
-                to,
-                len: 60 + summary.len() as u32,
-                summary: summary.into(),
-            },
-        );
+        self.ev(time, from, EventKind::Send { id, to, len: 60 + summary.len() as u32, summary: summary.into() });
         id
     }
     fn deliver(&mut self, time: u64, id: u64, from: u16, to: u16, summary: &str) {
-        self.ev(
-            time,
-            to,
-            EventKind::Deliver {
-                id,
-                from,
-                len: 60 + summary.len() as u32,
-                summary: summary.into(),
-            },
-        );
+        self.ev(time, to, EventKind::Deliver { id, from, len: 60 + summary.len() as u32, summary: summary.into() });
     }
     fn msg(&mut self, t0: u64, t1: u64, from: u16, to: u16, summary: &str) -> u64 {
         let id = self.send(t0, from, to, summary);
@@ -59,15 +38,7 @@ impl B {
         id
     }
     fn drop_(&mut self, time: u64, id: u64, from: u16, to: u16, cause: &str) {
-        self.ev(
-            time,
-            from,
-            EventKind::Drop {
-                id,
-                to,
-                cause: named(cause),
-            },
-        );
+        self.ev(time, from, EventKind::Drop { id, to, cause: named(cause) });
     }
 }
 
@@ -97,13 +68,7 @@ fn meta(failure: Option<Failure>) -> ReportMeta {
 /// hostile console line, a failed invariant, events after the failure.
 pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
     let mut b = B::new();
-    b.ev(
-        0,
-        0,
-        EventKind::Note {
-            text: "execution 7: strategy pct(depth=3), seed 42".into(),
-        },
-    );
+    b.ev(0, 0, EventKind::Note { text: "execution 7: strategy pct(depth=3), seed 42".into() });
     for n in 1..=3 {
         b.ev(0, n, EventKind::Boot);
     }
@@ -111,11 +76,7 @@ pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
         b.ev(10 * MS * n as u64, n, EventKind::run());
     }
     for n in 1..=3u16 {
-        b.console(
-            300 * MS + n as u64 * MS,
-            n,
-            "Linux version 6.1.0-um (simcluster) #1",
-        );
+        b.console(300 * MS + n as u64 * MS, n, "Linux version 6.1.0-um (simcluster) #1");
     }
     for n in 1..=3u16 {
         b.console(900 * MS + n as u64 * MS, n, "Run /init as init process");
@@ -123,13 +84,7 @@ pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
     for n in 1..=3 {
         b.ev(1200 * MS, n, EventKind::Ready);
     }
-    b.ev(
-        1300 * MS,
-        1,
-        EventKind::Command {
-            name: "start-db --bootstrap".into(),
-        },
-    );
+    b.ev(1300 * MS, 1, EventKind::Command { name: "start-db --bootstrap".into() });
     b.console(1350 * MS, 1, "db: starting, cluster of 3, I am db1");
     let a2 = b.send(1400 * MS, 1, 2, "AppendEntries term=1 idx=0");
     let a3 = b.send(1400 * MS + 1, 1, 3, "AppendEntries term=1 idx=0");
@@ -139,136 +94,50 @@ pub(super) fn sample() -> (ReportMeta, Vec<Event>) {
     let r3 = b.send(1405 * MS, 3, 1, "AppendOk term=1");
     b.deliver(1406 * MS, r2, 2, 1, "AppendOk term=1");
     b.deliver(1408 * MS, r3, 3, 1, "AppendOk term=1");
-    b.ev(
-        1500 * MS,
-        1,
-        EventKind::CommandDone {
-            name: "start-db --bootstrap".into(),
-            status: 0,
-        },
-    );
+    b.ev(1500 * MS, 1, EventKind::CommandDone { name: "start-db --bootstrap".into(), status: 0 });
     b.console(1500 * MS, 1, "db: leader elected: db1 (term 1)");
     b.console(1510 * MS, 2, HOSTILE);
-    b.ev(
-        1600 * MS,
-        1,
-        EventKind::Invariant {
-            name: "single-leader".into(),
-            ok: true,
-        },
-    );
+    b.ev(1600 * MS, 1, EventKind::Invariant { name: "single-leader".into(), ok: true });
 
-    b.ev(
-        2 * S,
-        0,
-        EventKind::Partition {
-            description: "{db1} | {db2, db3}".into(),
-        },
-    );
+    b.ev(2 * S, 0, EventKind::Partition { description: "{db1} | {db2, db3}".into() });
     let id = b.send(2100 * MS, 1, 2, "AppendEntries term=1 idx=1 put x=2");
     b.drop_(2100 * MS, id, 1, 2, "partition");
     let id = b.send(2100 * MS + 1, 1, 3, "AppendEntries term=1 idx=1 put x=2");
     b.drop_(2100 * MS + 1, id, 1, 3, "partition");
-    b.console(
-        2600 * MS,
-        2,
-        "db: election timeout, becoming candidate (term 2)",
-    );
+    b.console(2600 * MS, 2, "db: election timeout, becoming candidate (term 2)");
     let v3 = b.send(2601 * MS, 2, 3, "RequestVote term=2");
     let v1 = b.send(2601 * MS + 1, 2, 1, "RequestVote term=2");
     b.drop_(2601 * MS + 1, v1, 2, 1, "partition");
     b.deliver(2603 * MS, v3, 2, 3, "RequestVote term=2");
     b.msg(2604 * MS, 2606 * MS, 3, 2, "VoteGranted term=2");
     b.console(2607 * MS, 2, "db: leader elected: db2 (term 2)");
-    b.ev(
-        2700 * MS,
-        2,
-        EventKind::Command {
-            name: "client put x=1".into(),
-        },
-    );
-    let id = b.msg(
-        2710 * MS,
-        2712 * MS,
-        2,
-        3,
-        "AppendEntries term=2 idx=1 put x=1",
-    );
+    b.ev(2700 * MS, 2, EventKind::Command { name: "client put x=1".into() });
+    let id = b.msg(2710 * MS, 2712 * MS, 2, 3, "AppendEntries term=2 idx=1 put x=1");
     b.msg(2713 * MS, 2715 * MS, 3, 2, "AppendOk term=2 idx=1");
-    b.ev(
-        2720 * MS,
-        2,
-        EventKind::CommandDone {
-            name: "client put x=1".into(),
-            status: 0,
-        },
-    );
+    b.ev(2720 * MS, 2, EventKind::CommandDone { name: "client put x=1".into(), status: 0 });
     b.deliver(2790 * MS, id, 2, 3, "AppendEntries term=2 idx=1 put x=1"); // duplicate
     b.ev(3500 * MS, 0, EventKind::Heal);
 
-    b.ev(
-        4 * S,
-        3,
-        EventKind::Crash {
-            detail: "power loss; 3 of 5 unflushed writes survive".into(),
-        },
-    );
-    b.ev(
-        4100 * MS,
-        1,
-        EventKind::Command {
-            name: "client get x".into(),
-        },
-    );
+    b.ev(4 * S, 3, EventKind::Crash { detail: "power loss; 3 of 5 unflushed writes survive".into() });
+    b.ev(4100 * MS, 1, EventKind::Command { name: "client get x".into() });
     let id = b.send(4110 * MS, 1, 3, "AppendEntries term=1 idx=1");
     b.drop_(4110 * MS, id, 1, 3, "node down");
     b.msg(4120 * MS, 4123 * MS, 1, 2, "AppendEntries term=1 idx=1");
     b.msg(4125 * MS, 4127 * MS, 2, 1, "Reject term=2");
     b.console(4128 * MS, 1, "db: stepping down, term 2 > 1");
-    b.ev(
-        4130 * MS,
-        1,
-        EventKind::CommandDone {
-            name: "client get x".into(),
-            status: 0,
-        },
-    );
+    b.ev(4130 * MS, 1, EventKind::CommandDone { name: "client get x".into(), status: 0 });
     b.console(4131 * MS, 1, "client: get x -> 2 (stale read!)");
     b.ev(4500 * MS, 3, EventKind::Restart);
     b.console(4800 * MS, 3, "Linux version 6.1.0-um (simcluster) #1");
     b.console(5200 * MS, 3, "db: recovering from WAL: 1 entry, 1 torn");
     let id = b.send(5300 * MS, 2, 3, "AppendEntries term=2 idx=2");
     b.drop_(5301 * MS, id, 2, 3, "loss");
-    b.ev(
-        6 * S,
-        1,
-        EventKind::Invariant {
-            name: "linearizable".into(),
-            ok: false,
-        },
-    );
-    b.ev(
-        6 * S,
-        0,
-        EventKind::Note {
-            text: "history: 3 ops, no linearization".into(),
-        },
-    );
+    b.ev(6 * S, 1, EventKind::Invariant { name: "linearizable".into(), ok: false });
+    b.ev(6 * S, 0, EventKind::Note { text: "history: 3 ops, no linearization".into() });
     b.console(6100 * MS, 2, "db: heartbeat");
     b.send(6200 * MS, 2, 1, "AppendEntries term=2 idx=2"); // still in flight at the end
-    b.ev(
-        6300 * MS,
-        3,
-        EventKind::Exit {
-            status: Some(0),
-            signal: None,
-            panic: false,
-        },
-    );
-    assert!(
-        b.t.events().windows(2).all(|w| w[0].time <= w[1].time),
-        "sample time runs forward"
-    );
+    b.ev(6300 * MS, 3, EventKind::Exit { status: Some(0), signal: None, panic: false });
+    assert!(b.t.events().windows(2).all(|w| w[0].time <= w[1].time), "sample time runs forward");
     let mut m = meta(Some(invariant(
         Some("db1"),
         6 * S,
@@ -298,27 +167,14 @@ fn big(n: usize) -> (ReportMeta, Vec<Event>) {
         b.ev(t, from, EventKind::run());
         b.console(t, from, &format!("step {step}: node {from} log line"));
         match step % 1000 {
-            200 => b.ev(
-                t,
-                0,
-                EventKind::Partition {
-                    description: format!("cut {step}"),
-                },
-            ),
+            200 => b.ev(t, 0, EventKind::Partition { description: format!("cut {step}") }),
             700 => b.ev(t, 0, EventKind::Heal),
             _ => {}
         }
         if !failed && b.t.len() >= n * 8 / 10 {
             failed = true;
             b.console(t, from, "FAILING-REGION-MARKER");
-            b.ev(
-                t,
-                from,
-                EventKind::Invariant {
-                    name: "linearizable".into(),
-                    ok: false,
-                },
-            );
+            b.ev(t, from, EventKind::Invariant { name: "linearizable".into(), ok: false });
         }
         let id = b.send(t, from, to, &format!("m{step}"));
         match step % 17 {
@@ -346,12 +202,8 @@ pub(super) fn check_html(html: &str) -> Result<usize, String> {
             let semi = rest.find(';').ok_or_else(|| format!("bare & at {s}"))?;
             let ent = &rest[1..semi];
             let ok = (!ent.is_empty() && ent.chars().all(|c| c.is_ascii_alphanumeric()))
-                || (ent.starts_with("#x")
-                    && ent.len() > 2
-                    && ent[2..].chars().all(|c| c.is_ascii_hexdigit()))
-                || (ent.starts_with('#')
-                    && ent.len() > 1
-                    && ent[1..].chars().all(|c| c.is_ascii_digit()));
+                || (ent.starts_with("#x") && ent.len() > 2 && ent[2..].chars().all(|c| c.is_ascii_hexdigit()))
+                || (ent.starts_with('#') && ent.len() > 1 && ent[1..].chars().all(|c| c.is_ascii_digit()));
             if !ok {
                 return Err(format!("bad entity {:?} at {s}", &rest[..semi.min(20)]));
             }
@@ -366,9 +218,7 @@ pub(super) fn check_html(html: &str) -> Result<usize, String> {
             i = s + rest.find('>').ok_or("unclosed doctype")? + 1;
             continue;
         }
-        let end = s + rest
-            .find('>')
-            .ok_or_else(|| format!("unclosed tag at {s}"))?;
+        let end = s + rest.find('>').ok_or_else(|| format!("unclosed tag at {s}"))?;
         let tag = &html[s + 1..end];
         if tag.contains('<') {
             return Err(format!("'<' inside tag at {s}: {tag:.60}"));
@@ -380,10 +230,7 @@ pub(super) fn check_html(html: &str) -> Result<usize, String> {
                 other => return Err(format!("</{name}> at {s} closes {other:?}")),
             }
         } else {
-            let name: String = tag
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric())
-                .collect();
+            let name: String = tag.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
             if name.is_empty() {
                 return Err(format!("stray '<' at {s}: {:.40}", rest));
             }
@@ -425,18 +272,10 @@ fn html_is_well_formed_and_self_contained() {
     let n = check_html(&html).unwrap();
     assert!(n > 100, "{n} elements");
     assert!(html.starts_with("<!DOCTYPE html>"));
-    for external in [
-        "http://", "https://", " src=\"", "<link", "@import", "url(http",
-    ] {
-        let hits: Vec<_> = html
-            .match_indices(external)
-            .map(|(i, _)| &html[i..(i + 60).min(html.len())])
-            .collect();
+    for external in ["http://", "https://", " src=\"", "<link", "@import", "url(http"] {
+        let hits: Vec<_> = html.match_indices(external).map(|(i, _)| &html[i..(i + 60).min(html.len())]).collect();
         // The SVG namespace is an identifier, not a resource.
-        let real = hits
-            .iter()
-            .filter(|h| !h.starts_with("http://www.w3.org/2000/svg"))
-            .count();
+        let real = hits.iter().filter(|h| !h.starts_with("http://www.w3.org/2000/svg")).count();
         assert_eq!(real, 0, "{external}: {hits:?}");
     }
     assert_eq!(count(&html, "<script"), 0, "no JavaScript at all");
@@ -448,10 +287,7 @@ fn html_draws_messages_drops_partitions_and_failure() {
     let html = render_html(&m, &ev);
     let delivers = kinds(&ev, |k| matches!(k, EventKind::Deliver { .. }));
     let drops = kinds(&ev, |k| matches!(k, EventKind::Drop { .. }));
-    assert_eq!(
-        count(&html, "data-kind=\"deliver\"") + count(&html, "data-kind=\"dup\""),
-        delivers
-    );
+    assert_eq!(count(&html, "data-kind=\"deliver\"") + count(&html, "data-kind=\"dup\""), delivers);
     assert_eq!(count(&html, "data-kind=\"dup\""), 1);
     assert_eq!(count(&html, "data-kind=\"drop\""), drops);
     assert_eq!(count(&html, "<path class=\"x\""), drops, "an X per drop");
@@ -480,48 +316,20 @@ fn hostile_text_is_escaped() {
     m.strategy = HOSTILE.into();
     m.node_names[0] = HOSTILE.into();
     m.failure = Some(invariant(Some("db1"), 6 * S, HOSTILE));
-    ev.push(Event {
-        time: (7 * S).into(),
-        node: 0,
-        kind: EventKind::Partition {
-            description: HOSTILE.into(),
-        },
-    });
-    ev.push(Event {
-        time: (7 * S).into(),
-        node: 2,
-        kind: EventKind::Command {
-            name: HOSTILE.into(),
-        },
-    });
+    ev.push(Event { time: (7 * S).into(), node: 0, kind: EventKind::Partition { description: HOSTILE.into() } });
+    ev.push(Event { time: (7 * S).into(), node: 2, kind: EventKind::Command { name: HOSTILE.into() } });
     let id = 999_999;
     ev.push(Event {
         time: (7 * S).into(),
         node: 1,
-        kind: EventKind::Send {
-            id,
-            to: 2,
-            len: 1,
-            summary: HOSTILE.into(),
-        },
+        kind: EventKind::Send { id, to: 2, len: 1, summary: HOSTILE.into() },
     });
     ev.push(Event {
         time: (7 * S + 1).into(),
         node: 2,
-        kind: EventKind::Deliver {
-            id,
-            from: 1,
-            len: 1,
-            summary: HOSTILE.into(),
-        },
+        kind: EventKind::Deliver { id, from: 1, len: 1, summary: HOSTILE.into() },
     });
-    ev.push(Event {
-        time: (7 * S + 2).into(),
-        node: 3,
-        kind: EventKind::Crash {
-            detail: HOSTILE.into(),
-        },
-    });
+    ev.push(Event { time: (7 * S + 2).into(), node: 3, kind: EventKind::Crash { detail: HOSTILE.into() } });
     let html = render_html(&m, &ev);
     check_html(&html).unwrap();
     assert!(!html.contains("<script"), "raw script tag");
@@ -543,10 +351,7 @@ fn rendering_is_deterministic() {
     let (m, ev) = sample();
     assert_eq!(render_html(&m, &ev), render_html(&m, &ev.clone()));
     assert_eq!(render_text(&m, &ev), render_text(&m, &ev));
-    assert_eq!(
-        summary_json(&m, &ev).to_string(),
-        summary_json(&m, &ev).to_string()
-    );
+    assert_eq!(summary_json(&m, &ev).to_string(), summary_json(&m, &ev).to_string());
     let (bm, bev) = big(20_000);
     assert_eq!(render_html(&bm, &bev), render_html(&bm, &bev));
 }
@@ -564,10 +369,7 @@ fn big_trace_stays_small_and_keeps_the_failing_region() {
     assert!(html.len() < 4_000_000, "{} bytes", html.len());
     assert!(html.contains("FAILING-REGION-MARKER"));
     assert!(html.contains("id=\"failure\"") && html.contains("id=\"console-failure\""));
-    assert!(
-        html.contains("rows (") && html.contains("not shown"),
-        "gap marked"
-    );
+    assert!(html.contains("rows (") && html.contains("not shown"), "gap marked");
     assert!(html.contains("lines of n1 (node-1) not shown"));
     // The failure row is inside the diagram window.
     assert!(html.contains("<g class=\"failmark\">"));
@@ -588,10 +390,7 @@ fn text_summary() {
     assert!(text.contains("invariant linearizable FAILED"));
     assert!(text.contains(">> #"));
     assert!(text.contains("(duplicate)"));
-    assert!(
-        text.contains("6 dropped") || text.contains("5 dropped"),
-        "{text}"
-    );
+    assert!(text.contains("6 dropped") || text.contains("5 dropped"), "{text}");
     assert!(text.contains("1 partitions") && text.contains("1 crashes"));
     // Nothing after the failure is listed among the last events.
     assert!(!text.contains("heartbeat"));
@@ -606,18 +405,12 @@ fn json_summary() {
     let v = summary_json(&m, &ev);
     assert_eq!(v["seed"], 42);
     assert_eq!(v["events"], ev.len());
-    assert_eq!(
-        v["counts"]["drop"],
-        kinds(&ev, |k| matches!(k, EventKind::Drop { .. }))
-    );
+    assert_eq!(v["counts"]["drop"], kinds(&ev, |k| matches!(k, EventKind::Drop { .. })));
     assert_eq!(v["counts"]["partition"], 1);
     assert_eq!(v["counts"]["hung"], 0);
     assert_eq!(v["messages"]["duplicates"], 1);
     assert_eq!(v["messages"]["in_flight"], 1);
-    let fi = ev
-        .iter()
-        .position(|e| matches!(e.kind, EventKind::Invariant { ok: false, .. }))
-        .unwrap();
+    let fi = ev.iter().position(|e| matches!(e.kind, EventKind::Invariant { ok: false, .. })).unwrap();
     assert_eq!(v["failure"]["event_index"], fi);
     assert_eq!(v["failure"]["node_name"], "db1");
     assert_eq!(v["failure"]["kind"], "invariant");
@@ -625,10 +418,7 @@ fn json_summary() {
     let n3 = &v["nodes"][2];
     assert_eq!(n3["name"], "db3");
     assert_eq!(n3["crashes"], 1);
-    assert_eq!(
-        n3["last_console"][3],
-        "db: recovering from WAL: 1 entry, 1 torn"
-    );
+    assert_eq!(n3["last_console"][3], "db: recovering from WAL: 1 entry, 1 torn");
     assert_eq!(n3["exit"]["status"], 0);
 }
 
@@ -662,40 +452,18 @@ fn passing_and_empty_traces() {
 
 #[test]
 fn failure_is_located() {
-    let e = |node, kind| Event {
-        time: 1.into(),
-        node,
-        kind,
-    };
+    let e = |node, kind| Event { time: 1.into(), node, kind };
     let ev = vec![
-        e(
-            1,
-            EventKind::Exit {
-                status: Some(3),
-                signal: None,
-                panic: false,
-            },
-        ),
+        e(1, EventKind::Exit { status: Some(3), signal: None, panic: false }),
         e(2, EventKind::Hung),
-        e(
-            1,
-            EventKind::Exit {
-                status: None,
-                signal: None,
-                panic: true,
-            },
-        ),
-        e(
-            3,
-            EventKind::Invariant {
-                name: "x".into(),
-                ok: false,
-            },
-        ),
+        e(1, EventKind::Exit { status: None, signal: None, panic: true }),
+        e(3, EventKind::Invariant { name: "x".into(), ok: false }),
         e(3, EventKind::run()),
     ];
     let m = meta(None);
-    let at = |kind, node: Option<&str>, time| failure_index(&Failure::new(kind, node.map(str::to_string), time, String::new()), &m, &ev);
+    let at = |kind, node: Option<&str>, time| {
+        failure_index(&Failure::new(kind, node.map(str::to_string), time, String::new()), &m, &ev)
+    };
     // The event of the engine's failure, on its node, by its kind.
     assert_eq!(at(FailureKind::Invariant, Some("db3"), 1), Some(3));
     assert_eq!(at(FailureKind::GuestPanic, Some("db1"), 1), Some(2));
@@ -707,11 +475,7 @@ fn failure_is_located() {
     assert_eq!(at(FailureKind::TimeLimit, None, 9), Some(3), "the last event that is not a run");
     // Never after the failure's time.
     assert_eq!(at(FailureKind::Invariant, Some("db3"), 0), None);
-    let ok = vec![
-        e(1, EventKind::Boot),
-        e(1, EventKind::Console { text: "x".into() }),
-        e(1, EventKind::run()),
-    ];
+    let ok = vec![e(1, EventKind::Boot), e(1, EventKind::Console { text: "x".into() }), e(1, EventKind::run())];
     let f = Failure::new(FailureKind::Liveness, Some("db1".into()), 1, "liveness x never held\nconsole tail".into());
     assert_eq!(failure_index(&f, &m, &ok), Some(1));
     let spot = failure_spot(&ReportMeta { failure: Some(f), ..m.clone() }, &ok).unwrap();
@@ -722,15 +486,9 @@ fn failure_is_located() {
 
 #[test]
 fn sanitize_and_escape() {
-    assert_eq!(
-        sanitize("a\tb\u{1b}[0m\u{7f}\u{202e}", 100),
-        "a b\\x1b[0m\\x7f\\u{202e}"
-    );
+    assert_eq!(sanitize("a\tb\u{1b}[0m\u{7f}\u{202e}", 100), "a b\\x1b[0m\\x7f\\u{202e}");
     assert_eq!(sanitize("abcdef", 3), "abc… (+3 chars)");
-    assert_eq!(
-        esc("<a href='x'>&</a>", 100),
-        "&lt;a href=&#39;x&#39;&gt;&amp;&lt;/a&gt;"
-    );
+    assert_eq!(esc("<a href='x'>&</a>", 100), "&lt;a href=&#39;x&#39;&gt;&amp;&lt;/a&gt;");
     assert_eq!(fmt_time(1_234_567_890), "1.234567s");
     assert_eq!(fmt_time_ns(5), "0.000000005s");
     assert_eq!(fmt_dur(1_500_000_000), "1.50s");
@@ -739,12 +497,7 @@ fn sanitize_and_escape() {
 
 fn find_chromium() -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
-    for name in [
-        "chromium",
-        "chromium-browser",
-        "google-chrome",
-        "google-chrome-stable",
-    ] {
+    for name in ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"] {
         for dir in std::env::split_paths(&path) {
             let p = dir.join(name);
             if p.is_file() {
@@ -780,13 +533,7 @@ fn example_report_and_screenshot() {
         let png = html_file.with_extension("png");
         let profile = dir.path().join("profile");
         let mut child = std::process::Command::new(&chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--hide-scrollbars",
-                "--window-size=1400,1000",
-            ])
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,1000"])
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg(format!("--screenshot={}", png.display()))
             .arg(format!("file://{}", html_file.display()))
@@ -844,7 +591,8 @@ fn disk_faults_are_marked_on_their_lane_indexed_and_counted() {
     b.ev(0, 1, EventKind::Boot);
     b.ev(0, 2, EventKind::Boot);
     let disk = |id: u64, op: &str| EventKind::Disk { id, op: named(op), sector: 8, sectors: 8 };
-    let fault = |id: u64, fault: &str, detail: &str| EventKind::DiskFault { id, fault: named(fault), detail: detail.into() };
+    let fault =
+        |id: u64, fault: &str, detail: &str| EventKind::DiskFault { id, fault: named(fault), detail: detail.into() };
     b.ev(S, 2, disk(1, "read"));
     b.ev(S, 2, fault(1, "corrupt_read", "read of sectors 8..16 returned 2 flipped bit(s)"));
     b.ev(2 * S, 2, disk(2, "write"));
@@ -869,10 +617,7 @@ fn disk_faults_are_marked_on_their_lane_indexed_and_counted() {
     assert!(html.contains("disk fault misdirect on #2: write of sectors 8..16 landed at sectors 40..48 instead"));
     assert!(!html.contains("<script"), "guest-free text, still escaped");
     let text = render_text(&m, &ev);
-    assert!(
-        text.contains("4 disk faults (1 corrupt_read, 1 lost_flush, 1 misdirect, 1 write_error)"),
-        "{text}"
-    );
+    assert!(text.contains("4 disk faults (1 corrupt_read, 1 lost_flush, 1 misdirect, 1 write_error)"), "{text}");
     assert!(text.contains("disk fault lost_flush on #3"), "{text}");
     // No faults, no breakdown.
     assert!(render_text(&m, &ev[..2]).contains("0 disk faults, "));
@@ -909,7 +654,10 @@ fn pauses_and_clock_faults_are_drawn_counted_and_described() {
     assert!(html.contains("<b>2</b> pauses") && html.contains("<b>4</b> clock faults"), "{html}");
 
     let text = render_text(&m, &ev);
-    assert!(text.contains("node faults: 2 pauses, 1 resumes; clock: 1 offsets, 1 drifts, 1 bumps, 1 strobes"), "{text}");
+    assert!(
+        text.contains("node faults: 2 pauses, 1 resumes; clock: 1 offsets, 1 drifts, 1 bumps, 1 strobes"),
+        "{text}"
+    );
     assert!(text.contains("pause: start command stopped (SIGSTOP) until 1.700000s"), "{text}");
     assert!(text.contains("clock strobe +200ms and back every 10ms for 1.00s"), "{text}");
 

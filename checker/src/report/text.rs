@@ -32,11 +32,7 @@ fn headline(a: &Analysis, s: &mut String) {
         sanitize(&meta.strategy, 80),
         meta.execution
     );
-    let nodes: Vec<String> = a
-        .nodes
-        .iter()
-        .map(|&n| sanitize(&node_label(meta, n), 40))
-        .collect();
+    let nodes: Vec<String> = a.nodes.iter().map(|&n| sanitize(&node_label(meta, n), 40)).collect();
     let _ = writeln!(
         s,
         "trace {}: {} events ({} node runs), virtual time {}, nodes: {}",
@@ -44,11 +40,7 @@ fn headline(a: &Analysis, s: &mut String) {
         a.events.len(),
         a.counts.grants,
         fmt_time(a.end_time()),
-        if nodes.is_empty() {
-            "none".to_string()
-        } else {
-            nodes.join(", ")
-        }
+        if nodes.is_empty() { "none".to_string() } else { nodes.join(", ") }
     );
 }
 
@@ -94,10 +86,7 @@ fn counts(a: &Analysis, s: &mut String) {
         disk_fault_kinds(events),
         c.kind("hung"),
         c.kind("exit"),
-        events
-            .iter()
-            .filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. }))
-            .count()
+        events.iter().filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. })).count()
     );
     let _ = writeln!(
         s,
@@ -128,11 +117,7 @@ fn last_events(a: &Analysis, s: &mut String) {
     let _ = writeln!(
         s,
         "last events {} (up to {} per node, run events omitted):",
-        if a.failure_index().is_some() {
-            "up to the failure"
-        } else {
-            "of the execution"
-        },
+        if a.failure_index().is_some() { "up to the failure" } else { "of the execution" },
         LAST_EVENTS_PER_NODE
     );
     let mut order = vec![ENGINE];
@@ -153,11 +138,7 @@ fn last_events(a: &Analysis, s: &mut String) {
         let _ = writeln!(s, "  {}:", sanitize(&node_label(meta, node), 40));
         for i in last {
             let ev = &events[i];
-            let mark = if Some(i) == a.failure_index() {
-                ">>"
-            } else {
-                "  "
-            };
+            let mark = if Some(i) == a.failure_index() { ">>" } else { "  " };
             let dup = if a.dup[i] { " (duplicate)" } else { "" };
             let _ = writeln!(
                 s,

@@ -115,10 +115,8 @@ impl DelayBounded {
 
 impl Strategy for DelayBounded {
     fn spec(&self) -> StrategySpec {
-        let mut params = BTreeMap::from([
-            ("bound".to_string(), self.bound.into()),
-            ("horizon".to_string(), self.horizon.into()),
-        ]);
+        let mut params =
+            BTreeMap::from([("bound".to_string(), self.bound.into()), ("horizon".to_string(), self.horizon.into())]);
         let mode = match &self.mode {
             Mode::Exhaustive { .. } => "exhaustive",
             Mode::Sample { seed } => {

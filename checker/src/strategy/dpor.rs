@@ -398,12 +398,7 @@ mod tests {
         use Ins::*;
         // The bug: p1 reads x == 1, i.e. runs between p0's two writes.
         // p2 and p3 are independent noise that naive DFS interleaves freely.
-        let progs = vec![
-            vec![Write(0, 1), Write(0, 2)],
-            vec![Read(0)],
-            vec![Inc(1), Inc(1)],
-            vec![Inc(2), Inc(2)],
-        ];
+        let progs = vec![vec![Write(0, 1), Write(0, 2)], vec![Read(0)], vec![Inc(1), Inc(1)], vec![Inc(2), Inc(2)]];
         let (naive, dpor) = both(&progs, 3);
         eprintln!("naive: {} executions; dpor: {} executions", naive.executions, dpor.executions);
         let bug = |e: &Explored| e.finals.iter().any(|(_, reads)| reads[1] == vec![1]);

@@ -36,7 +36,8 @@ impl Pct {
     /// steps per execution (change points fall in [0, k)).
     pub fn new(seed: u64, depth: u32, steps: u64) -> Self {
         assert!(depth >= 1, "PCT depth must be at least 1");
-        let mut p = Pct { seed, depth, steps: steps.max(1), salt: 0, change_points: Vec::new(), lowered: BTreeMap::new() };
+        let mut p =
+            Pct { seed, depth, steps: steps.max(1), salt: 0, change_points: Vec::new(), lowered: BTreeMap::new() };
         p.begin_execution(0);
         p
     }
@@ -94,7 +95,8 @@ impl Strategy for Pct {
         self.salt = rand_core::RngCore::next_u64(&mut rng);
         self.lowered.clear();
         // Change point i (1-based) lowers to priority d - i.
-        self.change_points = (1..self.depth as u64).map(|i| (below(&mut rng, self.steps), self.depth as u64 - i)).collect();
+        self.change_points =
+            (1..self.depth as u64).map(|i| (below(&mut rng, self.steps), self.depth as u64 - i)).collect();
         self.change_points.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         true
     }
@@ -175,10 +177,12 @@ mod tests {
         // executions both orders occur.
         let mut p = Pct::new(1, 1, 10);
         let e = [EnabledAction::new(0, RunNode, 0), EnabledAction::new(0, ActionKind::DeliverFrame, 0).with_peer(1)];
-        let picks: Vec<usize> = (0..32).map(|x| {
-            p.begin_execution(x);
-            p.choose(0, &e)
-        }).collect();
+        let picks: Vec<usize> = (0..32)
+            .map(|x| {
+                p.begin_execution(x);
+                p.choose(0, &e)
+            })
+            .collect();
         assert!(picks.contains(&0) && picks.contains(&1));
     }
 }

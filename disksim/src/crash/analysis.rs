@@ -66,10 +66,7 @@ impl Analysis {
         }
         live.reverse();
 
-        let mut bounds: Vec<u64> = live
-            .iter()
-            .flat_map(|l| l.3.iter().flat_map(|&(s, e)| [s, e]))
-            .collect();
+        let mut bounds: Vec<u64> = live.iter().flat_map(|l| l.3.iter().flat_map(|&(s, e)| [s, e])).collect();
         bounds.sort_unstable();
         bounds.dedup();
         // Candidate atoms are consecutive boundary pairs; keep those covered.
@@ -94,23 +91,14 @@ impl Analysis {
         }
         let mut writes: Vec<LiveWrite> = live
             .into_iter()
-            .map(|(id, sector, len, _)| LiveWrite {
-                id,
-                sector,
-                len,
-                cover: Bits::new(atoms.len()),
-            })
+            .map(|(id, sector, len, _)| LiveWrite { id, sector, len, cover: Bits::new(atoms.len()) })
             .collect();
         for (a, ws) in atom_writers.iter().enumerate() {
             for &w in ws {
                 writes[w as usize].cover.set(a);
             }
         }
-        Analysis {
-            writes,
-            atoms,
-            atom_writers,
-        }
+        Analysis { writes, atoms, atom_writers }
     }
 
     /// For each live sector, in ascending order, how many writes may supply it.
@@ -157,8 +145,7 @@ impl Analysis {
                 parent[r] = r0;
             }
         }
-        let mut comps: std::collections::BTreeMap<usize, Vec<usize>> =
-            std::collections::BTreeMap::new();
+        let mut comps: std::collections::BTreeMap<usize, Vec<usize>> = std::collections::BTreeMap::new();
         for i in 0..n {
             let r = find(&mut parent, i);
             comps.entry(r).or_default().push(i);
@@ -219,10 +206,7 @@ impl Analysis {
                 .iter()
                 .zip(chosen)
                 .filter(|(_, &c)| c)
-                .map(|(w, _)| Persist {
-                    write: w.id,
-                    sectors: SectorSet::All,
-                })
+                .map(|(w, _)| Persist { write: w.id, sectors: SectorSet::All })
                 .collect(),
         }
     }
@@ -248,10 +232,7 @@ impl Analysis {
                 .iter()
                 .zip(offsets)
                 .filter(|(_, o)| !o.is_empty())
-                .map(|(w, o)| Persist {
-                    write: w.id,
-                    sectors: SectorSet::from_offsets(&o, w.len),
-                })
+                .map(|(w, o)| Persist { write: w.id, sectors: SectorSet::from_offsets(&o, w.len) })
                 .collect(),
         }
     }

@@ -38,18 +38,10 @@ impl CrashStates {
     pub(crate) fn new(a: Analysis, model: CrashModel) -> Self {
         let inner = if model.torn_writes {
             let radix: Vec<u32> = a.sector_candidates().map(|k| k + 1).collect();
-            Inner::Torn {
-                digits: vec![0; radix.len()],
-                radix,
-                started: false,
-            }
+            Inner::Torn { digits: vec![0; radix.len()], radix, started: false }
         } else {
             let n = a.writes.len();
-            Inner::Atomic {
-                on: vec![false; n],
-                prefix: vec![Bits::new(a.atoms.len()); n + 1],
-                started: false,
-            }
+            Inner::Atomic { on: vec![false; n], prefix: vec![Bits::new(a.atoms.len()); n + 1], started: false }
         };
         CrashStates { a, inner }
     }
@@ -62,15 +54,11 @@ impl Iterator for CrashStates {
         let n = self.a.writes.len();
         match &mut self.inner {
             Inner::Done => None,
-            Inner::Atomic {
-                on,
-                prefix,
-                started,
-            } => {
+            Inner::Atomic { on, prefix, started } => {
                 if *started {
-                    let Some(i) = (0..n).rev().find(|&i| {
-                        !on[i] && self.a.writes[n - 1 - i].cover.has_outside(&prefix[i])
-                    }) else {
+                    let Some(i) =
+                        (0..n).rev().find(|&i| !on[i] && self.a.writes[n - 1 - i].cover.has_outside(&prefix[i]))
+                    else {
                         self.inner = Inner::Done;
                         return None;
                     };
@@ -87,11 +75,7 @@ impl Iterator for CrashStates {
                 let chosen: Vec<bool> = (0..n).map(|w| on[n - 1 - w]).collect();
                 Some(self.a.atomic_state(&chosen))
             }
-            Inner::Torn {
-                digits,
-                radix,
-                started,
-            } => {
+            Inner::Torn { digits, radix, started } => {
                 if *started {
                     let mut i = digits.len();
                     loop {

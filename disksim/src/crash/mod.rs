@@ -152,17 +152,10 @@ impl Disk {
     /// last issued to the first, each write not already overwritten by chosen
     /// later ones persists with probability 1/2; every state has non-zero
     /// probability, but the distribution is not uniform.
-    pub fn sample_crash_state<R: RngCore + ?Sized>(
-        &self,
-        model: CrashModel,
-        rng: &mut R,
-    ) -> CrashState {
+    pub fn sample_crash_state<R: RngCore + ?Sized>(&self, model: CrashModel, rng: &mut R) -> CrashState {
         let a = Analysis::new(self);
         if model.torn_writes {
-            let choice: Vec<u32> = a
-                .sector_candidates()
-                .map(|k| uniform(rng, k as u64 + 1) as u32)
-                .collect();
+            let choice: Vec<u32> = a.sector_candidates().map(|k| uniform(rng, k as u64 + 1) as u32).collect();
             a.torn_state(&choice)
         } else {
             let mut covered = analysis::Bits::new(a.atoms.len());
@@ -206,10 +199,7 @@ impl Disk {
     /// Blocks of the crash image that differ from the durable store: the log
     /// replayed in issue order, durable writes whole and persisted volatile
     /// writes on their chosen sectors.
-    fn crash_delta(
-        &self,
-        state: &CrashState,
-    ) -> Result<BTreeMap<u64, Box<[u8; BLOCK_SIZE]>>, CrashError> {
+    fn crash_delta(&self, state: &CrashState) -> Result<BTreeMap<u64, Box<[u8; BLOCK_SIZE]>>, CrashError> {
         let mut prev: Option<RequestId> = None;
         for p in &state.persisted {
             if prev.is_some_and(|q| q >= p.write) {

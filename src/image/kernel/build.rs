@@ -43,7 +43,14 @@ pub(super) fn ensure_built(
     Ok(Kernel { path, key, cached: false, series })
 }
 
-fn build(recipe: &Recipe, final_dir: &Path, series: KernelSeries, tarball: &Path, version: &str, quiet: bool) -> Result<()> {
+fn build(
+    recipe: &Recipe,
+    final_dir: &Path,
+    series: KernelSeries,
+    tarball: &Path,
+    version: &str,
+    quiet: bool,
+) -> Result<()> {
     let work = final_dir.with_extension(format!("build-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
@@ -61,7 +68,14 @@ fn build(recipe: &Recipe, final_dir: &Path, series: KernelSeries, tarball: &Path
     result
 }
 
-fn build_in(recipe: &Recipe, work: &Path, series: KernelSeries, tarball: &Path, version: &str, quiet: bool) -> Result<()> {
+fn build_in(
+    recipe: &Recipe,
+    work: &Path,
+    series: KernelSeries,
+    tarball: &Path,
+    version: &str,
+    quiet: bool,
+) -> Result<()> {
     let package = series.package();
     let pb = if quiet { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
     pb.set_style(ProgressStyle::with_template(&format!("{{spinner}} {}: {{msg}}", recipe.label)).unwrap());
@@ -91,10 +105,7 @@ fn configure(recipe: &Recipe, work: &Path, src: &Path) -> Result<()> {
     std::fs::write(&frag, recipe.fragment)?;
     run_capture(Command::new("make").current_dir(src).args([arch.as_str(), recipe.base_config]))?;
     run_capture(
-        Command::new("scripts/kconfig/merge_config.sh")
-            .current_dir(src)
-            .args(["-m", "-O", ".", ".config"])
-            .arg(&frag),
+        Command::new("scripts/kconfig/merge_config.sh").current_dir(src).args(["-m", "-O", ".", ".config"]).arg(&frag),
     )?;
     run_capture(Command::new("make").current_dir(src).args([arch.as_str(), "olddefconfig"]))?;
     verify_config(recipe.fragment, &std::fs::read_to_string(src.join(".config"))?)
@@ -105,8 +116,11 @@ fn configure(recipe: &Recipe, work: &Path, src: &Path) -> Result<()> {
 fn make(recipe: &Recipe, src: &Path, quiet: bool) -> Result<()> {
     let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(recipe.expected_steps) };
     bar.set_style(
-        ProgressStyle::with_template(&format!("{}: [{{elapsed_precise}}] {{bar:40}} {{pos}}/~{{len}} {{msg}}", recipe.label))
-            .unwrap(),
+        ProgressStyle::with_template(&format!(
+            "{}: [{{elapsed_precise}}] {{bar:40}} {{pos}}/~{{len}} {{msg}}",
+            recipe.label
+        ))
+        .unwrap(),
     );
     let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     let mut child = Command::new("make")
@@ -153,8 +167,7 @@ fn make(recipe: &Recipe, src: &Path, quiet: bool) -> Result<()> {
 pub fn verify_config(fragment: &str, config: &str) -> Result<()> {
     let mut lost = Vec::new();
     for line in fragment.lines().map(str::trim) {
-        let wanted = if line.starts_with("CONFIG_")
-            || (line.starts_with("# CONFIG_") && line.ends_with(" is not set"))
+        let wanted = if line.starts_with("CONFIG_") || (line.starts_with("# CONFIG_") && line.ends_with(" is not set"))
         {
             line.to_string()
         } else {

@@ -155,13 +155,9 @@ const BUILD_DEPS: &[(&str, &str)] = &[
 ];
 
 fn ensure_build_deps(recipe: &Recipe) -> Result<()> {
-    let mut missing: Vec<&str> = BUILD_DEPS
-        .iter()
-        .filter(|(prog, _)| !have_program(prog))
-        .map(|(_, pkg)| *pkg)
-        .collect();
-    missing.extend(
-        recipe.extra_deps.iter().filter(|(file, _)| !std::path::Path::new(file).exists()).map(|(_, pkg)| *pkg),
-    );
+    let mut missing: Vec<&str> =
+        BUILD_DEPS.iter().filter(|(prog, _)| !have_program(prog)).map(|(_, pkg)| *pkg).collect();
+    missing
+        .extend(recipe.extra_deps.iter().filter(|(file, _)| !std::path::Path::new(file).exists()).map(|(_, pkg)| *pkg));
     apt_install(&missing)
 }

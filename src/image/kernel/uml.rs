@@ -81,7 +81,9 @@ mod tests {
 
     #[test]
     fn each_series_has_its_patches() {
-        assert!(patches(KernelSeries::V7_2).iter().all(|(_, b)| b.contains("arch/um/kernel/trap.c") || b.contains("stub_exe.c")));
+        assert!(patches(KernelSeries::V7_2)
+            .iter()
+            .all(|(_, b)| b.contains("arch/um/kernel/trap.c") || b.contains("stub_exe.c")));
         assert_eq!(patches(KernelSeries::V6_1).len(), 3);
         assert!(KernelSeries::V7_2.has_seccomp_userspace() && !KernelSeries::V6_1.has_seccomp_userspace());
     }

@@ -187,8 +187,7 @@ pub struct CpuidShaping {
 ///   paravirt features (steal time, async page faults, PV EOI).
 pub fn shape_cpuid(supported: &CpuId) -> Result<(CpuId, CpuidShaping)> {
     let (out, report) = shape_cpuid_entries(supported.as_slice());
-    let cpuid = CpuId::from_entries(&out)
-        .map_err(|e| KvmError::Config(format!("building CPUID: {e:?}")))?;
+    let cpuid = CpuId::from_entries(&out).map_err(|e| KvmError::Config(format!("building CPUID: {e:?}")))?;
     Ok((cpuid, report))
 }
 

@@ -35,13 +35,7 @@ pub fn assemble_file(name: &str, src: &Path, out_dir: &Path) -> Result<Vec<u8>> 
         }
         Ok(())
     };
-    run(Command::new("as")
-        .arg("--64")
-        .arg("-I")
-        .arg(guests_dir())
-        .arg("-o")
-        .arg(&obj)
-        .arg(src))?;
+    run(Command::new("as").arg("--64").arg("-I").arg(guests_dir()).arg("-o").arg(&obj).arg(src))?;
     run(Command::new("ld")
         .args(["-m", "elf_x86_64", "-nostdlib", "-static", "--oformat", "binary", "-e", "_start"])
         .arg(format!("-Ttext={:#x}", layout::LOAD_ADDR))

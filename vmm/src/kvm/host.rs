@@ -53,9 +53,7 @@ impl HostCaps {
 pub fn has_hardware_virt() -> bool {
     std::fs::read_to_string("/proc/cpuinfo")
         .map(|s| {
-            s.lines()
-                .filter(|l| l.starts_with("flags"))
-                .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"))
+            s.lines().filter(|l| l.starts_with("flags")).any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"))
         })
         .unwrap_or(false)
 }
@@ -92,9 +90,7 @@ pub fn probe_branch_counter() -> Result<(), String> {
         ..Default::default()
     };
     // SAFETY: perf_event_open reads `attr.size` bytes of a valid, initialized struct.
-    let fd = unsafe {
-        libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, 0, -1, -1, 0)
-    };
+    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, 0, -1, -1, 0) };
     if fd < 0 {
         let e = std::io::Error::last_os_error();
         return Err(format!("perf_event_open(branch-instructions): {e}"));

@@ -71,7 +71,13 @@ impl Chip {
         match self.icw {
             2 => {
                 self.base = v & 0xf8;
-                self.icw = if !self.single { 3 } else if self.icw4 { 4 } else { 0 };
+                self.icw = if !self.single {
+                    3
+                } else if self.icw4 {
+                    4
+                } else {
+                    0
+                };
             }
             3 => self.icw = if self.icw4 { 4 } else { 0 },
             4 => {

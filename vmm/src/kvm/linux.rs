@@ -106,10 +106,7 @@ impl LinuxBootBuilder {
         params.hdr.cmd_line_ptr = CMDLINE_ADDR as u32;
         params.hdr.cmdline_size = self.cmdline.len() as u32 + 1;
         params.hdr.kernel_alignment = 0x0100_0000;
-        let e820 = [
-            (0u64, 0x9_fc00u64),
-            (HIMEM_START, self.config.mem_size - HIMEM_START),
-        ];
+        let e820 = [(0u64, 0x9_fc00u64), (HIMEM_START, self.config.mem_size - HIMEM_START)];
         for (i, (addr, size)) in e820.iter().enumerate() {
             params.e820_table[i] = boot_e820_entry { addr: *addr, size: *size, r#type: 1 };
         }

@@ -64,10 +64,7 @@ impl MmioBus {
     }
 
     fn find(&mut self, addr: u64) -> Option<(&mut Box<dyn MmioDevice>, u64)> {
-        self.windows
-            .iter_mut()
-            .find(|(b, l, _)| addr >= *b && addr < b + l)
-            .map(|(b, _, d)| (d, addr - *b))
+        self.windows.iter_mut().find(|(b, l, _)| addr >= *b && addr < b + l).map(|(b, _, d)| (d, addr - *b))
     }
 
     /// The device mapped at `base`, if it is a `T`: how the engine acts on a device

@@ -30,11 +30,7 @@ impl<D: VirtioDevice> MmioAdapter<D> {
     pub fn new(device: D, mem: GuestMemoryMmap) -> MmioAdapter<D> {
         let mut queues = Queues::new(device.queue_max_sizes());
         queues.mem = mem;
-        MmioAdapter {
-            device,
-            queues,
-            error: None,
-        }
+        MmioAdapter { device, queues, error: None }
     }
 
     pub fn device(&self) -> &D {
@@ -67,11 +63,7 @@ impl<D: VirtioDevice> virtio_mmio::VirtioDevice for MmioAdapter<D> {
     }
 
     fn read_config(&self, offset: u64, data: &mut [u8]) {
-        data.copy_from_slice(&read_config_padded(
-            &self.device.config(),
-            offset as usize,
-            data.len(),
-        ));
+        data.copy_from_slice(&read_config_padded(&self.device.config(), offset as usize, data.len()));
     }
 
     fn write_config(&mut self, offset: u64, data: &[u8]) {
@@ -101,10 +93,7 @@ impl<D: VirtioDevice> virtio_mmio::VirtioDevice for MmioAdapter<D> {
                 false
             }
         };
-        Signal {
-            used_buffer,
-            config_change: false,
-        }
+        Signal { used_buffer, config_change: false }
     }
 
     fn reset(&mut self) {

@@ -62,8 +62,8 @@ pub mod ports;
 pub mod probe;
 pub mod snapshot;
 pub mod virtio_mmio;
-pub mod watchdog;
 mod vm;
+pub mod watchdog;
 
 pub use devices::{DeviceEvent, PioBus, PioDevice, PowerPort, PvClock, Serial};
 pub use error::{KvmError, Result};
@@ -71,6 +71,4 @@ pub use host::HostCaps;
 pub use linux::LinuxBootBuilder;
 pub use mmio::{MmioBus, MmioDevice};
 pub use snapshot::SnapshotInfo;
-pub use vm::{
-    read_image, ExitStats, MicroVm, MicroVmBuilder, RunLimits, RunOutcome, VirtualClock, VmConfig,
-};
+pub use vm::{read_image, ExitStats, MicroVm, MicroVmBuilder, RunLimits, RunOutcome, VirtualClock, VmConfig};

@@ -16,9 +16,9 @@ use std::collections::VecDeque;
 use disksim::{DiskFault, RequestId};
 use vm_memory::GuestMemoryMmap;
 
+use super::mmio_adapter::MmioAdapter;
 use super::virtio_mmio::{QueueConfig, Signal, VirtioDevice};
 use crate::virtio::blk::VirtioBlk;
-use super::mmio_adapter::MmioAdapter;
 use crate::virtio::net::{VirtioNet, RX_QUEUE, TX_QUEUE};
 use crate::virtio::DeviceError;
 

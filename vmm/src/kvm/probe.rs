@@ -55,9 +55,8 @@ impl ProbeReport {
 /// Runs the probe. Never panics; a missing /dev/kvm is one failed step.
 pub fn probe() -> ProbeReport {
     let mut steps = Vec::new();
-    let mut push = |step: &str, result: Result<String, String>| {
-        steps.push(ProbeStep { step: step.to_string(), result })
-    };
+    let mut push =
+        |step: &str, result: Result<String, String>| steps.push(ProbeStep { step: step.to_string(), result });
     let kvm = match Kvm::new() {
         Ok(k) => {
             push("open /dev/kvm", Ok(format!("api version {}", k.get_api_version())));
@@ -79,8 +78,7 @@ pub fn probe() -> ProbeReport {
         ("KVM_CAP_TSC_CONTROL", Cap::TscControl),
         ("KVM_CAP_GET_TSC_KHZ", Cap::GetTscKhz),
     ];
-    let list: Vec<String> =
-        caps.iter().map(|(n, c)| format!("{n}={}", kvm.check_extension_int(*c))).collect();
+    let list: Vec<String> = caps.iter().map(|(n, c)| format!("{n}={}", kvm.check_extension_int(*c))).collect();
     push("check extensions", Ok(list.join(", ")));
     push(
         "KVM_GET_SUPPORTED_CPUID",
@@ -101,7 +99,12 @@ pub fn probe() -> ProbeReport {
     let r = MicroVmBuilder::new().memory_mib(4).image(&code).build().map_err(|e| e.to_string()).and_then(|mut vm| {
         let out = vm.run_to_end(100).map_err(|e| e.to_string())?;
         if out == RunOutcome::Halted && vm.console() == b"L" {
-            Ok(format!("console {:?}, {} exits, shaped CPUID dropped {} hypervisor leaves", String::from_utf8_lossy(vm.console()), vm.stats().exits, vm.cpuid_shaping().dropped_hypervisor_leaves))
+            Ok(format!(
+                "console {:?}, {} exits, shaped CPUID dropped {} hypervisor leaves",
+                String::from_utf8_lossy(vm.console()),
+                vm.stats().exits,
+                vm.cpuid_shaping().dropped_hypervisor_leaves
+            ))
         } else {
             Err(format!("outcome {out:?}, console {:?}", vm.console()))
         }
@@ -115,7 +118,10 @@ pub fn probe() -> ProbeReport {
             push("KVM_GET_VCPU_EVENTS", vcpu.get_vcpu_events().map(|_| String::new()).map_err(|e| e.to_string()));
             push("KVM_GET_XCRS", vcpu.get_xcrs().map(|x| format!("{} xcrs", x.nr_xcrs)).map_err(|e| e.to_string()));
             push("KVM_GET_XSAVE", vcpu.get_xsave().map(|_| String::new()).map_err(|e| e.to_string()));
-            push("KVM_GET_LAPIC (no irqchip: expected to fail)", vcpu.get_lapic().map(|_| String::new()).map_err(|e| e.to_string()));
+            push(
+                "KVM_GET_LAPIC (no irqchip: expected to fail)",
+                vcpu.get_lapic().map(|_| String::new()).map_err(|e| e.to_string()),
+            );
             push("KVM_GET_TSC_KHZ", vcpu.get_tsc_khz().map(|k| format!("{k} kHz")).map_err(|e| e.to_string()));
         }
         Err(e) => push("create vCPU", Err(e.to_string())),

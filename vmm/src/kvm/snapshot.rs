@@ -25,8 +25,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use kvm_bindings::{
-    kvm_cpuid_entry2, kvm_fpu, kvm_msr_entry, kvm_regs, kvm_sregs, kvm_vcpu_events, kvm_xcrs,
-    CpuId, Msrs,
+    kvm_cpuid_entry2, kvm_fpu, kvm_msr_entry, kvm_regs, kvm_sregs, kvm_vcpu_events, kvm_xcrs, CpuId, Msrs,
 };
 use sha2::{Digest, Sha256};
 use vm_memory::{GuestAddress, GuestMemoryBackend};
@@ -67,8 +66,7 @@ pub struct SnapshotInfo {
 fn pod_bytes<T: Copy>(v: &T) -> Vec<u8> {
     // SAFETY: T is a plain-old-data kvm-bindings struct (integers and arrays only);
     // reading its bytes is always defined.
-    unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }
-        .to_vec()
+    unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }.to_vec()
 }
 
 fn pod_read<T: Copy>(b: &[u8], path: &Path, what: &str) -> Result<T> {
@@ -140,10 +138,9 @@ impl MicroVm {
         self.vcpu.set_kvm_immediate_exit(0);
         match r {
             Err(libc::EINTR) => Ok(()),
-            Err(errno) => Err(KvmError::Ioctl {
-                op: "KVM_RUN (immediate_exit)",
-                source: kvm_ioctls::Error::new(errno),
-            }),
+            Err(errno) => {
+                Err(KvmError::Ioctl { op: "KVM_RUN (immediate_exit)", source: kvm_ioctls::Error::new(errno) })
+            }
             Ok(()) => Err(KvmError::UnhandledExit("KVM_RUN with immediate_exit returned an exit".into())),
         }
     }
@@ -259,10 +256,8 @@ impl MicroVm {
         if !sections[1].len().is_multiple_of(esz) {
             return Err(bad(p, "cpuid section size".into()));
         }
-        let entries: Vec<kvm_cpuid_entry2> = sections[1]
-            .chunks(esz)
-            .map(|c| pod_read(c, p, "cpuid entry"))
-            .collect::<Result<_>>()?;
+        let entries: Vec<kvm_cpuid_entry2> =
+            sections[1].chunks(esz).map(|c| pod_read(c, p, "cpuid entry")).collect::<Result<_>>()?;
         self.cpuid = CpuId::from_entries(&entries).map_err(|e| bad(p, format!("cpuid: {e:?}")))?;
         self.vcpu.set_cpuid2(&self.cpuid).map_err(ioctl("KVM_SET_CPUID2"))?;
 

@@ -114,11 +114,8 @@ pub struct VirtioMmioTransport<D: VirtioDevice> {
 impl<D: VirtioDevice> VirtioMmioTransport<D> {
     /// Wraps `device`; interrupts are delivered as `vector`.
     pub fn new(device: D, vector: u8) -> Self {
-        let queues = device
-            .queue_max_sizes()
-            .into_iter()
-            .map(|m| QueueConfig { max_size: m, ..Default::default() })
-            .collect();
+        let queues =
+            device.queue_max_sizes().into_iter().map(|m| QueueConfig { max_size: m, ..Default::default() }).collect();
         VirtioMmioTransport {
             device,
             vector,
@@ -405,7 +402,10 @@ mod tests {
         w(&mut t, &m, 0xa0, 0x3000);
         w(&mut t, &m, 0xa4, 1);
         w(&mut t, &m, 0x44, 1);
-        assert_eq!(t.queues()[0], QueueConfig { max_size: 256, size: 128, ready: true, desc: 0x1000, avail: 0x2000, used: 0x1_0000_3000 });
+        assert_eq!(
+            t.queues()[0],
+            QueueConfig { max_size: 256, size: 128, ready: true, desc: 0x1000, avail: 0x2000, used: 0x1_0000_3000 }
+        );
         // Notify before DRIVER_OK is ignored.
         w(&mut t, &m, 0x50, 0);
         assert!(t.device().notified.is_empty());

@@ -172,8 +172,7 @@ impl Clock {
         // START is acknowledged before the node ever runs, so its clock is
         // still the start time.
         debug_assert_eq!(self.time, self.boot_time);
-        let shm =
-            SchedShm::new().map_err(|source| UmlError::Io { node, what: "shared time-travel page", source })?;
+        let shm = SchedShm::new().map_err(|source| UmlError::Io { node, what: "shared time-travel page", source })?;
         shm.start_at(self.boot_time);
         let conn = self.conn.as_ref().expect("the node is connected");
         shm.send_start_ack(conn, seq).map_err(|source| UmlError::Protocol { node, source })?;

@@ -129,10 +129,10 @@ impl Devices {
             None => None,
             Some(image) => Some(DiskPort::listen_root(&dir.join("root.sock"), image.clone()).map_err(err(Blk::NAME))?),
         };
-        let ctl = Port::open(&dir.join("ctl.sock"), VirtioConsole::new(), Control::default())
-            .map_err(err(Control::NAME))?;
-        let rng = Port::open(&dir.join("rng.sock"), VirtioRng::new(cfg.entropy_seed), Entropy)
-            .map_err(err(Entropy::NAME))?;
+        let ctl =
+            Port::open(&dir.join("ctl.sock"), VirtioConsole::new(), Control::default()).map_err(err(Control::NAME))?;
+        let rng =
+            Port::open(&dir.join("rng.sock"), VirtioRng::new(cfg.entropy_seed), Entropy).map_err(err(Entropy::NAME))?;
         Ok(Devices { node, ctl, net, disk, rng, root })
     }
 
@@ -209,9 +209,8 @@ impl Devices {
         let node = self.node;
         let mut in_flight = 0;
         for port in self.in_interrupt_order().into_iter().flatten() {
-            in_flight += port
-                .collect_call_replies()
-                .map_err(|source| UmlError::Device { node, device: port.name(), source })?;
+            in_flight +=
+                port.collect_call_replies().map_err(|source| UmlError::Device { node, device: port.name(), source })?;
             fds.extend(port.call_reply_fd());
         }
         Ok(in_flight)

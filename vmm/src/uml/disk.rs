@@ -117,7 +117,12 @@ impl Port<Blk> {
         Self::listen_with(path, Disk::new(image), cfg, ReadFaults::default())
     }
 
-    fn listen_with(path: &Path, disk: Disk, cfg: BlkConfig, read_faults: ReadFaults) -> Result<DiskPort, VhostUserError> {
+    fn listen_with(
+        path: &Path,
+        disk: Disk,
+        cfg: BlkConfig,
+        read_faults: ReadFaults,
+    ) -> Result<DiskPort, VhostUserError> {
         let mut blk = VirtioBlk::new(disk, cfg);
         blk.set_reads_at_once(true);
         blk.set_read_faults(read_faults);

@@ -73,8 +73,11 @@ pub(super) fn link_initrd(cfg: &NodeConfig) -> Result<(), UmlError> {
     let link = cfg.run_dir.join("rootfs.img");
     let _ = std::fs::remove_file(&link);
     let target = cfg.initrd.canonicalize().unwrap_or(cfg.initrd.clone());
-    std::os::unix::fs::symlink(&target, &link)
-        .map_err(|source| UmlError::Io { node: cfg.node_id, what: "link root filesystem", source })
+    std::os::unix::fs::symlink(&target, &link).map_err(|source| UmlError::Io {
+        node: cfg.node_id,
+        what: "link root filesystem",
+        source,
+    })
 }
 
 /// The kernel command line and environment of a node: every name relative
@@ -147,8 +150,11 @@ impl Process {
     /// ran.
     pub fn spawn(cfg: &NodeConfig, attached: Attached, console: File) -> Result<Process, UmlError> {
         let stderr_path = cfg.run_dir.join("stderr.log");
-        let stderr = File::create(&stderr_path)
-            .map_err(|source| UmlError::Io { node: cfg.node_id, what: "stderr log", source })?;
+        let stderr = File::create(&stderr_path).map_err(|source| UmlError::Io {
+            node: cfg.node_id,
+            what: "stderr log",
+            source,
+        })?;
         let mut cmd = command(cfg, attached);
         cmd.stdin(Stdio::null()).stdout(Stdio::from(console)).stderr(Stdio::from(stderr));
         confine(&mut cmd);
@@ -191,9 +197,7 @@ impl Process {
         while began.elapsed() < Duration::from_secs(2) {
             // SAFETY: waitid with a zeroed siginfo out-parameter.
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            let r = unsafe {
-                libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
-            };
+            let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
             if r != 0 || unsafe { info.si_pid() } != 0 {
                 break;
             }

@@ -254,7 +254,9 @@ impl SchedShm {
         use vmm_sys_util::sock_ctrl_msg::ScmSocket;
         let msg = Msg::new(Op::Ack, seq, u64::from(GUEST_ID)).encode();
         let fd = self.fd.as_raw_fd();
-        let sent = conn.send_with_fds(&[&msg[..]], &[fd, fd]).map_err(|e| ProtocolError::Io(io::Error::from_raw_os_error(e.errno())))?;
+        let sent = conn
+            .send_with_fds(&[&msg[..]], &[fd, fd])
+            .map_err(|e| ProtocolError::Io(io::Error::from_raw_os_error(e.errno())))?;
         if sent != MSG_LEN {
             return Err(ProtocolError::Io(io::Error::new(io::ErrorKind::WriteZero, "short START ACK")));
         }

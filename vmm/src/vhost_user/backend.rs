@@ -10,18 +10,14 @@ use vm_memory::GuestAddress;
 
 use super::memory::MemTable;
 use super::message::*;
-use crate::virtio::{
-    read_config_padded, DeviceError, Queues, VirtioDevice, VIRTIO_RING_F_EVENT_IDX,
-};
+use crate::virtio::{read_config_padded, DeviceError, Queues, VirtioDevice, VIRTIO_RING_F_EVENT_IDX};
 
 /// Protocol features offered: everything user-mode Linux knows
 /// (`VHOST_USER_SUPPORTED_PROTOCOL_F`). REPLY_ACK makes the guest wait for
 /// each kick to be processed; SLAVE_REQ plus INBAND_NOTIFICATIONS put both
 /// kicks and calls on sockets we control (no eventfds).
-pub const OFFERED_PROTOCOL_FEATURES: u64 = PROTOCOL_F_REPLY_ACK
-    | PROTOCOL_F_SLAVE_REQ
-    | PROTOCOL_F_CONFIG
-    | PROTOCOL_F_INBAND_NOTIFICATIONS;
+pub const OFFERED_PROTOCOL_FEATURES: u64 =
+    PROTOCOL_F_REPLY_ACK | PROTOCOL_F_SLAVE_REQ | PROTOCOL_F_CONFIG | PROTOCOL_F_INBAND_NOTIFICATIONS;
 
 /// What happened on the front-end connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,10 +42,7 @@ pub enum VhostUserError {
     #[error("vhost-user socket {path}: {source}")]
     Socket { path: PathBuf, source: io::Error },
     #[error("vhost-user {what}: {source}")]
-    Io {
-        what: &'static str,
-        source: io::Error,
-    },
+    Io { what: &'static str, source: io::Error },
     #[error("vhost-user protocol: {0}")]
     Protocol(String),
     #[error("vhost-user request {0} is not supported")]
@@ -104,10 +97,7 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
     /// connects as the client when its virtio_uml driver probes, during
     /// boot, so listen before starting the node.
     pub fn listen(path: &Path, device: D) -> Result<Self, VhostUserError> {
-        let sock_err = |source| VhostUserError::Socket {
-            path: path.to_owned(),
-            source,
-        };
+        let sock_err = |source| VhostUserError::Socket { path: path.to_owned(), source };
         let _ = std::fs::remove_file(path);
         let listener = UnixListener::bind(path).map_err(sock_err)?;
         listener.set_nonblocking(true).map_err(sock_err)?;
@@ -166,10 +156,7 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
                 Ok(true)
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
-            Err(e) => Err(VhostUserError::Io {
-                what: "accept",
-                source: e,
-            }),
+            Err(e) => Err(VhostUserError::Io { what: "accept", source: e }),
         }
     }
 
@@ -194,11 +181,7 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
             return Ok(events);
         };
         let fill = self.inbox.fill(conn.as_raw_fd()).map_err(io_err("read"))?;
-        while let Some((msg, fds)) = self
-            .inbox
-            .next_message()
-            .map_err(VhostUserError::Protocol)?
-        {
+        while let Some((msg, fds)) = self.inbox.next_message().map_err(VhostUserError::Protocol)? {
             self.handle(msg, fds, &mut events)?;
         }
         if fill == Fill::Closed {
@@ -214,15 +197,8 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
     /// controller before it replies; collect the reply with
     /// [`Self::try_call_reply`] while serving the time-travel socket.
     pub fn send_call(&mut self, queue: u16) -> Result<(), VhostUserError> {
-        let ch = self
-            .channel
-            .as_ref()
-            .ok_or(VhostUserError::NoBackendChannel)?;
-        let msg = Message::new(
-            backend_req::VRING_CALL,
-            FLAG_NEED_REPLY,
-            vring_state(queue.into(), 0),
-        );
+        let ch = self.channel.as_ref().ok_or(VhostUserError::NoBackendChannel)?;
+        let msg = Message::new(backend_req::VRING_CALL, FLAG_NEED_REPLY, vring_state(queue.into(), 0));
         send_message(ch, &msg, &[]).map_err(io_err("send call"))?;
         self.calls_in_flight += 1;
         Ok(())
@@ -246,33 +222,17 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
     /// the fd polls readable, call this until it returns `None` (or use
     /// [`Self::take_call_replies`]).
     pub fn try_call_reply(&mut self) -> Result<Option<u64>, VhostUserError> {
-        let ch = self
-            .channel
-            .as_ref()
-            .ok_or(VhostUserError::NoBackendChannel)?;
-        if self
-            .channel_inbox
-            .fill(ch.as_raw_fd())
-            .map_err(io_err("read call reply"))?
-            == Fill::Closed
-        {
+        let ch = self.channel.as_ref().ok_or(VhostUserError::NoBackendChannel)?;
+        if self.channel_inbox.fill(ch.as_raw_fd()).map_err(io_err("read call reply"))? == Fill::Closed {
             return Err(VhostUserError::Protocol("back-end channel closed".into()));
         }
-        match self
-            .channel_inbox
-            .next_message()
-            .map_err(VhostUserError::Protocol)?
-        {
+        match self.channel_inbox.next_message().map_err(VhostUserError::Protocol)? {
             None => Ok(None),
             Some((m, _)) if m.is_reply() && m.request == backend_req::VRING_CALL => {
                 self.calls_in_flight = self.calls_in_flight.saturating_sub(1);
-                Ok(Some(m.u64().ok_or_else(|| {
-                    VhostUserError::Protocol("short call reply".into())
-                })?))
+                Ok(Some(m.u64().ok_or_else(|| VhostUserError::Protocol("short call reply".into()))?))
             }
-            Some((m, _)) => Err(VhostUserError::Protocol(format!(
-                "unexpected back-end channel message {m:?}"
-            ))),
+            Some((m, _)) => Err(VhostUserError::Protocol(format!("unexpected back-end channel message {m:?}"))),
         }
     }
 
@@ -323,20 +283,12 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
         if i < self.vrings.len() {
             Ok(i)
         } else {
-            Err(VhostUserError::Protocol(format!(
-                "queue {raw} does not exist"
-            )))
+            Err(VhostUserError::Protocol(format!("queue {raw} does not exist")))
         }
     }
 
-    fn handle(
-        &mut self,
-        msg: Message,
-        fds: Vec<OwnedFd>,
-        events: &mut Vec<DeviceEvent>,
-    ) -> Result<(), VhostUserError> {
-        let short =
-            || VhostUserError::Protocol(format!("short payload for request {}", msg.request));
+    fn handle(&mut self, msg: Message, fds: Vec<OwnedFd>, events: &mut Vec<DeviceEvent>) -> Result<(), VhostUserError> {
+        let short = || VhostUserError::Protocol(format!("short payload for request {}", msg.request));
         match msg.request {
             req::GET_FEATURES => {
                 let f = self.device.features() | F_PROTOCOL_FEATURES;
@@ -388,14 +340,13 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
                 let field = |at| u64_at(p, at).ok_or_else(short);
                 let i = self.queue_index(u32_at(p, 0).ok_or_else(short)?.into())?;
                 let (desc, used, avail) = (field(8)?, field(16)?, field(24)?);
-                let table = self.table.as_ref().ok_or_else(|| {
-                    VhostUserError::Protocol("SET_VRING_ADDR before SET_MEM_TABLE".into())
-                })?;
+                let table = self
+                    .table
+                    .as_ref()
+                    .ok_or_else(|| VhostUserError::Protocol("SET_VRING_ADDR before SET_MEM_TABLE".into()))?;
                 let tr = |a: u64| {
                     table.user_to_guest(a).ok_or_else(|| {
-                        VhostUserError::Protocol(format!(
-                            "ring address {a:#x} outside the memory table"
-                        ))
+                        VhostUserError::Protocol(format!("ring address {a:#x} outside the memory table"))
                     })
                 };
                 self.vrings[i].addr = Some((tr(desc)?, tr(avail)?, tr(used)?));
@@ -428,36 +379,28 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
                 }
             }
             req::SET_SLAVE_REQ_FD => {
-                let fd = fds.into_iter().next().ok_or_else(|| {
-                    VhostUserError::Protocol("SET_SLAVE_REQ_FD without a descriptor".into())
-                })?;
+                let fd = fds
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| VhostUserError::Protocol("SET_SLAVE_REQ_FD without a descriptor".into()))?;
                 let s = UnixStream::from(fd);
-                s.set_nonblocking(true)
-                    .map_err(io_err("back-end channel"))?;
+                s.set_nonblocking(true).map_err(io_err("back-end channel"))?;
                 self.channel = Some(s);
                 self.channel_inbox.clear();
                 self.calls_in_flight = 0;
             }
             req::GET_CONFIG => {
-                let (offset, size) = (
-                    u32_at(&msg.payload, 0).ok_or_else(short)?,
-                    u32_at(&msg.payload, 4).ok_or_else(short)?,
-                );
+                let (offset, size) =
+                    (u32_at(&msg.payload, 0).ok_or_else(short)?, u32_at(&msg.payload, 4).ok_or_else(short)?);
                 let flags = u32_at(&msg.payload, 8).ok_or_else(short)?;
                 if size as usize > MAX_PAYLOAD - 12 {
-                    return Err(VhostUserError::Protocol(format!(
-                        "GET_CONFIG of {size} bytes"
-                    )));
+                    return Err(VhostUserError::Protocol(format!("GET_CONFIG of {size} bytes")));
                 }
                 let mut p = Vec::with_capacity(12 + size as usize);
                 p.extend_from_slice(&offset.to_le_bytes());
                 p.extend_from_slice(&size.to_le_bytes());
                 p.extend_from_slice(&flags.to_le_bytes());
-                p.extend_from_slice(&read_config_padded(
-                    &self.device.config(),
-                    offset as usize,
-                    size as usize,
-                ));
+                p.extend_from_slice(&read_config_padded(&self.device.config(), offset as usize, size as usize));
                 return self.reply(&msg.reply(p));
             }
             req::SET_CONFIG => {
@@ -471,16 +414,9 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
                 let i = self.queue_index(i.into())?;
                 // Process before acknowledging: the guest is blocked until
                 // the ACK, so guest memory is quiescent while we touch it.
-                let r = if self.queues.is_ready(i) {
-                    self.device.queue_notify(i, &mut self.queues)
-                } else {
-                    Ok(false)
-                };
+                let r = if self.queues.is_ready(i) { self.device.queue_notify(i, &mut self.queues) } else { Ok(false) };
                 self.ack(&msg, r.is_ok())?;
-                events.push(DeviceEvent::Kicked {
-                    queue: i as u16,
-                    interrupt: r?,
-                });
+                events.push(DeviceEvent::Kicked { queue: i as u16, interrupt: r? });
                 return Ok(());
             }
             other => {

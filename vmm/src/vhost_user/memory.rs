@@ -44,12 +44,7 @@ impl MemTable {
         for (i, fd) in fds.into_iter().enumerate() {
             let at = 8 + 32 * i;
             let field = |k: usize| u64_at(payload, at + 8 * k).ok_or("short memory table");
-            let r = Region {
-                guest_addr: field(0)?,
-                size: field(1)?,
-                user_addr: field(2)?,
-                mmap_offset: field(3)?,
-            };
+            let r = Region { guest_addr: field(0)?, size: field(1)?, user_addr: field(2)?, mmap_offset: field(3)? };
             // mmap needs a page-aligned file offset: map from the page
             // boundary and place the region that much lower in guest
             // space (the extra bytes are the same file, harmless).
@@ -58,15 +53,14 @@ impl MemTable {
                 return Err(format!("region {i} {r:?} cannot be mapped"));
             }
             let file = FileOffset::new(File::from(fd), r.mmap_offset - delta);
-            let region = MmapRegion::from_file(file, (r.size + delta) as usize)
-                .map_err(|e| format!("mmap region {i}: {e}"))?;
+            let region =
+                MmapRegion::from_file(file, (r.size + delta) as usize).map_err(|e| format!("mmap region {i}: {e}"))?;
             let g = GuestRegionMmap::new(region, GuestAddress(r.guest_addr - delta))
                 .ok_or_else(|| format!("region {i} overflows the guest address space"))?;
             mapped.push(g);
             regions.push(r);
         }
-        let mem =
-            GuestMemoryMmap::from_regions(mapped).map_err(|e| format!("memory table: {e}"))?;
+        let mem = GuestMemoryMmap::from_regions(mapped).map_err(|e| format!("memory table: {e}"))?;
         Ok(MemTable { regions, mem })
     }
 

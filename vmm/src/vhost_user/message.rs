@@ -93,20 +93,12 @@ pub struct Message {
 
 impl Message {
     pub fn new(request: u32, flags: u32, payload: Vec<u8>) -> Message {
-        Message {
-            request,
-            flags: flags | VERSION,
-            payload,
-        }
+        Message { request, flags: flags | VERSION, payload }
     }
 
     /// A reply to `self` carrying `payload`.
     pub fn reply(&self, payload: Vec<u8>) -> Message {
-        Message {
-            request: self.request,
-            flags: VERSION | FLAG_REPLY,
-            payload,
-        }
+        Message { request: self.request, flags: VERSION | FLAG_REPLY, payload }
     }
 
     pub fn need_reply(&self) -> bool {
@@ -220,19 +212,8 @@ impl MsgStream {
         let flags = u32_at(&self.buf, 4).unwrap();
         let payload = self.buf[HEADER_LEN..HEADER_LEN + size].to_vec();
         self.buf.drain(..HEADER_LEN + size);
-        let fds = if carries_fds(request) {
-            self.fds.drain(..).collect()
-        } else {
-            Vec::new()
-        };
-        Ok(Some((
-            Message {
-                request,
-                flags,
-                payload,
-            },
-            fds,
-        )))
+        let fds = if carries_fds(request) { self.fds.drain(..).collect() } else { Vec::new() };
+        Ok(Some((Message { request, flags, payload }, fds)))
     }
 
     /// Drops buffered bytes and descriptors (after a disconnect).
@@ -246,10 +227,7 @@ impl MsgStream {
 /// received descriptors (close-on-exec) are appended to `fds`.
 pub fn recv_with_fds(fd: RawFd, buf: &mut [u8], fds: &mut VecDeque<OwnedFd>) -> io::Result<usize> {
     let mut cmsg = [0u64; 8]; // 64 bytes: CMSG_SPACE(8 * 4) = 48 on x86-64
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     // SAFETY: msghdr is plain data; all pointers set below are valid for
     // the duration of the call.
     let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -289,10 +267,7 @@ pub fn recv_with_fds(fd: RawFd, buf: &mut [u8], fds: &mut VecDeque<OwnedFd>) -> 
 pub fn send_with_fds(fd: RawFd, mut bytes: &[u8], mut fds: &[RawFd]) -> io::Result<()> {
     while !bytes.is_empty() {
         let mut cmsg = [0u64; 8];
-        let mut iov = libc::iovec {
-            iov_base: bytes.as_ptr() as *mut _,
-            iov_len: bytes.len(),
-        };
+        let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut _, iov_len: bytes.len() };
         // SAFETY: as in recv_with_fds.
         let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
         mh.msg_iov = &mut iov;
@@ -308,11 +283,7 @@ pub fn send_with_fds(fd: RawFd, mut bytes: &[u8], mut fds: &[RawFd]) -> io::Resu
                 (*c).cmsg_level = libc::SOL_SOCKET;
                 (*c).cmsg_type = libc::SCM_RIGHTS;
                 (*c).cmsg_len = libc::CMSG_LEN((fds.len() * 4) as u32) as usize;
-                std::ptr::copy_nonoverlapping(
-                    fds.as_ptr(),
-                    libc::CMSG_DATA(c) as *mut RawFd,
-                    fds.len(),
-                );
+                std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c) as *mut RawFd, fds.len());
             }
         }
         // SAFETY: valid msghdr.
@@ -335,18 +306,11 @@ pub fn send_with_fds(fd: RawFd, mut bytes: &[u8], mut fds: &[RawFd]) -> io::Resu
 }
 
 fn wait_writable(fd: RawFd) -> io::Result<()> {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLOUT,
-        revents: 0,
-    };
+    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
     // SAFETY: one valid pollfd.
     let n = unsafe { libc::poll(&mut p, 1, 10_000) };
     match n {
-        0 => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "peer does not read",
-        )),
+        0 => Err(io::Error::new(io::ErrorKind::TimedOut, "peer does not read")),
         n if n < 0 => Err(io::Error::last_os_error()),
         _ => Ok(()),
     }

@@ -50,11 +50,7 @@ fn read_message(s: &mut UnixStream) -> Message {
     let size = u32_at(&h, 8).unwrap() as usize;
     let mut payload = vec![0u8; size];
     s.read_exact(&mut payload).unwrap();
-    Message {
-        request: u32_at(&h, 0).unwrap(),
-        flags: u32_at(&h, 4).unwrap(),
-        payload,
-    }
+    Message { request: u32_at(&h, 0).unwrap(), flags: u32_at(&h, 4).unwrap(), payload }
 }
 
 impl<D: VirtioDevice> Front<D> {
@@ -68,66 +64,32 @@ impl<D: VirtioDevice> Front<D> {
         assert!(fd >= 0);
         // SAFETY: fd is a fresh descriptor we own.
         let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
-        File::from(memfd.try_clone().unwrap())
-            .set_len(MEM_SIZE)
+        File::from(memfd.try_clone().unwrap()).set_len(MEM_SIZE).unwrap();
+        let region =
+            MmapRegion::from_file(FileOffset::new(File::from(memfd.try_clone().unwrap()), 0), MEM_SIZE as usize)
+                .unwrap();
+        let mem = GuestMemoryMmap::from_regions(vec![GuestRegionMmap::new(region, GuestAddress(GUEST_BASE)).unwrap()])
             .unwrap();
-        let region = MmapRegion::from_file(
-            FileOffset::new(File::from(memfd.try_clone().unwrap()), 0),
-            MEM_SIZE as usize,
-        )
-        .unwrap();
-        let mem = GuestMemoryMmap::from_regions(vec![GuestRegionMmap::new(
-            region,
-            GuestAddress(GUEST_BASE),
-        )
-        .unwrap()])
-        .unwrap();
         let (chan, theirs) = UnixStream::pair().unwrap();
-        let mut f = Front {
-            be,
-            sock,
-            chan,
-            mem,
-            memfd,
-            events: Vec::new(),
-        };
+        let mut f = Front { be, sock, chan, mem, memfd, events: Vec::new() };
         // The handshake, as virtio_uml does it.
         assert_eq!(f.request(req::SET_OWNER, vec![], &[], false), None);
         f.request(req::GET_FEATURES, vec![], &[], false).unwrap();
-        f.request(req::GET_PROTOCOL_FEATURES, vec![], &[], false)
-            .unwrap();
+        f.request(req::GET_PROTOCOL_FEATURES, vec![], &[], false).unwrap();
         let pf = OFFERED_PROTOCOL_FEATURES.to_le_bytes().to_vec();
-        assert_eq!(
-            f.request(req::SET_PROTOCOL_FEATURES, pf, &[], true),
-            Some(0)
-        );
-        assert_eq!(
-            f.request(req::SET_SLAVE_REQ_FD, vec![], &[theirs.as_raw_fd()], true),
-            Some(0)
-        );
+        assert_eq!(f.request(req::SET_PROTOCOL_FEATURES, pf, &[], true), Some(0));
+        assert_eq!(f.request(req::SET_SLAVE_REQ_FD, vec![], &[theirs.as_raw_fd()], true), Some(0));
         f
     }
 
     /// Sends a request, lets the back end handle it, and returns the u64
     /// reply if one is expected (`need_reply`, or a GET).
-    fn request(
-        &mut self,
-        request: u32,
-        payload: Vec<u8>,
-        fds: &[i32],
-        need_reply: bool,
-    ) -> Option<u64> {
+    fn request(&mut self, request: u32, payload: Vec<u8>, fds: &[i32], need_reply: bool) -> Option<u64> {
         let m = self.exchange(request, payload, fds, need_reply)?;
         m.u64()
     }
 
-    fn exchange(
-        &mut self,
-        request: u32,
-        payload: Vec<u8>,
-        fds: &[i32],
-        need_reply: bool,
-    ) -> Option<Message> {
+    fn exchange(&mut self, request: u32, payload: Vec<u8>, fds: &[i32], need_reply: bool) -> Option<Message> {
         let flags = if need_reply { FLAG_NEED_REPLY } else { 0 };
         send_message(&self.sock, &Message::new(request, flags, payload), fds).unwrap();
         let ev = self.be.handle_readable().unwrap();
@@ -153,10 +115,7 @@ impl<D: VirtioDevice> Front<D> {
     /// SET_FEATURES, SET_MEM_TABLE, and the rings.
     fn setup(&mut self, rings: &[(u64, u16)]) -> Vec<DriverQueue> {
         let f = self.be.device().features() | F_PROTOCOL_FEATURES;
-        assert_eq!(
-            self.request(req::SET_FEATURES, f.to_le_bytes().to_vec(), &[], true),
-            Some(0)
-        );
+        assert_eq!(self.request(req::SET_FEATURES, f.to_le_bytes().to_vec(), &[], true), Some(0));
         let mut t = 1u32.to_le_bytes().to_vec();
         t.extend_from_slice(&0u32.to_le_bytes());
         for v in [GUEST_BASE, MEM_SIZE, USER_BASE, 0] {
@@ -168,14 +127,8 @@ impl<D: VirtioDevice> Front<D> {
         for (i, &(base, size)) in rings.iter().enumerate() {
             let dq = DriverQueue::new(&self.mem, GUEST_BASE + base, size);
             let i = i as u32;
-            assert_eq!(
-                self.request(req::SET_VRING_NUM, vring_state(i, size.into()), &[], true),
-                Some(0)
-            );
-            assert_eq!(
-                self.request(req::SET_VRING_BASE, vring_state(i, 0), &[], true),
-                Some(0)
-            );
+            assert_eq!(self.request(req::SET_VRING_NUM, vring_state(i, size.into()), &[], true), Some(0));
+            assert_eq!(self.request(req::SET_VRING_BASE, vring_state(i, 0), &[], true), Some(0));
             let mut a = i.to_le_bytes().to_vec();
             a.extend_from_slice(&0u32.to_le_bytes());
             for g in [dq.desc, dq.used, dq.avail] {
@@ -186,10 +139,7 @@ impl<D: VirtioDevice> Front<D> {
             qs.push(dq);
         }
         for i in 0..rings.len() as u32 {
-            assert_eq!(
-                self.request(req::SET_VRING_ENABLE, vring_state(i, 1), &[], true),
-                Some(0)
-            );
+            assert_eq!(self.request(req::SET_VRING_ENABLE, vring_state(i, 1), &[], true), Some(0));
         }
         assert_eq!(self.events.last(), Some(&DeviceEvent::Ready));
         qs
@@ -197,10 +147,7 @@ impl<D: VirtioDevice> Front<D> {
 
     fn kick(&mut self, queue: u32) -> DeviceEvent {
         self.events.clear();
-        assert_eq!(
-            self.request(req::VRING_KICK, vring_state(queue, 0), &[], true),
-            Some(0)
-        );
+        assert_eq!(self.request(req::VRING_KICK, vring_state(queue, 0), &[], true), Some(0));
         assert_eq!(self.events.len(), 1);
         self.events[0]
     }
@@ -235,14 +182,8 @@ fn handshake_features_config_and_errors() {
     assert_ne!(feats & F_PROTOCOL_FEATURES, 0);
     assert_ne!(feats & crate::virtio::VIRTIO_F_VERSION_1, 0);
     assert_ne!(feats & crate::virtio::net::VIRTIO_NET_F_MAC, 0);
-    let pf = f
-        .request(req::GET_PROTOCOL_FEATURES, vec![], &[], false)
-        .unwrap();
-    assert_eq!(
-        pf & 0x4228,
-        0x4228,
-        "REPLY_ACK, SLAVE_REQ, CONFIG, INBAND_NOTIFICATIONS"
-    );
+    let pf = f.request(req::GET_PROTOCOL_FEATURES, vec![], &[], false).unwrap();
+    assert_eq!(pf & 0x4228, 0x4228, "REPLY_ACK, SLAVE_REQ, CONFIG, INBAND_NOTIFICATIONS");
     assert_eq!(f.request(req::GET_QUEUE_NUM, vec![], &[], false), Some(2));
     // GET_CONFIG the way virtio_uml asks: offset 0, size offset+len.
     let mut p = vec![0u8; 12];
@@ -257,25 +198,15 @@ fn handshake_features_config_and_errors() {
     assert_eq!(f.request(req::SET_VRING_CALL, nofd, &[], true), Some(0));
     send_message(
         &f.sock,
-        &Message::new(
-            req::SET_VRING_KICK,
-            FLAG_NEED_REPLY,
-            1u64.to_le_bytes().to_vec(),
-        ),
+        &Message::new(req::SET_VRING_KICK, FLAG_NEED_REPLY, 1u64.to_le_bytes().to_vec()),
         &[f.chan.as_raw_fd()],
     )
     .unwrap();
-    assert!(matches!(
-        f.be.handle_readable(),
-        Err(VhostUserError::Unsupported(req::SET_VRING_KICK))
-    ));
+    assert!(matches!(f.be.handle_readable(), Err(VhostUserError::Unsupported(req::SET_VRING_KICK))));
     assert_eq!(read_message(&mut f.sock).u64(), Some(1));
     // A request we do not know gets a failed ACK.
     send_message(&f.sock, &Message::new(99, FLAG_NEED_REPLY, vec![]), &[]).unwrap();
-    assert!(matches!(
-        f.be.handle_readable(),
-        Err(VhostUserError::Unsupported(99))
-    ));
+    assert!(matches!(f.be.handle_readable(), Err(VhostUserError::Unsupported(99))));
     assert_eq!(read_message(&mut f.sock).u64(), Some(1));
 }
 
@@ -292,40 +223,19 @@ fn net_tx_frames_and_rx_delivery_with_calls() {
         mem.write_slice(&b, GuestAddress(at)).unwrap();
         q[TX_QUEUE].add(&mem, &[(at, b.len() as u32, false)]);
     }
-    assert_eq!(
-        f.kick(TX_QUEUE as u32),
-        DeviceEvent::Kicked {
-            queue: 1,
-            interrupt: true
-        }
-    );
-    assert_eq!(
-        f.be.device_mut().take_tx(),
-        vec![b"frame-one".to_vec(), b"frame-two".to_vec()]
-    );
+    assert_eq!(f.kick(TX_QUEUE as u32), DeviceEvent::Kicked { queue: 1, interrupt: true });
+    assert_eq!(f.be.device_mut().take_tx(), vec![b"frame-one".to_vec(), b"frame-two".to_vec()]);
     assert_eq!(q[TX_QUEUE].take_used(&mem).len(), 2);
     // With EVENT_IDX negotiated the driver's used_event (0) was passed.
     // A further kick with nothing new asks for nothing.
-    assert_eq!(
-        f.kick(TX_QUEUE as u32),
-        DeviceEvent::Kicked {
-            queue: 1,
-            interrupt: false
-        }
-    );
+    assert_eq!(f.kick(TX_QUEUE as u32), DeviceEvent::Kicked { queue: 1, interrupt: false });
 
     // RX: nothing to deliver into until the driver posts buffers.
     let frame = vec![0x42u8; 60];
     let (dev, queues) = f.be.device_and_queues();
     assert!(!dev.deliver(queues, &frame).unwrap());
     q[RX_QUEUE].add(&mem, &[(GUEST_BASE + 0x30000, 1526, true)]);
-    assert_eq!(
-        f.kick(RX_QUEUE as u32),
-        DeviceEvent::Kicked {
-            queue: 0,
-            interrupt: false
-        }
-    );
+    assert_eq!(f.kick(RX_QUEUE as u32), DeviceEvent::Kicked { queue: 0, interrupt: false });
     let (dev, queues) = f.be.device_and_queues();
     assert!(dev.deliver(queues, &frame).unwrap());
     assert!(queues.needs_interrupt(RX_QUEUE).unwrap());
@@ -337,8 +247,7 @@ fn net_tx_frames_and_rx_delivery_with_calls() {
     assert_eq!(f.be.calls_in_flight(), 0);
     assert_eq!(q[RX_QUEUE].take_used(&mem), vec![(0, 72)]);
     let mut got = vec![0u8; 72];
-    mem.read_slice(&mut got, GuestAddress(GUEST_BASE + 0x30000))
-        .unwrap();
+    mem.read_slice(&mut got, GuestAddress(GUEST_BASE + 0x30000)).unwrap();
     assert_eq!(&got[12..], &frame[..]);
 }
 
@@ -348,36 +257,14 @@ fn blk_write_flush_read_through_kicks() {
     let mut f = Front::connect("blk", VirtioBlk::new(disk, BlkConfig::default()));
     let mut q = f.setup(&[(0x1000, 128)]).remove(0);
     let mem = f.mem.clone();
-    let hdr = |t, sector| {
-        RequestHeader {
-            request_type: t,
-            reserved: 0,
-            sector,
-        }
-        .to_bytes()
-    };
+    let hdr = |t, sector| RequestHeader { request_type: t, reserved: 0, sector }.to_bytes();
     let g = |off: u64| GUEST_BASE + off;
 
     // WRITE 4 KiB at sector 8.
-    mem.write_slice(&hdr(T_OUT, 8), GuestAddress(g(0x40000)))
-        .unwrap();
-    mem.write_slice(&[0x77; 4096], GuestAddress(g(0x41000)))
-        .unwrap();
-    q.add(
-        &mem,
-        &[
-            (g(0x40000), 16, false),
-            (g(0x41000), 4096, false),
-            (g(0x42000), 1, true),
-        ],
-    );
-    assert_eq!(
-        f.kick(0),
-        DeviceEvent::Kicked {
-            queue: 0,
-            interrupt: false
-        }
-    );
+    mem.write_slice(&hdr(T_OUT, 8), GuestAddress(g(0x40000))).unwrap();
+    mem.write_slice(&[0x77; 4096], GuestAddress(g(0x41000))).unwrap();
+    q.add(&mem, &[(g(0x40000), 16, false), (g(0x41000), 4096, false), (g(0x42000), 1, true)]);
+    assert_eq!(f.kick(0), DeviceEvent::Kicked { queue: 0, interrupt: false });
     let ids = f.be.device_mut().take_accepted();
     assert_eq!(ids.len(), 1);
     assert_eq!(f.be.device().disk().volatile_writes().count(), 1);
@@ -387,8 +274,7 @@ fn blk_write_flush_read_through_kicks() {
     assert_eq!(q.take_used(&mem), vec![(0, 1)]);
 
     // FLUSH.
-    mem.write_slice(&hdr(T_FLUSH, 0), GuestAddress(g(0x43000)))
-        .unwrap();
+    mem.write_slice(&hdr(T_FLUSH, 0), GuestAddress(g(0x43000))).unwrap();
     q.add(&mem, &[(g(0x43000), 16, false), (g(0x44000), 1, true)]);
     f.kick(0);
     let ids = f.be.device_mut().take_accepted();
@@ -396,24 +282,12 @@ fn blk_write_flush_read_through_kicks() {
     dev.complete(ids[0], queues).unwrap();
     assert_eq!(f.be.device().disk().volatile_writes().count(), 0);
     let mut durable = vec![0u8; 4096];
-    f.be.device()
-        .disk()
-        .durable_store()
-        .read(8, &mut durable)
-        .unwrap();
+    f.be.device().disk().durable_store().read(8, &mut durable).unwrap();
     assert!(durable.iter().all(|&b| b == 0x77));
 
     // READ it back.
-    mem.write_slice(&hdr(T_IN, 8), GuestAddress(g(0x45000)))
-        .unwrap();
-    q.add(
-        &mem,
-        &[
-            (g(0x45000), 16, false),
-            (g(0x46000), 4096, true),
-            (g(0x47000), 1, true),
-        ],
-    );
+    mem.write_slice(&hdr(T_IN, 8), GuestAddress(g(0x45000))).unwrap();
+    q.add(&mem, &[(g(0x45000), 16, false), (g(0x46000), 4096, true), (g(0x47000), 1, true)]);
     f.kick(0);
     let ids = f.be.device_mut().take_accepted();
     let (dev, queues) = f.be.device_and_queues();
@@ -433,20 +307,11 @@ fn disconnect_resets_and_a_new_front_end_can_connect() {
     f.setup(&[(0x1000, 64), (0x8000, 64)]);
     let path = f.be.path().to_owned();
     drop(f.sock);
-    assert_eq!(
-        f.be.handle_readable().unwrap(),
-        vec![DeviceEvent::Disconnected]
-    );
+    assert_eq!(f.be.handle_readable().unwrap(), vec![DeviceEvent::Disconnected]);
     assert!(!f.be.is_connected());
-    assert!(matches!(
-        f.be.send_call(0),
-        Err(VhostUserError::NoBackendChannel)
-    ));
+    assert!(matches!(f.be.send_call(0), Err(VhostUserError::NoBackendChannel)));
     let _again = UnixStream::connect(&path).unwrap();
-    assert_eq!(
-        f.be.handle_readable().unwrap(),
-        vec![DeviceEvent::Connected]
-    );
+    assert_eq!(f.be.handle_readable().unwrap(), vec![DeviceEvent::Connected]);
 }
 
 #[test]
@@ -466,10 +331,7 @@ fn rng_fills_buffers_before_acking_the_kick_and_calls_in_band() {
     mem.write_slice(&[0u8; 32], GuestAddress(at)).unwrap();
     q[REQUEST_QUEUE].add(&mem, &[(at, 32, true)]);
     // By the time the kick is acknowledged the bytes are in guest memory.
-    assert_eq!(
-        f.kick(REQUEST_QUEUE as u32),
-        DeviceEvent::Kicked { queue: 0, interrupt: true }
-    );
+    assert_eq!(f.kick(REQUEST_QUEUE as u32), DeviceEvent::Kicked { queue: 0, interrupt: true });
     assert_eq!(q[REQUEST_QUEUE].take_used(&mem), vec![(0, 32)]);
     let mut got = vec![0u8; 32];
     mem.read_slice(&mut got, GuestAddress(at)).unwrap();

@@ -37,9 +37,7 @@ use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use virtio_queue::QueueT;
 
-use super::{
-    drain_chains, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
-};
+use super::{drain_chains, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX};
 
 /// `VIRTIO_BLK_F_SEG_MAX`: `seg_max` in the config is valid.
 pub const VIRTIO_BLK_F_SEG_MAX: u64 = 1 << 2;
@@ -72,12 +70,7 @@ pub struct BlkConfig {
 
 impl Default for BlkConfig {
     fn default() -> Self {
-        BlkConfig {
-            serial: b"simcluster".to_vec(),
-            queue_size: 256,
-            blk_size: 512,
-            read_only: false,
-        }
+        BlkConfig { serial: b"simcluster".to_vec(), queue_size: 256, blk_size: 512, read_only: false }
     }
 }
 
@@ -256,13 +249,7 @@ impl VirtioBlk {
         if self.cfg.read_only && RequestHeader::parse(header).is_ok_and(|h| matches!(h.request_type, T_OUT | T_FLUSH)) {
             return finish(mem, q, &chain, Status::IoErr, &[]).map(|()| false);
         }
-        let mut s = submit(
-            &mut self.disk,
-            header,
-            data_out,
-            writable - 1,
-            &self.cfg.serial,
-        )?;
+        let mut s = submit(&mut self.disk, header, data_out, writable - 1, &self.cfg.serial)?;
         match s.request {
             None => finish(mem, q, &chain, s.status, &s.data_in).map(|()| false),
             Some(id) => {
@@ -283,16 +270,7 @@ impl VirtioBlk {
                     }
                     return Ok(false);
                 }
-                self.pending.insert(
-                    id,
-                    Pending {
-                        chain,
-                        status: s.status,
-                        data_in: s.data_in,
-                        request,
-                        fault,
-                    },
-                );
+                self.pending.insert(id, Pending { chain, status: s.status, data_in: s.data_in, request, fault });
                 self.accepted.push(id);
                 Ok(true)
             }
@@ -303,25 +281,14 @@ impl VirtioBlk {
 /// The [`BlkRequest`] of a request that [`submit`] issued as `id` (so its
 /// header parsed and mapped to a read, write or flush).
 fn describe(id: RequestId, header: &[u8], out_len: usize, in_len: usize) -> BlkRequest {
-    let op = RequestHeader::parse(header).and_then(|h| {
-        h.op(if h.request_type == T_OUT {
-            out_len
-        } else {
-            in_len
-        })
-    });
+    let op = RequestHeader::parse(header).and_then(|h| h.op(if h.request_type == T_OUT { out_len } else { in_len }));
     let (kind, sector, len) = match op {
         Ok(BlkOp::Read { sector, len }) => (RequestKind::Read, sector, len),
         Ok(BlkOp::Write { sector, len }) => (RequestKind::Write { fua: false }, sector, len),
         // Flush; GET_ID and errors never reach the disk, so never get here.
         _ => (RequestKind::Flush, 0, 0),
     };
-    BlkRequest {
-        id,
-        kind,
-        sector,
-        sectors: (len / SECTOR_SIZE) as u64,
-    }
+    BlkRequest { id, kind, sector, sectors: (len / SECTOR_SIZE) as u64 }
 }
 
 /// Writes `data_in` and the status byte (the last writable byte) and adds

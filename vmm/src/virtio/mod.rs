@@ -87,10 +87,7 @@ impl Queues {
     pub fn new(max_sizes: &[u16]) -> Queues {
         Queues {
             mem: GuestMemoryMmap::default(),
-            queues: max_sizes
-                .iter()
-                .map(|&m| Queue::new(m).expect("device queue sizes are powers of two"))
-                .collect(),
+            queues: max_sizes.iter().map(|&m| Queue::new(m).expect("device queue sizes are powers of two")).collect(),
         }
     }
 
@@ -155,11 +152,7 @@ pub trait VirtioDevice {
 /// and returns it used. Notifications stay off while draining and the
 /// queue is re-checked after turning them back on, so a chain added in
 /// between is not missed. Returns whether the driver wants an interrupt.
-pub fn drain_readable(
-    queues: &mut Queues,
-    index: usize,
-    mut f: impl FnMut(Vec<u8>),
-) -> Result<bool, DeviceError> {
+pub fn drain_readable(queues: &mut Queues, index: usize, mut f: impl FnMut(Vec<u8>)) -> Result<bool, DeviceError> {
     let (mem, q) = queues.ready(index)?;
     let mut used = 0;
     loop {
@@ -249,32 +242,18 @@ impl Chain {
     pub fn pop(queue: &mut Queue, mem: &GuestMemoryMmap) -> Option<Chain> {
         let chain = queue.pop_descriptor_chain(mem)?;
         let head = chain.head_index();
-        let segments = chain
-            .map(|d| Segment {
-                addr: d.addr(),
-                len: d.len(),
-                write_only: d.is_write_only(),
-            })
-            .collect();
+        let segments = chain.map(|d| Segment { addr: d.addr(), len: d.len(), write_only: d.is_write_only() }).collect();
         Some(Chain { head, segments })
     }
 
     /// Total bytes of the device-readable descriptors.
     pub fn readable_len(&self) -> usize {
-        self.segments
-            .iter()
-            .filter(|s| !s.write_only)
-            .map(|s| s.len as usize)
-            .sum()
+        self.segments.iter().filter(|s| !s.write_only).map(|s| s.len as usize).sum()
     }
 
     /// Total bytes of the device-writable descriptors.
     pub fn writable_len(&self) -> usize {
-        self.segments
-            .iter()
-            .filter(|s| s.write_only)
-            .map(|s| s.len as usize)
-            .sum()
+        self.segments.iter().filter(|s| s.write_only).map(|s| s.len as usize).sum()
     }
 
     /// The device-readable bytes, in order.
@@ -290,12 +269,7 @@ impl Chain {
 
     /// Writes `data` into the device-writable descriptors starting at byte
     /// `offset` of the writable area. Fails if it does not fit.
-    pub fn write_at(
-        &self,
-        mem: &GuestMemoryMmap,
-        offset: usize,
-        data: &[u8],
-    ) -> Result<(), DeviceError> {
+    pub fn write_at(&self, mem: &GuestMemoryMmap, offset: usize, data: &[u8]) -> Result<(), DeviceError> {
         if offset + data.len() > self.writable_len() {
             return Err(DeviceError::Chain(format!(
                 "{} bytes at {offset} overflow {} writable bytes",

@@ -14,10 +14,7 @@
 
 use virtio_queue::{QueueOwnedT, QueueT};
 
-use super::{
-    drain_readable, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1,
-    VIRTIO_RING_F_EVENT_IDX,
-};
+use super::{drain_readable, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX};
 
 /// `VIRTIO_NET_F_MAC`: the config space holds the MAC address.
 pub const VIRTIO_NET_F_MAC: u64 = 1 << 5;
@@ -53,11 +50,7 @@ impl VirtioNet {
     }
 
     pub fn with_mac(mac: [u8; 6]) -> VirtioNet {
-        VirtioNet {
-            mac,
-            acked: 0,
-            tx: Vec::new(),
-        }
+        VirtioNet { mac, acked: 0, tx: Vec::new() }
     }
 
     pub fn mac(&self) -> [u8; 6] {
@@ -99,10 +92,7 @@ impl VirtioNet {
         if hlen + frame.len() > room {
             // Leave the buffer with the device: a smaller frame may fit it.
             q.go_to_previous_position();
-            return Err(DeviceError::FrameTooLarge {
-                len: frame.len(),
-                room: room.saturating_sub(hlen),
-            });
+            return Err(DeviceError::FrameTooLarge { len: frame.len(), room: room.saturating_sub(hlen) });
         }
         let mut buf = vec![0u8; hlen + frame.len()];
         if hlen == 12 {
@@ -178,10 +168,7 @@ mod tests {
         let tx = DriverQueue::new(&mem, 0x4000, 16);
         let mut dev = VirtioNet::new(3);
         dev.ack_features(dev.features());
-        let queues = Queues {
-            queues: vec![rx.device_queue(QUEUE_SIZE), tx.device_queue(QUEUE_SIZE)],
-            mem,
-        };
+        let queues = Queues { queues: vec![rx.device_queue(QUEUE_SIZE), tx.device_queue(QUEUE_SIZE)], mem };
         (dev, queues, rx, tx)
     }
 
@@ -197,23 +184,10 @@ mod tests {
         let (mut dev, mut qs, _rx, mut tx) = setup();
         let frame: Vec<u8> = (0..60u8).collect();
         // Header in one descriptor, frame split over two.
-        qs.mem
-            .write_slice(&[0u8; 12], GuestAddress(0x10000))
-            .unwrap();
-        qs.mem
-            .write_slice(&frame[..20], GuestAddress(0x20000))
-            .unwrap();
-        qs.mem
-            .write_slice(&frame[20..], GuestAddress(0x30000))
-            .unwrap();
-        let head = tx.add(
-            &qs.mem,
-            &[
-                (0x10000, 12, false),
-                (0x20000, 20, false),
-                (0x30000, 40, false),
-            ],
-        );
+        qs.mem.write_slice(&[0u8; 12], GuestAddress(0x10000)).unwrap();
+        qs.mem.write_slice(&frame[..20], GuestAddress(0x20000)).unwrap();
+        qs.mem.write_slice(&frame[20..], GuestAddress(0x30000)).unwrap();
+        let head = tx.add(&qs.mem, &[(0x10000, 12, false), (0x20000, 20, false), (0x30000, 40, false)]);
         // Header and frame in one descriptor.
         let mut one = vec![0u8; 12];
         one.extend_from_slice(b"second frame");
@@ -222,10 +196,7 @@ mod tests {
         let irq = dev.queue_notify(TX_QUEUE, &mut qs).unwrap();
         assert!(irq, "used_event is 0, so the first completion interrupts");
         assert_eq!(dev.take_tx(), vec![frame, b"second frame".to_vec()]);
-        assert_eq!(
-            tx.take_used(&qs.mem),
-            vec![(head as u32, 0), (head2 as u32, 0)]
-        );
+        assert_eq!(tx.take_used(&qs.mem), vec![(head as u32, 0), (head2 as u32, 0)]);
         assert!(dev.take_tx().is_empty());
     }
 
@@ -250,10 +221,7 @@ mod tests {
     fn rx_too_small_buffer_is_kept() {
         let (mut dev, mut qs, mut rx, _tx) = setup();
         rx.add(&qs.mem, &[(0x50000, 64, true)]);
-        assert!(matches!(
-            dev.deliver(&mut qs, &[0u8; 100]),
-            Err(DeviceError::FrameTooLarge { .. })
-        ));
+        assert!(matches!(dev.deliver(&mut qs, &[0u8; 100]), Err(DeviceError::FrameTooLarge { .. })));
         assert!(dev.deliver(&mut qs, &[0u8; 40]).unwrap());
     }
 

@@ -31,9 +31,7 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use virtio_queue::QueueT;
 
-use super::{
-    drain_chains, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
-};
+use super::{drain_chains, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX};
 
 /// The virtio device id of an entropy source.
 pub const DEVICE_ID: u32 = 4;
@@ -61,13 +59,7 @@ pub struct VirtioRng {
 impl VirtioRng {
     /// A device whose stream is drawn from `seed`.
     pub fn new(seed: u64) -> VirtioRng {
-        VirtioRng {
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-            spare: [0; 8],
-            spare_at: 8,
-            acked: 0,
-            handed_out: 0,
-        }
+        VirtioRng { rng: Xoshiro256PlusPlus::seed_from_u64(seed), spare: [0; 8], spare_at: 8, acked: 0, handed_out: 0 }
     }
 
     /// Bytes handed to the guest so far.
@@ -156,10 +148,7 @@ mod tests {
         let dq = DriverQueue::new(&mem, 0x1000, 16);
         let mut dev = VirtioRng::new(seed);
         dev.ack_features(dev.features());
-        let queues = Queues {
-            queues: vec![dq.device_queue(QUEUE_SIZE)],
-            mem,
-        };
+        let queues = Queues { queues: vec![dq.device_queue(QUEUE_SIZE)], mem };
         (dev, queues, dq)
     }
 
@@ -207,17 +196,10 @@ mod tests {
     fn a_chain_is_filled_completely_across_descriptors() {
         let (mut dev, mut qs, mut dq) = setup(3);
         // Sentinels: every byte must be overwritten by the stream.
-        qs.mem
-            .write_slice(&[0xee; 64], GuestAddress(0x20000))
-            .unwrap();
-        qs.mem
-            .write_slice(&[0xee; 64], GuestAddress(0x30000))
-            .unwrap();
+        qs.mem.write_slice(&[0xee; 64], GuestAddress(0x20000)).unwrap();
+        qs.mem.write_slice(&[0xee; 64], GuestAddress(0x30000)).unwrap();
         let head = dq.add(&qs.mem, &[(0x20000, 13, true), (0x30000, 27, true)]);
-        assert!(
-            dev.queue_notify(REQUEST_QUEUE, &mut qs).unwrap(),
-            "used_event 0: the first completion interrupts"
-        );
+        assert!(dev.queue_notify(REQUEST_QUEUE, &mut qs).unwrap(), "used_event 0: the first completion interrupts");
         assert_eq!(dq.take_used(&qs.mem), vec![(head as u32, 40)]);
         let mut got = read(&qs, 0x20000, 13);
         got.extend(read(&qs, 0x30000, 27));
@@ -242,22 +224,15 @@ mod tests {
     #[test]
     fn read_only_descriptors_are_never_written() {
         let (mut dev, mut qs, mut dq) = setup(4);
-        qs.mem
-            .write_slice(&[0x5a; 32], GuestAddress(0x20000))
-            .unwrap();
-        qs.mem
-            .write_slice(&[0x5a; 32], GuestAddress(0x21000))
-            .unwrap();
+        qs.mem.write_slice(&[0x5a; 32], GuestAddress(0x20000)).unwrap();
+        qs.mem.write_slice(&[0x5a; 32], GuestAddress(0x21000)).unwrap();
         // Only device-readable: returned with nothing written, nothing
         // taken from the stream.
         let ro = dq.add(&qs.mem, &[(0x20000, 32, false)]);
         // Mixed: the readable part is skipped, the writable part filled.
         let mixed = dq.add(&qs.mem, &[(0x21000, 16, false), (0x22000, 16, true)]);
         dev.queue_notify(REQUEST_QUEUE, &mut qs).unwrap();
-        assert_eq!(
-            dq.take_used(&qs.mem),
-            vec![(ro as u32, 0), (mixed as u32, 16)]
-        );
+        assert_eq!(dq.take_used(&qs.mem), vec![(ro as u32, 0), (mixed as u32, 16)]);
         assert_eq!(read(&qs, 0x20000, 32), vec![0x5a; 32]);
         assert_eq!(read(&qs, 0x21000, 16), vec![0x5a; 16]);
         assert_eq!(read(&qs, 0x22000, 16), requests(4, &[16]));
@@ -283,20 +258,14 @@ mod tests {
         let len = (MAX_BYTES_PER_BUFFER + 4096) as u32;
         let head = dq.add(&qs.mem, &[(0x40000, len, true)]);
         dev.queue_notify(REQUEST_QUEUE, &mut qs).unwrap();
-        assert_eq!(
-            dq.take_used(&qs.mem),
-            vec![(head as u32, MAX_BYTES_PER_BUFFER as u32)]
-        );
+        assert_eq!(dq.take_used(&qs.mem), vec![(head as u32, MAX_BYTES_PER_BUFFER as u32)]);
     }
 
     #[test]
     fn no_buffer_no_interrupt_and_other_queues_are_errors() {
         let (mut dev, mut qs, _dq) = setup(8);
         assert!(!dev.queue_notify(REQUEST_QUEUE, &mut qs).unwrap());
-        assert!(matches!(
-            dev.queue_notify(1, &mut qs),
-            Err(DeviceError::QueueNotReady(1))
-        ));
+        assert!(matches!(dev.queue_notify(1, &mut qs), Err(DeviceError::QueueNotReady(1))));
         assert_eq!(dev.device_id(), 4);
         assert!(dev.config().is_empty());
     }

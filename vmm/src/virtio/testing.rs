@@ -28,15 +28,7 @@ impl DriverQueue {
         let desc = base;
         let avail = desc + 16 * size as u64;
         let used = (avail + 6 + 2 * size as u64 + 4095) & !4095;
-        let q = DriverQueue {
-            size,
-            desc,
-            avail,
-            used,
-            next_desc: 0,
-            avail_idx: 0,
-            used_seen: 0,
-        };
+        let q = DriverQueue { size, desc, avail, used, next_desc: 0, avail_idx: 0, used_seen: 0 };
         // Zeroed rings: flags 0, idx 0.
         let zeros = vec![0u8; (used + 6 + 8 * size as u64 - base) as usize];
         mem.write_slice(&zeros, GuestAddress(base)).unwrap();
@@ -47,12 +39,9 @@ impl DriverQueue {
     pub fn device_queue(&self, max: u16) -> Queue {
         let mut q = Queue::new(max).unwrap();
         q.set_size(self.size);
-        q.try_set_desc_table_address(GuestAddress(self.desc))
-            .unwrap();
-        q.try_set_avail_ring_address(GuestAddress(self.avail))
-            .unwrap();
-        q.try_set_used_ring_address(GuestAddress(self.used))
-            .unwrap();
+        q.try_set_desc_table_address(GuestAddress(self.desc)).unwrap();
+        q.try_set_avail_ring_address(GuestAddress(self.avail)).unwrap();
+        q.try_set_used_ring_address(GuestAddress(self.used)).unwrap();
         q.set_ready(true);
         q
     }
@@ -71,29 +60,20 @@ impl DriverQueue {
             let at = GuestAddress(self.desc + 16 * idx as u64);
             mem.write_obj(addr.to_le(), at).unwrap();
             mem.write_obj(len.to_le(), GuestAddress(at.0 + 8)).unwrap();
-            mem.write_obj(flags.to_le(), GuestAddress(at.0 + 12))
-                .unwrap();
-            mem.write_obj(next.to_le(), GuestAddress(at.0 + 14))
-                .unwrap();
+            mem.write_obj(flags.to_le(), GuestAddress(at.0 + 12)).unwrap();
+            mem.write_obj(next.to_le(), GuestAddress(at.0 + 14)).unwrap();
         }
         self.next_desc = (self.next_desc + segs.len() as u16) % self.size;
         let slot = self.avail + 4 + 2 * (self.avail_idx % self.size) as u64;
         mem.write_obj(head.to_le(), GuestAddress(slot)).unwrap();
         self.avail_idx = self.avail_idx.wrapping_add(1);
-        mem.store(
-            self.avail_idx.to_le(),
-            GuestAddress(self.avail + 2),
-            Ordering::Release,
-        )
-        .unwrap();
+        mem.store(self.avail_idx.to_le(), GuestAddress(self.avail + 2), Ordering::Release).unwrap();
         head
     }
 
     /// Used elements `(id, len)` the device added since the last call.
     pub fn take_used(&mut self, mem: &GuestMemoryMmap) -> Vec<(u32, u32)> {
-        let idx: u16 = mem
-            .load(GuestAddress(self.used + 2), Ordering::Acquire)
-            .unwrap();
+        let idx: u16 = mem.load(GuestAddress(self.used + 2), Ordering::Acquire).unwrap();
         let mut out = Vec::new();
         while self.used_seen != idx {
             let at = self.used + 4 + 8 * (self.used_seen % self.size) as u64;
@@ -107,8 +87,7 @@ impl DriverQueue {
 
     /// Sets or clears `VRING_AVAIL_F_NO_INTERRUPT`.
     pub fn set_no_interrupt(&self, mem: &GuestMemoryMmap, on: bool) {
-        mem.write_obj((on as u16).to_le(), GuestAddress(self.avail))
-            .unwrap();
+        mem.write_obj((on as u16).to_le(), GuestAddress(self.avail)).unwrap();
     }
 }
 

@@ -19,9 +19,8 @@ pub fn kvm_available(test: &str) -> bool {
 pub fn scratch(name: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("kvm-tests")
-        .join(format!("{name}-{}-{n}", std::process::id()));
+    let d =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kvm-tests").join(format!("{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

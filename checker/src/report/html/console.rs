@@ -54,10 +54,7 @@ impl Window {
             .filter(|(_, e)| {
                 !matches!(
                     e.kind,
-                    EventKind::Run { .. }
-                        | EventKind::Send { .. }
-                        | EventKind::Deliver { .. }
-                        | EventKind::Drop { .. }
+                    EventKind::Run { .. } | EventKind::Send { .. } | EventKind::Deliver { .. } | EventKind::Drop { .. }
                 )
             })
             .map(|(i, _)| i)
@@ -85,11 +82,7 @@ impl Window {
                 }
             }
         }
-        let mut w = Window {
-            entries,
-            keep,
-            runs: BTreeMap::new(),
-        };
+        let mut w = Window { entries, keep, runs: BTreeMap::new() };
         for (&n, list) in &per_node {
             w.note_elided_runs(p, n, list);
         }
@@ -179,10 +172,9 @@ fn line_row(p: &Page, i: usize, after: bool, h: &mut String) {
     let e = &p.events()[i];
     let (cls, text) = match &e.kind {
         EventKind::Console { text } => ("", esc(text, LINE_CHARS)),
-        EventKind::Crash { .. }
-        | EventKind::Hung
-        | EventKind::Invariant { ok: false, .. }
-        | EventKind::Exit { .. } => ("ev bad", esc(&describe(m, e), LINE_CHARS)),
+        EventKind::Crash { .. } | EventKind::Hung | EventKind::Invariant { ok: false, .. } | EventKind::Exit { .. } => {
+            ("ev bad", esc(&describe(m, e), LINE_CHARS))
+        }
         EventKind::Partition { .. } | EventKind::Heal | EventKind::DiskFault { .. } => {
             ("ev net", esc(&describe(m, e), LINE_CHARS))
         }

@@ -87,10 +87,7 @@ pub(super) fn backgrounds(p: &Page, h: &mut String) {
 pub(super) fn gaps_and_breaks(p: &Page, h: &mut String) {
     let (l, w) = (&p.l, p.width);
     for g in &l.gaps {
-        let n_events: usize = l.rows[g.first..=g.last]
-            .iter()
-            .map(|r| r.events.len())
-            .sum();
+        let n_events: usize = l.rows[g.first..=g.last].iter().map(|r| r.events.len()).sum();
         let _ = writeln!(
             h,
             "<g class=\"gap\"><rect x=\"4\" y=\"{}\" width=\"{}\" height=\"{}\"/>\

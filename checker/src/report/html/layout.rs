@@ -25,9 +25,8 @@ pub(super) const NOTES_W: i64 = 320;
 const MIN_IDLE_NS: u64 = 50_000_000;
 
 /// Lane colours, by lane index modulo the length (CSS classes `c0`..`c7`).
-pub(super) const PALETTE: [&str; 8] = [
-    "#1f6fb4", "#2a9d4a", "#8e44ad", "#b9770e", "#148a9c", "#b8336a", "#566573", "#7d6608",
-];
+pub(super) const PALETTE: [&str; 8] =
+    ["#1f6fb4", "#2a9d4a", "#8e44ad", "#b9770e", "#148a9c", "#b8336a", "#566573", "#7d6608"];
 
 /// One instant of the diagram: events at the same virtual time that share
 /// a row (see the module docs of `html`).
@@ -75,16 +74,7 @@ impl Layout {
         let fail_row = failure_row(a, &row_of, rows.len());
         let shown = window(rows.len(), fail_row);
         let Placement { y, gaps, breaks, height } = place(&rows, &shown);
-        Layout {
-            rows,
-            row_of,
-            shown,
-            y,
-            gaps,
-            breaks,
-            height,
-            fail_row,
-        }
+        Layout { rows, row_of, shown, y, gaps, breaks, height, fail_row }
     }
 
     /// Centre of the event's row (or of the gap it was elided into).
@@ -98,13 +88,7 @@ impl Layout {
 
     /// Top edge of the event's row.
     pub fn top(&self, i: usize) -> Option<i64> {
-        self.row_of[i].map(|r| {
-            if self.shown[r] {
-                self.y[r] - ROW_H / 2
-            } else {
-                self.y[r]
-            }
-        })
+        self.row_of[i].map(|r| if self.shown[r] { self.y[r] - ROW_H / 2 } else { self.y[r] })
     }
 
     /// Where open bars and lane lines end: the bottom of the last row.
@@ -137,11 +121,7 @@ fn group_rows(a: &Analysis) -> (Vec<Row>, Vec<Option<usize>>) {
             }
         };
         if fresh {
-            rows.push(Row {
-                time: ev.time.as_ns(),
-                events: Vec::new(),
-                engine,
-            });
+            rows.push(Row { time: ev.time.as_ns(), events: Vec::new(), engine });
         }
         let r = rows.len() - 1;
         rows[r].events.push(i);
@@ -153,12 +133,7 @@ fn group_rows(a: &Analysis) -> (Vec<Row>, Vec<Option<usize>>) {
 /// The row of the failing event, or of the last event before it with a
 /// row, or the first row.
 fn failure_row(a: &Analysis, row_of: &[Option<usize>], total: usize) -> Option<usize> {
-    a.failure_index().and_then(|f| {
-        (0..=f)
-            .rev()
-            .find_map(|j| row_of[j])
-            .or_else(|| (total > 0).then_some(0))
-    })
+    a.failure_index().and_then(|f| (0..=f).rev().find_map(|j| row_of[j]).or_else(|| (total > 0).then_some(0)))
 }
 
 /// Which of `total` rows are shown: all of them up to [`MAX_ROWS`], else
@@ -206,31 +181,19 @@ fn place(rows: &[Row], shown: &[bool]) -> Placement {
             while r < total && !shown[r] {
                 r += 1;
             }
-            gaps.push(Gap {
-                y_top: y,
-                first,
-                last: r - 1,
-            });
+            gaps.push(Gap { y_top: y, first, last: r - 1 });
             y_of[first..r].iter_mut().for_each(|v| *v = y + GAP_H / 2);
             y += GAP_H;
         }
     }
-    Placement {
-        y: y_of,
-        gaps,
-        breaks,
-        height: y + TOP,
-    }
+    Placement { y: y_of, gaps, breaks, height: y + TOP }
 }
 
 /// A row gap worth marking: 50 milliseconds, or ten times the median gap
 /// between rows when that is more.
 fn idle_threshold(rows: &[Row]) -> u64 {
-    let mut deltas: Vec<u64> = rows
-        .windows(2)
-        .map(|w| w[1].time.saturating_sub(w[0].time))
-        .filter(|&d| d > 0)
-        .collect();
+    let mut deltas: Vec<u64> =
+        rows.windows(2).map(|w| w[1].time.saturating_sub(w[0].time)).filter(|&d| d > 0).collect();
     if deltas.is_empty() {
         return u64::MAX;
     }
@@ -253,26 +216,16 @@ impl<'a, 'b> Page<'a, 'b> {
     pub fn new(a: &'b Analysis<'a>) -> Page<'a, 'b> {
         let lane: BTreeMap<u16, usize> = a.nodes.iter().enumerate().map(|(k, &n)| (n, k)).collect();
         let width = GUTTER + LANE_W * lane.len() as i64 + NOTES_W;
-        Page {
-            l: Layout::new(a),
-            a,
-            lane,
-            width,
-        }
+        Page { l: Layout::new(a), a, lane, width }
     }
 
     /// Centre of the node's lane; `None` for the engine and unknown nodes.
     pub fn x(&self, node: u16) -> Option<i64> {
-        self.lane
-            .get(&node)
-            .map(|&k| GUTTER + LANE_W * k as i64 + LANE_W / 2)
+        self.lane.get(&node).map(|&k| GUTTER + LANE_W * k as i64 + LANE_W / 2)
     }
 
     pub fn color(&self, node: u16) -> &'static str {
-        self.lane
-            .get(&node)
-            .map(|&k| PALETTE[k % PALETTE.len()])
-            .unwrap_or("#555")
+        self.lane.get(&node).map(|&k| PALETTE[k % PALETTE.len()]).unwrap_or("#555")
     }
 
     /// The node's colour class (`c<k>`; `ce` for the engine).

@@ -80,7 +80,8 @@ pub(super) fn command_spans(p: &Page, h: &mut String) {
     let bottom = l.bottom();
     let span = |h: &mut String, node: u16, y0: i64, y1: i64, cls: &str| {
         let x = p.x(node).unwrap_or(0) - 4;
-        let _ = write!(h, "<rect class=\"span{cls}\" x=\"{x}\" y=\"{y0}\" width=\"8\" height=\"{}\"/>", (y1 - y0).max(1));
+        let _ =
+            write!(h, "<rect class=\"span{cls}\" x=\"{x}\" y=\"{y0}\" width=\"8\" height=\"{}\"/>", (y1 - y0).max(1));
     };
     // Per lane: the running commands (event, top).
     let mut pending: Vec<Vec<(usize, i64)>> = vec![Vec::new(); p.lane.len()];
@@ -92,7 +93,9 @@ pub(super) fn command_spans(p: &Page, h: &mut String) {
         match &e.kind {
             EventKind::Command { .. } => pending[k].push((i, y)),
             EventKind::CommandDone { name, .. } => {
-                let pos = pending[k].iter().rposition(|&(c, _)| matches!(&events[c].kind, EventKind::Command { name: n } if n == name));
+                let pos = pending[k]
+                    .iter()
+                    .rposition(|&(c, _)| matches!(&events[c].kind, EventKind::Command { name: n } if n == name));
                 if let Some(pos) = pos {
                     let (_, y0) = pending[k].remove(pos);
                     span(h, e.node, y0, y, "");
@@ -139,7 +142,9 @@ pub(super) fn pause_bars(p: &Page, h: &mut String) {
                 continue;
             }
             EventKind::Resume => format!("resumed at {}", fmt_time(e.time.as_ns())),
-            EventKind::Crash { .. } | EventKind::Exit { .. } | EventKind::Hung => format!("ended by {}", describe(m, e)),
+            EventKind::Crash { .. } | EventKind::Exit { .. } | EventKind::Hung => {
+                format!("ended by {}", describe(m, e))
+            }
             _ => continue,
         };
         if let Some((from, y0)) = open[k].take() {
@@ -194,10 +199,7 @@ fn note(p: &Page, i: usize, is_fail: bool, h: &mut String) {
         EventKind::Partition { .. } => return,
         EventKind::Heal => ("note heal", "✓ heal".to_string()),
         EventKind::Note { text } => ("note", format!("• {text}")),
-        _ => (
-            "note",
-            format!("{}: {}", node_label(m, e.node), describe(m, e)),
-        ),
+        _ => ("note", format!("{}: {}", node_label(m, e.node), describe(m, e))),
     };
     let _ = writeln!(
         h,
@@ -222,7 +224,13 @@ fn lane_mark(p: &Page, i: usize, is_fail: bool, h: &mut String) {
         }
         EventKind::Disk { op: DiskOp::Flush, .. } => {
             // A flush is a durability point: a small square on the lane.
-            let _ = write!(h, "<rect x=\"{}\" y=\"{}\" width=\"6\" height=\"6\" fill=\"#555\"><title>{}</title></rect>", x - 3, y - 3, esc(&describe(m, e), TITLE_CHARS));
+            let _ = write!(
+                h,
+                "<rect x=\"{}\" y=\"{}\" width=\"6\" height=\"6\" fill=\"#555\"><title>{}</title></rect>",
+                x - 3,
+                y - 3,
+                esc(&describe(m, e), TITLE_CHARS)
+            );
         }
         EventKind::DiskFault { fault, .. } => {
             // Beside the lane, so the request's own mark stays visible.
@@ -278,15 +286,10 @@ fn box_style(m: &ReportMeta, e: &Event) -> Option<(&'static str, String)> {
         EventKind::Boot => ("b-ok", "boot".into()),
         EventKind::Ready => ("b-ok", "ready".into()),
         EventKind::Command { name } => ("b-cmd", format!("▶ {name}")),
-        EventKind::CommandDone { name, status } => (
-            if *status == 0 { "b-ok" } else { "b-bad" },
-            format!("■ {name} → {status}"),
-        ),
-        EventKind::Exit {
-            status,
-            signal,
-            panic,
-        } => {
+        EventKind::CommandDone { name, status } => {
+            (if *status == 0 { "b-ok" } else { "b-bad" }, format!("■ {name} → {status}"))
+        }
+        EventKind::Exit { status, signal, panic } => {
             let bad = *panic || signal.is_some() || status.is_some_and(|s| s != 0);
             let t = if *panic {
                 "☠ PANIC".to_string()

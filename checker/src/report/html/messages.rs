@@ -80,21 +80,10 @@ fn arrow(p: &Page, s: usize, i: usize, h: &mut String) {
             PALETTE[k]
         );
     }
-    let (lx, ly) = if x1 == x2 {
-        (x1 + 46, (y1 + y2) / 2)
-    } else {
-        (x1 + (x2 - x1) * 3 / 10, y1 + (y2 - y1) * 3 / 10 - 3)
-    };
-    let label = if dup {
-        format!("dup {summary}")
-    } else {
-        summary.clone()
-    };
-    let _ = writeln!(
-        h,
-        "<text x=\"{lx}\" y=\"{ly}\">{}</text></g>",
-        esc_html(&clip(&label, LABEL_CHARS))
-    );
+    let (lx, ly) =
+        if x1 == x2 { (x1 + 46, (y1 + y2) / 2) } else { (x1 + (x2 - x1) * 3 / 10, y1 + (y2 - y1) * 3 / 10 - 3) };
+    let label = if dup { format!("dup {summary}") } else { summary.clone() };
+    let _ = writeln!(h, "<text x=\"{lx}\" y=\"{ly}\">{}</text></g>", esc_html(&clip(&label, LABEL_CHARS)));
 }
 
 /// Delivery `i` whose send is not in the trace: a stub from the sender's side.
@@ -139,11 +128,7 @@ fn loss(p: &Page, i: usize, h: &mut String) {
     }
     let dy = l.y(i).unwrap_or(0);
     let tx = p.x(*to).unwrap_or(x1 + LANE_W);
-    let xx = if tx == x1 {
-        x1 + 34
-    } else {
-        x1 + (tx - x1) * 55 / 100
-    };
+    let xx = if tx == x1 { x1 + 34 } else { x1 + (tx - x1) * 55 / 100 };
     let k = p.palette_index(e.node);
     let summary = from_send
         .and_then(|s| match &events[s].kind {
@@ -191,11 +176,7 @@ fn in_flight(p: &Page, i: usize, h: &mut String) {
     let Some(x1) = p.x(e.node) else { return };
     let y1 = p.l.y(i).unwrap_or(0);
     let tx = p.x(*to).unwrap_or(x1 + LANE_W);
-    let x2 = if tx == x1 {
-        x1 + 30
-    } else {
-        x1 + (tx - x1) * 35 / 100
-    };
+    let x2 = if tx == x1 { x1 + 30 } else { x1 + (tx - x1) * 35 / 100 };
     let title = format!(
         "#{id} {} → {}, {len} B, sent {}, never delivered or dropped: {}",
         node_label(m, e.node),

@@ -69,12 +69,8 @@ pub fn render_html(meta: &ReportMeta, events: &[Event]) -> String {
 
 /// The document's head (title, stylesheet) and the opening of its body.
 fn head(meta: &ReportMeta, h: &mut String) {
-    let title = format!(
-        "simcluster report: {} seed {} execution {}",
-        sanitize(&meta.cluster, 80),
-        meta.seed,
-        meta.execution
-    );
+    let title =
+        format!("simcluster report: {} seed {} execution {}", sanitize(&meta.cluster, 80), meta.seed, meta.execution);
     let _ = writeln!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -121,11 +117,7 @@ fn diagram(p: &Page, h: &mut String) {
 fn anchors(p: &Page, h: &mut String) {
     let l = &p.l;
     if let Some(r) = l.fail_row {
-        let _ = writeln!(
-            h,
-            "<div id=\"failure\" class=\"anchor\" style=\"top:{}px\"></div>",
-            (l.y[r] - 300).max(0)
-        );
+        let _ = writeln!(h, "<div id=\"failure\" class=\"anchor\" style=\"top:{}px\"></div>", (l.y[r] - 300).max(0));
     }
     for (i, e) in p.events().iter().enumerate() {
         if panels::is_notable(&e.kind) && l.shown(i) {

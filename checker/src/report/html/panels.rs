@@ -93,20 +93,13 @@ fn failure(p: &Page, h: &mut String) {
 /// not zero.
 fn chips(p: &Page, h: &mut String) {
     for (k, v, hot) in chip_counts(&p.a.counts, p.events()) {
-        let _ = write!(
-            h,
-            "<span class=\"chip{}\"><b>{v}</b> {k}</span> ",
-            if hot { " hot" } else { "" }
-        );
+        let _ = write!(h, "<span class=\"chip{}\"><b>{v}</b> {k}</span> ", if hot { " hot" } else { "" });
     }
 }
 
 /// (label, count, hot) of each chip, in display order.
 fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 15] {
-    let panics = events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. }))
-        .count();
+    let panics = events.iter().filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. })).count();
     let clock = c.kind("clock_offset") + c.kind("clock_drift") + c.kind("clock_bump") + c.kind("clock_strobe");
     [
         ("sent", c.sent, false),
@@ -122,11 +115,7 @@ fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 15] 
         ("clock faults", clock, clock > 0),
         ("hung", c.kind("hung"), c.kind("hung") > 0),
         ("panics", panics as u64, panics > 0),
-        (
-            "invariants failed",
-            c.invariants_failed,
-            c.invariants_failed > 0,
-        ),
+        ("invariants failed", c.invariants_failed, c.invariants_failed > 0),
         ("console lines", c.kind("console"), false),
     ]
 }
@@ -164,13 +153,7 @@ struct NodeSummary {
 
 impl NodeSummary {
     fn of(events: &[Event], n: u16) -> NodeSummary {
-        let mut s = NodeSummary {
-            console: 0,
-            sent: 0,
-            received: 0,
-            crashes: 0,
-            state: String::from("up"),
-        };
+        let mut s = NodeSummary { console: 0, sent: 0, received: 0, crashes: 0, state: String::from("up") };
         let mut booted = false;
         for e in events.iter().filter(|e| e.node == n) {
             match &e.kind {
@@ -187,16 +170,8 @@ impl NodeSummary {
                 }
                 EventKind::Ready => s.state = "up (ready)".into(),
                 EventKind::Hung => s.state = format!("hung at {}", fmt_time(e.time.as_ns())),
-                EventKind::Exit {
-                    status,
-                    signal,
-                    panic,
-                } => {
-                    s.state = format!(
-                        "{} at {}",
-                        exit_text(*status, *signal, *panic),
-                        fmt_time(e.time.as_ns())
-                    )
+                EventKind::Exit { status, signal, panic } => {
+                    s.state = format!("{} at {}", exit_text(*status, *signal, *panic), fmt_time(e.time.as_ns()))
                 }
                 _ => {}
             }
@@ -212,12 +187,7 @@ impl NodeSummary {
 /// [`MAX_INDEX_ENTRIES`] entries.
 fn fault_index(p: &Page, h: &mut String) {
     let (m, events) = (p.meta(), p.events());
-    let notable: Vec<usize> = events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| is_notable(&e.kind))
-        .map(|(i, _)| i)
-        .collect();
+    let notable: Vec<usize> = events.iter().enumerate().filter(|(_, e)| is_notable(&e.kind)).map(|(i, _)| i).collect();
     if notable.is_empty() {
         return;
     }
@@ -228,37 +198,16 @@ fn fault_index(p: &Page, h: &mut String) {
     );
     for &i in notable.iter().take(MAX_INDEX_ENTRIES) {
         let e = &events[i];
-        let text = format!(
-            "t={} {}: {}",
-            fmt_time(e.time.as_ns()),
-            node_label(m, e.node),
-            describe(m, e)
-        );
-        let cls = if p.a.failure_index() == Some(i) {
-            " class=\"failitem\""
-        } else {
-            ""
-        };
+        let text = format!("t={} {}: {}", fmt_time(e.time.as_ns()), node_label(m, e.node), describe(m, e));
+        let cls = if p.a.failure_index() == Some(i) { " class=\"failitem\"" } else { "" };
         if p.l.shown(i) {
-            let _ = writeln!(
-                h,
-                "<li{cls}><a href=\"#ev{i}\">{}</a></li>",
-                esc(&text, TITLE_CHARS)
-            );
+            let _ = writeln!(h, "<li{cls}><a href=\"#ev{i}\">{}</a></li>", esc(&text, TITLE_CHARS));
         } else {
-            let _ = writeln!(
-                h,
-                "<li{cls}>{} <i>(not in the diagram window)</i></li>",
-                esc(&text, TITLE_CHARS)
-            );
+            let _ = writeln!(h, "<li{cls}>{} <i>(not in the diagram window)</i></li>", esc(&text, TITLE_CHARS));
         }
     }
     if notable.len() > MAX_INDEX_ENTRIES {
-        let _ = writeln!(
-            h,
-            "<li><i>… {} more not listed</i></li>",
-            notable.len() - MAX_INDEX_ENTRIES
-        );
+        let _ = writeln!(h, "<li><i>… {} more not listed</i></li>", notable.len() - MAX_INDEX_ENTRIES);
     }
     h.push_str("</ol>\n</details>\n");
 }

@@ -80,11 +80,7 @@ fn one_shot_fires_once_and_latched_count_reads() {
     t.write(ticks_to_ns(100), 0x43, 0x00); // latch
     let lo = t.read(ticks_to_ns(500), 0x40);
     let hi = t.read(ticks_to_ns(500), 0x40);
-    assert_eq!(
-        u16::from(lo) | u16::from(hi) << 8,
-        900,
-        "the latched count, not the live one"
-    );
+    assert_eq!(u16::from(lo) | u16::from(hi) << 8, 900, "the latched count, not the live one");
     t.fire(ticks_to_ns(1000));
     assert_eq!(t.deadline(), None);
 }
@@ -104,10 +100,7 @@ fn channel_2_output_on_port_61_for_calibration() {
 #[test]
 fn rtc_reads_the_engine_date_plus_virtual_time() {
     // 2026-01-01T00:00:00Z, the engine's guest epoch; 90061 s later.
-    let mut r = Rtc {
-        epoch_ns: 1_767_225_600 * 1_000_000_000,
-        index: 0,
-    };
+    let mut r = Rtc { epoch_ns: 1_767_225_600 * 1_000_000_000, index: 0 };
     let at = 90_061 * 1_000_000_000 + 5;
     let reg = |r: &mut Rtc, i: u8| {
         r.write(0x70, 0x80 | i);
@@ -139,10 +132,7 @@ fn state_survives_save_and_restore() {
     let mut u = Pit::default();
     u.restore(&t.save()).unwrap();
     assert_eq!(t, u);
-    let mut r = Rtc {
-        epoch_ns: 42,
-        index: 0,
-    };
+    let mut r = Rtc { epoch_ns: 42, index: 0 };
     r.write(0x70, 0x09);
     let mut q = Rtc::default();
     q.restore(&r.save()).unwrap();

@@ -46,18 +46,18 @@ use disksim::{Disk, DiskFault, RequestId};
 
 use super::error::KvmError;
 use super::linux::LinuxBootBuilder;
+use super::mmio_adapter::MmioAdapter;
 use super::ports::{BlkPort, NetPort};
 use super::virtio_mmio::status::DRIVER_OK;
 use super::virtio_mmio::{Signal, VirtioMmioTransport, WINDOW};
-use super::watchdog::Watchdog;
 use super::vm::{MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
+use super::watchdog::Watchdog;
 use crate::node::{
     Delivered, DiskCompletion, DiskRequest, Grant, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream,
     RunOutcome, TxFrame, ROOT_DISK_SERIAL,
 };
 use crate::virtio::blk::{BlkConfig, VirtioBlk};
 use crate::virtio::console::{self, VirtioConsole};
-use super::mmio_adapter::MmioAdapter;
 use crate::virtio::rng::VirtioRng;
 use crate::virtio::DeviceError;
 
@@ -183,7 +183,8 @@ impl KvmNode {
             let t = VirtioMmioTransport::new(BlkPort::new(b, mem.clone()), IRQ_VECTOR_BASE + BLK_IRQ);
             vm.mmio_mut().attach(blk_base(), WINDOW, Box::new(t));
         }
-        let ctl: CtlTransport = VirtioMmioTransport::new(MmioAdapter::new(VirtioConsole::new(), mem), IRQ_VECTOR_BASE + CTL_IRQ);
+        let ctl: CtlTransport =
+            VirtioMmioTransport::new(MmioAdapter::new(VirtioConsole::new(), mem), IRQ_VECTOR_BASE + CTL_IRQ);
         vm.mmio_mut().attach(ctl_base(), WINDOW, Box::new(ctl));
         // Fills the guest's buffers at its QueueNotify exit, so the bytes a guest
         // reads depend only on its own requests; the used-buffer interrupt is raised
@@ -291,7 +292,11 @@ impl KvmNode {
             reads.extend(blk.take_reads_done().into_iter().map(|r| (req(r.request, time), r.fault)));
             accepted.extend(ids.into_iter().filter_map(|a| blk.request(a.id).map(|r| req(r, a.at_ns))));
         }
-        self.reads_done.extend(reads.into_iter().map(|(request, fault)| DiskCompletion { request, completed: time, fault }));
+        self.reads_done.extend(reads.into_iter().map(|(request, fault)| DiskCompletion {
+            request,
+            completed: time,
+            fault,
+        }));
         self.pending.extend(accepted.into_iter().map(|r| (r.id, r)));
         if let Some(e) = err {
             return Err(self.dev_err(e));
@@ -367,7 +372,6 @@ impl KvmNode {
             }
         }
     }
-
 }
 
 impl NodeRuntime for KvmNode {

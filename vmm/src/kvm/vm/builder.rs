@@ -75,12 +75,8 @@ impl MicroVmBuilder {
         // 5-9. vCPU: CPUID (before SREGS), SREGS, REGS, FPU.
         vm.vcpu.set_cpuid2(&vm.cpuid).map_err(ioctl("KVM_SET_CPUID2"))?;
         let sregs = vm.vcpu.get_sregs().map_err(ioctl("KVM_GET_SREGS"))?;
-        vm.vcpu
-            .set_sregs(&arch::long_mode_sregs(&sregs))
-            .map_err(ioctl("KVM_SET_SREGS"))?;
-        vm.vcpu
-            .set_regs(&arch::boot_regs(layout::LOAD_ADDR, cfg.mem_size))
-            .map_err(ioctl("KVM_SET_REGS"))?;
+        vm.vcpu.set_sregs(&arch::long_mode_sregs(&sregs)).map_err(ioctl("KVM_SET_SREGS"))?;
+        vm.vcpu.set_regs(&arch::boot_regs(layout::LOAD_ADDR, cfg.mem_size)).map_err(ioctl("KVM_SET_REGS"))?;
         vm.vcpu.set_fpu(&arch::boot_fpu()).map_err(ioctl("KVM_SET_FPU"))?;
         Ok(vm)
     }
@@ -106,8 +102,7 @@ pub(crate) fn private_file_memory(file: File, size: u64) -> Result<GuestMemoryMm
     .map_err(|e| KvmError::Memory(format!("map image MAP_PRIVATE: {e}")))?;
     let region = GuestRegionMmap::new(region, GuestAddress(0))
         .ok_or_else(|| KvmError::Memory("region does not fit the address space".into()))?;
-    GuestMemoryMmap::from_regions(vec![region])
-        .map_err(|e| KvmError::Memory(format!("region collection: {e}")))
+    GuestMemoryMmap::from_regions(vec![region]).map_err(|e| KvmError::Memory(format!("region collection: {e}")))
 }
 
 fn check_mem_size(size: u64) -> Result<()> {

@@ -37,8 +37,8 @@ use super::error::{ioctl, KvmError, Result};
 use super::host::HostCaps;
 use super::mmio::MmioBus;
 
-pub use builder::{read_image, MicroVmBuilder, VmConfig};
 pub(crate) use builder::{anonymous_memory, private_file_memory};
+pub use builder::{read_image, MicroVmBuilder, VmConfig};
 
 /// Virtual time of one node, in nanoseconds.
 ///
@@ -98,15 +98,7 @@ impl ExitStats {
         [self.exits, self.io_in, self.io_out, self.mmio, self.hlt, self.irq_window, self.injected]
     }
     pub(crate) fn from_words(w: [u64; 7]) -> Self {
-        ExitStats {
-            exits: w[0],
-            io_in: w[1],
-            io_out: w[2],
-            mmio: w[3],
-            hlt: w[4],
-            irq_window: w[5],
-            injected: w[6],
-        }
+        ExitStats { exits: w[0], io_in: w[1], io_out: w[2], mmio: w[3], hlt: w[4], irq_window: w[5], injected: w[6] }
     }
 }
 
@@ -218,9 +210,8 @@ impl MicroVm {
     pub(crate) fn create(config: VmConfig, mem: GuestMemoryMmap) -> Result<MicroVm> {
         let kvm = Kvm::new().map_err(KvmError::Open)?;
         let vm = kvm.create_vm().map_err(ioctl("KVM_CREATE_VM"))?;
-        let host_addr = mem
-            .get_host_address(GuestAddress(0))
-            .map_err(|e| KvmError::Memory(format!("host address of RAM: {e}")))?;
+        let host_addr =
+            mem.get_host_address(GuestAddress(0)).map_err(|e| KvmError::Memory(format!("host address of RAM: {e}")))?;
         let region = kvm_userspace_memory_region {
             slot: 0,
             flags: 0,
@@ -232,9 +223,7 @@ impl MicroVm {
         // owned by the returned MicroVm, and `vm` is dropped before `mem`).
         unsafe { vm.set_user_memory_region(region) }.map_err(ioctl("KVM_SET_USER_MEMORY_REGION"))?;
         let vcpu = vm.create_vcpu(0).map_err(ioctl("KVM_CREATE_VCPU"))?;
-        let supported = kvm
-            .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
-            .map_err(ioctl("KVM_GET_SUPPORTED_CPUID"))?;
+        let supported = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES).map_err(ioctl("KVM_GET_SUPPORTED_CPUID"))?;
         let (cpuid, cpuid_shaping) = arch::shape_cpuid(&supported)?;
         Ok(MicroVm {
             vm,
@@ -338,9 +327,7 @@ impl MicroVm {
 
     /// Reads guest memory (for tests and inspection).
     pub fn read_memory(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
-        self.mem
-            .read_slice(buf, GuestAddress(addr))
-            .map_err(|e| KvmError::Memory(format!("read {addr:#x}: {e}")))
+        self.mem.read_slice(buf, GuestAddress(addr)).map_err(|e| KvmError::Memory(format!("read {addr:#x}: {e}")))
     }
 
     /// The registers the vCPU holds now.
@@ -353,4 +340,3 @@ impl MicroVm {
         &self.vm
     }
 }
-

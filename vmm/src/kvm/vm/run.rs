@@ -86,10 +86,7 @@ impl MicroVm {
             // SAFETY: KVM_INTERRUPT reads one kvm_interrupt; `irq` outlives the call.
             let ret = unsafe { vmm_sys_util::ioctl::ioctl_with_ref(&self.vcpu, KVM_INTERRUPT(), &irq) };
             if ret < 0 {
-                return Err(KvmError::Ioctl {
-                    op: "KVM_INTERRUPT",
-                    source: kvm_ioctls::Error::last(),
-                });
+                return Err(KvmError::Ioctl { op: "KVM_INTERRUPT", source: kvm_ioctls::Error::last() });
             }
             self.stats.injected += 1;
             self.record(Ev::Inject, u64::from(vector), &[]);

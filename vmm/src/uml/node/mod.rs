@@ -87,8 +87,8 @@ impl UmlNode {
         process::link_initrd(cfg)?;
         let clock = Clock::listen(id, &cfg.run_dir, cfg.shared_clock)?;
         let devices = Devices::listen(cfg, disk)?;
-        let (console, writer) = Console::create(&cfg.run_dir)
-            .map_err(|source| UmlError::Io { node: id, what: "console file", source })?;
+        let (console, writer) =
+            Console::create(&cfg.run_dir).map_err(|source| UmlError::Io { node: id, what: "console file", source })?;
         let process = Process::spawn(cfg, devices.attached(), writer)?;
         Ok(UmlNode { id, process, clock, console, devices, exited: false })
     }
@@ -183,9 +183,11 @@ impl NodeRuntime for UmlNode {
     fn deliver_frame(&mut self, t: u64, frame: &[u8], watchdog: Duration) -> Result<Delivered, NodeError> {
         let node = self.id;
         let Some(net) = self.devices.net.as_mut() else { return Ok(Delivered::Dropped) };
-        let delivered = net
-            .deliver(frame)
-            .map_err(|e| UmlError::Device { node, device: Net::NAME, source: VhostUserError::Device(e) })?;
+        let delivered = net.deliver(frame).map_err(|e| UmlError::Device {
+            node,
+            device: Net::NAME,
+            source: VhostUserError::Device(e),
+        })?;
         if delivered != Delivered::Dropped {
             self.raise_interrupts(t, watchdog)?;
         }

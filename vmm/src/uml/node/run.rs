@@ -146,8 +146,11 @@ impl UmlNode {
         let node = self.id;
         self.devices.flush_control_input()?;
         if let Some(net) = self.devices.net.as_mut().filter(|n| n.has_backlog()) {
-            net.fill_from_backlog()
-                .map_err(|e| UmlError::Device { node, device: Net::NAME, source: VhostUserError::Device(e) })?;
+            net.fill_from_backlog().map_err(|e| UmlError::Device {
+                node,
+                device: Net::NAME,
+                source: VhostUserError::Device(e),
+            })?;
         }
         self.raise_interrupts(t, watchdog)
     }
