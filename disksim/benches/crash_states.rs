@@ -44,7 +44,14 @@ fn main() {
     println!("log: 16 volatile 4 KiB writes on a 64 MiB disk");
     println!("  atomic states: {:?}", d.crash_state_count(CrashModel::ATOMIC));
     println!("  torn states:   {:?}", d.crash_state_count(CrashModel::TORN));
+    let acc = enumerate(&d) ^ sample(&d);
+    storage();
+    std::hint::black_box(acc);
+}
 
+/// Enumerating crash states: alone, with the post-crash image, with a
+/// crashed clone, and the first torn states.
+fn enumerate(d: &Disk) -> u32 {
     // Enumeration alone.
     let t = Instant::now();
     let n = d.crash_states(CrashModel::ATOMIC).count() as u64;
@@ -78,7 +85,12 @@ fn main() {
         n += 1;
     }
     println!("torn:   enumerate + crash_view       {}", rate(n, t.elapsed().as_secs_f64()));
+    acc
+}
 
+/// Sampling one crash state and building its image, per crash model.
+fn sample(d: &Disk) -> u32 {
+    let mut acc = 0u32;
     for m in [CrashModel::ATOMIC, CrashModel::TORN] {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
         let t = Instant::now();
@@ -90,8 +102,11 @@ fn main() {
         let name = if m.torn_writes { "torn:  " } else { "atomic:" };
         println!("{name} sample + crash_view          {}", rate(n, t.elapsed().as_secs_f64()));
     }
+    acc
+}
 
-    // Storage: 1000 random 4 KiB blocks on a 64 MiB disk.
+/// Storage: 1000 random 4 KiB blocks on a 64 MiB disk.
+fn storage() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
     let mut d = Disk::new(BlockStore::zeros(DISK_SECTORS));
     let t = Instant::now();
@@ -117,5 +132,4 @@ fn main() {
         after.total(),
         after.total() as f64 / 1024.0 / d.durable_store().overlay_blocks() as f64
     );
-    std::hint::black_box(acc);
 }

@@ -181,6 +181,25 @@ mod tests {
         Feed { shard, end, budget: None, lookahead: 3 }
     }
 
+    /// The units two workers hand the observer from `f`, in observed order.
+    fn units_seen(f: Feed) -> Vec<u64> {
+        let cancel = AtomicBool::new(false);
+        let mut seen = Vec::new();
+        run_in_order(
+            &[None, None],
+            f,
+            &cancel,
+            || (),
+            |_, u| Ok(u),
+            |u, _| {
+                seen.push(u);
+                Ok(Flow::Continue)
+            },
+        )
+        .unwrap();
+        seen
+    }
+
     /// Units finish in scrambled order; the observer still sees them in
     /// unit order, whatever the number of workers.
     #[test]
@@ -210,22 +229,8 @@ mod tests {
 
     #[test]
     fn a_shard_sees_its_own_units() {
-        let cancel = AtomicBool::new(false);
-        let mut seen = Vec::new();
         let shard = Shard { index: 2, count: 3 };
-        run_in_order(
-            &[None, None],
-            feed(shard, Some(shard.units_below(10))),
-            &cancel,
-            || (),
-            |_, u| Ok(u),
-            |u, _| {
-                seen.push(u);
-                Ok(Flow::Continue)
-            },
-        )
-        .unwrap();
-        assert_eq!(seen, vec![1, 4, 7]);
+        assert_eq!(units_seen(feed(shard, Some(shard.units_below(10)))), vec![1, 4, 7]);
     }
 
     #[test]
@@ -284,21 +289,7 @@ mod tests {
 
     #[test]
     fn the_time_budget_closes_the_feed_after_the_first_unit() {
-        let cancel = AtomicBool::new(false);
-        let mut seen = Vec::new();
         let f = Feed { budget: Some((Instant::now(), Duration::ZERO)), ..feed(Shard::ALL, None) };
-        run_in_order(
-            &[None, None],
-            f,
-            &cancel,
-            || (),
-            |_, u| Ok(u),
-            |u, _| {
-                seen.push(u);
-                Ok(Flow::Continue)
-            },
-        )
-        .unwrap();
-        assert_eq!(seen, vec![0]);
+        assert_eq!(units_seen(f), vec![0]);
     }
 }

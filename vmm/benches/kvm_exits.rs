@@ -2,7 +2,7 @@
 //! memory per node, frames per second through virtio-net + netsim between two nodes. `cargo bench -p vmm --bench kvm_exits` (harness = false; prints).
 //! Skips with a printed reason where /dev/kvm cannot be opened.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use netsim::{Latency, NetConfig, Network};
@@ -32,10 +32,16 @@ fn main() {
     }
     let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kvm-bench");
     let _ = std::fs::remove_dir_all(&tmp);
-    let loop_img = asm::assemble("loop", &tmp).unwrap();
-    let hello_img = asm::assemble("hello", &tmp).unwrap();
+    exits_per_second(&tmp);
+    let full = snapshot_and_restore(&tmp);
+    memory_per_node(&tmp, &full);
+    frames_per_second(&tmp);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
 
-    // 1. Exits per second: `out` to the serial scratch register in a loop.
+/// Figure 1, exits per second: `out` to the serial scratch register in a loop.
+fn exits_per_second(tmp: &Path) {
+    let loop_img = asm::assemble("loop", tmp).unwrap();
     let mut vm = MicroVmBuilder::new().memory_mib(16).image(&loop_img).build().unwrap();
     for n in vm.notes() {
         println!("note: {n}");
@@ -47,15 +53,12 @@ fn main() {
     let dt = t.elapsed().as_secs_f64();
     assert_eq!(out, RunOutcome::ExitLimit);
     println!("exits: {n} port writes in {dt:.3} s = {:.0} exits/s ({:.2} us/exit)", n as f64 / dt, dt * 1e6 / n as f64);
-    drop(vm);
+}
 
-    // 2. Snapshot and restore of a 256 MiB guest (the timer guest, stopped mid-run).
-    let timer_img = asm::assemble("timer", &tmp).unwrap();
-    let boot = |img: &[u8]| {
-        let mut vm = MicroVmBuilder::new().memory_mib(256).image(img).build().unwrap();
-        assert_eq!(vm.run_to_end(10_000).unwrap(), RunOutcome::Halted);
-        vm
-    };
+/// Figure 2, snapshot and restore of a 256 MiB guest (the timer guest, stopped
+/// mid-run). Returns the fully dirty snapshot's directory.
+fn snapshot_and_restore(tmp: &Path) -> PathBuf {
+    let timer_img = asm::assemble("timer", tmp).unwrap();
     let mut vm = MicroVmBuilder::new().memory_mib(256).image(&timer_img).build().unwrap();
     vm.run(RunLimits { max_exits: Some(300), until_ns: None }).unwrap();
     let sparse = tmp.join("snap-sparse");
@@ -105,8 +108,17 @@ fn main() {
         ref_exits - 300,
         dt_cont * 1e3
     );
+    full
+}
 
-    // 3. Memory per node.
+/// Figure 3, memory per node, booted and restored.
+fn memory_per_node(tmp: &Path, full: &Path) {
+    let hello_img = asm::assemble("hello", tmp).unwrap();
+    let boot = |img: &[u8]| {
+        let mut vm = MicroVmBuilder::new().memory_mib(256).image(img).build().unwrap();
+        assert_eq!(vm.run_to_end(10_000).unwrap(), RunOutcome::Halted);
+        vm
+    };
     let nodes = 16;
     let (rss0, pss0) = rss_pss();
     let mut fresh = Vec::new();
@@ -123,7 +135,7 @@ fn main() {
     let (rss0, pss0) = rss_pss();
     let mut restored = Vec::new();
     for _ in 0..nodes {
-        let mut r = MicroVm::restore(&full).unwrap();
+        let mut r = MicroVm::restore(full).unwrap();
         r.run_to_end(10).unwrap();
         restored.push(r);
     }
@@ -134,11 +146,14 @@ fn main() {
         pss1.saturating_sub(pss0) / nodes
     );
     drop(restored);
+}
 
-    // 4. Frames through the KVM virtio-net path: node 1 streams to node 2
-    //    (guests/net_stream.S: one exit per frame sent; the receiver re-posts buffers
-    //    once per batch), netsim in between, the cluster driver scheduling both.
-    let stream_img = asm::assemble("net_stream", &tmp).unwrap();
+/// Figure 4, frames through the KVM virtio-net path: node 1 streams to node 2
+/// (guests/net_stream.S: one exit per frame sent; the receiver re-posts
+/// buffers once per batch), netsim in between, the cluster driver
+/// scheduling both.
+fn frames_per_second(tmp: &Path) {
+    let stream_img = asm::assemble("net_stream", tmp).unwrap();
     for frames in [1_000u32, 10_000] {
         let net = NetConfig { latency: Latency::Uniform { min: 20_000, max: 80_000 }, ..Default::default() };
         let rng = Box::new(rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1));
@@ -164,5 +179,4 @@ fn main() {
             exits as f64 / frames as f64
         );
     }
-    let _ = std::fs::remove_dir_all(&tmp);
 }
