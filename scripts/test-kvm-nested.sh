@@ -192,6 +192,8 @@ if [ $kvm_ok = 1 ]; then
   mount -t tmpfs -o size=1g tmpfs /newroot/tmp
   mkdir -p /newroot/nested-results
   mount --bind /results /newroot/nested-results
+  # What L1 is doing, every 30 s (for a run that hangs or times out).
+  ( while sleep 30; do { date; uptime; top -b -n 1 | head -n 12; } >/results/heartbeat 2>&1; done ) &
   chroot /newroot /bin/sh /nested-results/plan.sh >/results/plan.log 2>&1
   echo $? >/results/plan.rc
 fi
@@ -268,7 +270,13 @@ status=0
 while read -r name _; do
   f=$results/test-$name
   if [ ! -e "$f.rc" ]; then
-    say "test $name: did not finish (L1 stopped: timeout?)"; status=1; continue
+    if [ -e "$f.out" ]; then
+      say "test $name: did not finish (L1 stopped: timeout?); its last lines:"
+      tail -n 5 "$f.out" | sed 's/^/    /'
+    else
+      say "test $name: not started"
+    fi
+    status=1; continue
   fi
   summary=$(grep -E '^test result:' "$f.out" | tail -n 1)
   skips=$(grep -c '^SKIP' "$f.out" || true)
@@ -287,7 +295,7 @@ for c in $clusters; do
   for i in $(seq 1 "$runs"); do
     f=$results/run-$n-$i
     if [ ! -e "$f.rc" ]; then
-      say "$c run $i: did not finish"; status=1; continue
+      say "$c run $i: did not finish"; status=1; hashes="$hashes none"; continue
     fi
     line=$(grep '^{' "$f.out" | tail -n 1 || true)
     h=$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["trace_hash"], "failures=%s" % j["failures"], "virtual=%s" % j.get("virtual_seconds", "?"))' "$line" 2>/dev/null || echo "none")
@@ -297,7 +305,7 @@ for c in $clusters; do
     fi
     hashes="$hashes ${h%% *}"
   done
-  if [ "$(printf '%s\n' $hashes | sort -u | wc -l)" = 1 ] && [ "${hashes## }" != none ]; then
+  if [ "$(printf '%s\n' $hashes | sort -u | wc -l)" = 1 ] && ! echo "$hashes" | grep -qw none; then
     say "$c: $runs runs, one trace hash"
   else
     say "$c: DIFFERENT trace hashes:$hashes"; status=1
