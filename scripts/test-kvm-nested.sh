@@ -37,6 +37,7 @@ tests_re=${SIMCLUSTER_NESTED_TESTS:-.}
 clusters=${SIMCLUSTER_NESTED_CLUSTERS:-hello-cluster examples/reorder}
 smp=${SIMCLUSTER_NESTED_SMP:-2}
 mem=${SIMCLUSTER_NESTED_MEM:-4096}
+cpu=${SIMCLUSTER_NESTED_CPU:-max}
 say() { echo "test-kvm-nested: $*"; }
 skip() { say "SKIP: $*"; exit 0; }
 mkdir -p "$cache"
@@ -234,19 +235,19 @@ EOF
   for c in $clusters; do
     n=$((n + 1))
     for i in $(seq 1 "$runs"); do
-      echo "step 'run-$n-$i' timeout 900 '$bin' run --quiet --runtime kvm --images 'guest-images/$c' --seed 1 --out /tmp/out-$n-$i"
+      echo "step 'run-$n-$i' timeout 900 '$bin' run --quiet --runtime kvm --images 'guest-images/$c' --seed 1 --out /nested-results/out-$n-$i"
     done
   done
   echo "echo plan done"
 } >"$results/plan.sh"
 
 # --- 5. Boot L1 ---------------------------------------------------------------------
-say "booting L1 ($kpkg $kver) under qemu-system-x86_64 -accel tcg -cpu max, $smp vCPUs, $mem MiB; limit ${timeout_s}s"
+say "booting L1 ($kpkg $kver) under qemu-system-x86_64 -accel tcg -cpu $cpu, $smp vCPUs, $mem MiB; limit ${timeout_s}s"
 say "results in $results (console: $results/console.log)"
 start=$(date +%s)
 qemu_rc=0
 timeout --kill-after=30 "$timeout_s" nice -n 19 qemu-system-x86_64 \
-  -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" -machine q35 \
+  -accel tcg,thread=multi -cpu "$cpu" -smp "$smp" -m "$mem" -machine q35 \
   -kernel "$vmlinuz" -initrd "$initrd" \
   -append "console=ttyS0 panic=-1 loglevel=4" \
   -display none -monitor none -serial "file:$results/console.log" -no-reboot -nic none \
@@ -302,6 +303,14 @@ for c in $clusters; do
     say "$c run $i: exit $(cat "$f.rc") in $(cat "$f.secs")s wall under TCG: $h"
     if [ "$h" = none ]; then
       tail -n 15 "$f.out" | sed 's/^/    /'; status=1
+    elif [ "$(cat "$f.rc")" != 0 ]; then
+      # The examples' bugs are meant to be found: for them only the trace
+      # hash counts. Every other cluster must pass.
+      case $c in
+        examples/*) ;;
+        *) python3 -c 'import json,sys; print("    " + json.loads(sys.argv[1]).get("failure", {}).get("message", "?")[:2000].replace("\n", "\n    "))' "$line" || true
+           status=1 ;;
+      esac
     fi
     hashes="$hashes ${h%% *}"
   done
