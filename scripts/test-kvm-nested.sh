@@ -25,6 +25,8 @@
 #   SIMCLUSTER_NESTED_TESTS    regex of test binaries to run (default: all KVM ones)
 #   SIMCLUSTER_NESTED_CLUSTERS clusters to run (default: hello-cluster examples/reorder)
 #   SIMCLUSTER_NESTED_SMP / _MEM  L1's vCPUs (2) and memory (MiB, 4096)
+#   SIMCLUSTER_NESTED_CPU      QEMU's -cpu for L1 (max)
+#   SIMCLUSTER_NESTED_KVM_AMD  kvm_amd's parameters in L1, e.g. "npt=0" (none)
 #   SIMCLUSTER_KVM_KERNEL      the L2 guest kernel (default: the image builder's)
 #   SIMCLUSTER_NESTED_KEEP     keep the results directory (its path is printed)
 set -euo pipefail
@@ -38,6 +40,7 @@ clusters=${SIMCLUSTER_NESTED_CLUSTERS:-hello-cluster examples/reorder}
 smp=${SIMCLUSTER_NESTED_SMP:-2}
 mem=${SIMCLUSTER_NESTED_MEM:-4096}
 cpu=${SIMCLUSTER_NESTED_CPU:-max}
+kvm_amd_args=${SIMCLUSTER_NESTED_KVM_AMD:-}
 say() { echo "test-kvm-nested: $*"; }
 skip() { say "SKIP: $*"; exit 0; }
 mkdir -p "$cache"
@@ -175,7 +178,10 @@ grep -o -m1 -w 'svm\|npt' /proc/cpuinfo | sort -u | tr '\n' ' ' >/results/cpu-fl
 kvm_ok=1
 for m in irqbypass ccp kvm kvm_amd; do
   grep -qx $m /modules/order || continue
-  insmod /modules/$m.ko >>/results/insmod.log 2>&1 || { echo "insmod $m failed" >>/results/insmod.log; kvm_ok=0; }
+  args=""
+  # kvm_amd's parameters from L1's command line (nested_kvm_amd=npt=0,...).
+  [ $m = kvm_amd ] && args=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^nested_kvm_amd=//p' | tr ',' ' ')
+  insmod /modules/$m.ko $args >>/results/insmod.log 2>&1 || { echo "insmod $m $args failed" >>/results/insmod.log; kvm_ok=0; }
 done
 [ -c /dev/kvm ] || kvm_ok=0
 dmesg | grep -i 'kvm\|svm' >>/results/insmod.log 2>&1
@@ -249,7 +255,7 @@ qemu_rc=0
 timeout --kill-after=30 "$timeout_s" nice -n 19 qemu-system-x86_64 \
   -accel tcg,thread=multi -cpu "$cpu" -smp "$smp" -m "$mem" -machine q35 \
   -kernel "$vmlinuz" -initrd "$initrd" \
-  -append "console=ttyS0 panic=-1 loglevel=4" \
+  -append "console=ttyS0 panic=-1 loglevel=4${kvm_amd_args:+ nested_kvm_amd=${kvm_amd_args// /,}}" \
   -display none -monitor none -serial "file:$results/console.log" -no-reboot -nic none \
   -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
   -virtfs "local,path=$results,mount_tag=results,security_model=none" \
