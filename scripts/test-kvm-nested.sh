@@ -324,7 +324,9 @@ for c in $clusters; do
     fi
     hashes="$hashes ${h%% *}"
   done
-  if [ "$(printf '%s\n' $hashes | sort -u | wc -l)" = 1 ] && ! echo "$hashes" | grep -qw none; then
+  if echo "$hashes" | grep -qw none; then
+    say "$c: trace hashes not compared (a run gave none)"; status=1
+  elif [ "$(printf '%s\n' $hashes | sort -u | wc -l)" = 1 ]; then
     say "$c: $runs runs, one trace hash"
   else
     say "$c: DIFFERENT trace hashes:$hashes"; status=1
