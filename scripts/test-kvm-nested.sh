@@ -28,6 +28,8 @@
 #   SIMCLUSTER_NESTED_CPU      QEMU's -cpu for L1 (max,xsave=off)
 #   SIMCLUSTER_NESTED_KVM_AMD  kvm_amd's parameters in L1, e.g. "npt=0" (none)
 #   SIMCLUSTER_KVM_KERNEL      the L2 guest kernel (default: the image builder's)
+#   SIMCLUSTER_NESTED_STALL    seconds without L1's heartbeat before it counts as hung (180)
+#   SIMCLUSTER_NESTED_RETRIES  boots after a hung L1 (1)
 #   SIMCLUSTER_NESTED_KEEP     keep the results directory (its path is printed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -254,18 +256,50 @@ EOF
 # --- 5. Boot L1 ---------------------------------------------------------------------
 say "booting L1 ($kpkg $kver) under qemu-system-x86_64 -accel tcg -cpu $cpu, $smp vCPUs, $mem MiB; limit ${timeout_s}s"
 say "results in $results (console: $results/console.log)"
+# L1 writes $results/heartbeat every 30 s once it runs the plan. Under
+# MTTCG an L1 has been seen to wedge (both vCPUs busy, no heartbeat, no
+# progress): after $stall_s s without a heartbeat it is stopped and booted
+# once more ($retries), and the report says so.
+boot_l1() {
+  timeout --kill-after=30 "$timeout_s" nice -n 19 qemu-system-x86_64 \
+    -accel tcg,thread=multi -cpu "$cpu" -smp "$smp" -m "$mem" -machine q35 \
+    -kernel "$vmlinuz" -initrd "$initrd" \
+    -append "console=ttyS0 panic=-1 loglevel=4${kvm_amd_args:+ nested_kvm_amd=${kvm_amd_args// /,}}" \
+    -display none -monitor none -serial "file:$results/console.log" -no-reboot -nic none \
+    -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
+    -virtfs "local,path=$results,mount_tag=results,security_model=none" \
+    >"$results/qemu.log" 2>&1 &
+  local pid=$! last
+  stalled=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    [ -e "$results/booted" ] && [ ! -e "$results/plan.rc" ] || continue
+    last=$(stat -c %Y "$results/booted" "$results/heartbeat" 2>/dev/null | sort -n | tail -n 1 || true)
+    if [ $(( $(date +%s) - last )) -gt "$stall_s" ]; then
+      stalled=1
+      say "L1 stopped responding (no heartbeat for ${stall_s}s); stopping it"
+      kill "$pid" 2>/dev/null || true  # timeout passes it on to qemu
+      break
+    fi
+  done
+  qemu_rc=0
+  wait "$pid" || qemu_rc=$?
+}
+stall_s=${SIMCLUSTER_NESTED_STALL:-180}
+retries=${SIMCLUSTER_NESTED_RETRIES:-1}
 start=$(date +%s)
-qemu_rc=0
-timeout --kill-after=30 "$timeout_s" nice -n 19 qemu-system-x86_64 \
-  -accel tcg,thread=multi -cpu "$cpu" -smp "$smp" -m "$mem" -machine q35 \
-  -kernel "$vmlinuz" -initrd "$initrd" \
-  -append "console=ttyS0 panic=-1 loglevel=4${kvm_amd_args:+ nested_kvm_amd=${kvm_amd_args// /,}}" \
-  -display none -monitor none -serial "file:$results/console.log" -no-reboot -nic none \
-  -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
-  -virtfs "local,path=$results,mount_tag=results,security_model=none" \
-  >"$results/qemu.log" 2>&1 || qemu_rc=$?
+attempt=1
+while :; do
+  boot_l1
+  [ "$stalled" = 1 ] && [ "$attempt" -le "$retries" ] || break
+  attempt=$((attempt + 1))
+  say "booting L1 again (attempt $attempt)"
+  find "$results" -mindepth 1 -maxdepth 1 ! -name plan.sh -exec rm -rf {} +
+done
 wall=$(( $(date +%s) - start ))
-say "L1 ran ${wall}s (qemu exit $qemu_rc)"
+say "L1 ran ${wall}s (qemu exit $qemu_rc, $attempt boot(s))"
+kept=${SIMCLUSTER_NESTED_KEEP:+ (results: $results)}
+[ "$stalled" = 1 ] && { say "FAILED: L1 stopped responding ${attempt} time(s)$kept"; exit 1; }
 
 # --- 6. Report -----------------------------------------------------------------------
 if [ ! -e "$results/booted" ]; then
@@ -333,5 +367,5 @@ for c in $clusters; do
   fi
 done
 [ -e "$results/plan.rc" ] || { say "the plan did not finish (L1 timed out after ${timeout_s}s?)"; status=1; }
-if [ $status = 0 ]; then say "all passed in L1 (${wall}s)"; else say "FAILED (results: $results)"; fi
+if [ $status = 0 ]; then say "all passed in L1 (${wall}s)"; else say "FAILED$kept"; fi
 exit $status
