@@ -218,7 +218,8 @@ INIT
 # --- 4. The plan L1 runs (in the chroot) -------------------------------------
 results=$(mktemp -d "${TMPDIR:-/tmp}/simcluster-nested.XXXXXX")
 chmod 0777 "$results"
-[ -n "${SIMCLUSTER_NESTED_KEEP:-}" ] || trap 'rm -f "$testlist"; rm -rf "$results"' EXIT
+# Kept when asked for, or when something failed (the report names it).
+[ -n "${SIMCLUSTER_NESTED_KEEP:-}" ] || trap 'rc=$?; rm -f "$testlist"; [ $rc != 0 ] || rm -rf "$results"' EXIT
 {
   echo "#!/bin/sh"
   echo "cd '$repo'"
@@ -298,7 +299,7 @@ while :; do
 done
 wall=$(( $(date +%s) - start ))
 say "L1 ran ${wall}s (qemu exit $qemu_rc, $attempt boot(s))"
-kept=${SIMCLUSTER_NESTED_KEEP:+ (results: $results)}
+kept=" (results: $results)"
 [ "$stalled" = 1 ] && { say "FAILED: L1 stopped responding ${attempt} time(s)$kept"; exit 1; }
 
 # --- 6. Report -----------------------------------------------------------------------
