@@ -12,6 +12,7 @@
 mod kvm_common;
 
 use vmm::kvm::host::has_hardware_virt;
+use vmm::kvm::linux::DEFAULT_CMDLINE;
 use vmm::kvm::{LinuxBootBuilder, RunLimits, RunOutcome};
 
 #[test]
@@ -27,7 +28,12 @@ fn kvm_linux_boots_to_console() {
     if !kvm_common::kvm_available("kvm_linux_boots_to_console") {
         return;
     }
-    let mut vm = LinuxBootBuilder::new(std::path::Path::new(&kernel)).memory_mib(256).build().unwrap();
+    // As a node boots (vmm::kvm::node::layout::kernel_cmdline): `lpj=` skips the
+    // delay-loop calibration, which spins on jiffies without exiting, so it would
+    // never see a tick (virtual time only moves at exits) and `run` would not return.
+    let cmdline = format!("{DEFAULT_CMDLINE} tsc=unstable clocksource=jiffies lpj=1000000");
+    let mut vm =
+        LinuxBootBuilder::new(std::path::Path::new(&kernel)).cmdline(&cmdline).memory_mib(256).build().unwrap();
     let mut budget = 2_000_000u64;
     while budget > 0 && !String::from_utf8_lossy(vm.console()).contains("Linux version") {
         let limits = RunLimits { max_exits: Some(vm.stats().exits + 10_000), until_ns: None };

@@ -287,7 +287,11 @@ impl MicroVm {
         self.vcpu.set_fpu(&fpu).map_err(ioctl("KVM_SET_FPU"))?;
         if !sections[7].is_empty() {
             let xcrs: kvm_xcrs = pod_read(sections[7], p, "xcrs")?;
-            self.vcpu.set_xcrs(&xcrs).map_err(ioctl("KVM_SET_XCRS"))?;
+            // A host without XSAVE reports no XCRs and refuses KVM_SET_XCRS
+            // (EINVAL) even with none: there is nothing to restore.
+            if xcrs.nr_xcrs > 0 {
+                self.vcpu.set_xcrs(&xcrs).map_err(ioctl("KVM_SET_XCRS"))?;
+            }
         }
         if !sections[6].is_empty() {
             let ev: kvm_vcpu_events = pod_read(sections[6], p, "vcpu events")?;

@@ -1,0 +1,372 @@
+#!/usr/bin/env bash
+# Runs the KVM runtime's tests where the host has no vmx/svm: boots an L1
+# Linux (Debian's stock kernel) under QEMU's software emulator
+# (qemu-system-x86_64 -accel tcg -cpu max gives the guest AMD SVM with
+# nested paging), loads kvm_amd in it, and inside it runs the vmm crate's
+# KVM tests, tests/kvm_kernel.rs, hello-cluster and a networked example on
+# `--runtime kvm` (each several times, comparing trace hashes). L1 sees the
+# host's root filesystem read-only over 9p under a tmpfs overlay and chroots
+# into it, so the host's binaries (built here first; L1 compiles nothing)
+# run unchanged. Results come back through a shared directory: QEMU's exit
+# code says nothing about the tests.
+#
+# Everything comes from Debian packages by name: qemu-system-x86 (installed
+# if missing), linux-image-amd64's kernel package and busybox-static
+# (downloaded with `apt-get download` and unpacked into the cache, never
+# installed). Cached under ${SIMCLUSTER_CACHE:-~/.cache/simcluster}/nested/.
+#
+# Exit status: 0 when every test inside passed, or when it skips (qemu
+# cannot be installed, L1 did not come up, kvm_amd did not load: it says
+# SKIP and why); 1 when a test inside failed.
+#
+# Environment:
+#   SIMCLUSTER_NESTED_TIMEOUT  wall-clock limit of the L1 run (s, default 3000)
+#   SIMCLUSTER_NESTED_RUNS     runs per cluster for the determinism check (2)
+#   SIMCLUSTER_NESTED_TESTS    regex of test binaries to run (default: all KVM ones)
+#   SIMCLUSTER_NESTED_CLUSTERS clusters to run (default: hello-cluster examples/reorder)
+#   SIMCLUSTER_NESTED_SMP / _MEM  L1's vCPUs (2) and memory (MiB, 4096)
+#   SIMCLUSTER_NESTED_CPU      QEMU's -cpu for L1 (max,xsave=off)
+#   SIMCLUSTER_NESTED_KVM_AMD  kvm_amd's parameters in L1, e.g. "npt=0" (none)
+#   SIMCLUSTER_KVM_KERNEL      the L2 guest kernel (default: the image builder's)
+#   SIMCLUSTER_NESTED_STALL    seconds without L1's heartbeat before it counts as hung (180)
+#   SIMCLUSTER_NESTED_RETRIES  boots after a hung L1 (1)
+#   SIMCLUSTER_NESTED_KEEP     keep the results directory (its path is printed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+cache=${SIMCLUSTER_CACHE:-$HOME/.cache/simcluster}/nested
+timeout_s=${SIMCLUSTER_NESTED_TIMEOUT:-3000}
+runs=${SIMCLUSTER_NESTED_RUNS:-2}
+tests_re=${SIMCLUSTER_NESTED_TESTS:-.}
+clusters=${SIMCLUSTER_NESTED_CLUSTERS:-hello-cluster examples/reorder}
+smp=${SIMCLUSTER_NESTED_SMP:-2}
+mem=${SIMCLUSTER_NESTED_MEM:-4096}
+# xsave=off: with L1 on `-cpu max` (XSAVE on), the KVM guest kernel (7.2)
+# finds CPUID leaf 0xd inconsistent ("x86/fpu: XSAVE disabled") and then
+# oopses in prepare_creds (NULL refcount) before PID 1 on every node; with
+# L1 without XSAVE its L2 guests use FXSAVE and boot.
+cpu=${SIMCLUSTER_NESTED_CPU:-max,xsave=off}
+kvm_amd_args=${SIMCLUSTER_NESTED_KVM_AMD:-}
+say() { echo "test-kvm-nested: $*"; }
+skip() { say "SKIP: $*"; exit 0; }
+mkdir -p "$cache"
+
+# --- 1. Debian packages -----------------------------------------------------
+if ! command -v qemu-system-x86_64 >/dev/null; then
+  [ "$(id -u)" = 0 ] || skip "qemu-system-x86_64 is missing and only root can install qemu-system-x86"
+  say "installing qemu-system-x86"
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86 >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 \
+           && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86 >/dev/null 2>&1; }; } \
+    || skip "could not install qemu-system-x86 with apt-get"
+  command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86 installed no qemu-system-x86_64"
+fi
+
+# `pkg_version NAME`: the candidate version apt would install.
+pkg_version() { apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2; exit}'; }
+# `fetch_deb NAME VERSION DIR`: unpacks NAME=VERSION into DIR (once).
+fetch_deb() {
+  local name=$1 version=$2 dir=$3 tmp
+  [ -e "$dir/.done" ] && return 0
+  rm -rf "$dir" && mkdir -p "$dir"
+  tmp=$(mktemp -d "$cache/dl.XXXXXX")
+  # apt-get download drops to the _apt user where it can; let it write.
+  chmod 0777 "$tmp"
+  (cd "$tmp" && apt-get download -q "$name=$version" >/dev/null 2>&1) \
+    || { rm -rf "$tmp"; return 1; }
+  dpkg-deb -x "$tmp"/*.deb "$dir/root" && rm -rf "$tmp" && touch "$dir/.done"
+}
+
+kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
+[ -n "$kpkg" ] || skip "apt knows no linux-image-amd64 (the L1 kernel)"
+kver=$(pkg_version "$kpkg")
+kdir=$cache/$kpkg-$kver
+fetch_deb "$kpkg" "$kver" "$kdir" || skip "apt-get download $kpkg=$kver failed"
+bbver=$(pkg_version busybox-static)
+bbdir=$cache/busybox-static-$bbver
+fetch_deb busybox-static "$bbver" "$bbdir" || skip "apt-get download busybox-static=$bbver failed"
+busybox=$bbdir/root/bin/busybox
+vmlinuz=$(echo "$kdir"/root/boot/vmlinuz-*)
+moddir=$(echo "$kdir"/root/lib/modules/*)
+[ -f "$vmlinuz" ] && [ -d "$moddir" ] || skip "$kpkg has no vmlinuz or modules"
+
+# The modules L1 loads, dependencies first (from each module's .modinfo
+# `depends=`; the package has no modules.dep, depmod makes it on install).
+declare -A modpath=() seen=()
+while IFS= read -r f; do
+  n=$(basename "$f" .ko); modpath[${n//-/_}]=$f
+done < <(find "$moddir" -name '*.ko')
+order=()
+add_module() {
+  local n=${1//-/_} dep
+  [ -n "${seen[$n]:-}" ] && return 0
+  seen[$n]=1
+  [ -n "${modpath[$n]:-}" ] || { say "no module $n in $kpkg (built in?)"; return 0; }
+  for dep in $(tr '\0' '\n' < "${modpath[$n]}" | sed -n 's/^depends=//p' | tr ',' ' '); do
+    add_module "$dep"
+  done
+  order+=("$n")
+}
+# virtio-pci and 9p first (the shared filesystems), overlay, then KVM last
+# so that its failure is reported, not fatal.
+for m in virtio_pci 9pnet_virtio 9p overlay kvm kvm_amd; do add_module "$m"; done
+
+# --- 2. Host side: binaries, L2 kernel, images ---------------------------------
+export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1}
+say "building simcluster and the KVM test binaries on the host"
+nice -n 19 cargo build --quiet
+bin=${SIMCLUSTER_BIN:-target/debug/simcluster}
+bin=$(realpath "$bin")
+testlist=$(mktemp)
+trap 'rm -f "$testlist"' EXIT
+nice -n 19 cargo test --quiet -p vmm --no-run --message-format=json 2>/dev/null >"$testlist.vmm"
+nice -n 19 cargo test --quiet --test kvm_kernel --no-run --message-format=json 2>/dev/null >"$testlist.root"
+python3 - "$testlist.vmm" "$testlist.root" "$tests_re" >"$testlist" <<'EOF'
+import json, re, sys
+want = re.compile(sys.argv[3])
+for path in sys.argv[1:3]:
+    for line in open(path):
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+            continue
+        t = m["target"]
+        if "test" in t["kind"] and t["name"].startswith("kvm_") and want.search(t["name"]):
+            print(t["name"], m["executable"])
+EOF
+rm -f "$testlist.vmm" "$testlist.root"
+kvm_kernel=${SIMCLUSTER_KVM_KERNEL:-}
+if [ -z "$kvm_kernel" ]; then
+  say "the KVM guest kernel (built once, cached; minutes when cold)"
+  kvm_kernel=$(nice -n 19 "$bin" image kernel --runtime kvm | python3 -c 'import json,sys; print(json.load(sys.stdin)["kernel"])')
+fi
+kvm_kernel=$(realpath "$kvm_kernel")
+# The clusters' images, built here so that L1 only reads the cache.
+for c in $clusters; do
+  case $c in examples/*) guest-images/examples/build.sh >/dev/null 2>&1 ;; esac
+  nice -n 19 "$bin" image build "guest-images/$c" >/dev/null
+done
+
+# --- 3. L1's initramfs --------------------------------------------------------
+key=$( { echo "initramfs-1"; sha256sum "$busybox"; for m in "${order[@]}"; do echo "$m"; done; sed -n '/^# --- init/,/^# --- end init/p' "$0"; } | sha256sum | cut -c1-16)
+initrd=$cache/initramfs-$kver-$key.cpio.gz
+if [ ! -f "$initrd" ]; then
+  stage=$(mktemp -d "$cache/stage.XXXXXX")
+  mkdir -p "$stage"/{bin,dev,proc,sys,modules,results,lower,ovl,newroot}
+  cp "$busybox" "$stage/bin/busybox"
+  for m in "${order[@]}"; do cp "${modpath[$m]}" "$stage/modules/$m.ko"; done
+  printf '%s\n' "${order[@]}" >"$stage/modules/order"
+  sed -n '/^# --- init/,/^# --- end init/p' "$0" | sed '1d;$d' >"$stage/init"
+  chmod 755 "$stage/init"
+  (cd "$stage" && find . | "$busybox" cpio -o -H newc 2>/dev/null | gzip -1 >"$initrd.tmp") && mv "$initrd.tmp" "$initrd"
+  rm -rf "$stage"
+fi
+: <<'INIT'
+# --- init (L1's /init: loads modules, mounts, chroots, runs /results/plan.sh)
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+log() { echo "nested-init: $*" >/dev/console; }
+for m in $(cat /modules/order); do
+  case $m in kvm|kvm_amd|ccp|irqbypass) continue ;; esac
+  insmod /modules/$m.ko 2>/dev/console || log "insmod $m failed"
+done
+if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 results /results; then
+  log "cannot mount the results directory"; poweroff -f
+fi
+echo up >/results/booted
+grep -o -m1 -w 'svm\|npt' /proc/cpuinfo | sort -u | tr '\n' ' ' >/results/cpu-flags
+kvm_ok=1
+for m in irqbypass ccp kvm kvm_amd; do
+  grep -qx $m /modules/order || continue
+  args=""
+  # kvm_amd's parameters from L1's command line (nested_kvm_amd=npt=0,...).
+  [ $m = kvm_amd ] && args=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^nested_kvm_amd=//p' | tr ',' ' ')
+  insmod /modules/$m.ko $args >>/results/insmod.log 2>&1 || { echo "insmod $m $args failed" >>/results/insmod.log; kvm_ok=0; }
+done
+[ -c /dev/kvm ] || kvm_ok=0
+dmesg | grep -i 'kvm\|svm' >>/results/insmod.log 2>&1
+echo $kvm_ok >/results/kvm
+if [ $kvm_ok = 1 ]; then
+  mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=262144,cache=loose hostroot /lower \
+    || log "cannot mount the host's root"
+  mount -t tmpfs -o size=1g tmpfs /ovl
+  mkdir -p /ovl/upper /ovl/work
+  mount -t overlay -o lowerdir=/lower,upperdir=/ovl/upper,workdir=/ovl/work overlay /newroot \
+    || { log "overlay failed; the host's root stays read-only"; mount --bind /lower /newroot; }
+  mount -t proc proc /newroot/proc
+  mount -t sysfs sys /newroot/sys
+  mount -t devtmpfs dev /newroot/dev
+  mount -t tmpfs -o size=1g tmpfs /newroot/tmp
+  mkdir -p /newroot/nested-results
+  mount --bind /results /newroot/nested-results
+  # What L1 is doing, every 30 s (for a run that hangs or times out).
+  ( while sleep 30; do { date; uptime; top -b -n 1 | head -n 12; } >/results/heartbeat 2>&1; done ) &
+  chroot /newroot /bin/sh /nested-results/plan.sh >/results/plan.log 2>&1
+  echo $? >/results/plan.rc
+fi
+sync
+poweroff -f
+# --- end init
+INIT
+
+# --- 4. The plan L1 runs (in the chroot) -------------------------------------
+results=$(mktemp -d "${TMPDIR:-/tmp}/simcluster-nested.XXXXXX")
+chmod 0777 "$results"
+# Kept when asked for, or when something failed (the report names it).
+[ -n "${SIMCLUSTER_NESTED_KEEP:-}" ] || trap 'rc=$?; rm -f "$testlist"; [ $rc != 0 ] || rm -rf "$results"' EXIT
+{
+  echo "#!/bin/sh"
+  echo "cd '$repo'"
+  echo "export HOME='$HOME' PATH='/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' SIMCLUSTER_CACHE='${SIMCLUSTER_CACHE:-$HOME/.cache/simcluster}'"
+  echo "export SIMCLUSTER_KVM_KERNEL='$kvm_kernel' RUST_BACKTRACE=1"
+  echo "R=/nested-results"
+  cat <<'EOF'
+# `step NAME CMD...`: runs CMD, its output in $R/NAME.out, exit code in
+# $R/NAME.rc and wall seconds in $R/NAME.secs.
+step() {
+  name=$1; shift
+  echo "step $name: $*"
+  start=$(date +%s)
+  "$@" >"$R/$name.out" 2>&1
+  rc=$?
+  echo $(( $(date +%s) - start )) >"$R/$name.secs"
+  echo $rc >"$R/$name.rc"
+  echo "step $name: rc=$rc in $(cat "$R/$name.secs") s"
+  sync
+}
+EOF
+  while read -r name exe; do
+    echo "step 'test-$name' timeout 1200 '$exe' --test-threads=2"
+  done <"$testlist"
+  n=0
+  for c in $clusters; do
+    n=$((n + 1))
+    for i in $(seq 1 "$runs"); do
+      echo "step 'run-$n-$i' timeout 900 '$bin' run --quiet --runtime kvm --images 'guest-images/$c' --seed 1 --out /nested-results/out-$n-$i"
+    done
+  done
+  echo "echo plan done"
+} >"$results/plan.sh"
+
+# --- 5. Boot L1 ---------------------------------------------------------------------
+say "booting L1 ($kpkg $kver) under qemu-system-x86_64 -accel tcg -cpu $cpu, $smp vCPUs, $mem MiB; limit ${timeout_s}s"
+say "results in $results (console: $results/console.log)"
+# L1 writes $results/heartbeat every 30 s once it runs the plan. Under
+# MTTCG an L1 has been seen to wedge (both vCPUs busy, no heartbeat, no
+# progress): after $stall_s s without a heartbeat it is stopped and booted
+# once more ($retries), and the report says so.
+boot_l1() {
+  timeout --kill-after=30 "$timeout_s" nice -n 19 qemu-system-x86_64 \
+    -accel tcg,thread=multi -cpu "$cpu" -smp "$smp" -m "$mem" -machine q35 \
+    -kernel "$vmlinuz" -initrd "$initrd" \
+    -append "console=ttyS0 panic=-1 loglevel=4${kvm_amd_args:+ nested_kvm_amd=${kvm_amd_args// /,}}" \
+    -display none -monitor none -serial "file:$results/console.log" -no-reboot -nic none \
+    -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
+    -virtfs "local,path=$results,mount_tag=results,security_model=none" \
+    >"$results/qemu.log" 2>&1 &
+  local pid=$! last
+  stalled=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    [ -e "$results/booted" ] && [ ! -e "$results/plan.rc" ] || continue
+    last=$(stat -c %Y "$results/booted" "$results/heartbeat" 2>/dev/null | sort -n | tail -n 1 || true)
+    if [ $(( $(date +%s) - last )) -gt "$stall_s" ]; then
+      stalled=1
+      say "L1 stopped responding (no heartbeat for ${stall_s}s); stopping it"
+      kill "$pid" 2>/dev/null || true  # timeout passes it on to qemu
+      break
+    fi
+  done
+  qemu_rc=0
+  wait "$pid" || qemu_rc=$?
+}
+stall_s=${SIMCLUSTER_NESTED_STALL:-180}
+retries=${SIMCLUSTER_NESTED_RETRIES:-1}
+start=$(date +%s)
+attempt=1
+while :; do
+  boot_l1
+  [ "$stalled" = 1 ] && [ "$attempt" -le "$retries" ] || break
+  attempt=$((attempt + 1))
+  say "booting L1 again (attempt $attempt)"
+  find "$results" -mindepth 1 -maxdepth 1 ! -name plan.sh -exec rm -rf {} +
+done
+wall=$(( $(date +%s) - start ))
+say "L1 ran ${wall}s (qemu exit $qemu_rc, $attempt boot(s))"
+kept=" (results: $results)"
+[ "$stalled" = 1 ] && { say "FAILED: L1 stopped responding ${attempt} time(s)$kept"; exit 1; }
+
+# --- 6. Report -----------------------------------------------------------------------
+if [ ! -e "$results/booted" ]; then
+  tail -n 20 "$results/console.log" "$results/qemu.log" 2>/dev/null | sed 's/^/  /'
+  [ "$qemu_rc" = 124 ] && skip "L1 did not come up within ${timeout_s}s"
+  skip "L1 did not come up (qemu exit $qemu_rc)"
+fi
+if [ "$(cat "$results/kvm" 2>/dev/null)" != 1 ]; then
+  sed 's/^/  /' "$results/insmod.log" 2>/dev/null | tail -n 20
+  skip "L1 booted (cpu flags: $(cat "$results/cpu-flags" 2>/dev/null)) but kvm_amd did not load or /dev/kvm is missing"
+fi
+status=0
+while read -r name _; do
+  f=$results/test-$name
+  if [ ! -e "$f.rc" ]; then
+    if [ -e "$f.out" ]; then
+      say "test $name: did not finish (L1 stopped: timeout?); its last lines:"
+      tail -n 5 "$f.out" | sed 's/^/    /'
+    else
+      say "test $name: not started"
+    fi
+    status=1; continue
+  fi
+  summary=$(grep -E '^test result:' "$f.out" | tail -n 1)
+  skips=$(grep -c '^SKIP' "$f.out" || true)
+  if [ "$(cat "$f.rc")" = 0 ]; then
+    say "test $name: ok in $(cat "$f.secs")s: $summary${skips:+ ($skips SKIP lines)}"
+  else
+    say "test $name: FAILED (exit $(cat "$f.rc")) in $(cat "$f.secs")s: $summary"
+    grep -E '^(test .* FAILED|---- |thread .* panicked)' "$f.out" | head -n 20 | sed 's/^/    /'
+    status=1
+  fi
+done <"$testlist"
+n=0
+for c in $clusters; do
+  n=$((n + 1))
+  hashes=""
+  for i in $(seq 1 "$runs"); do
+    f=$results/run-$n-$i
+    if [ ! -e "$f.rc" ]; then
+      say "$c run $i: did not finish"; status=1; hashes="$hashes none"; continue
+    fi
+    line=$(grep '^{' "$f.out" | tail -n 1 || true)
+    h=$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["trace_hash"], "failures=%s" % j["failures"], "virtual=%s" % j.get("virtual_seconds", "?"))' "$line" 2>/dev/null || echo "none")
+    say "$c run $i: exit $(cat "$f.rc") in $(cat "$f.secs")s wall under TCG: $h"
+    if [ "$h" = none ]; then
+      tail -n 15 "$f.out" | sed 's/^/    /'; status=1
+    elif [ "$(cat "$f.rc")" != 0 ]; then
+      # The examples' bugs are meant to be found: for them only the trace
+      # hash counts. Every other cluster must pass.
+      case $c in
+        examples/*) ;;
+        *) python3 -c 'import json,sys; print("    " + json.loads(sys.argv[1]).get("failure", {}).get("message", "?")[:2000].replace("\n", "\n    "))' "$line" || true
+           status=1 ;;
+      esac
+    fi
+    hashes="$hashes ${h%% *}"
+  done
+  if echo "$hashes" | grep -qw none; then
+    say "$c: trace hashes not compared (a run gave none)"; status=1
+  elif [ "$(printf '%s\n' $hashes | sort -u | wc -l)" = 1 ]; then
+    say "$c: $runs runs, one trace hash"
+  else
+    say "$c: DIFFERENT trace hashes:$hashes"; status=1
+  fi
+done
+[ -e "$results/plan.rc" ] || { say "the plan did not finish (L1 timed out after ${timeout_s}s?)"; status=1; }
+if [ $status = 0 ]; then say "all passed in L1 (${wall}s)"; else say "FAILED$kept"; fi
+exit $status
