@@ -79,6 +79,11 @@ fetch_deb() {
 }
 
 kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
+if [ -z "$kpkg" ] && [ "$(id -u)" = 0 ]; then
+  # A fresh machine may have no package lists yet.
+  apt-get update -q >/dev/null 2>&1 || true
+  kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
+fi
 [ -n "$kpkg" ] || skip "apt knows no linux-image-amd64 (the L1 kernel)"
 kver=$(pkg_version "$kpkg")
 kdir=$cache/$kpkg-$kver
