@@ -21,6 +21,7 @@ use crate::host;
 use crate::network;
 use crate::node::Node;
 use crate::outcome::{ExecutionResult, FailureKind, Verdict};
+use crate::pending::Pending;
 use crate::seeds::{entropy_seed, read_fault_seed};
 use crate::spec::{EngineError, ExecutionSpec};
 use crate::steps::StepLog;
@@ -66,6 +67,8 @@ struct Choices {
     enabled: Vec<Enabled>,
     /// Its descriptions, as the strategy sees them.
     descs: Vec<EnabledAction>,
+    /// The pending events of the current step (kept to reuse its buffers).
+    pending: Pending,
 }
 
 impl Choices {
@@ -250,6 +253,7 @@ impl<'a> Execution<'a> {
                 log: StepLog::new(),
                 enabled: Vec::new(),
                 descs: Vec::new(),
+                pending: Pending::default(),
             },
             wall: Wall { began, first_spawn, boot: None },
         };
@@ -285,7 +289,8 @@ impl<'a> Execution<'a> {
             // The nodes go down as the execution drops, as on every other error.
             return Err(EngineError::Cancelled);
         }
-        let mut pending = self.pending();
+        let mut pending = std::mem::take(&mut self.choices.pending);
+        self.gather_pending(&mut pending);
         let Some(earliest) = pending.earliest() else {
             self.fail(FailureKind::GuestExit, None, "every node has exited".into());
             return Ok(Step::Done);
@@ -296,11 +301,12 @@ impl<'a> Execution<'a> {
         }
         if self.calm_probe()? {
             // Calming resumes paused nodes: gather again.
-            pending = self.pending();
+            self.gather_pending(&mut pending);
         }
         let horizon = horizon(earliest, self.now, self.spec.explore.window_ns, pending.min_requested());
         let mut enabled = std::mem::take(&mut self.choices.enabled);
         self.enabled(&pending, horizon, &mut enabled);
+        self.choices.pending = pending;
         let chosen = enabled[self.choices.pick(&enabled, strategy)];
         self.choices.enabled = enabled;
         self.now = effective_time(&chosen, self.now);

@@ -17,7 +17,10 @@
 use crate::actions::Enabled;
 use crate::execution::Execution;
 
-/// Everything due at some virtual time, as of the start of a step.
+/// Everything due at some virtual time, as of the start of a step. One
+/// value lives as long as its execution and is refilled every step, so
+/// the step (the engine's hot path, once per grant) allocates nothing.
+#[derive(Default)]
 pub(crate) struct Pending {
     /// (0-based node, requested time) of every live node, by node.
     runs: Vec<(usize, u64)>,
@@ -53,30 +56,26 @@ impl Pending {
 }
 
 impl Execution<'_> {
-    /// Gathers the pending events of the current state.
-    pub(crate) fn pending(&self) -> Pending {
+    /// Refills `into` with the pending events of the current state.
+    pub(crate) fn gather_pending(&self, into: &mut Pending) {
         let live = || self.nodes.iter().enumerate().filter(|(_, n)| n.is_up());
         let restart_after = self.spec.explore.restart_after_ns;
         let latency = self.spec.disk.as_ref().map_or(0, |d| d.latency_ns);
-        Pending {
-            runs: live().map(|(i, n)| (i, n.vm.as_ref().unwrap().requested())).collect(),
-            host: self.host.as_ref().and_then(|h| h.due().map(|t| (h.node().get(), t))),
-            net: self.net.as_ref().and_then(|n| n.next_time()),
-            disks: live()
-                .filter_map(|(i, n)| {
-                    let requests = n.vm.as_ref().unwrap().pending_disk();
-                    let r = requests.first()?;
-                    Some((i, r.id.0, r.submitted.saturating_add(latency)))
-                })
-                .collect(),
-            restarts: self
-                .nodes
-                .iter()
-                .enumerate()
-                .filter_map(|(i, n)| n.crashed_at.map(|t| (i, t + restart_after)))
-                .collect(),
-            resumes: live().filter_map(|(i, n)| n.paused_until.map(|t| (i, t))).collect(),
-        }
+        into.runs.clear();
+        into.runs.extend(live().map(|(i, n)| (i, n.vm.as_ref().unwrap().requested())));
+        into.host = self.host.as_ref().and_then(|h| h.due().map(|t| (h.node().get(), t)));
+        into.net = self.net.as_ref().and_then(|n| n.next_time());
+        into.disks.clear();
+        into.disks.extend(live().filter_map(|(i, n)| {
+            let requests = n.vm.as_ref().unwrap().pending_disk();
+            let r = requests.first()?;
+            Some((i, r.id.0, r.submitted.saturating_add(latency)))
+        }));
+        into.restarts.clear();
+        let crashed = self.nodes.iter().enumerate().filter_map(|(i, n)| n.crashed_at.map(|t| (i, t + restart_after)));
+        into.restarts.extend(crashed);
+        into.resumes.clear();
+        into.resumes.extend(live().filter_map(|(i, n)| n.paused_until.map(|t| (i, t))));
     }
 
     /// Every action due by `horizon`, in the fixed order the strategy
