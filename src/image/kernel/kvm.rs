@@ -46,6 +46,10 @@ pub fn kvm_kernel_key(source_version: &str) -> String {
     let mut k = KeyHasher::new(RECIPE_VERSION);
     k.add_str(RECIPE.arch).add_str(RECIPE.base_config).add_str(RECIPE.target);
     k.add_str(SERIES.name()).add_str(source_version).add_str(KVM_CONFIG_FRAGMENT);
+    // None today, so they add nothing; one added to the recipe changes the key.
+    for (name, body) in RECIPE.patches {
+        k.add_str(name).add_str(body);
+    }
     k.finish()
 }
 
