@@ -32,6 +32,8 @@
 #   SIMCLUSTER_NESTED_STALL    seconds without L1's heartbeat before it counts as hung (180)
 #   SIMCLUSTER_NESTED_RETRIES  boots after a hung L1 (1)
 #   SIMCLUSTER_NESTED_KEEP     keep the results directory (its path is printed)
+#   SIMCLUSTER_NESTED_EXIT_LOG every KVM node's exits logged under exits-N-I/ of the
+#                              results (SIMCLUSTER_KVM_EXIT_LOG): where runs part
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -254,7 +256,12 @@ EOF
   for c in $clusters; do
     n=$((n + 1))
     for i in $(seq 1 "$runs"); do
-      echo "step 'run-$n-$i' timeout 900 '$bin' run --quiet --runtime kvm --images 'guest-images/$c' --seed 1 --out /nested-results/out-$n-$i"
+      log_env=""
+      if [ -n "${SIMCLUSTER_NESTED_EXIT_LOG:-}" ]; then
+        echo "mkdir -p /nested-results/exits-$n-$i"
+        log_env="SIMCLUSTER_KVM_EXIT_LOG=/nested-results/exits-$n-$i"
+      fi
+      echo "step 'run-$n-$i' env $log_env timeout 900 '$bin' run --quiet --runtime kvm --images 'guest-images/$c' --seed 1 --out /nested-results/out-$n-$i"
     done
   done
   echo "echo plan done"

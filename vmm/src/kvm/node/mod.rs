@@ -111,6 +111,17 @@ pub struct KvmNode {
     watchdog: Watchdog,
 }
 
+/// A directory: every KVM node booted while it is set logs its exits there
+/// ([`MicroVm::log_exits_to`]), one file per boot: `n<node>-<k>.exits`, k counting the
+/// process's boots of that node. A determinism-debugging aid; it changes nothing the
+/// guest sees.
+pub const EXIT_LOG_ENV: &str = "SIMCLUSTER_KVM_EXIT_LOG";
+
+/// The first free `n<node>-<k>.exits` in `dir`.
+fn exit_log_path(dir: &std::path::Path, node: u16) -> std::path::PathBuf {
+    (0..).map(|k| dir.join(format!("n{node}-{k}.exits"))).find(|p| !p.exists()).expect("some k is free")
+}
+
 impl KvmNode {
     /// Boots `cfg.kernel` with `cfg.mem_mb` of RAM, a network device when `cfg.net`,
     /// and `disk`. A bzImage or ELF vmlinux boots as Linux with `cfg.initrd` as its
@@ -138,6 +149,9 @@ impl KvmNode {
         }
         if let Some(image) = &cfg.root_disk {
             n.attach_root_disk(image.clone());
+        }
+        if let Some(dir) = std::env::var_os(EXIT_LOG_ENV) {
+            n.vm.log_exits_to(&exit_log_path(std::path::Path::new(&dir), node)).map_err(kvm)?;
         }
         Ok(n)
     }

@@ -188,6 +188,9 @@ pub struct MicroVm {
     pub(crate) halted: bool,
     pub(crate) stats: ExitStats,
     pub(crate) trace: Sha256,
+    /// Every traced event as a line of text, with the vCPU's rip ([`MicroVm::log_exits_to`]):
+    /// for finding where two runs of one guest part. `None` (the default) costs nothing.
+    pub(crate) exit_log: Option<std::io::BufWriter<std::fs::File>>,
     pub(crate) host: HostCaps,
     /// Set from another thread to make [`MicroVm::run`] return
     /// [`RunOutcome::Interrupted`] (see [`super::watchdog`]).
@@ -239,6 +242,7 @@ impl MicroVm {
             halted: false,
             stats: ExitStats::default(),
             trace: Sha256::new(),
+            exit_log: None,
             host: HostCaps::detect(),
             stop: Default::default(),
         })
@@ -323,6 +327,32 @@ impl MicroVm {
         self.trace.update(arg.to_le_bytes());
         self.trace.update([data.len() as u8]);
         self.trace.update(data);
+        if self.exit_log.is_some() {
+            self.log_exit(ev, arg, data);
+        }
+    }
+
+    /// Writes every later traced event (exit, injection, timer jump) to `path`, one line
+    /// each: exit count, kind, virtual ns, argument, rip, data. Two runs that should be
+    /// identical and are not part at the first line that differs (`cmp`), with the guest
+    /// instruction that saw the difference. Costs a KVM_GET_REGS per event.
+    pub fn log_exits_to(&mut self, path: &std::path::Path) -> Result<()> {
+        let f = std::fs::File::create(path).map_err(|e| KvmError::Config(format!("{}: {e}", path.display())))?;
+        self.exit_log = Some(std::io::BufWriter::new(f));
+        Ok(())
+    }
+
+    fn log_exit(&mut self, ev: Ev, arg: u64, data: &[u8]) {
+        use std::io::Write;
+        let rip = self.vcpu.get_regs().map(|r| r.rip).unwrap_or(u64::MAX);
+        let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
+        let line = format!("{} {ev:?} t={} arg={arg:#x} rip={rip:#x} data={hex}\n", self.stats.exits, self.clock.now());
+        if let Some(w) = self.exit_log.as_mut() {
+            // A debugging aid: a full disk ends the log, never the run.
+            if w.write_all(line.as_bytes()).is_err() {
+                self.exit_log = None;
+            }
+        }
     }
 
     /// Reads guest memory (for tests and inspection).
