@@ -153,7 +153,10 @@ fi
 kvm_kernel=$(realpath "$kvm_kernel")
 # The clusters' images, built here so that L1 only reads the cache.
 for c in $clusters; do
-  case $c in examples/*) guest-images/examples/build.sh >/dev/null 2>&1 ;; esac
+  case $c in
+    examples/*) guest-images/examples/build.sh >/dev/null 2>&1 ;;
+    probes/*) guest-images/probes/build.sh >/dev/null 2>&1 ;;
+  esac
   nice -n 19 "$bin" image build "guest-images/$c" >/dev/null
 done
 

@@ -95,3 +95,39 @@ fn hello_cluster_boots_on_the_built_kvm_kernel() {
         assert!(log.contains(&format!("hello from {n} (node")), "{n} did not print:\n{log}");
     }
 }
+
+/// guest-images/probes/guest-state on `--runtime kvm`, three runs of one seed: the
+/// probe's lines (the counter user-mode RDTSC/RDTSCP read, getrandom, boot_id, the
+/// UDP ephemeral port) and the trace hash are the same every time, and the probe's
+/// own checks pass (the counter never below CLOCK_MONOTONIC, strictly increasing,
+/// moving in a spin loop). Skips without vmx/svm, as the test above.
+#[test]
+fn guest_state_probe_reads_the_same_every_run_on_kvm() {
+    if !vmm::kvm::host::has_hardware_virt() || std::fs::File::open("/dev/kvm").is_err() {
+        eprintln!("SKIP guest_state_probe_reads_the_same_every_run_on_kvm: no vmx/svm or no /dev/kvm");
+        return;
+    }
+    let probes = repo().join("guest-images/probes");
+    let built = std::process::Command::new("sh").arg(probes.join("build.sh")).output();
+    if !built.as_ref().is_ok_and(|o| o.status.success()) || !probes.join("guest-state/guest-state").is_file() {
+        eprintln!("SKIP guest_state_probe_reads_the_same_every_run_on_kvm: probes/build.sh failed: {built:?}");
+        return;
+    }
+    kvm_kernel();
+    let mut runs: Vec<(String, Vec<String>)> = Vec::new();
+    for _ in 0..3 {
+        let out = tempfile::tempdir().unwrap();
+        let r = run_cluster(&probes.join("guest-state"), out.path(), &["--runtime", "kvm", "--seed", "1"]);
+        let console = std::fs::read_to_string(out.path().join("last/console-n1.log")).unwrap_or_default();
+        assert_eq!(r.code, 0, "{r:?}\n--- console\n{console}");
+        let lines: Vec<String> =
+            console.lines().filter_map(|l| l.split_once("guest-state ").map(|(_, v)| v.to_string())).collect();
+        assert!(lines.iter().any(|l| l == "result ok"), "{console}");
+        assert!(lines.iter().any(|l| l.starts_with("udp ephemeral port")), "{console}");
+        runs.push((r.json()["trace_hash"].as_str().unwrap().to_string(), lines));
+    }
+    for r in &runs[1..] {
+        assert_eq!(r.1, runs[0].1, "the guest read different values in two runs of one seed");
+        assert_eq!(r.0, runs[0].0, "trace hashes differ between runs of one seed");
+    }
+}

@@ -61,6 +61,12 @@ fn build(
         std::fs::copy(work.join("src").join(recipe.artifact), staged.join(recipe.output))?;
         std::fs::write(staged.join("config"), std::fs::read(work.join("src/.config"))?)?;
         std::fs::write(staged.join("source-version"), format!("{} {version}\n", series.package()))?;
+        // The symbol table, for reading a guest's instruction pointers (a panic's
+        // backtrace, an exit log's rip): a few hundred KiB, kept beside the kernel.
+        let map = work.join("src/System.map");
+        if map.exists() {
+            std::fs::copy(&map, staged.join("System.map"))?;
+        }
         publish(&staged, final_dir)
             .with_context(|| format!("cannot move the {} into {}", recipe.label, final_dir.display()))?;
     }

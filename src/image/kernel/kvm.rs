@@ -1,10 +1,14 @@
 //! The KVM runtime's guest kernel: an x86-64 microVM bzImage from the same
 //! pinned source as the user-mode Linux kernel (7.2): `make ARCH=x86_64
 //! tinyconfig`, `guest-images/kernel/kvm-microvm.config` merged over it,
-//! `make bzImage`. No patches: what UML's patches do (trap RDTSC and CPUID)
-//! the KVM runtime does from outside, by shaping CPUID
-//! (`vmm::kvm::arch::shape_cpuid`) and by the command line (`tsc=unstable
-//! clocksource=jiffies`).
+//! `make bzImage`, with one patch (guest-images/kernel/patches/kvm-7.2).
+//! Most of what UML's patch does (hide RDRAND, RDSEED, the APIC id) the
+//! KVM runtime does from outside, by shaping CPUID
+//! (`vmm::kvm::arch::shape_cpuid`), and the kernel keeps time without the
+//! TSC by the command line (`tsc=unstable clocksource=jiffies`). User-mode
+//! RDTSC cannot be stopped from outside (KVM offers no RDTSC exit to
+//! userspace): the patch makes it fault (CR4.TSD) where CPUID has no TSC
+//! and answers with virtual time, as UML's patch does.
 //!
 //! Built on first use (a KVM run without `SIMCLUSTER_KVM_KERNEL`, or
 //! `simcluster image kernel --runtime kvm`), never by `image build`.
@@ -31,7 +35,12 @@ const RECIPE: Recipe = Recipe {
     arch: "x86_64",
     base_config: "tinyconfig",
     fragment: KVM_CONFIG_FRAGMENT,
-    patches: &[],
+    patches: &[(
+        "0001-x86-user-rdtsc-reads-virtual-time-without-cpuid-tsc.patch",
+        include_str!(
+            "../../../guest-images/kernel/patches/kvm-7.2/0001-x86-user-rdtsc-reads-virtual-time-without-cpuid-tsc.patch"
+        ),
+    )],
     target: "bzImage",
     artifact: "arch/x86/boot/bzImage",
     output: OUTPUT,
@@ -46,7 +55,6 @@ pub fn kvm_kernel_key(source_version: &str) -> String {
     let mut k = KeyHasher::new(RECIPE_VERSION);
     k.add_str(RECIPE.arch).add_str(RECIPE.base_config).add_str(RECIPE.target);
     k.add_str(SERIES.name()).add_str(source_version).add_str(KVM_CONFIG_FRAGMENT);
-    // None today, so they add nothing; one added to the recipe changes the key.
     for (name, body) in RECIPE.patches {
         k.add_str(name).add_str(body);
     }
