@@ -3,7 +3,8 @@
 # Linux (Debian's stock kernel) under QEMU's software emulator
 # (qemu-system-x86_64 -accel tcg -cpu max gives the guest AMD SVM with
 # nested paging), loads kvm_amd in it, and inside it runs the vmm crate's
-# KVM tests, tests/kvm_kernel.rs, hello-cluster and a networked example on
+# KVM tests, checker/tests/kvm_engine.rs (small guests through the engine),
+# tests/kvm_kernel.rs, hello-cluster and a networked example on
 # `--runtime kvm` (each several times, comparing trace hashes). L1 sees the
 # host's root filesystem read-only over 9p under a tmpfs overlay and chroots
 # into it, so the host's binaries (built here first; L1 compiles nothing)
@@ -128,11 +129,12 @@ bin=$(realpath "$bin")
 testlist=$(mktemp)
 trap 'rm -f "$testlist"' EXIT
 nice -n 19 cargo test --quiet -p vmm --no-run --message-format=json 2>/dev/null >"$testlist.vmm"
+nice -n 19 cargo test --quiet -p checker --test kvm_engine --no-run --message-format=json 2>/dev/null >"$testlist.checker"
 nice -n 19 cargo test --quiet --test kvm_kernel --no-run --message-format=json 2>/dev/null >"$testlist.root"
-python3 - "$testlist.vmm" "$testlist.root" "$tests_re" >"$testlist" <<'EOF'
+python3 - "$testlist.vmm" "$testlist.checker" "$testlist.root" "$tests_re" >"$testlist" <<'EOF'
 import json, re, sys
-want = re.compile(sys.argv[3])
-for path in sys.argv[1:3]:
+want = re.compile(sys.argv[-1])
+for path in sys.argv[1:-1]:
     for line in open(path):
         try:
             m = json.loads(line)
@@ -144,7 +146,7 @@ for path in sys.argv[1:3]:
         if "test" in t["kind"] and t["name"].startswith("kvm_") and want.search(t["name"]):
             print(t["name"], m["executable"])
 EOF
-rm -f "$testlist.vmm" "$testlist.root"
+rm -f "$testlist.vmm" "$testlist.checker" "$testlist.root"
 kvm_kernel=${SIMCLUSTER_KVM_KERNEL:-}
 if [ -z "$kvm_kernel" ]; then
   say "the KVM guest kernel (built once, cached; minutes when cold)"

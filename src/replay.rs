@@ -40,12 +40,6 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
     let cluster = Cluster::load(&record.cluster_dir)
         .map_err(|e| BadInput(format!("{}: the cluster it was recorded on cannot be loaded: {e}", file.display())))?;
     let images = image::build(&cluster, quiet)?;
-    if images.hash != record.images_hash && !quiet {
-        eprintln!(
-            "warning: the images of {} changed since this failure was recorded; the replay may differ",
-            cluster.dir.display()
-        );
-    }
     let run = &record.run;
     let mut explore = explore_for(&cluster, Some(run.window_ns), Some(run.max_crashes));
     explore.crash_states = run.crash_states.clone();
@@ -55,7 +49,14 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
         crate::run::choose_runtime(Some(runtime), &crate::run::HostVirt::detect())
             .map_err(|e| BadInput(format!("{}: recorded under KVM: {}", file.display(), e.0)))?;
     }
+    // Compared as the runtime boots them: under KVM the hash names the KVM kernel.
     let images = crate::run::images_for_runtime(images, runtime, quiet)?;
+    if images.hash != record.images_hash && !quiet {
+        eprintln!(
+            "warning: the images of {} changed since this failure was recorded; the replay may differ",
+            cluster.dir.display()
+        );
+    }
     let open = OpenImages::open(&cluster, &images)?;
     Ok(Loaded { record, cluster, images, open, explore, runtime })
 }

@@ -45,8 +45,13 @@ pub struct Images {
     /// The root filesystem as a squashfs image every node mounts read-only
     /// from its root disk (see [`crate::cluster::RootMode`]).
     pub root: Option<PathBuf>,
-    /// Names kernel and root filesystem exactly; recorded in failure files.
+    /// Names kernel, root filesystem and data disk exactly ([`images_hash`]);
+    /// recorded in failure files, so a replay on other images says so. The
+    /// kernel is the one nodes boot: the UML kernel's cache key here, the KVM
+    /// kernel's identity once [`crate::run::images_for_runtime`] swaps it in.
     pub hash: String,
+    /// The root filesystem's cache key (part of [`Self::hash`]).
+    pub rootfs_key: String,
     pub kernel_cached: bool,
     pub rootfs_cached: bool,
     /// The empty ext4 filesystem every node's data disk starts as.
@@ -117,23 +122,33 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
             Some(disk::ext4_image(d.size_mb, quiet).with_context(|| format!("{}: [disk]", cluster.file.display()))?)
         }
     };
-    let mut hash = KeyHasher::new("images");
-    hash.add_str(&kernel.key).add_str(&rootfs_key);
-    if let Some(p) = &disk {
-        // The path holds the image's own cache key (size, recipe, mke2fs).
-        hash.add_str(&p.to_string_lossy());
-    }
-    let hash = hash.finish();
+    let hash = images_hash(&kernel.key, &rootfs_key, disk.as_deref());
     Ok(Images {
         disk,
         kernel: kernel.path,
         initrd,
         root,
         hash,
+        rootfs_key,
         kernel_cached: kernel.cached,
         rootfs_cached,
         wall_seconds: began.elapsed().as_secs_f64(),
     })
+}
+
+/// The images hash ([`Images::hash`]) of a kernel named by `kernel` (a cache
+/// key, or another identity that names the file exactly), the root
+/// filesystem of cache key `rootfs_key` and the data disk image `disk`.
+/// Invariant: for a UML run `kernel` is the UML kernel's cache key, and the
+/// encoding never changes, so failure files of UML runs keep their hash.
+pub fn images_hash(kernel: &str, rootfs_key: &str, disk: Option<&Path>) -> String {
+    let mut hash = KeyHasher::new("images");
+    hash.add_str(kernel).add_str(rootfs_key);
+    if let Some(p) = disk {
+        // The path holds the image's own cache key (size, recipe, mke2fs).
+        hash.add_str(&p.to_string_lossy());
+    }
+    hash.finish()
 }
 
 /// The files of a built root filesystem in its cache directory.

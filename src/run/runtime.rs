@@ -1,11 +1,12 @@
 //! Which node runtime a run uses, and the images as that runtime boots them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use engine::RuntimeKind;
 
-use crate::image::Images;
+use crate::image::cache::sha256_file;
+use crate::image::{images_hash, Images};
 use crate::BadInput;
 
 /// What the host offers a KVM runtime.
@@ -77,27 +78,55 @@ pub fn choose_runtime(
 /// The images as `runtime` boots them: KVM nodes boot the kernel named by
 /// [`KVM_KERNEL_ENV`], or else the image builder's KVM kernel (built now if
 /// the cache lacks it, with progress unless `quiet`), with the same root
-/// filesystem. User-mode Linux runs never build the KVM kernel.
-pub fn images_for_runtime(mut images: Images, runtime: RuntimeKind, quiet: bool) -> Result<Images> {
-    if runtime == RuntimeKind::Kvm {
-        images.kernel = match std::env::var_os(KVM_KERNEL_ENV) {
-            Some(k) => {
-                let k = PathBuf::from(k);
-                if !k.is_file() {
-                    return Err(BadInput(format!("{KVM_KERNEL_ENV}={}: no such file", k.display())).into());
-                }
-                k
-            }
-            None => {
-                let k = crate::image::kernel::ensure_kvm_kernel(quiet)?;
-                if !quiet && !k.cached {
-                    eprintln!("kvm kernel: built {}", k.path.display());
-                }
-                k.path
-            }
-        };
+/// filesystem, and the images hash names that kernel ([`with_kvm_kernel`]).
+/// User-mode Linux runs never build the KVM kernel, and keep their hash.
+pub fn images_for_runtime(images: Images, runtime: RuntimeKind, quiet: bool) -> Result<Images> {
+    if runtime != RuntimeKind::Kvm {
+        return Ok(images);
     }
-    Ok(images)
+    let (kernel, identity) = match std::env::var_os(KVM_KERNEL_ENV) {
+        Some(k) => {
+            let k = PathBuf::from(k);
+            if !k.is_file() {
+                return Err(BadInput(format!("{KVM_KERNEL_ENV}={}: no such file", k.display())).into());
+            }
+            let identity = kernel_file_identity(&k)?;
+            (k, identity)
+        }
+        None => {
+            let k = crate::image::kernel::ensure_kvm_kernel(quiet)?;
+            if !quiet && !k.cached {
+                eprintln!("kvm kernel: built {}", k.path.display());
+            }
+            (k.path, built_kernel_identity(&k.key))
+        }
+    };
+    Ok(with_kvm_kernel(images, kernel, &identity))
+}
+
+/// What names a kernel file given by path ([`KVM_KERNEL_ENV`]) in the images
+/// hash: its SHA-256, since no cache key vouches for its contents.
+fn kernel_file_identity(path: &Path) -> Result<String> {
+    let sha = sha256_file(path).with_context(|| format!("{KVM_KERNEL_ENV}={}: read", path.display()))?;
+    Ok(format!("kvm-sha256:{sha}"))
+}
+
+/// What names the image builder's KVM kernel in the images hash: its cache
+/// key, which names the exact recipe and inputs.
+fn built_kernel_identity(key: &str) -> String {
+    format!("kvm:{key}")
+}
+
+/// `images` with KVM nodes booting `kernel`, named in the images hash by
+/// `identity` in place of the UML kernel's key: a failure file replayed with
+/// another KVM kernel is reported on other images, as one replayed with
+/// another UML kernel is. The prefixes (`kvm:` for the builder's cache key,
+/// `kvm-sha256:` for a file's digest) keep a KVM kernel from ever naming the
+/// same images as a UML one.
+fn with_kvm_kernel(mut images: Images, kernel: PathBuf, identity: &str) -> Images {
+    images.hash = images_hash(identity, &images.rootfs_key, images.disk.as_deref());
+    images.kernel = kernel;
+    images
 }
 
 #[cfg(test)]
@@ -128,6 +157,58 @@ mod runtime_tests {
         let (k, why) = choose_runtime(None, &no_override).unwrap();
         assert_eq!(k, RuntimeKind::Kvm);
         assert!(why.contains("image builder's KVM kernel"), "{why}");
+    }
+
+    fn uml_images(disk: Option<&str>) -> Images {
+        let disk = disk.map(PathBuf::from);
+        Images {
+            kernel: "kernel/uml/linux".into(),
+            initrd: "images/r/rootfs.cpio".into(),
+            root: None,
+            hash: images_hash("uml-key", "rootfs-key", disk.as_deref()),
+            rootfs_key: "rootfs-key".into(),
+            kernel_cached: true,
+            rootfs_cached: true,
+            disk,
+            wall_seconds: 0.0,
+        }
+    }
+
+    /// The UML images hash is what it always was (failure files of UML runs
+    /// keep their hash): length-prefixed "images", kernel key, rootfs key,
+    /// disk path, SHA-256 (the value computed outside this code, in Python).
+    #[test]
+    fn uml_images_hash_is_unchanged() {
+        let want = "e0f8c6e20eab85d0dc2421ea11d9e78dc8fafa4f28f066dac78510a5c287f98a";
+        assert_eq!(images_hash("uml-key", "rootfs-key", Some(Path::new("disk/ext4.img"))), want);
+    }
+
+    /// Two different KVM kernels give two images hashes, neither the UML one;
+    /// the same kernel gives the same hash. By file (SIMCLUSTER_KVM_KERNEL:
+    /// its contents, not its path) and by the builder's cache key.
+    #[test]
+    fn kvm_kernel_is_named_in_the_images_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let (a, a_again, b) = (file("a", b"bzImage one"), file("a2", b"bzImage one"), file("b", b"bzImage two"));
+        for disk in [None, Some("disk/ext4.img")] {
+            let uml = uml_images(disk);
+            let kvm = |k: &PathBuf| {
+                let images = with_kvm_kernel(uml.clone(), k.clone(), &kernel_file_identity(k).unwrap());
+                assert_eq!(&images.kernel, k);
+                images.hash
+            };
+            assert_ne!(kvm(&a), kvm(&b), "two kernels, one images hash");
+            assert_eq!(kvm(&a), kvm(&a_again), "the same kernel under another name");
+            assert_ne!(kvm(&a), uml.hash);
+            let built = |key: &str| with_kvm_kernel(uml.clone(), "bzImage".into(), &built_kernel_identity(key)).hash;
+            assert_ne!(built("key1"), built("key2"));
+            assert_ne!(built("uml-key"), uml.hash, "a KVM kernel never names the UML images");
+        }
     }
 
     #[test]

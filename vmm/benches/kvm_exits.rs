@@ -1,15 +1,16 @@
 //! KVM microVM figures: exits per second, snapshot/restore latency of a 256 MiB guest,
-//! memory per node, frames per second through virtio-net + netsim between two nodes. `cargo bench -p vmm --bench kvm_exits` (harness = false; prints).
-//! Skips with a printed reason where /dev/kvm cannot be opened.
+//! memory per node, exits per second and per grant through [`KvmNode`] (the node as
+//! the engine drives it). `cargo bench -p vmm --bench kvm_exits` (harness = false;
+//! prints). Skips with a printed reason where /dev/kvm cannot be opened. Frames
+//! through the engine: `cargo bench -p checker --bench kvm_engine`.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use netsim::{Latency, NetConfig, Network};
-use rand_core::SeedableRng;
 use vm_memory::{Bytes, GuestAddress};
-use vmm::kvm::cluster::{Cluster, Event};
+use vmm::kvm::node::{KvmNode, GRANT_SLICE_NS};
 use vmm::kvm::{asm, MicroVm, MicroVmBuilder, RunLimits, RunOutcome};
+use vmm::node::{NodeRuntime, RunOutcome as NodeOutcome};
 
 fn mem_kib(field: &str, file: &str) -> u64 {
     std::fs::read_to_string(file)
@@ -35,7 +36,7 @@ fn main() {
     exits_per_second(&tmp);
     let full = snapshot_and_restore(&tmp);
     memory_per_node(&tmp, &full);
-    frames_per_second(&tmp);
+    exits_per_grant(&tmp);
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
@@ -148,35 +149,38 @@ fn memory_per_node(tmp: &Path, full: &Path) {
     drop(restored);
 }
 
-/// Figure 4, frames through the KVM virtio-net path: node 1 streams to node 2
-/// (guests/net_stream.S: one exit per frame sent; the receiver re-posts
-/// buffers once per batch), netsim in between, the cluster driver
-/// scheduling both.
-fn frames_per_second(tmp: &Path) {
-    let stream_img = asm::assemble("net_stream", tmp).unwrap();
-    for frames in [1_000u32, 10_000] {
-        let net = NetConfig { latency: Latency::Uniform { min: 20_000, max: 80_000 }, ..Default::default() };
-        let rng = Box::new(rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1));
-        let mut c = Cluster::new(Network::new(&net, 2).unwrap(), rng, 50_000);
-        for _ in 0..2 {
-            let vm = MicroVmBuilder::new().memory_mib(8).image(&stream_img).build().unwrap();
-            vm.memory().write_obj(frames, GuestAddress(0x300010)).unwrap();
-            let id = c.add_node(vm).unwrap();
-            c.attach_net(id).unwrap();
-        }
-        let t = Instant::now();
-        c.run(u64::MAX / 2).unwrap();
-        let dt = t.elapsed().as_secs_f64();
-        assert_eq!(c.exit_codes(), vec![Some(0), Some(0)]);
-        let delivered = c.events().iter().filter(|e| matches!(e, Event::Delivered { .. })).count();
-        assert_eq!(delivered, frames as usize);
-        let exits: u64 = [1u16, 2].iter().map(|&n| c.vm(netsim::NodeId::new(n).unwrap()).stats().exits).sum();
-        println!(
-            "virtio-net via netsim: {frames} frames node 1 -> node 2 in {:.3} s = {:.0} frames/s ({} exits in both guests, {:.1} per frame)",
-            dt,
-            frames as f64 / dt,
-            exits,
-            exits as f64 / frames as f64
-        );
+/// Figure 4, exits through the engine's node runtime: the loop guest of figure 1 as a
+/// [`KvmNode`], granted again and again as the engine grants a node that never halts.
+/// Each grant runs [`GRANT_SLICE_NS`] of virtual time, one exit at a time (so every
+/// output carries its exit's time), about 1,000 exits at the default exit cost; the
+/// figure is what that costs per exit against figure 1's free run. Frames through the
+/// engine between two nodes: `cargo bench -p checker --bench kvm_engine`.
+fn exits_per_grant(tmp: &Path) {
+    let loop_img = asm::assemble("loop", tmp).unwrap();
+    let vm = MicroVmBuilder::new().memory_mib(16).image(&loop_img).build().unwrap();
+    let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
+    node.wait_connected(0, Duration::from_secs(1)).unwrap();
+    let grant = |node: &mut KvmNode| {
+        let g = node.grant(node.requested(), 0, Duration::from_secs(60)).unwrap();
+        assert!(matches!(g.outcome, NodeOutcome::Waiting { .. }), "{:?}", g.outcome);
+    };
+    for _ in 0..10 {
+        grant(&mut node); // warm up
     }
+    let grants = 200u64;
+    let exits0 = node.vm().stats().exits;
+    let t = Instant::now();
+    for _ in 0..grants {
+        grant(&mut node);
+    }
+    let dt = t.elapsed().as_secs_f64();
+    let exits = node.vm().stats().exits - exits0;
+    println!(
+        "KvmNode grants ({} ms slices): {grants} grants in {dt:.3} s = {:.0} grants/s, {:.0} exits per grant, {:.0} exits/s ({:.2} us/exit)",
+        GRANT_SLICE_NS / 1_000_000,
+        grants as f64 / dt,
+        exits as f64 / grants as f64,
+        exits as f64 / dt,
+        dt * 1e6 / exits as f64
+    );
 }

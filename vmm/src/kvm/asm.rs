@@ -18,12 +18,24 @@ pub fn guests_dir() -> PathBuf {
 
 /// Assembles `guests/<name>.S` into `<out_dir>/<name>.bin` and returns the image bytes.
 pub fn assemble(name: &str, out_dir: &Path) -> Result<Vec<u8>> {
+    assemble_with(name, out_dir, &[])
+}
+
+/// [`assemble`] with symbols defined on the command line (`as --defsym NAME=VALUE`),
+/// for guests that take parameters (guests/agent_stream.S: `NFRAMES`, `SLEEP_NS`).
+/// The image is `<out_dir>/<name>.bin` whatever the symbols, so each variant needs a
+/// directory of its own.
+pub fn assemble_with(name: &str, out_dir: &Path, defs: &[(&str, u64)]) -> Result<Vec<u8>> {
     let src = guests_dir().join(format!("{name}.S"));
-    assemble_file(name, &src, out_dir)
+    assemble_source(name, &src, out_dir, defs)
 }
 
 /// Assembles an arbitrary source file (GNU as syntax, `.include` resolved in guests/).
 pub fn assemble_file(name: &str, src: &Path, out_dir: &Path) -> Result<Vec<u8>> {
+    assemble_source(name, src, out_dir, &[])
+}
+
+fn assemble_source(name: &str, src: &Path, out_dir: &Path, defs: &[(&str, u64)]) -> Result<Vec<u8>> {
     let err = |reason: String| KvmError::Assemble { name: name.to_string(), reason };
     std::fs::create_dir_all(out_dir).map_err(|e| err(format!("create {}: {e}", out_dir.display())))?;
     let obj = out_dir.join(format!("{name}.o"));
@@ -35,7 +47,12 @@ pub fn assemble_file(name: &str, src: &Path, out_dir: &Path) -> Result<Vec<u8>> 
         }
         Ok(())
     };
-    run(Command::new("as").arg("--64").arg("-I").arg(guests_dir()).arg("-o").arg(&obj).arg(src))?;
+    let mut assemble = Command::new("as");
+    assemble.arg("--64").arg("-I").arg(guests_dir());
+    for (sym, value) in defs {
+        assemble.arg("--defsym").arg(format!("{sym}={value}"));
+    }
+    run(assemble.arg("-o").arg(&obj).arg(src))?;
     run(Command::new("ld")
         .args(["-m", "elf_x86_64", "-nostdlib", "-static", "--oformat", "binary", "-e", "_start"])
         .arg(format!("-Ttext={:#x}", layout::LOAD_ADDR))

@@ -9,11 +9,10 @@
 //!   device model of [`crate::virtio`] behind it; [`ports`]: the virtio-net and
 //!   virtio-blk models stamped with virtual time.
 //!
-//! Around it: [`node`] (the node as the engine drives it), [`linux`] (booting a Linux
-//! kernel), [`snapshot`], [`cluster`] (several nodes on one virtual timeline, frames
-//! through netsim and disk requests through disksim; vmm's tests and benches only),
-//! [`arch`] (long mode, CPUID shaping), [`host`] and [`probe`] (what this host can do),
-//! [`watchdog`], [`asm`] (the test guests).
+//! Around it: [`node`] (the node as the engine drives it; several nodes on one
+//! timeline are the engine's business), [`linux`] (booting a Linux kernel),
+//! [`snapshot`], [`arch`] (long mode, CPUID shaping), [`host`] and [`probe`] (what
+//! this host can do), [`watchdog`], [`asm`] (the test guests).
 //!
 //! The run loop ([`MicroVm::run`]) is deterministic: virtual time advances by a fixed
 //! cost per exit and jumps to the next timer deadline when the guest halts; interrupts
@@ -49,7 +48,6 @@
 
 pub mod arch;
 pub mod asm;
-pub mod cluster;
 pub mod devices;
 mod error;
 pub mod host;

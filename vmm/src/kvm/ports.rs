@@ -4,9 +4,9 @@
 //! [`MmioAdapter`] already runs a device behind the transport; the ports here wrap it
 //! to stamp each guest action with the virtual time of the exit that caused it (the
 //! QueueNotify store), which the device models, being transport-independent, do not
-//! see. The engine ([`super::cluster`]) reads the stamps after a run and turns them
-//! into events: a frame sent at `t` enters netsim at `t`; a disk request accepted at
-//! `t` completes at `t + latency`.
+//! see. [`super::node::KvmNode`] hands the stamps to the engine after a grant, which
+//! turns them into events: a frame sent at `t` enters netsim at `t`; a disk request
+//! accepted at `t` completes at `t + latency` at the earliest.
 //!
 //! Invariant: stamps are in exit order, so they never decrease; every frame the
 //! guest transmitted is in [`NetPort::take_tx`] exactly once.

@@ -132,24 +132,6 @@ impl MicroVm {
         Ok(None)
     }
 
-    /// Lets an idle node (halted with nothing that could wake it: the guest waits for
-    /// a device, and [`MicroVm::run`] returned [`RunOutcome::Halted`]) wait until `t`,
-    /// when the engine delivers an event from outside (a frame, a disk completion).
-    /// The clock jumps to `t`, recorded like a timer jump. Returns false, and changes
-    /// nothing, when the node is not halted or an armed timer would fire first: then
-    /// the node must be run (with [`RunLimits::until_ns`]) instead.
-    pub fn idle_until(&mut self, t: u64) -> bool {
-        let timer_first = self.bus.next_deadline().is_some_and(|d| d < t);
-        if !self.halted || timer_first || self.has_interrupt() {
-            return false;
-        }
-        if t > self.clock.now() {
-            self.clock.jump_to(t);
-            self.record(Ev::TimerJump, t, &[]);
-        }
-        true
-    }
-
     /// For a halted vCPU: whether an interrupt can wake it at the current time (one is
     /// pending, or the timer is due). Moves a due timer into the pending set.
     pub fn wake_due(&mut self) -> bool {
