@@ -25,7 +25,7 @@
 #   SIMCLUSTER_NESTED_TIMEOUT  wall-clock limit of the L1 run (s, default 3000)
 #   SIMCLUSTER_NESTED_RUNS     runs per cluster for the determinism check (2)
 #   SIMCLUSTER_NESTED_TESTS    regex of test binaries to run (default: all KVM ones)
-#   SIMCLUSTER_NESTED_CLUSTERS clusters to run (default: hello-cluster examples/reorder)
+#   SIMCLUSTER_NESTED_CLUSTERS clusters to run (default: hello-cluster probes/guest-state examples/reorder)
 #   SIMCLUSTER_NESTED_SMP / _MEM  L1's vCPUs (2) and memory (MiB, 4096)
 #   SIMCLUSTER_NESTED_CPU      QEMU's -cpu for L1 (max,xsave=off)
 #   SIMCLUSTER_NESTED_KVM_AMD  kvm_amd's parameters in L1, e.g. "npt=0" (none)
@@ -42,7 +42,7 @@ cache=${SIMCLUSTER_CACHE:-$HOME/.cache/simcluster}/nested
 timeout_s=${SIMCLUSTER_NESTED_TIMEOUT:-3000}
 runs=${SIMCLUSTER_NESTED_RUNS:-2}
 tests_re=${SIMCLUSTER_NESTED_TESTS:-.}
-clusters=${SIMCLUSTER_NESTED_CLUSTERS:-hello-cluster examples/reorder}
+clusters=${SIMCLUSTER_NESTED_CLUSTERS:-hello-cluster probes/guest-state examples/reorder}
 smp=${SIMCLUSTER_NESTED_SMP:-2}
 mem=${SIMCLUSTER_NESTED_MEM:-4096}
 # xsave=off: with L1 on `-cpu max` (XSAVE on), the KVM guest kernel (7.2)
@@ -158,6 +158,7 @@ for c in $clusters; do
   case $c in
     examples/*) guest-images/examples/build.sh >/dev/null 2>&1 ;;
     probes/*) guest-images/probes/build.sh >/dev/null 2>&1 ;;
+    *) [ ! -x "guest-images/$c/build.sh" ] || "guest-images/$c/build.sh" >/dev/null 2>&1 ;;
   esac
   nice -n 19 "$bin" image build "guest-images/$c" >/dev/null
 done
