@@ -23,11 +23,15 @@
  * Static, without libc: raw system calls, so it runs in any image (a
  * container image may have no libc at all) and its build needs only cc.
  * Exit status 0 on success, 1 when a system call fails, 2 on bad usage.
+ *
+ * Anything but `now` runs only inside a simcluster guest (where /sim/agent
+ * is): run by hand on a host, as root, it would move the host's clock.
  */
 
 typedef unsigned long size_t;
 
 #define SYS_write 1
+#define SYS_access 21
 #define SYS_nanosleep 35
 #define SYS_adjtimex 159
 #define SYS_clock_gettime 228
@@ -221,6 +225,10 @@ static __attribute__((noreturn)) void usage(void)
 static int run(int argc, char **argv)
 {
 	long a, b, c;
+	if (argc >= 2 && !eq(argv[1], "now") && sys3(SYS_access, (long)"/sim/agent", 0, 0) != 0) {
+		put("clock: not inside a simcluster guest (no /sim/agent): refusing to change this machine's clock\n");
+		leave(2);
+	}
 	if (argc == 2 && eq(argv[1], "now")) {
 		put_long(now_ns(CLOCK_REALTIME));
 		put(" ");

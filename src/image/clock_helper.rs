@@ -93,3 +93,36 @@ fn compile(cc: &std::ffi::OsStr, dir: &Path) -> Result<()> {
     let _ = std::fs::remove_dir_all(&work);
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a host (no /sim/agent) the helper reads the clocks but refuses to
+    /// change them: run there by mistake, as root, it would move the host's.
+    #[test]
+    fn outside_a_guest_it_reads_but_never_sets_the_clock() {
+        if Path::new("/sim/agent").exists() {
+            eprintln!("SKIP: this machine has /sim/agent (it looks like a simcluster guest)");
+            return;
+        }
+        let helper = match ensure(Path::new("cluster.toml"), true) {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("SKIP: cannot build the clock helper here: {e:#}");
+                return;
+            }
+        };
+        let now = Command::new(&helper.path).arg("now").output().unwrap();
+        assert!(now.status.success(), "{now:?}");
+        let words: Vec<i64> =
+            String::from_utf8_lossy(&now.stdout).split_whitespace().map(|w| w.parse().unwrap()).collect();
+        assert_eq!(words.len(), 2, "{now:?}");
+        for args in [&["bump", "1"][..], &["drift", "10"], &["strobe", "1", "1", "1"]] {
+            let o = Command::new(&helper.path).args(args).output().unwrap();
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+            let said = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+            assert!(said.contains("not inside a simcluster guest"), "{args:?}: {said}");
+        }
+    }
+}
