@@ -191,10 +191,6 @@ pub struct MicroVm {
     /// Every traced event as a line of text, with the vCPU's rip ([`MicroVm::log_exits_to`]):
     /// for finding where two runs of one guest part. `None` (the default) costs nothing.
     pub(crate) exit_log: Option<std::io::BufWriter<std::fs::File>>,
-    /// Single steps taken to carry an interrupt-window exit reported inside an STI
-    /// shadow to the window's real opening (see `settle_window` in run.rs). Not in
-    /// snapshots: a diagnostic count, nothing the guest sees.
-    pub(crate) shadow_steps: u64,
     pub(crate) host: HostCaps,
     /// Set from another thread to make [`MicroVm::run`] return
     /// [`RunOutcome::Interrupted`] (see [`super::watchdog`]).
@@ -247,7 +243,6 @@ impl MicroVm {
             stats: ExitStats::default(),
             trace: Sha256::new(),
             exit_log: None,
-            shadow_steps: 0,
             host: HostCaps::detect(),
             stop: Default::default(),
         })
@@ -363,12 +358,6 @@ impl MicroVm {
     /// Reads guest memory (for tests and inspection).
     pub fn read_memory(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
         self.mem.read_slice(buf, GuestAddress(addr)).map_err(|e| KvmError::Memory(format!("read {addr:#x}: {e}")))
-    }
-
-    /// Interrupt-window exits that were reported inside an STI shadow and carried to
-    /// the window's real opening by single steps (see `settle_window` in run.rs).
-    pub fn shadow_steps(&self) -> u64 {
-        self.shadow_steps
     }
 
     /// The registers the vCPU holds now.

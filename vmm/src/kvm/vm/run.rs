@@ -324,7 +324,6 @@ impl MicroVm {
             if !self.after_sti()? {
                 return Ok(Exit::IrqWindow);
             }
-            self.shadow_steps += 1;
             match self.step_one()? {
                 Exit::Debug => continue,
                 other => return Ok(other),
