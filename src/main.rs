@@ -39,7 +39,8 @@ const EXAMPLES: &str = "Examples:
   simcluster run --images guest-images/db-cluster --executions 40 --shard 1/2 --out s1
   simcluster merge s1 s2
   simcluster replay results/failures/execution-3/failure.json
-  simcluster shrink results/failures/execution-3/failure.json";
+  simcluster shrink results/failures/execution-3/failure.json
+  simcluster check results/failures/execution-3/history.jsonl";
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -93,6 +94,22 @@ enum Command {
         max_executions: u64,
         #[command(flatten)]
         common: CommonArgs,
+    },
+    /// Check a recorded history (JSON lines) for linearizability, alone.
+    ///
+    /// The same check `[check] history` runs after each execution: one
+    /// key-value register per key, `fail` ops never happened, `info` ops
+    /// may have. Use it on a failure's history.jsonl, or on a history your
+    /// own clients wrote. Prints one JSON line (and the explanation of a
+    /// violation on stderr). Exit 0 linearizable, 1 not linearizable, 2 the
+    /// file is unreadable or not a history (the message names the line),
+    /// 3 the search ran out of steps before a verdict.
+    Check {
+        /// A history: one {"process","type","time","f","key","value"} object per line.
+        history: PathBuf,
+        /// Search steps allowed per key before giving up.
+        #[arg(long, default_value_t = checker::linearizability::CheckOptions::default().max_steps_per_key)]
+        max_steps: u64,
     },
 }
 
@@ -367,7 +384,37 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Merge { shards, out } => merge(&shards, out),
         Command::Replay { failure_file, common } => replay_command(&failure_file, &common),
         Command::Shrink { failure_file, max_executions, common } => shrink(&failure_file, max_executions, &common),
+        Command::Check { history, max_steps } => check_history(&history, max_steps),
     }
+}
+
+/// `simcluster check`: one history file's verdict as one JSON line.
+fn check_history(path: &Path, max_steps: u64) -> anyhow::Result<ExitCode> {
+    use checker::history::History;
+    use checker::linearizability::{check, CheckOptions, CheckResult};
+    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: cannot read: {e}", path.display())))?;
+    let bad = |e: checker::history::HistoryError| BadInput(format!("{}: {e}", path.display()));
+    let history = History::from_json_lines(&text).map_err(bad)?;
+    let verdict = check(&history, &CheckOptions { max_steps_per_key: max_steps }).map_err(bad)?;
+    let (line, code) = match &verdict {
+        CheckResult::Ok { keys, ops } => {
+            (serde_json::json!({"history": path, "linearizable": true, "keys": keys, "ops": ops}), 0)
+        }
+        CheckResult::Violation(v) => {
+            eprint!("{v}");
+            let line = serde_json::json!({
+                "history": path, "linearizable": false, "key": v.key, "key_ops": v.key_ops,
+                "prefix": v.linearized.len(), "stuck": v.stuck.len(),
+            });
+            (line, 1)
+        }
+        CheckResult::Unknown { key, steps } => {
+            eprintln!("key {key:?}: no verdict after {steps} search steps (raise --max-steps)");
+            (serde_json::json!({"history": path, "linearizable": null, "key": key, "steps": steps}), 3)
+        }
+    };
+    println!("{line}");
+    Ok(ExitCode::from(code))
 }
 
 /// `simcluster image kernel`: the kernel's path and cache key as one JSON line.

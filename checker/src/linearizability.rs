@@ -19,7 +19,7 @@
 //! At equal timestamps ops are concurrent, except that a process's own ops stay
 //! in program order.
 
-use crate::history::{History, HistoryError, Op, Operation, Outcome, Value};
+use crate::history::{History, HistoryError, Op, Operation, Outcome, ProcessId, Value};
 use std::collections::BTreeMap;
 
 /// [`Memo`] is only looked up, never iterated, so its order cannot leak
@@ -261,25 +261,49 @@ fn drop_unobserved_open_ops(c: &mut Compiled<'_>) {
     c.steps.truncate(kept);
 }
 
-/// The calls and returns in time order. Sort key (time, class, op): class
-/// 0 = call, 1 = return, 2 = call right after the same process's return at
-/// the same time (program order). Calls before returns at equal times =
-/// concurrent.
+/// The calls and returns in time order.
+///
+/// Sort key (time, rank, op). At one timestamp, ops of different processes
+/// are concurrent: calls (rank 0) come before returns (rank `LATE`). A
+/// coarse guest clock (jiffies) also stamps several ops of one process with
+/// one time; those stay in program order through a chain of ranks: the
+/// return of an op followed at the same time by its process's next call
+/// gets rank 2d+1, that call rank 2d+2, where d is the depth of the first
+/// op in the chain (0 when it was called earlier). Invariant: every op's
+/// return sorts after its call. A total order cannot keep two processes'
+/// same-time chains concurrent with each other; where both chain in one
+/// tick, the lower-depth return precedes the higher-depth call (a finer
+/// clock avoids it).
 fn time_ordered(ops: &[&Operation]) -> Vec<Entry> {
+    const LATE: u64 = u64::MAX;
     let n = ops.len();
-    let mut last_ret: BTreeMap<u64, u64> = BTreeMap::new(); // process -> latest ret time
-    let mut keyed: Vec<((u64, u8, usize), Entry)> = Vec::with_capacity(2 * n);
+    let mut call_rank = vec![0u64; n];
+    let mut ret_rank = vec![LATE; n];
+    // Each process's ok ops in call order: the chains live there.
+    let mut by_process: BTreeMap<ProcessId, Vec<usize>> = BTreeMap::new();
     let mut by_call: Vec<usize> = (0..n).collect();
     by_call.sort_by_key(|&i| (ops[i].call, i));
     for &i in &by_call {
-        let o = ops[i];
-        let class = if last_ret.get(&o.process) == Some(&o.call) { 2 } else { 0 };
-        keyed.push(((o.call, class, i), Entry { op: i, is_call: true }));
-        if let Some(r) = o.ret {
-            if o.outcome == Outcome::Ok {
-                keyed.push(((r, 1, i), Entry { op: i, is_call: false }));
-                last_ret.insert(o.process, r);
+        by_process.entry(ops[i].process).or_default().push(i);
+    }
+    for seq in by_process.values() {
+        let mut prev_ok: Option<usize> = None;
+        for &i in seq {
+            if let Some(p) = prev_ok.filter(|&p| ops[p].ret == Some(ops[i].call)) {
+                let depth_of_p = if ops[p].call == ops[i].call { call_rank[p] / 2 } else { 0 };
+                ret_rank[p] = 2 * depth_of_p + 1;
+                call_rank[i] = 2 * depth_of_p + 2;
             }
+            if ops[i].outcome == Outcome::Ok && ops[i].ret.is_some() {
+                prev_ok = Some(i);
+            }
+        }
+    }
+    let mut keyed: Vec<((u64, u64, usize), Entry)> = Vec::with_capacity(2 * n);
+    for (i, o) in ops.iter().enumerate() {
+        keyed.push(((o.call, call_rank[i], i), Entry { op: i, is_call: true }));
+        if let (Some(r), Outcome::Ok) = (o.ret, o.outcome) {
+            keyed.push(((r, ret_rank[i], i), Entry { op: i, is_call: false }));
         }
     }
     keyed.sort_by_key(|(k, _)| *k);

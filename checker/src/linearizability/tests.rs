@@ -286,3 +286,16 @@ fn history_errors_propagate() {
     h.ok(1, 1, Op::write("x", 1));
     assert!(check(&h, &CheckOptions::default()).is_err());
 }
+
+#[test]
+fn same_process_ops_in_one_clock_tick_keep_program_order() {
+    // A coarse guest clock (jiffies) stamps two back-to-back reads of one
+    // process, and their calls and returns, with the same time. Each read's
+    // return must still come after its own call.
+    let mut h = History::new();
+    h.invoke(1, 0, Op::write("x", 0)).ok(1, 4, Op::write("x", 0));
+    h.invoke(2, 8, Op::read("x", None)).ok(2, 8, Op::read("x", v(0)));
+    h.invoke(2, 8, Op::read("x", None)).ok(2, 8, Op::read("x", v(0)));
+    h.invoke(2, 8, Op::read("x", None)).ok(2, 8, Op::read("x", v(0)));
+    assert_eq!(verdict(&h), CheckResult::Ok { keys: 1, ops: 4 });
+}
