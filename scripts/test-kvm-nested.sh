@@ -25,7 +25,8 @@
 #   SIMCLUSTER_NESTED_TIMEOUT  wall-clock limit of the L1 run (s, default 3000)
 #   SIMCLUSTER_NESTED_RUNS     runs per cluster for the determinism check (2)
 #   SIMCLUSTER_NESTED_TESTS    regex of test binaries to run (default: all KVM ones)
-#   SIMCLUSTER_NESTED_CLUSTERS clusters to run (default: hello-cluster probes/guest-state examples/reorder)
+#   SIMCLUSTER_NESTED_CLUSTERS clusters to run (default: hello-cluster probes/guest-state examples/reorder);
+#                              DIR:N runs DIR N times instead of SIMCLUSTER_NESTED_RUNS
 #   SIMCLUSTER_NESTED_SMP / _MEM  L1's vCPUs (2) and memory (MiB, 4096)
 #   SIMCLUSTER_NESTED_CPU      QEMU's -cpu for L1 (max,xsave=off)
 #   SIMCLUSTER_NESTED_KVM_AMD  kvm_amd's parameters in L1, e.g. "npt=0" (none)
@@ -52,6 +53,9 @@ mem=${SIMCLUSTER_NESTED_MEM:-4096}
 cpu=${SIMCLUSTER_NESTED_CPU:-max,xsave=off}
 kvm_amd_args=${SIMCLUSTER_NESTED_KVM_AMD:-}
 say() { echo "test-kvm-nested: $*"; }
+# A cluster in SIMCLUSTER_NESTED_CLUSTERS is DIR or DIR:RUNS (its own count).
+cluster_of() { echo "${1%%:*}"; }
+runs_of() { case $1 in *:*) echo "${1##*:}" ;; *) echo "$runs" ;; esac; }
 skip() { say "SKIP: $*"; exit 0; }
 mkdir -p "$cache"
 
@@ -154,7 +158,8 @@ if [ -z "$kvm_kernel" ]; then
 fi
 kvm_kernel=$(realpath "$kvm_kernel")
 # The clusters' images, built here so that L1 only reads the cache.
-for c in $clusters; do
+for spec in $clusters; do
+  c=$(cluster_of "$spec")
   case $c in
     examples/*) guest-images/examples/build.sh >/dev/null 2>&1 ;;
     probes/*) guest-images/probes/build.sh >/dev/null 2>&1 ;;
@@ -259,9 +264,10 @@ EOF
     echo "step 'test-$name' timeout 1200 '$exe' --test-threads=2"
   done <"$testlist"
   n=0
-  for c in $clusters; do
+  for spec in $clusters; do
     n=$((n + 1))
-    for i in $(seq 1 "$runs"); do
+    c=$(cluster_of "$spec")
+    for i in $(seq 1 "$(runs_of "$spec")"); do
       log_env=""
       if [ -n "${SIMCLUSTER_NESTED_EXIT_LOG:-}" ]; then
         echo "mkdir -p /nested-results/exits-$n-$i"
@@ -356,10 +362,12 @@ while read -r name _; do
   fi
 done <"$testlist"
 n=0
-for c in $clusters; do
+for spec in $clusters; do
   n=$((n + 1))
+  c=$(cluster_of "$spec")
+  c_runs=$(runs_of "$spec")
   hashes=""
-  for i in $(seq 1 "$runs"); do
+  for i in $(seq 1 "$c_runs"); do
     f=$results/run-$n-$i
     if [ ! -e "$f.rc" ]; then
       say "$c run $i: did not finish"; status=1; hashes="$hashes none"; continue
@@ -383,7 +391,7 @@ for c in $clusters; do
   if echo "$hashes" | grep -qw none; then
     say "$c: trace hashes not compared (a run gave none)"; status=1
   elif [ "$(printf '%s\n' $hashes | sort -u | wc -l)" = 1 ]; then
-    say "$c: $runs runs, one trace hash"
+    say "$c: $c_runs runs, one trace hash"
   else
     say "$c: DIFFERENT trace hashes:$hashes"; status=1
   fi

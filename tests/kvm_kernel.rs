@@ -124,6 +124,11 @@ fn guest_state_probe_reads_the_same_every_run_on_kvm() {
             console.lines().filter_map(|l| l.split_once("guest-state ").map(|(_, v)| v.to_string())).collect();
         assert!(lines.iter().any(|l| l == "result ok"), "{console}");
         assert!(lines.iter().any(|l| l.starts_with("udp ephemeral port")), "{console}");
+        // The kernel keeps time with the virtual clock port (patch 0002), not
+        // 4 ms jiffies: CLOCK_MONOTONIC moves in steps well under a tick.
+        let step = lines.iter().find_map(|l| l.strip_prefix("clocksource simcluster step "));
+        let ns: u64 = step.and_then(|s| s.strip_suffix(" ns")).and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
+        assert!(ns < 100_000, "clocksource line {step:?} (want simcluster, a step < 100 us)\n{console}");
         runs.push((r.json()["trace_hash"].as_str().unwrap().to_string(), lines));
     }
     for r in &runs[1..] {

@@ -17,7 +17,8 @@
 //!
 //! Real time: op A precedes op B iff A returned strictly before B was called.
 //! At equal timestamps ops are concurrent, except that a process's own ops stay
-//! in program order.
+//! in program order (an explicit same-tick predecessor, not a list position:
+//! see [`same_tick_predecessors`]).
 
 use crate::history::{History, HistoryError, Op, Operation, Outcome, ProcessId, Value};
 use std::collections::BTreeMap;
@@ -200,11 +201,12 @@ fn check_key(key: &str, all: &[&Operation], opts: &CheckOptions) -> KeyResult {
     let n = compiled.ops.len();
     let ok_count = compiled.ops.iter().filter(|o| o.outcome == Outcome::Ok).count();
     let entries = time_ordered(&compiled.ops);
-    let search = Search::new(&entries, n);
+    let after = same_tick_predecessors(&compiled.ops);
+    let search = Search::new(&entries, &after, n);
     match search.run(&compiled.steps, ok_count, opts.max_steps_per_key) {
         SearchEnd::Linearizable => KeyResult::Ok(n),
         SearchEnd::OutOfBudget(s) => KeyResult::Unknown(s),
-        SearchEnd::Violation { prefix } => KeyResult::Violation(explain(key, &compiled, &prefix)),
+        SearchEnd::Violation { prefix } => KeyResult::Violation(explain(key, &compiled, &after, &prefix)),
     }
 }
 
@@ -261,58 +263,51 @@ fn drop_unobserved_open_ops(c: &mut Compiled<'_>) {
     c.steps.truncate(kept);
 }
 
-/// The calls and returns in time order.
-///
-/// Sort key (time, rank, op). At one timestamp, ops of different processes
-/// are concurrent: calls (rank 0) come before returns (rank `LATE`). A
-/// coarse guest clock (jiffies) also stamps several ops of one process with
-/// one time; those stay in program order through a chain of ranks: the
-/// return of an op followed at the same time by its process's next call
-/// gets rank 2d+1, that call rank 2d+2, where d is the depth of the first
-/// op in the chain (0 when it was called earlier). Invariant: every op's
-/// return sorts after its call. A total order cannot keep two processes'
-/// same-time chains concurrent with each other; where both chain in one
-/// tick, the lower-depth return precedes the higher-depth call (a finer
-/// clock avoids it).
+/// The calls and returns in time order. Sort key (time, class, op): class
+/// 0 = call, 1 = return, so that at equal times calls come first and ops
+/// are concurrent. Program order at equal times is not in this list (a
+/// total order cannot keep it without ordering other processes' ops too);
+/// [`same_tick_predecessors`] carries it.
 fn time_ordered(ops: &[&Operation]) -> Vec<Entry> {
-    const LATE: u64 = u64::MAX;
-    let n = ops.len();
-    let mut call_rank = vec![0u64; n];
-    let mut ret_rank = vec![LATE; n];
-    // Each process's ok ops in call order: the chains live there.
-    let mut by_process: BTreeMap<ProcessId, Vec<usize>> = BTreeMap::new();
-    let mut by_call: Vec<usize> = (0..n).collect();
-    by_call.sort_by_key(|&i| (ops[i].call, i));
-    for &i in &by_call {
-        by_process.entry(ops[i].process).or_default().push(i);
-    }
-    for seq in by_process.values() {
-        let mut prev_ok: Option<usize> = None;
-        for &i in seq {
-            if let Some(p) = prev_ok.filter(|&p| ops[p].ret == Some(ops[i].call)) {
-                let depth_of_p = if ops[p].call == ops[i].call { call_rank[p] / 2 } else { 0 };
-                ret_rank[p] = 2 * depth_of_p + 1;
-                call_rank[i] = 2 * depth_of_p + 2;
-            }
-            if ops[i].outcome == Outcome::Ok && ops[i].ret.is_some() {
-                prev_ok = Some(i);
-            }
-        }
-    }
-    let mut keyed: Vec<((u64, u64, usize), Entry)> = Vec::with_capacity(2 * n);
+    let mut keyed: Vec<((u64, u8, usize), Entry)> = Vec::with_capacity(2 * ops.len());
     for (i, o) in ops.iter().enumerate() {
-        keyed.push(((o.call, call_rank[i], i), Entry { op: i, is_call: true }));
+        keyed.push(((o.call, 0, i), Entry { op: i, is_call: true }));
         if let (Some(r), Outcome::Ok) = (o.ret, o.outcome) {
-            keyed.push(((r, ret_rank[i], i), Entry { op: i, is_call: false }));
+            keyed.push(((r, 1, i), Entry { op: i, is_call: false }));
         }
     }
     keyed.sort_by_key(|(k, _)| *k);
     keyed.into_iter().map(|(_, e)| e).collect()
 }
 
+/// For each op, the same process's previous ok op when that one returned
+/// at the very time this one was called: this op may only be linearized
+/// after it. A coarse guest clock (jiffies) stamps a client's back-to-back
+/// ops with one time; real time then says nothing about their order, but
+/// the process ran them one after the other. Ops of other processes at
+/// that time stay concurrent with both.
+fn same_tick_predecessors(ops: &[&Operation]) -> Vec<Option<usize>> {
+    let mut by_call: Vec<usize> = (0..ops.len()).collect();
+    by_call.sort_by_key(|&i| (ops[i].call, i));
+    let mut last_ok: BTreeMap<ProcessId, usize> = BTreeMap::new();
+    let mut after = vec![None; ops.len()];
+    for i in by_call {
+        let o = ops[i];
+        if let Some(&p) = last_ok.get(&o.process) {
+            if ops[p].ret == Some(o.call) {
+                after[i] = Some(p);
+            }
+        }
+        if o.outcome == Outcome::Ok && o.ret.is_some() {
+            last_ok.insert(o.process, i);
+        }
+    }
+    after
+}
+
 /// Replays the search's best prefix to report the register's states, then
 /// lists the ops that could have come next and why none fits.
-fn explain(key: &str, c: &Compiled<'_>, prefix: &[usize]) -> Violation {
+fn explain(key: &str, c: &Compiled<'_>, after: &[Option<usize>], prefix: &[usize]) -> Violation {
     let (ops, steps, interner) = (&c.ops, &c.steps, &c.interner);
     let n = ops.len();
     let mut state = 0;
@@ -327,7 +322,7 @@ fn explain(key: &str, c: &Compiled<'_>, prefix: &[usize]) -> Violation {
         ops.iter().enumerate().filter(|(i, o)| !done[*i] && o.outcome == Outcome::Ok).filter_map(|(_, o)| o.ret).min();
     let mut stuck = Vec::new();
     for (i, o) in ops.iter().enumerate() {
-        if done[i] || first_ret.is_some_and(|r| o.call > r) {
+        if done[i] || first_ret.is_some_and(|r| o.call > r) || after[i].is_some_and(|p| !done[p]) {
             continue;
         }
         if steps[i].apply(state).is_some() {
@@ -387,6 +382,8 @@ enum SearchEnd {
 /// Node `len` is the head sentinel; `next == NIL` ends the list.
 struct Search<'a> {
     entries: &'a [Entry],
+    /// [`same_tick_predecessors`]: an op waits for its own.
+    after: &'a [Option<usize>],
     next: Vec<usize>,
     prev: Vec<usize>,
     /// For each op: (call entry index, return entry index if any).
@@ -396,7 +393,7 @@ struct Search<'a> {
 const NIL: usize = usize::MAX;
 
 impl<'a> Search<'a> {
-    fn new(entries: &'a [Entry], n_ops: usize) -> Self {
+    fn new(entries: &'a [Entry], after: &'a [Option<usize>], n_ops: usize) -> Self {
         let len = entries.len();
         let head = len;
         let mut next = vec![NIL; len + 1];
@@ -415,7 +412,7 @@ impl<'a> Search<'a> {
                 pos[e.op].1 = Some(i);
             }
         }
-        Search { entries, next, prev, pos }
+        Search { entries, after, next, prev, pos }
     }
 
     fn unlink(&mut self, i: usize) {
@@ -479,7 +476,8 @@ impl<'a> Search<'a> {
             if !at_return {
                 let op = self.entries[entry].op;
                 let optional = self.pos[op].1.is_none();
-                if optional != pass_two {
+                let waits = self.after[op].is_some_and(|p| linearized[p / 64] & (1 << (p % 64)) == 0);
+                if optional != pass_two || waits {
                     entry = self.next[entry];
                     continue;
                 }

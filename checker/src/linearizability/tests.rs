@@ -299,3 +299,27 @@ fn same_process_ops_in_one_clock_tick_keep_program_order() {
     h.invoke(2, 8, Op::read("x", None)).ok(2, 8, Op::read("x", v(0)));
     assert_eq!(verdict(&h), CheckResult::Ok { keys: 1, ops: 4 });
 }
+
+#[test]
+fn two_processes_chaining_in_one_tick_stay_concurrent() {
+    // Both processes run a write then a read within one clock tick. Only
+    // program order binds them: w1, r1, w2, r2 is a linearization. (Ranks
+    // in a total order would have put both writes before both reads.)
+    let mut h = History::new();
+    h.invoke(1, 8, Op::write("x", 1)).ok(1, 8, Op::write("x", 1));
+    h.invoke(2, 8, Op::write("x", 2)).ok(2, 8, Op::write("x", 2));
+    h.invoke(1, 8, Op::read("x", None)).ok(1, 8, Op::read("x", v(1)));
+    h.invoke(2, 8, Op::read("x", None)).ok(2, 8, Op::read("x", v(2)));
+    assert_eq!(verdict(&h), CheckResult::Ok { keys: 1, ops: 4 });
+    // Each reading the other's value after its own write is impossible.
+    let mut h = History::new();
+    h.invoke(1, 8, Op::write("x", 1)).ok(1, 8, Op::write("x", 1));
+    h.invoke(2, 8, Op::write("x", 2)).ok(2, 8, Op::write("x", 2));
+    h.invoke(1, 8, Op::read("x", None)).ok(1, 8, Op::read("x", v(2)));
+    h.invoke(2, 8, Op::read("x", None)).ok(2, 8, Op::read("x", v(1)));
+    let bad = violation(&h);
+    // The explanation never offers a read before its own process's write.
+    for (op, _) in bad.stuck.iter().filter(|(o, _)| o.op.f() == "read") {
+        assert!(bad.linearized.iter().any(|(l, _)| l.process == op.process), "{bad}");
+    }
+}

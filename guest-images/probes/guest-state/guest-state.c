@@ -62,6 +62,29 @@ static int counter(const char *who)
 	return bad;
 }
 
+/*
+ * The kernel's clocksource and the smallest step CLOCK_MONOTONIC takes: a
+ * tick-driven clock (jiffies) moves in ms steps, a real clocksource in ns.
+ * Bounded: a clock that does not move while the program computes (no
+ * exits, no tick) prints "none".
+ */
+static void clock_step(void)
+{
+	char name[64] = "?";
+	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+	if (f && fgets(name, sizeof name, f))
+		name[strcspn(name, "\n")] = 0;
+	if (f)
+		fclose(f);
+	uint64_t a = mono(), b = a;
+	for (long i = 0; i < 10000000 && b == a; i++)
+		b = mono();
+	if (b == a)
+		printf("guest-state clocksource %s step none\n", name);
+	else
+		printf("guest-state clocksource %s step %llu ns\n", name, (unsigned long long)(b - a));
+}
+
 static void randomness(void)
 {
 	unsigned char r[16];
@@ -97,6 +120,7 @@ int main(void)
 	int status = 1;
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		bad = 1;
+	clock_step();
 	randomness();
 	printf("guest-state result %s\n", bad ? "BAD" : "ok");
 	return bad;

@@ -119,6 +119,15 @@ fn configure(recipe: &Recipe, work: &Path, src: &Path) -> Result<()> {
 
 /// `make <target>` on every CPU, its progress on a bar; the last messages
 /// of a failed build in the error.
+/// Where a built kernel's debug info says its sources were.
+const DEBUG_SOURCE_DIR: &str = "/usr/src/simcluster-kernel";
+
+/// `KCFLAGS`/`KAFLAGS` that replace `src` with [`DEBUG_SOURCE_DIR`] in debug info.
+fn debug_prefix_map(src: &Path) -> [(&'static str, String); 2] {
+    let map = format!("{}={DEBUG_SOURCE_DIR}", src.display());
+    [("KCFLAGS", format!("-fdebug-prefix-map={map}")), ("KAFLAGS", format!("-Wa,--debug-prefix-map={map}"))]
+}
+
 fn make(recipe: &Recipe, src: &Path, quiet: bool) -> Result<()> {
     let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(recipe.expected_steps) };
     bar.set_style(
@@ -136,6 +145,11 @@ fn make(recipe: &Recipe, src: &Path, quiet: bool) -> Result<()> {
         // every trace: make it a function of the inputs, not of the build
         // host and hour.
         .envs(REPRODUCIBLE_BUILD_ENV.iter().copied())
+        // The build directory's name holds the builder's pid, and DWARF's
+        // compilation directory would carry it into the binary: map it to
+        // one fixed path so that the same inputs give the same bytes on
+        // every machine (tests/golden.rs compares the kernel's SHA-256).
+        .envs(debug_prefix_map(src))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,14 +1,17 @@
 //! The KVM runtime's guest kernel: an x86-64 microVM bzImage from the same
 //! pinned source as the user-mode Linux kernel (7.2): `make ARCH=x86_64
 //! tinyconfig`, `guest-images/kernel/kvm-microvm.config` merged over it,
-//! `make bzImage`, with one patch (guest-images/kernel/patches/kvm-7.2).
+//! `make bzImage`, with two patches (guest-images/kernel/patches/kvm-7.2).
 //! Most of what UML's patch does (hide RDRAND, RDSEED, the APIC id) the
 //! KVM runtime does from outside, by shaping CPUID
-//! (`vmm::kvm::arch::shape_cpuid`), and the kernel keeps time without the
-//! TSC by the command line (`tsc=unstable clocksource=jiffies`). User-mode
-//! RDTSC cannot be stopped from outside (KVM offers no RDTSC exit to
-//! userspace): the patch makes it fault (CR4.TSD) where CPUID has no TSC
-//! and answers with virtual time, as UML's patch does.
+//! (`vmm::kvm::arch::shape_cpuid`). Two things need the kernel itself:
+//! - 0001: user-mode RDTSC cannot be stopped from outside (KVM offers no
+//!   RDTSC exit to userspace): the patch makes it fault (CR4.TSD) where
+//!   CPUID has no TSC and answers with virtual time, as UML's patch does;
+//! - 0002: without the TSC the kernel would keep time with jiffies (4 ms
+//!   steps); the patch adds a clocksource that reads the node's virtual ns
+//!   at the PvClock port (`simclock=0x520 clocksource=simcluster` on the
+//!   command line, `vmm::kvm::node::kernel_cmdline`).
 //!
 //! Built on first use (a KVM run without `SIMCLUSTER_KVM_KERNEL`, or
 //! `simcluster image kernel --runtime kvm`), never by `image build`.
@@ -35,12 +38,18 @@ const RECIPE: Recipe = Recipe {
     arch: "x86_64",
     base_config: "tinyconfig",
     fragment: KVM_CONFIG_FRAGMENT,
-    patches: &[(
-        "0001-x86-user-rdtsc-reads-virtual-time-without-cpuid-tsc.patch",
-        include_str!(
-            "../../../guest-images/kernel/patches/kvm-7.2/0001-x86-user-rdtsc-reads-virtual-time-without-cpuid-tsc.patch"
+    patches: &[
+        (
+            "0001-x86-user-rdtsc-reads-virtual-time-without-cpuid-tsc.patch",
+            include_str!(
+                "../../../guest-images/kernel/patches/kvm-7.2/0001-x86-user-rdtsc-reads-virtual-time-without-cpuid-tsc.patch"
+            ),
         ),
-    )],
+        (
+            "0002-x86-clocksource-reads-the-virtual-clock-port.patch",
+            include_str!("../../../guest-images/kernel/patches/kvm-7.2/0002-x86-clocksource-reads-the-virtual-clock-port.patch"),
+        ),
+    ],
     target: "bzImage",
     artifact: "arch/x86/boot/bzImage",
     output: OUTPUT,

@@ -18,6 +18,7 @@
 //! irqchip), the vectors Linux gives legacy IRQs; the timer tick (IRQ 0) and the
 //! serial port (IRQ 4) go through the userspace 8259A ([`crate::kvm::legacy`]).
 
+use crate::kvm::devices::PVCLOCK_BASE;
 use crate::kvm::linux::DEFAULT_CMDLINE;
 use crate::kvm::virtio_mmio::window_base;
 use crate::node::NodeConfig;
@@ -51,12 +52,18 @@ pub fn root_base() -> u64 {
     window_base(4)
 }
 
-/// The kernel command line of a Linux node: serial console, no TSC clocksource, no
-/// delay-loop calibration, virtio-mmio windows, then `KEY=value` pairs for init and the extra words.
+/// The kernel command line of a Linux node: serial console, the virtual clock port as
+/// clocksource, no delay-loop calibration, virtio-mmio windows, then `KEY=value` pairs for
+/// init and the extra words.
 pub fn kernel_cmdline(cfg: &NodeConfig, net: bool, blk: bool) -> String {
-    // The TSC reads host time: never a clocksource. lpj: no delay-loop calibration
-    // (it spins until the tick, which a guest without exits never gets).
-    let mut c = format!("{DEFAULT_CMDLINE} tsc=unstable clocksource=jiffies lpj=1000000 rdinit=/init");
+    // The TSC reads host time: never a clocksource. The image builder's kernel reads
+    // virtual ns at the PvClock port instead (its patch 0002, `simclock=`); a kernel
+    // without that patch ignores both words and keeps time with jiffies. lpj: no
+    // delay-loop calibration (it spins until the tick, which a guest without exits
+    // never gets).
+    let mut c = format!(
+        "{DEFAULT_CMDLINE} tsc=unstable simclock={PVCLOCK_BASE:#x} clocksource=simcluster lpj=1000000 rdinit=/init"
+    );
     let mut dev = |base: u64, irq: u8| c.push_str(&format!(" virtio_mmio.device=4K@{base:#x}:{irq}"));
     if net {
         dev(net_base(), NET_IRQ);
@@ -116,7 +123,7 @@ mod tests {
         assert!(c.contains("virtio_mmio.device=4K@0xd0001000:6"), "{c}");
         assert!(c.contains("virtio_mmio.device=4K@0xd0002000:7"), "{c}");
         assert!(c.contains("virtio_mmio.device=4K@0xd0003000:3"), "{c}");
-        assert!(c.contains("clocksource=jiffies"), "{c}");
+        assert!(c.contains("simclock=0x520 clocksource=simcluster"), "{c}");
         assert!(c.ends_with("NODE_ID=2 PEERS=n1,n2 quiet"), "{c}");
         let c = kernel_cmdline(&cfg(), false, false);
         assert!(!c.contains(":5") && !c.contains(":6") && c.contains(":7") && c.contains("0xd0003000:3"), "{c}");

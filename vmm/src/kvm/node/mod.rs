@@ -23,8 +23,10 @@
 //!
 //! # Limits (what stock KVM, and this VMM, do not make deterministic or provide)
 //! - RDTSC/RDTSCP read host time (see [`super`]): a Linux guest must not use the TSC
-//!   as its clocksource (`tsc=unstable` / `clocksource=jiffies` on the command line);
-//!   a user program reading the TSC directly still sees host time.
+//!   as its clocksource (`tsc=unstable`; the image builder's kernel reads the PvClock
+//!   port instead, `simclock=0x520 clocksource=simcluster` on the command line);
+//!   a user program reading the TSC directly sees host time unless the kernel traps
+//!   it (the image builder's kernel, patch 0001, answers with virtual time).
 //! - A stock Linux kernel (`noapic nolapic`) gets its tick from the userspace 8259A
 //!   pair and 8254 PIT ([`super::legacy`]), driven by virtual time; it has no local
 //!   APIC, IO-APIC, HPET or ACPI PM timer. Busy-wait loops that wait for the tick
