@@ -69,4 +69,6 @@ pub use host::HostCaps;
 pub use linux::LinuxBootBuilder;
 pub use mmio::{MmioBus, MmioDevice};
 pub use snapshot::SnapshotInfo;
-pub use vm::{read_image, ExitStats, MicroVm, MicroVmBuilder, RunLimits, RunOutcome, VirtualClock, VmConfig};
+pub use vm::{
+    read_image, ExitStats, ForkPoint, MicroVm, MicroVmBuilder, RunLimits, RunOutcome, VirtualClock, VmConfig,
+};

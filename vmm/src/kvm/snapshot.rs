@@ -50,6 +50,13 @@ const MSR_CANDIDATES: &[u32] = &[
     0xc000_0103, // TSC_AUX
 ];
 
+/// A vCPU's state: sections 1-7 of a snapshot's state file (see [`MicroVm::restore`]).
+pub(crate) struct VcpuSections {
+    pub(crate) sections: [Vec<u8>; 7],
+    msrs: usize,
+    events: bool,
+}
+
 /// What [`MicroVm::snapshot`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotInfo {
@@ -132,7 +139,7 @@ impl MicroVm {
     /// complete (data in the register, rip advanced) once KVM_RUN is entered again;
     /// saving before that would replay the access after restore. KVM_RUN with
     /// `immediate_exit` set completes it and returns EINTR without running the guest.
-    fn complete_pending_io(&mut self) -> Result<()> {
+    pub(crate) fn complete_pending_io(&mut self) -> Result<()> {
         self.vcpu.set_kvm_immediate_exit(1);
         let r = self.vcpu.run().map(|_| ()).map_err(|e| e.errno());
         self.vcpu.set_kvm_immediate_exit(0);
@@ -164,40 +171,20 @@ impl MicroVm {
         let mem_tmp = dir.join("memory.img.tmp");
         let written = write_sparse(&mem_tmp, ram)?;
 
-        // vCPU.
-        let regs = self.vcpu.get_regs().map_err(ioctl("KVM_GET_REGS"))?;
-        let sregs = self.vcpu.get_sregs().map_err(ioctl("KVM_GET_SREGS"))?;
-        let fpu = self.vcpu.get_fpu().map_err(ioctl("KVM_GET_FPU"))?;
-        let mut msrs: Vec<(u32, u64)> = Vec::new();
-        for &index in MSR_CANDIDATES {
-            let mut m = Msrs::from_entries(&[kvm_msr_entry { index, ..Default::default() }])
-                .map_err(|e| KvmError::Config(format!("msr list: {e:?}")))?;
-            if let Ok(1) = self.vcpu.get_msrs(&mut m) {
-                msrs.push((index, m.as_slice()[0].data));
-            }
-        }
-        let events = self.vcpu.get_vcpu_events().ok();
-        let xcrs = self.vcpu.get_xcrs().ok();
-
+        let vcpu = self.capture_vcpu()?;
         let digest: [u8; 32] = self.trace.clone().finalize().into();
         let mut pending = words(&self.pending.0);
         pending.push(u8::from(self.halted));
-        let sections: Vec<Vec<u8>> = vec![
-            words(&[self.config.mem_size, self.config.exit_cost_ns]),
-            self.cpuid.as_slice().iter().flat_map(pod_bytes).collect(),
-            pod_bytes(&regs),
-            pod_bytes(&sregs),
-            pod_bytes(&fpu),
-            msrs.iter().flat_map(|(i, d)| [i.to_le_bytes().to_vec(), d.to_le_bytes().to_vec()].concat()).collect(),
-            events.as_ref().map(pod_bytes).unwrap_or_default(),
-            xcrs.as_ref().map(pod_bytes).unwrap_or_default(),
+        let mut sections: Vec<Vec<u8>> = vec![words(&[self.config.mem_size, self.config.exit_cost_ns])];
+        sections.extend(vcpu.sections.iter().cloned());
+        sections.extend([
             self.bus.save(),
             words(&[self.clock.now()]),
             pending,
             words(&self.stats.to_words()),
             digest.to_vec(),
             words(&[self.mmio.unclaimed]),
-        ];
+        ]);
 
         let state_tmp = dir.join("state.bin.tmp");
         let mut f = File::create(&state_tmp).map_err(io("create", &state_tmp))?;
@@ -219,8 +206,39 @@ impl MicroVm {
         Ok(SnapshotInfo {
             dir: dir.to_path_buf(),
             memory_bytes_written: written,
-            msrs_saved: msrs.len(),
-            vcpu_events_saved: events.is_some(),
+            msrs_saved: vcpu.msrs,
+            vcpu_events_saved: vcpu.events,
+        })
+    }
+
+    /// The vCPU's state as sections 1-7 of the state file (CPUID, REGS, SREGS, FPU,
+    /// MSRs, vCPU events, XCRs). Call after [`MicroVm::complete_pending_io`].
+    pub(crate) fn capture_vcpu(&mut self) -> Result<VcpuSections> {
+        let regs = self.vcpu.get_regs().map_err(ioctl("KVM_GET_REGS"))?;
+        let sregs = self.vcpu.get_sregs().map_err(ioctl("KVM_GET_SREGS"))?;
+        let fpu = self.vcpu.get_fpu().map_err(ioctl("KVM_GET_FPU"))?;
+        let mut msrs: Vec<(u32, u64)> = Vec::new();
+        for &index in MSR_CANDIDATES {
+            let mut m = Msrs::from_entries(&[kvm_msr_entry { index, ..Default::default() }])
+                .map_err(|e| KvmError::Config(format!("msr list: {e:?}")))?;
+            if let Ok(1) = self.vcpu.get_msrs(&mut m) {
+                msrs.push((index, m.as_slice()[0].data));
+            }
+        }
+        let events = self.vcpu.get_vcpu_events().ok();
+        let xcrs = self.vcpu.get_xcrs().ok();
+        Ok(VcpuSections {
+            sections: [
+                self.cpuid.as_slice().iter().flat_map(pod_bytes).collect(),
+                pod_bytes(&regs),
+                pod_bytes(&sregs),
+                pod_bytes(&fpu),
+                msrs.iter().flat_map(|(i, d)| [i.to_le_bytes().to_vec(), d.to_le_bytes().to_vec()].concat()).collect(),
+                events.as_ref().map(pod_bytes).unwrap_or_default(),
+                xcrs.as_ref().map(pod_bytes).unwrap_or_default(),
+            ],
+            msrs: msrs.len(),
+            events: events.is_some(),
         })
     }
 
@@ -251,7 +269,7 @@ impl MicroVm {
     /// Sections 1-7: CPUID, registers, special registers, FPU, MSRs, vCPU
     /// events and XCRs, set in the order KVM needs them (sregs before MSRs,
     /// regs after).
-    fn restore_vcpu(&mut self, sections: &[&[u8]], p: &Path) -> Result<()> {
+    pub(crate) fn restore_vcpu(&mut self, sections: &[&[u8]], p: &Path) -> Result<()> {
         let esz = std::mem::size_of::<kvm_cpuid_entry2>();
         if !sections[1].len().is_multiple_of(esz) {
             return Err(bad(p, "cpuid section size".into()));

@@ -24,6 +24,7 @@
 //! ever created: their timers run on host time.
 
 mod builder;
+mod fork;
 mod run;
 
 use kvm_bindings::{kvm_userspace_memory_region, CpuId, KVM_MAX_CPUID_ENTRIES};
@@ -39,6 +40,7 @@ use super::mmio::MmioBus;
 
 pub(crate) use builder::{anonymous_memory, private_file_memory};
 pub use builder::{read_image, MicroVmBuilder, VmConfig};
+pub use fork::ForkPoint;
 
 /// Virtual time of one node, in nanoseconds.
 ///
@@ -207,25 +209,33 @@ impl std::fmt::Debug for MicroVm {
     }
 }
 
+/// /dev/kvm, a VM whose RAM slot is `mem`, and its vCPU (registers at KVM's reset
+/// state): the KVM objects of a [`MicroVm`], which only the process that created them
+/// may use.
+pub(crate) fn kvm_objects(config: &VmConfig, mem: &GuestMemoryMmap) -> Result<(Kvm, VmFd, VcpuFd)> {
+    let kvm = Kvm::new().map_err(KvmError::Open)?;
+    let vm = kvm.create_vm().map_err(ioctl("KVM_CREATE_VM"))?;
+    let host_addr =
+        mem.get_host_address(GuestAddress(0)).map_err(|e| KvmError::Memory(format!("host address of RAM: {e}")))?;
+    let region = kvm_userspace_memory_region {
+        slot: 0,
+        flags: 0,
+        guest_phys_addr: 0,
+        memory_size: config.mem_size,
+        userspace_addr: host_addr as u64,
+    };
+    // SAFETY: the region is backed by `mem`, which lives as long as the VM (both are
+    // owned by one MicroVm, and `vm` is dropped before `mem`).
+    unsafe { vm.set_user_memory_region(region) }.map_err(ioctl("KVM_SET_USER_MEMORY_REGION"))?;
+    let vcpu = vm.create_vcpu(0).map_err(ioctl("KVM_CREATE_VCPU"))?;
+    Ok((kvm, vm, vcpu))
+}
+
 impl MicroVm {
     /// Steps 1-3 and 5 of the boot order, shared by boot and restore: /dev/kvm, VM, RAM
     /// slot, vCPU. Leaves registers at KVM's reset state.
     pub(crate) fn create(config: VmConfig, mem: GuestMemoryMmap) -> Result<MicroVm> {
-        let kvm = Kvm::new().map_err(KvmError::Open)?;
-        let vm = kvm.create_vm().map_err(ioctl("KVM_CREATE_VM"))?;
-        let host_addr =
-            mem.get_host_address(GuestAddress(0)).map_err(|e| KvmError::Memory(format!("host address of RAM: {e}")))?;
-        let region = kvm_userspace_memory_region {
-            slot: 0,
-            flags: 0,
-            guest_phys_addr: 0,
-            memory_size: config.mem_size,
-            userspace_addr: host_addr as u64,
-        };
-        // SAFETY: the region is backed by `mem`, which lives as long as the VM (both are
-        // owned by the returned MicroVm, and `vm` is dropped before `mem`).
-        unsafe { vm.set_user_memory_region(region) }.map_err(ioctl("KVM_SET_USER_MEMORY_REGION"))?;
-        let vcpu = vm.create_vcpu(0).map_err(ioctl("KVM_CREATE_VCPU"))?;
+        let (kvm, vm, vcpu) = kvm_objects(&config, &mem)?;
         let supported = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES).map_err(ioctl("KVM_GET_SUPPORTED_CPUID"))?;
         let (cpuid, cpuid_shaping) = arch::shape_cpuid(&supported)?;
         Ok(MicroVm {
