@@ -50,6 +50,11 @@ fn fork_and_finish(vm: &mut MicroVm) -> (libc::pid_t, std::fs::File) {
     (pid, unsafe { std::fs::File::from_raw_fd(fds[0]) })
 }
 
+/// A fresh VM of the `timer` guest (it arms its timer, halts, prints, powers off).
+fn timer_vm() -> MicroVm {
+    MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap()
+}
+
 fn child_result(pid: libc::pid_t, mut r: std::fs::File) -> String {
     let mut line = String::new();
     r.read_to_string(&mut line).unwrap();
@@ -66,14 +71,12 @@ fn kvm_forked_children_continue_exactly_as_the_parent() {
         return;
     }
     // The reference: one VM run straight through.
-    let mut straight = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
-    let reference = finish(&mut straight);
+    let reference = finish(&mut timer_vm());
     assert!(reference.starts_with("PoweredOff(0)"), "{reference}");
-    drop(straight);
 
     // Stop mid-run (inside the work loop's output, timer armed), fork three children
     // one after the other, each finishing on its own, then finish the parent too.
-    let mut vm = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
+    let mut vm = timer_vm();
     assert_eq!(vm.run(RunLimits { max_exits: Some(300), until_ns: None }).unwrap(), RunOutcome::ExitLimit);
     let at_fork = vm.now_ns();
     let mut children = Vec::new();
@@ -94,9 +97,8 @@ fn kvm_fork_of_a_halted_node_waiting_for_its_timer() {
     if !kvm_available("kvm_fork_of_a_halted_node_waiting_for_its_timer") {
         return;
     }
-    let mut straight = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
-    let reference = finish(&mut straight);
-    let mut vm = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
+    let reference = finish(&mut timer_vm());
+    let mut vm = timer_vm();
     // Run until the guest first halts with its timer armed: a fork there must keep the
     // halted flag and the deadline (both in the VMM's memory, not in KVM).
     let mut out = RunOutcome::ExitLimit;
