@@ -318,9 +318,16 @@ attempt=1
 while :; do
   boot_l1
   [ "$stalled" = 1 ] && [ "$attempt" -le "$retries" ] || break
+  # Keep what the wedged boot left for diagnosis: where the plan was, the
+  # last heartbeat (L1's top) and its console.
+  say "the wedged boot was at: $(tail -n 1 "$results/plan.log" 2>/dev/null || echo 'before the plan')"
+  mkdir -p "$results/wedged-$attempt"
+  for f in plan.log heartbeat console.log; do
+    [ ! -e "$results/$f" ] || mv "$results/$f" "$results/wedged-$attempt/"
+  done
   attempt=$((attempt + 1))
   say "booting L1 again (attempt $attempt)"
-  find "$results" -mindepth 1 -maxdepth 1 ! -name plan.sh -exec rm -rf {} +
+  find "$results" -mindepth 1 -maxdepth 1 ! -name plan.sh ! -name 'wedged-*' -exec rm -rf {} +
 done
 wall=$(( $(date +%s) - start ))
 say "L1 ran ${wall}s (qemu exit $qemu_rc, $attempt boot(s))"

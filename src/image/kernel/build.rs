@@ -117,8 +117,6 @@ fn configure(recipe: &Recipe, work: &Path, src: &Path) -> Result<()> {
     verify_config(recipe.fragment, &std::fs::read_to_string(src.join(".config"))?)
 }
 
-/// `make <target>` on every CPU, its progress on a bar; the last messages
-/// of a failed build in the error.
 /// Where a built kernel's debug info says its sources were.
 const DEBUG_SOURCE_DIR: &str = "/usr/src/simcluster-kernel";
 
@@ -128,6 +126,8 @@ fn debug_prefix_map(src: &Path) -> [(&'static str, String); 2] {
     [("KCFLAGS", format!("-fdebug-prefix-map={map}")), ("KAFLAGS", format!("-Wa,--debug-prefix-map={map}"))]
 }
 
+/// `make <target>` on every CPU, its progress on a bar; the last messages
+/// of a failed build in the error.
 fn make(recipe: &Recipe, src: &Path, quiet: bool) -> Result<()> {
     let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(recipe.expected_steps) };
     bar.set_style(
