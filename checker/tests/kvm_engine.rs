@@ -523,3 +523,27 @@ fn kvm_stream_is_deterministic_under_parallel_load() {
     let hashes: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     assert!(hashes.iter().all(|h| *h == hashes[0]), "{hashes:#?}");
 }
+
+/// A node whose CPU triple-faults (vmm/guests/fault.S) fails the execution as a
+/// reset that says so and where, not as a poweroff.
+#[test]
+fn kvm_triple_fault_fails_the_execution_as_a_reset() {
+    if !kvm_available("kvm_triple_fault_fails_the_execution_as_a_reset") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = guest_image("fault", dir.path());
+    let mut s = spec(&img, dir.path(), 1);
+    s.node_names.truncate(1);
+    s.network = None;
+    let mut strategy = RandomWalk::new(1, KindWeights::default());
+    assert!(strategy.begin_execution(0));
+    let r = engine::execute(&s, &mut strategy).expect("engine");
+    match &r.verdict {
+        Verdict::Fail(f) if f.kind == engine::FailureKind::GuestExit => {
+            assert!(f.message.starts_with("node n1 reset: its virtual CPU triple-faulted"), "{}", f.message);
+            assert!(f.message.contains("about to fault"), "the console's last lines: {}", f.message);
+        }
+        v => panic!("{v:?}"),
+    }
+}

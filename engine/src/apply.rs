@@ -151,12 +151,20 @@ impl Execution<'_> {
         }
         match grant.outcome {
             RunOutcome::Waiting { .. } => {}
-            RunOutcome::Exited { status, signal } => {
+            RunOutcome::Exited { .. } | RunOutcome::Reset { .. } => {
                 let n = &self.nodes[i];
+                // A reset is traced as an exit without status (what it was before
+                // the outcome had its own variant: trace hashes stay as they were).
+                let (status, signal) = match grant.outcome {
+                    RunOutcome::Exited { status, signal } => (status, signal),
+                    _ => (None, None),
+                };
                 self.trace.push(now, node_no, EventKind::Exit { status, signal, panic: n.saw_panic });
                 let (kind, what) = if n.saw_panic {
                     let line = n.panic_line.as_deref().unwrap_or("Kernel panic");
                     (FailureKind::GuestPanic, format!("node {} panicked: {line}", n.name))
+                } else if let RunOutcome::Reset { reason } = &grant.outcome {
+                    (FailureKind::GuestExit, format!("node {} reset: {reason}", n.name))
                 } else {
                     let what = format!(
                         "node {} powered off or died unexpectedly (status {status:?}, signal {signal:?})",

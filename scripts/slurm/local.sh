@@ -12,10 +12,18 @@ set -eu
 dir=${SIMCLUSTER_SLURM_DIR:-/tmp/simcluster-slurm}
 cmd=${1:-start}
 
+# Stops the daemons and waits (up to 10 s each) until they are gone: a
+# slurmctld still saving its state would race the caller's rm -rf of $dir.
 stop() {
     for p in slurmd slurmctld munged; do
         if [ -f "$dir/$p.pid" ]; then
-            kill "$(cat "$dir/$p.pid")" 2>/dev/null || true
+            pid=$(cat "$dir/$p.pid")
+            kill "$pid" 2>/dev/null || true
+            i=0
+            while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
+                sleep 0.1
+                i=$((i + 1))
+            done
             rm -f "$dir/$p.pid"
         fi
     done

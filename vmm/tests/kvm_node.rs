@@ -64,3 +64,29 @@ fn kvm_node_output_then_idle() {
     assert!(out.first().unwrap().time > 5_000);
     assert!(out.windows(2).all(|w| w[0].time <= w[1].time));
 }
+
+/// fault.S triple-faults: the node reports a reset that says so and where, not
+/// a poweroff, and is gone.
+#[test]
+fn kvm_node_triple_fault_is_a_reset() {
+    if !kvm_available("kvm_node_triple_fault_is_a_reset") {
+        return;
+    }
+    let vm = MicroVm::boot_image(&guest("fault"), 4).unwrap();
+    let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
+    node.wait_connected(0, Duration::from_secs(1)).unwrap();
+    let mut text = String::new();
+    let mut outcome = None;
+    for _ in 0..100 {
+        let g = node.grant(node.requested(), 0, Duration::from_secs(60)).unwrap();
+        text.extend(g.output.iter().map(|o| String::from_utf8_lossy(&o.bytes).into_owned()));
+        if !matches!(g.outcome, RunOutcome::Waiting { .. }) {
+            outcome = Some(g.outcome);
+            break;
+        }
+    }
+    assert!(text.contains("about to fault"), "{text}");
+    let Some(RunOutcome::Reset { reason }) = outcome else { panic!("not a reset: {outcome:?}") };
+    assert!(reason.contains("triple-faulted (KVM_EXIT_SHUTDOWN) at rip 0x"), "{reason}");
+    assert!(node.has_exited());
+}

@@ -17,6 +17,14 @@ struct End {
     hash: String,
 }
 
+impl End {
+    /// What the guest saw and did (the trace hash aside, which also covers where
+    /// the host stopped the run), the console as text for a readable failure.
+    fn seen(&self) -> (RunOutcome, String, u64, u64) {
+        (self.outcome, String::from_utf8_lossy(&self.console).into_owned(), self.exits, self.now_ns)
+    }
+}
+
 fn finish(vm: &mut MicroVm) -> End {
     let outcome = vm.run_to_end(1_000_000).unwrap();
     End {
@@ -54,7 +62,7 @@ fn kvm_snapshot_restores_100_identical_continuations() {
     // invisible to the guest: same console, exits and time as an uninterrupted run.
     let mut straight = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
     let s = finish(&mut straight);
-    assert_eq!((&s.console, s.exits, s.now_ns), (&reference.console, reference.exits, reference.now_ns));
+    assert_eq!(s.seen(), reference.seen(), "straight run vs the one snapshotted");
 
     for i in 0..100 {
         let mut r = MicroVm::restore(&dir).unwrap();
@@ -91,7 +99,7 @@ fn kvm_snapshot_of_a_halted_node_with_pending_timer() {
     // and exits as an uninterrupted run.
     let mut straight = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
     let s = finish(&mut straight);
-    assert_eq!((s.console, s.exits, s.now_ns), (reference.console, reference.exits, reference.now_ns));
+    assert_eq!(s.seen(), reference.seen(), "straight run vs the one snapshotted");
 }
 
 #[test]

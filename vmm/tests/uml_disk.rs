@@ -358,7 +358,7 @@ impl Boot {
             self.record(grant.output, grant.disk);
             match grant.outcome {
                 RunOutcome::Waiting { .. } => {}
-                RunOutcome::Exited { .. } => return End::Exited,
+                RunOutcome::Exited { .. } | RunOutcome::Reset { .. } => return End::Exited,
                 RunOutcome::Hung { wall } => {
                     panic!("node hung for {wall:?}; console:\n{}", self.console)
                 }

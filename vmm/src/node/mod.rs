@@ -84,6 +84,11 @@ pub enum RunOutcome {
     /// status or signal under user-mode Linux, the power port's status
     /// under KVM.
     Exited { status: Option<i32>, signal: Option<i32> },
+    /// The node's machine reset itself (under KVM: a triple fault,
+    /// `KVM_EXIT_SHUTDOWN`): the guest hit an exception it could not even
+    /// report. `reason` says where, for the failure report. The node is gone,
+    /// as after [`RunOutcome::Exited`].
+    Reset { reason: String },
     /// The node did not yield within the wall-clock watchdog: a guest busy
     /// loop (its clock is frozen while it computes) or a stuck host process.
     Hung { wall: Duration },

@@ -380,10 +380,19 @@ impl KvmNode {
                     return Ok(RunOutcome::Exited { status: Some(code as i32), signal: None });
                 }
                 VmOutcome::Shutdown => {
-                    // A triple fault: the machine resets, as a panicking kernel with
-                    // reboot=k does; the node is gone.
+                    // A triple fault: the machine resets; the node is gone. (A kernel
+                    // that panics says so on the console first; the engine reports
+                    // that panic instead.)
                     self.exited = true;
-                    return Ok(RunOutcome::Exited { status: None, signal: None });
+                    let at = match self.vm.regs() {
+                        Ok(r) => format!("rip {:#x}, rsp {:#x}", r.rip, r.rsp),
+                        Err(e) => format!("registers unreadable: {e}"),
+                    };
+                    let reason = format!(
+                        "its virtual CPU triple-faulted (KVM_EXIT_SHUTDOWN) at {at}, after {} exits",
+                        self.vm.stats().exits
+                    );
+                    return Ok(RunOutcome::Reset { reason });
                 }
             }
         }
