@@ -10,6 +10,14 @@ use vmm::kvm::node::KvmNode;
 use vmm::kvm::MicroVm;
 use vmm::node::{NodeRuntime, OutputStream, RunOutcome};
 
+/// A node of vmm/guests/NAME.S (4 MiB), connected and started at `start` ns.
+fn node_of(name: &str, start: u64) -> KvmNode {
+    let vm = MicroVm::boot_image(&guest(name), 4).unwrap();
+    let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
+    node.wait_connected(start, Duration::from_secs(1)).unwrap();
+    node
+}
+
 /// A guest spinning without exits is stopped by the wall-clock watchdog and
 /// reported as hung, instead of holding the engine forever.
 #[test]
@@ -17,9 +25,7 @@ fn kvm_node_spinning_guest_is_reported_hung() {
     if !kvm_available("kvm_node_spinning_guest_is_reported_hung") {
         return;
     }
-    let vm = MicroVm::boot_image(&guest("spin"), 4).unwrap();
-    let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
-    node.wait_connected(0, Duration::from_secs(1)).unwrap();
+    let mut node = node_of("spin", 0);
     let began = Instant::now();
     let r = node.grant(0, 0, Duration::from_millis(300)).unwrap().outcome;
     assert!(matches!(r, RunOutcome::Hung { .. }), "{r:?}");
@@ -33,9 +39,7 @@ fn kvm_node_output_then_idle() {
     if !kvm_available("kvm_node_output_then_idle") {
         return;
     }
-    let vm = MicroVm::boot_image(&guest("hello"), 4).unwrap();
-    let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
-    node.wait_connected(5_000, Duration::from_secs(1)).unwrap();
+    let mut node = node_of("hello", 5_000);
     assert_eq!(node.requested(), 5_000);
     let mut out = Vec::new();
     let mut outcome = None;
@@ -72,9 +76,7 @@ fn kvm_node_triple_fault_is_a_reset() {
     if !kvm_available("kvm_node_triple_fault_is_a_reset") {
         return;
     }
-    let vm = MicroVm::boot_image(&guest("fault"), 4).unwrap();
-    let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
-    node.wait_connected(0, Duration::from_secs(1)).unwrap();
+    let mut node = node_of("fault", 0);
     let mut text = String::new();
     let mut outcome = None;
     for _ in 0..100 {
