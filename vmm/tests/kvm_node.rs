@@ -3,6 +3,8 @@
 
 mod kvm_common;
 
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
 use std::time::{Duration, Instant};
 
 use kvm_common::{guest, kvm_available};
@@ -91,4 +93,103 @@ fn kvm_node_triple_fault_is_a_reset() {
     let Some(RunOutcome::Reset { reason }) = outcome else { panic!("not a reset: {outcome:?}") };
     assert!(reason.contains("triple-faulted (KVM_EXIT_SHUTDOWN) at rip 0x"), "{reason}");
     assert!(node.has_exited());
+}
+
+/// Grants `node` until it exits or has had `max` grants; what it printed, how it
+/// ended and its VM's trace hash, as one line.
+fn grant_out(node: &mut KvmNode, max: usize) -> String {
+    let mut text = String::new();
+    let mut end = "grants left".to_string();
+    for _ in 0..max {
+        let g = node.grant(node.requested(), 0, Duration::from_secs(60)).unwrap();
+        text.extend(g.output.iter().map(|o| String::from_utf8_lossy(&o.bytes).replace('\n', "|")));
+        if !matches!(g.outcome, RunOutcome::Waiting { .. }) {
+            end = format!("{:?}", g.outcome);
+            break;
+        }
+    }
+    format!("{end} t={} trace={} out={text}", node.vm().now_ns(), node.vm().trace_hash_hex())
+}
+
+/// Runs `f` in a child of fork(2) (at most 30 s: SIGALRM) and returns the line it
+/// produced, or "child panicked".
+fn in_child(f: impl FnOnce() -> String) -> String {
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) with a valid two-element array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child touches only what it owns (glibc makes malloc safe after
+    // fork) and leaves through _exit, never through the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: alarm(2) has no memory effects; fds[1] is our write end.
+        unsafe { libc::alarm(30) };
+        let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+        let line =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| "child panicked".into());
+        let _ = w.write_all(line.as_bytes());
+        drop(w);
+        // SAFETY: ends the child without the parent's atexit handlers.
+        unsafe { libc::_exit(0) };
+    }
+    // SAFETY: the parent's copy of the write end closes; fds[0] becomes a File.
+    unsafe { libc::close(fds[1]) };
+    let mut line = String::new();
+    unsafe { std::fs::File::from_raw_fd(fds[0]) }.read_to_string(&mut line).unwrap();
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}: {line}");
+    line
+}
+
+/// A node forked between grants through the runtime's own hooks (prepare_fork, then
+/// rehome in the child) goes on exactly like the parent and like a node never
+/// forked: same output, end, virtual time and trace hash.
+#[test]
+fn kvm_node_forked_between_grants_goes_on_like_the_parent() {
+    if !kvm_available("kvm_node_forked_between_grants_goes_on_like_the_parent") {
+        return;
+    }
+    let straight = grant_out(&mut node_of("timer", 0), 10_000);
+    assert!(straight.starts_with("Exited { status: Some(0)"), "{straight}");
+    let mut node = node_of("timer", 0);
+    let head = grant_out(&mut node, 3);
+    assert!(head.starts_with("grants left"), "the timer guest ended within 3 grants: {head}");
+    node.prepare_fork().unwrap();
+    let child = in_child(|| {
+        node.rehome().unwrap();
+        grant_out(&mut node, 10_000)
+    });
+    let parent = grant_out(&mut node, 10_000);
+    assert_eq!(child, parent, "the child vs its parent");
+    // The same end as the straight run (the output after the fork point).
+    let tail = |s: &str| s.split(" out=").next().unwrap().to_string();
+    assert_eq!(tail(&parent), tail(&straight));
+    assert!(straight.ends_with(parent.split(" out=").nth(1).unwrap()), "{straight}\n{parent}");
+}
+
+/// A forked node's child has a watchdog of its own (the parent's thread did not come
+/// along): a guest spinning without exits in the child is still reported hung.
+#[test]
+fn kvm_node_forked_child_keeps_its_watchdog() {
+    if !kvm_available("kvm_node_forked_child_keeps_its_watchdog") {
+        return;
+    }
+    let mut node = node_of("spin", 0);
+    node.prepare_fork().unwrap();
+    let child = in_child(|| {
+        node.rehome().unwrap();
+        let began = Instant::now();
+        let r = node.grant(0, 0, Duration::from_millis(300)).unwrap().outcome;
+        format!(
+            "{} after {} ms",
+            if matches!(r, RunOutcome::Hung { .. }) { "hung" } else { "not hung" },
+            began.elapsed().as_millis()
+        )
+    });
+    assert!(child.starts_with("hung after "), "{child}");
+    // rehome without prepare_fork is refused.
+    let err = node_of("spin", 0).rehome().unwrap_err();
+    assert!(err.to_string().contains("rehome without prepare_fork"), "{err}");
 }

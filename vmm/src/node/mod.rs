@@ -177,4 +177,17 @@ pub trait NodeRuntime {
     fn memory_kib(&self) -> u64;
     /// Powers the node off at once (the engine's "stop the world").
     fn kill(&mut self);
+    /// Gets the node ready for fork(2) of the whole simulator process, after
+    /// which the parent and each child go on from the same point (the base of
+    /// warm start: many executions from one boot). Nothing the guest sees
+    /// changes. A runtime whose nodes cannot be copied that way (a UML node
+    /// is a process of its own) says so.
+    fn prepare_fork(&mut self) -> Result<(), NodeError> {
+        Err(NodeError::Runtime("this runtime's nodes cannot be forked".into()))
+    }
+    /// In a child of that fork(2): takes the node over, so that it runs on in
+    /// this process exactly as it would have in the parent.
+    fn rehome(&mut self) -> Result<(), NodeError> {
+        Err(NodeError::Runtime("this runtime's nodes cannot be forked".into()))
+    }
 }

@@ -52,7 +52,7 @@ use super::mmio_adapter::MmioAdapter;
 use super::ports::{BlkPort, NetPort};
 use super::virtio_mmio::status::DRIVER_OK;
 use super::virtio_mmio::{Signal, VirtioMmioTransport, WINDOW};
-use super::vm::{MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
+use super::vm::{ForkPoint, MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
 use super::watchdog::Watchdog;
 use crate::node::{
     Delivered, DiskCompletion, DiskRequest, Grant, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream,
@@ -111,6 +111,9 @@ pub struct KvmNode {
     disk: Option<Disk>,
     /// Stops a grant whose guest runs past the wall-clock watchdog without exits.
     watchdog: Watchdog,
+    /// The vCPU captured by [`NodeRuntime::prepare_fork`], for the child's
+    /// [`NodeRuntime::rehome`].
+    fork_point: Option<ForkPoint>,
 }
 
 /// A directory: every KVM node booted while it is set logs its exits there
@@ -219,6 +222,7 @@ impl KvmNode {
             reads_done: Vec::new(),
             disk: None,
             watchdog: Watchdog::new(vm.stop_flag()),
+            fork_point: None,
             vm,
         })
     }
@@ -507,6 +511,26 @@ impl NodeRuntime for KvmNode {
             self.blk_port().expect("checked above").raise(Signal { used_buffer: true, config_change: false });
         }
         Ok(DiskCompletion { request, completed: t, fault })
+    }
+
+    fn prepare_fork(&mut self) -> Result<(), NodeError> {
+        let point = self.vm.prepare_fork().map_err(|e| self.kvm_err(e))?;
+        self.fork_point = Some(point);
+        Ok(())
+    }
+
+    fn rehome(&mut self) -> Result<(), NodeError> {
+        let point = self
+            .fork_point
+            .take()
+            .ok_or_else(|| NodeError::Runtime(format!("node {}: rehome without prepare_fork", self.id).into()))?;
+        self.vm.rehome(&point).map_err(|e| self.kvm_err(e))?;
+        // The watchdog's thread stayed in the parent: its handle here is a copy that
+        // must not be joined (nor its lock trusted: the thread may have held it at
+        // the fork). Leak it and start a thread of this process's own.
+        let fresh = Watchdog::new(self.vm.stop_flag());
+        std::mem::forget(std::mem::replace(&mut self.watchdog, fresh));
+        Ok(())
     }
 
     fn take_disk(&mut self) -> Result<Disk, NodeError> {
