@@ -5,10 +5,7 @@
 
 mod kvm_common;
 
-use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
-
-use kvm_common::{guest, kvm_available};
+use kvm_common::{guest, in_child, kvm_available};
 use vmm::kvm::{MicroVm, MicroVmBuilder, RunLimits, RunOutcome};
 
 /// How a VM ended, as one line (what a child sends back).
@@ -18,51 +15,18 @@ fn finish(vm: &mut MicroVm) -> String {
     format!("{outcome:?} t={} exits={} trace={} console={console}", vm.now_ns(), vm.stats().exits, vm.trace_hash_hex())
 }
 
-/// Forks; the child rehomes `vm`, finishes it and writes its end line to a pipe.
-fn fork_and_finish(vm: &mut MicroVm) -> (libc::pid_t, std::fs::File) {
+/// Forks; the child rehomes `vm` and finishes it: its end line.
+fn fork_and_finish(vm: &mut MicroVm) -> String {
     let point = vm.prepare_fork().unwrap();
-    let mut fds = [0; 2];
-    // SAFETY: pipe(2) with a valid two-element array.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: the test's only thread forks; the child touches only what it owns and
-    // leaves through _exit, never through the test harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        // A child that diverges may spin in the guest forever: SIGALRM ends it, and
-        // the parent's waitpid reports that.
-        // SAFETY: alarm(2) has no memory effects.
-        unsafe { libc::alarm(30) };
-        // SAFETY: fds[1] is this process's write end of the pipe.
-        let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
-        let line = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            vm.rehome(&point).unwrap();
-            finish(vm)
-        }))
-        .unwrap_or_else(|_| "child panicked".to_string());
-        let _ = w.write_all(line.as_bytes());
-        drop(w);
-        // SAFETY: ends the child without running the parent's atexit handlers.
-        unsafe { libc::_exit(0) };
-    }
-    // SAFETY: closing the parent's copy of the write end; fds[0] becomes a File.
-    unsafe { libc::close(fds[1]) };
-    (pid, unsafe { std::fs::File::from_raw_fd(fds[0]) })
+    in_child(|| {
+        vm.rehome(&point).unwrap();
+        finish(vm)
+    })
 }
 
 /// A fresh VM of the `timer` guest (it arms its timer, halts, prints, powers off).
 fn timer_vm() -> MicroVm {
     MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap()
-}
-
-fn child_result(pid: libc::pid_t, mut r: std::fs::File) -> String {
-    let mut line = String::new();
-    r.read_to_string(&mut line).unwrap();
-    let mut status = 0;
-    // SAFETY: waits for our own child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
-    line
 }
 
 #[test]
@@ -79,11 +43,8 @@ fn kvm_forked_children_continue_exactly_as_the_parent() {
     let mut vm = timer_vm();
     assert_eq!(vm.run(RunLimits { max_exits: Some(300), until_ns: None }).unwrap(), RunOutcome::ExitLimit);
     let at_fork = vm.now_ns();
-    let mut children = Vec::new();
-    for _ in 0..3 {
-        children.push(fork_and_finish(&mut vm));
-    }
-    let results: Vec<String> = children.into_iter().map(|(pid, r)| child_result(pid, r)).collect();
+    // Each child runs to its end before the next is forked.
+    let results: Vec<String> = (0..3).map(|_| fork_and_finish(&mut vm)).collect();
     for (i, r) in results.iter().enumerate() {
         assert_eq!(r, &reference, "child {i} (forked at t={at_fork} ns) diverged");
     }
@@ -109,7 +70,6 @@ fn kvm_fork_of_a_halted_node_waiting_for_its_timer() {
         }
     }
     assert!(vm.stats().hlt > 0 && vm.devices().clock.deadline().is_some(), "{out:?} {:?}", vm.stats());
-    let (pid, r) = fork_and_finish(&mut vm);
-    assert_eq!(child_result(pid, r), reference);
+    assert_eq!(fork_and_finish(&mut vm), reference);
     assert_eq!(finish(&mut vm), reference);
 }

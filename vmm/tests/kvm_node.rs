@@ -3,11 +3,9 @@
 
 mod kvm_common;
 
-use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
 use std::time::{Duration, Instant};
 
-use kvm_common::{guest, kvm_available};
+use kvm_common::{guest, in_child, kvm_available};
 use vmm::kvm::node::KvmNode;
 use vmm::kvm::MicroVm;
 use vmm::node::{NodeRuntime, OutputStream, RunOutcome};
@@ -109,38 +107,6 @@ fn grant_out(node: &mut KvmNode, max: usize) -> String {
         }
     }
     format!("{end} t={} trace={} out={text}", node.vm().now_ns(), node.vm().trace_hash_hex())
-}
-
-/// Runs `f` in a child of fork(2) (at most 30 s: SIGALRM) and returns the line it
-/// produced, or "child panicked".
-fn in_child(f: impl FnOnce() -> String) -> String {
-    let mut fds = [0; 2];
-    // SAFETY: pipe(2) with a valid two-element array.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: the child touches only what it owns (glibc makes malloc safe after
-    // fork) and leaves through _exit, never through the test harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        // SAFETY: alarm(2) has no memory effects; fds[1] is our write end.
-        unsafe { libc::alarm(30) };
-        let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
-        let line =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| "child panicked".into());
-        let _ = w.write_all(line.as_bytes());
-        drop(w);
-        // SAFETY: ends the child without the parent's atexit handlers.
-        unsafe { libc::_exit(0) };
-    }
-    // SAFETY: the parent's copy of the write end closes; fds[0] becomes a File.
-    unsafe { libc::close(fds[1]) };
-    let mut line = String::new();
-    unsafe { std::fs::File::from_raw_fd(fds[0]) }.read_to_string(&mut line).unwrap();
-    let mut status = 0;
-    // SAFETY: waits for our own child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}: {line}");
-    line
 }
 
 /// A node forked between grants through the runtime's own hooks (prepare_fork, then
