@@ -321,8 +321,9 @@ say "booting L1 ($kpkg $kver) under qemu-system-x86_64 -accel tcg,thread=$tcg_th
 say "results in $results (console: $results/console.log)"
 # L1 writes $results/heartbeat every 30 s once it runs the plan. Under
 # TCG an L1 has been seen to wedge (an L1 vCPU stuck in an L2 guest, no
-# heartbeat, no progress; seen with thread=multi): after $stall_s s without a heartbeat it is stopped and booted
-# once more ($retries), and the report says so.
+# heartbeat, no progress; seen with thread=multi): after $stall_s s without
+# a heartbeat it is stopped and booted once more ($retries), and the report
+# says so.
 boot_l1() {
   timeout --kill-after=30 "$timeout_s" nice -n 19 qemu-system-x86_64 \
     -accel "tcg,thread=$tcg_thread" -cpu "$cpu" -smp "$smp" -m "$mem" -machine q35 \
@@ -383,6 +384,12 @@ if [ "$(cat "$results/kvm" 2>/dev/null)" != 1 ]; then
   sed 's/^/  /' "$results/insmod.log" 2>/dev/null | tail -n 20
   skip "L1 booted (cpu flags: $(cat "$results/cpu-flags" 2>/dev/null)) but kvm_amd did not load or /dev/kvm is missing"
 fi
+# `panic_lines FILE MAX PREFIX`: the failed tests of a libtest output and their
+# panics (with the assertion lines after them, backtraces left out).
+panic_lines() {
+  grep -E -A3 '^(test .* \.\.\. FAILED|thread .* panicked)' "$1" | grep -v -E '^(stack backtrace:|--|) *$|^ +[0-9]+: ' \
+    | head -n "$2" | cut -c1-300 | sed "s/^/    $3/" || true
+}
 status=0 retried=0
 while read -r name _; do
   f=$results/test-$name
@@ -404,13 +411,13 @@ while read -r name _; do
     say "test $name: ok in $(cat "$f.secs")s: $summary${skips:+ ($skips SKIP lines)}"
   elif [ -n "$retry" ] && [ "$(cat "$retry.rc")" = 0 ]; then
     say "test $name: PASSED ON RETRY under the emulator (${retry##*-} retry): it first failed (exit $(cat "$f.rc")) in $(cat "$f.secs")s: $summary"
-    grep -E -A3 '^(test .* \.\.\. FAILED|thread .* panicked)' "$f.out" | grep -v -E '^(stack backtrace:|--|) *$|^ +[0-9]+: ' | head -n 12 | cut -c1-300 | sed 's/^/    first run: /' || true
+    panic_lines "$f.out" 12 "first run: "
     say "  retry: $(grep -E '^test result:' "$retry.out" | tail -n 1)"
     retried=$((retried + 1))
   else
     say "test $name: FAILED (exit $(cat "$f.rc")) in $(cat "$f.secs")s: $summary"
-    grep -E -A3 '^(test .* \.\.\. FAILED|thread .* panicked)' "$f.out" | grep -v -E '^(stack backtrace:|--|) *$|^ +[0-9]+: ' | head -n 20 | cut -c1-300 | sed 's/^/    /' || true
-    [ -z "$retry" ] || { say "  and again on retry:"; grep -E '^(test .* \.\.\. FAILED|thread .* panicked)' "$retry.out" | head -n 10 | sed 's/^/    /' || true; }
+    panic_lines "$f.out" 20 ""
+    [ -z "$retry" ] || { say "  and again on retry:"; panic_lines "$retry.out" 10 ""; }
     status=1
   fi
 done <"$testlist"

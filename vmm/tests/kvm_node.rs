@@ -18,6 +18,28 @@ fn node_of(name: &str, start: u64) -> KvmNode {
     node
 }
 
+/// Grants `node` until it stops waiting (exits, resets, hangs) or has had `max`
+/// grants: what it printed (newlines as '|') and how it ended (`None`: it still
+/// waits).
+fn grant_until_end(node: &mut KvmNode, max: usize) -> (String, Option<RunOutcome>) {
+    let mut text = String::new();
+    for _ in 0..max {
+        let g = node.grant(node.requested(), 0, Duration::from_secs(60)).unwrap();
+        text.extend(g.output.iter().map(|o| String::from_utf8_lossy(&o.bytes).replace('\n', "|")));
+        if !matches!(g.outcome, RunOutcome::Waiting { .. }) {
+            return (text, Some(g.outcome));
+        }
+    }
+    (text, None)
+}
+
+/// [`grant_until_end`] as one line, with the VM's virtual time and trace hash.
+fn grant_out(node: &mut KvmNode, max: usize) -> String {
+    let (text, end) = grant_until_end(node, max);
+    let end = end.map_or("grants left".to_string(), |o| format!("{o:?}"));
+    format!("{end} t={} trace={} out={text}", node.vm().now_ns(), node.vm().trace_hash_hex())
+}
+
 /// A guest spinning without exits is stopped by the wall-clock watchdog and
 /// reported as hung, instead of holding the engine forever.
 #[test]
@@ -77,36 +99,11 @@ fn kvm_node_triple_fault_is_a_reset() {
         return;
     }
     let mut node = node_of("fault", 0);
-    let mut text = String::new();
-    let mut outcome = None;
-    for _ in 0..100 {
-        let g = node.grant(node.requested(), 0, Duration::from_secs(60)).unwrap();
-        text.extend(g.output.iter().map(|o| String::from_utf8_lossy(&o.bytes).into_owned()));
-        if !matches!(g.outcome, RunOutcome::Waiting { .. }) {
-            outcome = Some(g.outcome);
-            break;
-        }
-    }
+    let (text, outcome) = grant_until_end(&mut node, 100);
     assert!(text.contains("about to fault"), "{text}");
     let Some(RunOutcome::Reset { reason }) = outcome else { panic!("not a reset: {outcome:?}") };
     assert!(reason.contains("triple-faulted (KVM_EXIT_SHUTDOWN) at rip 0x"), "{reason}");
     assert!(node.has_exited());
-}
-
-/// Grants `node` until it exits or has had `max` grants; what it printed, how it
-/// ended and its VM's trace hash, as one line.
-fn grant_out(node: &mut KvmNode, max: usize) -> String {
-    let mut text = String::new();
-    let mut end = "grants left".to_string();
-    for _ in 0..max {
-        let g = node.grant(node.requested(), 0, Duration::from_secs(60)).unwrap();
-        text.extend(g.output.iter().map(|o| String::from_utf8_lossy(&o.bytes).replace('\n', "|")));
-        if !matches!(g.outcome, RunOutcome::Waiting { .. }) {
-            end = format!("{:?}", g.outcome);
-            break;
-        }
-    }
-    format!("{end} t={} trace={} out={text}", node.vm().now_ns(), node.vm().trace_hash_hex())
 }
 
 /// A node forked between grants through the runtime's own hooks (prepare_fork, then
@@ -129,9 +126,9 @@ fn kvm_node_forked_between_grants_goes_on_like_the_parent() {
     });
     let parent = grant_out(&mut node, 10_000);
     assert_eq!(child, parent, "the child vs its parent");
-    // The same end as the straight run (the output after the fork point).
-    let tail = |s: &str| s.split(" out=").next().unwrap().to_string();
-    assert_eq!(tail(&parent), tail(&straight));
+    // The same end as the straight run, and its output after the fork point.
+    let end_of = |s: &str| s.split(" out=").next().unwrap().to_string();
+    assert_eq!(end_of(&parent), end_of(&straight));
     assert!(straight.ends_with(parent.split(" out=").nth(1).unwrap()), "{straight}\n{parent}");
 }
 
