@@ -34,6 +34,10 @@
 #                              the first failure's panic, and does not fail the step
 #   SIMCLUSTER_NESTED_CLUSTERS clusters to run (default: hello-cluster probes/guest-state examples/reorder);
 #                              DIR:N runs DIR N times instead of SIMCLUSTER_NESTED_RUNS
+#   SIMCLUSTER_NESTED_BENCH    DIR:N: also the warm-start bench, N executions of DIR
+#                              (one job) with `--warm-start cold`, then forked from one
+#                              boot (`--warm-start`): executions/hour side by side, and
+#                              each execution's trace hash compared (default: none)
 #   SIMCLUSTER_NESTED_SMP / _MEM  L1's vCPUs (2) and memory (MiB, 4096)
 #   SIMCLUSTER_NESTED_CPU      QEMU's -cpu for L1 (max,xsave=off)
 #   SIMCLUSTER_NESTED_TCG_THREAD  QEMU's TCG threading for L1: single (one host thread
@@ -55,6 +59,7 @@ tests_re=${SIMCLUSTER_NESTED_TESTS:-.}
 test_repeat=${SIMCLUSTER_NESTED_TEST_REPEAT:-1}
 test_retries=${SIMCLUSTER_NESTED_TEST_RETRIES:-1}
 clusters=${SIMCLUSTER_NESTED_CLUSTERS:-hello-cluster probes/guest-state examples/reorder}
+bench=${SIMCLUSTER_NESTED_BENCH:-}
 smp=${SIMCLUSTER_NESTED_SMP:-2}
 mem=${SIMCLUSTER_NESTED_MEM:-4096}
 # xsave=off: with L1 on `-cpu max` (XSAVE on), the KVM guest kernel (7.2)
@@ -177,7 +182,7 @@ if [ -z "$kvm_kernel" ]; then
 fi
 kvm_kernel=$(realpath "$kvm_kernel")
 # The clusters' images, built here so that L1 only reads the cache.
-for spec in $clusters; do
+for spec in $clusters $bench; do
   c=$(cluster_of "$spec")
   case $c in
     examples/*) guest-images/examples/build.sh >/dev/null 2>&1 ;;
@@ -313,6 +318,11 @@ EOF
       echo "step 'run-$n-$i' env $log_env timeout 900 '$bin' run --quiet --runtime kvm --images 'guest-images/$c' --seed 1 --out /nested-results/out-$n-$i"
     done
   done
+  if [ -n "$bench" ]; then
+    for mode in cold fork; do
+      echo "step 'bench-$mode' timeout 3000 '$bin' run --quiet --runtime kvm --images 'guest-images/$(cluster_of "$bench")' --seed 1 --jobs 1 --executions $(runs_of "$bench") --warm-start $mode --out /nested-results/bench-$mode"
+    done
+  fi
   echo "echo plan done"
 } >"$results/plan.sh"
 
@@ -457,6 +467,37 @@ for spec in $clusters; do
     say "$c: DIFFERENT trace hashes:$hashes"; status=1
   fi
 done
+if [ -n "$bench" ]; then
+  # Executions/hour with and without warm start, and each execution's hash
+  # in both (they must match: warm start saves wall time, nothing else).
+  python3 - "$results" "$bench" <<'PY' | while IFS= read -r l; do say "$l"; done || status=1
+import json, os, sys
+r, bench = sys.argv[1], sys.argv[2]
+rows, hashes, ok = [], {}, True
+for mode in ("cold", "fork"):
+    try:
+        secs = int(open(f"{r}/bench-{mode}.secs").read())
+        rc = open(f"{r}/bench-{mode}.rc").read().strip()
+        ex = json.load(open(f"{r}/bench-{mode}/shard.json"))["executions"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"bench {mode}: no result ({e})"); ok = False; continue
+    hashes[mode] = [(e["execution"], e["trace_hash"]) for e in ex]
+    boots = sorted({e.get("boot_wall_seconds") for e in ex if e.get("boot_wall_seconds") is not None})
+    rows.append((mode, len(ex), secs, rc, boots))
+print(f"warm-start bench, {bench} under nested emulation (QEMU TCG, L1 KVM), one job:")
+print(f"  {'mode':<6} {'executions':>10} {'wall s':>7} {'executions/hour':>16}  boot wall s")
+for mode, n, secs, rc, boots in rows:
+    rate = n * 3600 / secs if secs else 0
+    b = ", ".join(f"{x:.1f}" for x in boots[:4]) + (" ..." if len(boots) > 4 else "")
+    print(f"  {mode:<6} {n:>10} {secs:>7} {rate:>16.1f}  {b} (exit {rc})")
+if len(hashes) == 2:
+    if hashes["cold"] == hashes["fork"]:
+        print(f"  every execution's trace hash is the same cold and forked ({len(hashes['cold'])})")
+    else:
+        print(f"  DIFFERENT trace hashes: cold {hashes['cold']} fork {hashes['fork']}"); ok = False
+sys.exit(0 if ok else 1)
+PY
+fi
 [ -e "$results/plan.rc" ] || { say "the plan did not finish (L1 timed out after ${timeout_s}s?)"; status=1; }
 if [ $status = 0 ]; then say "all passed in L1 (${wall}s)"; else say "FAILED$kept"; fi
 exit $status

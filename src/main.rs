@@ -237,8 +237,26 @@ struct RunArgs {
     /// $SIMCLUSTER_KVM_KERNEL), else user-mode Linux; prints which and why.
     #[arg(long, value_enum, default_value_t = Runtime::Auto)]
     runtime: Runtime,
+    /// Boot the cluster once per job and fork every execution from the
+    /// moment all agents are ready, instead of booting it for each one
+    /// (KVM runtime; strategies random, pct and delay). The boot is then
+    /// drawn from a seed of the run's, without faults, and each execution's
+    /// own streams begin when it ends, so the executions differ from a run
+    /// without it; a failure file records the boot seed and replays cold.
+    /// `--warm-start cold` runs the same executions, each booted for itself
+    /// (any runtime and strategy): to check a warm run, or to compare.
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "fork", value_name = "fork|cold")]
+    warm_start: Option<WarmStart>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum WarmStart {
+    /// Executions fork from one boot per job.
+    Fork,
+    /// The same executions, each booted for itself.
+    Cold,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -306,6 +324,7 @@ fn options(c: &CommonArgs) -> RunOptions {
         pcap: c.pcap.clone(),
         strategy: StrategyOptions { kind: StrategyKind::Random, depth: 0, horizon: run::DEFAULT_HORIZON },
         until_failure: false,
+        warm_start: None,
         window_ns: None,
         max_crashes: None,
         critical_walks: 0,
@@ -475,6 +494,10 @@ fn run_command(args: &RunArgs) -> anyhow::Result<ExitCode> {
             horizon: args.horizon.max(1),
         },
         until_failure: args.until_failure,
+        warm_start: args.warm_start.map(|w| match w {
+            WarmStart::Fork => run::WarmStartMode::Fork,
+            WarmStart::Cold => run::WarmStartMode::Cold,
+        }),
         window_ns: args.window,
         max_crashes: args.max_crashes,
         critical_walks: args.critical_walks,

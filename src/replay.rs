@@ -74,6 +74,7 @@ impl Loaded {
             seed,
         );
         spec.runtime = self.runtime;
+        spec.boot_seed = self.record.run.boot_seed;
         let mut guided = Guided::new(decisions);
         execute_one(&mut spec, &mut guided, label)
     }

@@ -189,6 +189,8 @@ fn bad_shards_and_jobs_are_bad_input() {
         (&["--jobs", "0"][..], "jobs"),
         (&["--executions", "2", "--shard", "3/4"][..], "none for shard 3"),
         (&["--executions", "4", "--strategy", "dfs", "--shard", "1/2"][..], "dfs cannot be sharded"),
+        (&["--warm-start", "--runtime", "uml"][..], "--warm-start needs the KVM runtime"),
+        (&["--warm-start", "lukewarm"][..], "fork"),
     ] {
         let r = run_cluster(d.path(), out.path(), args);
         assert_eq!(r.code, 2, "{args:?}: {r:?}");

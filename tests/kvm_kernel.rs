@@ -136,3 +136,54 @@ fn guest_state_probe_reads_the_same_every_run_on_kvm() {
         assert_eq!(r.0, runs[0].0, "trace hashes differ between runs of one seed");
     }
 }
+
+/// Each execution's (index, trace hash, boot wall seconds) from a run's shard.json.
+fn execution_records(out: &std::path::Path) -> Vec<(u64, String, f64)> {
+    let text = std::fs::read_to_string(out.join("shard.json")).expect("shard.json");
+    let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    j["executions"]
+        .as_array()
+        .expect("executions")
+        .iter()
+        .map(|e| {
+            let hash = e["trace_hash"].as_str().unwrap().to_string();
+            (e["execution"].as_u64().unwrap(), hash, e["boot_wall_seconds"].as_f64().unwrap_or(-1.0))
+        })
+        .collect()
+}
+
+/// Warm start on stock Linux: guest-state's cluster booted once and three
+/// executions forked from it give, execution for execution, the trace hashes of
+/// the same executions each booted for itself (`--warm-start cold`); the forked
+/// ones share one boot (one boot wall time). Skips without vmx/svm, as above.
+#[test]
+fn warm_start_executions_equal_cold_ones_on_kvm() {
+    if !vmm::kvm::host::has_hardware_virt() || std::fs::File::open("/dev/kvm").is_err() {
+        eprintln!("SKIP warm_start_executions_equal_cold_ones_on_kvm: no vmx/svm or no /dev/kvm");
+        return;
+    }
+    let probes = repo().join("guest-images/probes");
+    let built = std::process::Command::new("sh").arg(probes.join("build.sh")).output();
+    if !built.as_ref().is_ok_and(|o| o.status.success()) || !probes.join("guest-state/guest-state").is_file() {
+        eprintln!("SKIP warm_start_executions_equal_cold_ones_on_kvm: probes/build.sh failed: {built:?}");
+        return;
+    }
+    kvm_kernel();
+    let run = |mode: &str| {
+        let out = tempfile::tempdir().unwrap();
+        let args = ["--runtime", "kvm", "--seed", "1", "--executions", "3", "--jobs", "1", "--warm-start", mode];
+        let began = std::time::Instant::now();
+        let r = run_cluster(&probes.join("guest-state"), out.path(), &args);
+        assert_eq!(r.code, 0, "{mode}: {r:?}");
+        let trace = std::fs::read_to_string(out.path().join("last/trace.jsonl")).unwrap();
+        assert!(trace.contains("boot ends: every agent ready"), "{mode}: no boot end in the trace");
+        let records = execution_records(out.path());
+        eprintln!("warm start {mode}: {:.1} s for 3 executions: {records:?}", began.elapsed().as_secs_f64());
+        records
+    };
+    let (fork, cold) = (run("fork"), run("cold"));
+    assert_eq!(fork.len(), 3);
+    let hashes = |r: &[(u64, String, f64)]| r.iter().map(|(i, h, _)| (*i, h.clone())).collect::<Vec<_>>();
+    assert_eq!(hashes(&fork), hashes(&cold), "forked executions differ from cold ones");
+    assert!(fork.iter().all(|r| r.2 == fork[0].2), "the forked executions did not share one boot: {fork:?}");
+}

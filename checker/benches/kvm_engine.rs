@@ -44,6 +44,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         watchdog: Duration::from_secs(120),
         connect_timeout: Duration::from_secs(10),
         seed,
+        boot_seed: None,
         scratch: scratch.to_path_buf(),
         network: Some(NetworkSpec { config, scheduled: vec![], capture: false }),
         history: None,

@@ -84,6 +84,13 @@ pub struct RunParams {
     /// Empty for an execution that forced none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub crash_states: BTreeMap<u32, u64>,
+    /// The boot seed of a warm-start run (`--warm-start`): the boot, until
+    /// every agent was ready, was drawn from it, and the execution's own
+    /// streams began there (`engine::ExecutionSpec::boot_seed`). A replay
+    /// runs cold in the same mode and gives the same trace. Absent for an
+    /// ordinary run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_seed: Option<u64>,
 }
 
 /// Where a shrunk failure came from (`simcluster shrink`).
@@ -295,6 +302,7 @@ mod tests {
                 max_crashes: 1,
                 runtime: Runtime::Uml,
                 crash_states: BTreeMap::from([(1, 3)]),
+                boot_seed: Some(0x77),
             },
             execution_index: 17,
             actions: vec![

@@ -49,6 +49,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         watchdog: Duration::from_secs(120),
         connect_timeout: Duration::from_secs(10),
         seed,
+        boot_seed: None,
         scratch: scratch.to_path_buf(),
         network: Some(NetworkSpec { config: Default::default(), scheduled: vec![], capture: false }),
         history: None,
@@ -448,8 +449,14 @@ fn stream_spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
 /// agent_stream.S with `frames` frames and the receiver's sleep, in a directory of
 /// its own.
 fn stream_image(dir: &Path, frames: u64, sleep_ns: u64) -> PathBuf {
-    let dir = dir.join(format!("stream-{frames}-{sleep_ns}"));
-    let defs = [("NFRAMES", frames), ("SLEEP_NS", sleep_ns)];
+    stream_image_sending_after(dir, frames, sleep_ns, 0)
+}
+
+/// [`stream_image`] whose sender sleeps `send_after_ns` between its ready line and
+/// its first frame.
+fn stream_image_sending_after(dir: &Path, frames: u64, sleep_ns: u64, send_after_ns: u64) -> PathBuf {
+    let dir = dir.join(format!("stream-{frames}-{sleep_ns}-{send_after_ns}"));
+    let defs = [("NFRAMES", frames), ("SLEEP_NS", sleep_ns), ("SEND_AFTER_NS", send_after_ns)];
     vmm::kvm::asm::assemble_with("agent_stream", &dir, &defs).expect("assemble vmm/guests/agent_stream.S");
     dir.join("agent_stream.bin")
 }
@@ -546,4 +553,120 @@ fn kvm_triple_fault_fails_the_execution_as_a_reset() {
         }
         v => panic!("{v:?}"),
     }
+}
+
+/// Runs `make_spec`'s cluster in warm-start mode (boot seed 77) for each of
+/// `seeds`: once cold (booted for the execution) and once forked from one shared
+/// boot ([`engine::WarmStart`]), under a random walk with `weights` seeded like the
+/// execution. Asserts the two give the same result, trace for trace, and that every
+/// execution began from the same boot. Returns the trace hashes, by seed.
+fn warm_equals_cold(
+    dir: &Path,
+    seeds: &[u64],
+    weights: &KindWeights,
+    make_spec: impl Fn(&Path, u64) -> ExecutionSpec,
+) -> Vec<String> {
+    let boot_prefix = |r: &ExecutionResult| -> String {
+        let ev = r.trace.events();
+        let end = ev
+            .iter()
+            .position(|e| matches!(&e.kind, EventKind::Note { text } if text.starts_with("boot ends")))
+            .expect("the boot ended");
+        ev[..end].iter().map(|e| format!("{e:?}\n")).collect()
+    };
+    let warm_dir = dir.join("warm");
+    std::fs::create_dir_all(&warm_dir).unwrap();
+    let mut boot_spec = make_spec(&warm_dir, 0);
+    boot_spec.boot_seed = Some(77);
+    let mut warm = match engine::WarmStart::boot(&boot_spec).expect("boot") {
+        engine::Boot::Ready(w) => w,
+        engine::Boot::Ended(r) => panic!("the boot ended the execution: {:?}", r.verdict),
+    };
+    let mut hashes = Vec::new();
+    let mut prefix = None;
+    for &seed in seeds {
+        let scratch = dir.join(format!("cold{seed}"));
+        std::fs::create_dir_all(&scratch).unwrap();
+        let mut spec = make_spec(&scratch, seed);
+        spec.boot_seed = Some(77);
+        let mut strategy = RandomWalk::new(seed, weights.clone());
+        assert!(strategy.begin_execution(0));
+        let cold = engine::execute(&spec, &mut strategy).expect("cold run");
+        let mut strategy = RandomWalk::new(seed, weights.clone());
+        assert!(strategy.begin_execution(0));
+        let forked = warm.run(&spec, &mut strategy).expect("warm run");
+        let (w, c) = (forked.trace.to_jsonl(), cold.trace.to_jsonl());
+        if let Some((i, (a, b))) = w.lines().zip(c.lines()).enumerate().find(|(_, (a, b))| a != b) {
+            panic!("seed {seed}: warm and cold traces differ at event {i}:\n warm {a}\n cold {b}");
+        }
+        assert_eq!(w.lines().count(), c.lines().count(), "seed {seed}: warm and cold traces differ in length");
+        assert_eq!(forked.trace_hash, cold.trace_hash);
+        assert_eq!(forked.verdict, cold.verdict);
+        assert_eq!((forked.ended_at, forked.crashes, forked.grants), (cold.ended_at, cold.crashes, cold.grants));
+        assert_eq!(forked.crash_points, cold.crash_points);
+        assert_eq!(forked.decisions, cold.decisions);
+        let p = boot_prefix(&cold);
+        assert_eq!(prefix.get_or_insert_with(|| p.clone()), &p, "seed {seed} booted otherwise");
+        hashes.push(cold.trace_hash);
+    }
+    hashes
+}
+
+/// Warm start with a crash after the boot: one node's disk, a power loss drawn by
+/// the execution's seed once the guest reached "volatile", a crash state drawn from
+/// the seed, and a fresh VM booted on it, all in the forked child. Each seed's forked
+/// execution equals its cold run in warm-start mode; the seeds differ after the boot
+/// (crash states), and a seed run again from the same boot gives its trace again.
+#[test]
+fn kvm_warm_start_with_a_crash_equals_cold_runs() {
+    if !kvm_available("kvm_warm_start_with_a_crash_equals_cold_runs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = guest_image("agent_volatile", dir.path());
+    let weights = KindWeights::default().set(ActionKind::Crash, 1_000_000);
+    let make_spec = |scratch: &Path, seed: u64| {
+        let mut s = volatile_spec(&img, scratch, 0);
+        s.explore.crash_states.clear();
+        s.seed = seed;
+        s
+    };
+    let hashes = warm_equals_cold(dir.path(), &[1, 2, 3, 4, 5, 6, 1], &weights, make_spec);
+    assert_eq!(hashes[0], hashes[6], "seed 1 again");
+    let distinct: BTreeSet<_> = hashes.iter().collect();
+    assert!(distinct.len() >= 2, "the execution seed reaches the crash state: {hashes:#?}");
+}
+
+/// Warm start over the network: two nodes, a stream of 200 frames sent 1 ms after
+/// the sender is ready (so after the boot) over links of random latency, whose
+/// draws come from each execution's seed. Forked equals cold for each seed, and
+/// the seeds give different traces.
+#[test]
+fn kvm_warm_start_over_the_network_equals_cold_runs() {
+    if !kvm_available("kvm_warm_start_over_the_network_equals_cold_runs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = stream_image_sending_after(dir.path(), 200, 2_000_000, 1_000_000);
+    let make_spec = |scratch: &Path, seed: u64| stream_spec(&img, scratch, seed);
+    let hashes = warm_equals_cold(dir.path(), &[1, 2, 3], &KindWeights::default(), make_spec);
+    let distinct: BTreeSet<_> = hashes.iter().collect();
+    assert_eq!(distinct.len(), 3, "the execution seed reaches the latencies: {hashes:#?}");
+}
+
+/// Warm start refuses what it cannot fork, before booting anything: a spec
+/// without a boot seed, and user-mode Linux nodes (host processes of their own).
+#[test]
+fn warm_start_refuses_uml_nodes_and_specs_without_a_boot_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("no-such-kernel");
+    let mut s = spec(&img, dir.path(), 1);
+    let err = |s: &ExecutionSpec| match engine::WarmStart::boot(s) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("booted"),
+    };
+    assert!(err(&s).contains("needs a boot seed"), "{}", err(&s));
+    s.boot_seed = Some(1);
+    s.runtime = RuntimeKind::Uml;
+    assert!(err(&s).contains("needs the KVM runtime"), "{}", err(&s));
 }

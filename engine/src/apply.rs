@@ -28,7 +28,7 @@ impl Execution<'_> {
             Action::Crash(i) => self.crash(i)?,
             Action::Restart(i) => {
                 self.trace.push(now, (i + 1) as u16, EventKind::Restart);
-                self.nodes[i].boot(self.spec.seed)?;
+                self.nodes[i].boot(self.seed)?;
                 self.nodes[i].connect(now, self.spec.connect_timeout)?;
                 self.record_node_clock(i);
             }
@@ -61,7 +61,9 @@ impl Execution<'_> {
             return Ok(());
         }
         let (to, from) = (d.to.index(), d.from.get());
-        if !self.nodes[to].is_up() {
+        // A frame for the host client's node before the client exists (in
+        // warm-start mode it starts with the workload) finds nobody there.
+        if self.nodes.get(to).is_none_or(|n| !n.is_up()) {
             self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: DropCause::NodeDown });
             return Ok(());
         }
@@ -97,7 +99,7 @@ impl Execution<'_> {
         let disk = self.nodes[i].power_off(now)?;
         let detail = match (disk, &self.spec.disk) {
             (Some(disk), Some(ds)) => {
-                let seed = self.spec.seed;
+                let seed = self.seed;
                 let (point, state) =
                     disk::crash_disk(disk, ds, crash, &name, now, seed, &self.spec.explore.crash_states)
                         .map_err(|source| EngineError::Crash { node: name.clone(), source })?;

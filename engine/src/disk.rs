@@ -24,7 +24,7 @@ use disksim::faults::{bernoulli, misdirect_target};
 use disksim::{BlockStore, CrashModel, CrashState, Disk, DiskFault, RequestKind, StateCount};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use vmm::runtime::DiskRequest;
 
 /// The data disk every node gets.
@@ -66,7 +66,7 @@ impl DiskFaultRates {
 
 /// Disk faults that hit an execution's requests, by kind (the run's JSON
 /// line reports them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskFaultCounts {
     /// Reads returned corrupted.
     pub corrupt_reads: u32,
@@ -166,7 +166,7 @@ pub(super) fn describe_fault(fault: &DiskFault, r: &DiskRequest) -> String {
 }
 
 /// What one power loss left on a disk: reported in the JSON line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CrashPoint {
     /// 1-based crash number within the execution.
     pub crash: u32,

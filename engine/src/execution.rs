@@ -33,6 +33,11 @@ use crate::trace::{EventKind, Trace};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
     Booting,
+    /// Warm-start mode ([`ExecutionSpec::boot_seed`]): every agent is
+    /// ready and the workload has not started. The boot ends here, and
+    /// an execution of its own begins at the next step (or in each child
+    /// of a fork: see `crate::warm`).
+    Ready,
     Workload,
     /// Invariants and liveness checks sent; `done` of them answered.
     Checks {
@@ -59,6 +64,10 @@ struct Choices {
     /// A critical-transition probe's calm continuation picks with this
     /// instead of asking the strategy (see `ExploreSpec::calm_from`).
     calm_rng: Option<Xoshiro256PlusPlus>,
+    /// In warm-start mode, the boot picks with this (seeded from the boot
+    /// seed) instead of asking the strategy, so every execution of a run
+    /// shares one boot.
+    boot_rng: Option<Xoshiro256PlusPlus>,
     /// Picks other than the default scheduler's.
     decisions: Vec<Decision>,
     /// Every action taken, quiet runs folded.
@@ -79,7 +88,7 @@ impl Choices {
         }
         let step = self.points;
         self.points += 1;
-        if let Some(rng) = self.calm_rng.as_mut() {
+        if let Some(rng) = self.calm_rng.as_mut().or(self.boot_rng.as_mut()) {
             return (rng.next_u64() % enabled.len() as u64) as usize;
         }
         self.descs.clear();
@@ -91,6 +100,9 @@ impl Choices {
         k
     }
 }
+
+/// Names the boot's choice stream ("bootpick" in ASCII).
+const BOOT_CHOICE_STREAM: u64 = 0x626f_6f74_7069_636b;
 
 /// Wall-clock statistics (never read for anything a guest sees).
 struct Wall {
@@ -110,6 +122,10 @@ struct Wall {
 /// down.
 pub struct Execution<'a> {
     pub(crate) spec: &'a ExecutionSpec,
+    /// The seed every stream of the execution is drawn from: the
+    /// execution's own ([`ExecutionSpec::seed`]), or in warm-start mode
+    /// the boot seed until every agent is ready.
+    pub(crate) seed: u64,
     pub(crate) nodes: Vec<Node>,
     pub(crate) net: Option<network::NetState>,
     /// The host-side client, with a host workload.
@@ -167,11 +183,11 @@ fn node_config(spec: &ExecutionSpec, i: usize, peers: &str, clock: &NodeClock) -
         extra_args: if spec.runtime == RuntimeKind::Uml { spec.uml_args.clone() } else { vec![] },
         net: spec.network.is_some(),
         // Node::boot sets it for each boot (see `entropy_seed`).
-        entropy_seed: entropy_seed(spec.seed, i as u64, 0),
+        entropy_seed: entropy_seed(spec.stream_seed(), i as u64, 0),
         read_faults: disksim::ReadFaults {
             corrupt_read: spec.disk.as_ref().map_or(0.0, |d| d.faults.corrupt_read),
             // Node::boot sets it for each boot (see `read_fault_seed`).
-            seed: read_fault_seed(spec.seed, i as u64, 0),
+            seed: read_fault_seed(spec.stream_seed(), i as u64, 0),
         },
         shared_clock: spec.shared_clock,
         root_disk: spec.root_disk.clone(),
@@ -182,7 +198,8 @@ fn node_config(spec: &ExecutionSpec, i: usize, peers: &str, clock: &NodeClock) -
 /// Spawns every node (not yet connected); notes the first spawn's time.
 fn boot_nodes(spec: &ExecutionSpec, first_spawn: &mut Option<Instant>) -> Result<Vec<Node>, EngineError> {
     let peers = spec.node_names.join(",");
-    let clocks = faults::node_clocks(&spec.explore.clock, spec.node_names.len(), spec.seed);
+    // Clock hardware is set at boot: in warm-start mode the boot seed's.
+    let clocks = faults::node_clocks(&spec.explore.clock, spec.node_names.len(), spec.stream_seed());
     let mut nodes = Vec::new();
     for (i, name) in spec.node_names.iter().enumerate() {
         let cfg = node_config(spec, i, &peers, &clocks[i]);
@@ -190,7 +207,7 @@ fn boot_nodes(spec: &ExecutionSpec, first_spawn: &mut Option<Instant>) -> Result
         n.disk = spec.disk.as_ref().map(|d| disksim::Disk::new(d.base.clone()));
         n.clock = clocks[i];
         first_spawn.get_or_insert_with(Instant::now);
-        n.boot(spec.seed)?;
+        n.boot(spec.stream_seed())?;
         nodes.push(n);
     }
     Ok(nodes)
@@ -204,9 +221,11 @@ fn network(spec: &ExecutionSpec, host: Option<&host::HostEndpoint>) -> Result<Op
         n,
         guests + u16::from(host.is_some()),
         host.map(|h| h.node()),
-        spec.seed,
+        spec.stream_seed(),
         spec.time_limit_ns,
-        spec.explore.faults_after.is_some(),
+        // In warm-start mode random partitions start with the execution's
+        // own seed, when the boot ends.
+        spec.explore.faults_after.is_some() || spec.boot_seed.is_some(),
     )
     .map(Some)
     .map_err(|source| EngineError::Scratch { path: spec.scratch.clone(), source })
@@ -220,13 +239,17 @@ impl<'a> Execution<'a> {
         let mut first_spawn = None;
         let nodes = boot_nodes(spec, &mut first_spawn)?;
         let guests = spec.node_names.len() as u16;
+        // In warm-start mode the host client is made when the boot ends,
+        // with the execution's seed; its node is in the network from now.
         let host = match (&spec.host_workload, &spec.network) {
-            (Some(w), Some(_)) => host::HostEndpoint::new(guests, w.clone(), spec.seed),
+            (Some(w), Some(_)) => host::HostEndpoint::new(guests, w.clone(), spec.stream_seed(), 0),
             _ => None,
         };
         let net = network(spec, host.as_ref())?;
+        let host = host.filter(|_| spec.boot_seed.is_none());
         let mut ex = Execution {
             spec,
+            seed: spec.stream_seed(),
             nodes,
             net,
             host,
@@ -240,15 +263,16 @@ impl<'a> Execution<'a> {
             start_after_seen: false,
             calm: false,
             grants: 0,
-            disk_faults: disk::CompletionFaults::new(spec.seed),
+            disk_faults: disk::CompletionFaults::new(spec.stream_seed()),
             disk_fault_counts: DiskFaultCounts::default(),
-            faults: faults::FaultState::new(spec.seed),
+            faults: faults::FaultState::new(spec.stream_seed()),
             verdict: None,
             msgs: Vec::new(),
             choices: Choices {
                 points: 0,
                 steps: 0,
                 calm_rng: None,
+                boot_rng: spec.boot_seed.map(|s| Xoshiro256PlusPlus::seed_from_u64(s ^ BOOT_CHOICE_STREAM)),
                 decisions: Vec::new(),
                 log: StepLog::new(),
                 enabled: Vec::new(),
@@ -270,6 +294,46 @@ impl<'a> Execution<'a> {
         VirtualTime::from_ns(self.now)
     }
 
+    /// In warm-start mode, every agent is ready and the workload has not
+    /// started: the point where every execution of a run begins from the
+    /// same boot (see [`ExecutionSpec::boot_seed`]).
+    pub fn is_booted(&self) -> bool {
+        self.phase == Phase::Ready
+    }
+
+    /// Ends a warm-start boot ([`Self::is_booted`]) for the execution with
+    /// seed `seed`: every stream is drawn from it from now on (netsim's,
+    /// the random partitions', the disk and node faults', the host
+    /// client's, each node's entropy and read-fault devices'), the
+    /// strategy makes the choices, and the workload starts. A cold run
+    /// does this at its first step after the boot, a forked child before
+    /// its first step, so both go on alike.
+    pub(crate) fn end_boot(&mut self, seed: u64) -> Result<(), EngineError> {
+        debug_assert_eq!(self.phase, Phase::Ready);
+        self.seed = seed;
+        self.choices.boot_rng = None;
+        self.disk_faults = disk::CompletionFaults::new(seed);
+        self.faults = faults::FaultState::new(seed);
+        let guests = self.nodes.len() as u16;
+        if let (Some(w), Some(_)) = (&self.spec.host_workload, &self.spec.network) {
+            self.host = host::HostEndpoint::new(guests, w.clone(), seed, self.now);
+        }
+        if let Some(ns) = self.net.as_mut() {
+            ns.reseed(seed, self.now, self.spec.explore.faults_after.is_none());
+        }
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            n.reseed_devices(seed, i as u64);
+        }
+        let text = "boot ends: every agent ready; the execution's own streams begin".to_string();
+        self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+        self.start_workload()
+    }
+
+    /// Wall time counts from now (a forked child's, for its own run).
+    pub(crate) fn restart_wall_clock(&mut self) {
+        self.wall.began = Instant::now();
+    }
+
     /// The trace so far.
     pub fn trace(&self) -> &Trace {
         &self.trace
@@ -288,6 +352,9 @@ impl<'a> Execution<'a> {
         if self.spec.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
             // The nodes go down as the execution drops, as on every other error.
             return Err(EngineError::Cancelled);
+        }
+        if self.phase == Phase::Ready {
+            self.end_boot(self.spec.seed)?;
         }
         let mut pending = std::mem::take(&mut self.choices.pending);
         self.gather_pending(&mut pending);
@@ -325,6 +392,7 @@ impl<'a> Execution<'a> {
     fn time_limit(&mut self) {
         let what = match self.phase {
             Phase::Booting => "the nodes did not all boot",
+            Phase::Ready => unreachable!("a step leaves Ready before it looks at the time"),
             Phase::Workload => "the workload did not finish",
             Phase::Checks { .. } => "the invariants did not finish",
         };
@@ -355,7 +423,12 @@ impl<'a> Execution<'a> {
     fn advance_script(&mut self) -> Result<(), EngineError> {
         if self.phase == Phase::Booting && self.nodes.iter().all(|n| n.ready) && self.verdict.is_none() {
             self.wall.boot = self.wall.first_spawn.map(|t| t.elapsed());
-            self.start_workload()?;
+            if self.spec.boot_seed.is_some() {
+                // Warm-start mode: the boot ends at the next step.
+                self.phase = Phase::Ready;
+            } else {
+                self.start_workload()?;
+            }
         }
         if let Phase::Checks { done } = self.phase {
             if done == self.spec.invariants.len() + self.spec.liveness.len() && self.verdict.is_none() {

@@ -85,7 +85,7 @@ impl ClockSpec {
 }
 
 /// How many of each node fault an execution saw (the run's JSON line).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FaultCounts {
     /// Pauses applied.
     pub pauses: u32,

@@ -130,12 +130,13 @@ pub(crate) enum HostOutcome {
 
 impl HostEndpoint {
     /// The client of a cluster of `guests` guests, idle until [`start`](Self::start).
-    pub fn new(guests: u16, workload: HostWorkload, seed: u64) -> Option<HostEndpoint> {
+    /// Its clock starts at `now`.
+    pub fn new(guests: u16, workload: HostWorkload, seed: u64, now: u64) -> Option<HostEndpoint> {
         let mut cfg = HostConfig::after_guests(guests, seed ^ SEED_STREAM)?;
         cfg.http_timeout_ns = Some(workload.timeout_ns);
         cfg.connect_timeout_ns = cfg.connect_timeout_ns.min(workload.timeout_ns);
-        let mut client = HostClient::new(cfg, 0);
-        let due = client.poll_at(0);
+        let mut client = HostClient::new(cfg, now);
+        let due = client.poll_at(now);
         Some(HostEndpoint {
             client,
             workload,
@@ -146,7 +147,7 @@ impl HostEndpoint {
             completed: 0,
             finished: false,
             due,
-            polls_at: (0, 0),
+            polls_at: (now, 0),
         })
     }
 

@@ -29,6 +29,7 @@
 //! | [`trace`] | the trace and its hash |
 //! | [`strategy`] | the strategy vocabulary: [`strategy::Strategy`], [`strategy::EnabledAction`], [`strategy::Decision`] |
 //! | [`reach`] | `@reached NAME` lines |
+//! | [`WarmStart`] (`warm.rs`) | warm start: one boot, executions forked from it |
 //!
 //! Dependencies: vmm (the node runtimes), netsim, disksim; nothing of
 //! `checker`, which depends on this crate. The one thing the engine runs
@@ -58,6 +59,7 @@ mod node;
 mod node_faults;
 mod pending;
 mod script;
+mod warm;
 
 pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
 pub use execution::{Execution, Step};
@@ -65,11 +67,12 @@ pub use faults::{ClockSpec, FaultCounts, NodeClock, PauseSpec, StrobeSpec, DRIFT
 pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
-pub use seeds::{entropy_seed, execution_seed, read_fault_seed};
+pub use seeds::{boot_seed, entropy_seed, execution_seed, read_fault_seed};
 pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryOutcome};
 pub use steps::{StepLog, StepSpan};
 pub use time::{NodeIdx, VirtualTime, GUEST_EPOCH_NS};
 pub use vmm::runtime::RuntimeKind;
+pub use warm::{Boot, WarmStart};
 
 use strategy::Strategy;
 

@@ -201,6 +201,11 @@ pub(super) fn shaped_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shape: Part
     }
 }
 
+/// Names netsim's stream (latencies, loss, duplication, reordering).
+const LATENCY_STREAM: u64 = 0x6e65_7473_696d_0001;
+/// Names the random partitions' stream.
+const PARTITION_STREAM: u64 = 0x6661_756c_7473_0002;
+
 impl NetState {
     /// A network of `nodes` nodes; `host` is the host-side client's node
     /// (the last one) when the workload runs on the host: it takes part in
@@ -219,14 +224,14 @@ impl NetState {
         let net = Network::new(&spec.config, nodes).map_err(|e| std::io::Error::other(e.to_string()))?;
         // Separate streams: a change in how many frames a guest sends must
         // not shift the partition timeline.
-        let rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6e65_7473_696d_0001);
+        let rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ LATENCY_STREAM);
         let mut faults = Vec::new();
         for s in &spec.scheduled {
             faults.push((s.at, Fault::Start(s.partition.clone())));
             faults.push((s.heal, Fault::Heal));
         }
         let mut deferred = (spec.config.partitions && nodes > 1).then(|| RandomPartitions {
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6661_756c_7473_0002),
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ PARTITION_STREAM),
             gap: spec.config.partition_gap,
             length: spec.config.partition_length,
             shapes: spec.config.partition_shapes.clone(),
@@ -317,11 +322,26 @@ impl NetState {
         self.net.pending().any(|d| d.from == node)
     }
 
+    /// Warm start: the boot is over and the execution's own streams begin
+    /// (see `Execution::end_boot`). Latencies, loss, duplication and
+    /// reordering draw from `seed` from now on, and so do the deferred
+    /// random partitions, whose timeline starts at `now` when
+    /// `start_random` (else when `[faults] start_after` is reached).
+    pub fn reseed(&mut self, seed: u64, now: u64, start_random: bool) {
+        self.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ LATENCY_STREAM);
+        if let Some(r) = self.deferred.as_mut() {
+            r.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ PARTITION_STREAM);
+        }
+        if start_random {
+            self.start_random_partitions(now);
+        }
+    }
+
     /// The fault-free continuation of a critical-transition probe: a fresh
     /// stream for latencies, no more loss, duplication or reordering, and
     /// no partition after the current one heals.
     pub fn calm(&mut self, seed: u64) {
-        self.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6e65_7473_696d_0001);
+        self.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ LATENCY_STREAM);
         self.quiet();
     }
 

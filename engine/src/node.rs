@@ -138,6 +138,19 @@ impl Node {
         Ok(self.disk.as_mut())
     }
 
+    /// Its device streams (entropy, disk read faults) start again from
+    /// `seed`, as the current boot's would have with that execution seed
+    /// (warm start: see `Execution::end_boot`). A node that is down
+    /// draws from `seed` at its next boot anyway.
+    pub fn reseed_devices(&mut self, seed: u64, index: u64) {
+        let boot = self.boots.saturating_sub(1);
+        self.config.read_faults.seed = read_fault_seed(seed, index, boot);
+        let read_faults = self.config.read_faults;
+        if let Some(vm) = self.vm.as_mut() {
+            vm.reseed_devices(entropy_seed(seed, index, boot), read_faults);
+        }
+    }
+
     /// Reads of this node's disk are no longer corrupted, in this boot and
     /// every later one (the quiet period).
     pub fn stop_read_faults(&mut self) {

@@ -89,7 +89,7 @@ impl Failure {
 }
 
 /// How an execution ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Verdict {
     /// Every check passed.
     Pass,
@@ -108,7 +108,9 @@ impl Verdict {
 }
 
 /// Everything one execution produced ([`crate::Execution::finish`]).
-#[derive(Debug, Clone)]
+/// Serializable (a forked warm-start child sends it back whole; the
+/// trace travels as its JSON lines and its hash is recomputed).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecutionResult {
     /// Pass, or the failure.
     pub verdict: Verdict,

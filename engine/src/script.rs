@@ -34,7 +34,7 @@ impl Execution<'_> {
     /// possible, and (with `start_after`) start the random partitions.
     pub(crate) fn begin_faults(&mut self) {
         self.faults_begun = true;
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.spec.seed ^ 0x6372_6173_6874);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed ^ 0x6372_6173_6874);
         self.crash_not_before = Some(self.now + rng.next_u64() % self.spec.explore.crash_span_ns.max(1));
         self.start_node_faults();
         if let Some(name) = &self.spec.explore.faults_after {

@@ -11,6 +11,16 @@ pub fn execution_seed(run_seed: u64, index: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Names the boot seed among the run's streams ("bootseed" in ASCII).
+const BOOT_STREAM: u64 = 0x626f_6f74_7365_6564;
+
+/// The boot seed of a warm-start run with seed `run_seed`
+/// ([`crate::ExecutionSpec::boot_seed`]): one for every execution of the
+/// run, apart from each execution's own seed.
+pub fn boot_seed(run_seed: u64) -> u64 {
+    execution_seed(run_seed ^ BOOT_STREAM, u64::MAX)
+}
+
 /// Names the entropy stream among the execution's seeded streams ("entropy"
 /// in ASCII), so it never coincides with another stream of the same seed.
 const ENTROPY_STREAM: u64 = 0x0065_6e74_726f_7079;

@@ -106,6 +106,17 @@ pub struct ExecutionSpec {
     pub connect_timeout: Duration,
     /// Seed of this execution (derived from the run seed and index).
     pub seed: u64,
+    /// Warm-start mode: the boot (until every agent is ready) is drawn
+    /// from this run-level seed alone, not from [`Self::seed`]: the nodes'
+    /// device streams and clock hardware, netsim's latencies, and the
+    /// order of events due together (the strategy is not asked). No fault
+    /// happens in it: random partitions, crashes, pauses and clock jumps
+    /// begin with the workload. Then every stream starts again from
+    /// [`Self::seed`], so every execution of a run shares one boot and can
+    /// be forked from it (KVM: `crate::WarmStart`), and a cold run in this
+    /// mode gives the same trace as a forked one. `None`: everything is
+    /// drawn from [`Self::seed`] from the start.
+    pub boot_seed: Option<u64>,
     /// Directory for per-node sockets and scratch; must exist, and be short
     /// (unix socket paths are limited to 107 bytes).
     pub scratch: PathBuf,
@@ -140,6 +151,14 @@ pub struct ExecutionSpec {
     /// nodes down and returns [`EngineError::Cancelled`]. Never read for
     /// anything a guest sees.
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl ExecutionSpec {
+    /// The seed the execution's streams start from: the boot seed in
+    /// warm-start mode, else the execution's own.
+    pub fn stream_seed(&self) -> u64 {
+        self.boot_seed.unwrap_or(self.seed)
+    }
 }
 
 /// The host-side check of a client history (`[check] history`), run after
@@ -187,6 +206,9 @@ pub enum EngineError {
         /// Why.
         source: disksim::CrashError,
     },
+    /// Warm start could not boot or fork (see `crate::WarmStart`).
+    #[error("warm start: {0}")]
+    Warm(String),
     /// [`ExecutionSpec::cancel`] was set.
     #[error("the execution was cancelled")]
     Cancelled,

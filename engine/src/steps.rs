@@ -12,7 +12,7 @@
 use crate::strategy::EnabledAction;
 
 /// One step, or a stretch of quiet steps.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StepSpan {
     /// Index (0-based, every action counted) of its first step.
     pub first: u64,
@@ -32,7 +32,7 @@ pub struct StepSpan {
 }
 
 /// Every step of an execution, quiet stretches folded.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StepLog {
     spans: Vec<StepSpan>,
     steps: u64,

@@ -362,6 +362,21 @@ impl Event {
     }
 }
 
+/// As its JSON lines ([`Trace::to_jsonl`]), one string.
+impl Serialize for Trace {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_jsonl())
+    }
+}
+
+/// From its JSON lines, the hash recomputed ([`Trace::from_jsonl`]).
+impl<'de> Deserialize<'de> for Trace {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Trace, D::Error> {
+        let text = String::deserialize(d)?;
+        Trace::from_jsonl(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 /// An append-only trace with a running hash; `Run` pushes fold (see the
 /// module docs).
 #[derive(Debug, Clone, Default)]

@@ -59,7 +59,7 @@ pub fn remove_scratch() {
     let _ = std::fs::remove_dir(scratch_root());
 }
 
-fn scratch_dir() -> Result<PathBuf> {
+pub(crate) fn scratch_dir() -> Result<PathBuf> {
     if EXITING.load(std::sync::atomic::Ordering::SeqCst) {
         anyhow::bail!("simcluster is exiting");
     }
@@ -139,6 +139,7 @@ pub(crate) fn spec_for(
         watchdog,
         connect_timeout: Duration::from_secs(60),
         seed,
+        boot_seed: None,
         // Set per execution by `execute_one`.
         scratch: PathBuf::new(),
         network: Some(engine::NetworkSpec {

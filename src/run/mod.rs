@@ -17,6 +17,7 @@ mod parallel;
 mod runtime;
 pub mod shard;
 pub mod summary;
+mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -103,6 +104,9 @@ pub struct RunOptions {
     pub time_budget: Option<Duration>,
     /// Stop after the first failing execution.
     pub until_failure: bool,
+    /// `--warm-start`: executions begin from a boot drawn from the run's
+    /// boot seed (see `engine::ExecutionSpec::boot_seed`).
+    pub warm_start: Option<WarmStartMode>,
     pub time_limit_ns: Option<u64>,
     pub out: PathBuf,
     pub watchdog: Duration,
@@ -126,6 +130,16 @@ pub struct RunOptions {
     pub jobs: Option<usize>,
     /// Run only this shard of the executions.
     pub shard: Shard,
+}
+
+/// How a `--warm-start` run gets each execution's boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarmStartMode {
+    /// Each job boots once and forks every execution from the moment all
+    /// agents are ready (`engine::WarmStart`; KVM only).
+    Fork,
+    /// Each execution boots for itself, as the forked one would have.
+    Cold,
 }
 
 /// Default virtual-time limit of one execution.
@@ -159,12 +173,14 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let disk = open.disk.clone();
     let mut base = spec_for(&cluster, &images, &open, opts.time_limit_ns, opts.watchdog, explore.clone(), 0);
     base.runtime = opts.runtime;
+    base.boot_seed = opts.warm_start.map(|_| engine::boot_seed(opts.seed));
     let began = Instant::now();
     let runner = UnitRunner {
         base: &base,
         disk: &disk,
         until_failure: opts.until_failure,
         cancel: Arc::new(AtomicBool::new(false)),
+        fork: opts.warm_start == Some(WarmStartMode::Fork),
     };
     let units = Units { opts, plan: &plan, explore: &explore, runner };
     let bar = progress_bar(opts, if plan.dfs { plan.limit } else { opts.shard.units_below(plan.limit) });
@@ -203,6 +219,29 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
 }
 
 /// How a run splits its work, decided before anything is built.
+/// `--warm-start` needs nodes fork(2) can copy and a strategy that learns
+/// nothing from one execution for the next (a forked child cannot give its
+/// strategy back).
+fn check_warm_start(opts: &RunOptions) -> Result<()> {
+    if opts.runtime != RuntimeKind::Kvm {
+        return Err(BadInput(
+            "--warm-start needs the KVM runtime (--runtime kvm, or auto on a host with vmx/svm): a user-mode Linux \
+             node is a host process of its own, which fork(2) does not copy"
+                .into(),
+        )
+        .into());
+    }
+    if matches!(opts.strategy.kind, StrategyKind::Dfs | StrategyKind::DelayAll) {
+        return Err(BadInput(format!(
+            "--warm-start: strategy {} carries what it learned from one execution to the next, which an execution \
+             forked from the boot cannot give back; use random, pct or delay",
+            opts.strategy.kind.name()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 struct Plan {
     dfs: bool,
     /// Executions to run (`u64::MAX`: until the time budget ends).
@@ -225,6 +264,9 @@ impl Plan {
                 opts.shard
             ))
             .into());
+        }
+        if opts.warm_start == Some(WarmStartMode::Fork) {
+            check_warm_start(opts)?;
         }
         let limit = opts.executions.unwrap_or(if opts.time_budget.is_some() { u64::MAX } else { 1 });
         let units = opts.shard.units_below(limit);
@@ -279,6 +321,12 @@ fn identity(
     }
 }
 
+/// A job's own state: its strategy, and with `--warm-start` its boot.
+struct Worker {
+    strategy: Box<dyn Strategy>,
+    warm: Option<warm::WarmBoot>,
+}
+
 /// The units of a run and how to run one.
 struct Units<'a> {
     opts: &'a RunOptions,
@@ -314,8 +362,8 @@ impl Units<'_> {
             &plan.cpus,
             feed,
             &self.runner.cancel,
-            || self.strategy(),
-            |s, u| self.unit(s, u),
+            || Worker { strategy: self.strategy(), warm: None },
+            |w, u| self.unit(w, u),
             |unit, out| {
                 if out.exhausted {
                     exhausted = true;
@@ -339,15 +387,16 @@ impl Units<'_> {
 
     /// One unit, on a worker: execution `unit` under the worker's
     /// `strategy`, or for dfs round `unit` under a strategy of its own.
-    fn unit(&self, strategy: &mut Box<dyn Strategy>, unit: u64) -> Result<UnitOutput> {
+    fn unit(&self, worker: &mut Worker, unit: u64) -> Result<UnitOutput> {
         let runner = &self.runner;
+        let Worker { strategy, warm } = worker;
         if !self.plan.dfs {
             if !strategy.begin_execution(unit) {
                 return Ok(UnitOutput { groups: Vec::new(), exhausted: true });
             }
             let seed = engine::execution_seed(self.opts.seed, unit);
             return Ok(UnitOutput {
-                groups: vec![runner.group(seed, strategy.as_mut(), &format!("e{unit}"))?],
+                groups: vec![runner.group(seed, strategy.as_mut(), &format!("e{unit}"), warm)?],
                 exhausted: false,
             });
         }
@@ -358,7 +407,7 @@ impl Units<'_> {
         let mut groups = Vec::new();
         // A round never needs more executions than the run.
         while (groups.len() as u64) < self.plan.limit && round.begin_execution(0) {
-            let g = runner.group(seed, &mut round, &format!("r{unit}.{}", groups.len()))?;
+            let g = runner.group(seed, &mut round, &format!("r{unit}.{}", groups.len()), warm)?;
             let failed = g.failed();
             groups.push(g);
             if failed && o.until_failure {

@@ -18,6 +18,7 @@ use indicatif::ProgressBar;
 use super::execution::{execute_one, Executed, Pcaps};
 use super::parallel::Flow;
 use super::summary::{CrashPointSummary, CriticalSummary, ExecutionFigures, ExecutionRecord};
+use super::warm::WarmBoot;
 use super::RunOptions;
 use crate::cluster::Cluster;
 use crate::image::Images;
@@ -55,6 +56,8 @@ pub(crate) struct UnitRunner<'a> {
     pub until_failure: bool,
     /// Set when the run stops: the executions still running end.
     pub cancel: Arc<AtomicBool>,
+    /// `--warm-start` (fork): executions fork from the job's boot.
+    pub fork: bool,
 }
 
 impl UnitRunner<'_> {
@@ -64,11 +67,27 @@ impl UnitRunner<'_> {
     /// execution that replays its decisions up to the crash and applies
     /// that state. `label` names its scratch directories (unique in the
     /// run).
-    pub fn group(&self, seed: u64, strategy: &mut dyn Strategy, label: &str) -> Result<Group> {
+    ///
+    /// With `fork` (`--warm-start`), every execution forks from the job's
+    /// boot in `warm`, booted at its first execution.
+    pub fn group(
+        &self,
+        seed: u64,
+        strategy: &mut dyn Strategy,
+        label: &str,
+        warm: &mut Option<WarmBoot>,
+    ) -> Result<Group> {
+        if self.fork && warm.is_none() {
+            *warm = Some(WarmBoot::boot(self.base, self.cancel.clone())?);
+        }
+        let mut run = |spec: &mut ExecutionSpec, strategy: &mut dyn Strategy, label: &str| match warm.as_mut() {
+            Some(w) => w.execute(spec, strategy, label),
+            None => execute_one(spec, strategy, label),
+        };
         let mut spec = self.base.clone();
         spec.seed = seed;
         spec.cancel = Some(self.cancel.clone());
-        let executed = execute_one(&mut spec, strategy, label)?;
+        let executed = run(&mut spec, strategy, label)?;
         let siblings = executed
             .result
             .crash_points
@@ -86,7 +105,7 @@ impl UnitRunner<'_> {
                 let mut s = spec.clone();
                 s.explore.crash_states.insert(crash, k);
                 let mut guided = Guided::new(&decisions);
-                let e = execute_one(&mut s, &mut guided, &format!("{label}-s{k}"))?;
+                let e = run(&mut s, &mut guided, &format!("{label}-s{k}"))?;
                 failed |= e.result.verdict.failure().is_some();
                 runs.push(Done { spec: s, executed: e, crash_state: Some((crash, k)) });
             }
@@ -218,6 +237,7 @@ impl<'a> Observer<'a> {
                 max_crashes: spec.explore.max_crashes,
                 runtime: spec.runtime.into(),
                 crash_states: spec.explore.crash_states.clone(),
+                boot_seed: spec.boot_seed,
             },
             execution_index: record.execution,
             actions: result.decisions.clone(),

@@ -4,7 +4,8 @@
 # checker/benches/kvm_engine.rs). Devices as agent.S (vmm/src/kvm/node/layout.rs):
 # virtio-net at 0xd0000000 (vector 0x35), the control line at 0xd0002000 (vector
 # 0x37, agent.inc). NFRAMES (default 200) and SLEEP_NS (default 0) may be set with
-# `as --defsym` (vmm::kvm::asm::assemble_with).
+# `as --defsym` (vmm::kvm::asm::assemble_with), and so may SEND_AFTER_NS (default
+# 0): the sender's sleep on the timer between "@sim ready" and its first frame.
 #  - both: driver init of both devices;
 #  - sender (node 1): "@sim ready\n", then NFRAMES frames with sequence numbers 0, 1,
 #    ..., on a TX queue with VRING_AVAIL_F_NO_INTERRUPT, one QueueNotify per frame (so
@@ -27,6 +28,9 @@
     .endif
     .ifndef SLEEP_NS
     .set SLEEP_NS, 0
+    .endif
+    .ifndef SEND_AFTER_NS
+    .set SEND_AFTER_NS, 0
     .endif
     .set NET, 0xd0000000
     .set VIRTIO, NET                 # for virtio.inc's virtio_irq
@@ -63,6 +67,18 @@ send:
     lea ready(%rip), %rsi
     mov $ready_len, %ecx
     call ctl_send
+    .if SEND_AFTER_NS
+    mov $SEND_AFTER_NS, %eax
+    call arm_timer
+4:  cli
+    cmpq $0, SLEPT
+    jne 5f
+    sti
+    hlt
+    jmp 4b
+5:  sti
+    xor %r13d, %r13d
+    .endif
     mov $NET, %ebx
     movw $1, TXQ+0x1000              # VRING_AVAIL_F_NO_INTERRUPT
     mov 0x100(%rbx), %eax

@@ -22,6 +22,7 @@
 //! Dependencies point one way: `runtime → {uml, kvm} → node`, and
 //! `{uml → vhost_user, kvm::mmio_adapter} → virtio`.
 
+pub mod fork;
 pub mod kvm;
 pub mod node;
 pub mod runtime;

@@ -159,6 +159,12 @@ pub trait NodeRuntime {
     /// Reads are no longer corrupted (`[faults.disk] corrupt_read`; the
     /// node was spawned with [`NodeConfig::read_faults`]): the quiet period.
     fn stop_read_faults(&mut self);
+    /// The node's device streams start again from these seeds: the entropy
+    /// device's (as if made with `entropy_seed`) and the data disk's read
+    /// faults (as [`NodeConfig::read_faults`] would set them). Warm start
+    /// calls it once every agent is ready, so that each execution from one
+    /// boot draws its own; nothing else the guest sees changes.
+    fn reseed_devices(&mut self, entropy_seed: u64, read_faults: disksim::ReadFaults);
     /// Completes pending disk request `id` at virtual time `t`: applies its
     /// durability effect to the disk's write log (a completed write is
     /// volatile; a completed flush makes durable every write completed

@@ -62,6 +62,14 @@ impl VirtioRng {
         VirtioRng { rng: Xoshiro256PlusPlus::seed_from_u64(seed), spare: [0; 8], spare_at: 8, acked: 0, handed_out: 0 }
     }
 
+    /// From now on the stream is drawn from `seed`, as if the device had
+    /// been made with it (a leftover partial word is dropped). Warm start
+    /// gives each execution forked from one boot a stream of its own.
+    pub fn reseed(&mut self, seed: u64) {
+        self.rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        self.spare_at = 8;
+    }
+
     /// Bytes handed to the guest so far.
     pub fn handed_out(&self) -> u64 {
         self.handed_out

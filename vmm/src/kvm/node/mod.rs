@@ -497,6 +497,13 @@ impl NodeRuntime for KvmNode {
         }
     }
 
+    fn reseed_devices(&mut self, entropy_seed: u64, read_faults: disksim::ReadFaults) {
+        self.rng_port().device_mut().device_and_queues().0.reseed(entropy_seed);
+        if let Some(p) = self.blk_port() {
+            p.device_mut().blk_mut().set_read_faults(read_faults);
+        }
+    }
+
     fn complete_disk(&mut self, t: u64, id: RequestId, _watchdog: Duration) -> Result<DiskCompletion, NodeError> {
         let node = self.id;
         let request = *self.pending.get(&id).ok_or(NodeError::UnknownDiskRequest { node, id })?;

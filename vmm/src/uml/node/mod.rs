@@ -219,6 +219,13 @@ impl NodeRuntime for UmlNode {
         }
     }
 
+    fn reseed_devices(&mut self, entropy_seed: u64, read_faults: disksim::ReadFaults) {
+        self.devices.rng.backend.device_mut().reseed(entropy_seed);
+        if let Some(d) = self.devices.disk.as_mut() {
+            d.backend.device_mut().set_read_faults(read_faults);
+        }
+    }
+
     /// Completes pending disk request `id` at virtual time `t` and delivers
     /// the used-buffer interrupt in-band at `t`. Call only while the node
     /// is stopped, with `t` no earlier than its clock and no later than its
