@@ -322,7 +322,7 @@ mod tests {
         let payload: serde_json::Value = serde_json::from_str(text.split_once('\n').unwrap().1).unwrap();
         assert_eq!(
             payload["run"],
-            json!({"execution_seed": 0x1234_5678, "window_ns": 2_000_000, "max_crashes": 1, "runtime": "uml", "crash_states": {"1": 3}})
+            json!({"execution_seed": 0x1234_5678, "window_ns": 2_000_000, "max_crashes": 1, "runtime": "uml", "crash_states": {"1": 3}, "boot_seed": 0x77})
         );
         assert_eq!(
             payload["failure"],

@@ -374,7 +374,7 @@ mod tests {
     fn labels_name_request_and_round() {
         let w =
             HostWorkload { requests: vec![req(), req()], repeat: 3, concurrency: 1, start_after_ns: 0, timeout_ns: 1 };
-        let h = HostEndpoint::new(2, w, 7).unwrap();
+        let h = HostEndpoint::new(2, w, 7, 0).unwrap();
         assert_eq!(h.node().get(), 3);
         assert_eq!(h.label(3), "request 2/2 (round 2/3) GET n2:8080/data");
         // Idle until started: nothing is due.
@@ -393,7 +393,7 @@ mod tests {
             start_after_ns: 20 * SEC,
             timeout_ns: 30 * SEC,
         };
-        let mut h = HostEndpoint::new(2, w, 7).unwrap();
+        let mut h = HostEndpoint::new(2, w, 7, 0).unwrap();
         let mut trace = Trace::new();
         h.start(SEC, &mut trace);
         assert_eq!(h.due(), Some(21 * SEC));

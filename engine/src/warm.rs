@@ -42,7 +42,7 @@ pub struct WarmStart<'a> {
 /// What [`WarmStart::boot`] came to.
 pub enum Boot<'a> {
     /// Every agent is ready: executions can fork from here.
-    Ready(WarmStart<'a>),
+    Ready(Box<WarmStart<'a>>),
     /// The boot itself ended the execution (a node panicked, a start
     /// command failed, the time limit passed): every execution from this
     /// boot would end the same way, so this is each one's result.
@@ -86,7 +86,7 @@ impl<'a> WarmStart<'a> {
                 return Ok(Boot::Ended(Box::new(ex.finish())));
             }
         }
-        Ok(Boot::Ready(WarmStart { booted: Some(ex), prepared: false, boot_wall: began.elapsed() }))
+        Ok(Boot::Ready(Box::new(WarmStart { booted: Some(ex), prepared: false, boot_wall: began.elapsed() })))
     }
 
     /// Wall time the boot took (once, for every execution forked from it).

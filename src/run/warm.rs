@@ -16,7 +16,7 @@ use super::execution::{exiting, scratch_dir, Executed};
 pub(crate) enum WarmBoot {
     /// Every agent ready: executions fork from here.
     Ready {
-        start: WarmStart<'static>,
+        start: Box<WarmStart<'static>>,
         /// Removed once the boot's nodes are down (fields drop in order).
         _scratch: Scratch,
     },
