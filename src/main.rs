@@ -243,8 +243,10 @@ struct RunArgs {
     /// drawn from a seed of the run's, without faults, and each execution's
     /// own streams begin when it ends, so the executions differ from a run
     /// without it; a failure file records the boot seed and replays cold.
-    /// `--warm-start cold` runs the same executions, each booted for itself
-    /// (any runtime and strategy): to check a warm run, or to compare.
+    /// Crash-state siblings fork from the crash point (the same strategy
+    /// goes on, the state forced). `--warm-start cold` runs the same
+    /// executions and siblings, each booted for itself (any runtime): to
+    /// check a warm run, or to compare.
     #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "fork", value_name = "fork|cold")]
     warm_start: Option<WarmStart>,
     #[command(flatten)]

@@ -61,6 +61,35 @@ fn a_rename_without_fsync_loses_an_acknowledged_update_and_replays() {
     }
 }
 
+/// `--warm-start cold` (warm-start mode, each execution and crash-state sibling
+/// booted for itself: what a forked run runs, on any runtime): the boot is drawn
+/// from the run's boot seed and ends in the trace; each execution's crash point
+/// has its sibling (the execution's strategy begun again, the other state
+/// forced); the failure file records the boot seed, and its replay reproduces the
+/// failure, hash for hash. The run's hashes are not an ordinary run's.
+#[test]
+fn a_warm_start_cold_run_finds_the_lost_update_and_replays() {
+    let Some(ex) = examples() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let args = ["--executions", "3", "--seed", "4", "--warm-start", "cold", "--jobs", "1"];
+    let r = run_cluster(&ex.join("rename-unsafe"), out.path(), &args);
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["crash_states_explored"].as_u64(), Some(6), "{j}");
+    let file = j["failure_file"].as_str().unwrap();
+    let record = std::fs::read_to_string(file).unwrap();
+    assert!(record.contains("\"boot_seed\""), "the failure file records the boot seed: {record}");
+    let trace = std::fs::read_to_string(PathBuf::from(file).with_file_name("trace.jsonl")).unwrap();
+    assert!(trace.contains("boot ends: every agent ready"), "no boot end in the trace");
+    let rep = run(&["replay", "--quiet", file, "--out", out.path().join("replay").to_str().unwrap()]);
+    assert_eq!(rep.code, 0, "{rep:?}");
+    assert_eq!(rep.json()["trace_hash"], j["trace_hash"]);
+    let plain = tempfile::tempdir().unwrap();
+    let p = run_cluster(&ex.join("rename-unsafe"), plain.path(), &["--executions", "3", "--seed", "4", "--jobs", "1"])
+        .json();
+    assert_ne!(p["trace_hash"], j["trace_hash"], "warm-start mode runs other executions than an ordinary run");
+}
+
 #[test]
 fn crashes_and_crash_states_are_deterministic() {
     let Some(ex) = examples() else { return };

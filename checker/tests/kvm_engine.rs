@@ -670,3 +670,65 @@ fn warm_start_refuses_uml_nodes_and_specs_without_a_boot_seed() {
     s.runtime = RuntimeKind::Uml;
     assert!(err(&s).contains("needs the KVM runtime"), "{}", err(&s));
 }
+
+/// Crash-state siblings branched at the crash point: agent_volatile's power loss
+/// (4 crash states) in an execution forked from a warm boot; the child forks the
+/// three states it does not draw at the crash and each runs on with its own copy
+/// of the strategy. Each sibling equals a cold run of the execution with that
+/// state forced under a fresh strategy of the same seed, and the four (the
+/// execution and its siblings) leave four different disks.
+#[test]
+fn kvm_warm_start_branches_crash_state_siblings_at_the_crash() {
+    if !kvm_available("kvm_warm_start_branches_crash_state_siblings_at_the_crash") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = guest_image("agent_volatile", dir.path());
+    let weights = KindWeights::default().set(ActionKind::Crash, 1_000_000);
+    let make_spec = |scratch: &Path, seed: u64| {
+        let mut s = volatile_spec(&img, scratch, 0);
+        s.explore.crash_states.clear();
+        s.seed = seed;
+        s.boot_seed = Some(77);
+        s
+    };
+    let warm_dir = dir.path().join("warm");
+    std::fs::create_dir_all(&warm_dir).unwrap();
+    let boot_spec = make_spec(&warm_dir, 0);
+    let mut warm = match engine::WarmStart::boot(&boot_spec).expect("boot") {
+        engine::Boot::Ready(w) => w,
+        engine::Boot::Ended(r) => panic!("the boot ended the execution: {:?}", r.verdict),
+    };
+    let seed = 2;
+    let mut strategy = RandomWalk::new(seed, weights.clone());
+    assert!(strategy.begin_execution(0));
+    let forked = warm.run_branching(&make_spec(&warm_dir, seed), &mut strategy).expect("warm run");
+    let chosen = forked.result.crash_points[0].chosen.expect("an enumerated crash state");
+    let states: Vec<u64> = forked.siblings.iter().map(|s| s.state).collect();
+    assert_eq!(states, (0..4).filter(|&k| k != chosen).collect::<Vec<_>>());
+    let disk_after = |r: &ExecutionResult| {
+        let lines: Vec<String> = console(r, 1).into_iter().map(|(_, l)| l).collect();
+        let at = lines.iter().position(|l| l == "recovered").expect("a reboot");
+        lines[at - 1].clone()
+    };
+    let mut disks = BTreeSet::from([disk_after(&forked.result)]);
+    for s in &forked.siblings {
+        assert_eq!((s.crash, s.result.crash_points[0].chosen), (1, Some(s.state)));
+        let scratch = dir.path().join(format!("cold{}", s.state));
+        std::fs::create_dir_all(&scratch).unwrap();
+        let mut spec = make_spec(&scratch, seed);
+        spec.explore.crash_states.insert(1, s.state);
+        let mut fresh = RandomWalk::new(seed, weights.clone());
+        assert!(fresh.begin_execution(0));
+        let cold = engine::execute(&spec, &mut fresh).expect("cold sibling");
+        assert_eq!(s.result.trace_hash, cold.trace_hash, "state {}: branched and cold siblings differ", s.state);
+        assert_eq!(s.result.verdict, cold.verdict);
+        disks.insert(disk_after(&s.result));
+    }
+    assert_eq!(disks.len(), 4, "each crash state leaves another disk: {disks:?}");
+    // The plain run of the same execution is the branching one's own result.
+    let mut again = RandomWalk::new(seed, weights.clone());
+    assert!(again.begin_execution(0));
+    let plain = warm.run(&make_spec(&warm_dir, seed), &mut again).expect("warm run");
+    assert_eq!(plain.trace_hash, forked.result.trace_hash);
+}

@@ -192,6 +192,29 @@ impl CrashPoint {
     }
 }
 
+/// The stream crash number `crash` draws its disk state from.
+fn crash_rng(seed: u64, crash: u32) -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6469_736b ^ (u64::from(crash) << 40))
+}
+
+/// The index of the crash state that crash number `crash` draws among
+/// `states` enumerable ones when nothing forces one (its stream's first
+/// draw).
+pub(super) fn drawn_state(seed: u64, crash: u32, states: u128) -> u64 {
+    rand_core::RngCore::next_u64(&mut crash_rng(seed, crash)) % (states.max(1) as u64)
+}
+
+/// How many crash states a power loss now would leave `disk` in, when
+/// they are few enough to enumerate (`spec.enumerate`); `None` otherwise.
+/// A node's disk holds the same write log and requests before the power
+/// loss as after it, so this is the count `crash_disk` will find.
+pub(super) fn enumerable_states(disk: &Disk, spec: &DiskSpec) -> Option<u128> {
+    match disk.crash_state_count(spec.model) {
+        StateCount::Exact(n) if n <= u128::from(spec.enumerate) => Some(n),
+        _ => None,
+    }
+}
+
 /// Chooses and applies the crash state of a power loss. `forced` is the
 /// state index to use (an enumeration's sibling execution); otherwise the
 /// index (or, for large logs, the state) is drawn from `seed`.
@@ -209,7 +232,7 @@ pub(super) fn crash_disk(
         StateCount::Exact(n) => (n, true),
         StateCount::AtLeast(n) => (n, false),
     };
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6469_736b ^ (u64::from(crash) << 40));
+    let mut rng = crash_rng(seed, crash);
     let mut point = CrashPoint {
         crash,
         node: node.to_string(),
@@ -222,7 +245,7 @@ pub(super) fn crash_disk(
     let state = if point.enumerable(spec.enumerate) {
         let k = match forced.get(&crash) {
             Some(&k) => k.min(states.saturating_sub(1) as u64),
-            None => rand_core::RngCore::next_u64(&mut rng) % (states.max(1) as u64),
+            None => drawn_state(seed, crash, states),
         };
         point.chosen = Some(k);
         disk.crash_states(spec.model).nth(k as usize).unwrap_or_default()

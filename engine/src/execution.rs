@@ -52,6 +52,24 @@ pub enum Step {
     Running,
     /// The execution has its verdict: call [`Execution::finish`].
     Done,
+    /// Only with [`Execution::branch_at_crash`]: the step chose the
+    /// execution's first power loss of a node whose disk would be left in
+    /// one of few enough crash states to enumerate, and has not applied it
+    /// yet. The next [`Execution::step`] applies it. A copy of the
+    /// execution (a fork) that forces another state first
+    /// ([`Execution::force_crash_state`]) is that state's sibling.
+    CrashBranch(CrashBranch),
+}
+
+/// A power loss about to happen, whose crash states can be enumerated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrashBranch {
+    /// Its crash number (1-based) in the execution.
+    pub crash: u32,
+    /// How many crash states the disk may be left in.
+    pub states: u64,
+    /// The one the execution draws (its siblings take the others).
+    pub chosen: u64,
 }
 
 /// The strategy's side of the execution: what it was asked and what it
@@ -159,6 +177,10 @@ pub struct Execution<'a> {
     pub(crate) msgs: Vec<(usize, AgentMsg)>,
     choices: Choices,
     wall: Wall,
+    /// Stop at the first enumerable power loss ([`Step::CrashBranch`]).
+    branch_at_crash: bool,
+    /// The action a step chose and left for the next one to apply.
+    held: Option<Enabled>,
 }
 
 /// Node `i`'s configuration for its first boot.
@@ -280,6 +302,8 @@ impl<'a> Execution<'a> {
                 pending: Pending::default(),
             },
             wall: Wall { began, first_spawn, boot: None },
+            branch_at_crash: false,
+            held: None,
         };
         for i in 0..ex.nodes.len() {
             ex.nodes[i].connect(0, spec.connect_timeout)?;
@@ -353,6 +377,9 @@ impl<'a> Execution<'a> {
             // The nodes go down as the execution drops, as on every other error.
             return Err(EngineError::Cancelled);
         }
+        if let Some(chosen) = self.held.take() {
+            return self.apply_chosen(chosen);
+        }
         if self.phase == Phase::Ready {
             self.end_boot(self.spec.seed)?;
         }
@@ -378,6 +405,16 @@ impl<'a> Execution<'a> {
         self.choices.enabled = enabled;
         self.now = effective_time(&chosen, self.now);
         self.choices.steps += 1;
+        if let Some(branch) = self.crash_branch(&chosen) {
+            self.held = Some(chosen);
+            return Ok(Step::CrashBranch(branch));
+        }
+        self.apply_chosen(chosen)
+    }
+
+    /// The rest of a step once its action is chosen (and its time taken):
+    /// apply it and move the script on.
+    fn apply_chosen(&mut self, chosen: Enabled) -> Result<Step, EngineError> {
         let visible = self.trace.visible();
         self.apply(chosen.action)?;
         // Quiet: a node run that added nothing to the trace but its (folded)
@@ -386,6 +423,41 @@ impl<'a> Execution<'a> {
         self.choices.log.push(self.now, chosen.desc, quiet);
         self.advance_script()?;
         Ok(if self.verdict.is_some() { Step::Done } else { Step::Running })
+    }
+
+    /// With [`Self::branch_at_crash`]: whether `chosen` is the execution's
+    /// first power loss of a node with a disk, no state forced for it, and
+    /// its crash states few enough to enumerate (the crash-state siblings
+    /// of a run are those of the first crash point).
+    fn crash_branch(&self, chosen: &Enabled) -> Option<CrashBranch> {
+        let crate::actions::Action::Crash(i) = chosen.action else { return None };
+        if !self.branch_at_crash || !self.crash_points.is_empty() {
+            return None;
+        }
+        let crash = self.crashes + 1;
+        if self.spec.explore.crash_states.contains_key(&crash) {
+            return None;
+        }
+        let states = disk::enumerable_states(self.nodes[i].vm.as_ref()?.disk()?, self.spec.disk.as_ref()?)?;
+        let chosen = disk::drawn_state(self.seed, crash, states);
+        Some(CrashBranch { crash, states: states as u64, chosen })
+    }
+
+    /// From now on, [`Self::step`] stops at the first enumerable power loss
+    /// with [`Step::CrashBranch`] (a warm start's crash-state siblings).
+    pub fn branch_at_crash(&mut self, on: bool) {
+        self.branch_at_crash = on;
+    }
+
+    /// Crash number `crash` leaves its disk in crash state `state`: for a
+    /// copy of the execution stopped at [`Step::CrashBranch`], which then
+    /// becomes that state's sibling. The state is part of the execution's
+    /// spec (`explore.crash_states`), as a cold sibling's is: the spec is
+    /// replaced by a copy that lives as long as the process.
+    pub fn force_crash_state(&mut self, crash: u32, state: u64) {
+        let mut spec = self.spec.clone();
+        spec.explore.crash_states.insert(crash, state);
+        self.spec = Box::leak(Box::new(spec));
     }
 
     /// The earliest pending event is past the virtual-time limit.
@@ -442,6 +514,12 @@ impl<'a> Execution<'a> {
     /// history check of a passing execution (`ExecutionSpec::history`),
     /// and gives the result.
     pub fn finish(mut self) -> ExecutionResult {
+        self.finish_in_place()
+    }
+
+    /// [`Self::finish`] on an execution that stays behind, spent (a forked
+    /// child's, which leaves through `_exit`).
+    pub(crate) fn finish_in_place(&mut self) -> ExecutionResult {
         let node_memory_kib = self.nodes.iter().map(|n| n.vm.as_ref().map_or(0, |v| v.memory_kib())).collect();
         // What simcluster itself holds per node for its disk: the blocks that
         // differ from the shared base image, the cache view and the write log.
@@ -469,10 +547,11 @@ impl<'a> Execution<'a> {
             Some(n) => (Some(n.finish()), n.take_pcaps()),
             None => (None, Vec::new()),
         };
+        let trace = std::mem::take(&mut self.trace);
         ExecutionResult {
-            verdict: self.verdict.unwrap_or(Verdict::Pass),
-            trace_hash: self.trace.hash(),
-            trace: self.trace,
+            verdict: self.verdict.take().unwrap_or(Verdict::Pass),
+            trace_hash: trace.hash(),
+            trace,
             ended_at: VirtualTime::from_ns(now),
             wall: self.wall.began.elapsed(),
             boot_wall: self.wall.boot,
@@ -481,11 +560,11 @@ impl<'a> Execution<'a> {
             disk_storage_bytes,
             network,
             pcaps,
-            decisions: self.choices.decisions,
+            decisions: std::mem::take(&mut self.choices.decisions),
             choice_points: self.choices.points,
-            chosen: self.choices.log,
+            chosen: std::mem::take(&mut self.choices.log),
             crashes: self.crashes,
-            crash_points: self.crash_points,
+            crash_points: std::mem::take(&mut self.crash_points),
             disk_faults: self.disk_fault_counts,
             node_faults: self.faults.counts,
         }

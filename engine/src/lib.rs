@@ -62,7 +62,7 @@ mod script;
 mod warm;
 
 pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
-pub use execution::{Execution, Step};
+pub use execution::{CrashBranch, Execution, Step};
 pub use faults::{ClockSpec, FaultCounts, NodeClock, PauseSpec, StrobeSpec, DRIFT_ENV};
 pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
@@ -72,7 +72,7 @@ pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryOut
 pub use steps::{StepLog, StepSpan};
 pub use time::{NodeIdx, VirtualTime, GUEST_EPOCH_NS};
 pub use vmm::runtime::RuntimeKind;
-pub use warm::{Boot, WarmStart};
+pub use warm::{Boot, Forked, Sibling, WarmStart};
 
 use strategy::Strategy;
 

@@ -27,6 +27,7 @@ use crate::execution::{Execution, Step};
 use crate::outcome::ExecutionResult;
 use crate::spec::{EngineError, ExecutionSpec};
 use crate::strategy::{EnabledAction, Strategy, StrategySpec};
+use serde::{Deserialize, Serialize};
 
 /// A cluster booted once in warm-start mode, from which executions fork.
 pub struct WarmStart<'a> {
@@ -104,13 +105,30 @@ impl<'a> WarmStart<'a> {
     /// next must not be used. The boot stays as it was, for the next
     /// execution. The boot spec's `cancel` kills the child.
     pub fn run(&mut self, spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<ExecutionResult, EngineError> {
+        Ok(self.fork_run(spec, strategy, false)?.result)
+    }
+
+    /// [`Self::run`], and the execution's crash-state siblings branched at
+    /// its crash point: at its first power loss whose disk states can be
+    /// enumerated, the child forks once per state it does not draw, and
+    /// each of those runs on from there with that state forced and its own
+    /// copy of the strategy. A sibling is thus the execution with the same
+    /// strategy and that crash state forced (`explore.crash_states`),
+    /// which a cold run of that spec under a fresh copy of the strategy
+    /// gives too; nothing before the crash point runs twice.
+    pub fn run_branching(&mut self, spec: &ExecutionSpec, strategy: &mut dyn Strategy) -> Result<Forked, EngineError> {
+        self.fork_run(spec, strategy, true)
+    }
+
+    fn fork_run(
+        &mut self,
+        spec: &ExecutionSpec,
+        strategy: &mut dyn Strategy,
+        branch: bool,
+    ) -> Result<Forked, EngineError> {
         let ex = self.booted.as_mut().expect("only a child takes the boot, and it never returns");
         if !self.prepared {
-            for n in ex.nodes.iter_mut() {
-                if let Some(vm) = n.vm.as_mut() {
-                    vm.prepare_fork()?;
-                }
-            }
+            prepare_fork(ex)?;
             self.prepared = true;
         }
         let cancel = spec.cancel.clone().or_else(|| ex.spec.cancel.clone());
@@ -120,36 +138,128 @@ impl<'a> WarmStart<'a> {
             // The child's own spec, for as long as the child lives (it
             // leaves through _exit).
             ex.spec = Box::leak(Box::new(spec.clone()));
-            let r = run_from_boot(&mut ex, strategy).map(|()| ex.finish()).map_err(|e| e.to_string());
+            let r = run_from_boot(&mut ex, strategy, branch)
+                .map(|siblings| Forked { result: ex.finish_in_place(), siblings })
+                .map_err(|e| e.to_string());
             serde_json::to_vec(&r).expect("results always serialise")
         };
-        // SAFETY: the child touches only this execution's state, which this
-        // thread owns; its nodes re-make what other threads held (the KVM
-        // watchdogs) in `rehome`.
-        let bytes = unsafe { vmm::fork::in_child(child, cancel.as_deref()) }.map_err(|e| match e {
-            vmm::fork::ChildError::Cancelled => EngineError::Cancelled,
-            e => EngineError::Warm(e.to_string()),
-        })?;
-        let r: Result<ExecutionResult, String> = serde_json::from_slice(&bytes)
-            .map_err(|e| EngineError::Warm(format!("the forked execution's result does not parse: {e}")))?;
-        let mut r = r.map_err(EngineError::Warm)?;
+        let mut forked: Forked = in_child(child, cancel.as_deref())?;
         // The child counted from the fork; a cold run from the first spawn.
-        r.boot_wall = Some(self.boot_wall);
-        Ok(r)
+        forked.result.boot_wall = Some(self.boot_wall);
+        for s in forked.siblings.iter_mut() {
+            s.result.boot_wall = Some(self.boot_wall);
+        }
+        Ok(forked)
     }
 }
 
-/// In the child: takes the nodes over, ends the boot with the execution's
-/// seed, and steps
-/// to the verdict.
-fn run_from_boot(ex: &mut Execution<'_>, strategy: &mut dyn Strategy) -> Result<(), EngineError> {
+/// An execution run from a warm start, and its crash-state siblings
+/// ([`WarmStart::run_branching`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Forked {
+    /// The execution's own result.
+    pub result: ExecutionResult,
+    /// Its siblings, by crash state (the drawn one left out).
+    pub siblings: Vec<Sibling>,
+}
+
+/// A crash-state sibling: the execution with crash number `crash`
+/// forced into state `state`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sibling {
+    /// The crash number (1-based).
+    pub crash: u32,
+    /// The crash state forced.
+    pub state: u64,
+    /// Its result.
+    pub result: ExecutionResult,
+}
+
+/// Gets every running node ready for fork(2).
+fn prepare_fork(ex: &mut Execution<'_>) -> Result<(), EngineError> {
+    for n in ex.nodes.iter_mut() {
+        if let Some(vm) = n.vm.as_mut() {
+            vm.prepare_fork()?;
+        }
+    }
+    Ok(())
+}
+
+/// In a child of fork(2): every running node taken over, and the wall
+/// clock started again.
+fn rehome(ex: &mut Execution<'_>) -> Result<(), EngineError> {
     for n in ex.nodes.iter_mut() {
         if let Some(vm) = n.vm.as_mut() {
             vm.rehome()?;
         }
     }
     ex.restart_wall_clock();
-    ex.end_boot(ex.spec.seed)?;
-    while ex.step(strategy)? == Step::Running {}
     Ok(())
+}
+
+/// Runs `child` in a forked child and decodes what it sent back: a JSON
+/// `Result<T, String>`.
+fn in_child<T: serde::de::DeserializeOwned>(
+    child: impl FnOnce() -> Vec<u8>,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<T, EngineError> {
+    // SAFETY: the child touches only this execution's state, which this
+    // thread owns; its nodes re-make what other threads held (the KVM
+    // watchdogs) in `rehome`.
+    let bytes = unsafe { vmm::fork::in_child(child, cancel) }.map_err(|e| match e {
+        vmm::fork::ChildError::Cancelled => EngineError::Cancelled,
+        e => EngineError::Warm(e.to_string()),
+    })?;
+    let r: Result<T, String> = serde_json::from_slice(&bytes)
+        .map_err(|e| EngineError::Warm(format!("the forked execution's result does not parse: {e}")))?;
+    r.map_err(EngineError::Warm)
+}
+
+/// In the child: takes the nodes over, ends the boot with the execution's
+/// seed, and steps to the verdict; with `branch`, forks the crash-state
+/// siblings at the crash point on the way (see [`WarmStart::run_branching`]).
+fn run_from_boot(
+    ex: &mut Execution<'_>,
+    strategy: &mut dyn Strategy,
+    branch: bool,
+) -> Result<Vec<Sibling>, EngineError> {
+    rehome(ex)?;
+    ex.end_boot(ex.spec.seed)?;
+    ex.branch_at_crash(branch);
+    let mut siblings = Vec::new();
+    loop {
+        match ex.step(strategy)? {
+            Step::Running => {}
+            Step::Done => return Ok(siblings),
+            Step::CrashBranch(b) => {
+                for state in (0..b.states).filter(|&k| k != b.chosen) {
+                    let result = fork_sibling(ex, strategy, b.crash, state)?;
+                    siblings.push(Sibling { crash: b.crash, state, result });
+                }
+            }
+        }
+    }
+}
+
+/// At a crash branch: the sibling with crash `crash` forced into `state`,
+/// run in a grandchild to its verdict. The execution goes on as it was.
+fn fork_sibling(
+    ex: &mut Execution<'_>,
+    strategy: &mut dyn Strategy,
+    crash: u32,
+    state: u64,
+) -> Result<ExecutionResult, EngineError> {
+    prepare_fork(ex)?;
+    let child = || {
+        let r = (|| {
+            rehome(ex)?;
+            ex.branch_at_crash(false);
+            ex.force_crash_state(crash, state);
+            while ex.step(strategy)? == Step::Running {}
+            Ok::<_, EngineError>(ex.finish_in_place())
+        })()
+        .map_err(|e| e.to_string());
+        serde_json::to_vec(&r).expect("results always serialise")
+    };
+    in_child(child, None)
 }

@@ -219,11 +219,12 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
 }
 
 /// How a run splits its work, decided before anything is built.
-/// `--warm-start` needs nodes fork(2) can copy and a strategy that learns
-/// nothing from one execution for the next (a forked child cannot give its
-/// strategy back).
-fn check_warm_start(opts: &RunOptions) -> Result<()> {
-    if opts.runtime != RuntimeKind::Kvm {
+/// `--warm-start` needs nodes fork(2) can copy, and (both modes, so that
+/// `cold` runs what a forked run runs) a strategy that learns nothing from
+/// one execution for the next: a forked child cannot give its strategy
+/// back, and a crash-state sibling begins the execution's strategy again.
+fn check_warm_start(opts: &RunOptions, mode: WarmStartMode) -> Result<()> {
+    if mode == WarmStartMode::Fork && opts.runtime != RuntimeKind::Kvm {
         return Err(BadInput(
             "--warm-start needs the KVM runtime (--runtime kvm, or auto on a host with vmx/svm): a user-mode Linux \
              node is a host process of its own, which fork(2) does not copy"
@@ -234,7 +235,7 @@ fn check_warm_start(opts: &RunOptions) -> Result<()> {
     if matches!(opts.strategy.kind, StrategyKind::Dfs | StrategyKind::DelayAll) {
         return Err(BadInput(format!(
             "--warm-start: strategy {} carries what it learned from one execution to the next, which an execution \
-             forked from the boot cannot give back; use random, pct or delay",
+             forked from the boot (or its crash-state sibling) cannot give back; use random, pct or delay",
             opts.strategy.kind.name()
         ))
         .into());
@@ -265,8 +266,8 @@ impl Plan {
             ))
             .into());
         }
-        if opts.warm_start == Some(WarmStartMode::Fork) {
-            check_warm_start(opts)?;
+        if let Some(mode) = opts.warm_start {
+            check_warm_start(opts, mode)?;
         }
         let limit = opts.executions.unwrap_or(if opts.time_budget.is_some() { u64::MAX } else { 1 });
         let units = opts.shard.units_below(limit);
@@ -396,7 +397,7 @@ impl Units<'_> {
             }
             let seed = engine::execution_seed(self.opts.seed, unit);
             return Ok(UnitOutput {
-                groups: vec![runner.group(seed, strategy.as_mut(), &format!("e{unit}"), warm)?],
+                groups: vec![runner.group(unit, seed, strategy.as_mut(), &format!("e{unit}"), warm)?],
                 exhausted: false,
             });
         }
@@ -407,7 +408,7 @@ impl Units<'_> {
         let mut groups = Vec::new();
         // A round never needs more executions than the run.
         while (groups.len() as u64) < self.plan.limit && round.begin_execution(0) {
-            let g = runner.group(seed, &mut round, &format!("r{unit}.{}", groups.len()), warm)?;
+            let g = runner.group(unit, seed, &mut round, &format!("r{unit}.{}", groups.len()), warm)?;
             let failed = g.failed();
             groups.push(g);
             if failed && o.until_failure {

@@ -61,33 +61,53 @@ pub(crate) struct UnitRunner<'a> {
 }
 
 impl UnitRunner<'_> {
-    /// Runs an execution with `seed` under `strategy` (its
+    /// Runs execution `unit` with `seed` under `strategy` (its
     /// `begin_execution` already called), then, when its crash point has
     /// few enough disk crash states, every other state in a sibling
-    /// execution that replays its decisions up to the crash and applies
-    /// that state. `label` names its scratch directories (unique in the
+    /// execution. `label` names its scratch directories (unique in the
     /// run).
     ///
-    /// With `fork` (`--warm-start`), every execution forks from the job's
-    /// boot in `warm`, booted at its first execution.
+    /// A sibling of an ordinary run replays the execution's decisions up
+    /// to the crash (`Guided`) and applies its state. In warm-start mode it
+    /// is instead the execution under the same strategy with its state
+    /// forced: with `fork` (`--warm-start`) every execution forks from the
+    /// job's boot in `warm` (booted at its first execution) and its
+    /// siblings fork from its crash point; `--warm-start cold` runs the
+    /// same siblings from scratch, the strategy begun again for `unit`.
     pub fn group(
         &self,
+        unit: u64,
         seed: u64,
         strategy: &mut dyn Strategy,
         label: &str,
         warm: &mut Option<WarmBoot>,
     ) -> Result<Group> {
-        if self.fork && warm.is_none() {
-            *warm = Some(WarmBoot::boot(self.base, self.cancel.clone())?);
-        }
-        let mut run = |spec: &mut ExecutionSpec, strategy: &mut dyn Strategy, label: &str| match warm.as_mut() {
-            Some(w) => w.execute(spec, strategy, label),
-            None => execute_one(spec, strategy, label),
-        };
         let mut spec = self.base.clone();
         spec.seed = seed;
         spec.cancel = Some(self.cancel.clone());
-        let executed = run(&mut spec, strategy, label)?;
+        if self.fork {
+            let w = match warm {
+                Some(w) => w,
+                None => warm.insert(WarmBoot::boot(self.base, self.cancel.clone())?),
+            };
+            let (executed, siblings) = w.execute(&spec, strategy, label)?;
+            let explored = self.explored(&executed);
+            let mut runs = vec![Done { spec: spec.clone(), executed, crash_state: None }];
+            for (crash, k, executed) in siblings {
+                let mut s = spec.clone();
+                s.explore.crash_states.insert(crash, k);
+                runs.push(Done { spec: s, executed, crash_state: Some((crash, k)) });
+            }
+            if self.until_failure {
+                // As a cold group stops: after its first failing execution.
+                if let Some(first) = runs.iter().position(|d| d.executed.result.verdict.failure().is_some()) {
+                    runs.truncate(first + 1);
+                }
+            }
+            return Ok(Group { runs, explored });
+        }
+        let executed = execute_one(&mut spec, strategy, label)?;
+        let explored = self.explored(&executed);
         let siblings = executed
             .result
             .crash_points
@@ -104,13 +124,29 @@ impl UnitRunner<'_> {
                 }
                 let mut s = spec.clone();
                 s.explore.crash_states.insert(crash, k);
-                let mut guided = Guided::new(&decisions);
-                let e = run(&mut s, &mut guided, &format!("{label}-s{k}"))?;
+                let label = format!("{label}-s{k}");
+                let e = if spec.boot_seed.is_some() {
+                    strategy.begin_execution(unit);
+                    execute_one(&mut s, strategy, &label)?
+                } else {
+                    execute_one(&mut s, &mut Guided::new(&decisions), &label)?
+                };
                 failed |= e.result.verdict.failure().is_some();
                 runs.push(Done { spec: s, executed: e, crash_state: Some((crash, k)) });
             }
         }
-        Ok(Group { runs, explored: siblings.map_or(1, |(_, _, n)| n) })
+        Ok(Group { runs, explored })
+    }
+
+    /// Executions that explored `executed`'s crash point: its crash states
+    /// when they were enumerated, else 1.
+    fn explored(&self, executed: &Executed) -> u64 {
+        executed
+            .result
+            .crash_points
+            .first()
+            .filter(|p| self.disk.as_ref().is_some_and(|d| p.enumerable(d.enumerate)))
+            .map_or(1, |p| p.states as u64)
     }
 }
 

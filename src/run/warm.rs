@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use engine::strategy::Strategy;
-use engine::{Boot, ExecutionResult, ExecutionSpec, WarmStart};
+use engine::{Boot, ExecutionResult, ExecutionSpec, Forked, WarmStart};
 
 use super::execution::{exiting, scratch_dir, Executed};
 
@@ -57,18 +57,31 @@ impl WarmBoot {
         })
     }
 
-    /// Runs execution `spec` (the boot's spec with its own seed, and
-    /// crash states for a sibling) from the boot.
-    pub fn execute(&mut self, spec: &ExecutionSpec, strategy: &mut dyn Strategy, label: &str) -> Result<Executed> {
+    /// Runs execution `spec` (the boot's spec with its own seed) from the
+    /// boot, and its crash-state siblings from its crash point
+    /// (`engine::WarmStart::run_branching`): the execution, then each
+    /// sibling with (crash number, state).
+    pub fn execute(
+        &mut self,
+        spec: &ExecutionSpec,
+        strategy: &mut dyn Strategy,
+        label: &str,
+    ) -> Result<(Executed, Vec<(u32, u64, Executed)>)> {
         let r = match self {
-            WarmBoot::Ready { start, .. } => start.run(spec, strategy),
-            WarmBoot::Ended(r) => Ok(r.as_ref().clone()),
+            WarmBoot::Ready { start, .. } => start.run_branching(spec, strategy),
+            WarmBoot::Ended(r) => Ok(Forked { result: r.as_ref().clone(), siblings: Vec::new() }),
         };
         if exiting() {
             anyhow::bail!("simcluster is exiting");
         }
-        let mut result = r.with_context(|| format!("{label} (seed {}) could not run from the boot", spec.seed))?;
-        let pcaps = std::mem::take(&mut result.pcaps);
-        Ok(Executed { result, pcaps })
+        let forked = r.with_context(|| format!("{label} (seed {}) could not run from the boot", spec.seed))?;
+        let siblings = forked.siblings.into_iter().map(|s| (s.crash, s.state, executed(s.result))).collect();
+        Ok((executed(forked.result), siblings))
     }
+}
+
+/// A result with its captures taken out.
+fn executed(mut result: ExecutionResult) -> Executed {
+    let pcaps = std::mem::take(&mut result.pcaps);
+    Executed { result, pcaps }
 }

@@ -13,8 +13,10 @@
 //!   parent's exit handlers: it leaves through `_exit` whatever happens, a
 //!   panic included (reported as [`ChildError::Panicked`]).
 //!
-//! Invariant: [`in_child`] returns only in the parent, after the child has
-//! been reaped (no zombie is left, whatever the outcome).
+//! Invariants: [`in_child`] returns only in the parent, after the child has
+//! been reaped (no zombie is left, whatever the outcome); a child dies with
+//! the thread that forked it (`PR_SET_PDEATHSIG`), so killing a child kills
+//! the children it forked in turn.
 
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -65,6 +67,11 @@ pub unsafe fn in_child(f: impl FnOnce() -> Vec<u8>, cancel: Option<&AtomicBool>)
         return Err(std::io::Error::last_os_error().into());
     }
     if pid == 0 {
+        // Dies with the thread that forked it: a child whose parent was
+        // killed (a cancelled execution's, with children of its own) must
+        // not run on unseen.
+        // SAFETY: prctl(2) with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
         drop(read);
         let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
             Ok(bytes) => {
