@@ -485,6 +485,7 @@ for mode in ("cold", "fork"):
     boots = sorted({e.get("boot_wall_seconds") for e in ex if e.get("boot_wall_seconds") is not None})
     rows.append((mode, len(ex), secs, rc, boots))
 print(f"warm-start bench, {bench} under nested emulation (QEMU TCG, L1 KVM), one job:")
+print("  (executions count crash-state siblings: each is an execution of its own)")
 print(f"  {'mode':<6} {'executions':>10} {'wall s':>7} {'executions/hour':>16}  boot wall s")
 for mode, n, secs, rc, boots in rows:
     rate = n * 3600 / secs if secs else 0

@@ -319,6 +319,7 @@ fn identity(
         until_failure: opts.until_failure,
         critical_walks: opts.critical_walks,
         expect_reached: cluster.expect_reached.clone(),
+        boot_seed: opts.warm_start.map(|_| engine::boot_seed(opts.seed)),
     }
 }
 

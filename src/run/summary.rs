@@ -154,6 +154,10 @@ pub struct RunIdentity {
     /// cluster.toml's `[[expect]] reached` names.
     #[serde(default)]
     pub expect_reached: Vec<String>,
+    /// `--warm-start` (fork or cold: the same executions): the run's boot
+    /// seed. Absent for an ordinary run, whose executions are others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_seed: Option<u64>,
 }
 
 /// Which part of a run's executions a shard ran: `--shard K/N` runs every
@@ -270,6 +274,9 @@ pub struct Summary {
     pub jobs: usize,
     /// "K/N" for one shard, "N shards" merged; null for a whole run.
     pub shard: Option<String>,
+    /// `--warm-start`'s boot seed (executions began from a boot drawn from
+    /// it); null for an ordinary run.
+    pub boot_seed: Option<u64>,
     pub runtime: String,
     /// The user-mode Linux guest kernel series ("7.2", "6.1"); null on KVM.
     pub kernel: Option<String>,
@@ -370,6 +377,7 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
             [one] => Some(one.shard.to_string()),
             many => Some(format!("{} shards", many.len())),
         },
+        boot_seed: id.boot_seed,
         runtime: id.runtime.clone(),
         kernel: id.kernel.clone(),
         host_cpu: HostCpu::sum(records.iter().map(|r| &r.host_cpu)),
