@@ -12,6 +12,10 @@ use engine::{Boot, ExecutionResult, ExecutionSpec, Forked, WarmStart};
 
 use super::execution::{exiting, scratch_dir, Executed};
 
+/// A crash-state sibling from the crash point: (crash number, state, what it
+/// gave).
+pub(crate) type ForkedSibling = (u32, u64, Executed);
+
 /// A job's boot.
 pub(crate) enum WarmBoot {
     /// Every agent ready: executions fork from here.
@@ -66,7 +70,7 @@ impl WarmBoot {
         spec: &ExecutionSpec,
         strategy: &mut dyn Strategy,
         label: &str,
-    ) -> Result<(Executed, Vec<(u32, u64, Executed)>)> {
+    ) -> Result<(Executed, Vec<ForkedSibling>)> {
         let r = match self {
             WarmBoot::Ready { start, .. } => start.run_branching(spec, strategy),
             WarmBoot::Ended(r) => Ok(Forked { result: r.as_ref().clone(), siblings: Vec::new() }),
