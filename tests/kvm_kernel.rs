@@ -96,6 +96,22 @@ fn hello_cluster_boots_on_the_built_kvm_kernel() {
     }
 }
 
+/// guest-images/probes, built, where the host can boot stock Linux on KVM (vmx/svm
+/// and /dev/kvm); otherwise `None`, after printing why `test` skips.
+fn probes_on_kvm(test: &str) -> Option<std::path::PathBuf> {
+    if !vmm::kvm::host::has_hardware_virt() || std::fs::File::open("/dev/kvm").is_err() {
+        eprintln!("SKIP {test}: no vmx/svm or no /dev/kvm");
+        return None;
+    }
+    let probes = repo().join("guest-images/probes");
+    let built = std::process::Command::new("sh").arg(probes.join("build.sh")).output();
+    if !built.as_ref().is_ok_and(|o| o.status.success()) || !probes.join("guest-state/guest-state").is_file() {
+        eprintln!("SKIP {test}: probes/build.sh failed: {built:?}");
+        return None;
+    }
+    Some(probes)
+}
+
 /// guest-images/probes/guest-state on `--runtime kvm`, three runs of one seed: the
 /// probe's lines (the counter user-mode RDTSC/RDTSCP read, getrandom, boot_id, the
 /// UDP ephemeral port) and the trace hash are the same every time, and the probe's
@@ -103,16 +119,7 @@ fn hello_cluster_boots_on_the_built_kvm_kernel() {
 /// moving in a spin loop). Skips without vmx/svm, as the test above.
 #[test]
 fn guest_state_probe_reads_the_same_every_run_on_kvm() {
-    if !vmm::kvm::host::has_hardware_virt() || std::fs::File::open("/dev/kvm").is_err() {
-        eprintln!("SKIP guest_state_probe_reads_the_same_every_run_on_kvm: no vmx/svm or no /dev/kvm");
-        return;
-    }
-    let probes = repo().join("guest-images/probes");
-    let built = std::process::Command::new("sh").arg(probes.join("build.sh")).output();
-    if !built.as_ref().is_ok_and(|o| o.status.success()) || !probes.join("guest-state/guest-state").is_file() {
-        eprintln!("SKIP guest_state_probe_reads_the_same_every_run_on_kvm: probes/build.sh failed: {built:?}");
-        return;
-    }
+    let Some(probes) = probes_on_kvm("guest_state_probe_reads_the_same_every_run_on_kvm") else { return };
     kvm_kernel();
     let mut runs: Vec<(String, Vec<String>)> = Vec::new();
     for _ in 0..3 {
@@ -162,16 +169,7 @@ fn execution_records(out: &std::path::Path) -> Vec<(String, String, f64)> {
 /// siblings fork at the crash point. Skips without vmx/svm, as above.
 #[test]
 fn warm_start_executions_equal_cold_ones_on_kvm() {
-    if !vmm::kvm::host::has_hardware_virt() || std::fs::File::open("/dev/kvm").is_err() {
-        eprintln!("SKIP warm_start_executions_equal_cold_ones_on_kvm: no vmx/svm or no /dev/kvm");
-        return;
-    }
-    let probes = repo().join("guest-images/probes");
-    let built = std::process::Command::new("sh").arg(probes.join("build.sh")).output();
-    if !built.as_ref().is_ok_and(|o| o.status.success()) || !probes.join("guest-state/guest-state").is_file() {
-        eprintln!("SKIP warm_start_executions_equal_cold_ones_on_kvm: probes/build.sh failed: {built:?}");
-        return;
-    }
+    let Some(probes) = probes_on_kvm("warm_start_executions_equal_cold_ones_on_kvm") else { return };
     let Some(examples) = examples() else { return };
     kvm_kernel();
     let run = |cluster: &std::path::Path, mode: &str, executions: &str| {

@@ -555,6 +555,23 @@ fn kvm_triple_fault_fails_the_execution_as_a_reset() {
     }
 }
 
+/// Boots `spec` (its boot seed set) once for executions to fork from.
+fn warm_boot(spec: &ExecutionSpec) -> Box<engine::WarmStart<'_>> {
+    match engine::WarmStart::boot(spec).expect("boot") {
+        engine::Boot::Ready(w) => w,
+        engine::Boot::Ended(r) => panic!("the boot ended the execution: {:?}", r.verdict),
+    }
+}
+
+/// agent_volatile's spec for execution seed `seed`, its crash state drawn from
+/// the seed (none forced).
+fn volatile_seeded_spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
+    let mut s = volatile_spec(image, scratch, 0);
+    s.explore.crash_states.clear();
+    s.seed = seed;
+    s
+}
+
 /// Runs `make_spec`'s cluster in warm-start mode (boot seed 77) for each of
 /// `seeds`: once cold (booted for the execution) and once forked from one shared
 /// boot ([`engine::WarmStart`]), under a random walk with `weights` seeded like the
@@ -578,10 +595,7 @@ fn warm_equals_cold(
     std::fs::create_dir_all(&warm_dir).unwrap();
     let mut boot_spec = make_spec(&warm_dir, 0);
     boot_spec.boot_seed = Some(77);
-    let mut warm = match engine::WarmStart::boot(&boot_spec).expect("boot") {
-        engine::Boot::Ready(w) => w,
-        engine::Boot::Ended(r) => panic!("the boot ended the execution: {:?}", r.verdict),
-    };
+    let mut warm = warm_boot(&boot_spec);
     let mut hashes = Vec::new();
     let mut prefix = None;
     for &seed in seeds {
@@ -625,12 +639,7 @@ fn kvm_warm_start_with_a_crash_equals_cold_runs() {
     let dir = tempfile::tempdir().unwrap();
     let img = guest_image("agent_volatile", dir.path());
     let weights = KindWeights::default().set(ActionKind::Crash, 1_000_000);
-    let make_spec = |scratch: &Path, seed: u64| {
-        let mut s = volatile_spec(&img, scratch, 0);
-        s.explore.crash_states.clear();
-        s.seed = seed;
-        s
-    };
+    let make_spec = |scratch: &Path, seed: u64| volatile_seeded_spec(&img, scratch, seed);
     let hashes = warm_equals_cold(dir.path(), &[1, 2, 3, 4, 5, 6, 1], &weights, make_spec);
     assert_eq!(hashes[0], hashes[6], "seed 1 again");
     let distinct: BTreeSet<_> = hashes.iter().collect();
@@ -686,19 +695,14 @@ fn kvm_warm_start_branches_crash_state_siblings_at_the_crash() {
     let img = guest_image("agent_volatile", dir.path());
     let weights = KindWeights::default().set(ActionKind::Crash, 1_000_000);
     let make_spec = |scratch: &Path, seed: u64| {
-        let mut s = volatile_spec(&img, scratch, 0);
-        s.explore.crash_states.clear();
-        s.seed = seed;
+        let mut s = volatile_seeded_spec(&img, scratch, seed);
         s.boot_seed = Some(77);
         s
     };
     let warm_dir = dir.path().join("warm");
     std::fs::create_dir_all(&warm_dir).unwrap();
     let boot_spec = make_spec(&warm_dir, 0);
-    let mut warm = match engine::WarmStart::boot(&boot_spec).expect("boot") {
-        engine::Boot::Ready(w) => w,
-        engine::Boot::Ended(r) => panic!("the boot ended the execution: {:?}", r.verdict),
-    };
+    let mut warm = warm_boot(&boot_spec);
     let seed = 2;
     let mut strategy = RandomWalk::new(seed, weights.clone());
     assert!(strategy.begin_execution(0));

@@ -235,14 +235,25 @@ fn boot_nodes(spec: &ExecutionSpec, first_spawn: &mut Option<Instant>) -> Result
     Ok(nodes)
 }
 
-/// The simulated network (with the host client's node, if any).
-fn network(spec: &ExecutionSpec, host: Option<&host::HostEndpoint>) -> Result<Option<network::NetState>, EngineError> {
+/// The host-side client of `spec`'s host workload, drawing from `seed`, its
+/// clock starting at `now`; `None` without one (or without a network).
+fn host_endpoint(spec: &ExecutionSpec, seed: u64, now: u64) -> Option<host::HostEndpoint> {
+    match (&spec.host_workload, &spec.network) {
+        (Some(w), Some(_)) => host::HostEndpoint::new(spec.node_names.len() as u16, w.clone(), seed, now),
+        _ => None,
+    }
+}
+
+/// The simulated network (with the host client's node, if any: in
+/// warm-start mode before the client itself exists).
+fn network(spec: &ExecutionSpec) -> Result<Option<network::NetState>, EngineError> {
     let Some(n) = &spec.network else { return Ok(None) };
     let guests = spec.node_names.len() as u16;
+    let host = spec.host_workload.as_ref().and_then(|_| host::client_node(guests));
     network::NetState::new(
         n,
         guests + u16::from(host.is_some()),
-        host.map(|h| h.node()),
+        host,
         spec.stream_seed(),
         spec.time_limit_ns,
         // In warm-start mode random partitions start with the execution's
@@ -260,15 +271,10 @@ impl<'a> Execution<'a> {
         let began = Instant::now();
         let mut first_spawn = None;
         let nodes = boot_nodes(spec, &mut first_spawn)?;
-        let guests = spec.node_names.len() as u16;
         // In warm-start mode the host client is made when the boot ends,
         // with the execution's seed; its node is in the network from now.
-        let host = match (&spec.host_workload, &spec.network) {
-            (Some(w), Some(_)) => host::HostEndpoint::new(guests, w.clone(), spec.stream_seed(), 0),
-            _ => None,
-        };
-        let net = network(spec, host.as_ref())?;
-        let host = host.filter(|_| spec.boot_seed.is_none());
+        let host = spec.boot_seed.is_none().then(|| host_endpoint(spec, spec.seed, 0)).flatten();
+        let net = network(spec)?;
         let mut ex = Execution {
             spec,
             seed: spec.stream_seed(),
@@ -338,10 +344,7 @@ impl<'a> Execution<'a> {
         self.choices.boot_rng = None;
         self.disk_faults = disk::CompletionFaults::new(seed);
         self.faults = faults::FaultState::new(seed);
-        let guests = self.nodes.len() as u16;
-        if let (Some(w), Some(_)) = (&self.spec.host_workload, &self.spec.network) {
-            self.host = host::HostEndpoint::new(guests, w.clone(), seed, self.now);
-        }
+        self.host = host_endpoint(self.spec, seed, self.now);
         if let Some(ns) = self.net.as_mut() {
             ns.reseed(seed, self.now, self.spec.explore.faults_after.is_none());
         }

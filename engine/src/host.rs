@@ -128,6 +128,12 @@ pub(crate) enum HostOutcome {
     Failed(String),
 }
 
+/// The host client's node in a cluster of `guests` guests: the one after
+/// them (see [`HostConfig::after_guests`]).
+pub(crate) fn client_node(guests: u16) -> Option<NodeId> {
+    HostConfig::after_guests(guests, 0).map(|c| c.node)
+}
+
 impl HostEndpoint {
     /// The client of a cluster of `guests` guests, idle until [`start`](Self::start).
     /// Its clock starts at `now`.

@@ -132,6 +132,14 @@ pub struct RunOptions {
     pub shard: Shard,
 }
 
+impl RunOptions {
+    /// The run's boot seed with `--warm-start` (either mode: the same
+    /// executions), derived from the run's seed.
+    pub fn boot_seed(&self) -> Option<u64> {
+        self.warm_start.map(|_| engine::boot_seed(self.seed))
+    }
+}
+
 /// How a `--warm-start` run gets each execution's boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WarmStartMode {
@@ -173,7 +181,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let disk = open.disk.clone();
     let mut base = spec_for(&cluster, &images, &open, opts.time_limit_ns, opts.watchdog, explore.clone(), 0);
     base.runtime = opts.runtime;
-    base.boot_seed = opts.warm_start.map(|_| engine::boot_seed(opts.seed));
+    base.boot_seed = opts.boot_seed();
     let began = Instant::now();
     let runner = UnitRunner {
         base: &base,
@@ -218,7 +226,6 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     Ok((summary, failed))
 }
 
-/// How a run splits its work, decided before anything is built.
 /// `--warm-start` needs nodes fork(2) can copy, and (both modes, so that
 /// `cold` runs what a forked run runs) a strategy that learns nothing from
 /// one execution for the next: a forked child cannot give its strategy
@@ -243,6 +250,7 @@ fn check_warm_start(opts: &RunOptions, mode: WarmStartMode) -> Result<()> {
     Ok(())
 }
 
+/// How a run splits its work, decided before anything is built.
 struct Plan {
     dfs: bool,
     /// Executions to run (`u64::MAX`: until the time budget ends).
@@ -319,7 +327,7 @@ fn identity(
         until_failure: opts.until_failure,
         critical_walks: opts.critical_walks,
         expect_reached: cluster.expect_reached.clone(),
-        boot_seed: opts.warm_start.map(|_| engine::boot_seed(opts.seed)),
+        boot_seed: opts.boot_seed(),
     }
 }
 

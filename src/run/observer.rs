@@ -86,34 +86,12 @@ impl UnitRunner<'_> {
         spec.seed = seed;
         spec.cancel = Some(self.cancel.clone());
         if self.fork {
-            let w = match warm {
-                Some(w) => w,
-                None => warm.insert(WarmBoot::boot(self.base, self.cancel.clone())?),
-            };
-            let (executed, siblings) = w.execute(&spec, strategy, label)?;
-            let explored = self.explored(&executed);
-            let mut runs = vec![Done { spec: spec.clone(), executed, crash_state: None }];
-            for (crash, k, executed) in siblings {
-                let mut s = spec.clone();
-                s.explore.crash_states.insert(crash, k);
-                runs.push(Done { spec: s, executed, crash_state: Some((crash, k)) });
-            }
-            if self.until_failure {
-                // As a cold group stops: after its first failing execution.
-                if let Some(first) = runs.iter().position(|d| d.executed.result.verdict.failure().is_some()) {
-                    runs.truncate(first + 1);
-                }
-            }
-            return Ok(Group { runs, explored });
+            return self.forked_group(spec, strategy, label, warm);
         }
         let executed = execute_one(&mut spec, strategy, label)?;
         let explored = self.explored(&executed);
-        let siblings = executed
-            .result
-            .crash_points
-            .first()
-            .filter(|p| self.disk.as_ref().is_some_and(|d| p.enumerable(d.enumerate)))
-            .and_then(|p| p.chosen.map(|k| (p.crash, k, p.states as u64)));
+        let siblings =
+            self.enumerated_crash_point(&executed).and_then(|p| p.chosen.map(|k| (p.crash, k, p.states as u64)));
         let decisions = executed.result.decisions.clone();
         let mut failed = executed.result.verdict.failure().is_some();
         let mut runs = vec![Done { spec: spec.clone(), executed, crash_state: None }];
@@ -138,15 +116,48 @@ impl UnitRunner<'_> {
         Ok(Group { runs, explored })
     }
 
+    /// [`Self::group`] with `fork`: the execution `spec` from the job's boot
+    /// in `warm` (booted now if it is the job's first), its siblings from its
+    /// crash point.
+    fn forked_group(
+        &self,
+        spec: ExecutionSpec,
+        strategy: &mut dyn Strategy,
+        label: &str,
+        warm: &mut Option<WarmBoot>,
+    ) -> Result<Group> {
+        let w = match warm {
+            Some(w) => w,
+            None => warm.insert(WarmBoot::boot(self.base, self.cancel.clone())?),
+        };
+        let (executed, siblings) = w.execute(&spec, strategy, label)?;
+        let explored = self.explored(&executed);
+        let mut runs = vec![Done { spec: spec.clone(), executed, crash_state: None }];
+        for (crash, k, executed) in siblings {
+            let mut s = spec.clone();
+            s.explore.crash_states.insert(crash, k);
+            runs.push(Done { spec: s, executed, crash_state: Some((crash, k)) });
+        }
+        if self.until_failure {
+            // As a cold group stops: after its first failing execution.
+            if let Some(first) = runs.iter().position(|d| d.executed.result.verdict.failure().is_some()) {
+                runs.truncate(first + 1);
+            }
+        }
+        Ok(Group { runs, explored })
+    }
+
+    /// `executed`'s first crash point, if its disk states were enumerated
+    /// (few enough): the one whose states its siblings explore.
+    fn enumerated_crash_point<'e>(&self, executed: &'e Executed) -> Option<&'e engine::CrashPoint> {
+        let d = self.disk.as_ref()?;
+        executed.result.crash_points.first().filter(|p| p.enumerable(d.enumerate))
+    }
+
     /// Executions that explored `executed`'s crash point: its crash states
     /// when they were enumerated, else 1.
     fn explored(&self, executed: &Executed) -> u64 {
-        executed
-            .result
-            .crash_points
-            .first()
-            .filter(|p| self.disk.as_ref().is_some_and(|d| p.enumerable(d.enumerate)))
-            .map_or(1, |p| p.states as u64)
+        self.enumerated_crash_point(executed).map_or(1, |p| p.states as u64)
     }
 }
 
