@@ -21,7 +21,6 @@
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 /// How a child did not give its bytes back.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +39,9 @@ pub enum ChildError {
     #[error("the forked child was cancelled")]
     Cancelled,
 }
+
+/// How often the parent looks at `cancel` while it waits (ms).
+const CANCEL_POLL_MS: libc::c_int = 100;
 
 /// What the child's exit code means: 0 ok, `PANICKED` the closure panicked.
 const PANICKED: i32 = 101;
@@ -113,9 +115,8 @@ fn read_until_eof(read: OwnedFd, pid: libc::pid_t, cancel: Option<&AtomicBool>) 
             return Err(ChildError::Cancelled);
         }
         let mut pfd = libc::pollfd { fd: file.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        let wait = Duration::from_millis(100).as_millis() as libc::c_int;
         // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, wait) };
+        let n = unsafe { libc::poll(&mut pfd, 1, CANCEL_POLL_MS) };
         if n < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() == std::io::ErrorKind::Interrupted {
@@ -153,6 +154,7 @@ fn reap(pid: libc::pid_t) -> Result<libc::c_int, ChildError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn the_child_gives_its_bytes_and_the_parent_keeps_its_state() {
