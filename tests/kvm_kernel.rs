@@ -166,15 +166,17 @@ fn execution_records(out: &std::path::Path) -> Vec<(String, String, f64)> {
 /// hashes of the same executions each booted for itself (`--warm-start cold`); the
 /// forked ones share one boot (one boot wall time). guest-state (three
 /// executions), and rename-unsafe, whose power loss leaves two crash states: its
-/// siblings fork at the crash point. Skips without vmx/svm, as above.
+/// siblings fork at the crash point. With two jobs (two boots) guest-state's
+/// executions are the same again. Skips without vmx/svm, as above.
 #[test]
 fn warm_start_executions_equal_cold_ones_on_kvm() {
     let Some(probes) = probes_on_kvm("warm_start_executions_equal_cold_ones_on_kvm") else { return };
     let Some(examples) = examples() else { return };
     kvm_kernel();
-    let run = |cluster: &std::path::Path, mode: &str, executions: &str| {
+    let run = |cluster: &std::path::Path, mode: &str, executions: &str, jobs: &str| {
         let out = tempfile::tempdir().unwrap();
-        let args = ["--runtime", "kvm", "--seed", "1", "--executions", executions, "--jobs", "1", "--warm-start", mode];
+        let args =
+            ["--runtime", "kvm", "--seed", "1", "--executions", executions, "--jobs", jobs, "--warm-start", mode];
         let began = std::time::Instant::now();
         let r = run_cluster(cluster, out.path(), &args);
         assert!(r.code == 0 || r.code == 1, "{mode}: {r:?}");
@@ -187,9 +189,13 @@ fn warm_start_executions_equal_cold_ones_on_kvm() {
     let hashes = |r: &[(String, String, f64)]| r.iter().map(|(i, h, _)| (i.clone(), h.clone())).collect::<Vec<_>>();
     for (cluster, executions, runs) in [(probes.join("guest-state"), "3", 3), (examples.join("rename-unsafe"), "2", 4)]
     {
-        let (fork, cold) = (run(&cluster, "fork", executions), run(&cluster, "cold", executions));
+        let (fork, cold) = (run(&cluster, "fork", executions, "1"), run(&cluster, "cold", executions, "1"));
         assert_eq!(fork.len(), runs, "{}: {fork:?}", cluster.display());
         assert_eq!(hashes(&fork), hashes(&cold), "{}: forked executions differ from cold ones", cluster.display());
         assert!(fork.iter().all(|r| r.2 == fork[0].2), "the forked executions did not share one boot: {fork:?}");
     }
+    // Two jobs, each booting once and forking its share: the same executions.
+    let cluster = probes.join("guest-state");
+    let (one, two) = (run(&cluster, "fork", "3", "1"), run(&cluster, "fork", "3", "2"));
+    assert_eq!(hashes(&two), hashes(&one), "forked executions depend on --jobs");
 }
