@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # db-cluster (etcd on three nodes, faults on) gives the same trace hash
 # RUNS times for one seed, in both userspace modes of the 7.2 kernel.
-# About 7 s per execution here; tests/determinism_modes.rs does the same for
-# hello-cluster and the examples inside `cargo test`.
+# Each run must exit 0 with no failure and print its JSON line: a run that
+# crashes, fails a property or prints no hash fails the script (five
+# missing hashes are not "one hash"). tests/determinism_modes.rs does the
+# same for hello-cluster and the examples inside `cargo test`.
 #
 #   scripts/determinism-db.sh [SEED] [RUNS]      (defaults: 1, 5)
 #   SIMCLUSTER_BIN=target/debug/simcluster scripts/determinism-db.sh   (as scripts/test.sh)
@@ -23,15 +25,33 @@ for mode in seccomp ptrace; do
   mkdir -p "$tmp/$mode"
   cp -r guest-images/. "$tmp/$mode/"
   sed -i "0,/^\[cluster\]/s//[cluster]\nuserspace = \"$mode\"/" "$tmp/$mode/db-cluster/cluster.toml"
+  grep -q "^userspace = \"$mode\"" "$tmp/$mode/db-cluster/cluster.toml" \
+    || { echo "$mode: could not set userspace in db-cluster's cluster.toml"; exit 1; }
   hashes=()
   for i in $(seq 1 "$runs"); do
-    h=$("$bin" run --quiet --images "$tmp/$mode/db-cluster" --seed "$seed" --out "$tmp/out" \
-        | python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); print(j["trace_hash"], j["failures"], round(j["wall_seconds"],1))') || true
-    echo "$mode run $i: $h"
-    hashes+=("${h%% *}")
+    rc=0
+    "$bin" run --quiet --images "$tmp/$mode/db-cluster" --seed "$seed" --out "$tmp/out" \
+      >"$tmp/run.json" 2>"$tmp/run.err" || rc=$?
+    # "HASH FAILURES WALL" from the last JSON line, or nothing.
+    h=$(python3 -c '
+import json, sys
+lines = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("{")]
+if lines:
+    j = json.loads(lines[-1])
+    print(j["trace_hash"], j["failures"], round(j["wall_seconds"], 1))' "$tmp/run.json" 2>/dev/null || true)
+    echo "$mode run $i: exit $rc: ${h:-no JSON line}"
+    read -r hash failures _ <<<"${h:-- - -}"
+    if [ "$rc" != 0 ] || [ "$hash" = - ] || [ "$failures" != 0 ]; then
+      echo "  $mode run $i must exit 0 with no failure and a trace hash; its last stderr lines:"
+      tail -n 15 "$tmp/run.err" | sed 's/^/    /'
+      status=1
+    fi
+    hashes+=("$hash")
   done
   if [ "$(printf '%s\n' "${hashes[@]}" | sort -u | wc -l)" != 1 ]; then
-    echo "DIFFERENT trace hashes for seed $seed in $mode mode"; status=1
+    echo "$mode: DIFFERENT trace hashes for seed $seed: ${hashes[*]}"; status=1
+  elif [ "${hashes[0]}" = - ]; then
+    echo "$mode: no trace hash to compare"; status=1
   else
     echo "$mode: $runs runs, one trace hash"
   fi

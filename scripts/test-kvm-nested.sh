@@ -16,10 +16,16 @@
 # (downloaded with `apt-get download` and unpacked into the cache, never
 # installed). Cached under ${SIMCLUSTER_CACHE:-~/.cache/simcluster}/nested/.
 #
-# Exit status: 0 when every test inside passed, or when it skips (qemu
-# cannot be installed, L1 did not come up, kvm_amd did not load, L1 wedged
-# on every boot: it says SKIP and why); 1 when a test inside failed or a
-# cluster's runs gave different trace hashes.
+# Exit status: 0 when every test inside passed, or when it skips because
+# qemu-system-x86_64 cannot be had here (not root, or apt-get cannot install
+# it: it says SKIP and why, and records the skip in $SIMCLUSTER_SKIP_LOG);
+# 1 when a test inside failed, a cluster's runs gave different trace hashes,
+# or L1 could not run the tests (did not come up, kvm_amd did not load, L1
+# wedged on every boot): that is no result, and no result is not a pass.
+# A test binary that failed and passed on retry is a flake: reported, and
+# recorded in $SIMCLUSTER_FLAKE_LOG (scripts/test.sh lists them); skips
+# inside L1 reach $SIMCLUSTER_SKIP_LOG too. The last line but one is
+# "NESTED-COUNTS PASSED FAILED" (tests and cluster checks) for test.sh.
 #
 # Environment:
 #   SIMCLUSTER_NESTED_TIMEOUT  wall-clock limit of the L1 run (s, default 3000)
@@ -78,7 +84,15 @@ say() { echo "test-kvm-nested: $*"; }
 # A cluster in SIMCLUSTER_NESTED_CLUSTERS is DIR or DIR:RUNS (its own count).
 cluster_of() { echo "${1%%:*}"; }
 runs_of() { case $1 in *:*) echo "${1##*:}" ;; *) echo "$runs" ;; esac; }
-skip() { say "SKIP: $*"; exit 0; }
+# `skip REASON`: qemu cannot be had; the only case that is not a failure.
+skip() {
+  say "SKIP: $*"
+  [ -z "${SIMCLUSTER_SKIP_LOG:-}" ] || printf 'test-kvm-nested\thost\t%s\n' "$*" >>"$SIMCLUSTER_SKIP_LOG"
+  echo "NESTED-COUNTS 0 0"
+  exit 0
+}
+# `no_result REASON`: L1 could not run the tests.
+no_result() { say "FAILED: $* (no test ran to its end: not a pass)"; echo "NESTED-COUNTS 0 1"; exit 1; }
 mkdir -p "$cache"
 
 # --- 1. Debian packages -----------------------------------------------------
@@ -113,17 +127,17 @@ if [ -z "$kpkg" ] && [ "$(id -u)" = 0 ]; then
   apt-get update -q >/dev/null 2>&1 || true
   kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
 fi
-[ -n "$kpkg" ] || skip "apt knows no linux-image-amd64 (the L1 kernel)"
+[ -n "$kpkg" ] || no_result "apt knows no linux-image-amd64 (the L1 kernel)"
 kver=$(pkg_version "$kpkg")
 kdir=$cache/$kpkg-$kver
-fetch_deb "$kpkg" "$kver" "$kdir" || skip "apt-get download $kpkg=$kver failed"
+fetch_deb "$kpkg" "$kver" "$kdir" || no_result "apt-get download $kpkg=$kver failed"
 bbver=$(pkg_version busybox-static)
 bbdir=$cache/busybox-static-$bbver
-fetch_deb busybox-static "$bbver" "$bbdir" || skip "apt-get download busybox-static=$bbver failed"
+fetch_deb busybox-static "$bbver" "$bbdir" || no_result "apt-get download busybox-static=$bbver failed"
 busybox=$bbdir/root/bin/busybox
 vmlinuz=$(echo "$kdir"/root/boot/vmlinuz-*)
 moddir=$(echo "$kdir"/root/lib/modules/*)
-[ -f "$vmlinuz" ] && [ -d "$moddir" ] || skip "$kpkg has no vmlinuz or modules"
+[ -f "$vmlinuz" ] && [ -d "$moddir" ] || no_result "$kpkg has no vmlinuz or modules"
 
 # The modules L1 loads, dependencies first (from each module's .modinfo
 # `depends=`; the package has no modules.dep, depmod makes it on install).
@@ -267,7 +281,8 @@ chmod 0777 "$results"
   echo "#!/bin/sh"
   echo "cd '$repo'"
   echo "export HOME='$HOME' PATH='/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' SIMCLUSTER_CACHE='${SIMCLUSTER_CACHE:-$HOME/.cache/simcluster}'"
-  echo "export SIMCLUSTER_KVM_KERNEL='$kvm_kernel' RUST_BACKTRACE=1"
+  echo "export SIMCLUSTER_KVM_KERNEL='$kvm_kernel' RUST_BACKTRACE=1 SIMCLUSTER_SKIP_LOG=/nested-results/skips"
+  [ -z "${SIMCLUSTER_STRICT_SKIPS:-}" ] || echo "export SIMCLUSTER_STRICT_SKIPS='$SIMCLUSTER_STRICT_SKIPS'"
   echo "R=/nested-results"
   cat <<'EOF'
 # `step NAME CMD...`: runs CMD, its output in $R/NAME.out, exit code in
@@ -380,19 +395,19 @@ done
 wall=$(( $(date +%s) - start ))
 say "L1 ran ${wall}s (qemu exit $qemu_rc, $attempt boot(s))"
 kept=" (results: $results)"
-# An L1 that wedged on every boot is QEMU's emulator hanging, not a test
-# result (the tests inside never reported): say so loudly and skip.
-[ "$stalled" = 1 ] && skip "L1 stopped responding ${attempt} time(s) under TCG: no result, not a test failure$kept"
+# An L1 that wedged on every boot is QEMU's emulator hanging: the tests
+# inside never reported, which is no pass.
+[ "$stalled" = 1 ] && no_result "L1 stopped responding ${attempt} time(s) under TCG$kept"
 
 # --- 6. Report -----------------------------------------------------------------------
 if [ ! -e "$results/booted" ]; then
   tail -n 20 "$results/console.log" "$results/qemu.log" 2>/dev/null | sed 's/^/  /'
-  [ "$qemu_rc" = 124 ] && skip "L1 did not come up within ${timeout_s}s"
-  skip "L1 did not come up (qemu exit $qemu_rc)"
+  [ "$qemu_rc" = 124 ] && no_result "L1 did not come up within ${timeout_s}s"
+  no_result "L1 did not come up (qemu exit $qemu_rc)"
 fi
 if [ "$(cat "$results/kvm" 2>/dev/null)" != 1 ]; then
   sed 's/^/  /' "$results/insmod.log" 2>/dev/null | tail -n 20
-  skip "L1 booted (cpu flags: $(cat "$results/cpu-flags" 2>/dev/null)) but kvm_amd did not load or /dev/kvm is missing"
+  no_result "L1 booted (cpu flags: $(cat "$results/cpu-flags" 2>/dev/null)) but kvm_amd did not load or /dev/kvm is missing"
 fi
 # `panic_lines FILE MAX PREFIX`: the failed tests of a libtest output and their
 # panics (with the assertion lines after them, backtraces left out).
@@ -400,7 +415,9 @@ panic_lines() {
   grep -E -A3 '^(test .* \.\.\. FAILED|thread .* panicked)' "$1" | grep -v -E '^(stack backtrace:|--|) *$|^ +[0-9]+: ' \
     | head -n "$2" | cut -c1-300 | sed "s/^/    $3/" || true
 }
-status=0 retried=0
+status=0 retried=0 n_passed=0 n_failed=0
+# `counts FILE`: "PASSED FAILED" of a libtest output's last summary line.
+counts() { grep -E '^test result:' "$1" | tail -n 1 | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/'; }
 while read -r name _; do
   f=$results/test-$name
   if [ ! -e "$f.rc" ]; then
@@ -410,21 +427,26 @@ while read -r name _; do
     else
       say "test $name: not started"
     fi
-    status=1; continue
+    status=1 n_failed=$((n_failed + 1)); continue
   fi
   summary=$(grep -E '^test result:' "$f.out" | tail -n 1)
   skips=$(grep -c '^SKIP' "$f.out" || true)
   # The last retry of the tests that failed, if any ran.
   retry=$(ls "$results"/retry-"$name"-*.rc 2>/dev/null | sort -V | tail -n 1 || true)
   retry=${retry%.rc}
+  read -r p fl < <(counts "$f.out" || true)
   if [ "$(cat "$f.rc")" = 0 ]; then
+    n_passed=$((n_passed + ${p:-0}))
     say "test $name: ok in $(cat "$f.secs")s: $summary${skips:+ ($skips SKIP lines)}"
   elif [ -n "$retry" ] && [ "$(cat "$retry.rc")" = 0 ]; then
     say "test $name: PASSED ON RETRY under the emulator (${retry##*-} retry): it first failed (exit $(cat "$f.rc")) in $(cat "$f.secs")s: $summary"
     panic_lines "$f.out" 12 "first run: "
     say "  retry: $(grep -E '^test result:' "$retry.out" | tail -n 1)"
     retried=$((retried + 1))
+    n_passed=$((n_passed + ${p:-0} + ${fl:-0}))
+    [ -z "${SIMCLUSTER_FLAKE_LOG:-}" ] || echo "L1 $name: failed, then passed on retry under the emulator ($(grep -c '^test .* FAILED$' "$f.out" || true) test(s): $(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$f.out" | tr '\n' ' '))" >>"$SIMCLUSTER_FLAKE_LOG"
   else
+    n_passed=$((n_passed + ${p:-0})) n_failed=$((n_failed + ${fl:-1}))
     say "test $name: FAILED (exit $(cat "$f.rc")) in $(cat "$f.secs")s: $summary"
     panic_lines "$f.out" 20 ""
     [ -z "$retry" ] || { say "  and again on retry:"; panic_lines "$retry.out" 10 ""; }
@@ -459,6 +481,7 @@ for spec in $clusters; do
     fi
     hashes="$hashes ${h%% *}"
   done
+  before=$status
   if echo "$hashes" | grep -qw none; then
     say "$c: trace hashes not compared (a run gave none)"; status=1
   elif [ "$(printf '%s\n' $hashes | sort -u | wc -l)" = 1 ]; then
@@ -466,6 +489,8 @@ for spec in $clusters; do
   else
     say "$c: DIFFERENT trace hashes:$hashes"; status=1
   fi
+  # One check per cluster: its runs passed and agreed.
+  if [ "$status" = "$before" ]; then n_passed=$((n_passed + 1)); else n_failed=$((n_failed + 1)); fi
 done
 if [ -n "$bench" ]; then
   # Executions/hour with and without warm start, and each execution's hash
@@ -500,5 +525,10 @@ sys.exit(0 if ok else 1)
 PY
 fi
 [ -e "$results/plan.rc" ] || { say "the plan did not finish (L1 timed out after ${timeout_s}s?)"; status=1; }
+# Skips inside L1, under L1's name for them.
+if [ -s "$results/skips" ] && [ -n "${SIMCLUSTER_SKIP_LOG:-}" ]; then
+  sed 's/^/L1 /' "$results/skips" >>"$SIMCLUSTER_SKIP_LOG"
+fi
+echo "NESTED-COUNTS $n_passed $n_failed"
 if [ $status = 0 ]; then say "all passed in L1 (${wall}s)"; else say "FAILED$kept"; fi
 exit $status

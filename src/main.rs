@@ -554,6 +554,9 @@ fn replay_command(failure_file: &Path, common: &CommonArgs) -> anyhow::Result<Ex
             eprintln!("  recorded: {}", d.expected.as_deref().unwrap_or("(end of trace)"));
             eprintln!("  replayed: {}", d.actual.as_deref().unwrap_or("(end of trace)"));
         }
+        if let Some(cause) = &r.likely_cause {
+            eprintln!("likely cause: {cause}");
+        }
     }
     println!("{}", serde_json::to_string(&r)?);
     Ok(if r.reproduced { ExitCode::SUCCESS } else { ExitCode::from(1) })

@@ -15,7 +15,7 @@ use checker::failure_file::{self, FailureRecord, Shrunk};
 use checker::shrink;
 use checker::strategy::Guided;
 use engine::strategy::Decision;
-use engine::{ExecutionResult, ExploreSpec, Failure, RuntimeKind};
+use engine::{ExecutionResult, ExploreSpec, Failure, HostClass, HostFacts, RuntimeKind};
 use serde::Serialize;
 
 use crate::cluster::Cluster;
@@ -33,6 +33,8 @@ struct Loaded {
     explore: ExploreSpec,
     /// The runtime the failure was found on.
     runtime: RuntimeKind,
+    /// This host.
+    host: HostFacts,
 }
 
 fn load(file: &Path, quiet: bool) -> Result<Loaded> {
@@ -44,6 +46,16 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
     let mut explore = explore_for(&cluster, Some(run.window_ns), Some(run.max_crashes));
     explore.crash_states = run.crash_states.clone();
     let runtime = RuntimeKind::from(run.runtime);
+    let host = crate::run::host_facts(&cluster, runtime)?;
+    if let Some(recorded) = record.host.as_ref().filter(|r| host.differs_for_replay(r)) {
+        // Always said (not progress): it is why a replay may differ.
+        eprintln!(
+            "note: recorded on {}, replaying on {}: guest programs that read CPUID may see another machine, so the \
+             replay may differ",
+            recorded.class(),
+            host.class()
+        );
+    }
     if runtime == RuntimeKind::Kvm {
         // Same checks and messages as `run --runtime kvm`.
         crate::run::choose_runtime(Some(runtime), &crate::run::HostVirt::detect())
@@ -58,7 +70,7 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
         );
     }
     let open = OpenImages::open(&cluster, &images)?;
-    Ok(Loaded { record, cluster, images, open, explore, runtime })
+    Ok(Loaded { record, cluster, images, open, explore, runtime, host })
 }
 
 impl Loaded {
@@ -93,6 +105,17 @@ pub struct ReplaySummary {
     /// trace.jsonl beside the failure file), when they differ.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub divergence: Option<Divergence>,
+    /// This host's class (cpu vendor, CPUID faulting).
+    pub host: HostClass,
+    /// The recording host's class; null when the failure file records none.
+    pub recorded_host: Option<HostClass>,
+    /// The two hosts differ in what guests see (see
+    /// `HostFacts::differs_for_replay`); false when the recording host is
+    /// unknown.
+    pub host_differs: bool,
+    /// Why a replay that did not reproduce most likely differs (the host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub likely_cause: Option<String>,
     pub virtual_seconds: f64,
     pub wall_seconds: f64,
 }
@@ -138,6 +161,16 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
         }
         _ => None,
     };
+    let recorded_host = l.record.host.as_ref();
+    let host_differs = recorded_host.is_some_and(|r| l.host.differs_for_replay(r));
+    let likely_cause = (host_differs && result.trace_hash != l.record.trace_hash).then(|| {
+        let r = recorded_host.expect("host_differs needs a recorded host");
+        format!(
+            "the host: recorded on {}, replayed on {} (guest programs that read CPUID saw another machine)",
+            r.class(),
+            l.host.class()
+        )
+    });
     Ok(ReplaySummary {
         reproduced,
         trace_hash: result.trace_hash.clone(),
@@ -146,6 +179,10 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
         expected_failure: l.record.failure.clone(),
         images_match: l.images.hash == l.record.images_hash,
         divergence,
+        host: l.host.class(),
+        recorded_host: recorded_host.map(HostFacts::class),
+        host_differs,
+        likely_cause,
         virtual_seconds: result.ended_at.as_ns() as f64 / 1e9,
         wall_seconds: began.elapsed().as_secs_f64(),
     })
@@ -295,6 +332,8 @@ impl Loaded {
                 original_decisions: self.record.actions.len() as u64,
                 original_trace_hash: self.record.trace_hash.clone(),
             }),
+            // The shrunk execution ran here.
+            host: Some(self.host.clone()),
         }
     }
 }

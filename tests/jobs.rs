@@ -75,6 +75,7 @@ fn jobs_do_not_change_results() {
 }
 
 #[test]
+#[ignore = "full tier: twelve executions under three --jobs values; jobs_do_not_change_results checks --jobs in the short tier"]
 fn until_failure_stops_at_the_same_execution_for_any_jobs() {
     let Some(ex) = examples() else { return };
     let j = same_for_any_jobs(
@@ -88,6 +89,7 @@ fn until_failure_stops_at_the_same_execution_for_any_jobs() {
 }
 
 #[test]
+#[ignore = "full tier: dfs and delay-all over many executions"]
 fn exhaustive_strategies_split_their_work_deterministically() {
     let Some(ex) = examples() else { return };
     let reorder = ex.join("reorder");
@@ -204,6 +206,7 @@ fn bad_shards_and_jobs_are_bad_input() {
 /// equals the unsharded run; the manifest keeps completions, parallelism
 /// and SHARDS equal.
 #[test]
+#[ignore = "full tier: shards as Kubernetes pods; two_shards_merged_equal_the_unsharded_run and tests/slurm.rs check shards in the short tier"]
 fn an_indexed_jobs_pods_merged_equal_the_unsharded_run() {
     let Some(ex) = examples() else { return };
     let cluster = ex.join("crash-primary");

@@ -3,7 +3,7 @@
 //! accepts, with every line of guest-images/kernel/kvm-microvm.config in its .config.
 //! Where the host has hardware virtualization (/dev/kvm with vmx/svm), hello-cluster
 //! then boots on it with `--runtime kvm`; elsewhere (a PVM host, as here) that part
-//! skips with a printed reason. The first build takes minutes; later runs find it in
+//! skips (recorded by `testkit`, `Cause::Host`). The first build takes minutes; later runs find it in
 //! the cache.
 
 mod common;
@@ -60,14 +60,14 @@ fn the_image_builder_builds_a_kvm_kernel_the_loader_accepts() {
 #[test]
 fn hello_cluster_boots_on_the_built_kvm_kernel() {
     if !vmm::kvm::host::has_hardware_virt() {
-        eprintln!(
-            "SKIP hello_cluster_boots_on_the_built_kvm_kernel: /proc/cpuinfo has neither vmx nor svm \
-             (stock Linux cannot boot under this host's /dev/kvm)"
+        testkit::skip(
+            testkit::Cause::Host,
+            "/proc/cpuinfo has neither vmx nor svm (stock Linux cannot boot under this host's /dev/kvm)",
         );
         return;
     }
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
-        eprintln!("SKIP hello_cluster_boots_on_the_built_kvm_kernel: /dev/kvm: {e}");
+        testkit::skip(testkit::Cause::Host, format!("cannot open /dev/kvm: {e}"));
         return;
     }
     let kernel = kvm_kernel();
@@ -97,16 +97,28 @@ fn hello_cluster_boots_on_the_built_kvm_kernel() {
 }
 
 /// guest-images/probes, built, where the host can boot stock Linux on KVM (vmx/svm
-/// and /dev/kvm); otherwise `None`, after printing why `test` skips.
-fn probes_on_kvm(test: &str) -> Option<std::path::PathBuf> {
-    if !vmm::kvm::host::has_hardware_virt() || std::fs::File::open("/dev/kvm").is_err() {
-        eprintln!("SKIP {test}: no vmx/svm or no /dev/kvm");
+/// and /dev/kvm); otherwise `None`, after recording why the running test skips.
+fn probes_on_kvm() -> Option<std::path::PathBuf> {
+    if !vmm::kvm::host::has_hardware_virt() {
+        testkit::skip(
+            testkit::Cause::Host,
+            "/proc/cpuinfo has neither vmx nor svm (stock Linux cannot boot under this host's /dev/kvm)",
+        );
+        return None;
+    }
+    if let Err(e) = std::fs::File::open("/dev/kvm") {
+        testkit::skip(testkit::Cause::Host, format!("cannot open /dev/kvm: {e}"));
         return None;
     }
     let probes = repo().join("guest-images/probes");
     let built = std::process::Command::new("sh").arg(probes.join("build.sh")).output();
     if !built.as_ref().is_ok_and(|o| o.status.success()) || !probes.join("guest-state/guest-state").is_file() {
-        eprintln!("SKIP {test}: probes/build.sh failed: {built:?}");
+        testkit::skip(
+            testkit::Cause::Missing,
+            format!(
+                "guest-images/probes/build.sh failed (it needs gcc with a static libc: apt-get install gcc libc6-dev): {built:?}"
+            ),
+        );
         return None;
     }
     Some(probes)
@@ -119,7 +131,7 @@ fn probes_on_kvm(test: &str) -> Option<std::path::PathBuf> {
 /// moving in a spin loop). Skips without vmx/svm, as the test above.
 #[test]
 fn guest_state_probe_reads_the_same_every_run_on_kvm() {
-    let Some(probes) = probes_on_kvm("guest_state_probe_reads_the_same_every_run_on_kvm") else { return };
+    let Some(probes) = probes_on_kvm() else { return };
     kvm_kernel();
     let mut runs: Vec<(String, Vec<String>)> = Vec::new();
     for _ in 0..3 {
@@ -170,7 +182,7 @@ fn execution_records(out: &std::path::Path) -> Vec<(String, String, f64)> {
 /// executions are the same again. Skips without vmx/svm, as above.
 #[test]
 fn warm_start_executions_equal_cold_ones_on_kvm() {
-    let Some(probes) = probes_on_kvm("warm_start_executions_equal_cold_ones_on_kvm") else { return };
+    let Some(probes) = probes_on_kvm() else { return };
     let Some(examples) = examples() else { return };
     kvm_kernel();
     let run = |cluster: &std::path::Path, mode: &str, executions: &str, jobs: &str| {

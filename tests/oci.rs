@@ -33,7 +33,7 @@ fn sh(cmd: &str, dir: &Path) {
 }
 
 /// Installs umoci and skopeo if this host lacks them (as the image builder
-/// would); false, with the reason printed, where that is impossible.
+/// would); false, with the skip recorded (`testkit`), where that is impossible.
 fn tools() -> bool {
     let have = |p: &str| {
         Command::new("sh").arg("-c").arg(format!("command -v {p}")).output().is_ok_and(|o| o.status.success())
@@ -47,7 +47,10 @@ fn tools() -> bool {
     if have("umoci") && have("skopeo") {
         true
     } else {
-        println!("skipping: umoci and skopeo are not installed and apt-get could not install them");
+        testkit::skip(
+            testkit::Cause::Missing,
+            "umoci and skopeo are not installed and apt-get could not install them (as root: apt-get install umoci skopeo)",
+        );
         false
     }
 }

@@ -58,6 +58,7 @@ fn without_maintainer_scripts_dependencies_are_still_followed() {
 }
 
 #[test]
+#[ignore = "full tier: two image builds from Debian packages (over a minute)"]
 fn a_configured_image_is_the_same_bytes_when_built_again() {
     let d = cluster(ETCD_ONLY, &[]);
     let mut sums = Vec::new();
@@ -80,6 +81,7 @@ fn a_configured_image_is_the_same_bytes_when_built_again() {
 }
 
 #[test]
+#[ignore = "full tier: a PostgreSQL image from Debian packages (over a minute); etcd_server is built in the short tier"]
 fn postgresql_alone_builds_and_serves_queries() {
     let toml = r#"
 [cluster]

@@ -58,6 +58,7 @@ fn a_small_root_stays_in_the_initramfs_by_default() {
 }
 
 #[test]
+#[ignore = "full tier: a large root image (over a minute)"]
 fn a_root_disk_keeps_a_large_image_out_of_guest_memory() {
     // etcd with the Essential set: about 100 MB of files.
     let toml = |mode: &str| {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// SLURM_CONF of a running Slurm: the environment's, else the local one
-/// scripts/slurm/local.sh starts; `None` with the reason printed.
+/// scripts/slurm/local.sh starts; `None` with the skip recorded.
 fn slurm_conf() -> Option<PathBuf> {
     let conf = std::env::var_os("SLURM_CONF").map(PathBuf::from).unwrap_or_else(|| {
         let dir = std::env::var_os("SIMCLUSTER_SLURM_DIR").map_or("/tmp/simcluster-slurm".into(), PathBuf::from);
@@ -28,15 +28,21 @@ fn slurm_conf() -> Option<PathBuf> {
             Some(conf)
         }
         Ok(o) => {
-            println!(
-                "skipping: no Slurm node takes jobs ({}: {}); scripts/slurm/local.sh start runs one here",
-                conf.display(),
-                String::from_utf8_lossy(&o.stderr).trim()
+            testkit::skip(
+                testkit::Cause::Missing,
+                format!(
+                    "no Slurm node takes jobs ({}: {}); scripts/slurm/local.sh start runs one here",
+                    conf.display(),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
             );
             None
         }
         Err(e) => {
-            println!("skipping: sinfo cannot run ({e}); scripts/slurm/local.sh start installs and runs Slurm here");
+            testkit::skip(
+                testkit::Cause::Missing,
+                format!("sinfo cannot run ({e}); scripts/slurm/local.sh start installs and runs Slurm here"),
+            );
             None
         }
     }
@@ -56,7 +62,12 @@ fn a_slurm_array_of_two_shards_merged_equals_the_unsharded_run() {
 
     // Slurm's own processes write the task logs: a directory they can reach.
     let out = tempfile::tempdir().unwrap();
-    let sbatch = Command::new("sbatch")
+    // sbatch --wait blocks until the array ends; a Slurm that never runs it
+    // must fail the test, not hang the suite: coreutils' timeout ends it
+    // after 10 minutes (the two tasks take well under one here), and
+    // Slurm's own --time limit ends the tasks.
+    let sbatch = Command::new("timeout")
+        .args(["600", "sbatch", "--time=10"])
         .env("SLURM_CONF", &conf)
         .env("SIMCLUSTER", env!("CARGO_BIN_EXE_simcluster"))
         .arg("--wait")

@@ -38,34 +38,38 @@ fn executions_to_find(example: &str, strategy: &str, bound: u64, extra: &[&str])
 
 const STRATEGIES: [&str; 4] = ["random", "pct", "delay", "dfs"];
 
-/// Every strategy finds `example`'s bug within `bound` executions.
-fn every_strategy_finds(example: &str, bound: u64) {
+/// Every strategy finds `example`'s bug within `bound` executions. The
+/// short tier (`testkit::by_tier`) runs one strategy per example, `short`,
+/// a different one for each of the four examples, so every strategy still
+/// finds a bug there and is replayed; the full tier runs all four on each.
+fn every_strategy_finds(example: &str, bound: u64, short: &str) {
     if examples().is_none() {
         return;
     }
-    for s in STRATEGIES {
+    let strategies: &[&str] = testkit::by_tier(std::slice::from_ref(&short), &STRATEGIES);
+    for s in strategies {
         executions_to_find(example, s, bound, &[]);
     }
 }
 
 #[test]
 fn every_strategy_finds_the_crash_of_the_primary() {
-    every_strategy_finds("crash-primary", 12);
+    every_strategy_finds("crash-primary", 12, "random");
 }
 
 #[test]
 fn every_strategy_finds_the_reorder_bug() {
-    every_strategy_finds("reorder", 4);
+    every_strategy_finds("reorder", 4, "pct");
 }
 
 #[test]
 fn every_strategy_finds_the_split_brain_under_partition() {
-    every_strategy_finds("partition", 2);
+    every_strategy_finds("partition", 2, "delay");
 }
 
 #[test]
 fn every_strategy_finds_the_acknowledged_write_lost_by_rename_without_fsync() {
-    every_strategy_finds("rename-unsafe", 6);
+    every_strategy_finds("rename-unsafe", 6, "dfs");
 }
 
 #[test]
@@ -133,14 +137,17 @@ fn a_time_budget_bounds_the_run() {
     let d = simple(1, None, "sleep 1", "");
     let out = tempfile::tempdir().unwrap();
     let began = std::time::Instant::now();
-    let r = run_cluster(d.path(), out.path(), &["--time-budget", "4s"]);
+    let r = run_cluster(d.path(), out.path(), &["--time-budget", "8s"]);
     assert_eq!(r.code, 0, "{r:?}");
     let j = r.json();
     let n = j["executions"].as_u64().unwrap();
-    assert!(n >= 2, "a 4 s budget runs several one-second executions: {j}");
+    // A one-node execution of one virtual second takes 1-3 s of wall here,
+    // so 8 s holds several even on a loaded machine.
+    assert!(n >= 2, "an 8 s budget runs several one-second executions: {j}");
     // The run stops starting executions at the budget: it ends within one
-    // execution (plus image checks) after it.
-    assert!(began.elapsed().as_secs_f64() < 30.0, "{j}");
+    // execution (plus image checks) after it. Generous on purpose: a loaded
+    // 2-core machine must not trip it; a budget that is ignored runs forever.
+    assert!(began.elapsed().as_secs_f64() < 120.0, "{j}");
     assert!(j["executions_per_hour"].as_f64().unwrap() > 0.0);
 }
 

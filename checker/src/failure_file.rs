@@ -29,7 +29,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use engine::RuntimeKind;
-pub use engine::{Failure, FailureKind};
+pub use engine::{Failure, FailureKind, HostFacts};
 
 /// The payload format this build writes and reads.
 pub const FORMAT_VERSION: u32 = 2;
@@ -130,6 +130,10 @@ pub struct FailureRecord<A = serde_json::Value> {
     /// Set when `simcluster shrink` wrote the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shrunk: Option<Shrunk>,
+    /// The host it ran on; a replay compares its class with its own.
+    /// Absent in files written before hosts were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostFacts>,
 }
 
 /// The message of a file of another format version: what it is and what to
@@ -313,6 +317,16 @@ mod tests {
             failure: failure(),
             trace_hash: "d3adb33f".into(),
             shrunk: None,
+            host: Some(HostFacts {
+                cpu_vendor: "GenuineIntel".into(),
+                cpu_model: "Intel(R) Xeon(R)".into(),
+                cpuid_faulting: true,
+                cpuid_faulting_forced_off: false,
+                kernel_release: "6.12.0".into(),
+                hardware_virt: true,
+                runtime: "uml".into(),
+                guest_cpuid: engine::GuestCpuid::Virtual,
+            }),
         }
     }
 
@@ -330,7 +344,22 @@ mod tests {
                    "message": "invariant `check-replicas` exited 1: replica 2 lost key k7"})
         );
         assert!(payload.get("shrunk").is_none());
+        assert_eq!(payload["host"]["cpuid_faulting"], json!(true));
+        assert_eq!(payload["host"]["guest_cpuid"], json!("virtual"));
         assert!(text.starts_with("{\"simcluster_failure_file\":2,"));
+    }
+
+    #[test]
+    fn a_file_without_a_host_still_loads() {
+        // Written before hosts were recorded: same format version.
+        let mut r = record();
+        r.host = None;
+        let text = String::from_utf8(encode(&r).unwrap()).unwrap();
+        assert!(!text.contains("\"host\""), "{text}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("failure.json");
+        fs::write(&path, &text).unwrap();
+        assert_eq!(load::<serde_json::Value>(&path).unwrap().host, None);
     }
 
     fn saved() -> (tempfile::TempDir, PathBuf) {
@@ -371,6 +400,7 @@ mod tests {
             failure: failure(),
             trace_hash: String::new(),
             shrunk: Some(Shrunk { original_decisions: 9, original_trace_hash: "ab".into() }),
+            host: None,
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");

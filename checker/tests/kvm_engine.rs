@@ -13,7 +13,7 @@
 //!   under parallel load.
 //!
 //! Runs wherever /dev/kvm opens (also under PVM without vmx/svm: the guests are a few
-//! hundred instructions); skips with a printed reason otherwise.
+//! hundred instructions); otherwise a recorded skip (`testkit`, `Cause::Host`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -25,11 +25,12 @@ use engine::trace::EventKind;
 use engine::{DiskSpec, ExecutionResult, ExecutionSpec, ExploreSpec, NetworkSpec, NodeIdx, RuntimeKind, Verdict};
 use netsim::{Latency, LinkOverride, NetConfig};
 
-fn kvm_available(test: &str) -> bool {
+/// True where /dev/kvm opens; otherwise records why the running test skips.
+fn kvm_available() -> bool {
     match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
         Ok(_) => true,
         Err(e) => {
-            eprintln!("SKIP {test}: cannot open /dev/kvm: {e}");
+            testkit::skip(testkit::Cause::Host, format!("cannot open /dev/kvm: {e}"));
             false
         }
     }
@@ -138,7 +139,7 @@ fn same_trace(
 
 #[test]
 fn kvm_nodes_run_under_the_engine_deterministically() {
-    if !kvm_available("kvm_nodes_run_under_the_engine_deterministically") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -175,7 +176,7 @@ fn kvm_nodes_run_under_the_engine_deterministically() {
 /// the trace; the same seed gives the same trace.
 #[test]
 fn kvm_node_disk_requests_are_engine_actions() {
-    if !kvm_available("kvm_node_disk_requests_are_engine_actions") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -205,7 +206,7 @@ fn kvm_node_disk_requests_are_engine_actions() {
 /// flush and a corrupt read are traced and counted. Deterministic.
 #[test]
 fn kvm_node_disk_faults_reach_the_guest() {
-    if !kvm_available("kvm_node_disk_faults_reach_the_guest") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -250,7 +251,7 @@ fn kvm_node_disk_faults_reach_the_guest() {
 /// of virtual time: that is the expected verdict here.) Deterministic.
 #[test]
 fn kvm_node_crash_and_restart_through_the_engine() {
-    if !kvm_available("kvm_node_crash_and_restart_through_the_engine") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -336,7 +337,7 @@ fn fixed_link(ns: u64) -> LinkOverride {
 /// to them. Replaces vmm's kvm_two_nodes_exchange_frames_through_netsim.
 #[test]
 fn kvm_frames_take_their_link_latency_through_netsim() {
-    if !kvm_available("kvm_frames_take_their_link_latency_through_netsim") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -394,7 +395,7 @@ fn volatile_spec(image: &Path, scratch: &Path, state: u64) -> ExecutionSpec {
 /// kvm_blk_writes_and_flushes_through_disksim.
 #[test]
 fn kvm_volatile_writes_leave_four_crash_states() {
-    if !kvm_available("kvm_volatile_writes_leave_four_crash_states") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -471,7 +472,7 @@ fn stream_image_sending_after(dir: &Path, frames: u64, sleep_ns: u64, send_after
 /// kvm_cluster_runs_are_deterministic.
 #[test]
 fn kvm_stream_arrives_in_order_through_a_full_ring() {
-    if !kvm_available("kvm_stream_arrives_in_order_through_a_full_ring") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -510,7 +511,7 @@ fn kvm_stream_arrives_in_order_through_a_full_ring() {
 /// time, three each. Replaces vmm's kvm_stream_is_deterministic_under_parallel_load.
 #[test]
 fn kvm_stream_is_deterministic_under_parallel_load() {
-    if !kvm_available("kvm_stream_is_deterministic_under_parallel_load") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -535,7 +536,7 @@ fn kvm_stream_is_deterministic_under_parallel_load() {
 /// reset that says so and where, not as a poweroff.
 #[test]
 fn kvm_triple_fault_fails_the_execution_as_a_reset() {
-    if !kvm_available("kvm_triple_fault_fails_the_execution_as_a_reset") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -633,7 +634,7 @@ fn warm_equals_cold(
 /// (crash states), and a seed run again from the same boot gives its trace again.
 #[test]
 fn kvm_warm_start_with_a_crash_equals_cold_runs() {
-    if !kvm_available("kvm_warm_start_with_a_crash_equals_cold_runs") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -652,7 +653,7 @@ fn kvm_warm_start_with_a_crash_equals_cold_runs() {
 /// the seeds give different traces.
 #[test]
 fn kvm_warm_start_over_the_network_equals_cold_runs() {
-    if !kvm_available("kvm_warm_start_over_the_network_equals_cold_runs") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -688,7 +689,7 @@ fn warm_start_refuses_uml_nodes_and_specs_without_a_boot_seed() {
 /// execution and its siblings) leave four different disks.
 #[test]
 fn kvm_warm_start_branches_crash_state_siblings_at_the_crash() {
-    if !kvm_available("kvm_warm_start_branches_crash_state_siblings_at_the_crash") {
+    if !kvm_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

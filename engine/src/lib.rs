@@ -71,6 +71,7 @@ pub use seeds::{boot_seed, entropy_seed, execution_seed, read_fault_seed};
 pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryOutcome};
 pub use steps::{StepLog, StepSpan};
 pub use time::{NodeIdx, VirtualTime, GUEST_EPOCH_NS};
+pub use vmm::host::{GuestCpuid, HostClass, HostFacts};
 pub use vmm::runtime::RuntimeKind;
 pub use warm::{Boot, Forked, Sibling, WarmStart};
 

@@ -7,5 +7,7 @@
 set -eu
 cd "$(dirname "$0")"
 CC="${CC:-gcc}"
-$CC -static -O2 -Wall -Wextra -Wno-unused-parameter -o dbclient dbclient.c
+# A temporary name, then a rename: builds that run at once (scripts/test.sh)
+# never let a reader see a half-written binary.
+$CC -static -O2 -Wall -Wextra -Wno-unused-parameter -o "dbclient.tmp.$$" dbclient.c && mv -f "dbclient.tmp.$$" dbclient
 echo "build.sh: built dbclient" >&2

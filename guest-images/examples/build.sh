@@ -15,8 +15,10 @@ for src in */*.c; do
     [ -e "$src" ] || continue
     bin="${src%.c}"
     echo "build.sh: $CC $CFLAGS -o $bin $src" >&2
+    # Built under a temporary name and renamed: test binaries and scripts
+    # that run at once (scripts/test.sh) may build while another reads.
     # shellcheck disable=SC2086
-    $CC $CFLAGS -o "$bin" "$src"
+    $CC $CFLAGS -o "$bin.tmp.$$" "$src" && mv -f "$bin.tmp.$$" "$bin"
     built=$((built + 1))
 done
 echo "build.sh: built $built binaries" >&2

@@ -8,5 +8,7 @@ CC="${CC:-gcc}"
 for src in */*.c; do
     [ -e "$src" ] || continue
     echo "build.sh: $CC -static -O2 -Wall -o ${src%.c} $src" >&2
-    $CC -static -O2 -Wall -Wextra -o "${src%.c}" "$src"
+    # A temporary name, then a rename: builds that run at once never let a
+    # reader see a half-written binary.
+    $CC -static -O2 -Wall -Wextra -o "${src%.c}.tmp.$$" "$src" && mv -f "${src%.c}.tmp.$$" "${src%.c}"
 done

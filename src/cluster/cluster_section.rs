@@ -16,7 +16,8 @@ pub struct ClusterSection {
     /// Guest memory per node in MiB.
     #[serde(default = "default_memory_mb")]
     pub memory_mb: u32,
-    /// What CPUID tells guest programs (user-mode Linux runtime).
+    /// What CPUID tells guest programs (user-mode Linux runtime):
+    /// "virtual" (default), "strict" or "host"; see [`CpuidMode`].
     #[serde(default)]
     pub cpuid: CpuidMode,
     /// The guest kernel (user-mode Linux runtime): "7.2" (default) or
@@ -128,22 +129,46 @@ impl Userspace {
     }
 }
 
-/// `[cluster] cpuid`.
+/// `[cluster] cpuid`: what CPUID tells guest programs under user-mode
+/// Linux. (Under KVM the VMM answers CPUID, whatever this says.) What
+/// guests saw is the JSON line's `host.guest_cpuid`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CpuidMode {
     /// Trapped and answered by the guest kernel from the host's answers
     /// read at boot, without RDRAND, RDSEED, RDPID, TSX and WAITPKG and
-    /// with APIC id 0, so nothing about the host cpu reaches the guest (the
-    /// kernel patch). Costs a trap per CPUID (glibc asks a few dozen times
-    /// at every exec); with faulting on for the guest kernel too, hardly
-    /// more than native on the 7.2 kernel (measured: README, Figures).
+    /// with APIC id 0 (the kernel patch): no host randomness, and the same
+    /// answers on every host of one cpu model. Costs a trap per CPUID (glibc
+    /// asks a few dozen times at every exec); with faulting on for the
+    /// guest kernel too, hardly more than native on the 7.2 kernel
+    /// (measured: README, Figures). Needs a host cpu that can fault CPUID
+    /// (`ARCH_SET_CPUID`); where it cannot, CPUID stays native and the run
+    /// says so once on stderr (`host.guest_cpuid` = "host").
     #[default]
     Virtual,
+    /// Virtual or nothing: on a host that cannot fault CPUID the run
+    /// refuses to start (exit 3) rather than let guest programs see the
+    /// host's CPUID.
+    Strict,
     /// Native: faster process start-up, but guest programs may read host
     /// randomness (RDRAND) and see which host cpu they run on, so the same
     /// seed may not give the same execution.
     Host,
+}
+
+impl CpuidMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuidMode::Virtual => "virtual",
+            CpuidMode::Strict => "strict",
+            CpuidMode::Host => "host",
+        }
+    }
+
+    /// Whether the guest kernel traps CPUID (where the host lets it).
+    pub fn virtualised(self) -> bool {
+        self != CpuidMode::Host
+    }
 }
 
 fn default_memory_mb() -> u32 {

@@ -86,6 +86,29 @@ command = "true"
         assert_eq!(parse_node_name("n01", 3), None);
         assert_eq!(parse_node_name("x1", 3), None);
     }
+
+    #[test]
+    fn cpuid_modes_parse_and_an_unknown_one_is_bad_input() {
+        let with = |v: &str| parse(&GOOD.replace("nodes = 3", &format!("nodes = 3\ncpuid = \"{v}\"")));
+        assert_eq!(parse(GOOD).unwrap().spec.cluster.cpuid, CpuidMode::Virtual);
+        for (v, mode, virtualised) in [
+            ("virtual", CpuidMode::Virtual, true),
+            ("strict", CpuidMode::Strict, true),
+            ("host", CpuidMode::Host, false),
+        ] {
+            let c = with(v).unwrap();
+            assert_eq!(c.spec.cluster.cpuid, mode);
+            assert_eq!((mode.name(), mode.virtualised()), (v, virtualised));
+        }
+        // A ClusterError: the binary's exit 2, naming the file, the value
+        // and the choices.
+        let e = with("fast").unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, ClusterError::Syntax { .. } | ClusterError::Invalid { .. }), "{e:?}");
+        for want in ["cluster.toml", "fast", "virtual", "strict", "host"] {
+            assert!(msg.contains(want), "{want:?} missing: {msg}");
+        }
+    }
 }
 
 #[cfg(test)]

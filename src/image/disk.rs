@@ -230,7 +230,10 @@ mod tests {
         let mke2fs = match ensure_mke2fs() {
             Ok(p) => p,
             Err(e) => {
-                eprintln!("skipping: {e}");
+                testkit::skip(
+                    testkit::Cause::Missing,
+                    format!("no mke2fs: {e} (Debian package e2fsprogs: apt-get install e2fsprogs)"),
+                );
                 return;
             }
         };
@@ -251,8 +254,11 @@ mod tests {
 
     #[test]
     fn cached_image_is_built_once_and_checked_size() {
-        if ensure_mke2fs().is_err() {
-            eprintln!("skipping: no mke2fs");
+        if let Err(e) = ensure_mke2fs() {
+            testkit::skip(
+                testkit::Cause::Missing,
+                format!("no mke2fs: {e} (Debian package e2fsprogs: apt-get install e2fsprogs)"),
+            );
             return;
         }
         let root = tempfile::tempdir().unwrap();

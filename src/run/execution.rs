@@ -10,7 +10,7 @@ use engine::strategy::Strategy;
 use engine::{ExecutionResult, ExecutionSpec, NodeIdx, RuntimeKind};
 
 use super::{StrategyKind, StrategyOptions, DEFAULT_TIME_LIMIT_NS};
-use crate::cluster::{Cluster, CpuidMode};
+use crate::cluster::Cluster;
 use crate::image::Images;
 
 /// Traffic captures of an execution: (file name, pcap bytes).
@@ -154,7 +154,7 @@ pub(crate) fn spec_for(
         uml_args: uml_args(&cluster.spec.cluster),
         shared_clock: cluster.spec.cluster.shared_clock(),
         kernel_faults_cpuid: cluster.spec.cluster.kernel.faults_cpuid_itself()
-            && cluster.spec.cluster.cpuid == CpuidMode::Virtual,
+            && cluster.spec.cluster.cpuid.virtualised(),
         cancel: None,
     }
 }
@@ -163,7 +163,7 @@ pub(crate) fn spec_for(
 /// user-mode Linux nodes.
 fn uml_args(c: &crate::cluster::ClusterSection) -> Vec<String> {
     let mut args: Vec<String> = c.userspace().kernel_arg().map(String::from).into_iter().collect();
-    if c.cpuid == CpuidMode::Host {
+    if !c.cpuid.virtualised() {
         args.push("host_cpuid".into());
     }
     args

@@ -6,11 +6,14 @@
 //! - [`observer`]: what the run does with each finished execution.
 //! - [`summary`]: the records a run keeps and the summary line.
 //! - [`shard`]: `--shard K/N` results and `simcluster merge`.
+//! - [`host_facts`]: the host, for the records, and what guests see of
+//!   its CPUID.
 //! - [`critical`], [`runtime`], [`host_cpu`], [`jobs`]: the rest.
 
 mod critical;
 mod execution;
 mod host_cpu;
+mod host_facts;
 pub mod jobs;
 mod observer;
 mod parallel;
@@ -33,6 +36,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub(crate) use execution::{execute_one, spec_for, Executed, OpenImages};
 pub use execution::{exiting, explore_for, failure_line, mark_exiting, remove_scratch, remove_scratch_now};
 pub use host_cpu::HostCpu;
+pub use host_facts::{host_facts, HostError};
 pub use runtime::{choose_runtime, images_for_runtime, HostVirt, KVM_KERNEL_ENV};
 pub use summary::{CrashPointSummary, CriticalSummary, Shard, Summary};
 
@@ -174,6 +178,8 @@ struct UnitOutput {
 /// units of work on the jobs, and summarises the record it writes.
 pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let cluster = Cluster::load(cluster_dir)?;
+    // Before anything is built or written: a strict cluster may be refused.
+    let host = host_facts(&cluster, opts.runtime)?;
     let plan = Plan::new(&cluster, opts)?;
     let images = images_for_runtime(image::build(&cluster, opts.quiet)?, opts.runtime, opts.quiet)?;
     let explore = explore_for(&cluster, opts.window_ns, opts.max_crashes);
@@ -192,7 +198,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     };
     let units = Units { opts, plan: &plan, explore: &explore, runner };
     let bar = progress_bar(opts, if plan.dfs { plan.limit } else { opts.shard.units_below(plan.limit) });
-    let mut obs = Observer::new(&cluster, &images, opts, units.failure_strategy_spec(), &bar);
+    let mut obs = Observer::new(&cluster, &images, &host, opts, units.failure_strategy_spec(), &bar);
     let exhausted = units.run(&mut obs, &bar, began)?;
     bar.finish_and_clear();
     remove_scratch();
@@ -215,6 +221,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
         wall_seconds: began.elapsed().as_secs_f64(),
         image_build_seconds: images.wall_seconds,
         host_cpu,
+        host: Some(host),
         memory_per_node_mib: mean_k(&last_result.node_memory_kib),
         disk_storage_per_node_kib: disk.as_ref().map(|_| mean_k(&last_result.disk_storage_bytes)),
         out: opts.out.clone(),

@@ -12,7 +12,7 @@ use anyhow::Result;
 use checker::failure_file::{self, FailureRecord, RunParams, StrategySpec};
 use checker::strategy::Guided;
 use engine::strategy::Strategy;
-use engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, Verdict};
+use engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, HostFacts, Verdict};
 use indicatif::ProgressBar;
 
 use super::execution::{execute_one, Executed, Pcaps};
@@ -165,6 +165,8 @@ impl UnitRunner<'_> {
 pub(crate) struct Observer<'a> {
     cluster: &'a Cluster,
     images: &'a Images,
+    /// Recorded in the failure file.
+    host: &'a HostFacts,
     opts: &'a RunOptions,
     strategy_spec: StrategySpec,
     bar: &'a ProgressBar,
@@ -180,6 +182,7 @@ impl<'a> Observer<'a> {
     pub fn new(
         cluster: &'a Cluster,
         images: &'a Images,
+        host: &'a HostFacts,
         opts: &'a RunOptions,
         strategy_spec: StrategySpec,
         bar: &'a ProgressBar,
@@ -187,6 +190,7 @@ impl<'a> Observer<'a> {
         Observer {
             cluster,
             images,
+            host,
             opts,
             strategy_spec,
             bar,
@@ -291,6 +295,7 @@ impl<'a> Observer<'a> {
             failure: verdict.clone(),
             trace_hash: result.trace_hash.clone(),
             shrunk: None,
+            host: Some(self.host.clone()),
         };
         let mut extra = Vec::new();
         let liveness = result.verdict.failure().is_some_and(|f| f.kind == FailureKind::Liveness);

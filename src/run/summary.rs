@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use engine::HostFacts;
 use serde::{Deserialize, Serialize};
 
 use super::host_cpu::HostCpu;
@@ -229,6 +230,9 @@ pub struct RunRecord {
     pub wall_seconds: f64,
     pub image_build_seconds: f64,
     pub host_cpu: HostCpu,
+    /// The host it ran on (absent in records written before hosts were).
+    #[serde(default)]
+    pub host: Option<HostFacts>,
     pub memory_per_node_mib: f64,
     pub disk_storage_per_node_kib: Option<f64>,
     pub out: PathBuf,
@@ -283,6 +287,11 @@ pub struct Summary {
     /// Host CPU seconds of the whole run, simcluster's own against its
     /// guests' (the node processes it started and reaped).
     pub host_cpu: HostCpu,
+    /// The host: cpu vendor and model, CPUID faulting, kernel release,
+    /// hardware virtualization, runtime, and what CPUID told guest programs
+    /// (`guest_cpuid`: "virtual", "host", "vmm"). Merged shards: the first
+    /// shard's.
+    pub host: Option<HostFacts>,
     /// The user-mode Linux userspace mode ("seccomp", "ptrace"); null on KVM.
     pub userspace: Option<String>,
     pub nodes: usize,
@@ -381,6 +390,7 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         runtime: id.runtime.clone(),
         kernel: id.kernel.clone(),
         host_cpu: HostCpu::sum(records.iter().map(|r| &r.host_cpu)),
+        host: records.iter().find_map(|r| r.host.clone()),
         userspace: id.userspace.clone(),
         nodes: id.nodes,
         images_hash: id.images_hash.clone(),

@@ -88,27 +88,35 @@ pub fn same_trace_every_time(dir: &Path, n: usize, args: &[&str], check: impl Fn
 }
 
 /// guest-images/examples with its C programs built (once per test binary);
-/// `None`, with a printed reason, when they cannot be built here.
+/// `None`, with the running test's skip recorded (`testkit`), when they
+/// cannot be built here.
 pub fn examples() -> Option<PathBuf> {
-    static BUILD: std::sync::Once = std::sync::Once::new();
+    // What build.sh said when it failed (once per test binary).
+    static BUILD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let dir = repo().join("guest-images/examples");
-    BUILD.call_once(|| match Command::new("sh").arg(dir.join("build.sh")).output() {
-        Ok(o) if !o.status.success() => println!("examples/build.sh failed: {}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => println!("examples/build.sh could not run: {e}"),
-        Ok(_) => {}
+    let said = BUILD.get_or_init(|| match Command::new("sh").arg(dir.join("build.sh")).output() {
+        Ok(o) if !o.status.success() => format!("it failed: {}", String::from_utf8_lossy(&o.stderr).trim()),
+        Err(e) => format!("it could not run: {e}"),
+        Ok(_) => String::new(),
     });
     let built = ["crash-primary/pbkv", "rename-safe/safefile", "reorder/regkv", "partition/leader", "liveness/token"];
     if built.iter().all(|b| dir.join(b).is_file()) {
         Some(dir)
     } else {
-        println!("skipping: the example programs could not be built (is gcc with static libc installed?)");
+        testkit::skip(
+            testkit::Cause::Missing,
+            format!(
+                "guest-images/examples/build.sh did not build the example programs (it needs gcc with a static \
+                 libc: apt-get install gcc libc6-dev); {said}"
+            ),
+        );
         None
     }
 }
 
 /// Compiles C source `src` as the static binary `dir/name` (guest probes);
-/// false, with the reason printed, when this host cannot (no gcc, no
-/// static libc): the calling test then skips.
+/// false, with the skip recorded (`testkit`), when this host cannot (no
+/// gcc, no static libc): the calling test then returns.
 #[allow(dead_code)] // not every test binary builds probes
 pub fn gcc_static(dir: &Path, name: &str, src: &str) -> bool {
     let c = dir.join(format!("{name}.c"));
@@ -116,11 +124,17 @@ pub fn gcc_static(dir: &Path, name: &str, src: &str) -> bool {
     match Command::new("gcc").args(["-static", "-O2", "-Wall", "-o"]).arg(dir.join(name)).arg(&c).output() {
         Ok(o) if o.status.success() => true,
         Ok(o) => {
-            println!("skipping: gcc -static failed: {}", String::from_utf8_lossy(&o.stderr));
+            testkit::skip(
+                testkit::Cause::Missing,
+                format!(
+                    "gcc -static failed (a static libc: apt-get install libc6-dev): {}",
+                    String::from_utf8_lossy(&o.stderr)
+                ),
+            );
             false
         }
         Err(e) => {
-            println!("skipping: cannot run gcc: {e}");
+            testkit::skip(testkit::Cause::Missing, format!("cannot run gcc ({e}): apt-get install gcc libc6-dev"));
             false
         }
     }
@@ -162,6 +176,7 @@ pub const HOST_FIGURES: &[&str] = &[
     "image_build_seconds",
     "boot_wall_seconds",
     "host_cpu",
+    "host",
     "memory_per_node_mib",
     "jobs",
     "shard",

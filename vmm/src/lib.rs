@@ -5,6 +5,8 @@
 //! guest-visible event, and never lets host time or host scheduling reach
 //! the guest.
 //!
+//! - [`host`]: facts about the host (cpu, CPUID faulting) for the record
+//!   and for replay; nothing of it reaches a guest.
 //! - [`node`]: what both runtimes share: the [`node::NodeRuntime`] trait
 //!   the engine drives, a node's configuration, what a node produces
 //!   (output, frames, disk requests) and how its host side fails.
@@ -23,6 +25,7 @@
 //! `{uml → vhost_user, kvm::mmio_adapter} → virtio`.
 
 pub mod fork;
+pub mod host;
 pub mod kvm;
 pub mod node;
 pub mod runtime;

@@ -15,7 +15,7 @@ fn run_once(image: &[u8], exit_cost_ns: u64) -> (String, Vec<u8>, u64, u64) {
 
 #[test]
 fn kvm_same_guest_five_times_same_trace_hash() {
-    if !kvm_available("kvm_same_guest_five_times_same_trace_hash") {
+    if !kvm_available() {
         return;
     }
     let image = guest("timer");

@@ -31,7 +31,7 @@ fn timer_vm() -> MicroVm {
 
 #[test]
 fn kvm_forked_children_continue_exactly_as_the_parent() {
-    if !kvm_available("kvm_forked_children_continue_exactly_as_the_parent") {
+    if !kvm_available() {
         return;
     }
     // The reference: one VM run straight through.
@@ -55,7 +55,7 @@ fn kvm_forked_children_continue_exactly_as_the_parent() {
 
 #[test]
 fn kvm_fork_of_a_halted_node_waiting_for_its_timer() {
-    if !kvm_available("kvm_fork_of_a_halted_node_waiting_for_its_timer") {
+    if !kvm_available() {
         return;
     }
     let reference = finish(&mut timer_vm());

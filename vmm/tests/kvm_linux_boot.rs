@@ -1,7 +1,8 @@
 //! Boots a stock Linux kernel to its first console lines. Needs hardware virtualization
-//! (vmx/svm): under PVM a stock kernel's ring-0 code is emulated and fails. Skips with
-//! a printed reason when vmx/svm is absent or $SIMCLUSTER_KVM_KERNEL (a bzImage or
-//! vmlinux) is unset. The kernel stays an environment variable rather than a look into
+//! (vmx/svm): under PVM a stock kernel's ring-0 code is emulated and fails. Skips
+//! (recorded by `testkit`) when vmx/svm is absent or /dev/kvm does not open
+//! (`Cause::Host`), or, on a host that has both, when $SIMCLUSTER_KVM_KERNEL (a bzImage
+//! or vmlinux) is unset (`Cause::Missing`). The kernel stays an environment variable rather than a look into
 //! simcluster's cache: vmm sits below the image builder (which owns the kernel's cache
 //! key), and a test here must not build a kernel. The image builder's kernel:
 //! `SIMCLUSTER_KVM_KERNEL=$(simcluster image kernel --runtime kvm | jq -r .kernel)`;
@@ -18,16 +19,22 @@ use vmm::kvm::{LinuxBootBuilder, RunLimits, RunOutcome};
 #[test]
 fn kvm_linux_boots_to_console() {
     if !has_hardware_virt() {
-        eprintln!("SKIP kvm_linux_boots_to_console: /proc/cpuinfo has neither vmx nor svm (stock Linux cannot run under this KVM)");
+        testkit::skip(
+            testkit::Cause::Host,
+            "/proc/cpuinfo has neither vmx nor svm (stock Linux cannot run under this KVM)",
+        );
+        return;
+    }
+    if !kvm_common::kvm_available() {
         return;
     }
     let Some(kernel) = std::env::var_os("SIMCLUSTER_KVM_KERNEL") else {
-        eprintln!("SKIP kvm_linux_boots_to_console: set SIMCLUSTER_KVM_KERNEL to a bzImage or vmlinux (simcluster image kernel --runtime kvm builds one)");
+        testkit::skip(
+            testkit::Cause::Missing,
+            "set SIMCLUSTER_KVM_KERNEL to a bzImage or vmlinux (simcluster image kernel --runtime kvm builds one)",
+        );
         return;
     };
-    if !kvm_common::kvm_available("kvm_linux_boots_to_console") {
-        return;
-    }
     // As a node boots (vmm::kvm::node::layout::kernel_cmdline): `lpj=` skips the
     // delay-loop calibration, which spins on jiffies without exiting, so it would
     // never see a tick (virtual time only moves at exits) and `run` would not return.
@@ -80,18 +87,23 @@ fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
     use std::time::Duration;
     use vmm::node::{NodeConfig, NodeRuntime, OutputStream, RunOutcome as NodeOutcome};
 
-    let test = "kvm_linux_node_boots_with_initramfs_and_virtio_windows";
     if !has_hardware_virt() {
-        eprintln!("SKIP {test}: /proc/cpuinfo has neither vmx nor svm (stock Linux cannot run under this KVM)");
+        testkit::skip(
+            testkit::Cause::Host,
+            "/proc/cpuinfo has neither vmx nor svm (stock Linux cannot run under this KVM)",
+        );
+        return;
+    }
+    if !kvm_common::kvm_available() {
         return;
     }
     let Some(kernel) = std::env::var_os("SIMCLUSTER_KVM_KERNEL") else {
-        eprintln!("SKIP {test}: set SIMCLUSTER_KVM_KERNEL to a bzImage or vmlinux (simcluster image kernel --runtime kvm builds one)");
+        testkit::skip(
+            testkit::Cause::Missing,
+            "set SIMCLUSTER_KVM_KERNEL to a bzImage or vmlinux (simcluster image kernel --runtime kvm builds one)",
+        );
         return;
     };
-    if !kvm_common::kvm_available(test) {
-        return;
-    }
     let dir = kvm_common::scratch("linux-node");
     let initrd = match std::env::var_os("SIMCLUSTER_KVM_INITRD") {
         Some(p) => std::path::PathBuf::from(p),
@@ -173,8 +185,7 @@ fn synthetic_bzimage(payload: &[u8]) -> Vec<u8> {
 
 #[test]
 fn kvm_linux_node_loads_kernel_initramfs_and_cmdline() {
-    let test = "kvm_linux_node_loads_kernel_initramfs_and_cmdline";
-    if !kvm_common::kvm_available(test) {
+    if !kvm_common::kvm_available() {
         return;
     }
     let dir = kvm_common::scratch("linux-load");

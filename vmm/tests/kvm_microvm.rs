@@ -8,7 +8,7 @@ use vmm::kvm::{MicroVmBuilder, RunLimits, RunOutcome};
 
 #[test]
 fn kvm_hello_prints_and_halts() {
-    if !kvm_available("kvm_hello_prints_and_halts") {
+    if !kvm_available() {
         return;
     }
     let mut vm = MicroVmBuilder::new().memory_mib(4).exit_cost_ns(1000).image(&guest("hello")).build().unwrap();
@@ -30,7 +30,7 @@ fn kvm_hello_prints_and_halts() {
 
 #[test]
 fn kvm_timer_interrupts_and_window() {
-    if !kvm_available("kvm_timer_interrupts_and_window") {
+    if !kvm_available() {
         return;
     }
     let mut vm = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
@@ -65,7 +65,7 @@ fn kvm_timer_interrupts_and_window() {
 
 #[test]
 fn kvm_time_limit_stops_a_halted_guest_exactly() {
-    if !kvm_available("kvm_time_limit_stops_a_halted_guest_exactly") {
+    if !kvm_available() {
         return;
     }
     let mut vm = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
@@ -82,7 +82,7 @@ fn kvm_time_limit_stops_a_halted_guest_exactly() {
 /// the guest's EOI; five ticks about 1 ms apart, at the same virtual times every run.
 #[test]
 fn kvm_pic_and_pit_deliver_the_legacy_tick() {
-    if !kvm_available("kvm_pic_and_pit_deliver_the_legacy_tick") {
+    if !kvm_available() {
         return;
     }
     let image = guest("pit");

@@ -44,7 +44,7 @@ fn grant_out(node: &mut KvmNode, max: usize) -> String {
 /// reported as hung, instead of holding the engine forever.
 #[test]
 fn kvm_node_spinning_guest_is_reported_hung() {
-    if !kvm_available("kvm_node_spinning_guest_is_reported_hung") {
+    if !kvm_available() {
         return;
     }
     let mut node = node_of("spin", 0);
@@ -58,7 +58,7 @@ fn kvm_node_spinning_guest_is_reported_hung() {
 /// virtual time from the node's start time on, and it then waits for the engine.
 #[test]
 fn kvm_node_output_then_idle() {
-    if !kvm_available("kvm_node_output_then_idle") {
+    if !kvm_available() {
         return;
     }
     let mut node = node_of("hello", 5_000);
@@ -95,7 +95,7 @@ fn kvm_node_output_then_idle() {
 /// a poweroff, and is gone.
 #[test]
 fn kvm_node_triple_fault_is_a_reset() {
-    if !kvm_available("kvm_node_triple_fault_is_a_reset") {
+    if !kvm_available() {
         return;
     }
     let mut node = node_of("fault", 0);
@@ -111,7 +111,7 @@ fn kvm_node_triple_fault_is_a_reset() {
 /// forked: same output, end, virtual time and trace hash.
 #[test]
 fn kvm_node_forked_between_grants_goes_on_like_the_parent() {
-    if !kvm_available("kvm_node_forked_between_grants_goes_on_like_the_parent") {
+    if !kvm_available() {
         return;
     }
     let straight = grant_out(&mut node_of("timer", 0), 10_000);
@@ -136,7 +136,7 @@ fn kvm_node_forked_between_grants_goes_on_like_the_parent() {
 /// along): a guest spinning without exits in the child is still reported hung.
 #[test]
 fn kvm_node_forked_child_keeps_its_watchdog() {
-    if !kvm_available("kvm_node_forked_child_keeps_its_watchdog") {
+    if !kvm_available() {
         return;
     }
     let mut node = node_of("spin", 0);

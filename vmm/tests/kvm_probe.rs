@@ -1,12 +1,12 @@
 //! Probe of /dev/kvm: prints what works on this host, step by step.
-//! Skips (with a printed reason) where /dev/kvm is absent.
+//! Skips (recorded by `testkit`, `Cause::Host`) where /dev/kvm is absent.
 
 use vmm::kvm::probe::probe;
 
 #[test]
 fn kvm_probe_reports_each_step() {
     if !std::path::Path::new("/dev/kvm").exists() {
-        eprintln!("SKIP kvm_probe: /dev/kvm is absent");
+        testkit::skip(testkit::Cause::Host, "/dev/kvm is absent");
         return;
     }
     let report = probe();

@@ -42,7 +42,7 @@ fn file_hash(p: &std::path::Path) -> Vec<u8> {
 
 #[test]
 fn kvm_snapshot_restores_100_identical_continuations() {
-    if !kvm_available("kvm_snapshot_restores_100_identical_continuations") {
+    if !kvm_available() {
         return;
     }
     let dir = scratch("snap");
@@ -82,7 +82,7 @@ fn kvm_snapshot_restores_100_identical_continuations() {
 
 #[test]
 fn kvm_snapshot_of_a_halted_node_with_pending_timer() {
-    if !kvm_available("kvm_snapshot_of_a_halted_node_with_pending_timer") {
+    if !kvm_available() {
         return;
     }
     let dir = scratch("snap-halt");

@@ -34,7 +34,7 @@ impl VirtioDevice for Answering {
 
 #[test]
 fn kvm_virtio_mmio_guest_init_notify_interrupt() {
-    if !kvm_available("kvm_virtio_mmio_guest_init_notify_interrupt") {
+    if !kvm_available() {
         return;
     }
     let mut vm = MicroVmBuilder::new().memory_mib(8).image(&guest("virtio")).build().unwrap();

@@ -16,9 +16,11 @@
 //!   the same disk requests (id, kind, sectors, submission and completion
 //!   times), the same console and the same durable image.
 //!
-//! Needs the UML kernel (`SIMCLUSTER_UML_KERNEL`), a static busybox
-//! (`SIMCLUSTER_BUSYBOX`, else /tmp/smoke/root/bin/busybox or the host's
-//! if static) and mke2fs; skips with a message otherwise.
+//! Needs the UML kernel (`SIMCLUSTER_UML_KERNEL`: scripts/test.sh exports
+//! the image builder's), a static busybox (`testkit::busybox`: the host's
+//! or Debian's busybox-static, downloaded into the cache) and mke2fs;
+//! otherwise a `Cause::Missing` skip (a failure under
+//! `SIMCLUSTER_STRICT_SKIPS=1`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -27,6 +29,7 @@ use std::time::Duration;
 use disksim::{BlockStore, CrashModel, CrashState, Disk, RequestKind};
 use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use testkit::Cause;
 use vmm::node::{DiskCompletion, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome};
 use vmm::uml::UmlNode;
 
@@ -44,81 +47,20 @@ const IDLE: u64 = i64::MAX as u64;
 
 // ---- inputs: kernel, busybox, initramfs, ext4 image ----
 
-fn kernel() -> Option<PathBuf> {
-    let k = PathBuf::from(std::env::var_os("SIMCLUSTER_UML_KERNEL")?);
-    k.is_file().then_some(k)
-}
-
-/// Whether `path` is an x86-64 ELF executable without a program
-/// interpreter (statically linked), so it runs in a bare initramfs.
-fn is_static_elf(path: &Path) -> bool {
-    let Ok(b) = std::fs::read(path) else {
-        return false;
-    };
-    if b.len() < 64 || &b[..4] != b"\x7fELF" || b[4] != 2 {
-        return false;
+/// The UML kernel scripts/test.sh exports (the image builder's); `Err` is
+/// why there is none.
+fn kernel() -> Result<PathBuf, String> {
+    match std::env::var_os("SIMCLUSTER_UML_KERNEL").map(PathBuf::from) {
+        Some(k) if k.is_file() => Ok(k),
+        Some(k) => Err(format!("SIMCLUSTER_UML_KERNEL={} is not a file", k.display())),
+        None => Err("no UML kernel: set SIMCLUSTER_UML_KERNEL to a linux built for ARCH=um with time-travel \
+             (scripts/test.sh exports the image builder's: simcluster image build guest-images/hello-cluster)"
+            .into()),
     }
-    let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as usize;
-    let phoff = u64::from_le_bytes(b[0x20..0x28].try_into().unwrap()) as usize;
-    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
-    (0..phnum).all(|i| {
-        let at = phoff + i * phentsize;
-        // PT_INTERP = 3
-        b.get(at..at + 4).is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != 3)
-    })
-}
-
-fn busybox() -> Option<PathBuf> {
-    std::env::var_os("SIMCLUSTER_BUSYBOX")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(["/tmp/smoke/root/bin/busybox", "/bin/busybox", "/usr/bin/busybox"].map(PathBuf::from))
-        .find(|p| is_static_elf(p))
 }
 
 fn mke2fs() -> Option<PathBuf> {
     ["/sbin/mke2fs", "/usr/sbin/mke2fs"].map(PathBuf::from).into_iter().find(|p| p.is_file())
-}
-
-/// A minimal deterministic newc cpio writer (entries in the given order,
-/// owners root, times zero, inodes counting up).
-struct Cpio {
-    out: Vec<u8>,
-    ino: u32,
-}
-
-impl Cpio {
-    fn entry(&mut self, name: &str, mode: u32, rdev: (u32, u32), data: &[u8]) {
-        self.ino += 1;
-        let h = format!(
-            "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
-            self.ino,
-            mode,
-            0,
-            0,
-            1,
-            0,
-            data.len(),
-            0,
-            0,
-            rdev.0,
-            rdev.1,
-            name.len() + 1,
-            0
-        );
-        self.out.extend_from_slice(h.as_bytes());
-        self.out.extend_from_slice(name.as_bytes());
-        self.out.push(0);
-        self.pad();
-        self.out.extend_from_slice(data);
-        self.pad();
-    }
-
-    fn pad(&mut self) {
-        while self.out.len() & 3 != 0 {
-            self.out.push(0);
-        }
-    }
 }
 
 /// The guest's /init: mounts the data disk and does what `MODE` (from the
@@ -164,18 +106,6 @@ esac
 poweroff -f
 "#;
 
-fn initramfs(busybox: &Path, out: &Path) {
-    let mut c = Cpio { out: Vec::new(), ino: 0 };
-    for d in ["bin", "dev", "mnt", "proc", "sys", "tmp"] {
-        c.entry(d, 0o040755, (0, 0), &[]);
-    }
-    c.entry("bin/busybox", 0o100755, (0, 0), &std::fs::read(busybox).unwrap());
-    c.entry("dev/console", 0o020600, (5, 1), &[]);
-    c.entry("init", 0o100755, (0, 0), INIT.as_bytes());
-    c.entry("TRAILER!!!", 0, (0, 0), &[]);
-    std::fs::write(out, &c.out).unwrap();
-}
-
 /// An empty ext4 filesystem, made the way `simcluster`'s
 /// `src/image/disk.rs` makes data-disk base images (same configuration,
 /// options and fake time; keep the two in step).
@@ -217,23 +147,32 @@ impl Drop for Setup {
 }
 
 fn setup(name: &str) -> Option<Setup> {
-    let Some(kernel) = kernel() else {
-        eprintln!("skipping: no UML kernel (set SIMCLUSTER_UML_KERNEL to a linux built for ARCH=um with time-travel)");
-        return None;
+    let kernel = match kernel() {
+        Ok(k) => k,
+        Err(why) => {
+            testkit::skip(Cause::Missing, why);
+            return None;
+        }
     };
-    let Some(bb) = busybox() else {
-        eprintln!("skipping: no static busybox (set SIMCLUSTER_BUSYBOX)");
-        return None;
+    let bb = match testkit::busybox::static_busybox() {
+        Ok(bb) => bb,
+        Err(why) => {
+            testkit::skip(Cause::Missing, why);
+            return None;
+        }
     };
     let Some(mkfs) = mke2fs() else {
-        eprintln!("skipping: no mke2fs (apt-get install e2fsprogs)");
+        testkit::skip(
+            Cause::Missing,
+            "no mke2fs in /sbin or /usr/sbin (Debian package e2fsprogs: apt-get install e2fsprogs)",
+        );
         return None;
     };
     let dir = std::env::temp_dir().join(format!("uml-disk-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let initrd = dir.join("root.cpio");
-    initramfs(&bb, &initrd);
+    std::fs::write(&initrd, testkit::busybox::initramfs(&bb, INIT).unwrap()).unwrap();
     let image = dir.join("base.ext4");
     ext4_image(&mkfs, &image);
     Some(Setup { dir, kernel, initrd, image })

@@ -7,12 +7,13 @@
 //! it writes a sector to /dev/vda with fsync, and the test checks the
 //! bytes are durable in disksim.
 //!
-//! Needs the UML kernel (`SIMCLUSTER_UML_KERNEL` or /tmp/uml-linux) and a
-//! busybox root (/tmp/smoke/root); skips with a message otherwise.
+//! Needs the UML kernel (`SIMCLUSTER_UML_KERNEL`: scripts/test.sh exports
+//! the image builder's) and a static busybox (`testkit::busybox`: the
+//! host's or Debian's busybox-static, downloaded into the cache); otherwise
+//! a `Cause::Missing` skip (a failure under `SIMCLUSTER_STRICT_SKIPS=1`).
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -20,35 +21,23 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use disksim::{BlockStore, Disk};
+use testkit::Cause;
 use vmm::uml::timetravel::{Msg, Op};
 use vmm::vhost_user::{DeviceEvent, VhostUserBackend};
 use vmm::virtio::blk::REQUEST_QUEUE;
 use vmm::virtio::net::RX_QUEUE;
 use vmm::virtio::{BlkConfig, VirtioBlk, VirtioNet};
 
-fn kernel() -> Option<PathBuf> {
-    let k = std::env::var_os("SIMCLUSTER_UML_KERNEL").map(PathBuf::from).unwrap_or_else(|| "/tmp/uml-linux".into());
-    k.is_file().then_some(k)
-}
-
-/// Builds an initramfs from the busybox tree with `init` as /init.
-fn initramfs(dir: &Path, init: &str) -> Option<PathBuf> {
-    let src = Path::new("/tmp/smoke/root");
-    if !src.join("bin/busybox").is_file() {
-        return None;
+/// The UML kernel scripts/test.sh exports (the image builder's); `Err` is
+/// why there is none.
+fn kernel() -> Result<PathBuf, String> {
+    match std::env::var_os("SIMCLUSTER_UML_KERNEL").map(PathBuf::from) {
+        Some(k) if k.is_file() => Ok(k),
+        Some(k) => Err(format!("SIMCLUSTER_UML_KERNEL={} is not a file", k.display())),
+        None => Err("no UML kernel: set SIMCLUSTER_UML_KERNEL to a linux built for ARCH=um with time-travel \
+             (scripts/test.sh exports the image builder's: simcluster image build guest-images/hello-cluster)"
+            .into()),
     }
-    let root = dir.join("root");
-    let ok = Command::new("cp").arg("-a").arg(src).arg(&root).status().ok()?.success();
-    assert!(ok);
-    std::fs::write(root.join("init"), init).unwrap();
-    std::fs::set_permissions(root.join("init"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = dir.join("root.cpio");
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(format!("cd {} && find . | cpio -o -H newc --quiet > {}", root.display(), out.display()))
-        .status()
-        .ok()?;
-    st.success().then_some(out)
 }
 
 /// One node: the UML process and its time-travel connection.
@@ -414,17 +403,25 @@ struct Setup {
 }
 
 fn setup(name: &str, init: &str) -> Option<Setup> {
-    let Some(kernel) = kernel() else {
-        eprintln!("skipping: no UML kernel (set SIMCLUSTER_UML_KERNEL or provide /tmp/uml-linux)");
-        return None;
+    let kernel = match kernel() {
+        Ok(k) => k,
+        Err(why) => {
+            testkit::skip(Cause::Missing, why);
+            return None;
+        }
+    };
+    let busybox = match testkit::busybox::static_busybox() {
+        Ok(bb) => bb,
+        Err(why) => {
+            testkit::skip(Cause::Missing, why);
+            return None;
+        }
     };
     let dir = std::env::temp_dir().join(format!("vu-uml-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let Some(initrd) = initramfs(&dir, init) else {
-        eprintln!("skipping: no busybox tree at /tmp/smoke/root or no cpio");
-        return None;
-    };
+    let initrd = dir.join("root.cpio");
+    std::fs::write(&initrd, testkit::busybox::initramfs(&busybox, init).unwrap()).unwrap();
     Some(Setup { dir, kernel, initrd })
 }
 

@@ -509,10 +509,13 @@ fn find_chromium() -> Option<std::path::PathBuf> {
 }
 
 /// Writes the sample report into a temp dir (and to the path in
-/// `SIMCLUSTER_REPORT_SAMPLE`, if set) and, where chromium is installed,
-/// screenshots it next to the HTML file.
+/// `SIMCLUSTER_REPORT_SAMPLE`, if set) and screenshots it in headless
+/// chromium next to the HTML file: what a person sees. Full tier only:
+/// chromium is a large install (scripts/test-deps.sh --full installs it),
+/// and the report's content is checked by the other tests here.
 #[test]
-fn example_report_and_screenshot() {
+#[ignore = "full tier: headless chromium (scripts/test.sh --full installs it)"]
+fn example_report_screenshot() {
     let (m, ev) = sample();
     let html = render_html(&m, &ev);
     let dir = tempfile::tempdir().unwrap();
@@ -526,7 +529,11 @@ fn example_report_and_screenshot() {
         targets.push(p);
     }
     let Some(chromium) = find_chromium() else {
-        eprintln!("skipping the screenshot: no chromium on PATH");
+        testkit::skip(
+            testkit::Cause::Missing,
+            "the screenshot: no chromium on PATH (Debian package chromium: apt-get install chromium); \
+             the report was rendered",
+        );
         return;
     };
     for html_file in targets {
@@ -549,7 +556,10 @@ fn example_report_and_screenshot() {
             if start.elapsed() > std::time::Duration::from_secs(120) {
                 let _ = child.kill();
                 let _ = child.wait();
-                eprintln!("skipping the screenshot: chromium did not finish in 120 s");
+                testkit::skip(
+                    testkit::Cause::Host,
+                    "the screenshot: chromium did not finish in 120 s (a loaded host); the report was rendered",
+                );
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));

@@ -90,10 +90,14 @@ thread_local! {
 
 /// Turns CPUID faulting on for the calling thread, answering its CPUIDs
 /// from the table. Idempotent. Returns whether faulting is on (false where
-/// the host cpu cannot fault CPUID: nothing changed then).
+/// the host cpu cannot fault CPUID, or `SIMCLUSTER_DEBUG_NO_CPUID_FAULTING`
+/// says to act as if: nothing changed then).
 pub fn enable() -> bool {
     if ON.with(Cell::get) {
         return true;
+    }
+    if crate::host::cpuid_faulting_forced_off() {
+        return false;
     }
     TABLE.get_or_init(Table::read);
     if PREVIOUS.get().is_none() && !install_handler() {
@@ -172,11 +176,12 @@ mod tests {
     #[test]
     fn cpuid_in_a_faulting_thread_answers_as_the_host() {
         // A thread of its own: faulting is per thread.
-        std::thread::spawn(|| {
+        let test = testkit::current_test();
+        std::thread::spawn(move || {
             let probes = [(0, 0), (1, 0), (1, 0x1234), (7, 0), (7, 1), (0xd, 1), (0x8000_0001, 0), (0x8000_0000, 99)];
             let native: Vec<[u32; 4]> = probes.iter().map(|&(l, s)| cpuid(l, s)).collect();
             if !enable() {
-                println!("skipping: this host cpu cannot fault CPUID");
+                testkit::skip_named(&test, testkit::Cause::Host, "this host cpu cannot fault CPUID");
                 return;
             }
             assert!(enable(), "enable is idempotent");

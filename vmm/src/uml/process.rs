@@ -112,8 +112,11 @@ fn command(cfg: &NodeConfig, attached: Attached) -> Command {
 
 /// What the child does between fork and exec (async-signal-safe calls
 /// only): its own process group, death with simcluster, no address-space
-/// randomisation, no core files, no inherited descriptors, no getrandom.
+/// randomisation, no core files, no inherited descriptors, no getrandom
+/// (and, forced by `SIMCLUSTER_DEBUG_NO_CPUID_FAULTING`, no CPUID faulting).
 fn confine(cmd: &mut Command) {
+    // Read here: the environment is not safe to read after fork.
+    let no_cpuid_faulting = crate::host::cpuid_faulting_forced_off();
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -131,7 +134,11 @@ fn confine(cmd: &mut Command) {
             // shift the node's own descriptor numbers, which its
             // kernel prints on the console. Best effort: Linux 5.11+.
             libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
-            super::seccomp::deny_getrandom()?;
+            if no_cpuid_faulting {
+                super::seccomp::deny_getrandom_and_cpuid_faulting()?;
+            } else {
+                super::seccomp::deny_getrandom()?;
+            }
             Ok(())
         });
     }

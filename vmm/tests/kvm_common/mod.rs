@@ -4,12 +4,13 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// True where /dev/kvm can be opened; otherwise prints why the test is skipped.
-pub fn kvm_available(test: &str) -> bool {
+/// True where /dev/kvm can be opened; otherwise records why the running test
+/// skips (`testkit`: the host has no KVM, `Cause::Host`).
+pub fn kvm_available() -> bool {
     match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
         Ok(_) => true,
         Err(e) => {
-            eprintln!("SKIP {test}: cannot open /dev/kvm: {e}");
+            testkit::skip(testkit::Cause::Host, format!("cannot open /dev/kvm: {e}"));
             false
         }
     }
