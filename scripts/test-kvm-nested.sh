@@ -259,7 +259,9 @@ if [ $kvm_ok = 1 ]; then
   mount -t proc proc /newroot/proc
   mount -t sysfs sys /newroot/sys
   mount -t devtmpfs dev /newroot/dev
-  mount -t tmpfs -o size=1g tmpfs /newroot/tmp
+  # A tmpfs of its own for /tmp, unless the host's /tmp holds what the plan
+  # runs (a checkout or cache under /tmp: the overlay shows it, writable).
+  [ -e /results/keep-host-tmp ] || mount -t tmpfs -o size=1g tmpfs /newroot/tmp
   mkdir -p /newroot/nested-results
   mount --bind /results /newroot/nested-results
   # What L1 is doing, every 30 s (for a run that hangs or times out).
@@ -275,6 +277,12 @@ INIT
 # --- 4. The plan L1 runs (in the chroot) -------------------------------------
 results=$(mktemp -d "${TMPDIR:-/tmp}/simcluster-nested.XXXXXX")
 chmod 0777 "$results"
+# L1 mounts a tmpfs on /tmp, which would hide a checkout, a cargo target or a
+# cache under the host's /tmp (a CI clone may live there): then it keeps the
+# overlay's /tmp instead.
+for p in "$repo" "$(realpath -m "${CARGO_TARGET_DIR:-$repo/target}")" "$(realpath -m "${SIMCLUSTER_CACHE:-$HOME/.cache/simcluster}")" "$kvm_kernel"; do
+  case $p in /tmp|/tmp/*) touch "$results/keep-host-tmp" ;; esac
+done
 # Kept when asked for, or when something failed (the report names it).
 [ -n "${SIMCLUSTER_NESTED_KEEP:-}" ] || trap 'rc=$?; rm -f "$testlist"; [ $rc != 0 ] || [ "${retried:-0}" != 0 ] || rm -rf "$results"' EXIT
 {
@@ -390,7 +398,7 @@ while :; do
   done
   attempt=$((attempt + 1))
   say "booting L1 again (attempt $attempt)"
-  find "$results" -mindepth 1 -maxdepth 1 ! -name plan.sh ! -name 'wedged-*' -exec rm -rf {} +
+  find "$results" -mindepth 1 -maxdepth 1 ! -name plan.sh ! -name keep-host-tmp ! -name 'wedged-*' -exec rm -rf {} +
 done
 wall=$(( $(date +%s) - start ))
 say "L1 ran ${wall}s (qemu exit $qemu_rc, $attempt boot(s))"

@@ -77,9 +77,22 @@ failed() { awk '$2 != 0 {print $1}' "$stages"; }
 
 # CPUs: QEMU's emulator (one host thread) gets the last one, the rest of
 # the suite the others, so neither waits for the other; on one CPU both share it.
+# When the nested step ends first, `widen_tree` gives the rest every CPU.
+main_pid=$$
+# `widen_tree PID`: every thread of PID and its descendants whose CPUs are
+# the main ones may run on all CPUs from now on (processes pinned to one CPU
+# by simcluster's --pin keep their pin; children inherit the wider mask).
+widen_tree() {
+  local pid=$1 child
+  if [ "$(taskset -c -p "$pid" 2>/dev/null | sed 's/.*: //')" = "$main_cpus" ]; then
+    taskset -a -c -p "0-$((ncpu - 1))" "$pid" >/dev/null 2>&1 || true
+  fi
+  for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do widen_tree "$child"; done
+}
 ncpu=$(nproc)
 if [ "$ncpu" -ge 2 ]; then
-  nested_cpus=$((ncpu - 1)) main_cpus=0-$((ncpu - 2))
+  nested_cpus=$((ncpu - 1)) main_cpus=0
+  [ "$ncpu" = 2 ] || main_cpus=0-$((ncpu - 2))
 else
   nested_cpus=0 main_cpus=0
 fi
@@ -120,6 +133,8 @@ else
     kvm_kernel=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kernel"])' "$work/kvm-kernel.json")
     stage nested taskset -c "$nested_cpus" env "${nested_env[@]}" SIMCLUSTER_KVM_KERNEL="$kvm_kernel" \
       SIMCLUSTER_NESTED_TIMEOUT=2400 scripts/test-kvm-nested.sh >"$nested_log" 2>&1
+    # The emulator's CPU is free again: the rest of the suite may use it.
+    widen_tree "$main_pid"
   ) &
   nested_pid=$!
   echo "== nested: started in the background on CPU $nested_cpus (its report follows the other stages)"

@@ -140,15 +140,29 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
 /// key, or another identity that names the file exactly), the root
 /// filesystem of cache key `rootfs_key` and the data disk image `disk`.
 /// Invariant: for a UML run `kernel` is the UML kernel's cache key, and the
-/// encoding never changes, so failure files of UML runs keep their hash.
+/// encoding does not change without a deliberate re-record (it changed once:
+/// the disk's whole path, cache location included, was hashed until
+/// 2026-11-26, so the same images had another hash under another cache).
 pub fn images_hash(kernel: &str, rootfs_key: &str, disk: Option<&Path>) -> String {
     let mut hash = KeyHasher::new("images");
     hash.add_str(kernel).add_str(rootfs_key);
     if let Some(p) = disk {
-        // The path holds the image's own cache key (size, recipe, mke2fs).
-        hash.add_str(&p.to_string_lossy());
+        // The image's own cache key (size, recipe, mke2fs) names its
+        // directory: `<cache>/disks/<key>/ext4.img`. Only that much is
+        // hashed, not where the cache is: a run and its replay under
+        // another SIMCLUSTER_CACHE or HOME name the same images.
+        hash.add_str(&disk_identity(p));
     }
     hash.finish()
+}
+
+/// A data disk image's identity: its path from the cache key's directory
+/// on (`<key>/ext4.img`), or the whole path for a file outside the cache.
+fn disk_identity(p: &Path) -> String {
+    match (p.parent().and_then(Path::file_name), p.file_name()) {
+        (Some(key), Some(file)) => format!("{}/{}", key.to_string_lossy(), file.to_string_lossy()),
+        _ => p.to_string_lossy().into_owned(),
+    }
 }
 
 /// The files of a built root filesystem in its cache directory.

@@ -183,6 +183,16 @@ mod runtime_tests {
         assert_eq!(images_hash("uml-key", "rootfs-key", Some(Path::new("disk/ext4.img"))), want);
     }
 
+    /// Where the cache is does not change the images hash (a replay under
+    /// another HOME or SIMCLUSTER_CACHE names the same images); the disk's
+    /// cache key does.
+    #[test]
+    fn the_cache_location_is_not_in_the_images_hash() {
+        let at = |p: &str| images_hash("uml-key", "rootfs-key", Some(Path::new(p)));
+        assert_eq!(at("/root/.cache/simcluster/disks/k1/ext4.img"), at("/tmp/ci/cache/disks/k1/ext4.img"));
+        assert_ne!(at("/root/.cache/simcluster/disks/k1/ext4.img"), at("/root/.cache/simcluster/disks/k2/ext4.img"));
+    }
+
     /// Two different KVM kernels give two images hashes, neither the UML one;
     /// the same kernel gives the same hash. By file (SIMCLUSTER_KVM_KERNEL:
     /// its contents, not its path) and by the builder's cache key.

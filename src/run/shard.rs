@@ -114,6 +114,32 @@ pub fn merge(paths: &[PathBuf], out: PathBuf) -> Result<Summary, BadInput> {
             missing.join(", ")
         )));
     }
+    if let Some(note) = mixed_hosts_note(&records) {
+        eprintln!("{note}");
+    }
     let records: Vec<RunRecord> = records.into_iter().map(|(_, r)| r).collect();
     summarize(&records, out).ok_or_else(|| BadInput("merge: the shards ran no execution".into()))
+}
+
+/// A note when the shards ran on hosts of different kinds (vendor, CPUID
+/// faulting): their executions are still the same ones for guest programs
+/// that do not read CPUID, but a user merging them should know.
+fn mixed_hosts_note(records: &[(&PathBuf, RunRecord)]) -> Option<String> {
+    let (first_path, first) = records.iter().find(|(_, r)| r.host.is_some())?;
+    let first = first.host.as_ref()?;
+    let other: Vec<String> = records
+        .iter()
+        .filter_map(|(p, r)| r.host.as_ref().filter(|h| h.differs_for_replay(first)).map(|h| (p, h)))
+        .map(|(p, h)| format!("{} ({})", p.display(), h.class()))
+        .collect();
+    if other.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "note: the shards ran on different kinds of host: {} ({}), and {}; guest programs that read \
+         CPUID may have seen different answers (README, \"Determinism across hosts\")",
+        first_path.display(),
+        first.class(),
+        other.join(", ")
+    ))
 }
