@@ -24,6 +24,35 @@ pub const BUSYBOX_ENV: &str = "SIMCLUSTER_BUSYBOX";
 /// The Debian package [`static_busybox`] downloads.
 pub const PACKAGE: &str = "busybox-static";
 
+/// What a vmm test needs to boot a bare UML guest: the kernel
+/// (`SIMCLUSTER_UML_KERNEL`, which scripts/test.sh exports) and a static
+/// busybox. `None`, with the running test's skip recorded
+/// ([`crate::Cause::Missing`]: the scripts provide both), when either is missing.
+pub fn uml_guest() -> Option<(PathBuf, PathBuf)> {
+    let kernel = match std::env::var_os("SIMCLUSTER_UML_KERNEL").map(PathBuf::from) {
+        Some(k) if k.is_file() => k,
+        Some(k) => {
+            crate::skip(crate::Cause::Missing, format!("SIMCLUSTER_UML_KERNEL={} is not a file", k.display()));
+            return None;
+        }
+        None => {
+            crate::skip(
+                crate::Cause::Missing,
+                "no UML kernel: set SIMCLUSTER_UML_KERNEL to a linux built for ARCH=um with time-travel \
+                 (scripts/test.sh exports the image builder's: simcluster image build guest-images/hello-cluster)",
+            );
+            return None;
+        }
+    };
+    match static_busybox() {
+        Ok(busybox) => Some((kernel, busybox)),
+        Err(why) => {
+            crate::skip(crate::Cause::Missing, why);
+            None
+        }
+    }
+}
+
 /// A statically linked busybox for an x86-64 guest, found or fetched once
 /// per test binary (see the module docs); `Err` is the reason there is
 /// none, fit for a [`crate::Cause::Missing`] skip.

@@ -49,16 +49,6 @@ const IDLE: u64 = i64::MAX as u64;
 
 /// The UML kernel scripts/test.sh exports (the image builder's); `Err` is
 /// why there is none.
-fn kernel() -> Result<PathBuf, String> {
-    match std::env::var_os("SIMCLUSTER_UML_KERNEL").map(PathBuf::from) {
-        Some(k) if k.is_file() => Ok(k),
-        Some(k) => Err(format!("SIMCLUSTER_UML_KERNEL={} is not a file", k.display())),
-        None => Err("no UML kernel: set SIMCLUSTER_UML_KERNEL to a linux built for ARCH=um with time-travel \
-             (scripts/test.sh exports the image builder's: simcluster image build guest-images/hello-cluster)"
-            .into()),
-    }
-}
-
 fn mke2fs() -> Option<PathBuf> {
     ["/sbin/mke2fs", "/usr/sbin/mke2fs"].map(PathBuf::from).into_iter().find(|p| p.is_file())
 }
@@ -147,20 +137,7 @@ impl Drop for Setup {
 }
 
 fn setup(name: &str) -> Option<Setup> {
-    let kernel = match kernel() {
-        Ok(k) => k,
-        Err(why) => {
-            testkit::skip(Cause::Missing, why);
-            return None;
-        }
-    };
-    let bb = match testkit::busybox::static_busybox() {
-        Ok(bb) => bb,
-        Err(why) => {
-            testkit::skip(Cause::Missing, why);
-            return None;
-        }
-    };
+    let (kernel, bb) = testkit::busybox::uml_guest()?;
     let Some(mkfs) = mke2fs() else {
         testkit::skip(
             Cause::Missing,

@@ -21,7 +21,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use disksim::{BlockStore, Disk};
-use testkit::Cause;
 use vmm::uml::timetravel::{Msg, Op};
 use vmm::vhost_user::{DeviceEvent, VhostUserBackend};
 use vmm::virtio::blk::REQUEST_QUEUE;
@@ -30,16 +29,6 @@ use vmm::virtio::{BlkConfig, VirtioBlk, VirtioNet};
 
 /// The UML kernel scripts/test.sh exports (the image builder's); `Err` is
 /// why there is none.
-fn kernel() -> Result<PathBuf, String> {
-    match std::env::var_os("SIMCLUSTER_UML_KERNEL").map(PathBuf::from) {
-        Some(k) if k.is_file() => Ok(k),
-        Some(k) => Err(format!("SIMCLUSTER_UML_KERNEL={} is not a file", k.display())),
-        None => Err("no UML kernel: set SIMCLUSTER_UML_KERNEL to a linux built for ARCH=um with time-travel \
-             (scripts/test.sh exports the image builder's: simcluster image build guest-images/hello-cluster)"
-            .into()),
-    }
-}
-
 /// One node: the UML process and its time-travel connection.
 struct Node {
     child: Child,
@@ -403,20 +392,7 @@ struct Setup {
 }
 
 fn setup(name: &str, init: &str) -> Option<Setup> {
-    let kernel = match kernel() {
-        Ok(k) => k,
-        Err(why) => {
-            testkit::skip(Cause::Missing, why);
-            return None;
-        }
-    };
-    let busybox = match testkit::busybox::static_busybox() {
-        Ok(bb) => bb,
-        Err(why) => {
-            testkit::skip(Cause::Missing, why);
-            return None;
-        }
-    };
+    let (kernel, busybox) = testkit::busybox::uml_guest()?;
     let dir = std::env::temp_dir().join(format!("vu-uml-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
