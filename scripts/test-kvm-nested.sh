@@ -31,6 +31,7 @@
 #   SIMCLUSTER_NESTED_TIMEOUT  wall-clock limit of the L1 run (s, default 3000)
 #   SIMCLUSTER_NESTED_RUNS     runs per cluster for the determinism check (2)
 #   SIMCLUSTER_NESTED_TESTS    regex of test binaries to run (default: all KVM ones)
+#   SIMCLUSTER_TEST_TIER       full: the tests marked #[ignore = "full tier: ..."] run too
 #   SIMCLUSTER_NESTED_TEST_REPEAT  runs of each test binary (1; more to measure how often
 #                              the emulator trips a test)
 #   SIMCLUSTER_NESTED_TEST_RETRIES  reruns of a test that failed, alone (1; 0: none).
@@ -291,6 +292,9 @@ done
   echo "export HOME='$HOME' PATH='/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' SIMCLUSTER_CACHE='${SIMCLUSTER_CACHE:-$HOME/.cache/simcluster}'"
   echo "export SIMCLUSTER_KVM_KERNEL='$kvm_kernel' RUST_BACKTRACE=1 SIMCLUSTER_SKIP_LOG=/nested-results/skips"
   [ -z "${SIMCLUSTER_STRICT_SKIPS:-}" ] || echo "export SIMCLUSTER_STRICT_SKIPS='$SIMCLUSTER_STRICT_SKIPS'"
+  # The full tier (scripts/test.sh --full) runs the tests marked #[ignore = "full tier: ..."] too.
+  echo "export SIMCLUSTER_TEST_TIER='${SIMCLUSTER_TEST_TIER:-short}'"
+  if [ "${SIMCLUSTER_TEST_TIER:-}" = full ]; then echo "ignored=--include-ignored"; else echo "ignored="; fi
   echo "R=/nested-results"
   cat <<'EOF'
 # `step NAME CMD...`: runs CMD, its output in $R/NAME.out, exit code in
@@ -314,14 +318,14 @@ step() {
 # (Its variables are t_*: step's own are global in sh.)
 test_step() {
   t_name=$1 t_exe=$2 t_left=$3 t_k=0 t_last=test-$1
-  step "$t_last" timeout 1200 "$t_exe" --test-threads=1
+  step "$t_last" timeout 1200 "$t_exe" --test-threads=1 $ignored
   while [ "$(cat "$R/$t_last.rc")" != 0 ] && [ "$t_left" -gt 0 ]; do
     t_failed=$(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$R/$t_last.out")
     [ -n "$t_failed" ] || return 0
     t_k=$((t_k + 1)) t_left=$((t_left - 1))
     t_last=retry-$t_name-$t_k
     # shellcheck disable=SC2086
-    step "$t_last" timeout 1200 "$t_exe" --exact $t_failed --test-threads=1
+    step "$t_last" timeout 1200 "$t_exe" --exact $t_failed --test-threads=1 $ignored
   done
 }
 EOF
