@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the tests: the README's test command, and what .ci/run runs.
 #
-#   scripts/test.sh            the short tier: one of every kind of check, in
-#                              at most 30 minutes from cold on 2 cores (CI)
+#   scripts/test.sh            the short tier: one of every kind of check (CI;
+#                              the aim is 30 minutes from cold on 2 cores, and
+#                              README "The two commands" says what it takes)
 #   scripts/test.sh --full     everything there is (over an hour): every test,
 #                              five runs per cluster in the nested L1, db-cluster
 #                              on KVM, the whole gallery table
