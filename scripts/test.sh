@@ -105,13 +105,12 @@ stage fmt cargo fmt --all -- --check || echo "cargo fmt --check: run cargo fmt -
 stage clippy cargo clippy --quiet --workspace --all-targets -- -D warnings
 build() { cargo build --quiet && cargo test --quiet --workspace --no-run; }
 stage build build
+# `kernels`: both guest kernels built (or found), their paths left in
+# $work/uml-kernel and $work/kvm-kernel.
+kernel_of() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["kernel"])'; }
 kernels() {
-  local images
-  images=$(target/debug/simcluster image build guest-images/hello-cluster) || return 1
-  echo "$images"
-  SIMCLUSTER_UML_KERNEL=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["kernel"])' "$images")
-  echo "$SIMCLUSTER_UML_KERNEL" >"$work/uml-kernel"
-  target/debug/simcluster image kernel --runtime kvm >"$work/kvm-kernel.json"
+  target/debug/simcluster image build guest-images/hello-cluster | tee /dev/stderr | kernel_of >"$work/uml-kernel" \
+    && target/debug/simcluster image kernel --runtime kvm | kernel_of >"$work/kvm-kernel"
 }
 stage kernels kernels
 # The vmm crate's own UML tests boot the same kernel.
@@ -131,8 +130,7 @@ else
     set -m
     trap - EXIT
     # The KVM guest kernel was built above; the script's own build is a no-op.
-    kvm_kernel=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kernel"])' "$work/kvm-kernel.json")
-    stage nested taskset -c "$nested_cpus" env "${nested_env[@]}" SIMCLUSTER_KVM_KERNEL="$kvm_kernel" \
+    stage nested taskset -c "$nested_cpus" env "${nested_env[@]}" SIMCLUSTER_KVM_KERNEL="$(cat "$work/kvm-kernel")" \
       SIMCLUSTER_NESTED_TIMEOUT=2400 scripts/test-kvm-nested.sh >"$nested_log" 2>&1
     # The emulator's CPU is free again: the rest of the suite may use it.
     widen_tree "$main_pid"

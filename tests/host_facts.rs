@@ -13,12 +13,7 @@ const NOTE: &str = "note: this host cannot fault CPUID";
 
 /// `simcluster ARGS` with CPUID faulting forced off.
 fn run_forced_off(args: &[&str]) -> Run {
-    let out = bin().args(args).env(FORCE_OFF, "1").output().expect("run simcluster");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    run_command(bin().args(args).env(FORCE_OFF, "1"))
 }
 
 fn run_args<'a>(dir: &'a std::path::Path, out: &'a std::path::Path, extra: &[&'a str]) -> Vec<&'a str> {

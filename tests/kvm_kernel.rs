@@ -13,16 +13,8 @@ use simcluster::image::kernel::{verify_config, KVM_CONFIG_FRAGMENT};
 
 /// Builds the KVM kernel (quietly) and returns its path.
 fn kvm_kernel() -> std::path::PathBuf {
-    let out = bin()
-        .args(["image", "kernel", "--runtime", "kvm", "--quiet"])
-        .env_remove("SIMCLUSTER_KVM_KERNEL")
-        .output()
-        .expect("run simcluster");
-    let r = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let r =
+        run_command(bin().args(["image", "kernel", "--runtime", "kvm", "--quiet"]).env_remove("SIMCLUSTER_KVM_KERNEL"));
     assert_eq!(r.code, 0, "{r:?}");
     let j = r.json();
     assert_eq!(j["source_series"], "7.2", "{j}");

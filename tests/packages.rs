@@ -13,12 +13,7 @@ fn image_build(dir: &std::path::Path, cache: Option<&std::path::Path>) -> Run {
     if let Some(c) = cache {
         cmd.env("SIMCLUSTER_CACHE", c);
     }
-    let out = cmd.output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    run_command(&mut cmd)
 }
 
 const ETCD_ONLY: &str = r#"

@@ -23,9 +23,7 @@ pub struct HostVirt {
 impl HostVirt {
     /// Looks at this host.
     pub fn detect() -> HostVirt {
-        let vmx_svm = std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| {
-            s.lines().filter(|l| l.starts_with("flags")).any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"))
-        });
+        let vmx_svm = vmm::kvm::host::has_hardware_virt();
         let dev_kvm = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

@@ -34,7 +34,12 @@ impl std::fmt::Debug for Run {
 }
 
 pub fn run(args: &[&str]) -> Run {
-    let out: Output = bin().args(args).output().expect("run simcluster");
+    run_command(bin().args(args))
+}
+
+/// Runs `cmd` (a [`bin`] with its arguments and environment) to its end.
+pub fn run_command(cmd: &mut Command) -> Run {
+    let out: Output = cmd.output().expect("run simcluster");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

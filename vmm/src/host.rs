@@ -16,15 +16,13 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use crate::runtime::RuntimeKind;
+use crate::uml::host_cpuid::ARCH_SET_CPUID;
 
 /// `SIMCLUSTER_DEBUG_NO_CPUID_FAULTING=1`: report no CPUID faulting, never
 /// turn it on for simcluster's thread (`uml::host_cpuid::enable`), and deny
 /// `ARCH_SET_CPUID` to user-mode Linux nodes (`uml::seccomp`), as a host
 /// without it does.
 pub const NO_CPUID_FAULTING_ENV: &str = "SIMCLUSTER_DEBUG_NO_CPUID_FAULTING";
-
-/// `ARCH_SET_CPUID` (asm/prctl.h).
-const ARCH_SET_CPUID: libc::c_ulong = 0x1012;
 
 /// Whether [`NO_CPUID_FAULTING_ENV`] is set to 1.
 pub fn cpuid_faulting_forced_off() -> bool {
@@ -117,7 +115,7 @@ impl HostFacts {
     /// This host, running nodes under `runtime`, with a cluster that asks
     /// for virtual CPUID (`virtualise`) or not.
     pub fn probe(runtime: RuntimeKind, virtualise: bool) -> HostFacts {
-        let info = CpuInfo::parse(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default());
+        let info = CpuInfo::read();
         let forced = cpuid_faulting_forced_off();
         let faulting = !forced && cpuid_faulting_native();
         HostFacts {
@@ -154,6 +152,11 @@ pub struct CpuInfo {
 }
 
 impl CpuInfo {
+    /// This host's (an empty one where /proc/cpuinfo cannot be read).
+    pub fn read() -> CpuInfo {
+        CpuInfo::parse(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default())
+    }
+
     /// Reads the first `vendor_id`, `model name` and `flags` lines.
     pub fn parse(text: &str) -> CpuInfo {
         let mut info = CpuInfo::default();

@@ -51,11 +51,7 @@ impl HostCaps {
 
 /// `vmx` or `svm` among the CPU flags in /proc/cpuinfo.
 pub fn has_hardware_virt() -> bool {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .map(|s| {
-            s.lines().filter(|l| l.starts_with("flags")).any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"))
-        })
-        .unwrap_or(false)
+    crate::host::CpuInfo::read().hardware_virt
 }
 
 /// perf_event_attr, version 0 layout (64 bytes): all the fields we set.

@@ -53,21 +53,21 @@ static FILTER: [libc::sock_filter; 7] = [
 static FILTER_NO_CPUID_FAULTING: [libc::sock_filter; 11] = deny_arch_prctl(ARCH_SET_CPUID);
 
 /// [`FILTER`], and `arch_prctl(code, ...)` gets ENODEV (a function of the
-/// code so that a test can check it with a code any host answers).
+/// code so that a test can check it with a code any host answers): FILTER's
+/// instructions up to its final allow, then the arch_prctl check.
 const fn deny_arch_prctl(code: u32) -> [libc::sock_filter; 11] {
-    [
-        stmt(BPF_LD_W_ABS, OFFSET_ARCH),
-        jump(AUDIT_ARCH_X86_64, 1, 0),
-        stmt(BPF_RET_K, SECCOMP_RET_KILL_PROCESS),
-        stmt(BPF_LD_W_ABS, OFFSET_NR),
-        jump(libc::SYS_getrandom as u32, 0, 1),
-        stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-        jump(libc::SYS_arch_prctl as u32, 0, 3),
-        stmt(BPF_LD_W_ABS, OFFSET_ARG0_LOW),
-        jump(code, 0, 1),
-        stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENODEV as u32),
-        stmt(BPF_RET_K, SECCOMP_RET_ALLOW),
-    ]
+    let mut f = [stmt(BPF_RET_K, SECCOMP_RET_ALLOW); 11];
+    let mut i = 0;
+    while i < FILTER.len() - 1 {
+        f[i] = FILTER[i];
+        i += 1;
+    }
+    f[6] = jump(libc::SYS_arch_prctl as u32, 0, 3);
+    f[7] = stmt(BPF_LD_W_ABS, OFFSET_ARG0_LOW);
+    f[8] = jump(code, 0, 1);
+    f[9] = stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENODEV as u32);
+    // f[10]: allow, as initialised.
+    f
 }
 
 /// Installs the filter on the calling thread. Async-signal-safe: meant for
