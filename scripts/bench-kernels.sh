@@ -3,10 +3,6 @@
 # side in one run on this machine (they are shared and noisy: compare
 # columns of one run, not figures of different runs):
 #
-#   6.1-before     simcluster as it ran before the 7.2 work: the 6.1 kernel
-#                  (linux-source-6.1), every time-travel exchange a socket
-#                  message, processes spread over the CPUs (--pin off)
-#   6.1-ptrace     the same kernel, pinned to one CPU (--pin auto)
 #   7.2-ptrace     linux-source-7.2, ptrace userspace, shared-memory clock
 #   7.2-seccomp    linux-source-7.2, seccomp userspace, shared-memory clock
 #                  (the default)
@@ -23,14 +19,19 @@
 #   BENCH_ROUNDS=5 BENCH_DB_EXECUTIONS=2 scripts/bench-kernels.sh
 #   BENCH_VARIANTS="6.1-ptrace 7.2-seccomp" BENCH_SKIP_DB=1 scripts/bench-kernels.sh
 #
-# The first run builds the 6.1 kernel too (minutes, once; cached).
+# The 6.1 columns (6.1-before: the 6.1 kernel, socket messages, --pin off;
+# 6.1-ptrace: the same pinned) are retired from the default set: they no
+# longer ran here (2 failures in 0.3 s on db-cluster), and the before/after
+# that matters now, lookahead off against on, is scripts/bench-lookahead.sh.
+# They can still be named in BENCH_VARIANTS (the first run then builds the
+# 6.1 kernel, minutes, once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
 bin=$PWD/target/release/simcluster
 rounds=${BENCH_ROUNDS:-3}
 db_execs=${BENCH_DB_EXECUTIONS:-1}
-variants=${BENCH_VARIANTS:-"6.1-before 6.1-ptrace 7.2-ptrace 7.2-seccomp 7.2-seccomp-msg"}
+variants=${BENCH_VARIANTS:-"7.2-ptrace 7.2-seccomp 7.2-seccomp-msg"}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -4,7 +4,10 @@
 # Each run must exit 0 with no failure and print its JSON line: a run that
 # crashes, fails a property or prints no hash fails the script (five
 # missing hashes are not "one hash"). tests/determinism_modes.rs does the
-# same for hello-cluster and the examples inside `cargo test`.
+# same for hello-cluster and the examples inside `cargo test`. The last run
+# of each mode runs with `--lookahead off` (every wake-up a round trip of
+# its own), so the hash also shows that lookahead changes no trace; it must
+# report as many round trips as grants, the others fewer.
 #
 #   scripts/determinism-db.sh [SEED] [RUNS]      (defaults: 1, 5)
 #   SIMCLUSTER_BIN=target/debug/simcluster scripts/determinism-db.sh   (as scripts/test.sh)
@@ -30,17 +33,27 @@ for mode in seccomp ptrace; do
   hashes=()
   for i in $(seq 1 "$runs"); do
     rc=0
-    "$bin" run --quiet --images "$tmp/$mode/db-cluster" --seed "$seed" --out "$tmp/out" \
+    lookahead=on
+    if [ "$i" = "$runs" ] && [ "$runs" -gt 1 ]; then lookahead=off; fi
+    "$bin" run --quiet --images "$tmp/$mode/db-cluster" --seed "$seed" --out "$tmp/out" --lookahead "$lookahead" \
       >"$tmp/run.json" 2>"$tmp/run.err" || rc=$?
-    # "HASH FAILURES WALL" from the last JSON line, or nothing.
+    # "HASH FAILURES WALL GRANTS ROUND_TRIPS" from the last JSON line, or nothing.
     h=$(python3 -c '
 import json, sys
 lines = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("{")]
 if lines:
     j = json.loads(lines[-1])
-    print(j["trace_hash"], j["failures"], round(j["wall_seconds"], 1))' "$tmp/run.json" 2>/dev/null || true)
-    echo "$mode run $i: exit $rc: ${h:-no JSON line}"
-    read -r hash failures _ <<<"${h:-- - -}"
+    print(j["trace_hash"], j["failures"], round(j["wall_seconds"], 1), j["grants"], j["round_trips"])' "$tmp/run.json" 2>/dev/null || true)
+    echo "$mode run $i (lookahead $lookahead): exit $rc: ${h:-no JSON line}"
+    read -r hash failures _ grants trips <<<"${h:-- - - - -}"
+    saved_ok=1
+    if [ "$hash" != - ]; then
+      if [ "$lookahead" = off ] && [ "$trips" != "$grants" ]; then saved_ok=0; fi
+      if [ "$lookahead" = on ] && [ "$trips" -ge "$grants" ]; then saved_ok=0; fi
+    fi
+    if [ "$saved_ok" = 0 ]; then
+      echo "  $mode run $i: $trips round trips for $grants grants with lookahead $lookahead"; status=1
+    fi
     if [ "$rc" != 0 ] || [ "$hash" = - ] || [ "$failures" != 0 ]; then
       echo "  $mode run $i must exit 0 with no failure and a trace hash; its last stderr lines:"
       tail -n 15 "$tmp/run.err" | sed 's/^/    /'

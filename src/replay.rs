@@ -87,6 +87,7 @@ impl Loaded {
         );
         spec.runtime = self.runtime;
         spec.boot_seed = self.record.run.boot_seed;
+        spec.lookahead = opts.lookahead;
         let mut guided = Guided::new(decisions);
         execute_one(&mut spec, &mut guided, label)
     }

@@ -1,5 +1,6 @@
 //! Golden trace hashes: hello-cluster and every example, one execution at
-//! seed 1, must give the trace hashes recorded in tests/golden/trace-hashes.json.
+//! seed 1, must give the trace hashes recorded in tests/golden/trace-hashes.json,
+//! with lookahead (the default) and without (`--lookahead off`).
 //!
 //! Why: a refactor must not change what simcluster does. Every decision the
 //! engine takes, every draw, every byte a guest sees ends up in the trace,
@@ -42,6 +43,10 @@ fn clusters() -> Vec<(&'static str, &'static str)> {
         ("rename-safe", "guest-images/examples/rename-safe"),
     ]
 }
+
+/// The clusters the short tier also runs with `--lookahead off`: message
+/// reordering, a partition, a power loss on a disk.
+const WITHOUT_LOOKAHEAD_SHORT: &[&str] = &["reorder", "partition", "crash-primary"];
 
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug, Clone)]
 struct Golden {
@@ -100,16 +105,40 @@ fn trace_hashes_are_the_recorded_ones() {
     let mut now = BTreeMap::new();
     let mut problems = Vec::new();
     for (name, dir) in clusters() {
-        let out = tempfile::tempdir().unwrap();
         // Recorded under user-mode Linux; `--runtime auto` would pick KVM on a
-        // host with vmx/svm.
-        let r = run_cluster(&repo().join(dir), out.path(), &["--seed", "1", "--executions", "1", "--runtime", "uml"]);
-        assert!(r.code == 0 || r.code == 1, "{name}: {r:?}");
-        let j = r.json();
-        let g = Golden {
-            images_hash: j["images_hash"].as_str().unwrap().to_string(),
-            trace_hash: j["trace_hash"].as_str().unwrap().to_string(),
-        };
+        // host with vmx/svm. Lookahead (the default) must not change a
+        // trace: the same hash with it off, where every wake-up is a round
+        // trip of its own (the short tier checks that on the clusters with
+        // a network fault, a crash and a disk; the full tier on all).
+        let modes: &[&str] =
+            if testkit::by_tier(WITHOUT_LOOKAHEAD_SHORT.contains(&name), true) { &["on", "off"] } else { &["on"] };
+        let runs: Vec<Golden> = modes
+            .iter()
+            .map(|&lookahead| {
+                let out = tempfile::tempdir().unwrap();
+                let args = ["--seed", "1", "--executions", "1", "--runtime", "uml", "--lookahead", lookahead];
+                let r = run_cluster(&repo().join(dir), out.path(), &args);
+                assert!(r.code == 0 || r.code == 1, "{name} (lookahead {lookahead}): {r:?}");
+                let j = r.json();
+                let (grants, round_trips) = (j["grants"].as_u64().unwrap(), j["round_trips"].as_u64().unwrap());
+                if lookahead == "off" {
+                    assert_eq!(round_trips, grants, "{name}: without lookahead every grant is a round trip");
+                } else {
+                    assert!(round_trips < grants, "{name}: lookahead saved no round trip ({grants} grants)");
+                }
+                Golden {
+                    images_hash: j["images_hash"].as_str().unwrap().to_string(),
+                    trace_hash: j["trace_hash"].as_str().unwrap().to_string(),
+                }
+            })
+            .collect();
+        let g = runs[0].clone();
+        if let Some(off) = runs.get(1).filter(|off| **off != g) {
+            problems.push(format!(
+                "{name}: trace hash {} with lookahead, {} without: lookahead changed what happened",
+                g.trace_hash, off.trace_hash
+            ));
+        }
         match recorded.clusters.get(name) {
             Some(old) if old == &g => {}
             Some(old) if old.images_hash != g.images_hash => problems.push(format!(

@@ -55,6 +55,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         shared_clock: false,
         root_disk: None,
         kernel_faults_cpuid: false,
+        lookahead: engine::Lookahead::On,
         cancel: None,
     }
 }

@@ -61,6 +61,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         shared_clock: false,
         root_disk: None,
         kernel_faults_cpuid: false,
+        lookahead: engine::Lookahead::On,
         cancel: None,
     }
 }

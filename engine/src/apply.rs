@@ -139,7 +139,15 @@ impl Execution<'_> {
         // A grant that ends waiting has settled the node at `now` too:
         // interrupts owed for transmitted frames and control output, and
         // input that waited for receive buffers, reached it.
-        let grant = self.nodes[i].vm().grant(now, time_of_day, self.spec.watchdog)?;
+        let bound = self.lookahead_bound(i);
+        let free_until = self.lookahead_given(i, bound);
+        let grant = self.nodes[i].vm().grant_ahead(now, free_until, time_of_day, self.spec.watchdog)?;
+        self.round_trips += 1;
+        if grant.free_runs.count > 0 {
+            self.account_free_runs(i, grant.free_runs, bound)?;
+            self.free_runs = Some((now, grant.free_runs));
+        }
+        let now = self.now;
         self.record_output(i, grant.output);
         self.record_disk(i, &grant.disk);
         self.nodes[i].flushed_since_run = false;

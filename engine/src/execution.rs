@@ -164,6 +164,12 @@ pub struct Execution<'a> {
     /// A probe's fault-free continuation began (see `ExploreSpec::calm_from`).
     pub(crate) calm: bool,
     pub(crate) grants: u64,
+    /// Grants actually made, each a round trip to a node and back; fewer
+    /// than `grants` by the wake-ups nodes took under lookahead.
+    pub(crate) round_trips: u64,
+    /// The wake-ups the node run of the current step took by itself, and
+    /// when that grant began (`lookahead`), for the step log.
+    pub(crate) free_runs: Option<(u64, vmm::node::FreeRuns)>,
     /// The streams of the disk faults decided at completion (lost flush,
     /// write error, misdirect): drawn only where a fault can happen (a
     /// flush or write completes and its fault's probability is > 0), so
@@ -291,6 +297,8 @@ impl<'a> Execution<'a> {
             start_after_seen: false,
             calm: false,
             grants: 0,
+            round_trips: 0,
+            free_runs: None,
             disk_faults: disk::CompletionFaults::new(spec.stream_seed()),
             disk_fault_counts: DiskFaultCounts::default(),
             faults: faults::FaultState::new(spec.stream_seed()),
@@ -420,10 +428,15 @@ impl<'a> Execution<'a> {
     fn apply_chosen(&mut self, chosen: Enabled) -> Result<Step, EngineError> {
         let visible = self.trace.visible();
         self.apply(chosen.action)?;
+        let mut desc = chosen.desc;
+        if let Some((began, free)) = self.free_runs.take() {
+            // The node ran ahead: this step is its last wake-up.
+            desc = self.log_free_runs(desc, began, free);
+        }
         // Quiet: a node run that added nothing to the trace but its (folded)
         // `Run`; the step log folds those as the trace does.
-        let quiet = chosen.desc.kind == ActionKind::RunNode && self.trace.visible() == visible;
-        self.choices.log.push(self.now, chosen.desc, quiet);
+        let quiet = desc.kind == ActionKind::RunNode && self.trace.visible() == visible;
+        self.choices.log.push(self.now, desc, quiet);
         self.advance_script()?;
         Ok(if self.verdict.is_some() { Step::Done } else { Step::Running })
     }
@@ -461,6 +474,26 @@ impl<'a> Execution<'a> {
         let mut spec = self.spec.clone();
         spec.explore.crash_states.insert(crash, state);
         self.spec = Box::leak(Box::new(spec));
+    }
+
+    /// Steps taken so far, every action counted.
+    pub(crate) fn choices_steps(&self) -> u64 {
+        self.choices.steps
+    }
+
+    /// Counts `n` more steps (taken by a node running ahead).
+    pub(crate) fn add_steps(&mut self, n: u64) {
+        self.choices.steps += n;
+    }
+
+    /// The pending events of the current step.
+    pub(crate) fn pending(&self) -> &Pending {
+        &self.choices.pending
+    }
+
+    /// The step log, to append to.
+    pub(crate) fn log_mut(&mut self) -> &mut StepLog {
+        &mut self.choices.log
     }
 
     /// The earliest pending event is past the virtual-time limit.
@@ -559,6 +592,7 @@ impl<'a> Execution<'a> {
             wall: self.wall.began.elapsed(),
             boot_wall: self.wall.boot,
             grants: self.grants,
+            round_trips: self.round_trips,
             node_memory_kib,
             disk_storage_bytes,
             network,

@@ -127,6 +127,9 @@ pub struct ExecutionResult {
     pub boot_wall: Option<Duration>,
     /// Number of times a node was let run.
     pub grants: u64,
+    /// Grants actually made (round trips to a node and back): `grants`
+    /// less the wake-ups nodes took by themselves under lookahead.
+    pub round_trips: u64,
     /// Memory (PSS, KiB) of each node's host processes at the end.
     pub node_memory_kib: Vec<u64>,
     /// Bytes simcluster holds for each node's disk at the end (0 without).

@@ -20,7 +20,7 @@ use crate::execution::Execution;
 /// Everything due at some virtual time, as of the start of a step. One
 /// value lives as long as its execution and is refilled every step, so
 /// the step (the engine's hot path, once per grant) allocates nothing.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Pending {
     /// (0-based node, requested time) of every live node, by node.
     runs: Vec<(usize, u64)>,
@@ -47,6 +47,23 @@ impl Pending {
         let host = self.host.map(|(_, t)| t);
         let disks = self.disks.iter().map(|&(_, _, t)| t);
         runs.chain(restarts).chain(resumes).chain(self.net).chain(host).chain(disks).min()
+    }
+
+    /// The earliest due time of anything but node `i`'s own requested run
+    /// (lookahead's bound); `None` when nothing else can happen.
+    pub fn earliest_except_run(&self, i: usize) -> Option<u64> {
+        let runs = self.runs.iter().filter(|&&(j, _)| j != i).map(|&(_, t)| t);
+        let restarts = self.restarts.iter().map(|&(_, t)| t);
+        let resumes = self.resumes.iter().map(|&(_, t)| t);
+        let host = self.host.map(|(_, t)| t);
+        let disks = self.disks.iter().map(|&(_, _, t)| t);
+        runs.chain(restarts).chain(resumes).chain(self.net).chain(host).chain(disks).min()
+    }
+
+    /// Leaves netsim's next event out (lookahead's debug mode,
+    /// `Lookahead::IgnoringFrames`).
+    pub fn forget_network(&mut self) {
+        self.net = None;
     }
 
     /// The earliest time a live node asked to run at.
@@ -126,7 +143,7 @@ impl Execution<'_> {
     /// something the node is about to lose, such as an acknowledgement
     /// sent before a replica has the write). Offering a crash at every
     /// step would spend nearly all of them on idle nodes.
-    fn enabled_crashes(&self, into: &mut Vec<Enabled>) {
+    pub(crate) fn enabled_crashes(&self, into: &mut Vec<Enabled>) {
         let crash_time = self.crash_not_before.is_some_and(|t| self.now >= t);
         if !crash_time || self.crashes >= self.spec.explore.max_crashes || self.calm {
             return;
@@ -152,7 +169,7 @@ impl Execution<'_> {
 
     /// Pauses, then clock jumps, each by node (after every older kind, so
     /// executions without them keep their choice indices).
-    fn enabled_node_faults(&self, into: &mut Vec<Enabled>) {
+    pub(crate) fn enabled_node_faults(&self, into: &mut Vec<Enabled>) {
         for i in self.spec.explore.pause.nodes.iter().map(|n| n.index()) {
             if self.pause_enabled(i) {
                 into.push(Enabled::pause(i, self.now));
@@ -163,5 +180,31 @@ impl Execution<'_> {
                 into.push(Enabled::clock_jump(i, self.now));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pending;
+
+    #[test]
+    fn lookahead_bound_leaves_out_only_the_nodes_own_run() {
+        let p = Pending {
+            runs: vec![(0, 50), (1, 30), (2, 40)],
+            host: Some((4, 45)),
+            net: Some(35),
+            disks: vec![(0, 7, 60)],
+            restarts: vec![],
+            resumes: vec![(2, 33)],
+        };
+        assert_eq!(p.earliest(), Some(30));
+        assert_eq!(p.earliest_except_run(1), Some(33), "node 2's own run at 30 does not bound it");
+        assert_eq!(p.earliest_except_run(0), Some(30));
+        let mut q = p.clone();
+        q.forget_network();
+        q.resumes.clear();
+        assert_eq!(q.earliest_except_run(1), Some(40));
+        let alone = Pending { runs: vec![(0, 5)], ..Pending::default() };
+        assert_eq!(alone.earliest_except_run(0), None, "nothing else can happen");
     }
 }

@@ -146,6 +146,10 @@ pub struct ExecutionSpec {
     /// 7.2 kernel with guest CPUID trapped): so does the engine's thread
     /// (see `vmm::uml::host_cpuid`). Speed only.
     pub kernel_faults_cpuid: bool,
+    /// Lookahead (`engine::lookahead`): a granted node takes its own
+    /// wake-ups up to the earliest time anything else can happen without a
+    /// round trip each. The same trace either way; off for comparisons.
+    pub lookahead: Lookahead,
     /// Set by another thread to abandon the execution (a parallel run no
     /// longer needs it): the engine checks it between steps, takes its
     /// nodes down and returns [`EngineError::Cancelled`]. Never read for
@@ -183,6 +187,22 @@ pub struct HistoryOutcome {
     pub note: String,
 }
 
+/// Whether a granted node may run ahead (see `engine::lookahead`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lookahead {
+    /// One round trip per wake-up.
+    Off,
+    /// Up to the earliest time anything else can happen (the default).
+    #[default]
+    On,
+    /// Debug only: the bound handed to nodes leaves out frames on their
+    /// way, so a node can run past a frame due to reach it. The engine
+    /// still checks each grant against the true bound and fails with
+    /// [`EngineError::RanAhead`]: this mode exists to show that the check
+    /// (and the bound) are needed (`SIMCLUSTER_DEBUG_LOOKAHEAD_PAST_FRAMES=1`).
+    IgnoringFrames,
+}
+
 /// The host failed us (not the guest): a node could not be started, or it
 /// broke the time-travel protocol.
 #[derive(Debug, thiserror::Error)]
@@ -209,6 +229,21 @@ pub enum EngineError {
     /// Warm start could not boot or fork (see `crate::WarmStart`).
     #[error("warm start: {0}")]
     Warm(String),
+    /// A node ran ahead past the earliest time something else was due:
+    /// its wake-ups after that were not grants the engine would have made,
+    /// and the execution is no longer the one its seed names.
+    #[error(
+        "node {node} ran ahead to virtual time {last} ns, past {bound} ns, when something else was due: \
+         a lookahead bound is wrong (run with --lookahead off to compare)"
+    )]
+    RanAhead {
+        /// The node's number.
+        node: u16,
+        /// Its last wake-up.
+        last: u64,
+        /// The earliest time anything else was due.
+        bound: u64,
+    },
     /// [`ExecutionSpec::cancel`] was set.
     #[error("the execution was cancelled")]
     Cancelled,

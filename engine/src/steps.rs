@@ -63,6 +63,22 @@ impl StepLog {
         self.spans.push(StepSpan { first, steps: 1, time, until: time, action, quiet, nodes });
     }
 
+    /// Records `n` more quiet steps of `node` after a quiet one, the last
+    /// at `until` (the wake-ups a node took by itself under lookahead: the
+    /// same entry as `n` pushes of quiet runs would make).
+    pub fn push_quiet(&mut self, n: u64, until: u64, node: u16) {
+        if n == 0 {
+            return;
+        }
+        let s = self.spans.last_mut().filter(|s| s.quiet).expect("push_quiet follows a quiet step");
+        s.steps += n;
+        s.until = until;
+        if let Err(at) = s.nodes.binary_search(&node) {
+            s.nodes.insert(at, node);
+        }
+        self.steps += n;
+    }
+
     /// Steps taken (not entries).
     pub fn steps(&self) -> u64 {
         self.steps
@@ -112,6 +128,27 @@ mod tests {
         assert_eq!(log.at(1_000_001).unwrap().action.kind, DeliverFrame);
         assert_eq!(log.at(1_000_002).unwrap().nodes, vec![3]);
         assert!(log.at(1_000_003).is_none());
+    }
+
+    #[test]
+    fn quiet_steps_pushed_at_once_are_the_same_log_as_one_by_one() {
+        // A node that ran ahead over wake-ups at 11, 12, 13 and then
+        // printed at 14, after a grant at 10 (lookahead), against the same
+        // steps pushed one by one.
+        let mut one_by_one = StepLog::new();
+        one_by_one.push(5, EnabledAction::new(2, DeliverFrame, 5).with_peer(1), false);
+        for t in 10..14 {
+            one_by_one.push(t, run(1, t), true);
+        }
+        one_by_one.push(14, run(1, 14), false);
+        let mut at_once = StepLog::new();
+        at_once.push(5, EnabledAction::new(2, DeliverFrame, 5).with_peer(1), false);
+        at_once.push(10, run(1, 10), true);
+        at_once.push_quiet(3, 13, 1);
+        at_once.push(14, run(1, 14), false);
+        assert_eq!(at_once, one_by_one);
+        at_once.push_quiet(0, 99, 1);
+        assert_eq!(at_once, one_by_one, "nothing to add changes nothing");
     }
 
     #[test]

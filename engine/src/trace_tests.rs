@@ -219,3 +219,22 @@ fn line_splitter_holds_partial_lines() {
     s.feed(b"tail");
     assert_eq!(s.finish().as_deref(), Some("tail"));
 }
+
+#[test]
+fn wake_ups_counted_in_one_push_hash_as_one_push_each() {
+    // Lookahead: a grant at 10, then three wake-ups the node took by
+    // itself (11, 12, 13) pushed as one counted run, then its output.
+    let mut each = Trace::new();
+    each.push(0, 2, EventKind::Boot);
+    for t in 10..14 {
+        each.push(t, 1, EventKind::run());
+    }
+    each.push(13, 1, EventKind::Console { text: "x".into() });
+    let mut counted = Trace::new();
+    counted.push(0, 2, EventKind::Boot);
+    counted.push(10, 1, EventKind::run());
+    counted.push(13, 1, EventKind::Run { grants: 3, until: Some(13) });
+    counted.push(13, 1, EventKind::Console { text: "x".into() });
+    assert_eq!(counted.to_jsonl(), each.to_jsonl());
+    assert_eq!(counted.hash(), each.hash());
+}

@@ -155,6 +155,7 @@ pub(crate) fn spec_for(
         shared_clock: cluster.spec.cluster.shared_clock(),
         kernel_faults_cpuid: cluster.spec.cluster.kernel.faults_cpuid_itself()
             && cluster.spec.cluster.cpuid.virtualised(),
+        lookahead: engine::Lookahead::On,
         cancel: None,
     }
 }

@@ -129,6 +129,10 @@ pub struct RunOptions {
     pub runtime: RuntimeKind,
     /// `--pin`: the CPUs jobs and their nodes run on.
     pub pin: crate::pin::Pin,
+    /// `--lookahead`: nodes take their own wake-ups without a round trip
+    /// each where nothing else can happen first (`engine::ExecutionSpec::
+    /// lookahead`); never changes a trace.
+    pub lookahead: engine::Lookahead,
     /// Executions side by side (`None`: as many as cores and memory
     /// allow; see [`jobs::default_jobs`]).
     pub jobs: Option<usize>,
@@ -188,6 +192,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let mut base = spec_for(&cluster, &images, &open, opts.time_limit_ns, opts.watchdog, explore.clone(), 0);
     base.runtime = opts.runtime;
     base.boot_seed = opts.boot_seed();
+    base.lookahead = opts.lookahead;
     let began = Instant::now();
     let runner = UnitRunner {
         base: &base,

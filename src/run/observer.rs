@@ -219,6 +219,7 @@ impl<'a> Observer<'a> {
                     choice_points: result.choice_points,
                     trace_events: result.trace.len(),
                     grants: result.grants,
+                    round_trips: result.round_trips,
                     crashes: result.crashes,
                     lost_flushes: result.disk_faults.lost_flushes,
                     corrupt_reads: result.disk_faults.corrupt_reads,

@@ -82,6 +82,11 @@ pub struct ExecutionFigures {
     pub trace_events: usize,
     /// Grants (times a node was let run): the engine's unit of work.
     pub grants: u64,
+    /// Grants actually made, each a round trip to a node and back: fewer
+    /// than `grants` by the wake-ups nodes took by themselves under
+    /// lookahead (`--lookahead`). Host-side: never part of the trace.
+    #[serde(default)]
+    pub round_trips: u64,
     pub crashes: u32,
     /// Flushes acknowledged but not made durable (`[faults.disk] lost_flush`).
     #[serde(default)]

@@ -107,6 +107,24 @@ pub struct Grant {
     pub disk: Vec<DiskCompletion>,
     /// Frames the node transmitted.
     pub tx: Vec<TxFrame>,
+    /// The wake-ups the node took by itself before it stopped (lookahead,
+    /// [`NodeRuntime::grant_ahead`]); everything above happened at the
+    /// last of them (or at the grant's own time when there were none).
+    pub free_runs: FreeRuns,
+}
+
+/// The wake-ups a node took inside one grant without stopping, each one a
+/// grant the engine would otherwise have made at that time
+/// ([`NodeRuntime::grant_ahead`]). Zero for a grant without lookahead.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FreeRuns {
+    /// How many.
+    pub count: u64,
+    /// The time of the last but one: the grant's own time when `count` is 1.
+    pub prev: u64,
+    /// The time of the last one: where the node's clock stood when it
+    /// stopped.
+    pub last: u64,
 }
 
 /// What the engine does with a node. See the module docs for the contract.
@@ -132,6 +150,26 @@ pub trait NodeRuntime {
     /// buffers, the interrupts its own kicks earned) is delivered, so the
     /// guest asks to run again at once where something reached it.
     fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError>;
+    /// [`Self::grant`] with lookahead: the node may also take its own
+    /// wake-ups (timers, clock reads) before `free_until` without stopping,
+    /// as long as it does nothing the engine must see (console output, a
+    /// device message); it stops at its first wake-up after such a thing,
+    /// or at its first one at or after `free_until`. The engine passes the
+    /// earliest time anything else in the cluster could happen, so every
+    /// wake-up taken that way is a grant it would have made anyway, with no
+    /// choice to make: [`Grant::free_runs`] says how many, and when, so the
+    /// trace can count them as grants. `None`, or a runtime that cannot run
+    /// ahead (this default), is a plain grant.
+    fn grant_ahead(
+        &mut self,
+        at: u64,
+        free_until: Option<u64>,
+        time_of_day: u64,
+        watchdog: Duration,
+    ) -> Result<Grant, NodeError> {
+        let _ = free_until;
+        self.grant(at, time_of_day, watchdog)
+    }
     /// Sends bytes to the guest's control line at `t` (an interrupt: the
     /// guest will ask to run at `t`). Bytes the guest has no buffer for yet
     /// follow at a later stop.

@@ -132,8 +132,11 @@ impl Clock {
     }
 
     /// Lets the node run: acknowledges its START, or sends RUN at `at` (or
-    /// its request, or its clock, whichever is latest).
-    pub fn grant(&mut self, at: u64) -> Result<(), UmlError> {
+    /// its request, or its clock, whichever is latest). With the shared
+    /// page and `free_until` later than that, the guest may take its own
+    /// wake-ups before `free_until` without stopping (lookahead; see
+    /// [`SchedShm`]); the message protocol has no such thing.
+    pub fn grant(&mut self, at: u64, free_until: Option<u64>) -> Result<(), UmlError> {
         if let Some(seq) = self.pending_start.take() {
             return self.ack_start(seq);
         }
@@ -146,11 +149,39 @@ impl Clock {
                 // time.c sets it as is), so it is sent in the guest's
                 // domain.
                 shm.set_current_time(self.time);
+                shm.clear_free_runs();
+                shm.set_free_until(free_until.filter(|&t| t > self.time).unwrap_or(self.boot_time));
                 self.time - self.boot_time
             }
             None => self.time,
         };
         self.send(Op::Run, 0, run_at)
+    }
+
+    /// Stops a guest that runs ahead at its next wake-up: a device message
+    /// came, which the engine may have to act on before anything else.
+    pub fn end_free_run(&mut self) {
+        if let Some(shm) = &self.shm {
+            shm.set_free_until(self.boot_time);
+        }
+    }
+
+    /// The wake-ups the guest took by itself since its last RUN (see
+    /// [`SchedShm::free_runs`]), with the clock after the latest one.
+    pub fn free_runs(&mut self) -> crate::node::FreeRuns {
+        let Some(shm) = &self.shm else { return crate::node::FreeRuns::default() };
+        let (count, prev) = shm.free_runs();
+        if count == 0 {
+            return crate::node::FreeRuns::default();
+        }
+        self.time = self.time.max(shm.current_time());
+        crate::node::FreeRuns { count, prev, last: self.time }
+    }
+
+    /// How many wake-ups the guest has taken by itself since its last RUN
+    /// (progress, for the watchdog).
+    pub fn free_run_count(&self) -> u64 {
+        self.shm.as_ref().map_or(0, |s| s.free_runs().0)
     }
 
     /// Answers the guest's START: with the shared page where the guest
@@ -211,11 +242,20 @@ impl Clock {
     /// An interrupt reaches the stopped node at `t`: in shared-memory mode
     /// its handler reads its clock from the page (where it would send GET,
     /// answered with `t`).
-    pub fn interrupt_at(&mut self, t: u64) {
+    ///
+    /// Nothing may reach a node in its past (its clock as it last published
+    /// it): the engine bounds every node's lookahead by every delivery, so
+    /// an interrupt before its clock is an engine bug, reported as one.
+    pub fn interrupt_at(&mut self, t: u64) -> Result<(), UmlError> {
         if let Some(shm) = &self.shm {
-            self.time = self.time.max(t);
+            self.time = self.time.max(shm.current_time());
+            if t < self.time {
+                return Err(UmlError::InThePast { node: self.node, at: t, clock: self.time });
+            }
+            self.time = t;
             shm.set_current_time(self.time);
         }
+        Ok(())
     }
 
     /// Answers the messages a node may send whenever it talks to us, running

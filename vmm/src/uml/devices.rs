@@ -218,6 +218,12 @@ impl Devices {
 
     /// Engine input for the control line that now fits the guest's buffers
     /// goes in (the node is stopped); its interrupt is owed.
+    /// Whether input waits for the guest's buffers: control bytes or
+    /// frames that did not fit yet.
+    pub fn owes_input(&self) -> bool {
+        self.ctl.backend.device().has_input() || self.net.as_ref().is_some_and(|n| n.has_backlog())
+    }
+
     pub fn flush_control_input(&mut self) -> Result<(), UmlError> {
         let node = self.node;
         self.ctl.flush_input().map_err(|source| UmlError::Device { node, device: Control::NAME, source })

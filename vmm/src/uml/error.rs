@@ -35,6 +35,14 @@ pub enum UmlError {
     /// "disk device", "entropy device", "control line").
     #[error("node {node}: {device}: {source}")]
     Device { node: u16, device: &'static str, source: VhostUserError },
+    /// Something would reach the node before its own clock: an engine bug
+    /// (a lookahead bound that let it run past a delivery), never the
+    /// guest's doing.
+    #[error(
+        "node {node}: an interrupt at virtual time {at} ns would arrive in its past (its clock reads {clock} ns): \
+         the engine let it run ahead too far"
+    )]
+    InThePast { node: u16, at: u64, clock: u64 },
     #[error("node {node} did not take an interrupt within {secs} s")]
     InterruptTimeout { node: u16, secs: u64 },
     #[error("node {node}: completing disk request {id}: {source}")]

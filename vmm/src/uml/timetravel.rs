@@ -161,6 +161,12 @@ const OFF_MAX_CLIENTS: usize = 26;
 const OFF_CAPA: usize = 0;
 const OFF_FLAGS: usize = 4;
 const OFF_REQ_TIME: usize = 8;
+// In the reserved tail of the guest's slot, what patch
+// 7.2/0002-um-time-travel-free-runs.patch keeps: the wake-ups the guest
+// took without a RUN since we last zeroed it, and its clock just before the
+// latest one.
+const OFF_FREE_RUNS: usize = 64;
+const OFF_FREE_PREV: usize = 72;
 
 /// The controller's own slot, and the guest's (each node has a page of its
 /// own, so the guest is always client 1 and always "running": the engine,
@@ -179,13 +185,18 @@ const CLIENTS: usize = 2;
 ///   (the guest adds its offset); RUN's time field is not offset by the
 ///   guest, so the controller sends it in the guest's domain (engine time
 ///   less the offset);
-/// - `free_until` equals the guest's offset: the guest may run without a
-///   RUN up to `free_until - offset` in its own domain, computed unsigned,
-///   so that difference must be exactly 0 (a `free_until` of 0 under a
-///   non-zero offset wraps to "forever": a restarted node then ran its
-///   timers unseen and never yielded). The guest never runs past a time
-///   without a RUN: free running would let it handle its own timers
-///   unseen, and a frame another node sends it could arrive in its past;
+/// - `free_until` is engine time, never below the guest's offset: the guest
+///   may take its own wake-ups without a RUN while they are before
+///   `free_until - offset` in its own domain, computed unsigned (a
+///   `free_until` of 0 under a non-zero offset wraps to "forever": a
+///   restarted node then ran its timers unseen and never yielded). It
+///   equals the offset (no wake-up at all without a RUN) except during a
+///   grant with lookahead, where it is the earliest time anything else in
+///   the cluster could happen (so no frame can arrive in the guest's past);
+///   the guest (console output) and the controller (a device message, read
+///   while the guest waits for the reply) put it back to the offset to stop
+///   the guest at its next wake-up. The wake-ups taken that way are counted
+///   in the guest's slot ([`SchedShm::free_runs`]), zeroed before each RUN;
 /// - `running_id` is always [`GUEST_ID`]: the guest asserts that it is the
 ///   running client whenever it publishes its time, and it publishes
 ///   requests in the page only while the running client can read it.
@@ -289,6 +300,29 @@ impl SchedShm {
     pub fn set_current_time(&self, t: u64) {
         self.write_u64(OFF_CURRENT_TIME, t);
         fence(Ordering::SeqCst);
+    }
+
+    /// Lets the guest take its own wake-ups without a RUN while they are
+    /// before `t` (engine time, at least the guest's offset).
+    pub fn set_free_until(&self, t: u64) {
+        self.write_u64(OFF_FREE_UNTIL, t);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Zeroes the count of wake-ups taken without a RUN. Only while the
+    /// guest is stopped, before a RUN.
+    pub fn clear_free_runs(&self) {
+        self.write_u64(client_off(GUEST_ID) + OFF_FREE_RUNS, 0);
+        fence(Ordering::SeqCst);
+    }
+
+    /// The wake-ups the guest took without a RUN since the last
+    /// [`Self::clear_free_runs`], and its clock (engine time) just before
+    /// the latest of them.
+    pub fn free_runs(&self) -> (u64, u64) {
+        fence(Ordering::SeqCst);
+        let c = client_off(GUEST_ID);
+        (self.read_u64(c + OFF_FREE_RUNS), self.read_u64(c + OFF_FREE_PREV))
     }
 
     /// The guest's pending run request, if it published one since its last

@@ -55,8 +55,8 @@ use super::virtio_mmio::{Signal, VirtioMmioTransport, WINDOW};
 use super::vm::{ForkPoint, MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
 use super::watchdog::Watchdog;
 use crate::node::{
-    Delivered, DiskCompletion, DiskRequest, Grant, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream,
-    RunOutcome, TxFrame, ROOT_DISK_SERIAL,
+    Delivered, DiskCompletion, DiskRequest, FreeRuns, Grant, GuestOutput, NodeConfig, NodeError, NodeRuntime,
+    OutputStream, RunOutcome, TxFrame, ROOT_DISK_SERIAL,
 };
 use crate::virtio::blk::{BlkConfig, VirtioBlk};
 use crate::virtio::console::{self, VirtioConsole};
@@ -435,7 +435,7 @@ impl NodeRuntime for KvmNode {
             // Control input that waited for a receive buffer reaches it now.
             self.settle(at)?;
         }
-        Ok(Grant { outcome, output, disk, tx })
+        Ok(Grant { outcome, output, disk, tx, free_runs: FreeRuns::default() })
     }
 
     fn send_control(&mut self, t: u64, bytes: &[u8], _watchdog: Duration) -> Result<(), NodeError> {

@@ -155,16 +155,34 @@ impl NodeRuntime for UmlNode {
     /// grant produced, and settles a node that waits (`settle`).
     /// `time_of_day` answers GET_TOD, plus the node's start time.
     fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError> {
+        self.grant_ahead(at, None, time_of_day, watchdog)
+    }
+
+    /// A grant with lookahead (see the trait). Not while something waits
+    /// to reach the guest (control input or frames without a buffer): a
+    /// plain grant settles those at once, which a guest running ahead
+    /// would postpone.
+    fn grant_ahead(
+        &mut self,
+        at: u64,
+        free_until: Option<u64>,
+        time_of_day: u64,
+        watchdog: Duration,
+    ) -> Result<Grant, NodeError> {
+        let free_until = free_until.filter(|_| !self.devices.owes_input());
         let mut output = Vec::new();
-        let outcome = self.run_until_stop(at, time_of_day, watchdog, &mut output)?;
+        let outcome = self.run_until_stop(at, free_until, time_of_day, watchdog, &mut output)?;
+        let free_runs = self.clock.free_runs();
         let disk = self.devices.disk.as_mut().map(|d| d.take_reads_done()).unwrap_or_default();
         let tx = self.devices.net.as_mut().map(|n| n.take_tx()).unwrap_or_default();
         if let RunOutcome::Waiting { .. } = outcome {
             // Interrupts owed for transmitted frames, disk reads and control
-            // output, and input that waited for buffers, reach it now.
-            self.settle(at, watchdog)?;
+            // output, and input that waited for buffers, reach it now: at
+            // the time of its last wake-up, where it did what earned them.
+            let settle_at = if free_runs.count > 0 { free_runs.last } else { at };
+            self.settle(settle_at, watchdog)?;
         }
-        Ok(Grant { outcome, output, disk, tx })
+        Ok(Grant { outcome, output, disk, tx, free_runs })
     }
 
     /// Sends engine commands to the guest's control line at virtual time

@@ -32,18 +32,23 @@ impl UmlNode {
     /// within its clock window go first, and this node's timer then fires
     /// late, as a timer on a loaded machine does. Runs until the node
     /// waits, exits, or trips the wall-clock `watchdog`; its output goes to
-    /// `out`, stamped. `time_of_day` answers GET_TOD.
+    /// `out`, stamped. `time_of_day` answers GET_TOD. With `free_until`,
+    /// the node may take its own wake-ups before it without stopping
+    /// (lookahead, [`crate::node::NodeRuntime::grant_ahead`]); the watchdog
+    /// then counts from its latest one, since each is a grant of its own.
     pub(super) fn run_until_stop(
         &mut self,
         at: u64,
+        free_until: Option<u64>,
         time_of_day: u64,
         watchdog: Duration,
         out: &mut Vec<GuestOutput>,
     ) -> Result<RunOutcome, UmlError> {
         assert!(!self.exited, "grant to an exited node");
         assert!(self.clock.is_connected(), "grant before wait_connected");
-        self.clock.grant(at)?;
-        let began = Instant::now();
+        self.clock.grant(at, free_until)?;
+        let mut began = Instant::now();
+        let mut progress = 0;
         loop {
             let left = watchdog.saturating_sub(began.elapsed());
             let msg = match self.read_msg(Some(left))? {
@@ -53,6 +58,12 @@ impl UmlNode {
                     let st = self.process.reap();
                     let (status, signal) = (st.and_then(|s| s.code()), st.and_then(|s| s.signal()));
                     return Ok(RunOutcome::Exited { status, signal });
+                }
+                None if self.clock.free_run_count() > progress => {
+                    // Running ahead, not hung: it took wake-ups meanwhile.
+                    progress = self.clock.free_run_count();
+                    began = Instant::now();
+                    continue;
                 }
                 None => {
                     self.drain(out);
@@ -94,6 +105,12 @@ impl UmlNode {
             // Frames, disk requests and output are stamped with the guest's
             // clock as it stands when it hands control to us.
             self.clock.sync_shared_clock();
+            // A guest running ahead stops at its next wake-up: what it
+            // sent may change what happens next (written while it waits
+            // for our reply; where a message needs none, stopping a little
+            // later or sooner changes nothing but the number of round
+            // trips).
+            self.clock.end_free_run();
             // The guest waits for our answer to each device message (a kick
             // carries NEED_REPLY), so it is stopped while the device works,
             // and frames and disk requests are stamped with its current time.
@@ -160,7 +177,7 @@ impl UmlNode {
     /// asking us the time (we answer `t`) and requesting to run at it.
     /// See `vmm::vhost_user` for the exact sequence.
     pub(super) fn raise_interrupts(&mut self, t: u64, watchdog: Duration) -> Result<(), UmlError> {
-        self.clock.interrupt_at(t);
+        self.clock.interrupt_at(t)?;
         self.devices.raise_owed()?;
         let began = Instant::now();
         loop {

@@ -1,0 +1,137 @@
+//! Lookahead: how far a node the engine grants may run by itself.
+//!
+//! Most grants hand a node its own next wake-up (a timer, or a clock read,
+//! which costs a user-mode Linux guest 256 virtual ns and a WAIT) while
+//! nothing else in the cluster is due before it: the step that follows has
+//! one enabled action, the same node's run, and no choice. Such a step is a
+//! round trip to the node and back that decides nothing. With lookahead the
+//! engine passes the node a bound ([`Execution::lookahead_bound`]) with the
+//! grant, and the node takes its own wake-ups before it without stopping
+//! (`vmm::node::NodeRuntime::grant_ahead`), counting them
+//! (`vmm::node::FreeRuns`).
+//!
+//! Why the trace is the same, byte for byte:
+//! - *Every wake-up taken that way is a step the engine would have taken,
+//!   with no choice to make.* The bound is the earliest time at which
+//!   anything other than this node's own run is due: another live node's
+//!   requested run, the host client's poll, netsim's next delivery or
+//!   partition, any node's oldest disk completion, a restart or a resume,
+//!   the time limit, and the time a crash, pause or clock jump becomes
+//!   possible. At a wake-up at `t` strictly before it, the enabled set is
+//!   this node's run alone (the horizon is `t`, the earliest requested
+//!   run). A fault that is enabled *now* makes every step a choice point,
+//!   so then there is no lookahead at all; one whose time has come but
+//!   whose node has nothing at stake (no frames in flight, no volatile
+//!   writes) stays disabled, because only visible events change that.
+//! - *Nothing visible happens in a skipped step.* The node stops at its
+//!   first wake-up after anything the engine must see: console output
+//!   (the guest kernel ends its own free run, patch
+//!   `7.2/0002-um-time-travel-free-runs.patch`) or a device message (the
+//!   engine ends it while the guest waits for the reply). So everything
+//!   the grant produced belongs to its last wake-up, as it would have.
+//! - *The engine accounts for the skipped steps as it would have taken
+//!   them* ([`Execution::account_free_runs`]): the trace's `Run` folds them
+//!   (a quiet stretch keeps only the count and the last time), the step
+//!   log gets them as quiet steps with the right times, `grants` counts
+//!   them, and the clock moves to the last one.
+//!
+//! A node that stopped early (a device message that needed no reply came
+//! a little later than the guest wrote it) changes only how many round
+//! trips the same steps took. A critical-transition probe, which changes
+//! the execution at a given step index, runs without lookahead until that
+//! step.
+
+use vmm::node::FreeRuns;
+
+use crate::execution::Execution;
+use crate::spec::{EngineError, Lookahead};
+use crate::strategy::{ActionKind, EnabledAction};
+
+impl Execution<'_> {
+    /// The time before which node `i` (0-based), granted now, may take its
+    /// own wake-ups without stopping; `None` for a plain grant. Call in the
+    /// step that runs it, after its enabled set was built: it reads that
+    /// step's pending events, which the choice did not change.
+    pub(crate) fn lookahead_bound(&self, i: usize) -> Option<u64> {
+        if self.spec.lookahead == Lookahead::Off {
+            return None;
+        }
+        if self.spec.explore.calm_from.is_some_and(|(at, _)| at > self.choices_steps()) {
+            return None;
+        }
+        let others = self.pending().earliest_except_run(i).unwrap_or(u64::MAX);
+        let bound = others.min(self.spec.time_limit_ns.saturating_add(1)).min(self.fault_bound()?);
+        (bound > self.now).then_some(bound)
+    }
+
+    /// The bound handed to node `i`: [`Self::lookahead_bound`], or in the
+    /// debug mode [`Lookahead::IgnoringFrames`] one that leaves out
+    /// netsim's next event.
+    pub(crate) fn lookahead_given(&self, i: usize, bound: Option<u64>) -> Option<u64> {
+        if self.spec.lookahead != Lookahead::IgnoringFrames {
+            return bound;
+        }
+        let mut p = self.pending().clone();
+        p.forget_network();
+        let others = p.earliest_except_run(i).unwrap_or(u64::MAX);
+        let given = others.min(self.spec.time_limit_ns.saturating_add(1)).min(self.fault_bound()?);
+        (given > self.now).then_some(given)
+    }
+
+    /// The earliest time a crash, pause or clock jump can become possible;
+    /// `None` when one is enabled now (every step is then a choice).
+    fn fault_bound(&self) -> Option<u64> {
+        let mut now_enabled = Vec::new();
+        self.enabled_crashes(&mut now_enabled);
+        self.enabled_node_faults(&mut now_enabled);
+        if !now_enabled.is_empty() {
+            return None;
+        }
+        if self.calm {
+            return Some(u64::MAX);
+        }
+        let explore = &self.spec.explore;
+        let counts = &self.faults.counts;
+        let crash = self.crash_not_before.filter(|_| self.crashes < explore.max_crashes);
+        let pause = self.faults.pause_not_before.filter(|_| counts.pauses < explore.pause.max);
+        let clock_used = counts.clock_bumps + counts.clock_strobes;
+        let clock = self.faults.clock_not_before.filter(|_| clock_used < explore.clock.max);
+        // A time already past gated nothing: the fault waits for a node
+        // with something at stake, which only a visible event brings.
+        Some([crash, pause, clock].into_iter().flatten().filter(|&t| t > self.now).min().unwrap_or(u64::MAX))
+    }
+
+    /// Takes in the wake-ups node `i` took by itself in the grant that
+    /// began at `began` (see the module docs): they were grants, and the
+    /// clock is at the last of them. The step log is done by
+    /// [`Self::log_free_runs`] once the step's visibility is known.
+    pub(crate) fn account_free_runs(
+        &mut self,
+        i: usize,
+        free: FreeRuns,
+        bound: Option<u64>,
+    ) -> Result<(), EngineError> {
+        let node = (i + 1) as u16;
+        let bound = bound.unwrap_or(self.now);
+        if free.last >= bound {
+            return Err(EngineError::RanAhead { node, last: free.last, bound });
+        }
+        let until = Some(free.last);
+        self.trace.push(free.last, node, crate::trace::EventKind::Run { grants: free.count, until });
+        self.grants += free.count;
+        self.now = free.last;
+        Ok(())
+    }
+
+    /// The step log's side of [`Self::account_free_runs`]: the grant at
+    /// `began` (`desc`) and every wake-up but the last were quiet steps;
+    /// the last is the step being logged now, as the run it would have
+    /// been. Returns that step's description.
+    pub(crate) fn log_free_runs(&mut self, desc: EnabledAction, began: u64, free: FreeRuns) -> EnabledAction {
+        let log = self.log_mut();
+        log.push(began, desc, true);
+        log.push_quiet(free.count - 1, free.prev, desc.node);
+        self.add_steps(free.count);
+        EnabledAction::new(desc.node, ActionKind::RunNode, free.last)
+    }
+}
