@@ -30,7 +30,7 @@ fi
 bin=${SIMCLUSTER_BIN:-}
 if [ -z "$bin" ]; then
   cargo build --release --quiet
-  bin=target/release/simcluster
+  bin=${CARGO_TARGET_DIR:-target}/release/simcluster
 fi
 guest-images/db-cluster/build.sh >/dev/null
 tmp=$(mktemp -d)

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-bin=$PWD/target/release/simcluster
+bin=${CARGO_TARGET_DIR:-$PWD/target}/release/simcluster
 for tool in valgrind strace callgrind_annotate; do
   command -v $tool >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind strace >/dev/null; break; }
 done

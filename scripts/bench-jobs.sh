@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 cargo build --release --quiet
 guest-images/examples/build.sh 2>/dev/null
 guest-images/db-cluster/build.sh 2>/dev/null || true
-bin=target/release/simcluster
+bin=${CARGO_TARGET_DIR:-target}/release/simcluster
 jobs_list=${JOBS:-1 2}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -28,7 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-bin=$PWD/target/release/simcluster
+bin=${CARGO_TARGET_DIR:-$PWD/target}/release/simcluster
 rounds=${BENCH_ROUNDS:-3}
 db_execs=${BENCH_DB_EXECUTIONS:-1}
 variants=${BENCH_VARIANTS:-"7.2-ptrace 7.2-seccomp 7.2-seccomp-msg"}

@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-bin=$PWD/target/release/simcluster
+bin=${CARGO_TARGET_DIR:-$PWD/target}/release/simcluster
 rounds=${BENCH_ROUNDS:-1}
 seed=${BENCH_SEED:-3}
 crashes=${BENCH_CRASHES:-0}

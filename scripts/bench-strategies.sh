@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
 guest-images/examples/build.sh 2>/dev/null
-bin=target/release/simcluster
+bin=${CARGO_TARGET_DIR:-target}/release/simcluster
 seeds=${SEEDS:-1 2 3}
 max=${MAX:-30}
 examples=${EXAMPLES:-reorder partition crash-primary rename-unsafe hello-cluster}

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-bin=target/release/simcluster
+bin=${CARGO_TARGET_DIR:-target}/release/simcluster
 cluster=guest-images/hello-cluster
 runs=${BENCH_RUNS:-5}
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readlines()[-1])[sys.argv[1]])" "$1"; }

@@ -27,4 +27,4 @@ if [ -f "$cluster/cluster.toml" ]; then
     if [ -f "$cluster/$sib/build.sh" ]; then "$cluster/$sib/build.sh"; fi
   done
 fi
-exec target/release/simcluster run --images "$cluster" "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/simcluster" run --images "$cluster" "$@"

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 bin=${SIMCLUSTER_BIN:-}
 if [ -z "$bin" ]; then
   cargo build --release --quiet
-  bin=target/release/simcluster
+  bin=${CARGO_TARGET_DIR:-target}/release/simcluster
 fi
 export SIMCLUSTER_BIN=$bin
 if [ "${1:-}" = --full ]; then

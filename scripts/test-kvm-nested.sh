@@ -165,7 +165,7 @@ for m in virtio_pci 9pnet_virtio 9p overlay kvm kvm_amd; do add_module "$m"; don
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1}
 say "building simcluster and the KVM test binaries on the host"
 nice -n 19 cargo build --quiet
-bin=${SIMCLUSTER_BIN:-target/debug/simcluster}
+bin=${SIMCLUSTER_BIN:-${CARGO_TARGET_DIR:-target}/debug/simcluster}
 bin=$(realpath "$bin")
 testlist=$(mktemp)
 trap 'rm -f "$testlist"' EXIT

@@ -107,10 +107,12 @@ build() { cargo build --quiet && cargo test --quiet --workspace --no-run; }
 stage build build
 # `kernels`: both guest kernels built (or found), their paths left in
 # $work/uml-kernel and $work/kvm-kernel.
+# The debug binary (cargo honours CARGO_TARGET_DIR; so does this script).
+sim=${CARGO_TARGET_DIR:-target}/debug/simcluster
 kernel_of() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["kernel"])'; }
 kernels() {
-  target/debug/simcluster image build guest-images/hello-cluster | tee /dev/stderr | kernel_of >"$work/uml-kernel" \
-    && target/debug/simcluster image kernel --runtime kvm | kernel_of >"$work/kvm-kernel"
+  "$sim" image build guest-images/hello-cluster | tee /dev/stderr | kernel_of >"$work/uml-kernel" \
+    && "$sim" image kernel --runtime kvm | kernel_of >"$work/kvm-kernel"
 }
 stage kernels kernels
 # The vmm crate's own UML tests boot the same kernel.
@@ -156,10 +158,10 @@ else
   stage cargo-test cargo_test
   db_runs=2
   [ $tier = full ] && db_runs=5
-  stage determinism env SIMCLUSTER_BIN=target/debug/simcluster taskset -c "$main_cpus" scripts/determinism-db.sh 1 "$db_runs"
+  stage determinism env SIMCLUSTER_BIN="$sim" taskset -c "$main_cpus" scripts/determinism-db.sh 1 "$db_runs"
   gallery_args=()
   [ $tier = full ] && gallery_args=(--full)
-  stage gallery env SIMCLUSTER_BIN=target/debug/simcluster taskset -c "$main_cpus" scripts/test-gallery.sh "${gallery_args[@]}"
+  stage gallery env SIMCLUSTER_BIN="$sim" taskset -c "$main_cpus" scripts/test-gallery.sh "${gallery_args[@]}"
 
   echo "== nested: waiting for it"
   wait "$nested_pid"
