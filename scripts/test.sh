@@ -18,11 +18,12 @@
 #              (cached by the hash of their inputs: minutes cold, seconds warm)
 #   nested     the KVM runtime inside an L1 Linux under QEMU's emulator
 #              (scripts/test-kvm-nested.sh). It runs in the background on its own
-#              CPU, beside the three stages below: QEMU's emulator uses one host
-#              thread, so the other CPU does the rest meanwhile
+#              CPU, then determinism there, beside cargo-test and gallery: QEMU's
+#              emulator uses one host thread, so the other CPU does the rest
+#   determinism  db-cluster: one seed, several runs per userspace mode, one hash
+#              (lookahead off in the last run of each)
 #   cargo-test cargo test --workspace (the short tier leaves out the tests marked
 #              #[ignore = "full tier: ..."]; --full runs them too)
-#   determinism  db-cluster: one seed, several runs per userspace mode, one hash
 #   gallery    real bugs in Debian software found and replayed, safe
 #              configurations passing (scripts/test-gallery.sh)
 #
@@ -109,9 +110,11 @@ stage build build
 # $work/uml-kernel and $work/kvm-kernel.
 # The debug binary (cargo honours CARGO_TARGET_DIR; so does this script).
 sim=${CARGO_TARGET_DIR:-target}/debug/simcluster
+# (`tee -a`: tee opens /dev/stderr by name, and without -a a log file that
+# stderr is redirected to would be truncated, losing every stage before.)
 kernel_of() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["kernel"])'; }
 kernels() {
-  "$sim" image build guest-images/hello-cluster | tee /dev/stderr | kernel_of >"$work/uml-kernel" \
+  "$sim" image build guest-images/hello-cluster | tee -a /dev/stderr | kernel_of >"$work/uml-kernel" \
     && "$sim" image kernel --runtime kvm | kernel_of >"$work/kvm-kernel"
 }
 stage kernels kernels
@@ -128,17 +131,25 @@ else
     nested_env=(SIMCLUSTER_NESTED_RUNS=2 SIMCLUSTER_NESTED_CLUSTERS=hello-cluster)
   fi
   nested_log=$work/nested.log
+  determinism_log=$work/determinism.log
+  db_runs=2
+  [ $tier = full ] && db_runs=5
+  # The second lane, on its own CPU: the KVM runtime in L1, then
+  # db-cluster's determinism (which would otherwise wait for cargo test
+  # while this CPU idles: a cold rehearsal spent 450 s that way).
   (
     set -m
     trap - EXIT
     # The KVM guest kernel was built above; the script's own build is a no-op.
     stage nested taskset -c "$nested_cpus" env "${nested_env[@]}" SIMCLUSTER_KVM_KERNEL="$(cat "$work/kvm-kernel")" \
       SIMCLUSTER_NESTED_TIMEOUT=2400 scripts/test-kvm-nested.sh >"$nested_log" 2>&1
-    # The emulator's CPU is free again: the rest of the suite may use it.
+    stage determinism env SIMCLUSTER_BIN="$sim" taskset -c "$nested_cpus" scripts/determinism-db.sh 1 "$db_runs" \
+      >"$determinism_log" 2>&1
+    # This lane's CPU is free again: the rest of the suite may use it.
     widen_tree "$main_pid"
   ) &
   nested_pid=$!
-  echo "== nested: started in the background on CPU $nested_cpus (its report follows the other stages)"
+  echo "== nested, then determinism: started in the background on CPU $nested_cpus (their reports follow the other stages)"
 
   # A private one-machine Slurm (Debian's packages) for tests/slurm.rs.
   if scripts/slurm/local.sh start; then
@@ -156,17 +167,15 @@ else
     taskset -c "$main_cpus" cargo test --workspace --no-fail-fast -- "${ignored[@]}" 2>&1 | tee "$work/cargo-test.log"
   }
   stage cargo-test cargo_test
-  db_runs=2
-  [ $tier = full ] && db_runs=5
-  stage determinism env SIMCLUSTER_BIN="$sim" taskset -c "$main_cpus" scripts/determinism-db.sh 1 "$db_runs"
   gallery_args=()
   [ $tier = full ] && gallery_args=(--full)
   stage gallery env SIMCLUSTER_BIN="$sim" taskset -c "$main_cpus" scripts/test-gallery.sh "${gallery_args[@]}"
 
-  echo "== nested: waiting for it"
+  echo "== nested and determinism: waiting for them"
   wait "$nested_pid"
   nested_pid=
   cat "$nested_log"
+  [ ! -f "$determinism_log" ] || cat "$determinism_log"
 fi
 
 # --- Summary -------------------------------------------------------------

@@ -92,6 +92,14 @@ fn a_liveness_failure_reports_its_critical_transition() {
     assert!(t > 0.0 && t < 61.0, "{c}");
     let report = std::fs::read_to_string(out.path().join("failures/execution-0/report.txt")).unwrap();
     assert!(report.contains("Critical transition"), "{report}");
+    // The probes replay a prefix of k steps (lookahead counts the steps a
+    // node took by itself) and calm the rest: the same transition, probe
+    // for probe, without lookahead.
+    let out_off = tempfile::tempdir().unwrap();
+    let args = ["--seed", "1", "--critical-walks", "1", "--lookahead", "off"];
+    let off = run_cluster(&ex.join("liveness"), out_off.path(), &args).json();
+    assert_eq!(off["critical_transition"], *c, "with lookahead: {c}\nwithout: {}", off["critical_transition"]);
+    assert_eq!(off["trace_hash"], j["trace_hash"]);
 }
 
 #[test]

@@ -109,8 +109,22 @@ impl Archive {
             .unwrap_or(false)
     }
 
-    /// Fetches the suite's package lists.
+    /// Fetches the suite's package lists. One process at a time per root:
+    /// two simcluster processes refreshing it together (a test suite's
+    /// lanes, two runs) would otherwise meet apt's own lock, which fails the
+    /// second instead of waiting.
     pub fn update(&self) -> Result<()> {
+        let _lock = self.lock_lists()?;
+        self.update_locked()
+    }
+
+    fn lock_lists(&self) -> Result<crate::image::cache::BuildLock> {
+        let entry = self.root.join("lists-update");
+        crate::image::cache::BuildLock::acquire(&entry, true)
+            .with_context(|| format!("cannot lock {} for apt-get update", entry.display()))
+    }
+
+    fn update_locked(&self) -> Result<()> {
         let out = self.command("apt-get").arg("update").stdin(Stdio::null()).output().context("cannot run apt-get")?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
         if !out.status.success() || !self.has_lists() {
@@ -129,7 +143,12 @@ impl Archive {
         if self.has_lists() {
             return Ok(());
         }
-        self.update()
+        let _lock = self.lock_lists()?;
+        if self.has_lists() {
+            // Another process fetched them while this one waited.
+            return Ok(());
+        }
+        self.update_locked()
     }
 
     /// The dependency closure of `names` (plus the suite's Essential set if
