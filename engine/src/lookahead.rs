@@ -53,10 +53,7 @@ impl Execution<'_> {
     /// step that runs it, after its enabled set was built: it reads that
     /// step's pending events, which the choice did not change.
     pub(crate) fn lookahead_bound(&self, i: usize) -> Option<u64> {
-        if self.spec.lookahead == Lookahead::Off {
-            return None;
-        }
-        if self.spec.explore.calm_from.is_some_and(|(at, _)| at > self.choices_steps()) {
+        if !self.lookahead_allowed() {
             return None;
         }
         let others = self.pending().earliest_except_run(i).unwrap_or(u64::MAX);
@@ -64,11 +61,24 @@ impl Execution<'_> {
         (bound > self.now).then_some(bound)
     }
 
+    /// Lookahead is on and no critical-transition probe is about to calm
+    /// the execution.
+    fn lookahead_allowed(&self) -> bool {
+        if self.spec.lookahead == Lookahead::Off {
+            return false;
+        }
+        // The calm begins at the start of the step whose index is `at`; the
+        // step counter already counts this one, so the next step starts at
+        // `choices_steps()`: a node running ahead from here would carry the
+        // count past `at` and the calm would never begin.
+        self.spec.explore.calm_from.is_none_or(|(at, _)| at < self.choices_steps())
+    }
+
     /// The bound handed to node `i`: [`Self::lookahead_bound`], or in the
     /// debug mode [`Lookahead::IgnoringFrames`] one that leaves out
     /// netsim's next event.
     pub(crate) fn lookahead_given(&self, i: usize, bound: Option<u64>) -> Option<u64> {
-        if self.spec.lookahead != Lookahead::IgnoringFrames {
+        if self.spec.lookahead != Lookahead::IgnoringFrames || !self.lookahead_allowed() {
             return bound;
         }
         let mut p = self.pending().clone();

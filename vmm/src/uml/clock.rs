@@ -41,6 +41,8 @@ pub(super) struct Clock {
     boot_time: u64,
     /// The node's virtual time as last granted or reported.
     time: u64,
+    /// The time of the latest RUN.
+    run_at: u64,
     /// The time the node asked to run at next (by message).
     requested: u64,
 }
@@ -62,6 +64,7 @@ impl Clock {
             offer_shm,
             boot_time: 0,
             time: 0,
+            run_at: 0,
             requested: 0,
         })
     }
@@ -99,6 +102,7 @@ impl Clock {
     /// The node's clock starts at engine time `t`.
     pub fn start_at(&mut self, t: u64) {
         self.time = t;
+        self.run_at = t;
         self.boot_time = t;
         self.requested = t;
     }
@@ -142,6 +146,7 @@ impl Clock {
         }
         self.requested = self.requested();
         self.time = at.max(self.requested).max(self.time);
+        self.run_at = self.time;
         let run_at = match &self.shm {
             Some(shm) => {
                 // What the guest's clock reads until it publishes its
@@ -168,14 +173,22 @@ impl Clock {
 
     /// The wake-ups the guest took by itself since its last RUN (see
     /// [`SchedShm::free_runs`]), with the clock after the latest one.
-    pub fn free_runs(&mut self) -> crate::node::FreeRuns {
-        let Some(shm) = &self.shm else { return crate::node::FreeRuns::default() };
+    ///
+    /// A guest clock past the RUN with nothing counted is a guest that ran
+    /// ahead without counting (a kernel without patch 7.2/0002): its trace
+    /// would silently lose grants, so that is an error, not a result.
+    pub fn free_runs(&mut self) -> Result<crate::node::FreeRuns, UmlError> {
+        let Some(shm) = &self.shm else { return Ok(crate::node::FreeRuns::default()) };
         let (count, prev) = shm.free_runs();
+        let clock = shm.current_time();
         if count == 0 {
-            return crate::node::FreeRuns::default();
+            if clock > self.run_at {
+                return Err(UmlError::UncountedFreeRuns { node: self.node, run_at: self.run_at, clock });
+            }
+            return Ok(crate::node::FreeRuns::default());
         }
-        self.time = self.time.max(shm.current_time());
-        crate::node::FreeRuns { count, prev, last: self.time }
+        self.time = self.time.max(clock);
+        Ok(crate::node::FreeRuns { count, prev, last: self.time })
     }
 
     /// How many wake-ups the guest has taken by itself since its last RUN

@@ -43,6 +43,14 @@ pub enum UmlError {
          the engine let it run ahead too far"
     )]
     InThePast { node: u16, at: u64, clock: u64 },
+    /// The guest's clock moved past the RUN by itself with no wake-up
+    /// counted: its kernel runs ahead without telling (it lacks patch
+    /// 7.2/0002), so grants would go missing from the trace.
+    #[error(
+        "node {node}: its clock moved from {run_at} ns to {clock} ns inside one grant without counting the wake-ups: \
+         its kernel lacks simcluster's time-travel patch 0002 (run with --lookahead off, or use the kernel simcluster builds)"
+    )]
+    UncountedFreeRuns { node: u16, run_at: u64, clock: u64 },
     #[error("node {node} did not take an interrupt within {secs} s")]
     InterruptTimeout { node: u16, secs: u64 },
     #[error("node {node}: completing disk request {id}: {source}")]

@@ -172,7 +172,7 @@ impl NodeRuntime for UmlNode {
         let free_until = free_until.filter(|_| !self.devices.owes_input());
         let mut output = Vec::new();
         let outcome = self.run_until_stop(at, free_until, time_of_day, watchdog, &mut output)?;
-        let free_runs = self.clock.free_runs();
+        let free_runs = self.clock.free_runs()?;
         let disk = self.devices.disk.as_mut().map(|d| d.take_reads_done()).unwrap_or_default();
         let tx = self.devices.net.as_mut().map(|n| n.take_tx()).unwrap_or_default();
         if let RunOutcome::Waiting { .. } = outcome {
