@@ -44,9 +44,9 @@ fn clusters() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-/// The clusters the short tier also runs with `--lookahead off`: message
-/// reordering, a partition, a power loss on a disk.
-const WITHOUT_LOOKAHEAD_SHORT: &[&str] = &["reorder", "partition", "crash-primary"];
+/// The clusters the short tier also runs with `--lookahead off`: the boot
+/// alone, message reordering, a partition, a power loss.
+const WITHOUT_LOOKAHEAD_SHORT: &[&str] = &["hello-cluster", "reorder", "partition", "crash-primary"];
 
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug, Clone)]
 struct Golden {
@@ -108,8 +108,8 @@ fn trace_hashes_are_the_recorded_ones() {
         // Recorded under user-mode Linux; `--runtime auto` would pick KVM on a
         // host with vmx/svm. Lookahead (the default) must not change a
         // trace: the same hash with it off, where every wake-up is a round
-        // trip of its own (the short tier checks that on the clusters with
-        // a network fault, a crash and a disk; the full tier on all).
+        // trip of its own (the short tier checks that on hello-cluster and the
+        // clusters with a network fault and a crash; the full tier on all).
         let modes: &[&str] =
             if testkit::by_tier(WITHOUT_LOOKAHEAD_SHORT.contains(&name), true) { &["on", "off"] } else { &["on"] };
         let runs: Vec<Golden> = modes
