@@ -17,7 +17,7 @@ use super::cache::{cache_root, sha256_file};
 use super::host::{have_program, run_capture};
 
 /// One package pinned to an exact version and the archive's checksum.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Pin {
     pub name: String,
     pub version: String,
@@ -154,15 +154,60 @@ impl Archive {
     /// The dependency closure of `names` (plus the suite's Essential set if
     /// `essential`), as apt would install it on an empty system, without
     /// Recommends. Refreshes the lists once if apt does not know a name.
+    ///
+    /// A resolution is a function of the lists and the request, and asking
+    /// apt takes seconds (apt-get -s and apt-cache, about 4 s per image
+    /// build here, paid by every `simcluster run`): it is kept under the
+    /// root by the hash of both ([`Self::resolution_key`]) and reused until
+    /// the lists change.
     pub fn resolve(&self, names: &[String], essential: bool) -> Result<Vec<Pin>> {
         self.ensure_lists()?;
-        match self.simulate(names, essential) {
+        let saved = self.resolution_key(names, essential).map(|k| self.root.join("resolved").join(format!("{k}.json")));
+        if let Some(pins) =
+            saved.as_ref().and_then(|p| std::fs::read(p).ok()).and_then(|b| serde_json::from_slice(&b).ok())
+        {
+            return Ok(pins);
+        }
+        let pins = match self.simulate(names, essential) {
             Err(e) if e.downcast_ref::<ResolveError>().is_some_and(|r| matches!(r, ResolveError::Unknown { .. })) => {
                 self.update()?;
                 self.simulate(names, essential)
             }
             other => other,
+        }?;
+        // Refreshed lists have another key: key again before keeping it.
+        if let Some(k) = self.resolution_key(names, essential) {
+            let path = self.root.join("resolved").join(format!("{k}.json"));
+            // A cache: a failed write only costs the next build its seconds.
+            let _ = write_atomically(&path, &serde_json::to_vec(&pins).expect("pins serialise"));
         }
+        Ok(pins)
+    }
+
+    /// The key of a resolution: the request and the identity of every
+    /// package list and Release file (name, size, modification time; apt
+    /// replaces a list whole when it refreshes it). `None` when the lists
+    /// cannot be read (nothing is kept then).
+    fn resolution_key(&self, names: &[String], essential: bool) -> Option<String> {
+        let mut lists: Vec<(String, u64, u128)> = std::fs::read_dir(self.root.join("lists"))
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let m = e.metadata().ok().filter(|m| m.is_file())?;
+                let modified = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
+                Some((e.file_name().to_string_lossy().into_owned(), m.len(), modified))
+            })
+            .collect();
+        lists.sort();
+        let mut k = crate::image::cache::KeyHasher::new("apt-resolution-1");
+        k.add_str(&self.suite).add_str(if essential { "essential" } else { "plain" });
+        for n in names {
+            k.add_str(n);
+        }
+        for (name, len, modified) in &lists {
+            k.add_str(name).add_str(&len.to_string()).add_str(&modified.to_string());
+        }
+        Some(k.finish())
     }
 
     fn simulate(&self, names: &[String], essential: bool) -> Result<Vec<Pin>> {
@@ -272,5 +317,35 @@ impl Archive {
             bail!("apt-get download gave no file for {}", p.spec());
         }
         Ok(())
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary sibling and a rename, so a
+/// reader never sees half a file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(path.parent().expect("a file under the root"))?;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resolution_is_keyed_by_the_request_and_the_lists() {
+        let root = tempfile::tempdir().unwrap();
+        let a = Archive { suite: "bookworm".into(), root: root.path().to_path_buf() };
+        assert_eq!(a.resolution_key(&["x".into()], false), None, "no lists, nothing kept");
+        std::fs::create_dir_all(root.path().join("lists")).unwrap();
+        let list = root.path().join("lists/deb_dists_bookworm_main_binary-amd64_Packages");
+        std::fs::write(&list, "Package: x\n").unwrap();
+        let k = a.resolution_key(&["x".into()], false).unwrap();
+        assert_eq!(a.resolution_key(&["x".into()], false).unwrap(), k);
+        assert_ne!(a.resolution_key(&["y".into()], false).unwrap(), k, "another name");
+        assert_ne!(a.resolution_key(&["x".into()], true).unwrap(), k, "with the Essential set");
+        std::fs::write(&list, "Package: x\nPackage: y\n").unwrap();
+        assert_ne!(a.resolution_key(&["x".into()], false).unwrap(), k, "refreshed lists");
     }
 }
