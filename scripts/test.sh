@@ -18,8 +18,8 @@
 #              (cached by the hash of their inputs: minutes cold, seconds warm)
 #   nested     the KVM runtime inside an L1 Linux under QEMU's emulator
 #              (scripts/test-kvm-nested.sh). It runs in the background on its own
-#              CPU, then determinism there, beside cargo-test and gallery: QEMU's
-#              emulator uses one host thread, so the other CPU does the rest
+#              CPU beside cargo-test and gallery (QEMU's emulator uses one host
+#              thread); determinism runs in whichever lane is free first
 #   determinism  db-cluster: one seed, several runs per userspace mode, one hash
 #              (lookahead off in the last run of each)
 #   cargo-test cargo test --workspace (the short tier leaves out the tests marked
@@ -134,22 +134,29 @@ else
   determinism_log=$work/determinism.log
   db_runs=2
   [ $tier = full ] && db_runs=5
-  # The second lane, on its own CPU: the KVM runtime in L1, then
-  # db-cluster's determinism (which would otherwise wait for cargo test
-  # while this CPU idles: a cold rehearsal spent 450 s that way).
+  # db-cluster's determinism runs in whichever lane gets to it first: after
+  # the nested step on its CPU, or after the gallery on the main one (cold,
+  # cargo-test is the long lane; warm, the nested step is). `mkdir` is the
+  # claim: it succeeds once.
+  determinism() {
+    mkdir "$work/determinism.claim" 2>/dev/null || return 0
+    stage determinism env SIMCLUSTER_BIN="$sim" taskset -c "$1" scripts/determinism-db.sh 1 "$db_runs" \
+      >"$determinism_log" 2>&1
+  }
+  # The second lane, on its own CPU: the KVM runtime in L1 (then perhaps
+  # determinism, above).
   (
     set -m
     trap - EXIT
     # The KVM guest kernel was built above; the script's own build is a no-op.
     stage nested taskset -c "$nested_cpus" env "${nested_env[@]}" SIMCLUSTER_KVM_KERNEL="$(cat "$work/kvm-kernel")" \
       SIMCLUSTER_NESTED_TIMEOUT=2400 scripts/test-kvm-nested.sh >"$nested_log" 2>&1
-    stage determinism env SIMCLUSTER_BIN="$sim" taskset -c "$nested_cpus" scripts/determinism-db.sh 1 "$db_runs" \
-      >"$determinism_log" 2>&1
+    determinism "$nested_cpus"
     # This lane's CPU is free again: the rest of the suite may use it.
     widen_tree "$main_pid"
   ) &
   nested_pid=$!
-  echo "== nested, then determinism: started in the background on CPU $nested_cpus (their reports follow the other stages)"
+  echo "== nested: started in the background on CPU $nested_cpus (its report, and determinism's, follow the other stages)"
 
   # A private one-machine Slurm (Debian's packages) for tests/slurm.rs.
   if scripts/slurm/local.sh start; then
@@ -170,6 +177,7 @@ else
   gallery_args=()
   [ $tier = full ] && gallery_args=(--full)
   stage gallery env SIMCLUSTER_BIN="$sim" taskset -c "$main_cpus" scripts/test-gallery.sh "${gallery_args[@]}"
+  determinism "$main_cpus"
 
   echo "== nested and determinism: waiting for them"
   wait "$nested_pid"
