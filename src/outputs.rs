@@ -13,9 +13,11 @@ use engine::ExecutionResult;
 
 use crate::cluster::Cluster;
 
-/// Writes a file atomically: a temporary beside it, then a rename.
+/// Writes a file atomically: a temporary beside it (named for this
+/// process, so two processes writing one path do not share it), then a
+/// rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())

@@ -56,8 +56,14 @@ impl Execution<'_> {
         if !self.lookahead_allowed() {
             return None;
         }
-        let others = self.pending().earliest_except_run(i).unwrap_or(u64::MAX);
-        let bound = others.min(self.spec.time_limit_ns.saturating_add(1)).min(self.fault_bound()?);
+        self.bound_with(self.pending().earliest_except_run(i))
+    }
+
+    /// The bound given `others`, the earliest due time of everything but
+    /// the node's own run: no later than the time limit and the next fault,
+    /// and `None` where that leaves nothing past now.
+    fn bound_with(&self, others: Option<u64>) -> Option<u64> {
+        let bound = others.unwrap_or(u64::MAX).min(self.spec.time_limit_ns.saturating_add(1)).min(self.fault_bound()?);
         (bound > self.now).then_some(bound)
     }
 
@@ -83,9 +89,7 @@ impl Execution<'_> {
         }
         let mut p = self.pending().clone();
         p.forget_network();
-        let others = p.earliest_except_run(i).unwrap_or(u64::MAX);
-        let given = others.min(self.spec.time_limit_ns.saturating_add(1)).min(self.fault_bound()?);
-        (given > self.now).then_some(given)
+        self.bound_with(p.earliest_except_run(i))
     }
 
     /// The earliest time a crash, pause or clock jump can become possible;

@@ -162,7 +162,7 @@ impl Archive {
     /// the lists change.
     pub fn resolve(&self, names: &[String], essential: bool) -> Result<Vec<Pin>> {
         self.ensure_lists()?;
-        let saved = self.resolution_key(names, essential).map(|k| self.root.join("resolved").join(format!("{k}.json")));
+        let mut saved = self.saved_resolution(names, essential);
         if let Some(pins) =
             saved.as_ref().and_then(|p| std::fs::read(p).ok()).and_then(|b| serde_json::from_slice(&b).ok())
         {
@@ -171,17 +171,25 @@ impl Archive {
         let pins = match self.simulate(names, essential) {
             Err(e) if e.downcast_ref::<ResolveError>().is_some_and(|r| matches!(r, ResolveError::Unknown { .. })) => {
                 self.update()?;
+                // Refreshed lists have another key.
+                saved = self.saved_resolution(names, essential);
                 self.simulate(names, essential)
             }
             other => other,
         }?;
-        // Refreshed lists have another key: key again before keeping it.
-        if let Some(k) = self.resolution_key(names, essential) {
-            let path = self.root.join("resolved").join(format!("{k}.json"));
+        if let Some(path) = saved {
             // A cache: a failed write only costs the next build its seconds.
-            let _ = write_atomically(&path, &serde_json::to_vec(&pins).expect("pins serialise"));
+            let _ = std::fs::create_dir_all(self.root.join("resolved"));
+            let _ = crate::outputs::write_atomic(&path, &serde_json::to_vec(&pins).expect("pins serialise"));
         }
         Ok(pins)
+    }
+
+    /// Where the resolution of this request against the current lists is
+    /// kept ([`Self::resolution_key`]).
+    fn saved_resolution(&self, names: &[String], essential: bool) -> Option<PathBuf> {
+        let key = self.resolution_key(names, essential)?;
+        Some(self.root.join("resolved").join(format!("{key}.json")))
     }
 
     /// The key of a resolution: the request and the identity of every
@@ -318,15 +326,6 @@ impl Archive {
         }
         Ok(())
     }
-}
-
-/// Writes `bytes` to `path` through a temporary sibling and a rename, so a
-/// reader never sees half a file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    std::fs::create_dir_all(path.parent().expect("a file under the root"))?;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -187,7 +187,7 @@ impl Clock {
             }
             return Ok(crate::node::FreeRuns::default());
         }
-        self.time = self.time.max(clock);
+        self.sync_shared_clock();
         Ok(crate::node::FreeRuns { count, prev, last: self.time })
     }
 
@@ -260,8 +260,8 @@ impl Clock {
     /// it): the engine bounds every node's lookahead by every delivery, so
     /// an interrupt before its clock is an engine bug, reported as one.
     pub fn interrupt_at(&mut self, t: u64) -> Result<(), UmlError> {
+        self.sync_shared_clock();
         if let Some(shm) = &self.shm {
-            self.time = self.time.max(shm.current_time());
             if t < self.time {
                 return Err(UmlError::InThePast { node: self.node, at: t, clock: self.time });
             }
