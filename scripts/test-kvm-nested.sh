@@ -39,7 +39,8 @@
 #                              one of its events (README "The KVM runtime"); a test
 #                              that fails and then passes is reported as such, with
 #                              the first failure's panic, and does not fail the step
-#   SIMCLUSTER_NESTED_CLUSTERS clusters to run (default: hello-cluster probes/guest-state examples/reorder);
+#   SIMCLUSTER_NESTED_CLUSTERS clusters to run (default: hello-cluster probes/guest-state examples/reorder;
+#                              set and empty: none, the test binaries only);
 #                              DIR:N runs DIR N times instead of SIMCLUSTER_NESTED_RUNS
 #   SIMCLUSTER_NESTED_BENCH    DIR:N: also the warm-start bench, N executions of DIR
 #                              (one job) with `--warm-start cold`, then forked from one
@@ -65,7 +66,7 @@ runs=${SIMCLUSTER_NESTED_RUNS:-2}
 tests_re=${SIMCLUSTER_NESTED_TESTS:-.}
 test_repeat=${SIMCLUSTER_NESTED_TEST_REPEAT:-1}
 test_retries=${SIMCLUSTER_NESTED_TEST_RETRIES:-1}
-clusters=${SIMCLUSTER_NESTED_CLUSTERS:-hello-cluster probes/guest-state examples/reorder}
+clusters=${SIMCLUSTER_NESTED_CLUSTERS-hello-cluster probes/guest-state examples/reorder}
 bench=${SIMCLUSTER_NESTED_BENCH:-}
 smp=${SIMCLUSTER_NESTED_SMP:-2}
 mem=${SIMCLUSTER_NESTED_MEM:-4096}
@@ -196,8 +197,10 @@ if [ -z "$kvm_kernel" ]; then
   kvm_kernel=$(nice -n 19 "$bin" image kernel --runtime kvm | python3 -c 'import json,sys; print(json.load(sys.stdin)["kernel"])')
 fi
 kvm_kernel=$(realpath "$kvm_kernel")
-# The clusters' images, built here so that L1 only reads the cache.
-for spec in $clusters $bench; do
+# The clusters' images, and those tests/kvm_kernel.rs boots, built here so
+# that L1 only reads the cache (an image built under the emulator takes
+# minutes).
+for spec in $(printf '%s\n' hello-cluster probes/guest-state $clusters $bench | awk -F: '!seen[$1]++'); do
   c=$(cluster_of "$spec")
   case $c in
     examples/*) guest-images/examples/build.sh >/dev/null 2>&1 ;;

@@ -14,12 +14,13 @@
 #   clippy     cargo clippy --workspace --all-targets -D warnings (clippy.toml's
 #              determinism guard)
 #   build      the workspace and every test binary
-#   kernels    the UML kernel and hello-cluster's image, then the KVM guest kernel
-#              (cached by the hash of their inputs: minutes cold, seconds warm)
+#   kernels    the UML kernel and hello-cluster's image, and beside them the KVM
+#              guest kernel (cached by the hash of their inputs: minutes cold,
+#              seconds warm)
 #   nested     the KVM runtime inside an L1 Linux under QEMU's emulator
 #              (scripts/test-kvm-nested.sh). It runs in the background on its own
-#              CPU beside cargo-test and gallery (QEMU's emulator uses one host
-#              thread); determinism runs in whichever lane is free first
+#              CPU beside cargo-test (QEMU's emulator uses one host thread);
+#              determinism and gallery run in whichever lane is free first
 #   determinism  db-cluster: one seed, several runs per userspace mode, one hash
 #              (lookahead off in the last run of each)
 #   cargo-test cargo test --workspace (the short tier leaves out the tests marked
@@ -81,15 +82,15 @@ failed() { awk '$2 != 0 {print $1}' "$stages"; }
 # the suite the others, so neither waits for the other; on one CPU both share it.
 # When the nested step ends first, `widen_tree` gives the rest every CPU.
 main_pid=$$
-# `widen_tree PID`: every thread of PID and its descendants whose CPUs are
-# the main ones may run on all CPUs from now on (processes pinned to one CPU
+# `widen_tree PID CPUS`: every thread of PID and its descendants whose
+# CPUs are CPUS may run on all CPUs from now on (processes pinned to one CPU
 # by simcluster's --pin keep their pin; children inherit the wider mask).
 widen_tree() {
-  local pid=$1 child
-  if [ "$(taskset -c -p "$pid" 2>/dev/null | sed 's/.*: //')" = "$main_cpus" ]; then
+  local pid=$1 mask=$2 child
+  if [ "$(taskset -c -p "$pid" 2>/dev/null | sed 's/.*: //')" = "$mask" ]; then
     taskset -a -c -p "0-$((ncpu - 1))" "$pid" >/dev/null 2>&1 || true
   fi
-  for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do widen_tree "$child"; done
+  for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do widen_tree "$child" "$mask"; done
 }
 ncpu=$(nproc)
 if [ "$ncpu" -ge 2 ]; then
@@ -113,9 +114,19 @@ sim=${CARGO_TARGET_DIR:-target}/debug/simcluster
 # (`tee -a`: tee opens /dev/stderr by name, and without -a a log file that
 # stderr is redirected to would be truncated, losing every stage before.)
 kernel_of() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["kernel"])'; }
+# The two builds run side by side: each is `make -j<CPUs>`, but unpacking,
+# configuring and linking use one CPU, which the other build fills.
 kernels() {
-  "$sim" image build guest-images/hello-cluster | tee -a /dev/stderr | kernel_of >"$work/uml-kernel" \
-    && "$sim" image kernel --runtime kvm | kernel_of >"$work/kvm-kernel"
+  echo "(the KVM guest kernel builds in the background beside the UML one)"
+  "$sim" image kernel --runtime kvm --quiet >"$work/kvm-kernel.json" 2>"$work/kvm-kernel.err" &
+  local kvm_pid=$! rc=0
+  "$sim" image build guest-images/hello-cluster | tee -a /dev/stderr | kernel_of >"$work/uml-kernel" || rc=1
+  if wait "$kvm_pid" && kernel_of <"$work/kvm-kernel.json" >"$work/kvm-kernel"; then
+    echo "KVM kernel: $(cat "$work/kvm-kernel")"
+  else
+    echo "the KVM kernel did not build:"; cat "$work/kvm-kernel.err"; rc=1
+  fi
+  return $rc
 }
 stage kernels kernels
 # The vmm crate's own UML tests boot the same kernel.
@@ -124,39 +135,52 @@ export SIMCLUSTER_UML_KERNEL
 if [ -n "$(failed)" ]; then
   echo "stopping: $(failed | tr '\n' ' ')failed; nothing after them can pass"
 else
-  # The KVM runtime in L1, in the background on its own CPU.
+  # The KVM runtime in L1, in the background on its own CPU. The short
+  # tier runs the KVM test binaries only: their stock-Linux clusters
+  # (tests/kvm_kernel.rs: hello-cluster once, probes/guest-state twice for
+  # one trace hash) are the "one cluster twice" check.
   if [ $tier = full ]; then
     nested_env=(SIMCLUSTER_NESTED_RUNS=5 "SIMCLUSTER_NESTED_CLUSTERS=hello-cluster probes/guest-state examples/reorder db-cluster:2")
   else
-    nested_env=(SIMCLUSTER_NESTED_RUNS=2 SIMCLUSTER_NESTED_CLUSTERS=hello-cluster)
+    nested_env=(SIMCLUSTER_NESTED_CLUSTERS=)
   fi
   nested_log=$work/nested.log
-  determinism_log=$work/determinism.log
   db_runs=2
   [ $tier = full ] && db_runs=5
-  # db-cluster's determinism runs in whichever lane gets to it first: after
-  # the nested step on its CPU, or after the gallery on the main one (cold,
-  # cargo-test is the long lane; warm, the nested step is). `mkdir` is the
-  # claim: it succeeds once.
-  determinism() {
-    mkdir "$work/determinism.claim" 2>/dev/null || return 0
-    stage determinism env SIMCLUSTER_BIN="$sim" taskset -c "$1" scripts/determinism-db.sh 1 "$db_runs" \
-      >"$determinism_log" 2>&1
+  gallery_args=()
+  [ $tier = full ] && gallery_args=(--full)
+  # After their first job (nested on one CPU, cargo-test on the others),
+  # both lanes take the next of these tasks that nobody has taken yet
+  # (`mkdir` is the claim: it succeeds once), so that neither CPU idles
+  # while the other has work queued. Their output goes to
+  # $work/NAME.log, printed after the other stages.
+  later_tasks=(determinism gallery)
+  task_determinism() { env SIMCLUSTER_BIN="$sim" scripts/determinism-db.sh 1 "$db_runs"; }
+  task_gallery() { env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}"; }
+  # `pinned CPUS CMD...`: CMD (a function too) in a subshell on CPUS.
+  pinned() { (taskset -c -p "$1" "$BASHPID" >/dev/null && shift && "$@"); }
+  # `take_tasks CPUS`: runs every task not yet claimed, pinned to CPUS.
+  take_tasks() {
+    local t
+    for t in "${later_tasks[@]}"; do
+      mkdir "$work/$t.claim" 2>/dev/null || continue
+      echo "== $t: started on CPU $1 (its report follows the other stages)"
+      stage "$t" pinned "$1" "task_$t" >"$work/$t.log" 2>&1
+    done
   }
-  # The second lane, on its own CPU: the KVM runtime in L1 (then perhaps
-  # determinism, above).
+  # The second lane, on its own CPU: the KVM runtime in L1, then the tasks.
   (
     set -m
     trap - EXIT
     # The KVM guest kernel was built above; the script's own build is a no-op.
     stage nested taskset -c "$nested_cpus" env "${nested_env[@]}" SIMCLUSTER_KVM_KERNEL="$(cat "$work/kvm-kernel")" \
       SIMCLUSTER_NESTED_TIMEOUT=2400 scripts/test-kvm-nested.sh >"$nested_log" 2>&1
-    determinism "$nested_cpus"
+    take_tasks "$nested_cpus"
     # This lane's CPU is free again: the rest of the suite may use it.
-    widen_tree "$main_pid"
+    widen_tree "$main_pid" "$main_cpus"
   ) &
   nested_pid=$!
-  echo "== nested: started in the background on CPU $nested_cpus (its report, and determinism's, follow the other stages)"
+  echo "== nested: started in the background on CPU $nested_cpus (its report follows the other stages)"
 
   # A private one-machine Slurm (Debian's packages) for tests/slurm.rs.
   if scripts/slurm/local.sh start; then
@@ -174,16 +198,17 @@ else
     taskset -c "$main_cpus" cargo test --workspace --no-fail-fast -- "${ignored[@]}" 2>&1 | tee "$work/cargo-test.log"
   }
   stage cargo-test cargo_test
-  gallery_args=()
-  [ $tier = full ] && gallery_args=(--full)
-  stage gallery env SIMCLUSTER_BIN="$sim" taskset -c "$main_cpus" scripts/test-gallery.sh "${gallery_args[@]}"
-  determinism "$main_cpus"
+  take_tasks "$main_cpus"
+  # This lane is done: a task still running in the other may use every CPU.
+  widen_tree "$nested_pid" "$nested_cpus"
 
-  echo "== nested and determinism: waiting for them"
+  echo "== nested and the tasks of its lane: waiting for them"
   wait "$nested_pid"
   nested_pid=
   cat "$nested_log"
-  [ ! -f "$determinism_log" ] || cat "$determinism_log"
+  for t in "${later_tasks[@]}"; do
+    [ ! -f "$work/$t.log" ] || cat "$work/$t.log"
+  done
 fi
 
 # --- Summary -------------------------------------------------------------
