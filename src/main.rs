@@ -232,9 +232,11 @@ struct RunArgs {
     #[arg(long)]
     depth: Option<u32>,
     /// Choice points over which PCT change points, delays and DFS prefixes
-    /// are placed (about the number of choice points of one execution).
-    #[arg(long, default_value_t = run::DEFAULT_HORIZON)]
-    horizon: u64,
+    /// are placed (about the number of choice points of one execution;
+    /// default 2000). delay and delay-all without it measure it: execution
+    /// 0 is the default schedule, and its choice points are the horizon.
+    #[arg(long)]
+    horizon: Option<u64>,
     /// Virtual-clock choice: frame deliveries, disk completions and faults
     /// due within this window of the earliest event compete (e.g. 2ms), so
     /// the strategy may postpone one past another; node timers always fire
@@ -305,6 +307,13 @@ enum Strategy {
     /// Bounded DFS with dynamic partial-order reduction over --depth choice
     /// points, restarted from random prefixes (MODIST's hybrid).
     Dfs,
+    /// Coverage-guided: executions that reached something new (a new
+    /// @reached/@sometimes name or count, a new kind of fault, a name
+    /// reached after a fault) are kept, and new executions replay one of
+    /// them up to a point and walk at random from there. The same seed
+    /// gives the same executions for any --jobs (they advance in
+    /// generations of 8); cannot be sharded.
+    Coverage,
 }
 
 impl Strategy {
@@ -315,6 +324,7 @@ impl Strategy {
             Strategy::Delay => StrategyKind::Delay,
             Strategy::DelayAll => StrategyKind::DelayAll,
             Strategy::Dfs => StrategyKind::Dfs,
+            Strategy::Coverage => StrategyKind::Coverage,
         }
     }
 }
@@ -351,7 +361,12 @@ fn options(c: &CommonArgs) -> RunOptions {
         watchdog: Duration::from_secs(c.watchdog),
         quiet: c.quiet,
         pcap: c.pcap.clone(),
-        strategy: StrategyOptions { kind: StrategyKind::Random, depth: 0, horizon: run::DEFAULT_HORIZON },
+        strategy: StrategyOptions {
+            kind: StrategyKind::Random,
+            depth: 0,
+            horizon: run::DEFAULT_HORIZON,
+            measure_horizon: false,
+        },
         until_failure: false,
         warm_start: None,
         window_ns: None,
@@ -521,7 +536,8 @@ fn run_command(args: &RunArgs) -> anyhow::Result<ExitCode> {
         strategy: StrategyOptions {
             kind,
             depth: args.depth.unwrap_or(kind.default_depth()),
-            horizon: args.horizon.max(1),
+            horizon: args.horizon.unwrap_or(run::DEFAULT_HORIZON).max(1),
+            measure_horizon: args.horizon.is_none(),
         },
         until_failure: args.until_failure,
         warm_start: args.warm_start.map(|w| match w {

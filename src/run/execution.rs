@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use checker::strategy::{DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk};
+use checker::strategy::{CoverageWalk, DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk};
 use engine::strategy::Strategy;
 use engine::{ExecutionResult, ExecutionSpec, NodeIdx, RuntimeKind};
 
@@ -216,6 +216,18 @@ pub(crate) fn make_strategy(o: &StrategyOptions, seed: u64, explore: &engine::Ex
         StrategyKind::Delay => Box::new(DelayBounded::sampling(seed, d, o.horizon)),
         StrategyKind::DelayAll => Box::new(DelayBounded::exhaustive(d, o.horizon)),
         StrategyKind::Dfs => Box::new(HybridDfs::new(seed, u64::from(d), o.horizon, weights)),
+        // Each execution's own walk comes from its plan (`adaptive`); this
+        // one (no parent, no cut) names the strategy in failure files.
+        StrategyKind::Coverage => Box::new(CoverageWalk::new(
+            &checker::strategy::coverage::Plan {
+                seed,
+                parent: None,
+                decisions: Default::default(),
+                cut: 0,
+                walk_seed: seed,
+            },
+            weights,
+        )),
     }
 }
 

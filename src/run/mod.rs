@@ -10,6 +10,7 @@
 //!   its CPUID.
 //! - [`critical`], [`runtime`], [`host_cpu`], [`jobs`]: the rest.
 
+pub mod adaptive;
 mod critical;
 mod execution;
 mod host_cpu;
@@ -43,6 +44,7 @@ pub use summary::{CrashPointSummary, CriticalSummary, Shard, Summary};
 use crate::cluster::Cluster;
 use crate::image;
 use crate::outputs::{write_execution, write_pcaps};
+use adaptive::Adaptive;
 use observer::{Group, Observer, UnitRunner};
 use parallel::{Feed, Flow};
 use summary::{RunIdentity, RunRecord, RUN_RECORD_VERSION};
@@ -62,6 +64,9 @@ pub enum StrategyKind {
     DelayAll,
     /// Bounded DPOR over `depth` choice points after random prefixes.
     Dfs,
+    /// Executions started from a corpus of earlier ones kept for what they
+    /// reached first (`checker::strategy::coverage`).
+    Coverage,
 }
 
 impl StrategyKind {
@@ -72,12 +77,13 @@ impl StrategyKind {
             StrategyKind::Delay => "delay",
             StrategyKind::DelayAll => "delay-all",
             StrategyKind::Dfs => "dfs",
+            StrategyKind::Coverage => "coverage",
         }
     }
 
     pub fn default_depth(self) -> u32 {
         match self {
-            StrategyKind::Random => 0,
+            StrategyKind::Random | StrategyKind::Coverage => 0,
             StrategyKind::Pct => 3,
             StrategyKind::Delay | StrategyKind::DelayAll => 2,
             StrategyKind::Dfs => 4,
@@ -92,6 +98,9 @@ pub struct StrategyOptions {
     /// Choice points over which PCT change points, delays and DFS prefixes
     /// are placed.
     pub horizon: u64,
+    /// Delay bounding measures its horizon on execution 0 instead
+    /// (`--horizon` not given; see [`adaptive`]).
+    pub measure_horizon: bool,
 }
 
 /// The default horizon: about the number of choice points of one
@@ -174,6 +183,8 @@ pub(crate) fn dfs_round_seed(run_seed: u64, round: u64) -> u64 {
 /// siblings), or for dfs one round of executions.
 struct UnitOutput {
     groups: Vec<Group>,
+    /// A coverage execution's plan (where it started from).
+    plan: Option<checker::strategy::coverage::Plan>,
     /// An exhaustive strategy has nothing more to explore at this unit.
     exhausted: bool,
 }
@@ -201,7 +212,8 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
         cancel: Arc::new(AtomicBool::new(false)),
         fork: opts.warm_start == Some(WarmStartMode::Fork),
     };
-    let units = Units { opts, plan: &plan, explore: &explore, runner };
+    let units = Units { opts, plan: &plan, explore: &explore, runner, adaptive: Adaptive::for_run(opts) };
+    units.adaptive.prepare(opts, &units.runner)?;
     let bar = progress_bar(opts, if plan.dfs { plan.limit } else { opts.shard.units_below(plan.limit) });
     let mut obs = Observer::new(&cluster, &images, &host, opts, units.failure_strategy_spec(), &bar);
     let exhausted = units.run(&mut obs, &bar, began)?;
@@ -215,9 +227,12 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     host_cpu.pinned_cpus = plan.cpus.iter().flatten().copied().collect();
     host_cpu.pinned_cpu = host_cpu.pinned_cpus.first().copied();
     let mean_k = |v: &[u64]| v.iter().sum::<u64>() as f64 / 1024.0 / v.len().max(1) as f64;
+    let mut identity = identity(&cluster, opts, &images.hash, &explore, base.time_limit_ns);
+    identity.horizon = units.adaptive.horizon().unwrap_or(identity.horizon);
     let record = RunRecord {
         simcluster_run_record: RUN_RECORD_VERSION,
-        identity: identity(&cluster, opts, &images.hash, &explore, base.time_limit_ns),
+        identity,
+        coverage: units.adaptive.summary(),
         shard: opts.shard,
         executions,
         exhausted,
@@ -282,6 +297,14 @@ impl Plan {
                 "--shard {}: dfs cannot be sharded: its executions are numbered across rounds whose sizes are known \
                  only after they run; run dfs on one machine (--jobs uses every core), or shard random, pct, delay \
                  or delay-all",
+                opts.shard
+            ))
+            .into());
+        }
+        if opts.strategy.kind == StrategyKind::Coverage && opts.shard.count > 1 {
+            return Err(BadInput(format!(
+                "--shard {}: coverage cannot be sharded: each execution starts from the corpus of the executions \
+                 before it, which another machine does not have; run it on one machine (--jobs uses every core)",
                 opts.shard
             ))
             .into());
@@ -355,11 +378,15 @@ struct Units<'a> {
     plan: &'a Plan,
     explore: &'a engine::ExploreSpec,
     runner: UnitRunner<'a>,
+    /// What the strategy keeps between executions.
+    adaptive: Adaptive,
 }
 
 impl Units<'_> {
     fn strategy(&self) -> Box<dyn Strategy> {
-        execution::make_strategy(&self.opts.strategy, self.opts.seed, self.explore)
+        let mut o = self.opts.strategy.clone();
+        o.horizon = self.adaptive.horizon().unwrap_or(o.horizon);
+        execution::make_strategy(&o, self.opts.seed, self.explore)
     }
 
     /// The strategy as a failure file records it (its own parameters; the
@@ -377,6 +404,7 @@ impl Units<'_> {
             end: (!plan.dfs && plan.limit != u64::MAX).then(|| opts.shard.units_below(plan.limit)),
             budget: opts.time_budget.map(|b| (began, b)),
             lookahead: 2 * plan.jobs as u64,
+            gate: self.adaptive.gate(),
         };
         let mut exhausted = false;
         let mut next_index = 0u64;
@@ -393,6 +421,7 @@ impl Units<'_> {
                 }
                 for g in out.groups {
                     let index = if plan.dfs { next_index } else { unit };
+                    self.adaptive.observe(index, &g, out.plan.as_ref());
                     next_index += 1;
                     let flow = obs.observe(index, g)?;
                     bar.set_message(obs.progress(began.elapsed().as_secs_f64()));
@@ -414,11 +443,18 @@ impl Units<'_> {
         let Worker { strategy, warm } = worker;
         if !self.plan.dfs {
             if !strategy.begin_execution(unit) {
-                return Ok(UnitOutput { groups: Vec::new(), exhausted: true });
+                return Ok(UnitOutput { groups: Vec::new(), plan: None, exhausted: true });
+            }
+            let label = format!("e{unit}");
+            if let Some((mut own, seed, plan)) = self.adaptive.unit_strategy(self.opts, self.explore, unit) {
+                own.begin_execution(unit);
+                let groups = vec![runner.group(unit, seed, own.as_mut(), &label, warm)?];
+                return Ok(UnitOutput { groups, plan, exhausted: false });
             }
             let seed = engine::execution_seed(self.opts.seed, unit);
             return Ok(UnitOutput {
-                groups: vec![runner.group(unit, seed, strategy.as_mut(), &format!("e{unit}"), warm)?],
+                groups: vec![runner.group(unit, seed, strategy.as_mut(), &label, warm)?],
+                plan: None,
                 exhausted: false,
             });
         }
@@ -436,7 +472,7 @@ impl Units<'_> {
                 break;
             }
         }
-        Ok(UnitOutput { groups, exhausted: false })
+        Ok(UnitOutput { groups, plan: None, exhausted: false })
     }
 }
 

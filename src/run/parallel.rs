@@ -44,6 +44,36 @@ pub(crate) struct Feed {
     pub budget: Option<(Instant, Duration)>,
     /// Units a worker may run ahead of the observer.
     pub lookahead: u64,
+    /// What a unit waits for besides the lookahead: strategies whose next
+    /// executions depend on earlier ones wait for those to be observed.
+    pub gate: Gate,
+}
+
+/// Which earlier positions must have been observed before a position may
+/// start. Positions, not timing: the dependency is the same for any number
+/// of workers, so what a unit sees of the units before it is too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// Units are independent.
+    None,
+    /// Every position after the first waits for the first (delay bounding
+    /// measures its horizon on it).
+    First,
+    /// Positions come in generations of this many: a position waits until
+    /// every earlier generation has been observed (coverage's corpus
+    /// advances once per generation).
+    Generations(u64),
+}
+
+impl Gate {
+    /// How many positions must have been observed before position `p` starts.
+    pub fn needed(self, p: u64) -> u64 {
+        match self {
+            Gate::None => 0,
+            Gate::First => p.min(1),
+            Gate::Generations(g) => p / g.max(1) * g.max(1),
+        }
+    }
 }
 
 struct Dispatch {
@@ -129,7 +159,7 @@ fn take(dispatch: &Mutex<Dispatch>, wake: &Condvar, feed: &Feed) -> Option<u64> 
             wake.notify_all();
             return None;
         }
-        if d.next < d.observed + feed.lookahead {
+        if d.next < d.observed + feed.lookahead && feed.gate.needed(d.next) <= d.observed {
             d.next += 1;
             return Some(d.next - 1);
         }
@@ -178,7 +208,7 @@ mod tests {
     use super::*;
 
     fn feed(shard: Shard, end: Option<u64>) -> Feed {
-        Feed { shard, end, budget: None, lookahead: 3 }
+        Feed { shard, end, budget: None, lookahead: 3, gate: Gate::None }
     }
 
     /// The units two workers hand the observer from `f`, in observed order.
@@ -285,6 +315,35 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("panicked"), "{e}");
+    }
+
+    /// A gated unit starts only after the units it depends on were
+    /// observed: what it may read of them is the same for any job count.
+    #[test]
+    fn a_gated_unit_waits_for_the_units_it_depends_on() {
+        for gate in [Gate::First, Gate::Generations(3)] {
+            for jobs in [1, 2, 4] {
+                let cancel = AtomicBool::new(false);
+                let observed = std::sync::atomic::AtomicU64::new(0);
+                let mut seen = Vec::new();
+                run_in_order(
+                    &vec![None; jobs],
+                    Feed { gate, ..feed(Shard::ALL, Some(9)) },
+                    &cancel,
+                    || (),
+                    |_, u| Ok(observed.load(Ordering::SeqCst) >= gate.needed(u)),
+                    |u, ok| {
+                        seen.push((u, ok));
+                        observed.store(u + 1, Ordering::SeqCst);
+                        Ok(Flow::Continue)
+                    },
+                )
+                .unwrap();
+                assert_eq!(seen, (0..9).map(|u| (u, true)).collect::<Vec<_>>(), "{gate:?}, jobs {jobs}");
+            }
+        }
+        assert_eq!((0..7).map(|p| Gate::Generations(3).needed(p)).collect::<Vec<_>>(), [0, 0, 0, 3, 3, 3, 6]);
+        assert_eq!((0..3).map(|p| Gate::First.needed(p)).collect::<Vec<_>>(), [0, 1, 1]);
     }
 
     #[test]

@@ -231,6 +231,10 @@ pub struct RunRecord {
     /// An exhaustive strategy ran out of executions to explore.
     pub exhausted: bool,
     pub critical_transition: Option<CriticalSummary>,
+    /// `--strategy coverage`: the corpus and every feature's first
+    /// appearance (absent for other strategies and in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<super::adaptive::CoverageSummary>,
     pub jobs: usize,
     pub wall_seconds: f64,
     pub image_build_seconds: f64,
@@ -331,6 +335,10 @@ pub struct Summary {
     pub reached: BTreeMap<String, ReachedCount>,
     /// `[[expect]] reached` names no execution showed: the run fails.
     pub unreached: Vec<String>,
+    /// `--strategy coverage`: coverage over time (each feature, the
+    /// execution that first showed it and when).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<super::adaptive::CoverageSummary>,
     pub out: PathBuf,
 }
 
@@ -429,6 +437,7 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         crash_points,
         reached,
         unreached,
+        coverage: records.iter().find_map(|r| r.coverage.clone()),
         out,
     })
 }

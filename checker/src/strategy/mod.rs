@@ -7,9 +7,11 @@
 //! Random strategies draw a fresh generator per execution from (seed,
 //! execution index), so execution 1000 replays without running 0..999.
 //!
-//! Also here: exhaustive exploration with DPOR ([`dpor`]) and MaceMC's
+//! Also here: coverage-guided search from a corpus of executions
+//! ([`coverage`]), exhaustive exploration with DPOR ([`dpor`]) and MaceMC's
 //! critical-transition search for liveness ([`critical`]).
 
+pub mod coverage;
 pub mod critical;
 pub mod delay;
 pub mod dpor;
@@ -18,6 +20,7 @@ pub mod hybrid;
 pub mod pct;
 pub mod random_walk;
 
+pub use coverage::{Corpus, CoverageWalk};
 pub use critical::{find_critical_transition, CriticalError, CriticalTransition};
 pub use delay::{DelayBounded, DelayPlacements};
 pub use dpor::{Dpor, Transition};
