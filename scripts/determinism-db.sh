@@ -8,6 +8,9 @@
 # of each mode runs with `--lookahead off` (every wake-up a round trip of
 # its own), so the hash also shows that lookahead changes no trace; it must
 # report as many round trips as grants, the others fewer.
+# SIMCLUSTER_DETERMINISM_OFF_LAST=0 keeps lookahead on in every run (the
+# short tier of scripts/test.sh: a run without it takes 1.7x as long, and
+# tests/golden.rs checks lookahead off on four clusters there).
 #
 #   scripts/determinism-db.sh [SEED] [RUNS]      (defaults: 1, 5)
 #   SIMCLUSTER_BIN=target/debug/simcluster scripts/determinism-db.sh   (as scripts/test.sh)
@@ -34,7 +37,9 @@ for mode in seccomp ptrace; do
   for i in $(seq 1 "$runs"); do
     rc=0
     lookahead=on
-    if [ "$i" = "$runs" ] && [ "$runs" -gt 1 ]; then lookahead=off; fi
+    if [ "$i" = "$runs" ] && [ "$runs" -gt 1 ] && [ "${SIMCLUSTER_DETERMINISM_OFF_LAST:-1}" != 0 ]; then
+      lookahead=off
+    fi
     "$bin" run --quiet --images "$tmp/$mode/db-cluster" --seed "$seed" --out "$tmp/out" --lookahead "$lookahead" \
       >"$tmp/run.json" 2>"$tmp/run.err" || rc=$?
     # "HASH FAILURES WALL GRANTS ROUND_TRIPS" from the last JSON line, or nothing.

@@ -11,18 +11,19 @@
 # Stages, in order (each one's wall time is in the summary):
 #   packages   Debian packages the tests use, one apt-get call (scripts/test-deps.sh)
 #   fmt        cargo fmt --check
+#   binary     cargo build: the simcluster binary the kernels build with
+#   kernels    in the background from here: the UML kernel and hello-cluster's
+#              image, and beside them the KVM guest kernel (cached by the hash of
+#              their inputs: minutes cold, seconds warm)
+#   build      every test binary (beside the kernels)
 #   clippy     cargo clippy --workspace --all-targets -D warnings (clippy.toml's
-#              determinism guard)
-#   build      the workspace and every test binary
-#   kernels    the UML kernel and hello-cluster's image, and beside them the KVM
-#              guest kernel (cached by the hash of their inputs: minutes cold,
-#              seconds warm)
+#              determinism guard; beside the kernels)
 #   nested     the KVM runtime inside an L1 Linux under QEMU's emulator
 #              (scripts/test-kvm-nested.sh). It runs in the background on its own
 #              CPU beside cargo-test (QEMU's emulator uses one host thread);
 #              determinism and gallery run in whichever lane is free first
 #   determinism  db-cluster: one seed, several runs per userspace mode, one hash
-#              (lookahead off in the last run of each)
+#              (the full tier: lookahead off in the last run of each)
 #   cargo-test cargo test --workspace (the short tier leaves out the tests marked
 #              #[ignore = "full tier: ..."]; --full runs them too)
 #   gallery    real bugs in Debian software found and replayed, safe
@@ -55,9 +56,10 @@ if [ "${CI:-}" = true ]; then export SIMCLUSTER_STRICT_SKIPS=1; fi
 export SIMCLUSTER_TEST_TIER=$tier
 slurm_dir=$work/slurm
 export SIMCLUSTER_SLURM_DIR=$slurm_dir
-nested_pid=
+nested_pid= kernels_pid=
 cleanup() {
   [ -z "$nested_pid" ] || kill -- "-$nested_pid" 2>/dev/null || true
+  [ -z "$kernels_pid" ] || pkill -TERM -P "$kernels_pid" 2>/dev/null || true
   scripts/slurm/local.sh stop >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -104,9 +106,10 @@ deps_args=()
 [ $tier = full ] && deps_args=(--full)
 stage packages scripts/test-deps.sh "${deps_args[@]}"
 stage fmt cargo fmt --all -- --check || echo "cargo fmt --check: run cargo fmt --all"
-stage clippy cargo clippy --quiet --workspace --all-targets -- -D warnings
-build() { cargo build --quiet && cargo test --quiet --workspace --no-run; }
-stage build build
+# The binary first: the guest kernels build with it, in the background,
+# while the test binaries build and clippy runs (each of the three has
+# single-CPU stretches, unpacking and linking, that the others fill).
+stage binary cargo build --quiet
 # `kernels`: both guest kernels built (or found), their paths left in
 # $work/uml-kernel and $work/kvm-kernel.
 # The debug binary (cargo honours CARGO_TARGET_DIR; so does this script).
@@ -128,7 +131,18 @@ kernels() {
   fi
   return $rc
 }
-stage kernels kernels
+if [ -z "$(failed)" ]; then
+  echo "== kernels: started in the background (its report follows the build and clippy)"
+  stage kernels kernels >"$work/kernels.log" 2>&1 &
+  kernels_pid=$!
+fi
+stage build cargo test --quiet --workspace --no-run
+stage clippy cargo clippy --quiet --workspace --all-targets -- -D warnings
+if [ -n "$kernels_pid" ]; then
+  wait "$kernels_pid"
+  kernels_pid=
+  cat "$work/kernels.log"
+fi
 # The vmm crate's own UML tests boot the same kernel.
 SIMCLUSTER_UML_KERNEL=$(cat "$work/uml-kernel" 2>/dev/null || true)
 export SIMCLUSTER_UML_KERNEL
@@ -155,18 +169,27 @@ else
   # while the other has work queued. Their output goes to
   # $work/NAME.log, printed after the other stages.
   later_tasks=(determinism gallery)
-  task_determinism() { env SIMCLUSTER_BIN="$sim" scripts/determinism-db.sh 1 "$db_runs"; }
+  off_last=0
+  [ $tier = full ] && off_last=1
+  task_determinism() {
+    env SIMCLUSTER_BIN="$sim" SIMCLUSTER_DETERMINISM_OFF_LAST=$off_last scripts/determinism-db.sh 1 "$db_runs"
+  }
   task_gallery() { env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}"; }
   # `pinned CPUS CMD...`: CMD (a function too) in a subshell on CPUS.
   pinned() { (taskset -c -p "$1" "$BASHPID" >/dev/null && shift && "$@"); }
-  # `take_tasks CPUS`: runs every task not yet claimed, pinned to CPUS.
+  # `take_tasks LANE OTHER CPUS`: runs every task not yet claimed, pinned
+  # to CPUS, or on every CPU once lane OTHER has nothing left to run; then
+  # says this lane is done.
   take_tasks() {
-    local t
+    local t cpus
     for t in "${later_tasks[@]}"; do
       mkdir "$work/$t.claim" 2>/dev/null || continue
-      echo "== $t: started on CPU $1 (its report follows the other stages)"
-      stage "$t" pinned "$1" "task_$t" >"$work/$t.log" 2>&1
+      cpus=$3
+      [ ! -e "$work/done.$2" ] || cpus=0-$((ncpu - 1))
+      echo "== $t: started on CPU $cpus (its report follows the other stages)"
+      stage "$t" pinned "$cpus" "task_$t" >"$work/$t.log" 2>&1
     done
+    touch "$work/done.$1"
   }
   # The second lane, on its own CPU: the KVM runtime in L1, then the tasks.
   (
@@ -175,7 +198,7 @@ else
     # The KVM guest kernel was built above; the script's own build is a no-op.
     stage nested taskset -c "$nested_cpus" env "${nested_env[@]}" SIMCLUSTER_KVM_KERNEL="$(cat "$work/kvm-kernel")" \
       SIMCLUSTER_NESTED_TIMEOUT=2400 scripts/test-kvm-nested.sh >"$nested_log" 2>&1
-    take_tasks "$nested_cpus"
+    take_tasks nested main "$nested_cpus"
     # This lane's CPU is free again: the rest of the suite may use it.
     widen_tree "$main_pid" "$main_cpus"
   ) &
@@ -198,7 +221,7 @@ else
     taskset -c "$main_cpus" cargo test --workspace --no-fail-fast -- "${ignored[@]}" 2>&1 | tee "$work/cargo-test.log"
   }
   stage cargo-test cargo_test
-  take_tasks "$main_cpus"
+  take_tasks main nested "$main_cpus"
   # This lane is done: a task still running in the other may use every CPU.
   widen_tree "$nested_pid" "$nested_cpus"
 

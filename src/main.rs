@@ -95,22 +95,97 @@ enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
-    /// Check a recorded history (JSON lines) for linearizability, alone.
+    /// Check a recorded history alone: registers for linearizability, or
+    /// transactions for a consistency model.
     ///
-    /// The same check `[check] history` runs after each execution: one
-    /// key-value register per key, `fail` ops never happened, `info` ops
-    /// may have. Use it on a failure's history.jsonl, or on a history your
-    /// own clients wrote. Prints one JSON line (and the explanation of a
-    /// violation on stderr). Exit 0 linearizable, 1 not linearizable, 2 the
-    /// file is unreadable or not a history (the message names the line),
-    /// 3 the search ran out of steps before a verdict.
+    /// The same check `[check] history` runs after each execution (with
+    /// `[check] model` and `consistency`). Use it on a failure's
+    /// history.jsonl, or on a history your own clients (or Jepsen) wrote.
+    ///
+    /// --model register (the default): one key-value register per key, ops
+    /// read, write and cas; `ok` ops happened between invoke and completion,
+    /// `fail` ops never happened, `info` ops may have. A `fail` cas whose
+    /// completion carries "error":"compare-failed" did not happen either,
+    /// but its compare saw the register hold something other than `from`
+    /// between invoke and completion, and is checked as such a read. Prints
+    /// one JSON line, and the explanation of a violation on stderr. Exit 0
+    /// linearizable, 1 not linearizable, 3 the search ran out of steps
+    /// before a verdict.
+    ///
+    /// --model list-append or rw-register: transactions of micro-ops,
+    /// checked as Jepsen's Elle does (dependency cycles G0, G1c, G-single,
+    /// G2-item and their -process and -realtime kinds; aborted and
+    /// intermediate reads G1a, G1b; lost updates, internal and
+    /// incompatible reads, ...) against --consistency, one of
+    /// strict-serializable, strong-session-serializable, serializable (the
+    /// default), strong-session-snapshot-isolation, snapshot-isolation,
+    /// repeatable-read, read-committed, read-uncommitted. The file is JSON
+    /// lines, or Jepsen's history.edn (a file named *.edn, or one whose
+    /// first character is `{` followed by `:`). Prints one JSON line
+    /// (history, model, consistency, valid, anomalies: name -> count of
+    /// those the consistency model forbids, also_found: of those it allows,
+    /// ruled_out: the consistency models the anomalies rule out, txns:
+    /// counts by outcome) and on stderr the explanation: each anomaly with
+    /// its cycle and the reason for each edge. Exit 0 valid, 1 an anomaly the consistency
+    /// model forbids.
+    ///
+    /// Exit 2 (both): the file is unreadable or not a history of the model
+    /// (the message names the file and the line); nothing is printed on
+    /// stdout.
+    #[command(after_help = CHECK_FORMATS)]
     Check {
-        /// A history: one {"process","type","time","f","key","value"} object per line.
+        /// The history file (see the line formats below).
         history: PathBuf,
-        /// Search steps allowed per key before giving up.
+        /// What the history's ops are: read/write/cas registers, or
+        /// transactions of append and r (list-append) or w and r
+        /// (rw-register) micro-ops.
+        #[arg(long, value_enum, default_value_t = CheckModel::Register)]
+        model: CheckModel,
+        /// The consistency model a transactional history is checked against
+        /// (default serializable); not for --model register.
+        #[arg(long, value_parser = parse_consistency)]
+        consistency: Option<txncheck::Consistency>,
+        /// Search steps allowed per key before giving up (--model register).
         #[arg(long, default_value_t = checker::linearizability::CheckOptions::default().max_steps_per_key)]
         max_steps: u64,
     },
+}
+
+/// `simcluster check --help`'s line formats.
+const CHECK_FORMATS: &str = r#"History lines (JSON lines; one event per line, an invoke then its completion
+per process; times in any monotonic unit, nanoseconds in simcluster):
+  register:
+    {"process":1,"type":"invoke","time":100,"f":"write","key":"x","value":3}
+    {"process":1,"type":"ok","time":250,"f":"write","key":"x","value":3}
+    {"process":2,"type":"invoke","time":120,"f":"read","key":"x","value":null}
+    {"process":2,"type":"ok","time":300,"f":"read","key":"x","value":3}
+    {"process":3,"type":"invoke","time":310,"f":"cas","key":"x","from":1,"to":4}
+    {"process":3,"type":"fail","time":400,"f":"cas","key":"x","from":1,"to":4,"error":"compare-failed"}
+  list-append / rw-register ("type" is invoke, ok, fail or info; reads are
+  null on the invoke, filled in on the ok; w instead of append for rw-register):
+    {"type":"invoke","process":0,"time":10,"f":"txn","value":[["append","x",1],["r","y",null]]}
+    {"type":"ok","process":0,"time":25,"f":"txn","value":[["append","x",1],["r","y",[1,2]]]}
+  or Jepsen's history.edn:
+    {:type :invoke, :f :txn, :value [[:append :x 1] [:r :y nil]], :time 10, :process 0, :index 0}
+
+Examples:
+  simcluster check simcluster-out/failures/execution-3/history.jsonl
+  simcluster check history.edn --model list-append --consistency snapshot-isolation"#;
+
+/// `--model` of `simcluster check`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum CheckModel {
+    /// Read/write/cas registers, for linearizability.
+    Register,
+    /// Transactions of append and list reads.
+    ListAppend,
+    /// Transactions of register writes and reads.
+    RwRegister,
+}
+
+/// `--consistency`: a consistency model's name.
+fn parse_consistency(s: &str) -> Result<txncheck::Consistency, String> {
+    s.parse().map_err(|e: txncheck::UnknownName| e.to_string())
 }
 
 #[derive(Subcommand, Debug)]
@@ -448,16 +523,54 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Merge { shards, out } => merge(&shards, out),
         Command::Replay { failure_file, common } => replay_command(&failure_file, &common),
         Command::Shrink { failure_file, max_executions, common } => shrink(&failure_file, max_executions, &common),
-        Command::Check { history, max_steps } => check_history(&history, max_steps),
+        Command::Check { history, model, consistency, max_steps } => {
+            check_history(&history, model, consistency, max_steps)
+        }
     }
 }
 
 /// `simcluster check`: one history file's verdict as one JSON line.
-fn check_history(path: &Path, max_steps: u64) -> anyhow::Result<ExitCode> {
+fn check_history(
+    path: &Path,
+    model: CheckModel,
+    consistency: Option<txncheck::Consistency>,
+    max_steps: u64,
+) -> anyhow::Result<ExitCode> {
     use checker::history::History;
     use checker::linearizability::{check, CheckOptions, CheckResult};
     let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: cannot read: {e}", path.display())))?;
-    let bad = |e: checker::history::HistoryError| BadInput(format!("{}: {e}", path.display()));
+    let edn = path.extension().is_some_and(|e| e == "edn") || checker::history_check::looks_like_edn(&text);
+    let txn_model = match model {
+        CheckModel::Register => None,
+        CheckModel::ListAppend => Some(txncheck::Model::ListAppend),
+        CheckModel::RwRegister => Some(txncheck::Model::RwRegister),
+    };
+    if let Some(m) = txn_model {
+        let c = consistency.unwrap_or(checker::history_check::HistoryModel::DEFAULT_CONSISTENCY);
+        return check_txn_history(path, &text, edn, m, c);
+    }
+    if consistency.is_some() {
+        return Err(BadInput(
+            "--consistency applies to --model list-append and rw-register; the register model is checked for \
+             linearizability"
+                .into(),
+        )
+        .into());
+    }
+    if edn {
+        return Err(BadInput(format!(
+            "{}: an EDN history (Jepsen's history.edn) is read with --model list-append or rw-register; the \
+             register model reads JSON lines",
+            path.display()
+        ))
+        .into());
+    }
+    let hint = if text.contains("\"txn\"") {
+        " (a transactional history? add --model list-append or rw-register)"
+    } else {
+        ""
+    };
+    let bad = |e: checker::history::HistoryError| BadInput(format!("{}: {e}{hint}", path.display()));
     let history = History::from_json_lines(&text).map_err(bad)?;
     let verdict = check(&history, &CheckOptions { max_steps_per_key: max_steps }).map_err(bad)?;
     let (line, code) = match &verdict {
@@ -479,6 +592,36 @@ fn check_history(path: &Path, max_steps: u64) -> anyhow::Result<ExitCode> {
     };
     println!("{line}");
     Ok(ExitCode::from(code))
+}
+
+/// `simcluster check --model list-append|rw-register`: the verdict as one
+/// JSON line, txncheck's explanation on stderr.
+fn check_txn_history(
+    path: &Path,
+    text: &str,
+    edn: bool,
+    model: txncheck::Model,
+    consistency: txncheck::Consistency,
+) -> anyhow::Result<ExitCode> {
+    let parsed = if edn { txncheck::parse_edn(text) } else { txncheck::parse_json_lines(text) };
+    let history = parsed.map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    let report = txncheck::check(&history, model, consistency);
+    let counts = |names: &[String]| -> serde_json::Map<String, serde_json::Value> {
+        names.iter().map(|n| (n.clone(), report.counts.get(n).copied().unwrap_or(0).into())).collect()
+    };
+    let line = serde_json::json!({
+        "history": path,
+        "model": model,
+        "consistency": consistency,
+        "valid": report.valid,
+        "anomalies": counts(&report.anomaly_types),
+        "also_found": counts(&report.also_found),
+        "ruled_out": report.ruled_out,
+        "txns": report.txns,
+    });
+    eprint!("{report}");
+    println!("{line}");
+    Ok(ExitCode::from(if report.valid { 0 } else { 1 }))
 }
 
 /// `simcluster image kernel`: the kernel's path and cache key as one JSON line.

@@ -52,10 +52,13 @@ fn console_logs(cluster: &Cluster, result: &ExecutionResult) -> Vec<(String, Str
 pub fn write_execution(dir: &Path, cluster: &Cluster, result: &ExecutionResult) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     write_atomic(&dir.join("trace.jsonl"), result.trace.to_jsonl().as_bytes())?;
-    // The client history `[check] history` checked, as JSON lines.
+    // The client history `[check] history` checked: history.jsonl, or
+    // history.edn when the node printed Jepsen's EDN (`simcluster check`
+    // reads either by its name).
     if let Some(i) = cluster.history_node {
         if let Some(h) = checker::history_check::history_lines(result.trace.events(), (i + 1) as u16) {
-            write_atomic(&dir.join("history.jsonl"), h.as_bytes())?;
+            let name = if checker::history_check::looks_like_edn(&h) { "history.edn" } else { "history.jsonl" };
+            write_atomic(&dir.join(name), h.as_bytes())?;
         }
     }
     for (node, log) in console_logs(cluster, result) {

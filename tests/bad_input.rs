@@ -152,3 +152,21 @@ fn bad_pause_and_clock_values_exit_2_naming_the_key() {
         assert_bad(&run(&["run", "--quiet", "--images", d.path().to_str().unwrap()]), needles);
     }
 }
+
+#[test]
+fn bad_history_models_exit_2_naming_the_key() {
+    for (extra, needles) in [
+        ("[check]\nhistory = \"n1\"\nmodel = \"bank\"\n", &["cluster.toml", "[check] model = \"bank\"", "line 11"][..]),
+        (
+            "[check]\nhistory = \"n1\"\nmodel = \"list-append\"\nconsistency = \"sequential\"\n",
+            &["cluster.toml", "[check] consistency = \"sequential\"", "line 12"],
+        ),
+        ("[check]\nhistory = \"n1\"\nconsistency = \"serializable\"\n", &["cluster.toml", "[check] consistency"]),
+        ("[check]\nmodel = \"rw-register\"\n", &["cluster.toml", "[check] model: there is no history"]),
+    ] {
+        let d = simple(1, None, "true", extra);
+        let out = tempfile::tempdir().unwrap();
+        assert_bad(&run_cluster(d.path(), &out.path().join("o"), &[]), needles);
+        assert!(!out.path().join("o").exists(), "output written for bad input");
+    }
+}

@@ -13,7 +13,17 @@
 //!
 //! Outcomes: `ok` took effect between invoke and completion; `fail` definitely did
 //! not take effect; `info` (and an invoke never completed, "pending") may or may
-//! not have taken effect, at any time after the invoke. Times are virtual
+//! not have taken effect, at any time after the invoke. A `fail` cas whose
+//! completion says `"error":"compare-failed"` did not take effect either, but it
+//! observed something: at some point between its invoke and its completion the
+//! register held a value other than `from` ([`Outcome::CompareFailed`]). Any other
+//! `error` (or none) on a `fail` cas says nothing about what it read:
+//!
+//! ```text
+//! {"process":4,"type":"invoke","time":140,"f":"cas","key":"x","from":1,"to":2}
+//! {"process":4,"type":"fail","time":180,"f":"cas","key":"x","from":1,"to":2,"error":"compare-failed"}
+//! ```
+//! Times are virtual
 //! nanoseconds. Each process is sequential: at most one outstanding op. Jepsen
 //! convention: after an `info`, a workload continues under a fresh process id,
 //! but reusing the id is also accepted here (the info op simply stays open).
@@ -132,7 +142,15 @@ pub struct Event {
     pub time: u64,
     #[serde(flatten)]
     pub op: Op,
+    /// Why the op failed, as the workload says; only `"compare-failed"`
+    /// (on a `fail` cas: [`COMPARE_FAILED`]) means anything to the check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
+
+/// The `error` of a `fail` cas completion whose compare failed: the register
+/// held something other than `from` (see [`Outcome::CompareFailed`]).
+pub const COMPARE_FAILED: &str = "compare-failed";
 
 /// How an operation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,6 +164,20 @@ pub enum Outcome {
     Info,
     /// Invoked, never completed: treated like `Info`.
     Pending,
+    /// A cas that failed because its compare failed (`"error":"compare-failed"`
+    /// on its `fail` completion): it did not take effect, but between call and
+    /// return the register held a value other than its `from`.
+    #[serde(rename = "compare-failed")]
+    CompareFailed,
+}
+
+impl Outcome {
+    /// Whether the op must be placed in a linearization, between its call
+    /// and its return: `ok` ops and cas ops whose compare failed. The others
+    /// (`fail`: never happened; `info`, pending: may have) are optional.
+    pub fn must_linearize(self) -> bool {
+        matches!(self, Outcome::Ok | Outcome::CompareFailed)
+    }
 }
 
 /// An invoke paired with its completion.
@@ -170,6 +202,7 @@ impl fmt::Display for Operation {
             Outcome::Fail => "fail",
             Outcome::Info => "info",
             Outcome::Pending => "pending",
+            Outcome::CompareFailed => "fail (compare failed)",
         };
         match self.ret {
             Some(r) => write!(f, "#{} p{} {} [{}..{} ns] {}", self.id, self.process, self.op, self.call, r, outcome),
@@ -195,6 +228,10 @@ pub enum HistoryError {
     Mismatch { index: usize, invoke: usize, invoked: String, completion: String },
     #[error("event {index}: completion at {time} ns precedes its invoke at {invoke_time} ns")]
     TimeWentBackwards { index: usize, time: u64, invoke_time: u64 },
+    #[error(
+        "event {index}: \"error\":\"compare-failed\" on {what}: only a fail cas completion can say its compare failed"
+    )]
+    CompareFailedMisplaced { index: usize, what: String },
 }
 
 /// A list of events in the order they were recorded. Real-time order between
@@ -235,7 +272,7 @@ impl History {
     }
 
     pub fn push(&mut self, process: ProcessId, kind: EventType, time: u64, op: Op) -> &mut Self {
-        self.events.push(Event { process, kind, time, op });
+        self.events.push(Event { process, kind, time, op, error: None });
         self
     }
     pub fn invoke(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
@@ -249,6 +286,12 @@ impl History {
     }
     pub fn info(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
         self.push(process, EventType::Info, time, op)
+    }
+    /// A `fail` completion of a cas whose compare failed
+    /// (`"error":"compare-failed"`).
+    pub fn compare_failed(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
+        self.events.push(Event { process, kind: EventType::Fail, time, op, error: Some(COMPARE_FAILED.to_string()) });
+        self
     }
 
     /// Pairs each invoke with the next completion of the same process.
@@ -288,6 +331,16 @@ impl History {
                     if ev.time < o.call {
                         return Err(HistoryError::TimeWentBackwards { index, time: ev.time, invoke_time: o.call });
                     }
+                    let compare_failed = ev.error.as_deref() == Some(COMPARE_FAILED);
+                    if compare_failed && !(kind == EventType::Fail && matches!(ev.op, Op::Cas { .. })) {
+                        let what = match kind {
+                            EventType::Ok => "an ok",
+                            EventType::Info => "an info",
+                            _ => "a fail",
+                        };
+                        let what = format!("{what} {} completion", ev.op.f());
+                        return Err(HistoryError::CompareFailedMisplaced { index, what });
+                    }
                     if !completion_matches(&o.op, &ev.op) {
                         return Err(HistoryError::Mismatch {
                             index,
@@ -303,7 +356,7 @@ impl History {
                             o.op = ev.op.clone();
                         }
                         EventType::Fail => {
-                            o.outcome = Outcome::Fail;
+                            o.outcome = if compare_failed { Outcome::CompareFailed } else { Outcome::Fail };
                             o.ret = Some(ev.time);
                         }
                         EventType::Info => {
@@ -390,6 +443,43 @@ mod tests {
         let mut h = History::new();
         h.invoke(1, 5, Op::write("x", 1)).ok(1, 4, Op::write("x", 1));
         assert!(matches!(h.operations(), Err(HistoryError::TimeWentBackwards { .. })));
+    }
+
+    #[test]
+    fn a_compare_failed_cas_is_its_own_outcome_and_only_a_fail_cas_may_say_so() {
+        let text = r#"{"process":1,"type":"invoke","time":1,"f":"cas","key":"x","from":1,"to":2}
+{"process":1,"type":"fail","time":2,"f":"cas","key":"x","from":1,"to":2,"error":"compare-failed"}
+{"process":1,"type":"invoke","time":3,"f":"cas","key":"x","from":1,"to":2}
+{"process":1,"type":"fail","time":4,"f":"cas","key":"x","from":1,"to":2,"error":"timeout"}
+"#;
+        let h = History::from_json_lines(text).unwrap();
+        assert_eq!(h.events[1].error.as_deref(), Some(COMPARE_FAILED));
+        let ops = h.operations().unwrap();
+        assert_eq!(ops[0].outcome, Outcome::CompareFailed);
+        assert!(ops[0].to_string().ends_with("fail (compare failed)"), "{}", ops[0]);
+        assert_eq!(ops[1].outcome, Outcome::Fail, "another error says nothing about the compare");
+        assert_eq!(History::from_json_lines(&h.to_json_lines()).unwrap(), h);
+
+        let mut h = History::new();
+        h.invoke(1, 1, Op::write("x", 1));
+        h.events.push(Event {
+            process: 1,
+            kind: EventType::Fail,
+            time: 2,
+            op: Op::write("x", 1),
+            error: Some(COMPARE_FAILED.into()),
+        });
+        let e = h.operations().unwrap_err();
+        assert!(e.to_string().contains("on a fail write completion"), "{e}");
+        let mut h = History::new();
+        h.invoke(1, 1, Op::cas("x", 1, 2)).events.push(Event {
+            process: 1,
+            kind: EventType::Ok,
+            time: 2,
+            op: Op::cas("x", 1, 2),
+            error: Some(COMPARE_FAILED.into()),
+        });
+        assert!(matches!(h.operations(), Err(HistoryError::CompareFailedMisplaced { index: 1, .. })));
     }
 
     #[test]

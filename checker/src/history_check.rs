@@ -3,14 +3,100 @@
 //! A workload that records its history (invoke/ok/fail/info events, see
 //! [`crate::history`]) and prints it on its console between the lines
 //! `@history begin` and `@history end` gets it checked by simcluster itself
-//! after the execution, with the linearizability checker for a key-value
-//! register model. The console is part of the trace, so the check is as
+//! after the execution ([`HistoryModel`]): with the linearizability checker
+//! for a key-value register model (the default), or, for a transactional
+//! history (list-append or rw-register), with `txncheck` against a
+//! consistency model. The console is part of the trace, so the check is as
 //! deterministic as the execution and replays with it; nothing in the guest
 //! has to be trusted to run the check.
+
+use std::sync::Arc;
 
 use crate::history::{History, HistoryError, Outcome};
 use crate::linearizability::{check_operations, CheckOptions, CheckResult};
 use engine::trace::{Event, EventKind};
+
+/// What a client history is checked against (`[check] model` and
+/// `[check] consistency` in cluster.toml, `--model` and `--consistency` of
+/// `simcluster check`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HistoryModel {
+    /// One read/write/cas register per key, for linearizability.
+    #[default]
+    Register,
+    /// Transactions of micro-ops, for the anomalies `consistency` forbids.
+    Txn { model: txncheck::Model, consistency: txncheck::Consistency },
+}
+
+impl HistoryModel {
+    /// The consistency a transactional model is checked against unless told.
+    pub const DEFAULT_CONSISTENCY: txncheck::Consistency = txncheck::Consistency::Serializable;
+
+    /// The model names `--model` and `[check] model` accept.
+    pub const NAMES: [&'static str; 3] = ["register", "list-append", "rw-register"];
+
+    /// The model called `name` (one of [`Self::NAMES`]), checked against
+    /// `consistency` (a transactional model only; `None`:
+    /// [`Self::DEFAULT_CONSISTENCY`]). The error is the message, without
+    /// saying where the names came from.
+    pub fn from_names(name: &str, consistency: Option<&str>) -> Result<HistoryModel, String> {
+        let model = match name {
+            "register" => None,
+            other => Some(
+                other
+                    .parse::<txncheck::Model>()
+                    .map_err(|_| format!("unknown model {other:?} (expected one of: {})", Self::NAMES.join(", ")))?,
+            ),
+        };
+        let consistency =
+            consistency.map(str::parse::<txncheck::Consistency>).transpose().map_err(|e| e.to_string())?;
+        match (model, consistency) {
+            (None, None) => Ok(HistoryModel::Register),
+            (None, Some(_)) => Err("a consistency model applies to the transactional models (list-append, \
+                 rw-register); the register model is checked for linearizability"
+                .into()),
+            (Some(model), c) => Ok(HistoryModel::Txn { model, consistency: c.unwrap_or(Self::DEFAULT_CONSISTENCY) }),
+        }
+    }
+
+    /// `register`, `list-append` or `rw-register`.
+    pub fn name(self) -> String {
+        match self {
+            HistoryModel::Register => "register".into(),
+            HistoryModel::Txn { model, .. } => model.to_string(),
+        }
+    }
+
+    /// The invariant the check's verdict goes into the trace as:
+    /// `history-linearizable`, or `history-<consistency>`.
+    pub fn invariant(self) -> String {
+        match self {
+            HistoryModel::Register => "history-linearizable".into(),
+            HistoryModel::Txn { consistency, .. } => format!("history-{consistency}"),
+        }
+    }
+}
+
+/// Whether a history text is Jepsen's EDN (`{:type :invoke, ...}` or
+/// `#jepsen.history.Op{...}` lines) rather than JSON lines: its first
+/// non-blank character is `#`, or `{` followed by `:`.
+pub fn looks_like_edn(text: &str) -> bool {
+    let mut rest = text.trim_start().chars().filter(|c| !c.is_whitespace());
+    match rest.next() {
+        Some('#') => true,
+        Some('{') => rest.next() == Some(':'),
+        _ => false,
+    }
+}
+
+/// Parses a transactional history, EDN or JSON lines ([`looks_like_edn`]).
+pub fn parse_txn_history(text: &str) -> Result<txncheck::History, txncheck::ParseError> {
+    if looks_like_edn(text) {
+        txncheck::parse_edn(text)
+    } else {
+        txncheck::parse_json_lines(text)
+    }
+}
 
 /// What the host-side check concluded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,10 +135,33 @@ pub fn history_lines(events: &[Event], node: u16) -> Option<String> {
     block
 }
 
-/// The engine's hook for `[check] history` on `node`: the engine runs
-/// [`engine_check`] after a passing execution.
+/// The engine's hook for `[check] history` on `node`, register model: the
+/// engine runs [`engine_check`] after a passing execution.
 pub fn hook(node: engine::NodeIdx) -> engine::HistoryCheck {
-    engine::HistoryCheck { node, check: engine_check }
+    hook_for(node, HistoryModel::Register)
+}
+
+/// The engine's hook for `[check] history` on `node`, checked against
+/// `model`: [`engine_check`] for registers (invariant
+/// `history-linearizable`, failure kind `Linearizability`),
+/// [`engine_check_txn`] for transactions (invariant
+/// `history-<consistency>`, failure kind `Anomaly`).
+pub fn hook_for(node: engine::NodeIdx, model: HistoryModel) -> engine::HistoryCheck {
+    let invariant = model.invariant();
+    match model {
+        HistoryModel::Register => engine::HistoryCheck {
+            node,
+            invariant,
+            kind: engine::FailureKind::Linearizability,
+            check: Arc::new(engine_check),
+        },
+        HistoryModel::Txn { model, consistency } => engine::HistoryCheck {
+            node,
+            invariant,
+            kind: engine::FailureKind::Anomaly,
+            check: Arc::new(move |events: &[Event], n: u16| engine_check_txn(events, n, model, consistency)),
+        },
+    }
 }
 
 /// [`check_history`] as the engine reports it: whether the history passed,
@@ -71,6 +180,67 @@ pub fn engine_check(events: &[Event], node: u16) -> engine::HistoryOutcome {
     engine::HistoryOutcome { ok, note }
 }
 
+/// What the host-side check of a transactional history concluded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnVerdict {
+    /// Checked: valid or not, with the evidence.
+    Checked(Box<txncheck::CheckReport>),
+    /// The node printed no history.
+    Missing,
+    /// The history could not be parsed or paired.
+    Malformed(String),
+}
+
+/// Checks the transactional history `node` printed (JSON lines or EDN)
+/// against `consistency`.
+pub fn check_txn_history(
+    events: &[Event],
+    node: u16,
+    model: txncheck::Model,
+    consistency: txncheck::Consistency,
+) -> TxnVerdict {
+    let Some(text) = history_lines(events, node) else { return TxnVerdict::Missing };
+    match parse_txn_history(&text) {
+        Ok(h) => TxnVerdict::Checked(Box::new(txncheck::check(&h, model, consistency))),
+        Err(e) => TxnVerdict::Malformed(e.to_string()),
+    }
+}
+
+/// The anomalies of a report that its consistency forbids, as
+/// `G-single (1), G2-item (2)`.
+pub fn anomaly_summary(report: &txncheck::CheckReport) -> String {
+    let count = |n: &String| report.counts.get(n).copied().unwrap_or(0);
+    report.anomaly_types.iter().map(|n| format!("{n} ({})", count(n))).collect::<Vec<_>>().join(", ")
+}
+
+/// [`check_txn_history`] as the engine reports it: a first line for the
+/// trace, then (when it fails) txncheck's explanation.
+pub fn engine_check_txn(
+    events: &[Event],
+    node: u16,
+    model: txncheck::Model,
+    consistency: txncheck::Consistency,
+) -> engine::HistoryOutcome {
+    let (ok, note) = match check_txn_history(events, node, model, consistency) {
+        TxnVerdict::Checked(r) if r.valid => {
+            let t = &r.txns;
+            let note = format!(
+                "history: {} transactions ({} ok, {} info, {} fail) show no anomaly {consistency} forbids ({model})",
+                t.total, t.ok, t.info, t.fail
+            );
+            (true, note)
+        }
+        TxnVerdict::Checked(r) => {
+            (false, format!("history is not {consistency} ({model}): {}\n{r}", anomaly_summary(&r)))
+        }
+        TxnVerdict::Missing => {
+            (false, "no history: the node printed no \"@history begin\" .. \"@history end\" block".into())
+        }
+        TxnVerdict::Malformed(why) => (false, format!("the history cannot be read: {why}")),
+    };
+    engine::HistoryOutcome { ok, note }
+}
+
 /// Checks the history `node` printed for linearizability.
 pub fn check_history(events: &[Event], node: u16) -> HistoryVerdict {
     let Some(text) = history_lines(events, node) else { return HistoryVerdict::Missing };
@@ -85,7 +255,7 @@ pub fn check_history(events: &[Event], node: u16) -> HistoryVerdict {
             ops: ops.len(),
             ok: count(Outcome::Ok),
             info: count(Outcome::Info),
-            fail: count(Outcome::Fail),
+            fail: count(Outcome::Fail) + count(Outcome::CompareFailed),
         },
         CheckResult::Violation(v) => HistoryVerdict::Violation(v.to_string()),
         CheckResult::Unknown { key, steps } => {
@@ -143,6 +313,59 @@ mod tests {
             HistoryVerdict::Violation(why) => assert!(why.contains("not linearizable"), "{why}"),
             v => panic!("{v:?}"),
         }
+    }
+
+    const G_SINGLE: [&str; 6] = [
+        r#"{"type":"invoke","process":0,"time":1,"f":"txn","value":[["r","x",null],["r","y",null]]}"#,
+        r#"{"type":"invoke","process":1,"time":2,"f":"txn","value":[["append","x",1],["append","y",1]]}"#,
+        r#"{"type":"ok","process":0,"time":3,"f":"txn","value":[["r","x",[]],["r","y",[1]]]}"#,
+        r#"{"type":"ok","process":1,"time":4,"f":"txn","value":[["append","x",1],["append","y",1]]}"#,
+        r#"{"type":"invoke","process":0,"time":5,"f":"txn","value":[["r","x",null]]}"#,
+        r#"{"type":"ok","process":0,"time":6,"f":"txn","value":[["r","x",[1]]]}"#,
+    ];
+
+    #[test]
+    fn the_hook_carries_the_model_into_invariant_kind_and_verdict() {
+        let reg = hook(engine::NodeIdx::new(0));
+        assert_eq!((reg.invariant.as_str(), reg.kind), ("history-linearizable", engine::FailureKind::Linearizability));
+        let txn = HistoryModel::from_names("list-append", None).unwrap();
+        let hc = hook_for(engine::NodeIdx::new(0), txn);
+        assert_eq!((hc.invariant.as_str(), hc.kind), ("history-serializable", engine::FailureKind::Anomaly));
+        let t = trace_with(&G_SINGLE);
+        let out = (hc.check)(t.events(), 1);
+        assert!(!out.ok, "{}", out.note);
+        let first = out.note.lines().next().unwrap();
+        assert_eq!(first, "history is not serializable (list-append): G-single (1)");
+        assert!(out.note.contains("-rw") && out.note.contains("-wr"), "{}", out.note);
+        let rc = HistoryModel::from_names("list-append", Some("read-committed")).unwrap();
+        let out = (hook_for(engine::NodeIdx::new(0), rc).check)(t.events(), 1);
+        assert!(out.ok, "{}", out.note);
+        assert_eq!(
+            out.note,
+            "history: 3 transactions (3 ok, 0 info, 0 fail) show no anomaly read-committed forbids (list-append)"
+        );
+        let out = (hook_for(engine::NodeIdx::new(0), rc).check)(trace_with(&["{\"type\":1}"]).events(), 1);
+        assert!(!out.ok && out.note.starts_with("the history cannot be read: line 1:"), "{}", out.note);
+    }
+
+    #[test]
+    fn model_names_and_edn_detection() {
+        assert_eq!(HistoryModel::from_names("register", None), Ok(HistoryModel::Register));
+        let e = HistoryModel::from_names("register", Some("serializable")).unwrap_err();
+        assert!(e.contains("transactional models"), "{e}");
+        let e = HistoryModel::from_names("bank", None).unwrap_err();
+        assert!(e.contains("\"bank\"") && e.contains("register, list-append, rw-register"), "{e}");
+        let e = HistoryModel::from_names("rw-register", Some("linearizable")).unwrap_err();
+        assert!(e.contains("\"linearizable\"") && e.contains("strict-serializable"), "{e}");
+        assert_eq!(
+            HistoryModel::from_names("rw-register", Some("snapshot-isolation")).unwrap().invariant(),
+            "history-snapshot-isolation"
+        );
+        assert!(looks_like_edn("\n  {:type :invoke}"));
+        assert!(looks_like_edn("{ :type :invoke}"));
+        assert!(looks_like_edn("#jepsen.history.Op{:type :invoke}"));
+        assert!(!looks_like_edn("{\"type\":\"invoke\"}"));
+        assert!(!looks_like_edn(""));
     }
 
     #[test]

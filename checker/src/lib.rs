@@ -7,8 +7,9 @@
 //! - [`strategy`]: the strategies (random walk, PCT, delay bounding, DPOR,
 //!   the hybrid DFS, guided replay) and the critical-transition search;
 //! - [`history`], [`history_check`], [`linearizability`]: client histories
-//!   and their linearizability check (the engine runs it through
-//!   [`history_check::hook`]);
+//!   and their linearizability check, or their transactional check with
+//!   the `txncheck` crate (the engine runs either through
+//!   [`history_check::hook_for`]);
 //! - [`reach`]: reachability counts over a run;
 //! - [`shrink`]: ddmin over a failure's decisions;
 //! - [`report`]: text, JSON and HTML reports of a trace;

@@ -13,7 +13,10 @@
 //! Outcomes: `fail` ops are dropped (they did not happen). `info`/pending ops
 //! have a call entry but no return entry: they may be linearized at any point
 //! after their call, or never; the search succeeds once every `ok` op is
-//! linearized. An info/pending read is dropped (it constrains nothing).
+//! linearized. An info/pending read is dropped (it constrains nothing). A cas
+//! whose compare failed ([`Outcome::CompareFailed`]) did not happen either,
+//! but it is a read: it must be linearized between its call and its return,
+//! at a point where the register does not hold its `from`.
 //!
 //! Real time: op A precedes op B iff A returned strictly before B was called.
 //! At equal timestamps ops are concurrent, except that a process's own ops stay
@@ -75,7 +78,8 @@ pub struct Violation {
     /// Ops that could come next after that prefix (nothing else returned before
     /// they were called) yet none can: each with the reason.
     pub stuck: Vec<(Operation, String)>,
-    /// Ops of this key that the check considered (fail ops and info reads excluded).
+    /// Ops of this key that the check considered (fail ops other than failed
+    /// compares, and info reads, excluded).
     pub key_ops: usize,
 }
 
@@ -148,6 +152,8 @@ enum Step {
     Read(State),
     Write(State),
     Cas(State, State),
+    /// A cas whose compare failed: the register held anything but this.
+    ReadNot(State),
 }
 
 impl Step {
@@ -156,6 +162,7 @@ impl Step {
             Step::Read(v) => (v == s).then_some(s),
             Step::Write(v) => Some(v),
             Step::Cas(from, to) => (from == s).then_some(to),
+            Step::ReadNot(v) => (v != s).then_some(s),
         }
     }
 }
@@ -199,7 +206,7 @@ struct Compiled<'a> {
 fn check_key(key: &str, all: &[&Operation], opts: &CheckOptions) -> KeyResult {
     let compiled = compile(all);
     let n = compiled.ops.len();
-    let ok_count = compiled.ops.iter().filter(|o| o.outcome == Outcome::Ok).count();
+    let ok_count = compiled.ops.iter().filter(|o| o.outcome.must_linearize()).count();
     let entries = time_ordered(&compiled.ops);
     let after = same_tick_predecessors(&compiled.ops);
     let search = Search::new(&entries, &after, n);
@@ -219,6 +226,9 @@ fn compile<'a>(all: &[&'a Operation]) -> Compiled<'a> {
         let open = matches!(o.outcome, Outcome::Info | Outcome::Pending);
         let step = match (&o.op, o.outcome) {
             (_, Outcome::Fail) => continue,
+            (Op::Cas { from, .. }, Outcome::CompareFailed) => Step::ReadNot(interner.id(Some(from))),
+            // Only a cas can fail its compare (`History::operations` checks).
+            (_, Outcome::CompareFailed) => continue,
             (Op::Read { .. }, _) if open => continue,
             (Op::Read { value, .. }, _) => Step::Read(interner.id(value.as_ref())),
             (Op::Write { value, .. }, _) => Step::Write(interner.id(Some(value))),
@@ -233,26 +243,50 @@ fn compile<'a>(all: &[&'a Operation]) -> Compiled<'a> {
 }
 
 /// An info/pending op whose resulting value no op ever observes (reads it,
-/// or CASes from it) is dropped: if a linearization applies it, removing
-/// it leaves a linearization (nothing after it depended on its value), so
-/// the verdict is unchanged, while each optional op kept would double the
-/// configurations a violation has to rule out.
+/// CASes from it, or failed a compare against it) is dropped: if a
+/// linearization applies it, removing it leaves a linearization (nothing
+/// after it depended on its value), so the verdict is unchanged, while each
+/// optional op kept would double the configurations a violation has to rule
+/// out.
+///
+/// Except what a failed compare needs: a cas whose compare failed needs the
+/// register to hold anything but its `from`, and the last write before it
+/// may be such an unobserved op. Those ops are interchangeable (no read or
+/// cas matches their values, every failed compare passes on them) except
+/// for when they may happen (any time after their call), and each failed
+/// compare needs at most one of them, so with K failed compares the K
+/// earliest called (and any called at the same time as the K-th) are kept:
+/// a linearization that uses another can use a kept one, called no later
+/// and unused, in its place.
 fn drop_unobserved_open_ops(c: &mut Compiled<'_>) {
     let mut observed = vec![false; c.interner.values.len() + 1];
+    let mut failed_compares = 0usize;
     for st in &c.steps {
         match *st {
             Step::Read(v) | Step::Cas(v, _) => observed[v as usize] = true,
+            Step::ReadNot(v) => {
+                observed[v as usize] = true;
+                failed_compares += 1;
+            }
             Step::Write(_) => {}
         }
     }
+    let unobserved: Vec<bool> = (0..c.ops.len())
+        .map(|i| {
+            let result = match c.steps[i] {
+                Step::Read(_) | Step::ReadNot(_) => None,
+                Step::Write(v) | Step::Cas(_, v) => Some(v),
+            };
+            !c.ops[i].outcome.must_linearize() && result.is_some_and(|v| !observed[v as usize])
+        })
+        .collect();
+    // Unobserved ops called after this go (None: all go).
+    let mut calls: Vec<u64> = (0..c.ops.len()).filter(|&i| unobserved[i]).map(|i| c.ops[i].call).collect();
+    calls.sort_unstable();
+    let keep_until = failed_compares.checked_sub(1).and_then(|k| calls.get(k).or(calls.last()).copied());
     let mut kept = 0;
-    for i in 0..c.ops.len() {
-        let open = c.ops[i].outcome != Outcome::Ok;
-        let result = match c.steps[i] {
-            Step::Read(_) => None,
-            Step::Write(v) | Step::Cas(_, v) => Some(v),
-        };
-        if open && result.is_some_and(|v| !observed[v as usize]) {
+    for (i, &unseen) in unobserved.iter().enumerate() {
+        if unseen && keep_until.is_none_or(|t| c.ops[i].call > t) {
             continue;
         }
         c.ops[kept] = c.ops[i];
@@ -272,7 +306,7 @@ fn time_ordered(ops: &[&Operation]) -> Vec<Entry> {
     let mut keyed: Vec<((u64, u8, usize), Entry)> = Vec::with_capacity(2 * ops.len());
     for (i, o) in ops.iter().enumerate() {
         keyed.push(((o.call, 0, i), Entry { op: i, is_call: true }));
-        if let (Some(r), Outcome::Ok) = (o.ret, o.outcome) {
+        if let (Some(r), true) = (o.ret, o.outcome.must_linearize()) {
             keyed.push(((r, 1, i), Entry { op: i, is_call: false }));
         }
     }
@@ -298,7 +332,7 @@ fn same_tick_predecessors(ops: &[&Operation]) -> Vec<Option<usize>> {
                 after[i] = Some(p);
             }
         }
-        if o.outcome == Outcome::Ok && o.ret.is_some() {
+        if o.outcome.must_linearize() && o.ret.is_some() {
             last_ok.insert(o.process, i);
         }
     }
@@ -318,8 +352,12 @@ fn explain(key: &str, c: &Compiled<'_>, after: &[Option<usize>], prefix: &[usize
         done[i] = true;
         linearized.push((ops[i].clone(), interner.value(state)));
     }
-    let first_ret =
-        ops.iter().enumerate().filter(|(i, o)| !done[*i] && o.outcome == Outcome::Ok).filter_map(|(_, o)| o.ret).min();
+    let first_ret = ops
+        .iter()
+        .enumerate()
+        .filter(|(i, o)| !done[*i] && o.outcome.must_linearize())
+        .filter_map(|(_, o)| o.ret)
+        .min();
     let mut stuck = Vec::new();
     for (i, o) in ops.iter().enumerate() {
         if done[i] || first_ret.is_some_and(|r| o.call > r) || after[i].is_some_and(|p| !done[p]) {
@@ -327,12 +365,15 @@ fn explain(key: &str, c: &Compiled<'_>, after: &[Option<usize>], prefix: &[usize
         }
         if steps[i].apply(state).is_some() {
             // Could step, but every continuation from there failed too.
-            if o.outcome == Outcome::Ok {
+            if o.outcome.must_linearize() {
                 stuck.push(((*o).clone(), "fits here, but no linearization continues after it".to_string()));
             }
             continue;
         }
         let why = match &o.op {
+            Op::Cas { from, .. } if o.outcome == Outcome::CompareFailed => {
+                format!("its compare failed, so the register held something other than {from}, but it holds {from}")
+            }
             Op::Read { .. } => {
                 format!("reads a value the register does not hold ({})", show(interner.value(state).as_ref()))
             }

@@ -575,7 +575,8 @@ impl<'a> Execution<'a> {
                 self.trace.push(now, (i + 1) as u16, EventKind::Console { text: line });
             }
         }
-        if let (Some(hc), None | Some(Verdict::Pass)) = (self.spec.history, &self.verdict) {
+        let spec = self.spec;
+        if let (Some(hc), None | Some(Verdict::Pass)) = (&spec.history, &self.verdict) {
             self.check_history(hc);
         }
         let net = self.net.as_mut();

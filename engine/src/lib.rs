@@ -33,8 +33,9 @@
 //!
 //! Dependencies: vmm (the node runtimes), netsim, disksim; nothing of
 //! `checker`, which depends on this crate. The one thing the engine runs
-//! that is the checker's, the linearizability check of a client history,
-//! is passed in as a function ([`HistoryCheck`] in the spec).
+//! that is the checker's, the check of a client history (linearizability,
+//! or a transactional consistency model), is passed in as a closure
+//! ([`HistoryCheck`] in the spec).
 #![deny(missing_docs)]
 
 pub mod outcome;
@@ -69,7 +70,7 @@ pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
 pub use seeds::{boot_seed, entropy_seed, execution_seed, read_fault_seed};
-pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryOutcome, Lookahead};
+pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryCheckFn, HistoryOutcome, Lookahead};
 pub use steps::{StepLog, StepSpan};
 pub use time::{NodeIdx, VirtualTime, GUEST_EPOCH_NS};
 pub use vmm::host::{GuestCpuid, HostClass, HostFacts};

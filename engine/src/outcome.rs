@@ -31,6 +31,9 @@ pub enum FailureKind {
     /// The host-side check found the recorded client history not
     /// linearizable (or could not read it).
     Linearizability,
+    /// The host-side check found the recorded transactional history to
+    /// hold an anomaly its consistency model forbids (or could not read it).
+    Anomaly,
 }
 
 /// A failed execution: what failed, where, when, and the engine's message
@@ -63,6 +66,7 @@ impl FailureKind {
             FailureKind::TimeLimit => "TimeLimit",
             FailureKind::Liveness => "Liveness",
             FailureKind::Linearizability => "Linearizability",
+            FailureKind::Anomaly => "Anomaly",
         }
     }
 }

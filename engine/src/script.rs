@@ -183,12 +183,14 @@ impl Execution<'_> {
     }
 
     /// The host-side check of the history `node` printed ([`HistoryCheck`]);
-    /// its verdict goes into the trace as the invariant `history-linearizable`.
-    pub(crate) fn check_history(&mut self, hc: HistoryCheck) {
+    /// its verdict goes into the trace as the check's invariant
+    /// (`history-linearizable` for registers, `history-<consistency>` for
+    /// transactions).
+    pub(crate) fn check_history(&mut self, hc: &HistoryCheck) {
         let node = hc.node.index();
         let node_no = (node + 1) as u16;
         let HistoryOutcome { ok, note } = (hc.check)(self.trace.events(), node_no);
-        let name = "history-linearizable".to_string();
+        let name = hc.invariant.clone();
         let now = self.now;
         self.trace.push(
             now,
@@ -198,12 +200,7 @@ impl Execution<'_> {
         self.trace.push(now, node_no, EventKind::Invariant { name, ok });
         if !ok {
             let what = format!("[check] history on {}: {note}", self.nodes[node].name);
-            self.verdict = Some(Verdict::Fail(Failure::new(
-                FailureKind::Linearizability,
-                Some(self.nodes[node].name.clone()),
-                now,
-                what,
-            )));
+            self.verdict = Some(Verdict::Fail(Failure::new(hc.kind, Some(self.nodes[node].name.clone()), now, what)));
         }
     }
 }

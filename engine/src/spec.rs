@@ -3,6 +3,7 @@
 //! ([`EngineError`]).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use vmm::node::NodeError;
@@ -12,6 +13,7 @@ use crate::disk::DiskSpec;
 use crate::faults::{ClockSpec, PauseSpec};
 use crate::host::HostWorkload;
 use crate::network::NetworkSpec;
+use crate::outcome::FailureKind;
 use crate::time::NodeIdx;
 use crate::trace;
 
@@ -123,8 +125,9 @@ pub struct ExecutionSpec {
     /// The simulated network; `None`: nodes have loopback only.
     pub network: Option<NetworkSpec>,
     /// The node whose console carries a client history (between
-    /// `@history begin` and `@history end`), and the check (linearizability)
-    /// run on it after a passing execution.
+    /// `@history begin` and `@history end`), and the check (linearizability,
+    /// or a transactional consistency model) run on it after a passing
+    /// execution.
     pub history: Option<HistoryCheck>,
     /// Every node's data disk; `None`: no disks.
     pub disk: Option<DiskSpec>,
@@ -166,22 +169,43 @@ impl ExecutionSpec {
 }
 
 /// The host-side check of a client history (`[check] history`), run after
-/// a passing execution. The check itself (linearizability) belongs to the
-/// `checker` crate, which depends on this one: the caller passes it in as a
-/// plain function, so the engine needs no history vocabulary.
-#[derive(Debug, Clone, Copy)]
+/// a passing execution. The checks themselves (linearizability of
+/// registers, transactional consistency) belong to the `checker` crate,
+/// which depends on this one: the caller passes the check in as a closure
+/// (which carries the model it checks against), so the engine needs no
+/// history vocabulary.
+#[derive(Clone)]
 pub struct HistoryCheck {
     /// The node whose console carries the history.
     pub node: NodeIdx,
+    /// The invariant its verdict goes into the trace as
+    /// (`history-linearizable`, `history-serializable`, ...).
+    pub invariant: String,
+    /// The kind of the failure when the history does not pass.
+    pub kind: FailureKind,
     /// Judges the history node `node + 1` printed, from the trace's events
     /// (given the 1-based node number).
-    pub check: fn(&[trace::Event], u16) -> HistoryOutcome,
+    pub check: Arc<HistoryCheckFn>,
+}
+
+/// The function of a [`HistoryCheck`].
+pub type HistoryCheckFn = dyn Fn(&[trace::Event], u16) -> HistoryOutcome + Send + Sync;
+
+impl std::fmt::Debug for HistoryCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryCheck")
+            .field("node", &self.node)
+            .field("invariant", &self.invariant)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a [`HistoryCheck`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryOutcome {
-    /// The history is linearizable.
+    /// The history passed (linearizable, or free of the anomalies the
+    /// consistency model forbids).
     pub ok: bool,
     /// A line for the trace (its first line) and the failure message.
     pub note: String,

@@ -9,11 +9,19 @@
 set -eu
 cd "$(dirname "$0")"
 CC="${CC:-gcc}"
+CFLAGS_SET=${CFLAGS:+1}
 CFLAGS="${CFLAGS:--static -O2 -Wall -Wextra -Wno-unused-parameter}"
 built=0
 for src in */*.c; do
     [ -e "$src" ] || continue
     bin="${src%.c}"
+    # Up to date (newer than its source, simnet.h and this script): kept, so
+    # that every test binary that calls this script does not compile all of
+    # them again. FORCE=1 (or another CC or CFLAGS) builds anyway.
+    if [ -z "${FORCE:-}" ] && [ "$CC" = gcc ] && [ -z "${CFLAGS_SET:-}" ] && [ "$bin" -nt "$src" ] \
+        && [ "$bin" -nt simnet.h ] && [ "$bin" -nt "$0" ]; then
+        continue
+    fi
     echo "build.sh: $CC $CFLAGS -o $bin $src" >&2
     # Built under a temporary name and renamed: test binaries and scripts
     # that run at once (scripts/test.sh) may build while another reads.

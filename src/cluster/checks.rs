@@ -3,6 +3,7 @@
 //! eventually hold), `[check]` (host-side checks) and `[[expect]]` (what
 //! exploration must reach at least once).
 
+use checker::history_check::HistoryModel;
 use serde::Deserialize;
 
 use super::{parse_duration_ns, parse_node_name};
@@ -40,8 +41,17 @@ pub struct LivenessSection {
 pub struct CheckSection {
     /// Node whose console prints a client history (JSON lines of
     /// invoke/ok/fail/info events between `@history begin` and
-    /// `@history end`); it must be linearizable for a key-value register.
+    /// `@history end`, or Jepsen EDN for a transactional model); it must
+    /// be linearizable (`model = "register"`) or free of the anomalies
+    /// `consistency` forbids (a transactional model).
     pub history: Option<String>,
+    /// What the history's ops are: `register` (the default; read, write,
+    /// cas per key, checked for linearizability), `list-append` or
+    /// `rw-register` (transactions, checked with txncheck).
+    pub model: Option<String>,
+    /// The consistency model of a transactional `model` (default
+    /// `serializable`): one of txncheck's `Consistency` names.
+    pub consistency: Option<String>,
 }
 
 /// `[[expect]] reached = "NAME"`: some execution of the run must print
@@ -142,6 +152,23 @@ impl CheckSection {
                 .map(Some)
                 .ok_or_else(|| format!("[check] history = {name:?}: no such node (nodes are n1..n{n})")),
         }
+    }
+
+    /// `model` and `consistency`: what the history is checked against. The
+    /// error is the message.
+    pub(super) fn history_model(&self) -> Result<HistoryModel, String> {
+        let set = [("model", &self.model), ("consistency", &self.consistency)];
+        if let (None, Some((key, _))) = (&self.history, set.iter().find(|(_, v)| v.is_some())) {
+            return Err(format!("[check] {key}: there is no history to check (set [check] history = \"nN\")"));
+        }
+        let model = self.model.as_deref().unwrap_or("register");
+        if !HistoryModel::NAMES.contains(&model) {
+            let expected = HistoryModel::NAMES.join(", ");
+            return Err(format!("[check] model = {model:?}: unknown model (expected one of: {expected})"));
+        }
+        // The model is known: only the consistency can be wrong.
+        HistoryModel::from_names(model, self.consistency.as_deref())
+            .map_err(|e| format!("[check] consistency = {:?}: {e}", self.consistency.as_deref().unwrap_or_default()))
     }
 }
 

@@ -97,6 +97,9 @@ pub struct Cluster {
     pub liveness: Vec<(String, usize, String)>,
     /// `[check] history`, 0-based.
     pub history_node: Option<usize>,
+    /// `[check] model` and `consistency`: what that history is checked
+    /// against (the register model unless told).
+    pub history_model: checker::history_check::HistoryModel,
     /// `[disk]`, checked: (size MiB, mount path, latency ns, torn, enumerate).
     pub disk: Option<DiskSettings>,
     /// `[faults.crash]` and `[explore]`, checked (`calm_from` is the run's).
@@ -143,6 +146,7 @@ impl Cluster {
         let crashes = spec.faults.crash.check(n, workload_node).map_err(&invalid)?;
         let disk = spec.disk.as_ref().map(DiskSection::settings).transpose().map_err(&invalid)?;
         let history_node = spec.check.history_node(n).map_err(&invalid)?;
+        let history_model = spec.check.history_model().map_err(&invalid)?;
         let disk_faults = faults::disk_fault_rates(&spec).map_err(&invalid)?;
         let expect_reached = checks::expect_reached(&spec.expects).map_err(&invalid)?;
         let explore = faults::explore_spec(&spec, window_ns, crashes).map_err(&invalid)?;
@@ -166,12 +170,19 @@ impl Cluster {
             time_limit_ns,
             liveness,
             history_node,
+            history_model,
             disk,
             explore,
             partitions,
             expect_reached,
             disk_faults,
         })
+    }
+
+    /// The engine's hook for `[check] history`, checked against
+    /// `[check] model` and `consistency`; `None` without `[check] history`.
+    pub fn history_check(&self) -> Option<engine::HistoryCheck> {
+        self.history_node.map(|n| checker::history_check::hook_for(engine::NodeIdx::new(n), self.history_model))
     }
 
     pub fn node_count(&self) -> usize {

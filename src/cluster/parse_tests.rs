@@ -420,3 +420,58 @@ mod line_tests {
         assert_eq!(e.to_string(), "c/cluster.toml: [x] y: z");
     }
 }
+
+#[cfg(test)]
+mod history_tests {
+    use super::*;
+    use checker::history_check::HistoryModel;
+
+    const HEAD: &str = "[cluster]\nnodes = 2\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n";
+
+    fn parse(extra: &str) -> Result<Cluster, ClusterError> {
+        let dir = tempfile::tempdir().unwrap();
+        Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), &format!("{HEAD}{extra}"))
+    }
+
+    #[test]
+    fn the_history_model_defaults_to_register_and_txn_models_to_serializable() {
+        let c = parse("[check]\nhistory = \"n2\"\n").unwrap();
+        assert_eq!((c.history_node, c.history_model), (Some(1), HistoryModel::Register));
+        let hc = c.history_check().unwrap();
+        assert_eq!((hc.node.index(), hc.invariant.as_str()), (1, "history-linearizable"));
+        let c = parse("[check]\nhistory = \"n1\"\nmodel = \"list-append\"\n").unwrap();
+        let want =
+            HistoryModel::Txn { model: txncheck::Model::ListAppend, consistency: txncheck::Consistency::Serializable };
+        assert_eq!(c.history_model, want);
+        assert_eq!(c.history_check().unwrap().kind, engine::FailureKind::Anomaly);
+        let c = parse("[check]\nhistory = \"n1\"\nmodel = \"rw-register\"\nconsistency = \"snapshot-isolation\"\n");
+        assert_eq!(c.unwrap().history_check().unwrap().invariant, "history-snapshot-isolation");
+        assert!(parse("").unwrap().history_check().is_none());
+    }
+
+    #[test]
+    fn bad_models_and_consistencies_name_file_line_and_key() {
+        for (extra, line, needles) in [
+            ("[check]\nhistory = \"n1\"\nmodel = \"bank\"\n", 8, &["[check] model = \"bank\": unknown model"][..]),
+            (
+                "[check]\nhistory = \"n1\"\nmodel = \"list-append\"\nconsistency = \"linearizable\"\n",
+                9,
+                &["[check] consistency = \"linearizable\"", "read-committed"],
+            ),
+            (
+                "[check]\nhistory = \"n1\"\nconsistency = \"serializable\"\n",
+                8,
+                &["[check] consistency = \"serializable\"", "applies to the transactional models"],
+            ),
+            ("[check]\nmodel = \"list-append\"\n", 7, &["[check] model: there is no history to check"]),
+        ] {
+            let e = parse(extra).unwrap_err();
+            assert!(matches!(e, ClusterError::Invalid { .. }), "{e}");
+            let e = e.to_string();
+            assert!(e.contains(&format!("cluster.toml: line {line}: ")), "{extra}: {e}");
+            for n in needles {
+                assert!(e.contains(n), "{extra}: {e} lacks {n}");
+            }
+        }
+    }
+}

@@ -125,7 +125,7 @@ impl Adaptive {
                     // Execution 0: the default schedule, which measures it.
                     None => Box::new(DelayBounded::sampling(opts.seed, 0, 1)),
                     Some(&horizon) => {
-                        let mut o = opts.strategy.clone();
+                        let mut o = opts.strategy;
                         o.horizon = horizon;
                         make_strategy(&o, opts.seed, explore)
                     }
@@ -164,7 +164,7 @@ impl Adaptive {
                 let mut c = c.lock().unwrap();
                 c.corpus.observe(unit, plan, &coverage::features(&r.trace), &r.decisions, r.ended_at.as_ns());
                 let next = unit + 1;
-                if next % coverage::GENERATION == 0 {
+                if next.is_multiple_of(coverage::GENERATION) {
                     let s = Arc::new(c.corpus.snapshot(next));
                     c.snapshots.insert(next / coverage::GENERATION, s);
                     // A generation's plans read only their own snapshot.

@@ -148,7 +148,7 @@ pub(crate) fn spec_for(
             capture: false,
         }),
         disk: open.disk.clone(),
-        history: cluster.history_node.map(|n| checker::history_check::hook(NodeIdx::new(n))),
+        history: cluster.history_check(),
         explore,
         runtime: RuntimeKind::Uml,
         uml_args: uml_args(&cluster.spec.cluster),

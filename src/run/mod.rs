@@ -384,7 +384,7 @@ struct Units<'a> {
 
 impl Units<'_> {
     fn strategy(&self) -> Box<dyn Strategy> {
-        let mut o = self.opts.strategy.clone();
+        let mut o = self.opts.strategy;
         o.horizon = self.adaptive.horizon().unwrap_or(o.horizon);
         execution::make_strategy(&o, self.opts.seed, self.explore)
     }

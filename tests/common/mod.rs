@@ -104,7 +104,15 @@ pub fn examples() -> Option<PathBuf> {
         Err(e) => format!("it could not run: {e}"),
         Ok(_) => String::new(),
     });
-    let built = ["crash-primary/pbkv", "rename-safe/safefile", "reorder/regkv", "partition/leader", "liveness/token"];
+    let built = [
+        "crash-primary/pbkv",
+        "rename-safe/safefile",
+        "reorder/regkv",
+        "partition/leader",
+        "liveness/token",
+        "ack-safe/ackstore",
+        "stages/stages",
+    ];
     if built.iter().all(|b| dir.join(b).is_file()) {
         Some(dir)
     } else {

@@ -323,3 +323,77 @@ fn two_processes_chaining_in_one_tick_stay_concurrent() {
         assert!(bad.linearized.iter().any(|(l, _)| l.process == op.process), "{bad}");
     }
 }
+
+/// p1 writes 1; p2's cas from 1 then fails its compare while nothing else
+/// writes: the register held 1 all along, so the compare cannot have failed.
+fn failed_compare_with_nothing_else_written(marked: bool) -> History {
+    let mut h = History::new();
+    h.invoke(1, 0, Op::write("x", 1)).ok(1, 10, Op::write("x", 1));
+    h.invoke(2, 20, Op::cas("x", 1, 2));
+    if marked {
+        h.compare_failed(2, 30, Op::cas("x", 1, 2));
+    } else {
+        h.fail(2, 30, Op::cas("x", 1, 2));
+    }
+    h.invoke(1, 40, Op::read("x", None)).ok(1, 50, Op::read("x", v(1)));
+    h
+}
+
+#[test]
+fn a_failed_compare_is_a_read_of_something_else() {
+    // Without the marker a fail cas never happened: linearizable.
+    assert!(verdict(&failed_compare_with_nothing_else_written(false)).is_ok());
+    // With it, the cas observed x != 1 while x was 1 throughout.
+    let bad = violation(&failed_compare_with_nothing_else_written(true));
+    assert_eq!(bad.key_ops, 3);
+    let text = bad.to_string();
+    assert!(text.contains("cas x 1 -> 2 [20..30 ns] fail (compare failed)"), "{text}");
+    assert!(text.contains("its compare failed, so the register held something other than 1, but it holds 1"), "{text}");
+}
+
+#[test]
+fn a_failed_compare_that_saw_another_write_is_consistent() {
+    // p3 writes 3 while the cas runs: the compare saw 3; p1 then reads 3.
+    let mut h = History::new();
+    h.invoke(1, 0, Op::write("x", 1)).ok(1, 10, Op::write("x", 1));
+    h.invoke(3, 15, Op::write("x", 3)).ok(3, 25, Op::write("x", 3));
+    h.invoke(2, 20, Op::cas("x", 1, 2)).compare_failed(2, 30, Op::cas("x", 1, 2));
+    h.invoke(1, 40, Op::read("x", None)).ok(1, 50, Op::read("x", v(3)));
+    assert!(verdict(&h).is_ok(), "{:?}", verdict(&h));
+    // A compare that failed before the register was ever written saw nil.
+    let mut h = History::new();
+    h.invoke(2, 0, Op::cas("x", 1, 2)).compare_failed(2, 5, Op::cas("x", 1, 2));
+    h.invoke(1, 10, Op::write("x", 1)).ok(1, 20, Op::write("x", 1));
+    assert!(verdict(&h).is_ok());
+}
+
+/// p1 writes 1 twice; after each a cas from 1 fails its compare. Only info
+/// writes (values nobody reads) can explain the failed compares, one each.
+fn failed_compares_explained_by_info_writes(info_writes: &[(u64, i64)]) -> History {
+    let mut h = History::new();
+    h.invoke(1, 0, Op::write("x", 1)).ok(1, 10, Op::write("x", 1));
+    for (k, &(call, value)) in info_writes.iter().enumerate() {
+        h.invoke(10 + k as u64, call, Op::write("x", value));
+    }
+    h.invoke(2, 20, Op::cas("x", 1, 2)).compare_failed(2, 30, Op::cas("x", 1, 2));
+    h.invoke(1, 40, Op::write("x", 1)).ok(1, 50, Op::write("x", 1));
+    h.invoke(2, 60, Op::cas("x", 1, 2)).compare_failed(2, 70, Op::cas("x", 1, 2));
+    h
+}
+
+#[test]
+fn unobserved_info_writes_stay_when_a_failed_compare_may_need_them() {
+    // Two info writes, one per failed compare (the third, called last, is
+    // not needed and may go).
+    let h = failed_compares_explained_by_info_writes(&[(12, 5), (13, 6), (14, 7)]);
+    assert!(verdict(&h).is_ok(), "{:?}", verdict(&h));
+    // One info write explains one failed compare, not both.
+    let bad = violation(&failed_compares_explained_by_info_writes(&[(12, 5)]));
+    assert!(bad.to_string().contains("its compare failed"), "{bad}");
+    // Info writes called after the second cas returned explain neither...
+    let late = failed_compares_explained_by_info_writes(&[(80, 5), (90, 6)]);
+    assert!(!verdict(&late).is_ok());
+    // ...and one called in time explains the second only.
+    assert!(!verdict(&failed_compares_explained_by_info_writes(&[(55, 5), (80, 6)])).is_ok());
+    assert!(verdict(&failed_compares_explained_by_info_writes(&[(15, 5), (55, 6)])).is_ok());
+}

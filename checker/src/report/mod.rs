@@ -78,7 +78,7 @@ pub struct FailureSpot {
 pub fn failure_index(failure: &Failure, meta: &ReportMeta, events: &[Event]) -> Option<usize> {
     let node = failure.node.as_deref().and_then(|name| node_number(meta, name));
     let decides = |k: &EventKind| match failure.kind {
-        FailureKind::Invariant | FailureKind::Liveness | FailureKind::Linearizability => {
+        FailureKind::Invariant | FailureKind::Liveness | FailureKind::Linearizability | FailureKind::Anomaly => {
             matches!(k, EventKind::Invariant { ok: false, .. })
         }
         FailureKind::Workload | FailureKind::StartCommand => {
