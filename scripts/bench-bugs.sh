@@ -23,7 +23,7 @@ if [ $short = 1 ]; then
   MAX=${MAX:-4}
 else
   CASES=${CASES:-"redis-async postgresql-async etcd-no-fsync etcd-lock"}
-  STRATEGIES=${STRATEGIES:-"random pct delay dfs"}
+  STRATEGIES=${STRATEGIES:-"random pct delay dfs coverage"}
   SEEDS=${SEEDS:-"1 2 3"}
   MAX=${MAX:-10}
 fi

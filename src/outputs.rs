@@ -87,6 +87,7 @@ pub fn write_report(
         // The engine's verdict: the report marks the event it names.
         failure: result.verdict.failure().cloned(),
         node_names: report_node_names(cluster),
+        history: cluster.history_node.map(|n| ((n + 1) as u16, cluster.history_model)),
     };
     let events = result.trace.events();
     write_atomic(&dir.join("report.html"), report::render_html(&meta, events).as_bytes())?;

@@ -138,3 +138,34 @@ fn a_failed_compare_is_checked_as_a_read_of_another_value() {
     let (_d, r) = check_text("h.jsonl", &unmarked, &[]);
     assert_eq!(r.code, 0, "{r:?}");
 }
+
+/// A cluster whose client prints a transactional history (the G-single
+/// fixture) with `[check] model = "list-append"`: the run fails with the
+/// anomaly named in the failure, counted in the JSON line's `anomalies`,
+/// and passes when the cluster claims only read-committed.
+#[test]
+fn a_run_reports_the_anomalies_of_its_history() {
+    let history = std::fs::read_to_string(fixture("g-single.jsonl")).unwrap();
+    let script = format!("#!/bin/sh\necho '@history begin'\ncat <<'H'\n{}H\necho '@history end'\n", history);
+    for (consistency, code) in [("serializable", 1), ("read-committed", 0)] {
+        let toml = format!(
+            "[cluster]\nnodes = 1\nmemory_mb = 128\n[image]\npackages = [\"busybox-static\"]\n\
+             files = {{ \"/usr/local/bin/client\" = \"client\" }}\n[workload]\nnode = \"n1\"\n\
+             command = \"/usr/local/bin/client\"\n[check]\nhistory = \"n1\"\nmodel = \"list-append\"\n\
+             consistency = \"{consistency}\"\n"
+        );
+        let dir = cluster(&toml, &[("client", &script)]);
+        let out = tempfile::tempdir().unwrap();
+        let r = run_cluster(dir.path(), out.path(), &["--seed", "1"]);
+        assert_eq!(r.code, code, "{consistency}: {r:?}");
+        let j = r.json();
+        if code == 1 {
+            assert_eq!(j["anomalies"], serde_json::json!({"G-single": 1}), "{j}");
+            let message = j["failure"]["message"].as_str().unwrap();
+            assert!(message.contains("history is not serializable (list-append): G-single (1)"), "{message}");
+            assert!(message.contains(CYCLE), "{message}");
+        } else {
+            assert!(j.get("anomalies").is_none(), "{j}");
+        }
+    }
+}

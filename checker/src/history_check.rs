@@ -177,7 +177,7 @@ pub fn engine_check(events: &[Event], node: u16) -> engine::HistoryOutcome {
         H::Malformed(why) => (false, format!("the history cannot be read: {why}")),
         H::Unknown(why) => (false, format!("the linearizability check could not decide: {why}")),
     };
-    engine::HistoryOutcome { ok, note }
+    engine::HistoryOutcome { ok, note, anomalies: Default::default() }
 }
 
 /// What the host-side check of a transactional history concluded.
@@ -221,6 +221,7 @@ pub fn engine_check_txn(
     model: txncheck::Model,
     consistency: txncheck::Consistency,
 ) -> engine::HistoryOutcome {
+    let mut anomalies = std::collections::BTreeMap::new();
     let (ok, note) = match check_txn_history(events, node, model, consistency) {
         TxnVerdict::Checked(r) if r.valid => {
             let t = &r.txns;
@@ -231,6 +232,7 @@ pub fn engine_check_txn(
             (true, note)
         }
         TxnVerdict::Checked(r) => {
+            anomalies = r.anomaly_types.iter().map(|n| (n.clone(), r.counts.get(n).map_or(0, |&c| c as u64))).collect();
             (false, format!("history is not {consistency} ({model}): {}\n{r}", anomaly_summary(&r)))
         }
         TxnVerdict::Missing => {
@@ -238,7 +240,7 @@ pub fn engine_check_txn(
         }
         TxnVerdict::Malformed(why) => (false, format!("the history cannot be read: {why}")),
     };
-    engine::HistoryOutcome { ok, note }
+    engine::HistoryOutcome { ok, note, anomalies }
 }
 
 /// Checks the history `node` printed for linearizability.

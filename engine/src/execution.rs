@@ -180,6 +180,9 @@ pub struct Execution<'a> {
     /// Pauses and clock jumps: their streams, times and counts.
     pub(crate) faults: faults::FaultState,
     pub(crate) verdict: Option<Verdict>,
+    /// What the history check found, by anomaly name (transactional
+    /// models; see `HistoryOutcome::anomalies`).
+    pub(crate) anomalies: std::collections::BTreeMap<String, u64>,
     pub(crate) msgs: Vec<(usize, AgentMsg)>,
     choices: Choices,
     wall: Wall,
@@ -303,6 +306,7 @@ impl<'a> Execution<'a> {
             disk_fault_counts: DiskFaultCounts::default(),
             faults: faults::FaultState::new(spec.stream_seed()),
             verdict: None,
+            anomalies: Default::default(),
             msgs: Vec::new(),
             choices: Choices {
                 points: 0,
@@ -605,6 +609,7 @@ impl<'a> Execution<'a> {
             crash_points: std::mem::take(&mut self.crash_points),
             disk_faults: self.disk_fault_counts,
             node_faults: self.faults.counts,
+            anomalies: std::mem::take(&mut self.anomalies),
         }
     }
 }

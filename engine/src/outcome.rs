@@ -161,4 +161,7 @@ pub struct ExecutionResult {
     pub disk_faults: crate::disk::DiskFaultCounts,
     /// Pauses and clock faults (`[faults.pause]`, `[faults.clock]`).
     pub node_faults: crate::faults::FaultCounts,
+    /// The history check's anomalies by name (transactional models), with
+    /// counts: what the JSON line's `anomalies` shows.
+    pub anomalies: std::collections::BTreeMap<String, u64>,
 }

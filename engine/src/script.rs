@@ -189,7 +189,8 @@ impl Execution<'_> {
     pub(crate) fn check_history(&mut self, hc: &HistoryCheck) {
         let node = hc.node.index();
         let node_no = (node + 1) as u16;
-        let HistoryOutcome { ok, note } = (hc.check)(self.trace.events(), node_no);
+        let HistoryOutcome { ok, note, anomalies } = (hc.check)(self.trace.events(), node_no);
+        self.anomalies = anomalies;
         let name = hc.invariant.clone();
         let now = self.now;
         self.trace.push(

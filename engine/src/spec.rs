@@ -209,6 +209,11 @@ pub struct HistoryOutcome {
     pub ok: bool,
     /// A line for the trace (its first line) and the failure message.
     pub note: String,
+    /// The anomalies found that the consistency model forbids, by name
+    /// (Elle's: `G-single`, `G2-item`, ...), with how many; empty for the
+    /// register model and for a valid history. Reported in the run's JSON
+    /// line, never part of the trace.
+    pub anomalies: std::collections::BTreeMap<String, u64>,
 }
 
 /// Whether a granted node may run ahead (see `engine::lookahead`).

@@ -230,6 +230,7 @@ impl<'a> Observer<'a> {
                     clock_strobes: result.node_faults.clock_strobes,
                     clock_offsets: result.node_faults.clock_offsets,
                     clock_drifts: result.node_faults.clock_drifts,
+                    anomalies: result.anomalies.clone(),
                     network: result.network.clone(),
                     failure: result.verdict.failure().map(|f| serde_json::to_value(f).expect("a failure serialises")),
                 },

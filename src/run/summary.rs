@@ -113,6 +113,10 @@ pub struct ExecutionFigures {
     pub clock_offsets: u32,
     #[serde(default)]
     pub clock_drifts: u32,
+    /// The history check's anomalies (transactional models), by name,
+    /// with counts; absent when there are none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub anomalies: std::collections::BTreeMap<String, u64>,
     /// netsim's counters.
     pub network: Option<serde_json::Value>,
     /// The failure (kind, message, ...) as the engine reported it.

@@ -54,6 +54,12 @@ pub struct ReportMeta {
     /// `node_names[k]` names node `k + 1` (node 0 is the engine). Nodes
     /// without a name are called `n<number>`.
     pub node_names: Vec<String>,
+    /// `[check] history`: the node (1-based) whose console carries the
+    /// client history, and its model; a transactional history that fails
+    /// its check gets the anomalies panel (its cycles drawn). Not
+    /// serialised: the page is rendered where the cluster is known.
+    #[serde(skip)]
+    pub history: Option<(u16, crate::history_check::HistoryModel)>,
 }
 
 /// The failure as the report shows it.

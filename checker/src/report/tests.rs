@@ -61,6 +61,7 @@ fn meta(failure: Option<Failure>) -> ReportMeta {
         trace_hash: String::new(),
         failure,
         node_names: vec!["db1".into(), "db2".into(), "db3".into()],
+        history: None,
     }
 }
 
@@ -679,4 +680,39 @@ fn pauses_and_clock_faults_are_drawn_counted_and_described() {
     // Without the resume and the crash both pauses last to the end, dashed.
     let open = &ev[..ev.len() - 3];
     assert_eq!(count(&render_html(&m, open), "class=\"pausebar open\""), 2);
+}
+
+/// A transactional history that fails its check gets the anomalies panel:
+/// the cycle drawn (one lane per process, arrows labelled by edge kind)
+/// and each edge's reason; a register history gets none.
+#[test]
+fn an_anomaly_cycle_is_drawn() {
+    use crate::history_check::HistoryModel;
+    let lines = [
+        "@history begin",
+        r#"{"type":"invoke","process":0,"time":1,"f":"txn","value":[["r","x",null],["r","y",null]]}"#,
+        r#"{"type":"invoke","process":1,"time":2,"f":"txn","value":[["append","x",1],["append","y",1]]}"#,
+        r#"{"type":"ok","process":0,"time":3,"f":"txn","value":[["r","x",[]],["r","y",[1]]]}"#,
+        r#"{"type":"ok","process":1,"time":4,"f":"txn","value":[["append","x",1],["append","y",1]]}"#,
+        r#"{"type":"invoke","process":0,"time":5,"f":"txn","value":[["r","x",null]]}"#,
+        r#"{"type":"ok","process":0,"time":6,"f":"txn","value":[["r","x",[1]]]}"#,
+        "@history end",
+    ];
+    let events: Vec<Event> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Event { time: (i as u64 + 1).into(), node: 1, kind: EventKind::Console { text: l.to_string() } })
+        .collect();
+    let model =
+        HistoryModel::Txn { model: txncheck::Model::ListAppend, consistency: txncheck::Consistency::Serializable };
+    let m = ReportMeta { history: Some((1, model)), ..meta(None) };
+    let html = render_html(&m, &events);
+    check_html(&html).unwrap();
+    assert!(html.contains("Anomalies: the history is not serializable (list-append)"), "{html}");
+    assert!(html.contains("<svg class=\"cycle\""));
+    assert!(html.contains("process 0") && html.contains("process 1"));
+    assert!(html.contains(">rw x<") && html.contains(">wr y<"), "both edges labelled");
+    assert!(html.contains("T1 appended 1 to y, T0 read y = [1]: wr on y"));
+    let plain = render_html(&ReportMeta { history: Some((1, HistoryModel::Register)), ..meta(None) }, &events);
+    assert!(!plain.contains("Anomalies"));
 }

@@ -17,6 +17,7 @@
 //! [`messages`]: arrows, losses, frames in flight; all placed by
 //! [`layout`]), then [`console`]. The stylesheet is in [`assets`].
 
+mod anomalies;
 mod assets;
 mod console;
 mod lanes;
@@ -59,6 +60,9 @@ pub fn render_html(meta: &ReportMeta, events: &[Event]) -> String {
     let mut h = String::with_capacity(64 * 1024);
     head(meta, &mut h);
     panels::header(&page, &mut h);
+    if let Some((node, model)) = meta.history {
+        anomalies::panel(events, node, model, &mut h);
+    }
     h.push_str("<div class=\"main\">\n");
     diagram(&page, &mut h);
     console::console(&page, &mut h);
