@@ -170,10 +170,11 @@ bin=${SIMCLUSTER_BIN:-${CARGO_TARGET_DIR:-target}/debug/simcluster}
 bin=$(realpath "$bin")
 testlist=$(mktemp)
 trap 'rm -f "$testlist"' EXIT
-nice -n 19 cargo test --quiet -p vmm --no-run --message-format=json 2>/dev/null >"$testlist.vmm"
-nice -n 19 cargo test --quiet -p checker --test kvm_engine --no-run --message-format=json 2>/dev/null >"$testlist.checker"
-nice -n 19 cargo test --quiet --test kvm_kernel --no-run --message-format=json 2>/dev/null >"$testlist.root"
-python3 - "$testlist.vmm" "$testlist.checker" "$testlist.root" "$test_repeat" "$tests_re" >"$testlist" <<'EOF'
+# One workspace-wide invocation, the same as scripts/test.sh's build (a
+# no-op after it): `-p vmm` or `-p checker` alone resolves features for that
+# package only and compiled crates again (minutes, cold, on this lane's CPU).
+nice -n 19 cargo test --quiet --workspace --no-run --message-format=json 2>/dev/null >"$testlist.all"
+python3 - "$testlist.all" "$test_repeat" "$tests_re" >"$testlist" <<'EOF'
 import json, re, sys
 want = re.compile(sys.argv[-1])
 repeat = int(sys.argv[-2])
@@ -190,7 +191,7 @@ for path in sys.argv[1:-2]:
             for k in range(1, repeat + 1):
                 print(t["name"] + ("" if k == 1 else "@%d" % k), m["executable"])
 EOF
-rm -f "$testlist.vmm" "$testlist.checker" "$testlist.root"
+rm -f "$testlist.all"
 kvm_kernel=${SIMCLUSTER_KVM_KERNEL:-}
 if [ -z "$kvm_kernel" ]; then
   say "the KVM guest kernel (built once, cached; minutes when cold)"

@@ -8,6 +8,8 @@
 //! (rand_xoshiro), so figures compare across runs.
 //!
 //! Run: cargo bench -p checker --bench linearizability
+//! (`-- --side-by-side`: only the register checker against txncheck's
+//! list-append check on equal operation counts, 1k to 100k).
 
 use checker::history::{EventType, History, Op, Value};
 use checker::linearizability::{check, CheckOptions, CheckResult};
@@ -178,7 +180,64 @@ fn measure(label: &str, h: &History, expect_ok: bool) {
     );
 }
 
+/// Median wall time of `f` over `runs` runs.
+fn median_ms(runs: usize, mut f: impl FnMut()) -> f64 {
+    let mut t: Vec<f64> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+/// The register checker and the list-append checker (txncheck, under
+/// strict serializability) side by side on histories of about the same
+/// number of operations (a transaction's micro-ops count one each).
+fn side_by_side() {
+    println!("\nregister (linearizability, 8 procs, 4 keys) vs list-append (txncheck, strict-serializable), equal op counts:");
+    println!("{:>8}  {:>14}  {:>18}  {:>8}", "ops", "register ms", "list-append ms", "txns");
+    for &n in &[1_000usize, 10_000, 100_000] {
+        let runs = if n >= 100_000 { 1 } else { 5 };
+        let h = to_history(&simulate(7, n, 8, 4));
+        let opts = CheckOptions::default();
+        let reg = median_ms(runs, || {
+            black_box(check(black_box(&h), &opts).unwrap());
+        });
+        // txncheck's generator averages about 2.45 micro-ops a transaction.
+        let mut txns = n * 100 / 245;
+        let mut th = txncheck::gen::list_append_history(7, &txncheck::gen::GenOptions { txns, ..Default::default() });
+        while th.mop_count() < n {
+            txns += txns / 20 + 1;
+            th = txncheck::gen::list_append_history(7, &txncheck::gen::GenOptions { txns, ..Default::default() });
+        }
+        let txn = median_ms(runs, || {
+            black_box(txncheck::check(
+                black_box(&th),
+                txncheck::Model::ListAppend,
+                txncheck::Consistency::StrictSerializable,
+            ));
+        });
+        println!("{:>8}  {reg:>14.1}  {txn:>18.1}  {:>8}", n, th.txns.len());
+    }
+}
+
 fn main() {
+    let host = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    println!("host: {host}, {} CPUs", std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if std::env::args().any(|a| a == "--side-by-side") {
+        side_by_side();
+        return;
+    }
     println!("linearizability checker (seeded histories; procs = concurrent clients)");
     for &(procs, keys) in &[(8u64, 4usize), (5, 1)] {
         for &n in &[1_000usize, 10_000] {
@@ -188,4 +247,5 @@ fn main() {
             measure(&format!("buggy  {procs} procs, {keys} key(s), stale read"), &h, false);
         }
     }
+    side_by_side();
 }
