@@ -22,7 +22,7 @@ if [ $short = 1 ]; then
   SEEDS=${SEEDS:-1}
   MAX=${MAX:-4}
 else
-  CASES=${CASES:-"redis-async postgresql-async etcd-no-fsync etcd-lock"}
+  CASES=${CASES:-"redis-async postgresql-async etcd-no-fsync etcd-lock postgresql-txn-rr"}
   STRATEGIES=${STRATEGIES:-"random pct delay dfs coverage"}
   SEEDS=${SEEDS:-"1 2 3"}
   MAX=${MAX:-10}

@@ -11,7 +11,7 @@
 #                                    (about 3 minutes here)
 #   scripts/test-gallery.sh --full   every case under every strategy (the table in
 #                                    guest-images/gallery/README.md, about 50
-#                                    minutes) and the four safe configurations
+#                                    minutes) and the five safe configurations
 #
 # SIMCLUSTER_BIN picks the binary.
 set -euo pipefail
@@ -24,7 +24,7 @@ fi
 export SIMCLUSTER_BIN=$bin
 if [ "${1:-}" = --full ]; then
   bugs=(env SEEDS=1 MAX=8 scripts/bench-bugs.sh)
-  safe="redis-wait etcd-lock-fenced postgresql-sync etcd-fsync"
+  safe="redis-wait etcd-lock-fenced postgresql-sync etcd-fsync postgresql-txn-serializable"
 else
   bugs=(env CASES=etcd-no-fsync scripts/bench-bugs.sh --short)
   safe="etcd-fsync"

@@ -123,6 +123,27 @@ fn shrink_returns_a_strictly_shorter_failing_trace_that_replays() {
     assert_eq!(rep.json()["trace_hash"], j["trace_hash"]);
 }
 
+/// Without --horizon, delay-all measures it on execution 0 (the default
+/// schedule, no delay) and places its delays over that many choice points:
+/// the horizon recorded is execution 0's choice points, and the executions
+/// after it each differ from it.
+#[test]
+fn delay_all_measures_its_horizon_on_the_default_schedule() {
+    let d = simple(2, None, "true", "");
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &["--strategy", "delay-all", "--depth", "1", "--executions", "4"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("shard.json")).unwrap()).unwrap();
+    let horizon = record["identity"]["horizon"].as_u64().unwrap();
+    let executions = record["executions"].as_array().unwrap();
+    assert_eq!(executions.len(), 4);
+    assert_eq!(horizon, executions[0]["choice_points"].as_u64().unwrap(), "{record}");
+    assert!(horizon < 2000, "measured, not the default: {horizon}");
+    let first = &executions[0]["trace_hash"];
+    assert!(executions[1..].iter().any(|e| &e["trace_hash"] != first), "a delay changed nothing");
+}
+
 #[test]
 fn delay_all_explores_every_placement_then_stops() {
     // One delay over a horizon of 3 choice points: the default schedule

@@ -317,14 +317,8 @@ mod tests {
         }
     }
 
-    const G_SINGLE: [&str; 6] = [
-        r#"{"type":"invoke","process":0,"time":1,"f":"txn","value":[["r","x",null],["r","y",null]]}"#,
-        r#"{"type":"invoke","process":1,"time":2,"f":"txn","value":[["append","x",1],["append","y",1]]}"#,
-        r#"{"type":"ok","process":0,"time":3,"f":"txn","value":[["r","x",[]],["r","y",[1]]]}"#,
-        r#"{"type":"ok","process":1,"time":4,"f":"txn","value":[["append","x",1],["append","y",1]]}"#,
-        r#"{"type":"invoke","process":0,"time":5,"f":"txn","value":[["r","x",null]]}"#,
-        r#"{"type":"ok","process":0,"time":6,"f":"txn","value":[["r","x",[1]]]}"#,
-    ];
+    /// tests/histories/g-single.jsonl: a G-single (one rw and one wr edge).
+    const G_SINGLE: &str = include_str!("../../tests/histories/g-single.jsonl");
 
     #[test]
     fn the_hook_carries_the_model_into_invariant_kind_and_verdict() {
@@ -333,7 +327,7 @@ mod tests {
         let txn = HistoryModel::from_names("list-append", None).unwrap();
         let hc = hook_for(engine::NodeIdx::new(0), txn);
         assert_eq!((hc.invariant.as_str(), hc.kind), ("history-serializable", engine::FailureKind::Anomaly));
-        let t = trace_with(&G_SINGLE);
+        let t = trace_with(&G_SINGLE.lines().collect::<Vec<_>>());
         let out = (hc.check)(t.events(), 1);
         assert!(!out.ok, "{}", out.note);
         let first = out.note.lines().next().unwrap();

@@ -83,6 +83,8 @@ impl Adaptive {
     pub fn gate(&self) -> Gate {
         match self {
             Adaptive::None => Gate::None,
+            // A shard that measured it before its units waits for nothing.
+            Adaptive::Horizon(h) if h.get().is_some() => Gate::None,
             Adaptive::Horizon(_) => Gate::First,
             Adaptive::Coverage(_) => Gate::Generations(coverage::GENERATION),
         }

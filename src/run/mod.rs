@@ -447,7 +447,10 @@ impl Units<'_> {
             }
             let label = format!("e{unit}");
             if let Some((mut own, seed, plan)) = self.adaptive.unit_strategy(self.opts, self.explore, unit) {
-                own.begin_execution(unit);
+                if !own.begin_execution(unit) {
+                    // delay-all ran out of placements.
+                    return Ok(UnitOutput { groups: Vec::new(), plan: None, exhausted: true });
+                }
                 let groups = vec![runner.group(unit, seed, own.as_mut(), &label, warm)?];
                 return Ok(UnitOutput { groups, plan, exhausted: false });
             }

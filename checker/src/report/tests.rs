@@ -688,16 +688,9 @@ fn pauses_and_clock_faults_are_drawn_counted_and_described() {
 #[test]
 fn an_anomaly_cycle_is_drawn() {
     use crate::history_check::HistoryModel;
-    let lines = [
-        "@history begin",
-        r#"{"type":"invoke","process":0,"time":1,"f":"txn","value":[["r","x",null],["r","y",null]]}"#,
-        r#"{"type":"invoke","process":1,"time":2,"f":"txn","value":[["append","x",1],["append","y",1]]}"#,
-        r#"{"type":"ok","process":0,"time":3,"f":"txn","value":[["r","x",[]],["r","y",[1]]]}"#,
-        r#"{"type":"ok","process":1,"time":4,"f":"txn","value":[["append","x",1],["append","y",1]]}"#,
-        r#"{"type":"invoke","process":0,"time":5,"f":"txn","value":[["r","x",null]]}"#,
-        r#"{"type":"ok","process":0,"time":6,"f":"txn","value":[["r","x",[1]]]}"#,
-        "@history end",
-    ];
+    let history = include_str!("../../../tests/histories/g-single.jsonl");
+    let lines: Vec<&str> =
+        std::iter::once("@history begin").chain(history.lines()).chain(std::iter::once("@history end")).collect();
     let events: Vec<Event> = lines
         .iter()
         .enumerate()

@@ -51,17 +51,12 @@ fn build(
     version: &str,
     quiet: bool,
 ) -> Result<()> {
-    let name =
-        format!("{}.build-{}", final_dir.file_name().and_then(|n| n.to_str()).unwrap_or("kernel"), std::process::id());
-    let work = scratch_parent().unwrap_or_else(|| final_dir.parent().unwrap_or(final_dir).to_path_buf()).join(name);
+    let work = final_dir.with_extension(format!("build-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     let result = build_in(recipe, &work, series, tarball, version, quiet);
-    // Staged beside the cache entry (the build tree may be on another file
-    // system), then published by a rename.
-    let staged = final_dir.with_extension(format!("staged-{}", std::process::id()));
     if result.is_ok() {
-        let _ = std::fs::remove_dir_all(&staged);
+        let staged = work.join("out");
         std::fs::create_dir_all(&staged)?;
         std::fs::copy(work.join("src").join(recipe.artifact), staged.join(recipe.output))?;
         std::fs::write(staged.join("config"), std::fs::read(work.join("src/.config"))?)?;
@@ -76,40 +71,7 @@ fn build(
             .with_context(|| format!("cannot move the {} into {}", recipe.label, final_dir.display()))?;
     }
     let _ = std::fs::remove_dir_all(&work);
-    let _ = std::fs::remove_dir_all(&staged);
     result
-}
-
-/// Bytes a kernel build tree takes at most (the unpacked source, about
-/// 1.7 GB, and the objects), with room to spare for a second build at once.
-const BUILD_TREE_BYTES: u64 = 6 << 30;
-
-/// Where kernel build trees go: `$SIMCLUSTER_BUILD_DIR` when set, else
-/// /dev/shm when it is a writable RAM file system with room for two trees
-/// (unpacking 1.7 GB and writing the objects on a disk-backed file system
-/// costs system time, which is dear on a virtualized host), else `None`:
-/// beside the cache entry.
-fn scratch_parent() -> Option<std::path::PathBuf> {
-    if let Some(d) = std::env::var_os("SIMCLUSTER_BUILD_DIR") {
-        return Some(d.into());
-    }
-    let shm = Path::new("/dev/shm");
-    let st = free_bytes_if_writable(shm)?;
-    (st >= 2 * BUILD_TREE_BYTES).then(|| shm.join("simcluster-kernel-build"))
-}
-
-/// Free bytes of the file system at `p`, if it can be written.
-fn free_bytes_if_writable(p: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs into a zeroed struct we own; access(2) on a C string.
-    unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(c.as_ptr(), &mut st) != 0 || libc::access(c.as_ptr(), libc::W_OK) != 0 {
-            return None;
-        }
-        Some(st.f_bavail as u64 * st.f_frsize as u64)
-    }
 }
 
 fn build_in(
