@@ -71,6 +71,28 @@ static inline int recv_timeout(int s, char *buf, int len, int ms) {
     return r;
 }
 
+/* A peer's datagram and where it came from, to answer it (reply_to). Waits
+ * as long as it takes; NUL-terminates; returns its length (> 0). */
+struct peer {
+    struct sockaddr_in addr;
+    socklen_t len;
+};
+
+static inline int recv_from_peer(int s, char *buf, int len, struct peer *from) {
+    for (;;) {
+        from->len = sizeof from->addr;
+        ssize_t r = recvfrom(s, buf, len - 1, 0, (struct sockaddr *)&from->addr, &from->len);
+        if (r > 0) {
+            buf[r] = 0;
+            return (int)r;
+        }
+    }
+}
+
+static inline void reply_to(int s, const struct peer *to, const char *msg) {
+    sendto(s, msg, strlen(msg), 0, (const struct sockaddr *)&to->addr, to->len);
+}
+
 /* This node's monotonic time in ms (virtual under simcluster). */
 static inline long long now_ms(void) {
     struct timespec t;

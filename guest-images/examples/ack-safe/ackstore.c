@@ -64,11 +64,8 @@ static _Noreturn void server(int sync) {
            sync ? "after fsync" : "at once (NO fsync)");
     fflush(stdout);
     for (;;) {
-        struct sockaddr_in from;
-        socklen_t fl = sizeof from;
-        ssize_t r = recvfrom(s, buf, sizeof buf - 1, 0, (struct sockaddr *)&from, &fl);
-        if (r <= 0) continue;
-        buf[r] = 0;
+        struct peer from;
+        recv_from_peer(s, buf, sizeof buf, &from);
         if (!strncmp(buf, "put ", 4)) {
             char line[32];
             int len = snprintf(line, sizeof line, "%d\n", atoi(buf + 4));
@@ -80,7 +77,7 @@ static _Noreturn void server(int sync) {
         } else {
             continue;
         }
-        sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&from, fl);
+        reply_to(s, &from, msg);
     }
 }
 

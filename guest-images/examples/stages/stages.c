@@ -25,15 +25,12 @@ static _Noreturn void server(int k, int n) {
     int s = udp_socket(1), stage = 0, round = 0, expect = 0;
     char buf[64];
     for (;;) {
-        struct sockaddr_in from;
-        socklen_t fl = sizeof from;
-        ssize_t r = recvfrom(s, buf, sizeof buf - 1, 0, (struct sockaddr *)&from, &fl);
-        if (r <= 0) continue;
-        buf[r] = 0;
+        struct peer from;
+        recv_from_peer(s, buf, sizeof buf, &from);
         if (!strcmp(buf, "stage?")) {
             char msg[32];
             snprintf(msg, sizeof msg, "stage %d", stage);
-            sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&from, fl);
+            reply_to(s, &from, msg);
             continue;
         }
         int rr, j;
