@@ -606,16 +606,13 @@ fn check_txn_history(
     let parsed = if edn { txncheck::parse_edn(text) } else { txncheck::parse_json_lines(text) };
     let history = parsed.map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     let report = txncheck::check(&history, model, consistency);
-    let counts = |names: &[String]| -> serde_json::Map<String, serde_json::Value> {
-        names.iter().map(|n| (n.clone(), report.counts.get(n).copied().unwrap_or(0).into())).collect()
-    };
     let line = serde_json::json!({
         "history": path,
         "model": model,
         "consistency": consistency,
         "valid": report.valid,
-        "anomalies": counts(&report.anomaly_types),
-        "also_found": counts(&report.also_found),
+        "anomalies": report.counts_of(&report.anomaly_types),
+        "also_found": report.counts_of(&report.also_found),
         "ruled_out": report.ruled_out,
         "txns": report.txns,
     });

@@ -209,8 +209,8 @@ pub fn check_txn_history(
 /// The anomalies of a report that its consistency forbids, as
 /// `G-single (1), G2-item (2)`.
 pub fn anomaly_summary(report: &txncheck::CheckReport) -> String {
-    let count = |n: &String| report.counts.get(n).copied().unwrap_or(0);
-    report.anomaly_types.iter().map(|n| format!("{n} ({})", count(n))).collect::<Vec<_>>().join(", ")
+    let counts = report.counts_of(&report.anomaly_types);
+    counts.iter().map(|(n, c)| format!("{n} ({c})")).collect::<Vec<_>>().join(", ")
 }
 
 /// [`check_txn_history`] as the engine reports it: a first line for the
@@ -232,7 +232,7 @@ pub fn engine_check_txn(
             (true, note)
         }
         TxnVerdict::Checked(r) => {
-            anomalies = r.anomaly_types.iter().map(|n| (n.clone(), r.counts.get(n).map_or(0, |&c| c as u64))).collect();
+            anomalies = r.counts_of(&r.anomaly_types).into_iter().map(|(n, c)| (n, c as u64)).collect();
             (false, format!("history is not {consistency} ({model}): {}\n{r}", anomaly_summary(&r)))
         }
         TxnVerdict::Missing => {

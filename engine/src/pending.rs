@@ -41,18 +41,18 @@ impl Pending {
     /// The earliest due time of anything that can happen; `None` when
     /// nothing can (every node gone for good).
     pub fn earliest(&self) -> Option<u64> {
-        let runs = self.runs.iter().map(|&(_, t)| t);
-        let restarts = self.restarts.iter().map(|&(_, t)| t);
-        let resumes = self.resumes.iter().map(|&(_, t)| t);
-        let host = self.host.map(|(_, t)| t);
-        let disks = self.disks.iter().map(|&(_, _, t)| t);
-        runs.chain(restarts).chain(resumes).chain(self.net).chain(host).chain(disks).min()
+        self.earliest_but(None)
     }
 
     /// The earliest due time of anything but node `i`'s own requested run
     /// (lookahead's bound); `None` when nothing else can happen.
     pub fn earliest_except_run(&self, i: usize) -> Option<u64> {
-        let runs = self.runs.iter().filter(|&&(j, _)| j != i).map(|&(_, t)| t);
+        self.earliest_but(Some(i))
+    }
+
+    /// The earliest due time of everything pending, node `skip`'s run left out.
+    fn earliest_but(&self, skip: Option<usize>) -> Option<u64> {
+        let runs = self.runs.iter().filter(|&&(j, _)| Some(j) != skip).map(|&(_, t)| t);
         let restarts = self.restarts.iter().map(|&(_, t)| t);
         let resumes = self.resumes.iter().map(|&(_, t)| t);
         let host = self.host.map(|(_, t)| t);

@@ -26,7 +26,7 @@ use checker::strategy::DelayBounded;
 use engine::strategy::Strategy;
 use serde::{Deserialize, Serialize};
 
-use super::execution::{make_strategy, weights};
+use super::execution::weights;
 use super::observer::{Group, UnitRunner};
 use super::parallel::Gate;
 use super::{RunOptions, StrategyKind};
@@ -95,8 +95,8 @@ impl Adaptive {
     pub fn prepare(&self, opts: &RunOptions, runner: &UnitRunner) -> Result<()> {
         if let Adaptive::Horizon(h) = self {
             if opts.shard.unit(0) != 0 {
-                let mut none = DelayBounded::sampling(opts.seed, 0, 1);
-                let g = runner.group(0, engine::execution_seed(opts.seed, 0), &mut none, "horizon", &mut None)?;
+                let mut first = default_schedule(opts.seed);
+                let g = runner.group(0, engine::execution_seed(opts.seed, 0), &mut first, "horizon", &mut None)?;
                 let _ = h.set(choice_points(&g));
             }
         }
@@ -111,8 +111,8 @@ impl Adaptive {
         }
     }
 
-    /// Unit `unit`'s strategy and execution seed, and for coverage its plan
-    /// (`None`: the worker's own strategy runs it, under the unit's seed).
+    /// Unit `unit`'s own strategy and execution seed, and for coverage its
+    /// plan (`None`: the worker's strategy runs it, under the unit's seed).
     pub fn unit_strategy(
         &self,
         opts: &RunOptions,
@@ -122,17 +122,11 @@ impl Adaptive {
         let seed = engine::execution_seed(opts.seed, unit);
         match self {
             Adaptive::None => None,
+            // Execution 0 before the horizon is known: the default
+            // schedule, which measures it. After, the worker's own strategy
+            // (made again with the horizon) runs every unit.
             Adaptive::Horizon(h) => {
-                let s: Box<dyn Strategy> = match h.get() {
-                    // Execution 0: the default schedule, which measures it.
-                    None => Box::new(DelayBounded::sampling(opts.seed, 0, 1)),
-                    Some(&horizon) => {
-                        let mut o = opts.strategy;
-                        o.horizon = horizon;
-                        make_strategy(&o, opts.seed, explore)
-                    }
-                };
-                Some((s, seed, None))
+                h.get().is_none().then(|| (Box::new(default_schedule(opts.seed)) as Box<dyn Strategy>, seed, None))
             }
             Adaptive::Coverage(c) => {
                 let snapshot = {
@@ -188,6 +182,12 @@ impl Adaptive {
             .collect();
         Some(CoverageSummary { corpus: c.corpus.len(), first_seen })
     }
+}
+
+/// Execution 0 of a measured-horizon run: delay bounding with no delay,
+/// the default schedule.
+fn default_schedule(seed: u64) -> DelayBounded {
+    DelayBounded::sampling(seed, 0, 1)
 }
 
 /// The choice points of a group's execution (at least 1: a horizon).

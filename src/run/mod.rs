@@ -369,6 +369,9 @@ fn identity(
 /// A job's own state: its strategy, and with `--warm-start` its boot.
 struct Worker {
     strategy: Box<dyn Strategy>,
+    /// The measured horizon its strategy was made with (`None`: the
+    /// options' own); made again once when the run measures it.
+    horizon: Option<u64>,
     warm: Option<warm::WarmBoot>,
 }
 
@@ -412,7 +415,7 @@ impl Units<'_> {
             &plan.cpus,
             feed,
             &self.runner.cancel,
-            || Worker { strategy: self.strategy(), warm: None },
+            || Worker { strategy: self.strategy(), horizon: self.adaptive.horizon(), warm: None },
             |w, u| self.unit(w, u),
             |unit, out| {
                 if out.exhausted {
@@ -440,19 +443,22 @@ impl Units<'_> {
     /// `strategy`, or for dfs round `unit` under a strategy of its own.
     fn unit(&self, worker: &mut Worker, unit: u64) -> Result<UnitOutput> {
         let runner = &self.runner;
-        let Worker { strategy, warm } = worker;
         if !self.plan.dfs {
-            if !strategy.begin_execution(unit) {
-                return Ok(UnitOutput { groups: Vec::new(), plan: None, exhausted: true });
-            }
             let label = format!("e{unit}");
             if let Some((mut own, seed, plan)) = self.adaptive.unit_strategy(self.opts, self.explore, unit) {
-                if !own.begin_execution(unit) {
-                    // delay-all ran out of placements.
-                    return Ok(UnitOutput { groups: Vec::new(), plan: None, exhausted: true });
-                }
-                let groups = vec![runner.group(unit, seed, own.as_mut(), &label, warm)?];
+                // A strategy of the unit's own (the default schedule, a
+                // coverage plan): never exhausted.
+                own.begin_execution(unit);
+                let groups = vec![runner.group(unit, seed, own.as_mut(), &label, &mut worker.warm)?];
                 return Ok(UnitOutput { groups, plan, exhausted: false });
+            }
+            if worker.horizon != self.adaptive.horizon() {
+                worker.strategy = self.strategy();
+                worker.horizon = self.adaptive.horizon();
+            }
+            let Worker { strategy, warm, .. } = worker;
+            if !strategy.begin_execution(unit) {
+                return Ok(UnitOutput { groups: Vec::new(), plan: None, exhausted: true });
             }
             let seed = engine::execution_seed(self.opts.seed, unit);
             return Ok(UnitOutput {
@@ -468,7 +474,7 @@ impl Units<'_> {
         let mut groups = Vec::new();
         // A round never needs more executions than the run.
         while (groups.len() as u64) < self.plan.limit && round.begin_execution(0) {
-            let g = runner.group(unit, seed, &mut round, &format!("r{unit}.{}", groups.len()), warm)?;
+            let g = runner.group(unit, seed, &mut round, &format!("r{unit}.{}", groups.len()), &mut worker.warm)?;
             let failed = g.failed();
             groups.push(g);
             if failed && o.until_failure {

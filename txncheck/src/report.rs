@@ -150,6 +150,13 @@ pub struct CheckReport {
     pub cycle_search_truncated: usize,
 }
 
+impl CheckReport {
+    /// Each of `names` (say `anomaly_types` or `also_found`) with its count.
+    pub fn counts_of(&self, names: &[String]) -> BTreeMap<String, usize> {
+        names.iter().map(|n| (n.clone(), self.counts.get(n).copied().unwrap_or(0))).collect()
+    }
+}
+
 /// Explains an edge of the graph from its two micro-ops.
 pub(crate) fn explain(h: &History, e: &GEdge) -> Edge {
     let (a, b) = (&h.txns[e.from as usize], &h.txns[e.to as usize]);
