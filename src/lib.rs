@@ -6,7 +6,9 @@
 //! writes what a person or a machine needs to read about them.
 
 pub mod cluster;
+pub mod exit_codes;
 pub mod image;
+pub mod junit;
 pub mod outputs;
 pub mod pin;
 pub mod replay;

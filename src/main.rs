@@ -19,9 +19,11 @@ use simcluster::BadInput;
 /// seed and the same images give the same execution, byte for byte, and
 /// every run ends with the hash of its trace.
 ///
-/// Exit codes: 0 no property failed, 1 a property failed (details and a
-/// replayable failure file under --out), 2 bad input (the message names the
-/// file and the problem), 3 simulator or host error.
+/// Exit codes, the same in every subcommand: 0 yes (no property failed,
+/// reproduced, valid), 1 no (a property failed: details and a replayable
+/// failure file under --out), 2 bad input (the message names the file and
+/// the problem), 3 simulator or host error, 4 no verdict, 130 interrupted.
+/// Each subcommand's --help lists its own.
 #[derive(Parser, Debug)]
 #[command(name = "simcluster", version, about, long_about, after_help = EXAMPLES)]
 struct Cli {
@@ -55,8 +57,6 @@ enum Command {
     /// checks every invariant. Prints one JSON line at the end.
     Run(RunArgs),
     /// Re-run a recorded failure and confirm the same trace hash and failure.
-    ///
-    /// Exit 0 when the execution reproduced exactly, 1 when it did not.
     Replay {
         /// A failure file written by `simcluster run` (failure.json).
         failure_file: PathBuf,
@@ -78,14 +78,17 @@ enum Command {
         /// Also write the merged line to DIR/summary.json.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Also write the result as JUnit XML (see `run --junit`).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Make a recorded failure smaller: drop the strategy's decisions
     /// (delta debugging) while the execution still fails the same way.
     ///
     /// Writes the smaller execution (failure file, trace, report, pcaps)
     /// under OUT/shrunk/. Its event trace is never longer than the
-    /// original's. Exit 0 when its list of decisions (the replayable trace)
-    /// is strictly shorter, 1 when nothing could be removed.
+    /// original's; "shorter" means its list of decisions (the replayable
+    /// trace) is.
     Shrink {
         /// A failure file written by `simcluster run` (failure.json).
         failure_file: PathBuf,
@@ -108,9 +111,7 @@ enum Command {
     /// completion carries "error":"compare-failed" did not happen either,
     /// but its compare saw the register hold something other than `from`
     /// between invoke and completion, and is checked as such a read. Prints
-    /// one JSON line, and the explanation of a violation on stderr. Exit 0
-    /// linearizable, 1 not linearizable, 3 the search ran out of steps
-    /// before a verdict.
+    /// one JSON line, and the explanation of a violation on stderr.
     ///
     /// --model list-append or rw-register: transactions of micro-ops,
     /// checked as Jepsen's Elle does (dependency cycles G0, G1c, G-single,
@@ -126,12 +127,11 @@ enum Command {
     /// those the consistency model forbids, also_found: of those it allows,
     /// ruled_out: the consistency models the anomalies rule out, txns:
     /// counts by outcome) and on stderr the explanation: each anomaly with
-    /// its cycle and the reason for each edge. Exit 0 valid, 1 an anomaly the consistency
-    /// model forbids.
+    /// its cycle and the reason for each edge.
     ///
-    /// Exit 2 (both): the file is unreadable or not a history of the model
-    /// (the message names the file and the line); nothing is printed on
-    /// stdout.
+    /// An unreadable file, or one that is not a history of the model, is
+    /// bad input (the message names the file and the line); nothing is
+    /// printed on stdout.
     #[command(after_help = CHECK_FORMATS)]
     Check {
         /// The history file (see the line formats below).
@@ -353,6 +353,12 @@ struct RunArgs {
     /// check a warm run, or to compare.
     #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "fork", value_name = "fork|cold")]
     warm_start: Option<WarmStart>,
+    /// Also write the result as JUnit XML for a CI system: one test case
+    /// per execution (a failure carries its message and the replay
+    /// command) and one per [[expect]] reached name. Written whole at the
+    /// end, or not at all.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -479,8 +485,30 @@ fn report_unreached(summary: &simcluster::run::Summary) {
     }
 }
 
+/// The command line, each subcommand's --help closing with its exit codes
+/// (`simcluster::exit_codes`, which docs/reference.md is checked against).
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    for (sub, _) in simcluster::exit_codes::TABLE {
+        let help = simcluster::exit_codes::help(sub);
+        cmd = match sub.split_once(' ') {
+            None => cmd.mut_subcommand(sub, |c| append_help(c, help)),
+            Some((outer, inner)) => cmd.mut_subcommand(outer, |c| c.mut_subcommand(inner, |c| append_help(c, help))),
+        };
+    }
+    cmd
+}
+
+/// `c` with `text` after its own after-help.
+fn append_help(c: clap::Command, text: String) -> clap::Command {
+    let before = c.get_after_help().map(|h| format!("{h}\n\n")).unwrap_or_default();
+    c.after_help(format!("{before}{text}"))
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::FromArgMatches;
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     // Ctrl-C, SIGTERM or SIGHUP: take the nodes down with us (their helper
     // processes would otherwise outlive simcluster) and say so; outputs
     // are written whole or not at all, so nothing is left half-written.
@@ -510,7 +538,8 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<simcluster::image::oci::ImageError>().is_some()
                 || e.chain().any(|c| c.downcast_ref::<checker::failure_file::FailureFileError>().is_some());
             eprintln!("simcluster: error: {e:#}");
-            ExitCode::from(if bad_input { 2 } else { 3 })
+            use simcluster::exit_codes::{BAD_INPUT, HOST_ERROR};
+            ExitCode::from(if bad_input { BAD_INPUT } else { HOST_ERROR })
         }
     }
 }
@@ -520,7 +549,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Image { command: ImageCommand::Build { cluster_dir, quiet } } => image_build(&cluster_dir, quiet),
         Command::Image { command: ImageCommand::Kernel { runtime, quiet } } => image_kernel(runtime, quiet),
         Command::Run(args) => run_command(&args),
-        Command::Merge { shards, out } => merge(&shards, out),
+        Command::Merge { shards, out, junit } => merge(&shards, out, junit.as_deref()),
         Command::Replay { failure_file, common } => replay_command(&failure_file, &common),
         Command::Shrink { failure_file, max_executions, common } => shrink(&failure_file, max_executions, &common),
         Command::Check { history, model, consistency, max_steps } => {
@@ -587,7 +616,10 @@ fn check_history(
         }
         CheckResult::Unknown { key, steps } => {
             eprintln!("key {key:?}: no verdict after {steps} search steps (raise --max-steps)");
-            (serde_json::json!({"history": path, "linearizable": null, "key": key, "steps": steps}), 3)
+            (
+                serde_json::json!({"history": path, "linearizable": null, "key": key, "steps": steps}),
+                simcluster::exit_codes::NO_VERDICT,
+            )
         }
     };
     println!("{line}");
@@ -692,7 +724,16 @@ fn run_command(args: &RunArgs) -> anyhow::Result<ExitCode> {
         shard: args.shard.unwrap_or(simcluster::run::Shard::ALL),
         ..options(&args.common)
     };
+    // Checked before the run: a JUnit file that cannot be written is bad
+    // input now, not an error after hours of exploring.
+    if let Some(p) = &args.junit {
+        check_writable(p)?;
+    }
     let (summary, failed) = run::run(&args.images, &opts)?;
+    if let Some(p) = &args.junit {
+        let cluster = simcluster::cluster::Cluster::load(&args.images)?;
+        simcluster::junit::write(p, &summary, &cluster.name, &cluster.expect_reached)?;
+    }
     if failed && !opts.quiet {
         if let Some(f) = &summary.figures.failure {
             eprintln!("FAILED: {}", f["message"].as_str().unwrap_or(""));
@@ -707,9 +748,16 @@ fn run_command(args: &RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `simcluster merge`: the shards' summaries as one (written to `out` too).
-fn merge(shards: &[PathBuf], out: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+fn merge(shards: &[PathBuf], out: Option<PathBuf>, junit: Option<&Path>) -> anyhow::Result<ExitCode> {
+    if let Some(p) = junit {
+        check_writable(p)?;
+    }
     let summary = simcluster::run::shard::merge(shards, out.clone().unwrap_or_default())?;
     let line = serde_json::to_string(&summary)?;
+    if let Some(p) = junit {
+        // No cluster file here: the [[expect]] names known are those unreached.
+        simcluster::junit::write(p, &summary, "simcluster", &summary.unreached)?;
+    }
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir)?;
         simcluster::outputs::write_atomic(&dir.join("summary.json"), format!("{line}\n").as_bytes())?;
@@ -723,6 +771,19 @@ fn merge(shards: &[PathBuf], out: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     report_unreached(&summary);
     println!("{line}");
     Ok(if summary.failed() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// A file the run will write at its end: its directory must exist, and it
+/// must not be a directory.
+fn check_writable(path: &Path) -> anyhow::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(BadInput(format!("{}: its directory {} does not exist", path.display(), dir.display())).into());
+    }
+    if path.is_dir() {
+        return Err(BadInput(format!("{}: is a directory, not a file to write", path.display())).into());
+    }
+    Ok(())
 }
 
 /// `simcluster replay`: exit 1, with the first differing trace line, when
@@ -762,4 +823,78 @@ fn shrink(failure_file: &Path, max_executions: u64, common: &CommonArgs) -> anyh
     }
     println!("{}", serde_json::to_string(&r)?);
     Ok(if r.shorter { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::command;
+
+    /// docs/reference.md's section `### simcluster SUB`: its lines.
+    fn section(doc: &str, sub: &str) -> Vec<String> {
+        let heading = format!("### simcluster {sub}");
+        let mut lines = doc.lines().skip_while(|l| l.trim_end() != heading);
+        assert!(lines.next().is_some(), "docs/reference.md has no section {heading:?}");
+        lines.take_while(|l| !l.starts_with("## ") && !l.starts_with("### ")).map(str::to_string).collect()
+    }
+
+    fn reference() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference.md");
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// The clap command of `sub` (`run`, `image build`).
+    fn subcommand(sub: &str) -> clap::Command {
+        let mut c = command();
+        for word in sub.split(' ') {
+            c = c.find_subcommand(word).unwrap_or_else(|| panic!("no subcommand {sub}")).clone();
+        }
+        c
+    }
+
+    #[test]
+    fn the_reference_documents_every_flag_and_no_other() {
+        let doc = reference();
+        for (sub, _) in simcluster::exit_codes::TABLE {
+            let lines = section(&doc, sub);
+            let documented: Vec<String> = lines
+                .iter()
+                .filter_map(|l| l.strip_prefix("| `--"))
+                .map(|l| format!("--{}", l.split([' ', '`']).next().unwrap_or("")))
+                .collect();
+            let cmd = subcommand(sub);
+            let flags: Vec<String> = cmd
+                .get_arguments()
+                .filter_map(|a| a.get_long())
+                .filter(|l| !matches!(*l, "help" | "version"))
+                .map(|l| format!("--{l}"))
+                .collect();
+            let missing: Vec<&String> = flags.iter().filter(|f| !documented.contains(f)).collect();
+            assert!(missing.is_empty(), "docs/reference.md, simcluster {sub}: undocumented {missing:?}");
+            let unknown: Vec<&String> = documented.iter().filter(|f| !flags.contains(f)).collect();
+            assert!(unknown.is_empty(), "docs/reference.md, simcluster {sub}: no such flag {unknown:?}");
+        }
+    }
+
+    #[test]
+    fn every_subcommand_has_its_exit_codes_in_help_and_in_the_reference() {
+        let doc = reference();
+        let top: Vec<String> = command().get_subcommands().map(|c| c.get_name().to_string()).collect();
+        for (sub, rows) in simcluster::exit_codes::TABLE {
+            let lines = section(&doc, sub);
+            for (code, meaning) in *rows {
+                let row = format!("| {code} | {meaning} |");
+                assert!(lines.iter().any(|l| l.trim_end() == row), "docs/reference.md, simcluster {sub}: no row {row}");
+            }
+            // (--help wraps its lines to the terminal: compare words.)
+            let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+            let help = subcommand(sub).render_long_help().to_string();
+            let want = words(&simcluster::exit_codes::help(sub));
+            assert!(words(&help).contains(&want), "simcluster {sub} --help lacks {want:?}: {help}");
+        }
+        // Every subcommand (and image's) is in the table.
+        for name in top {
+            let listed = simcluster::exit_codes::TABLE.iter().any(|(s, _)| s.split(' ').next() == Some(name.as_str()));
+            assert!(listed || name == "help", "simcluster {name} has no exit codes in exit_codes::TABLE");
+        }
+    }
 }

@@ -44,6 +44,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         mem_mb: 8,
         workload_node: NodeIdx::new(0),
         host_workload: None,
+        ready_probe: false,
         invariants: vec![],
         liveness: vec![],
         time_limit_ns: 10_000_000_000,

@@ -9,6 +9,11 @@
 //! Anything else on the line (echo before the agent set the line raw, say)
 //! is ignored.
 
+/// The readiness probe's command name (`/sim/cmd/ready`, written by the
+/// image builder from `[node] ready`): it exits 0 once the node is ready,
+/// or 1 when it gave up (see [`crate::ExecutionSpec::ready_probe`]).
+pub const READY_PROBE: &str = "ready";
+
 /// A line the engine sends to a node's agent. [`AgentCommand::encode`]
 /// gives its exact bytes on the control line (the agent also understands
 /// `halt`, which the engine never sends).

@@ -33,6 +33,12 @@ use crate::trace::{EventKind, Trace};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
     Booting,
+    /// Every agent is ready and the readiness probe
+    /// ([`ExecutionSpec::ready_probe`]) runs on each node; `passed` of
+    /// them have passed. Still part of the boot.
+    Probing {
+        passed: usize,
+    },
     /// Warm-start mode ([`ExecutionSpec::boot_seed`]): every agent is
     /// ready and the workload has not started. The boot ends here, and
     /// an execution of its own begins at the next step (or in each child
@@ -504,6 +510,7 @@ impl<'a> Execution<'a> {
     fn time_limit(&mut self) {
         let what = match self.phase {
             Phase::Booting => "the nodes did not all boot",
+            Phase::Probing { .. } => "the nodes were not all ready ([node] ready)",
             Phase::Ready => unreachable!("a step leaves Ready before it looks at the time"),
             Phase::Workload => "the workload did not finish",
             Phase::Checks { .. } => "the invariants did not finish",
@@ -535,12 +542,19 @@ impl<'a> Execution<'a> {
     fn advance_script(&mut self) -> Result<(), EngineError> {
         if self.phase == Phase::Booting && self.nodes.iter().all(|n| n.ready) && self.verdict.is_none() {
             self.wall.boot = self.wall.first_spawn.map(|t| t.elapsed());
-            if self.spec.boot_seed.is_some() {
-                // Warm-start mode: the boot ends at the next step.
-                self.phase = Phase::Ready;
+            if self.spec.ready_probe {
+                self.phase = Phase::Probing { passed: 0 };
+                for i in 0..self.nodes.len() {
+                    self.command(i, crate::READY_PROBE)?;
+                }
             } else {
-                self.start_workload()?;
+                self.boot_done()?;
             }
+        }
+        if self.phase == (Phase::Probing { passed: self.nodes.len() }) && self.verdict.is_none() {
+            let text = "every node ready: its readiness probe passed ([node] ready)".to_string();
+            self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+            self.boot_done()?;
         }
         if let Phase::Checks { done } = self.phase {
             if done == self.spec.invariants.len() + self.spec.liveness.len() && self.verdict.is_none() {
@@ -548,6 +562,17 @@ impl<'a> Execution<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The boot is over (every node ready): the workload starts, or in
+    /// warm-start mode the boot ends at the next step.
+    fn boot_done(&mut self) -> Result<(), EngineError> {
+        if self.spec.boot_seed.is_some() {
+            self.phase = Phase::Ready;
+            Ok(())
+        } else {
+            self.start_workload()
+        }
     }
 
     /// Takes the nodes down, flushes their last console lines, runs the

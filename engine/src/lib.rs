@@ -63,6 +63,7 @@ mod pending;
 mod script;
 mod warm;
 
+pub use agent::READY_PROBE;
 pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
 pub use execution::{CrashBranch, Execution, Step};
 pub use faults::{ClockSpec, FaultCounts, NodeClock, PauseSpec, StrobeSpec, DRIFT_ENV};

@@ -18,6 +18,9 @@ pub enum FailureKind {
     Invariant,
     /// A node's start command exited non-zero.
     StartCommand,
+    /// A node's readiness probe (`[node] ready`) never passed, after boot
+    /// or after a restart.
+    NotReady,
     /// A guest kernel panicked.
     GuestPanic,
     /// A guest kernel exited without panicking (poweroff, host signal).
@@ -60,6 +63,7 @@ impl FailureKind {
             FailureKind::Workload => "Workload",
             FailureKind::Invariant => "Invariant",
             FailureKind::StartCommand => "StartCommand",
+            FailureKind::NotReady => "NotReady",
             FailureKind::GuestPanic => "GuestPanic",
             FailureKind::GuestExit => "GuestExit",
             FailureKind::GuestHang => "GuestHang",

@@ -82,8 +82,9 @@ impl Execution<'_> {
         };
         line.extend(AgentCommand::Run(name.to_string()).encode());
         // A check killed by a crash runs again once its node is back; the
-        // workload does not (it would start its history over).
-        if matches!(self.phase, Phase::Checks { .. }) {
+        // workload does not (it would start its history over), nor does the
+        // readiness probe (every restart sends it anew).
+        if matches!(self.phase, Phase::Checks { .. }) && name != crate::READY_PROBE {
             self.nodes[i].running.push(name.to_string());
         }
         let (now, watchdog) = (self.now, self.spec.watchdog);
@@ -132,6 +133,13 @@ impl Execution<'_> {
             AgentMsg::Ready => {
                 self.nodes[from].ready = true;
                 self.trace.push(now, node, EventKind::Ready);
+                // After a restart the probe runs first: the agent runs
+                // commands in the order sent, so what waited for the node
+                // runs once it is ready again. (At boot, every node's is
+                // sent together once all agents are ready.)
+                if self.spec.ready_probe && !matches!(self.phase, Phase::Booting) {
+                    self.command(from, crate::READY_PROBE)?;
+                }
                 for cmd in std::mem::take(&mut self.nodes[from].deferred) {
                     self.command(from, &cmd)?;
                 }
@@ -144,7 +152,9 @@ impl Execution<'_> {
                 self.trace.push(now, node, EventKind::CommandDone { name: command.clone(), status });
                 let hint = agent::status_hint(status);
                 let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && i.index() == from);
-                if command == "start" {
+                if command == crate::READY_PROBE {
+                    self.on_probe_done(from, status);
+                } else if command == "start" {
                     if status != 0 {
                         let what = format!("node {name}: its start command exited with status {status}{hint}");
                         self.fail(FailureKind::StartCommand, Some(from), what);
@@ -180,6 +190,25 @@ impl Execution<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Node `from`'s readiness probe answered `status`: 0 counts it ready
+    /// (at boot), anything else fails the execution.
+    fn on_probe_done(&mut self, from: usize, status: i32) {
+        if status == 0 {
+            if let Phase::Probing { passed } = self.phase {
+                self.phase = Phase::Probing { passed: passed + 1 };
+            }
+            return;
+        }
+        let name = &self.nodes[from].name;
+        let when = if matches!(self.phase, Phase::Probing { .. }) { "after boot" } else { "after its restart" };
+        let what = format!(
+            "node {name} never became ready {when}: its readiness probe ([node] ready) still failed at its \
+             deadline ([node] ready_within; exit status {status}{})",
+            agent::status_hint(status)
+        );
+        self.fail(FailureKind::NotReady, Some(from), what);
     }
 
     /// The host-side check of the history `node` printed ([`HistoryCheck`]);

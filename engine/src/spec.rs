@@ -92,6 +92,12 @@ pub struct ExecutionSpec {
     /// The workload runs on the host-side client (node N+1) instead of in
     /// a guest; needs `network`.
     pub host_workload: Option<HostWorkload>,
+    /// Every node has a readiness probe ([`crate::READY_PROBE`]): it runs
+    /// on each node once every agent is ready, and the workload (and with
+    /// it the faults) starts once it passed on every node; it runs again on
+    /// a node after each restart, before the commands that wait for it. A
+    /// probe that gives up fails the execution (`FailureKind::NotReady`).
+    pub ready_probe: bool,
     /// (command name, node), in the order they are sent.
     pub invariants: Vec<(String, NodeIdx)>,
     /// (command name, node) of liveness checks: each polls its

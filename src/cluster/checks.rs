@@ -63,6 +63,10 @@ pub struct ExpectSection {
     pub reached: String,
 }
 
+/// Names of the agent's own commands (`/sim/cmd/NAME` and the start
+/// command): no check may take one.
+const RESERVED: [&str; 3] = ["workload", "start", engine::READY_PROBE];
+
 /// A named check on a node: (name, 0-based node, command or script).
 pub(super) type NodeCheck = (String, usize, String);
 
@@ -74,6 +78,9 @@ pub(super) fn invariants(sections: &[InvariantSection], n: u16) -> Result<Vec<No
         let name = inv.name.clone().unwrap_or_else(|| format!("invariant-{}", k + 1));
         if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             return Err(format!("[[invariant]] #{}: name {name:?} may hold only letters, digits, '-' and '_'", k + 1));
+        }
+        if RESERVED.contains(&name.as_str()) {
+            return Err(format!("[[invariant]] name {name:?} is reserved (the agent's own commands: {RESERVED:?})"));
         }
         if invariants.iter().any(|(other, _, _): &NodeCheck| other == &name) {
             return Err(format!("[[invariant]] name {name:?} is used twice"));
@@ -105,6 +112,9 @@ pub(super) fn liveness(
         if l.name.is_empty() || !l.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             return Err(format!("{what}: the name may hold only letters, digits, '-' and '_'"));
         }
+        if RESERVED.contains(&l.name.as_str()) {
+            return Err(format!("{what}: the name is reserved (the agent's own commands: {RESERVED:?})"));
+        }
         if invariants.iter().any(|(o, _, _)| o == &l.name) || liveness.iter().any(|(o, _, _): &NodeCheck| o == &l.name)
         {
             return Err(format!("{what}: the name is used twice"));
@@ -120,15 +130,16 @@ pub(super) fn liveness(
                 .filter(|&v| v >= 1_000_000)
                 .ok_or_else(|| format!("{what}: every = {e:?} is not a duration of at least 1ms"))?,
         };
-        liveness.push((l.name.clone(), i, liveness_script(&l.command, within, every)));
+        liveness.push((l.name.clone(), i, poll_script(&l.command, within, every)));
     }
     Ok(liveness)
 }
 
-/// The guest script of a liveness check: evaluate the predicate every
-/// `every` ns of virtual time until it holds (exit 0) or `within` ns have
-/// passed (exit 1). Guest time is virtual, so the deadline is exact.
-fn liveness_script(command: &str, within: u64, every: u64) -> String {
+/// The guest script of a liveness check or a readiness probe: evaluate the
+/// predicate every `every` ns of virtual time until it holds (exit 0) or
+/// `within` ns have passed (exit 1). Guest time is virtual, so the deadline
+/// is exact.
+pub(super) fn poll_script(command: &str, within: u64, every: u64) -> String {
     // Shell built-ins only around the predicate: every fork costs a guest
     // process creation, and this loop may run for minutes of virtual time.
     format!(

@@ -30,6 +30,7 @@ mod network;
 mod node_faults;
 #[cfg(test)]
 mod parse_tests;
+pub mod schema;
 mod values;
 mod workload;
 
@@ -95,6 +96,8 @@ pub struct Cluster {
     pub time_limit_ns: Option<u64>,
     /// (name, 0-based node, polling script) for every `[[liveness]]`.
     pub liveness: Vec<(String, usize, String)>,
+    /// `[node] ready`'s polling script (`None`: no readiness probe).
+    pub ready_probe: Option<String>,
     /// `[check] history`, 0-based.
     pub history_node: Option<usize>,
     /// `[check] model` and `consistency`: what that history is checked
@@ -142,6 +145,7 @@ impl Cluster {
         let (workload_node, host_workload) = workload::check(&spec.workload, n, dir).map_err(&invalid)?;
         let invariants = checks::invariants(&spec.invariants, n).map_err(&invalid)?;
         let liveness = checks::liveness(&spec.liveness, n, &invariants).map_err(&invalid)?;
+        let ready_probe = spec.node.ready_probe().map_err(&invalid)?;
         let window_ns = spec.explore.window_ns().map_err(&invalid)?;
         let crashes = spec.faults.crash.check(n, workload_node).map_err(&invalid)?;
         let disk = spec.disk.as_ref().map(DiskSection::settings).transpose().map_err(&invalid)?;
@@ -169,6 +173,7 @@ impl Cluster {
             invariants,
             time_limit_ns,
             liveness,
+            ready_probe,
             history_node,
             history_model,
             disk,

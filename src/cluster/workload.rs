@@ -17,6 +17,50 @@ const W: &str = "[workload.host]";
 pub struct NodeSection {
     /// Shell command run on every node at boot, in the background.
     pub start: Option<String>,
+    /// Readiness probe: a shell command polled on every node after boot
+    /// (and after each restart) until it exits 0; the workload and the
+    /// faults begin once every node's has.
+    pub ready: Option<String>,
+    /// How long the probe may keep failing (default 120 s).
+    pub ready_within: Option<String>,
+    /// How often it is polled (default 1 s, at least 1 ms).
+    pub ready_every: Option<String>,
+}
+
+/// `[node] ready_within`'s default.
+const READY_WITHIN_NS: u64 = 120_000_000_000;
+/// `[node] ready_every`'s default.
+const READY_EVERY_NS: u64 = 1_000_000_000;
+
+impl NodeSection {
+    /// The readiness probe's guest script (see [`super::checks::poll_script`]),
+    /// if `ready` is set. The error is the message.
+    pub(super) fn ready_probe(&self) -> Result<Option<String>, String> {
+        let Some(command) = &self.ready else {
+            for (key, v) in [("ready_within", &self.ready_within), ("ready_every", &self.ready_every)] {
+                if v.is_some() {
+                    return Err(format!("[node] {key} is set without [node] ready (the probe it would time)"));
+                }
+            }
+            return Ok(None);
+        };
+        if command.trim().is_empty() {
+            return Err("[node] ready is empty: give the shell command that exits 0 once a node is ready".into());
+        }
+        let within = match &self.ready_within {
+            None => READY_WITHIN_NS,
+            Some(w) => parse_duration_ns(w)
+                .filter(|&v| v > 0)
+                .ok_or_else(|| format!("[node] ready_within = {w:?} is not a positive duration"))?,
+        };
+        let every = match &self.ready_every {
+            None => READY_EVERY_NS,
+            Some(e) => parse_duration_ns(e)
+                .filter(|&v| v >= 1_000_000)
+                .ok_or_else(|| format!("[node] ready_every = {e:?} is not a duration of at least 1ms"))?,
+        };
+        Ok(Some(super::checks::poll_script(command, within, every)))
+    }
 }
 
 /// `[workload]`: either a shell command in a guest (`node` + `command`), or

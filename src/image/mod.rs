@@ -99,6 +99,10 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     for (name, _, script) in &cluster.liveness {
         key.add_str("liveness").add_str(name).add_str(script);
     }
+    // Only when set: the key of every image without a probe stays as it was.
+    if let Some(script) = &cluster.ready_probe {
+        key.add_str("ready").add_str(script);
+    }
     if let Some(d) = &cluster.disk {
         key.add_str("disk-mount").add_str(&d.mount);
     }

@@ -210,6 +210,9 @@ pub fn write_agent_files(
     for (name, _, script) in &cluster.liveness {
         write(&format!("sim/cmd/{name}"), script, 0o644)?;
     }
+    if let Some(script) = &cluster.ready_probe {
+        write(&format!("sim/cmd/{}", engine::READY_PROBE), script, 0o644)?;
+    }
     for dir in ["proc", "sys", "dev", "tmp", "run", "root", "etc"] {
         std::fs::create_dir_all(root.join(dir))?;
     }
@@ -276,6 +279,9 @@ pub fn check_commands(root: &Path, cluster: &Cluster) -> Result<()> {
     }
     for l in &cluster.spec.liveness {
         commands.push((format!("[[liveness]] {}", l.name), &l.command));
+    }
+    if let Some(r) = &cluster.spec.node.ready {
+        commands.push(("[node] ready".into(), r));
     }
     for (what, command) in commands {
         let Some(prog) = program_of(command) else { continue };

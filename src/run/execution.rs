@@ -133,6 +133,7 @@ pub(crate) fn spec_for(
         mem_mb: cluster.spec.cluster.memory_mb,
         workload_node: NodeIdx::new(cluster.workload_node),
         host_workload: cluster.host_workload.clone(),
+        ready_probe: cluster.ready_probe.is_some(),
         invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), NodeIdx::new(*i))).collect(),
         liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), NodeIdx::new(*i))).collect(),
         time_limit_ns: time_limit_ns.or(cluster.time_limit_ns).unwrap_or(DEFAULT_TIME_LIMIT_NS),

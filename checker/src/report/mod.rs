@@ -87,7 +87,7 @@ pub fn failure_index(failure: &Failure, meta: &ReportMeta, events: &[Event]) -> 
         FailureKind::Invariant | FailureKind::Liveness | FailureKind::Linearizability | FailureKind::Anomaly => {
             matches!(k, EventKind::Invariant { ok: false, .. })
         }
-        FailureKind::Workload | FailureKind::StartCommand => {
+        FailureKind::Workload | FailureKind::StartCommand | FailureKind::NotReady => {
             matches!(k, EventKind::CommandDone { status, .. } if *status != 0)
         }
         FailureKind::GuestPanic => matches!(k, EventKind::Exit { panic: true, .. }),

@@ -26,10 +26,25 @@ const GUEST_BASE: u64 = 0x10_0000;
 const USER_BASE: u64 = 0x7f00_0000_0000;
 const MEM_SIZE: u64 = 4 << 20;
 
-fn sock_path(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vu-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("dev.sock")
+/// A test's socket directory, removed when the test's front end goes.
+struct SockDir(PathBuf);
+
+impl SockDir {
+    fn new(name: &str) -> SockDir {
+        let dir = std::env::temp_dir().join(format!("vu-test-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        SockDir(dir)
+    }
+
+    fn sock(&self) -> PathBuf {
+        self.0.join("dev.sock")
+    }
+}
+
+impl Drop for SockDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The test's side of one device.
@@ -41,6 +56,7 @@ struct Front<D: VirtioDevice> {
     mem: GuestMemoryMmap,
     memfd: OwnedFd,
     events: Vec<DeviceEvent>,
+    _dir: SockDir,
 }
 
 fn read_message(s: &mut UnixStream) -> Message {
@@ -55,7 +71,8 @@ fn read_message(s: &mut UnixStream) -> Message {
 
 impl<D: VirtioDevice> Front<D> {
     fn connect(name: &str, device: D) -> Front<D> {
-        let path = sock_path(name);
+        let dir = SockDir::new(name);
+        let path = dir.sock();
         let mut be = VhostUserBackend::listen(&path, device).unwrap();
         let sock = UnixStream::connect(&path).unwrap();
         assert_eq!(be.handle_readable().unwrap(), vec![DeviceEvent::Connected]);
@@ -71,7 +88,7 @@ impl<D: VirtioDevice> Front<D> {
         let mem = GuestMemoryMmap::from_regions(vec![GuestRegionMmap::new(region, GuestAddress(GUEST_BASE)).unwrap()])
             .unwrap();
         let (chan, theirs) = UnixStream::pair().unwrap();
-        let mut f = Front { be, sock, chan, mem, memfd, events: Vec::new() };
+        let mut f = Front { be, sock, chan, mem, memfd, events: Vec::new(), _dir: dir };
         // The handshake, as virtio_uml does it.
         assert_eq!(f.request(req::SET_OWNER, vec![], &[], false), None);
         f.request(req::GET_FEATURES, vec![], &[], false).unwrap();
