@@ -127,3 +127,29 @@ fn check_names_the_file_and_line_of_a_bad_history() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("missing.jsonl"), "{r:?}");
 }
+
+#[test]
+fn a_search_that_runs_out_of_steps_is_no_verdict_exit_4() {
+    // Eight concurrent writes and a read of a value none wrote: deciding
+    // takes many search steps; one is not enough.
+    let mut lines: Vec<String> = Vec::new();
+    for p in 0..8 {
+        lines
+            .push(format!(r#"{{"process":{p},"type":"invoke","time":{},"f":"write","key":"x","value":{p}}}"#, 100 + p));
+    }
+    for p in 0..8 {
+        lines.push(format!(r#"{{"process":{p},"type":"ok","time":{},"f":"write","key":"x","value":{p}}}"#, 1000 + p));
+    }
+    lines.push(r#"{"process":9,"type":"invoke","time":2000,"f":"read","key":"x","value":null}"#.into());
+    lines.push(r#"{"process":9,"type":"ok","time":2100,"f":"read","key":"x","value":42}"#.into());
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("history.jsonl");
+    std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+    let r = run(&["check", f.to_str().unwrap(), "--max-steps", "1"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(r.json()["linearizable"], serde_json::Value::Null, "{r:?}");
+    assert!(r.stderr.contains("no verdict"), "{r:?}");
+    // With room to search, the verdict: no write of 42.
+    let r = run(&["check", f.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{r:?}");
+}
