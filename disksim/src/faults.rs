@@ -74,17 +74,8 @@ pub struct ReadFaults {
     pub seed: u64,
 }
 
-/// `true` with probability `p` (one draw: 53 bits against `p`, IEEE
-/// arithmetic only, so every host draws the same). Call it only for `p > 0`.
-pub fn bernoulli<R: RngCore + ?Sized>(rng: &mut R, p: f64) -> bool {
-    ((rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)) < p
-}
-
-/// Uniform in `0..n` (`n > 0`) with one draw (multiply-shift; the bias is
-/// below n / 2^64, and a fixed draw count keeps the stream easy to follow).
-fn below<R: RngCore + ?Sized>(rng: &mut R, n: u64) -> u64 {
-    ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
-}
+use simrng::below;
+pub use simrng::bernoulli;
 
 /// Most bits a corrupt read flips.
 pub const MAX_FLIPPED_BITS: u32 = 4;

@@ -22,7 +22,6 @@ use std::collections::BTreeMap;
 
 use disksim::faults::{bernoulli, misdirect_target};
 use disksim::{BlockStore, CrashModel, CrashState, Disk, DiskFault, RequestKind, StateCount};
-use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 use vmm::runtime::DiskRequest;
@@ -106,9 +105,9 @@ pub(super) struct CompletionFaults {
 impl CompletionFaults {
     pub fn new(seed: u64) -> CompletionFaults {
         CompletionFaults {
-            lost_flush: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6469_736b_6661_756c),
-            write_error: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x0077_7274_5f65_7272),
-            misdirect: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x006d_6973_6469_7272),
+            lost_flush: simrng::stream(seed, simrng::streams::DISK_LOST_FLUSH),
+            write_error: simrng::stream(seed, simrng::streams::DISK_WRITE_ERROR),
+            misdirect: simrng::stream(seed, simrng::streams::DISK_MISDIRECT),
         }
     }
 
@@ -194,7 +193,7 @@ impl CrashPoint {
 
 /// The stream crash number `crash` draws its disk state from.
 fn crash_rng(seed: u64, crash: u32) -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6469_736b ^ (u64::from(crash) << 40))
+    simrng::streams::crash_state(seed, crash)
 }
 
 /// The index of the crash state that crash number `crash` draws among

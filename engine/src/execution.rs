@@ -125,8 +125,7 @@ impl Choices {
     }
 }
 
-/// Names the boot's choice stream ("bootpick" in ASCII).
-const BOOT_CHOICE_STREAM: u64 = 0x626f_6f74_7069_636b;
+use simrng::streams::BOOT_CHOICE as BOOT_CHOICE_STREAM;
 
 /// Wall-clock statistics (never read for anything a guest sees).
 struct Wall {
@@ -318,7 +317,7 @@ impl<'a> Execution<'a> {
                 points: 0,
                 steps: 0,
                 calm_rng: None,
-                boot_rng: spec.boot_seed.map(|s| Xoshiro256PlusPlus::seed_from_u64(s ^ BOOT_CHOICE_STREAM)),
+                boot_rng: spec.boot_seed.map(|s| simrng::stream(s, BOOT_CHOICE_STREAM)),
                 decisions: Vec::new(),
                 log: StepLog::new(),
                 enabled: Vec::new(),

@@ -19,7 +19,7 @@
 //! The agent (`src/image/rootfs.rs`) acts on `pause`, `resume` and `clock`
 //! in its read loop while commands run in a runner of their own.
 
-use rand_core::{RngCore, SeedableRng};
+use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::time::{NodeIdx, GUEST_EPOCH_NS};
@@ -120,12 +120,9 @@ impl NodeClock {
 /// kernel command line.
 pub const DRIFT_ENV: &str = "SIM_CLOCK_DRIFT_PPM";
 
-/// Stream names (ASCII), XORed into the execution seed: distinct from each
-/// other and from every other stream of the engine.
-const PAUSE_STREAM: u64 = 0x0070_6175_7365; // "pause"
-const CLOCK_STREAM: u64 = 0x0063_6c6f_636b; // "clock"
-const OFFSET_STREAM: u64 = 0x6f66_6673_6574; // "offset"
-const DRIFT_STREAM: u64 = 0x0064_7269_6674; // "drift"
+use simrng::streams::{
+    CLOCK as CLOCK_STREAM, CLOCK_DRIFT as DRIFT_STREAM, CLOCK_OFFSET as OFFSET_STREAM, PAUSE as PAUSE_STREAM,
+};
 
 /// Uniform in `[lo, hi]` (`lo <= hi`), by Lemire's multiply-shift over the
 /// width of the range (exact for any i64 range).
@@ -153,13 +150,13 @@ pub(crate) fn below(rng: &mut Xoshiro256PlusPlus, n: u64) -> u64 {
 pub(super) fn node_clocks(spec: &ClockSpec, nodes: usize, seed: u64) -> Vec<NodeClock> {
     let mut clocks = vec![NodeClock::default(); nodes];
     if let Some((lo, hi)) = spec.offset_ns {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ OFFSET_STREAM);
+        let mut rng = simrng::stream(seed, OFFSET_STREAM);
         for i in spec.nodes.iter().map(|n| n.index()) {
             clocks[i].offset_ns = Some(between(&mut rng, lo, hi));
         }
     }
     if let Some((lo, hi)) = spec.drift_ppm {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ DRIFT_STREAM);
+        let mut rng = simrng::stream(seed, DRIFT_STREAM);
         for i in spec.nodes.iter().map(|n| n.index()) {
             clocks[i].drift_ppm = Some(between(&mut rng, lo, hi));
         }
@@ -181,8 +178,8 @@ pub(super) struct FaultState {
 impl FaultState {
     pub fn new(seed: u64) -> FaultState {
         FaultState {
-            pause_rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ PAUSE_STREAM),
-            clock_rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ CLOCK_STREAM),
+            pause_rng: simrng::stream(seed, PAUSE_STREAM),
+            clock_rng: simrng::stream(seed, CLOCK_STREAM),
             pause_not_before: None,
             clock_not_before: None,
             counts: FaultCounts::default(),
@@ -193,6 +190,7 @@ impl FaultState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand_core::SeedableRng;
 
     #[test]
     fn draws_stay_in_their_ranges() {

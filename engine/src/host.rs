@@ -100,8 +100,7 @@ impl HostWorkload {
 /// trace so it cannot go unseen.
 const MAX_POLLS_PER_INSTANT: u32 = 10_000;
 
-/// Seed stream of the client, apart from the network's and the faults'.
-const SEED_STREAM: u64 = 0x686f_7374_636c_0003;
+use simrng::streams::HOST_CLIENT as SEED_STREAM;
 
 /// The client, its workload's progress and its next due time.
 pub(super) struct HostEndpoint {

@@ -3,7 +3,7 @@
 //! times like node runs.
 
 use netsim::{Capture, Delivery, DeliveryId, NetConfig, Network, NodeId, Partition, PartitionShape};
-use rand_core::{RngCore, SeedableRng};
+use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use vmm::runtime::TxFrame;
 
@@ -201,10 +201,7 @@ pub(super) fn shaped_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shape: Part
     }
 }
 
-/// Names netsim's stream (latencies, loss, duplication, reordering).
-const LATENCY_STREAM: u64 = 0x6e65_7473_696d_0001;
-/// Names the random partitions' stream.
-const PARTITION_STREAM: u64 = 0x6661_756c_7473_0002;
+use simrng::streams::{NETWORK as LATENCY_STREAM, PARTITIONS as PARTITION_STREAM};
 
 impl NetState {
     /// A network of `nodes` nodes; `host` is the host-side client's node
@@ -224,14 +221,14 @@ impl NetState {
         let net = Network::new(&spec.config, nodes).map_err(|e| std::io::Error::other(e.to_string()))?;
         // Separate streams: a change in how many frames a guest sends must
         // not shift the partition timeline.
-        let rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ LATENCY_STREAM);
+        let rng = simrng::stream(seed, LATENCY_STREAM);
         let mut faults = Vec::new();
         for s in &spec.scheduled {
             faults.push((s.at, Fault::Start(s.partition.clone())));
             faults.push((s.heal, Fault::Heal));
         }
         let mut deferred = (spec.config.partitions && nodes > 1).then(|| RandomPartitions {
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ PARTITION_STREAM),
+            rng: simrng::stream(seed, PARTITION_STREAM),
             gap: spec.config.partition_gap,
             length: spec.config.partition_length,
             shapes: spec.config.partition_shapes.clone(),
@@ -328,9 +325,9 @@ impl NetState {
     /// random partitions, whose timeline starts at `now` when
     /// `start_random` (else when `[faults] start_after` is reached).
     pub fn reseed(&mut self, seed: u64, now: u64, start_random: bool) {
-        self.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ LATENCY_STREAM);
+        self.rng = simrng::stream(seed, LATENCY_STREAM);
         if let Some(r) = self.deferred.as_mut() {
-            r.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ PARTITION_STREAM);
+            r.rng = simrng::stream(seed, PARTITION_STREAM);
         }
         if start_random {
             self.start_random_partitions(now);
@@ -341,7 +338,7 @@ impl NetState {
     /// stream for latencies, no more loss, duplication or reordering, and
     /// no partition after the current one heals.
     pub fn calm(&mut self, seed: u64) {
-        self.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ LATENCY_STREAM);
+        self.rng = simrng::stream(seed, LATENCY_STREAM);
         self.quiet();
     }
 
@@ -464,6 +461,7 @@ fn new_capture(nodes: u16) -> Capture<Vec<u8>> {
 #[cfg(test)]
 mod shape_tests {
     use super::*;
+    use rand_core::SeedableRng;
     use std::collections::BTreeSet;
 
     /// Who `i` can talk to under `p` (itself included), both ways.

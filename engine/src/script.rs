@@ -2,8 +2,7 @@
 //! start, faults beginning, the quiet period, the checks, the history
 //! check, and failing the execution.
 
-use rand_core::{RngCore, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_core::RngCore;
 
 use crate::agent::{self, AgentCommand, AgentMsg};
 use crate::execution::{Execution, Phase};
@@ -34,7 +33,7 @@ impl Execution<'_> {
     /// possible, and (with `start_after`) start the random partitions.
     pub(crate) fn begin_faults(&mut self) {
         self.faults_begun = true;
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed ^ 0x6372_6173_6874);
+        let mut rng = simrng::stream(self.seed, simrng::streams::CRASH_TIME);
         self.crash_not_before = Some(self.now + rng.next_u64() % self.spec.explore.crash_span_ns.max(1));
         self.start_node_faults();
         if let Some(name) = &self.spec.explore.faults_after {

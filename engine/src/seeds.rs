@@ -5,14 +5,10 @@
 /// Derives the seed of execution `index` of a run, so any execution can be
 /// replayed alone (SplitMix64 over seed and index).
 pub fn execution_seed(run_seed: u64, index: u64) -> u64 {
-    let mut z = run_seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(0x632b_e59b_d9b4_e019);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    simrng::finalise(run_seed ^ index.wrapping_mul(simrng::mix::GAMMA).wrapping_add(0x632b_e59b_d9b4_e019))
 }
 
-/// Names the boot seed among the run's streams ("bootseed" in ASCII).
-const BOOT_STREAM: u64 = 0x626f_6f74_7365_6564;
+use simrng::streams::{BOOT as BOOT_STREAM, ENTROPY as ENTROPY_STREAM, READ_FAULT as READ_FAULT_STREAM};
 
 /// The boot seed of a warm-start run with seed `run_seed`
 /// ([`crate::ExecutionSpec::boot_seed`]): one for every execution of the
@@ -21,21 +17,10 @@ pub fn boot_seed(run_seed: u64) -> u64 {
     execution_seed(run_seed ^ BOOT_STREAM, u64::MAX)
 }
 
-/// Names the entropy stream among the execution's seeded streams ("entropy"
-/// in ASCII), so it never coincides with another stream of the same seed.
-const ENTROPY_STREAM: u64 = 0x0065_6e74_726f_7079;
-
-/// Names the disk devices' read-fault streams ("rdfault" in ASCII).
-const READ_FAULT_STREAM: u64 = 0x0072_6466_6175_6c74;
-
 /// `mix(mix(mix(execution_seed ^ stream) ^ node) ^ boot)`, where `mix` is
 /// SplitMix64's finaliser: the seed of one node's device stream in one boot.
 fn node_stream_seed(stream: u64, execution_seed: u64, node: u64, boot: u32) -> u64 {
-    fn mix(mut z: u64) -> u64 {
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
+    use simrng::finalise as mix;
     mix(mix(mix(execution_seed ^ stream) ^ node) ^ u64::from(boot))
 }
 

@@ -24,7 +24,8 @@ pub mod host;
 pub mod network;
 pub mod partition;
 pub mod pcap;
-pub mod rng;
+/// The portable draws (simrng's, re-exported where netsim's users look).
+pub use simrng::draw as rng;
 pub mod stats;
 
 pub use addr::{destination, Destination, FrameError, NodeId, MAX_NODES};

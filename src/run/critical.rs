@@ -27,7 +27,8 @@ pub(super) fn critical_transition(
     let found = find_critical_transition(steps, |k| {
         probe_no += 1;
         for w in 0..walks {
-            let walk_seed = engine::execution_seed(spec.seed ^ 0x6372_6974, (k as u64) << 8 | u64::from(w));
+            let walk_seed =
+                engine::execution_seed(spec.seed ^ simrng::streams::CRITICAL_WALK, (k as u64) << 8 | u64::from(w));
             let mut s = spec.clone();
             s.explore.calm_from = Some((k as u64, walk_seed));
             let mut g = Guided::new(&record.actions);

@@ -170,8 +170,7 @@ pub enum WarmStartMode {
 /// Default virtual-time limit of one execution.
 pub const DEFAULT_TIME_LIMIT_NS: u64 = 600_000_000_000;
 
-/// Names the dfs round stream among a run's seeds ("dfs" in ASCII).
-const DFS_ROUND_STREAM: u64 = 0x0064_6673;
+use simrng::streams::DFS_ROUND as DFS_ROUND_STREAM;
 
 /// The seed of every execution of dfs round `round`: one seed per round,
 /// so that the executions DPOR compares differ only in its choices.

@@ -5,14 +5,10 @@ use txncheck::gen::{list_append_history, GenOptions};
 use txncheck::{check, Consistency, History, Model, Mop, Outcome, ReadValue};
 
 /// SplitMix64, as in the generator.
-struct Rng(u64);
+struct Rng(simrng::mix::SplitMix64);
 impl Rng {
     fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % n.max(1) as u64) as usize
+        (self.0.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -44,7 +40,7 @@ fn corrupt(h: &mut History, rng: &mut Rng) {
 fn corrupted_histories_never_panic_and_check_deterministically() {
     let base = list_append_history(11, &GenOptions { txns: 400, ..GenOptions::default() });
     assert!(check(&base, Model::ListAppend, Consistency::StrictSerializable).valid);
-    let mut rng = Rng(5);
+    let mut rng = Rng(simrng::mix::SplitMix64(5));
     let mut invalid = 0;
     for round in 0..60 {
         let mut h = base.clone();

@@ -51,8 +51,7 @@ pub const GENERATION: u64 = 8;
 /// One execution in this many starts fresh instead of from the corpus.
 pub const FRESH_ONE_IN: u64 = 8;
 
-/// Names coverage's stream of plan draws ("coverage" in ASCII).
-const PLAN_STREAM: u64 = 0x636f_7665_7261_6765;
+use simrng::streams::COVERAGE_PLAN as PLAN_STREAM;
 
 /// The power-of-two bucket of a count: 1, 2, 3-4, 5-8, ...
 fn bucket(count: u64) -> String {

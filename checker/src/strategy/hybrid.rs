@@ -74,7 +74,7 @@ impl HybridDfs {
 
     fn start_round(&mut self, round: u64) {
         self.round = round;
-        let mut rng = execution_rng(self.seed ^ 0x6466_7300, round);
+        let mut rng = execution_rng(self.seed ^ simrng::streams::DFS_PREFIX, round);
         self.prefix = below(&mut rng, self.horizon);
         self.dpor = Dpor::new(dependent as DepFn);
     }

@@ -46,23 +46,11 @@ pub fn dependent(a: &EnabledAction, b: &EnabledAction) -> bool {
     touches(b, a.node) || a.peer.is_some_and(|p| touches(b, p))
 }
 
-/// SplitMix64 finaliser: a bijective mixer, used to derive independent seeds.
-pub(crate) fn mix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub(crate) use simrng::{below, splitmix64 as mix64};
 
 /// The generator for one execution of a seeded strategy.
 pub(crate) fn execution_rng(seed: u64, execution: u64) -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(mix64(seed) ^ mix64(execution.wrapping_add(0x5157)))
-}
-
-/// Uniform integer in [0, n), n > 0 (Lemire's multiply-shift; bias < n/2^64).
-pub(crate) fn below(rng: &mut impl rand_core::RngCore, n: u64) -> u64 {
-    debug_assert!(n > 0);
-    ((rng.next_u64() as u128 * n as u128) >> 64) as u64
+    Xoshiro256PlusPlus::seed_from_u64(mix64(seed) ^ mix64(execution.wrapping_add(simrng::streams::STRATEGY_EXECUTION)))
 }
 
 #[cfg(test)]

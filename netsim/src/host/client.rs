@@ -133,20 +133,12 @@ fn instant(ns: u64) -> Instant {
     Instant::from_micros((ns / 1000) as i64)
 }
 
-/// SplitMix64: spreads a seed so neighbouring seeds give unrelated streams.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 impl HostClient {
     /// A client whose stack starts at virtual time `now`.
     pub fn new(cfg: HostConfig, now: u64) -> HostClient {
         let mut device = FrameQueue::default();
         let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(cfg.node.mac())));
-        let stream = mix(cfg.seed ^ (u64::from(cfg.node.get()) << 48));
+        let stream = simrng::splitmix64(cfg.seed ^ (u64::from(cfg.node.get()) << 48));
         config.random_seed = stream;
         let mut iface = Interface::new(config, &mut device, instant(now));
         let [a, b, c, d] = cfg.node.ipv4();
@@ -154,7 +146,7 @@ impl HostClient {
             addrs.push(IpCidr::new(IpAddress::v4(a, b, c, d), 24)).expect("room for one address");
         });
         let span = EPHEMERAL.end() - EPHEMERAL.start() + 1;
-        let next_port = EPHEMERAL.start() + (mix(stream) % u64::from(span)) as u16;
+        let next_port = EPHEMERAL.start() + (simrng::splitmix64(stream) % u64::from(span)) as u16;
         HostClient {
             cfg,
             iface,

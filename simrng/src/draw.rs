@@ -1,4 +1,5 @@
-//! Draws from a caller-supplied `RngCore`.
+//! Draws from a caller-supplied `RngCore` (moved here from netsim, which
+//! was their first user).
 //!
 //! Only IEEE-754 `+ - * /` and integer arithmetic are used (no `libm`), so
 //! the same seed gives the same draws on every host and toolchain: a failure
@@ -8,30 +9,37 @@
 use rand_core::RngCore;
 
 /// Uniform in `[0, 1)` with 53 bits of precision (exact conversion).
-pub fn unit_f64(rng: &mut dyn RngCore) -> f64 {
+pub fn unit_f64<R: RngCore + ?Sized>(rng: &mut R) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// `true` with probability `p`. `p <= 0` never, `p >= 1` always.
 /// Callers skip the call entirely when `p == 0` so that a fault that is off
 /// consumes no randomness.
-pub fn bernoulli(rng: &mut dyn RngCore, p: f64) -> bool {
+pub fn bernoulli<R: RngCore + ?Sized>(rng: &mut R, p: f64) -> bool {
     unit_f64(rng) < p
 }
 
 /// Uniform in `[lo, hi]` (inclusive; `lo <= hi`). Multiply-shift without
 /// rejection: the bias is below 2^-64 * range, irrelevant here, and it keeps
 /// the draw count fixed at one.
-pub fn uniform_inclusive(rng: &mut dyn RngCore, lo: u64, hi: u64) -> u64 {
+pub fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: u64, hi: u64) -> u64 {
     debug_assert!(lo <= hi);
     let span = (hi - lo) as u128 + 1;
     let r = rng.next_u64() as u128;
     lo + ((r * span) >> 64) as u64
 }
 
+/// Uniform in `0..n` (`n > 0`) with one draw (Lemire's multiply-shift
+/// without rejection; the bias is below n / 2^64).
+pub fn below<R: RngCore + ?Sized>(rng: &mut R, n: u64) -> u64 {
+    debug_assert!(n > 0);
+    ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
+}
+
 /// `lo + Exp(mean - lo)`, truncated at `hi`: a long-tailed latency whose
 /// floor is the propagation delay.
-pub fn shifted_exponential(rng: &mut dyn RngCore, lo: u64, mean: u64, hi: u64) -> u64 {
+pub fn shifted_exponential<R: RngCore + ?Sized>(rng: &mut R, lo: u64, mean: u64, hi: u64) -> u64 {
     let u = unit_f64(rng);
     let x = -portable_ln(1.0 - u) * (mean - lo) as f64; // 1-u in (0, 1]
     let extra = x as u64; // saturating, deterministic
