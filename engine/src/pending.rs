@@ -164,8 +164,14 @@ impl Execution<'_> {
             // after (nothing is, and recovery must show all of it).
             let flush_pending =
                 vm.is_some_and(|v| v.pending_disk().iter().any(|r| r.kind == disksim::RequestKind::Flush));
-            let at_stake =
-                if self.spec.disk.is_some() { volatile || n.flushed_since_run || n.just_sent } else { sending };
+            // With disks, a crash is offered only while something on the
+            // disk is at stake. Not merely after a send: a store that syncs
+            // before it answers (etcd) sends all the time, and offering a
+            // crash after every send (tried in 24b49cc) left db-cluster's
+            // crash points with nothing volatile and one crash state each
+            // (tests/disks.rs, full tier). An acknowledgement sent while its
+            // writes are volatile is offered (they are) and weighted up.
+            let at_stake = if self.spec.disk.is_some() { volatile || n.flushed_since_run } else { sending };
             if n.is_up() && n.ready && at_stake {
                 let at_risk = flush_pending || n.flushed_since_run || n.just_sent;
                 into.push(Enabled::crash(i, self.now).at_risk(at_risk));
