@@ -51,7 +51,12 @@ export SIMCLUSTER_SKIP_LOG=$work/skips SIMCLUSTER_FLAKE_LOG=$work/flakes
 : >"$SIMCLUSTER_FLAKE_LOG"
 stages=$work/stages
 : >"$stages"
-if [ "${CI:-}" = true ]; then export SIMCLUSTER_STRICT_SKIPS=1; fi
+if [ "${CI:-}" = true ]; then
+  export SIMCLUSTER_STRICT_SKIPS=1
+  # CI builds from a fresh clone once: incremental compilation's caches are
+  # never reused there, only written.
+  export CARGO_INCREMENTAL=0
+fi
 # Tests that repeat a check repeat it more in the full tier (testkit::by_tier).
 export SIMCLUSTER_TEST_TIER=$tier
 slurm_dir=$work/slurm
