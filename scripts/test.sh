@@ -54,8 +54,10 @@ stages=$work/stages
 if [ "${CI:-}" = true ]; then
   export SIMCLUSTER_STRICT_SKIPS=1
   # CI builds from a fresh clone once: incremental compilation's caches are
-  # never reused there, only written.
-  export CARGO_INCREMENTAL=0
+  # never reused there, only written; and no debug info (a panic still
+  # names its file and line; backtraces name functions only), which the
+  # cold build does not spend time on.
+  export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0
 fi
 # Tests that repeat a check repeat it more in the full tier (testkit::by_tier).
 export SIMCLUSTER_TEST_TIER=$tier
@@ -178,13 +180,17 @@ else
   # (`mkdir` is the claim: it succeeds once), so that neither CPU idles
   # while the other has work queued. Their output goes to
   # $work/NAME.log, printed after the other stages.
-  later_tasks=(determinism gallery)
+  # The gallery is two tasks (its bugs, its safe configurations), so that
+  # both lanes can take a part: one task of 220 s left a lane 100 s
+  # behind the other in a cold rehearsal (11-27).
+  later_tasks=(determinism gallery-bugs gallery-safe)
   off_last=0
   [ $tier = full ] && off_last=1
   task_determinism() {
     env SIMCLUSTER_BIN="$sim" SIMCLUSTER_DETERMINISM_OFF_LAST=$off_last scripts/determinism-db.sh 1 "$db_runs"
   }
-  task_gallery() { env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}"; }
+  task_gallery-bugs() { env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --bugs; }
+  task_gallery-safe() { env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --safe; }
   # `pinned CPUS CMD...`: CMD (a function too) in a subshell on CPUS.
   pinned() { (taskset -c -p "$1" "$BASHPID" >/dev/null && shift && "$@"); }
   # `take_tasks LANE OTHER CPUS`: runs every task not yet claimed, pinned

@@ -247,7 +247,7 @@ struct CommonArgs {
     /// Host CPU that simcluster and its nodes share: auto (the one it starts
     /// on), off (the host scheduler spreads them), or a CPU number. Only one
     /// node runs at a time, and on one CPU the hand-offs between simcluster,
-    /// a node's kernel and its guest programs are direct switches (1.7x
+    /// a node's kernel and its guest programs are direct switches (1.8x
     /// faster fork+exec measured here). Never changes the trace.
     #[arg(long, default_value_t = simcluster::pin::Pin::Auto, value_name = "auto|off|CPU")]
     pin: simcluster::pin::Pin,
