@@ -21,13 +21,15 @@
 #   nested     the KVM runtime inside an L1 Linux under QEMU's emulator
 #              (scripts/test-kvm-nested.sh). It runs in the background on its own
 #              CPU beside cargo-test (QEMU's emulator uses one host thread);
-#              determinism and gallery run in whichever lane is free first
+#              determinism and the gallery's two halves run in whichever
+#              lane is free first
 #   determinism  db-cluster: one seed, several runs per userspace mode, one hash
 #              (the full tier: lookahead off in the last run of each)
 #   cargo-test cargo test --workspace (the short tier leaves out the tests marked
 #              #[ignore = "full tier: ..."]; --full runs them too)
-#   gallery    real bugs in Debian software found and replayed, safe
-#              configurations passing (scripts/test-gallery.sh)
+#   gallery-bugs, gallery-safe
+#              real bugs in Debian software found and replayed, safe
+#              configurations passing (scripts/test-gallery.sh --bugs, --safe)
 #
 # The summary lists every skipped test with its reason (tests record skips
 # through the testkit crate into $SIMCLUSTER_SKIP_LOG), every flake (a
