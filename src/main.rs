@@ -725,13 +725,18 @@ fn run_command(args: &RunArgs) -> anyhow::Result<ExitCode> {
         ..options(&args.common)
     };
     // Checked before the run: a JUnit file that cannot be written is bad
-    // input now, not an error after hours of exploring.
-    if let Some(p) = &args.junit {
-        check_writable(p)?;
-    }
+    // input now, not an error after hours of exploring; and the cluster's
+    // name and [[expect]] names are those the run starts with, not those
+    // of a cluster.toml edited meanwhile.
+    let junit = match &args.junit {
+        None => None,
+        Some(p) => {
+            check_writable(p)?;
+            Some((p, simcluster::cluster::Cluster::load(&args.images)?))
+        }
+    };
     let (summary, failed) = run::run(&args.images, &opts)?;
-    if let Some(p) = &args.junit {
-        let cluster = simcluster::cluster::Cluster::load(&args.images)?;
+    if let Some((p, cluster)) = junit {
         simcluster::junit::write(p, &summary, &cluster.name, &cluster.expect_reached)?;
     }
     if failed && !opts.quiet {

@@ -28,6 +28,7 @@ use crate::steps::StepLog;
 use crate::strategy::{default_choice, ActionKind, Decision, EnabledAction, Strategy};
 use crate::time::VirtualTime;
 use crate::trace::{EventKind, Trace};
+use simrng::streams::BOOT_CHOICE as BOOT_CHOICE_STREAM;
 
 /// Progress of the cluster through its script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,8 +125,6 @@ impl Choices {
         k
     }
 }
-
-use simrng::streams::BOOT_CHOICE as BOOT_CHOICE_STREAM;
 
 /// Wall-clock statistics (never read for anything a guest sees).
 struct Wall {

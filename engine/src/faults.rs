@@ -19,10 +19,12 @@
 //! The agent (`src/image/rootfs.rs`) acts on `pause`, `resume` and `clock`
 //! in its read loop while commands run in a runner of their own.
 
-use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::time::{NodeIdx, GUEST_EPOCH_NS};
+use simrng::streams::{
+    CLOCK as CLOCK_STREAM, CLOCK_DRIFT as DRIFT_STREAM, CLOCK_OFFSET as OFFSET_STREAM, PAUSE as PAUSE_STREAM,
+};
 
 /// `[faults.pause]`, checked. `max` 0: off.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -120,28 +122,14 @@ impl NodeClock {
 /// kernel command line.
 pub const DRIFT_ENV: &str = "SIM_CLOCK_DRIFT_PPM";
 
-use simrng::streams::{
-    CLOCK as CLOCK_STREAM, CLOCK_DRIFT as DRIFT_STREAM, CLOCK_OFFSET as OFFSET_STREAM, PAUSE as PAUSE_STREAM,
-};
+pub(crate) use simrng::between;
 
-/// Uniform in `[lo, hi]` (`lo <= hi`), by Lemire's multiply-shift over the
-/// width of the range (exact for any i64 range).
-pub(crate) fn between(rng: &mut Xoshiro256PlusPlus, lo: i64, hi: i64) -> i64 {
-    debug_assert!(lo <= hi);
-    let width = (hi as i128 - lo as i128) as u128 + 1;
-    if width > u64::MAX as u128 {
-        return rng.next_u64() as i64;
-    }
-    let k = ((rng.next_u64() as u128 * width) >> 64) as i128;
-    (lo as i128 + k) as i64
-}
-
-/// Uniform in `[0, n)`; 0 for `n` = 0.
+/// Uniform in `[0, n)`; 0, drawing nothing, for `n` = 0 (a span of 0).
 pub(crate) fn below(rng: &mut Xoshiro256PlusPlus, n: u64) -> u64 {
     if n == 0 {
         return 0;
     }
-    ((rng.next_u64() as u128 * n as u128) >> 64) as u64
+    simrng::below(rng, n)
 }
 
 /// Each node's clock hardware, drawn before anything boots: offsets from

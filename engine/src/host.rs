@@ -40,6 +40,7 @@ use netsim::{Delivery, NodeId};
 
 use crate::frames::summarize;
 use crate::trace::{EventKind, Trace};
+use simrng::streams::HOST_CLIENT as SEED_STREAM;
 
 /// One HTTP request of a host workload, checked (from cluster.toml).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,8 +100,6 @@ impl HostWorkload {
 /// instant moves bytes or closes connections); the push is noted in the
 /// trace so it cannot go unseen.
 const MAX_POLLS_PER_INSTANT: u32 = 10_000;
-
-use simrng::streams::HOST_CLIENT as SEED_STREAM;
 
 /// The client, its workload's progress and its next due time.
 pub(super) struct HostEndpoint {

@@ -9,6 +9,7 @@ use vmm::runtime::TxFrame;
 
 use crate::frames::summarize;
 use crate::trace::{DropCause, EventKind, Trace};
+use simrng::streams::{NETWORK as LATENCY_STREAM, PARTITIONS as PARTITION_STREAM};
 
 /// A partition at fixed virtual times (from cluster.toml).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,8 +201,6 @@ pub(super) fn shaped_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shape: Part
         }
     }
 }
-
-use simrng::streams::{NETWORK as LATENCY_STREAM, PARTITIONS as PARTITION_STREAM};
 
 impl NetState {
     /// A network of `nodes` nodes; `host` is the host-side client's node

@@ -2,13 +2,13 @@
 //! the per-node, per-boot device streams ([`entropy_seed`],
 //! [`read_fault_seed`]).
 
+use simrng::streams::{BOOT as BOOT_STREAM, ENTROPY as ENTROPY_STREAM, READ_FAULT as READ_FAULT_STREAM};
+
 /// Derives the seed of execution `index` of a run, so any execution can be
 /// replayed alone (SplitMix64 over seed and index).
 pub fn execution_seed(run_seed: u64, index: u64) -> u64 {
     simrng::finalise(run_seed ^ index.wrapping_mul(simrng::mix::GAMMA).wrapping_add(0x632b_e59b_d9b4_e019))
 }
-
-use simrng::streams::{BOOT as BOOT_STREAM, ENTROPY as ENTROPY_STREAM, READ_FAULT as READ_FAULT_STREAM};
 
 /// The boot seed of a warm-start run with seed `run_seed`
 /// ([`crate::ExecutionSpec::boot_seed`]): one for every execution of the

@@ -37,6 +37,18 @@ pub fn below<R: RngCore + ?Sized>(rng: &mut R, n: u64) -> u64 {
     ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
 }
 
+/// Uniform in `[lo, hi]` (`lo <= hi`) over signed values, by the same
+/// multiply-shift over the width of the range (exact for any i64 range).
+pub fn between<R: RngCore + ?Sized>(rng: &mut R, lo: i64, hi: i64) -> i64 {
+    debug_assert!(lo <= hi);
+    let width = (hi as i128 - lo as i128) as u128 + 1;
+    if width > u64::MAX as u128 {
+        return rng.next_u64() as i64;
+    }
+    let k = ((rng.next_u64() as u128 * width) >> 64) as i128;
+    (lo as i128 + k) as i64
+}
+
 /// `lo + Exp(mean - lo)`, truncated at `hi`: a long-tailed latency whose
 /// floor is the propagation delay.
 pub fn shifted_exponential<R: RngCore + ?Sized>(rng: &mut R, lo: u64, mean: u64, hi: u64) -> u64 {

@@ -23,6 +23,6 @@ pub mod draw;
 pub mod mix;
 pub mod streams;
 
-pub use draw::{below, bernoulli, portable_ln, shifted_exponential, uniform_inclusive, unit_f64};
+pub use draw::{below, bernoulli, between, portable_ln, shifted_exponential, uniform_inclusive, unit_f64};
 pub use mix::{finalise, splitmix64};
 pub use streams::stream;

@@ -121,18 +121,26 @@ pub(super) fn liveness(
         }
         let i = parse_node_name(&l.node, n)
             .ok_or_else(|| format!("{what}: node = {:?}: no such node (nodes are n1..n{n})", l.node))?;
-        let within = parse_duration_ns(&l.within)
-            .filter(|&w| w > 0)
-            .ok_or_else(|| format!("{what}: within = {:?} is not a positive duration", l.within))?;
-        let every = match &l.every {
-            None => 1_000_000_000,
-            Some(e) => parse_duration_ns(e)
-                .filter(|&v| v >= 1_000_000)
-                .ok_or_else(|| format!("{what}: every = {e:?} is not a duration of at least 1ms"))?,
-        };
+        let within = poll_within(&format!("{what}: within"), &l.within)?;
+        let every = poll_every(&format!("{what}: every"), l.every.as_deref())?;
         liveness.push((l.name.clone(), i, poll_script(&l.command, within, every)));
     }
     Ok(liveness)
+}
+
+/// A polling script's deadline (liveness `within`, `[node] ready_within`):
+/// a positive duration. `key` names the setting for the message.
+pub(super) fn poll_within(key: &str, value: &str) -> Result<u64, String> {
+    parse_duration_ns(value).filter(|&w| w > 0).ok_or_else(|| format!("{key} = {value:?} is not a positive duration"))
+}
+
+/// A polling script's period (liveness `every`, `[node] ready_every`): at
+/// least 1 ms, 1 s unless set.
+pub(super) fn poll_every(key: &str, value: Option<&str>) -> Result<u64, String> {
+    let Some(e) = value else { return Ok(1_000_000_000) };
+    parse_duration_ns(e)
+        .filter(|&v| v >= 1_000_000)
+        .ok_or_else(|| format!("{key} = {e:?} is not a duration of at least 1ms"))
 }
 
 /// The guest script of a liveness check or a readiness probe: evaluate the

@@ -29,8 +29,6 @@ pub struct NodeSection {
 
 /// `[node] ready_within`'s default.
 const READY_WITHIN_NS: u64 = 120_000_000_000;
-/// `[node] ready_every`'s default.
-const READY_EVERY_NS: u64 = 1_000_000_000;
 
 impl NodeSection {
     /// The readiness probe's guest script (see [`super::checks::poll_script`]),
@@ -47,19 +45,13 @@ impl NodeSection {
         if command.trim().is_empty() {
             return Err("[node] ready is empty: give the shell command that exits 0 once a node is ready".into());
         }
+        use super::checks::{poll_every, poll_script, poll_within};
         let within = match &self.ready_within {
             None => READY_WITHIN_NS,
-            Some(w) => parse_duration_ns(w)
-                .filter(|&v| v > 0)
-                .ok_or_else(|| format!("[node] ready_within = {w:?} is not a positive duration"))?,
+            Some(w) => poll_within("[node] ready_within", w)?,
         };
-        let every = match &self.ready_every {
-            None => READY_EVERY_NS,
-            Some(e) => parse_duration_ns(e)
-                .filter(|&v| v >= 1_000_000)
-                .ok_or_else(|| format!("[node] ready_every = {e:?} is not a duration of at least 1ms"))?,
-        };
-        Ok(Some(super::checks::poll_script(command, within, every)))
+        let every = poll_every("[node] ready_every", self.ready_every.as_deref())?;
+        Ok(Some(poll_script(command, within, every)))
     }
 }
 

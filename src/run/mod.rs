@@ -50,6 +50,7 @@ use parallel::{Feed, Flow};
 use summary::{RunIdentity, RunRecord, RUN_RECORD_VERSION};
 
 pub use crate::BadInput;
+use simrng::streams::DFS_ROUND as DFS_ROUND_STREAM;
 
 /// Which exploration strategy, with its bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,8 +170,6 @@ pub enum WarmStartMode {
 
 /// Default virtual-time limit of one execution.
 pub const DEFAULT_TIME_LIMIT_NS: u64 = 600_000_000_000;
-
-use simrng::streams::DFS_ROUND as DFS_ROUND_STREAM;
 
 /// The seed of every execution of dfs round `round`: one seed per round,
 /// so that the executions DPOR compares differ only in its choices.

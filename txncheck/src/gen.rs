@@ -58,14 +58,11 @@ impl Default for GenOptions {
 }
 
 /// SplitMix64: small, and the same numbers on every platform.
-struct Rng(u64);
+struct Rng(simrng::mix::SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        let mut g = simrng::mix::SplitMix64(self.0);
-        let v = g.next_u64();
-        self.0 = g.0;
-        v
+        self.0.next_u64()
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
@@ -121,7 +118,7 @@ fn key_of(m: &Mop) -> usize {
 
 /// The events of a generated history, in time order.
 pub fn list_append_events(seed: u64, opts: &GenOptions) -> Vec<Event> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(simrng::mix::SplitMix64(seed));
     let mut db = Db { lists: Vec::new(), next_value: Vec::new(), active: Vec::new() };
     for _ in 0..opts.active_keys.max(2) {
         let k = db.new_key();

@@ -42,6 +42,7 @@ use engine::trace::{EventKind, Trace};
 use rand_core::RngCore;
 
 use super::{below, execution_rng, mix64, Guided, KindWeights, RandomWalk};
+use simrng::streams::COVERAGE_PLAN as PLAN_STREAM;
 
 /// Executions per generation: the corpus a plan sees changes once per
 /// generation. Larger lets more jobs run at once; smaller follows new
@@ -50,8 +51,6 @@ pub const GENERATION: u64 = 8;
 
 /// One execution in this many starts fresh instead of from the corpus.
 pub const FRESH_ONE_IN: u64 = 8;
-
-use simrng::streams::COVERAGE_PLAN as PLAN_STREAM;
 
 /// The power-of-two bucket of a count: 1, 2, 3-4, 5-8, ...
 fn bucket(count: u64) -> String {
