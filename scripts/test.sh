@@ -11,25 +11,31 @@
 # Stages, in order (each one's wall time is in the summary):
 #   packages   Debian packages the tests use, one apt-get call (scripts/test-deps.sh)
 #   fmt        cargo fmt --check
-#   binary     cargo build: the simcluster binary the kernels build with
-#   kernels    in the background from here: the UML kernel and hello-cluster's
-#              image, and beside them the KVM guest kernel (cached by the hash of
-#              their inputs: minutes cold, seconds warm)
-#   build      every test binary (beside the kernels)
-#   clippy     cargo clippy --workspace --all-targets -D warnings (clippy.toml's
-#              determinism guard; beside the kernels)
+#   features   `cargo build` and `cargo test --workspace` give every shared
+#              crate one feature set (so the test build compiles nothing twice)
+#   binary     cargo build: the simcluster binary the kernels build with.
+#              clippy's lints (clippy.toml's determinism guard, -D warnings)
+#              run inside this build and the next: clippy-driver is the
+#              workspace's rustc wrapper (RUSTC_WORKSPACE_WRAPPER)
+#   uml-kernel, kvm-kernel
+#              in the background from here, side by side: the UML kernel
+#              with hello-cluster's image, and the KVM guest kernel (cached by
+#              the hash of their inputs: minutes cold, seconds warm)
+#   build      every test target (beside the kernels), linted as it compiles
 #   nested     the KVM runtime inside an L1 Linux under QEMU's emulator
-#              (scripts/test-kvm-nested.sh). It runs in the background on its own
-#              CPU beside cargo-test (QEMU's emulator uses one host thread);
-#              determinism and the gallery's two halves run in whichever
-#              lane is free first
+#              (scripts/test-kvm-nested.sh), on its own CPU (QEMU's emulator
+#              uses one host thread) as soon as the KVM kernel is built
+#   then two lanes, one per CPU (the nested one after its step), take
+#   tasks from one queue, longest first, once the UML kernel is built:
 #   determinism  db-cluster: one seed, several runs per userspace mode, one hash
 #              (the full tier: lookahead off in the last run of each)
-#   cargo-test cargo test --workspace (the short tier leaves out the tests marked
-#              #[ignore = "full tier: ..."]; --full runs them too)
 #   gallery-bugs, gallery-safe
 #              real bugs in Debian software found and replayed, safe
 #              configurations passing (scripts/test-gallery.sh --bugs, --safe)
+#   cargo-test every test target of the workspace, each a `cargo test` of its
+#              own (the short tier leaves out the tests marked
+#              #[ignore = "full tier: ..."]; --full runs them too); its
+#              seconds in the summary are the sum over both lanes
 #
 # The summary lists every skipped test with its reason (tests record skips
 # through the testkit crate into $SIMCLUSTER_SKIP_LOG), every flake (a
@@ -65,10 +71,11 @@ fi
 export SIMCLUSTER_TEST_TIER=$tier
 slurm_dir=$work/slurm
 export SIMCLUSTER_SLURM_DIR=$slurm_dir
-nested_pid= kernels_pid=
+nested_pid= bg_pids=()
 cleanup() {
   [ -z "$nested_pid" ] || kill -- "-$nested_pid" 2>/dev/null || true
-  [ -z "$kernels_pid" ] || pkill -TERM -P "$kernels_pid" 2>/dev/null || true
+  local pid
+  for pid in "${bg_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; done
   scripts/slurm/local.sh stop >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -88,6 +95,9 @@ stage() {
   return $rc
 }
 failed() { awk '$2 != 0 {print $1}' "$stages"; }
+# A failed fmt or features check is reported but stops nothing; any other
+# failed stage stops what comes after it.
+blocking() { failed | grep -v -x -e fmt -e features; }
 
 # CPUs: QEMU's emulator (one host thread) gets the last one, the rest of
 # the suite the others, so neither waits for the other; on one CPU both share it.
@@ -115,48 +125,92 @@ deps_args=()
 [ $tier = full ] && deps_args=(--full)
 stage packages scripts/test-deps.sh "${deps_args[@]}"
 stage fmt cargo fmt --all -- --check || echo "cargo fmt --check: run cargo fmt --all"
+# `features_unified`: the root package's build (`cargo build`, the binary
+# stage) and the workspace's test build (`cargo test --workspace`) give
+# every crate they share one feature set, so that the test build reuses
+# what the binary stage compiled instead of compiling memchr, clap, regex,
+# serde_json and the workspace's crates again with other features (see
+# the comment at the end of Cargo.toml's [dependencies]).
+features_unified() {
+  local fmt='{p} [{f}]'
+  cargo tree -e normal,build -f "$fmt" --prefix none >"$work/tree-build" || return 1
+  cargo tree --workspace -e normal,build,dev -f "$fmt" --prefix none >"$work/tree-test" || return 1
+  python3 - "$work/tree-build" "$work/tree-test" <<'PY'
+import re, sys
+def read(path):
+    seen = {}
+    for line in open(path):
+        m = re.match(r"^(\S+ v\S+)(?: \([^)]*\))? \[(.*)\]", line.strip())
+        if m:
+            seen.setdefault(m.group(1), set()).add(m.group(2))
+    return seen
+build, test = read(sys.argv[1]), read(sys.argv[2])
+if not build or not test:
+    sys.exit("cargo tree printed nothing to compare")
+bad = [k for k in sorted(build) if k in test and build[k] != test[k]]
+for k in bad:
+    print(f"{k}: features [{' | '.join(sorted(build[k]))}] in `cargo build`, [{' | '.join(sorted(test[k]))}] in `cargo test --workspace`")
+if bad:
+    print("ask for the test build's features in Cargo.toml's [dependencies] too")
+print(f"{len(build)} crates in the build, {len(test)} in the test build; {len(bad)} with other features")
+sys.exit(1 if bad else 0)
+PY
+}
+stage features features_unified
+# clippy's lints run inside the builds, not in a check of their own:
+# clippy-driver is the workspace's rustc wrapper (as under `cargo clippy`),
+# so each workspace crate is linted as it compiles (clippy.toml's
+# determinism guard, -D warnings) in the binary stage and in the test
+# build, whose targets are those of `cargo clippy --all-targets` (the
+# workspace has no benches or examples). `cargo clippy` would check every
+# dependency once more (106 CPU-s of a cold build, 2026-11-27). The
+# wrapper is part of cargo's fingerprint: every cargo call below and in
+# the scripts this one runs inherits it, so none of them rebuilds.
+clippy_driver=$(rustc --print sysroot 2>/dev/null)/bin/clippy-driver
+export RUSTC_WORKSPACE_WRAPPER=$clippy_driver CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+binary() {
+  if [ ! -x "$clippy_driver" ]; then
+    echo "no clippy-driver in this toolchain ($clippy_driver): rustup component add clippy"
+    return 1
+  fi
+  cargo build --quiet
+}
 # The binary first: the guest kernels build with it, in the background,
-# while the test binaries build and clippy runs (each of the three has
-# single-CPU stretches, unpacking and linking, that the others fill).
-stage binary cargo build --quiet
-# `kernels`: both guest kernels built (or found), their paths left in
-# $work/uml-kernel and $work/kvm-kernel.
+# while the test binaries build.
+[ -n "$(blocking)" ] || stage binary binary
 # The debug binary (cargo honours CARGO_TARGET_DIR; so does this script).
 sim=${CARGO_TARGET_DIR:-target}/debug/simcluster
 # (`tee -a`: tee opens /dev/stderr by name, and without -a a log file that
 # stderr is redirected to would be truncated, losing every stage before.)
 kernel_of() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["kernel"])'; }
-# The two builds run side by side: each is `make -j<CPUs>`, but unpacking,
-# configuring and linking use one CPU, which the other build fills.
-kernels() {
-  echo "(the KVM guest kernel builds in the background beside the UML one)"
-  "$sim" image kernel --runtime kvm --quiet >"$work/kvm-kernel.json" 2>"$work/kvm-kernel.err" &
-  local kvm_pid=$! rc=0
-  "$sim" image build guest-images/hello-cluster | tee -a /dev/stderr | kernel_of >"$work/uml-kernel" || rc=1
-  if wait "$kvm_pid" && kernel_of <"$work/kvm-kernel.json" >"$work/kvm-kernel"; then
-    echo "KVM kernel: $(cat "$work/kvm-kernel")"
-  else
-    echo "the KVM kernel did not build:"; cat "$work/kvm-kernel.err"; rc=1
-  fi
-  return $rc
+# The two guest kernels, side by side and beside the test build (each is
+# `make -j<CPUs>`; unpacking, configuring and linking use one CPU, which
+# the others fill). Each leaves its path in $work/NAME, its log in
+# $work/NAME.log and its exit code in $work/NAME.done; each lane below
+# waits for the one it needs (`wait_for`), not for both.
+uml-kernel() { "$sim" image build guest-images/hello-cluster | tee -a /dev/stderr | kernel_of >"$work/uml-kernel"; }
+kvm-kernel() { "$sim" image kernel --runtime kvm --quiet | tee -a /dev/stderr | kernel_of >"$work/kvm-kernel"; }
+background() {
+  (
+    stage "$1" "$1" >"$work/$1.log" 2>&1
+    rc=$?
+    echo $rc >"$work/$1.done"
+    echo "== $1: $([ $rc = 0 ] && echo "ready: $(cat "$work/$1")" || echo "FAILED (exit $rc; its log follows the other stages)")"
+  ) &
+  bg_pids+=($!)
 }
-if [ -z "$(failed)" ]; then
-  echo "== kernels: started in the background (its report follows the build and clippy)"
-  stage kernels kernels >"$work/kernels.log" 2>&1 &
-  kernels_pid=$!
+wait_for() {
+  until [ -e "$work/$1.done" ]; do sleep 2; done
+  [ "$(cat "$work/$1.done")" = 0 ]
+}
+if [ -z "$(blocking)" ]; then
+  echo "== uml-kernel, kvm-kernel: started in the background"
+  background uml-kernel
+  background kvm-kernel
+  stage build cargo test --quiet --workspace --no-run
 fi
-stage build cargo test --quiet --workspace --no-run
-stage clippy cargo clippy --quiet --workspace --all-targets -- -D warnings
-if [ -n "$kernels_pid" ]; then
-  wait "$kernels_pid"
-  kernels_pid=
-  cat "$work/kernels.log"
-fi
-# The vmm crate's own UML tests boot the same kernel.
-SIMCLUSTER_UML_KERNEL=$(cat "$work/uml-kernel" 2>/dev/null || true)
-export SIMCLUSTER_UML_KERNEL
-if [ -n "$(failed)" ]; then
-  echo "stopping: $(failed | tr '\n' ' ')failed; nothing after them can pass"
+if [ -n "$(blocking)" ]; then
+  echo "stopping: $(blocking | tr '\n' ' ')failed; nothing after them can pass"
 else
   # The KVM runtime in L1, in the background on its own CPU. The short
   # tier runs the KVM test binaries only: their stock-Linux clusters
@@ -177,51 +231,98 @@ else
   [ $tier = full ] && db_runs=5
   gallery_args=()
   [ $tier = full ] && gallery_args=(--full)
-  # After their first job (nested on one CPU, cargo-test on the others),
-  # both lanes take the next of these tasks that nobody has taken yet
-  # (`mkdir` is the claim: it succeeds once), so that neither CPU idles
-  # while the other has work queued. Their output goes to
-  # $work/NAME.log, printed after the other stages.
-  # The gallery is two tasks (its bugs, its safe configurations), so that
-  # both lanes can take a part: one task of 220 s left a lane 100 s
-  # behind the other in a cold rehearsal (11-27).
-  later_tasks=(determinism gallery-bugs gallery-safe)
   off_last=0
   [ $tier = full ] && off_last=1
-  task_determinism() {
-    env SIMCLUSTER_BIN="$sim" SIMCLUSTER_DETERMINISM_OFF_LAST=$off_last scripts/determinism-db.sh 1 "$db_runs"
+  ignored=()
+  [ $tier = full ] && ignored=(--include-ignored)
+
+  # The tasks after the kernels, in one queue that both lanes take from
+  # (`mkdir` is the claim: it succeeds once), the longest first, so that
+  # neither CPU idles while the other has work queued: the db-cluster
+  # determinism check, the gallery's two halves, then every test target
+  # of the workspace as a `cargo test` of its own (unit tests of each
+  # library and of the binary, each integration test, the doc tests).
+  # Each task's output goes to $work/tasks/N.log, printed after the
+  # stages. The longest test targets of the cold rehearsal of 11-27 go
+  # first (`longest`); any other target follows in cargo's order.
+  longest=(strategies packages exploration jobs golden node_faults slurm datagram_order disks
+    hello_cluster start_after failures determinism_host determinism_modes readiness quiet)
+  mkdir -p "$work/tasks"
+  queue=$work/queue
+  {
+    printf '%s\n' determinism gallery-safe gallery-bugs
+    cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+longest = sys.argv[1:]
+tests = []
+for line in sys.stdin:
+    m = json.loads(line)
+    kind = m.get("target", {}).get("kind", [""])[0]
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and kind == "test":
+        if m["target"]["name"] not in tests:
+            tests.append(m["target"]["name"])
+tests.sort(key=lambda n: longest.index(n) if n in longest else len(longest))
+for n in tests[: len(longest)]:
+    print(f"cargo:test:{n}")
+print("cargo:units")
+for n in tests[len(longest):]:
+    print(f"cargo:test:{n}")
+print("cargo:doc")' "${longest[@]}"
+  } >"$queue"
+  echo "== tasks: $(wc -l <"$queue") in the queue ($(grep -c '^cargo:' "$queue") test targets)"
+
+  # `run_task NAME`: one task of the queue.
+  run_task() {
+    SIMCLUSTER_UML_KERNEL=$(cat "$work/uml-kernel")
+    export SIMCLUSTER_UML_KERNEL
+    case $1 in
+      determinism)
+        env SIMCLUSTER_BIN="$sim" SIMCLUSTER_DETERMINISM_OFF_LAST=$off_last scripts/determinism-db.sh 1 "$db_runs" ;;
+      gallery-bugs) env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --bugs ;;
+      gallery-safe) env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --safe ;;
+      cargo:*)
+        # Always --workspace: a `cargo test -p PACKAGE` resolves features
+        # for that package alone and compiles its dependencies again (the
+        # rehearsal of 11-27 spent 400 s so); with --workspace and a target
+        # filter every executable is the one the build stage made.
+        local select
+        case $1 in
+          cargo:units) select=(--lib --bins) ;;
+          cargo:doc) select=(--doc) ;;
+          *) select=(--test "${1#cargo:test:}") ;;
+        esac
+        # --no-fail-fast: a failing test does not hide the others' results.
+        cargo test --workspace --no-fail-fast "${select[@]}" -- "${ignored[@]}" ;;
+    esac
   }
-  task_gallery-bugs() { env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --bugs; }
-  task_gallery-safe() { env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --safe; }
   # `pinned CPUS CMD...`: CMD (a function too) in a subshell on CPUS.
   pinned() { (taskset -c -p "$1" "$BASHPID" >/dev/null && shift && "$@"); }
   # `take_tasks LANE OTHER CPUS`: runs every task not yet claimed, pinned
   # to CPUS, or on every CPU once lane OTHER has nothing left to run; then
-  # says this lane is done.
+  # says this lane is done. A test target's exit code and seconds go to
+  # $work/cargo-results ("cargo-test" in the summary), any other task's to
+  # the stages.
   take_tasks() {
-    local t cpus
-    for t in "${later_tasks[@]}"; do
-      mkdir "$work/$t.claim" 2>/dev/null || continue
+    local t n=0 cpus t0 rc
+    while read -r t; do
+      n=$((n + 1))
+      mkdir "$work/tasks/$n.claim" 2>/dev/null || continue
       cpus=$3
       [ ! -e "$work/done.$2" ] || cpus=0-$((ncpu - 1))
-      echo "== $t: started on CPU $cpus (its report follows the other stages)"
-      stage "$t" pinned "$cpus" "task_$t" >"$work/$t.log" 2>&1
-    done
+      if [[ $t == cargo:* ]]; then
+        t0=$(date +%s)
+        pinned "$cpus" run_task "$t" >"$work/tasks/$n.log" 2>&1
+        rc=$?
+        echo "$t $rc $(($(date +%s) - t0))" >>"$work/cargo-results"
+        echo "== cargo test ${t#cargo:}: $([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)") in $(($(date +%s) - t0)) s (lane $1)"
+      else
+        echo "== $t: started on CPU $cpus (its report follows the other stages)"
+        stage "$t" pinned "$cpus" run_task "$t" >"$work/tasks/$n.log" 2>&1
+        echo "== $t: done, exit $? (lane $1)"
+      fi
+    done <"$queue"
     touch "$work/done.$1"
   }
-  # The second lane, on its own CPU: the KVM runtime in L1, then the tasks.
-  (
-    set -m
-    trap - EXIT
-    # The KVM guest kernel was built above; the script's own build is a no-op.
-    stage nested taskset -c "$nested_cpus" env "${nested_env[@]}" SIMCLUSTER_KVM_KERNEL="$(cat "$work/kvm-kernel")" \
-      SIMCLUSTER_NESTED_TIMEOUT=$nested_timeout scripts/test-kvm-nested.sh >"$nested_log" 2>&1
-    take_tasks nested main "$nested_cpus"
-    # This lane's CPU is free again: the rest of the suite may use it.
-    widen_tree "$main_pid" "$main_cpus"
-  ) &
-  nested_pid=$!
-  echo "== nested: started in the background on CPU $nested_cpus (its report follows the other stages)"
 
   # A private one-machine Slurm (Debian's packages) for tests/slurm.rs.
   if scripts/slurm/local.sh start; then
@@ -230,26 +331,59 @@ else
   else
     echo "note: the local Slurm did not start; tests/slurm.rs will say why it skips"
   fi
-  # --no-fail-fast: one failing test binary does not hide the others' results.
-  # (cargo test, not nextest: the tests of one binary share what they build
-  # once, such as the example programs, and binaries run one at a time.)
-  cargo_test() {
-    local ignored=()
-    [ $tier = full ] && ignored=(--include-ignored)
-    taskset -c "$main_cpus" cargo test --workspace --no-fail-fast -- "${ignored[@]}" 2>&1 | tee "$work/cargo-test.log"
-  }
-  stage cargo-test cargo_test
-  take_tasks main nested "$main_cpus"
+
+  # The second lane, on its own CPU: the KVM runtime in L1 as soon as the
+  # KVM kernel is there (the UML kernel may still be building), then the
+  # tasks once the UML kernel is.
+  (
+    set -m
+    trap - EXIT
+    if wait_for kvm-kernel; then
+      echo "== nested: started in the background on CPU $nested_cpus (its report follows the other stages)"
+      stage nested taskset -c "$nested_cpus" env "${nested_env[@]}" SIMCLUSTER_KVM_KERNEL="$(cat "$work/kvm-kernel")" \
+        SIMCLUSTER_NESTED_TIMEOUT=$nested_timeout scripts/test-kvm-nested.sh >"$nested_log" 2>&1
+      echo "== nested: done, exit $?"
+    else
+      echo "the KVM kernel did not build: the nested step cannot run" >"$nested_log"
+      echo "nested 1 0" >>"$stages"
+    fi
+    wait_for uml-kernel && take_tasks nested main "$nested_cpus"
+    touch "$work/done.nested"
+    # This lane's CPU is free again: the rest of the suite may use it.
+    widen_tree "$main_pid" "$main_cpus"
+  ) &
+  nested_pid=$!
+
+  # The first lane: the tasks, once the UML kernel is there.
+  if wait_for uml-kernel; then
+    take_tasks main nested "$main_cpus"
+  fi
+  touch "$work/done.main"
   # This lane is done: a task still running in the other may use every CPU.
   widen_tree "$nested_pid" "$nested_cpus"
-
-  echo "== nested and the tasks of its lane: waiting for them"
+  echo "== the nested lane: waiting for it"
   wait "$nested_pid"
   nested_pid=
-  cat "$nested_log"
-  for t in "${later_tasks[@]}"; do
-    [ ! -f "$work/$t.log" ] || cat "$work/$t.log"
-  done
+  wait "${bg_pids[@]}" 2>/dev/null
+  bg_pids=()
+  # Every test target in one line of the stages: failed if any failed,
+  # its seconds the sum over both lanes.
+  if [ -f "$work/cargo-results" ]; then
+    awk '$2 != 0 {rc = 1} {s += $3} END {print "cargo-test", rc + 0, s}' "$work/cargo-results" >>"$stages"
+  fi
+fi
+for log in uml-kernel kvm-kernel; do
+  [ ! -f "$work/$log.log" ] || cat "$work/$log.log"
+done
+[ -z "${nested_log:-}" ] || [ ! -f "$nested_log" ] || cat "$nested_log"
+if [ -f "${queue:-}" ]; then
+  n=0
+  while read -r t; do
+    n=$((n + 1))
+    [ -f "$work/tasks/$n.log" ] || continue
+    cat "$work/tasks/$n.log"
+    [[ $t != cargo:* ]] || cat "$work/tasks/$n.log" >>"$work/cargo-test.log"
+  done <"$queue"
 fi
 
 # --- Summary -------------------------------------------------------------
@@ -271,6 +405,12 @@ fi
 if [ -n "${nested_log:-}" ] && [ -f "$nested_log" ]; then
   read -r np nf < <(grep -o 'NESTED-COUNTS [0-9]* [0-9]*' "$nested_log" | tail -n 1 | awk '{print $2+0, $3+0}')
   passed=$((passed + ${np:-0})) failed_n=$((failed_n + ${nf:-0}))
+fi
+# Every test task should find its executable built: a task that compiled
+# means the build stage and the tasks resolved features differently.
+if [ -d "$work/tasks" ]; then
+  compiled=$(grep -l '^ *Compiling ' "$work"/tasks/*.log 2>/dev/null | wc -l)
+  [ "$compiled" = 0 ] || echo "  note: $compiled test tasks compiled code the build stage should have built"
 fi
 skipped=$(sort -u "$SIMCLUSTER_SKIP_LOG" | wc -l)
 echo "  skipped tests: $skipped"

@@ -8,7 +8,10 @@ use common::*;
 fn pinned_and_spread_runs_give_the_same_trace() {
     let dir = repo().join("guest-images/hello-cluster");
     let mut seen = Vec::new();
-    for pin in ["auto", "off", "0"] {
+    // A CPU this process may run on (scripts/test.sh runs tests pinned to
+    // one CPU of the two, not always CPU 0).
+    let cpu = first_allowed_cpu().to_string();
+    for pin in ["auto", "off", cpu.as_str()] {
         let out = tempfile::tempdir().unwrap();
         let r = run_cluster(&dir, out.path(), &["--seed", "4", "--pin", pin]);
         assert_eq!(r.code, 0, "--pin {pin}: {r:?}");
@@ -16,12 +19,21 @@ fn pinned_and_spread_runs_give_the_same_trace() {
         let cpu = &j["host_cpu"]["pinned_cpu"];
         match pin {
             "off" => assert!(cpu.is_null(), "--pin off pinned to {cpu}"),
-            "0" => assert_eq!(cpu, 0),
-            _ => assert!(cpu.is_u64(), "--pin auto did not pin: {j}"),
+            "auto" => assert!(cpu.is_u64(), "--pin auto did not pin: {j}"),
+            n => assert_eq!(cpu.as_u64(), n.parse().ok(), "--pin {n} pinned to {cpu}"),
         }
         seen.push(j["trace_hash"].as_str().unwrap().to_string());
     }
     assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+}
+
+/// The first CPU in this process's affinity mask (`Cpus_allowed_list` of
+/// /proc/self/status, such as "0-1" or "1").
+fn first_allowed_cpu() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim();
+    let first = list.split([',', '-']).next().unwrap();
+    first.parse().unwrap_or_else(|_| panic!("Cpus_allowed_list {list:?}"))
 }
 
 #[test]
