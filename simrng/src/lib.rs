@@ -19,6 +19,8 @@
 //! Invariant: nothing here reads host time, host randomness or anything of
 //! the host; changing a constant or a formula changes every trace hash.
 
+#![deny(missing_docs)]
+
 pub mod draw;
 pub mod mix;
 pub mod streams;
