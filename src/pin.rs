@@ -60,8 +60,9 @@ pub struct NoSuchCpu {
     pub allowed: Vec<usize>,
 }
 
-/// The CPUs this thread may run on.
-fn allowed() -> Vec<usize> {
+/// The CPUs this thread may run on (its affinity mask), in order; empty
+/// where the host does not say.
+pub fn allowed() -> Vec<usize> {
     // SAFETY: sched_getaffinity fills the zeroed set we pass.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {

@@ -10,7 +10,7 @@ fn pinned_and_spread_runs_give_the_same_trace() {
     let mut seen = Vec::new();
     // A CPU this process may run on (scripts/test.sh runs tests pinned to
     // one CPU of the two, not always CPU 0).
-    let cpu = first_allowed_cpu().to_string();
+    let cpu = simcluster::pin::allowed().first().expect("this process's affinity mask").to_string();
     for pin in ["auto", "off", cpu.as_str()] {
         let out = tempfile::tempdir().unwrap();
         let r = run_cluster(&dir, out.path(), &["--seed", "4", "--pin", pin]);
@@ -25,15 +25,6 @@ fn pinned_and_spread_runs_give_the_same_trace() {
         seen.push(j["trace_hash"].as_str().unwrap().to_string());
     }
     assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
-}
-
-/// The first CPU in this process's affinity mask (`Cpus_allowed_list` of
-/// /proc/self/status, such as "0-1" or "1").
-fn first_allowed_cpu() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim();
-    let first = list.split([',', '-']).next().unwrap();
-    first.parse().unwrap_or_else(|_| panic!("Cpus_allowed_list {list:?}"))
 }
 
 #[test]
