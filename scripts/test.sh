@@ -304,27 +304,25 @@ print("cargo:doc")' "${longest[@]}"
   pinned() { (taskset -c -p "$1" "$BASHPID" >/dev/null && shift && "$@"); }
   # `take_tasks LANE OTHER CPUS`: runs every task not yet claimed, pinned
   # to CPUS, or on every CPU once lane OTHER has nothing left to run; then
-  # says this lane is done. A test target's exit code and seconds go to
-  # $work/cargo-results ("cargo-test" in the summary), any other task's to
-  # the stages.
+  # says this lane is done. Each task is a `stage`: a test target's exit
+  # code and seconds go to $work/cargo-results ("cargo-test" in the
+  # summary), any other task's to the stages.
   take_tasks() {
-    local t n=0 cpus t0 rc
+    local t n=0 cpus record rc secs
     while read -r t; do
       n=$((n + 1))
       mkdir "$work/tasks/$n.claim" 2>/dev/null || continue
       cpus=$3
       [ ! -e "$work/done.$2" ] || cpus=0-$((ncpu - 1))
+      record=$stages
       if [[ $t == cargo:* ]]; then
-        t0=$(date +%s)
-        pinned "$cpus" run_task "$t" >"$work/tasks/$n.log" 2>&1
-        rc=$?
-        echo "$t $rc $(($(date +%s) - t0))" >>"$work/cargo-results"
-        echo "== cargo test ${t#cargo:}: $([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)") in $(($(date +%s) - t0)) s (lane $1)"
+        record=$work/cargo-results
       else
         echo "== $t: started on CPU $cpus (its report follows the other stages)"
-        stage "$t" pinned "$cpus" run_task "$t" >"$work/tasks/$n.log" 2>&1
-        echo "== $t: done, exit $? (lane $1)"
       fi
+      stages=$record stage "$t" pinned "$cpus" run_task "$t" >"$work/tasks/$n.log" 2>&1
+      read -r _ rc secs < <(awk -v t="$t" '$1 == t' "$record")
+      echo "== $t: $([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)") in $secs s (lane $1)"
     done <"$queue"
     touch "$work/done.$1"
   }
