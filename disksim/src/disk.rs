@@ -51,15 +51,24 @@ impl std::fmt::Display for RequestId {
 /// What a request was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum RequestKind {
+    /// A read.
     Read,
-    Write { fua: bool },
+    /// A write.
+    Write {
+        /// Forced unit access: durable when acknowledged, as if followed by a
+        /// flush of this write alone.
+        fua: bool,
+    },
+    /// A flush: every write acknowledged before it becomes durable.
     Flush,
 }
 
 /// The result of [`Disk::complete`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
+    /// The request completed.
     pub id: RequestId,
+    /// What it was.
     pub kind: RequestKind,
     /// The fault injected into it ([`Disk::inject`]), now applied.
     pub fault: Option<DiskFault>,
@@ -75,6 +84,7 @@ impl Completion {
 /// Errors from [`Disk`] operations.
 #[derive(Debug, thiserror::Error)]
 pub enum DiskError {
+    /// The store under the disk failed (a corrupt block, an unreadable image).
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Not an outstanding request (never issued, already completed, or lost in a
@@ -142,6 +152,7 @@ pub struct StorageCost {
 }
 
 impl StorageCost {
+    /// Every byte held, in all three places.
     pub fn total(&self) -> u64 {
         self.durable_overlay + self.cache_overlay + self.log
     }

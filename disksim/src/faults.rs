@@ -42,13 +42,19 @@ use serde::{Deserialize, Serialize};
 pub enum DiskFault {
     /// A read returned its data with `bits` bits flipped; the stored data is
     /// intact.
-    CorruptRead { bits: u32 },
+    CorruptRead {
+        /// How many bits were flipped.
+        bits: u32,
+    },
     /// A flush was acknowledged without making anything durable.
     LostFlush,
     /// A write failed with an I/O error and did not land.
     WriteError,
     /// A write was acknowledged but landed at sector `to` instead of its own.
-    Misdirected { to: u64 },
+    Misdirected {
+        /// The sector the write landed at.
+        to: u64,
+    },
 }
 
 impl DiskFault {
@@ -71,6 +77,7 @@ impl DiskFault {
 pub struct ReadFaults {
     /// Probability that a read returns corrupted data, in [0, 1].
     pub corrupt_read: f64,
+    /// Seed of the stream that draws which reads are corrupted, and how.
     pub seed: u64,
 }
 

@@ -38,6 +38,7 @@
 //! ```
 
 // The workspace's MSRV is 1.80: no `is_multiple_of` (1.87) or `repeat_n` (1.82).
+#![deny(missing_docs)]
 #![allow(clippy::manual_is_multiple_of, clippy::manual_repeat_n)]
 
 pub mod block;

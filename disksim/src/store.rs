@@ -24,13 +24,30 @@ use crate::{BLOCK_SIZE, SECTORS_PER_BLOCK, SECTOR_SIZE};
 pub enum StoreError {
     /// A block's bytes no longer match its crc32.
     #[error("block {block} is corrupt: crc32 expected {expected:#010x}, found {found:#010x}")]
-    CorruptBlock { block: u64, expected: u32, found: u32 },
+    CorruptBlock {
+        /// The 4 KiB block's index.
+        block: u64,
+        /// The crc32 stored with the block.
+        expected: u32,
+        /// The crc32 of its bytes now.
+        found: u32,
+    },
     /// The request touches sectors past the end of the disk.
     #[error("sectors {sector}..+{sectors} are outside the disk ({capacity} sectors)")]
-    OutOfRange { sector: u64, sectors: u64, capacity: u64 },
+    OutOfRange {
+        /// The request's first sector.
+        sector: u64,
+        /// How many sectors it spans.
+        sectors: u64,
+        /// The disk's size in sectors.
+        capacity: u64,
+    },
     /// A buffer or image whose length is not a whole number of sectors.
     #[error("length {len} is not a multiple of the {SECTOR_SIZE}-byte sector")]
-    Misaligned { len: u64 },
+    Misaligned {
+        /// The length in bytes.
+        len: u64,
+    },
     /// Reading the base image failed.
     #[error("base image: {0}")]
     Io(#[from] std::io::Error),

@@ -34,34 +34,49 @@ pub const ID_BYTES: usize = 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Status {
+    /// VIRTIO_BLK_S_OK: the request succeeded.
     Ok = 0,
+    /// VIRTIO_BLK_S_IOERR: the request failed.
     IoErr = 1,
+    /// VIRTIO_BLK_S_UNSUPP: the device does not know the request type.
     Unsupp = 2,
 }
 
 /// A parsed request header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RequestHeader {
+    /// VIRTIO_BLK_T_* (IN, OUT, FLUSH, GET_ID; with the FUA flag on OUT).
     pub request_type: u32,
     /// Legacy `ioprio`; kept so that headers round-trip.
     pub reserved: u32,
+    /// The first sector (512 bytes each) the request reads or writes.
     pub sector: u64,
 }
 
 /// Why a header or request cannot be served.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
+    /// The header descriptor is shorter than a header.
     #[error("request header is {0} bytes, needs {HEADER_LEN}")]
     ShortHeader(usize),
+    /// A request type this device does not serve.
     #[error("unsupported request type {0}")]
     UnsupportedType(u32),
+    /// Data whose length is not a whole number of sectors.
     #[error("data length {0} is not a multiple of {SECTOR_SIZE}")]
     Misaligned(usize),
+    /// A read or write with no data buffers.
     #[error("empty data for a read or write")]
     EmptyData,
     /// FLUSH and GET_ID must carry sector 0.
     #[error("request type {request_type} carries sector {sector}, expected 0")]
-    NonZeroSector { request_type: u32, sector: u64 },
+    NonZeroSector {
+        /// The request's type.
+        request_type: u32,
+        /// The sector it carried.
+        sector: u64,
+    },
+    /// GET_ID's buffer is not [`ID_BYTES`] long.
     #[error("GET_ID needs a {ID_BYTES}-byte buffer, got {0}")]
     BadIdBuffer(usize),
 }
@@ -79,9 +94,23 @@ impl RequestError {
 /// What a request asks of the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlkOp {
-    Read { sector: u64, len: usize },
-    Write { sector: u64, len: usize },
+    /// Read `len` bytes from `sector` on.
+    Read {
+        /// The first sector.
+        sector: u64,
+        /// Bytes to read, a whole number of sectors.
+        len: usize,
+    },
+    /// Write `len` bytes from `sector` on.
+    Write {
+        /// The first sector.
+        sector: u64,
+        /// Bytes to write, a whole number of sectors.
+        len: usize,
+    },
+    /// Make every acknowledged write durable.
     Flush,
+    /// The device's id string.
     GetId,
 }
 
@@ -144,7 +173,9 @@ impl RequestHeader {
 /// before reaching the disk, and GET_ID, which never touches it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Submitted {
+    /// The disk's request, to complete later; `None` when answered at once.
     pub request: Option<RequestId>,
+    /// The status byte to write once it completes.
     pub status: Status,
     /// Bytes to copy into the driver's writable buffers (reads, GET_ID).
     pub data_in: Vec<u8>,

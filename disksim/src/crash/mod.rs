@@ -64,14 +64,18 @@ pub struct CrashModel {
 }
 
 impl CrashModel {
+    /// Every volatile write persists whole or not at all.
     pub const ATOMIC: CrashModel = CrashModel { torn_writes: false };
+    /// A volatile write may persist in part: any subset of its sectors.
     pub const TORN: CrashModel = CrashModel { torn_writes: true };
 }
 
 /// One volatile write that persists (all of it, or some sectors of it).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Persist {
+    /// The volatile write.
     pub write: RequestId,
+    /// Which of its sectors reach the platter (all of them unless torn).
     pub sectors: SectorSet,
 }
 
@@ -81,6 +85,7 @@ pub struct Persist {
 /// Invariant: `persisted` is sorted by write id, without duplicates.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct CrashState {
+    /// The volatile writes that persist, by write id.
     pub persisted: Vec<Persist>,
 }
 
@@ -94,6 +99,7 @@ impl CrashState {
 /// How many crash states there are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StateCount {
+    /// Exactly this many.
     Exact(u128),
     /// At least this many (counting gave up, or the exact count overflows u128).
     AtLeast(u128),
@@ -111,6 +117,7 @@ impl StateCount {
 /// Errors about crash states.
 #[derive(Debug, thiserror::Error)]
 pub enum CrashError {
+    /// The store under the disk failed (a corrupt block, an unreadable image).
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The state names a write that is not a volatile write of the log.
