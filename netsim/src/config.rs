@@ -101,9 +101,21 @@ pub enum Latency {
     /// Always this many ns.
     Fixed(u64),
     /// Uniform in `min..=max` ns.
-    Uniform { min: u64, max: u64 },
+    Uniform {
+        /// The shortest, ns.
+        min: u64,
+        /// The longest, ns.
+        max: u64,
+    },
     /// `min + Exp(mean - min)`, truncated at `max`: a floor plus a long tail.
-    Exponential { min: u64, mean: u64, max: u64 },
+    Exponential {
+        /// The floor, ns.
+        min: u64,
+        /// The mean, ns (between `min` and `max`).
+        mean: u64,
+        /// The truncation point, ns.
+        max: u64,
+    },
 }
 
 impl Default for Latency {
@@ -231,10 +243,15 @@ impl<'de> Deserialize<'de> for Latency {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkOverride {
+    /// Replaces [`NetConfig::latency`] on this link.
     pub latency: Option<Latency>,
+    /// Replaces [`NetConfig::loss`] on this link.
     pub loss: Option<f64>,
+    /// Replaces [`NetConfig::duplicate`] on this link.
     pub duplicate: Option<f64>,
+    /// Replaces [`NetConfig::reorder`] on this link.
     pub reorder: Option<f64>,
+    /// Replaces [`NetConfig::bandwidth`] on this link.
     pub bandwidth: Option<u64>,
 }
 
@@ -346,28 +363,98 @@ impl Default for NetConfig {
 /// A value in `[faults.network]` that cannot be used. Every variant names its key.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ConfigError {
+    /// A probability outside [0, 1].
     #[error("{key}: probability {value} is outside [0, 1]")]
-    Probability { key: String, value: f64 },
+    Probability {
+        /// The dotted key.
+        key: String,
+        /// The value given.
+        value: f64,
+    },
+    /// A latency whose `min` is above its `max`.
     #[error("{key}: min {min} ns is greater than max {max} ns")]
-    LatencyRange { key: String, min: u64, max: u64 },
+    LatencyRange {
+        /// The dotted key.
+        key: String,
+        /// The `min` given, ns.
+        min: u64,
+        /// The `max` given, ns.
+        max: u64,
+    },
+    /// An exponential latency whose `mean` is outside `min..=max`.
     #[error("{key}: mean {mean} ns must lie within min {min} ns and max {max} ns")]
-    LatencyMean { key: String, min: u64, mean: u64, max: u64 },
+    LatencyMean {
+        /// The dotted key.
+        key: String,
+        /// The `min` given, ns.
+        min: u64,
+        /// The `mean` given, ns.
+        mean: u64,
+        /// The `max` given, ns.
+        max: u64,
+    },
+    /// A bandwidth of 0 bytes/s.
     #[error("{key}: bandwidth must be at least 1 byte/s")]
-    ZeroBandwidth { key: String },
+    ZeroBandwidth {
+        /// The dotted key.
+        key: String,
+    },
+    /// A `links` key that is not `"a-b"` or `"a->b"`.
     #[error("{key}: expected a link such as \"1-2\", \"n1-n2\" or \"1->2\"")]
-    BadLinkKey { key: String },
+    BadLinkKey {
+        /// The dotted key.
+        key: String,
+    },
+    /// A `links` key naming a node past the cluster's last.
     #[error("{key}: node {node} does not exist (the cluster has {node_count} nodes)")]
-    UnknownNode { key: String, node: u64, node_count: u16 },
+    UnknownNode {
+        /// The dotted key.
+        key: String,
+        /// The node named.
+        node: u64,
+        /// How many nodes the cluster has.
+        node_count: u16,
+    },
+    /// A `links` key from a node to itself.
     #[error("{key}: a link needs two different nodes")]
-    SelfLink { key: String },
+    SelfLink {
+        /// The dotted key.
+        key: String,
+    },
+    /// Two `links` keys for one link (e.g. `"1-2"` and `"n2-n1"`).
     #[error("{key}: names the same link as {other}")]
-    DuplicateLink { key: String, other: String },
+    DuplicateLink {
+        /// The dotted key.
+        key: String,
+        /// The other key naming the link.
+        other: String,
+    },
+    /// A cluster with no nodes or more than netsim can address.
     #[error("{key}: node count {node_count} is outside 1..={max}", max = MAX_NODES)]
-    NodeCount { key: String, node_count: u16 },
+    NodeCount {
+        /// The dotted key.
+        key: String,
+        /// The count given.
+        node_count: u16,
+    },
+    /// `partition_shapes` given as an empty list.
     #[error("{key}: name at least one shape (halves, isolate-one, majorities-ring, bridge, one-way)")]
-    NoShapes { key: String },
+    NoShapes {
+        /// The dotted key.
+        key: String,
+    },
+    /// A partition shape the cluster has too few nodes for.
     #[error("{key}: {shape:?} needs at least {least} nodes; the cluster has {node_count}")]
-    ShapeTooSmall { key: String, shape: PartitionShape, least: u16, node_count: u16 },
+    ShapeTooSmall {
+        /// The dotted key.
+        key: String,
+        /// The shape.
+        shape: PartitionShape,
+        /// The fewest nodes it needs.
+        least: u16,
+        /// How many nodes the cluster has.
+        node_count: u16,
+    },
 }
 
 impl ConfigError {
@@ -392,7 +479,9 @@ impl ConfigError {
 /// A parsed `links` key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkKey {
+    /// The first node named (the sender, when directed).
     pub a: NodeId,
+    /// The second node named (the receiver, when directed).
     pub b: NodeId,
     /// `true` for `"a->b"` (only a to b), `false` for `"a-b"` (both ways).
     pub directed: bool,
@@ -433,10 +522,15 @@ impl LinkKey {
 /// Resolved parameters of one directed link.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkParams {
+    /// One-way delay per frame copy.
     pub latency: Latency,
+    /// Probability a frame copy is lost.
     pub loss: f64,
+    /// Probability a delivered frame is delivered twice.
     pub duplicate: f64,
+    /// Probability a frame copy is held back so that later ones overtake it.
     pub reorder: f64,
+    /// Bytes per second; `None` is infinitely fast.
     pub bandwidth: Option<u64>,
 }
 

@@ -4,15 +4,22 @@
 
 use crate::addr::{NodeId, BROADCAST_MAC};
 
+/// EtherType of an IPv4 packet.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of an ARP packet.
 pub const ETHERTYPE_ARP: u16 = 0x0806;
 
 /// TCP flag bits.
 pub mod tcp_flags {
+    /// No more data from the sender.
     pub const FIN: u8 = 0x01;
+    /// Synchronize sequence numbers (opens a connection).
     pub const SYN: u8 = 0x02;
+    /// Reset the connection.
     pub const RST: u8 = 0x04;
+    /// Push buffered data to the receiving application.
     pub const PSH: u8 = 0x08;
+    /// The acknowledgment field is significant.
     pub const ACK: u8 = 0x10;
 }
 

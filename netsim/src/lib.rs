@@ -17,6 +17,8 @@
 //! [`partition`], [`network`] (the queue), [`stats`], [`pcap`], [`frame`]
 //! (frame builders), [`rng`] (portable draws).
 
+#![deny(missing_docs)]
+
 pub mod addr;
 pub mod config;
 pub mod frame;

@@ -68,12 +68,15 @@ pub struct DeliveryId(pub u64);
 /// A frame copy in flight (or just delivered).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delivery {
+    /// This copy's id.
     pub id: DeliveryId,
     /// Virtual arrival time, ns.
     pub time: u64,
     /// Virtual time `send` was called, ns.
     pub sent_at: u64,
+    /// The sending node.
     pub from: NodeId,
+    /// The receiving node.
     pub to: NodeId,
     /// The Ethernet frame, shared between the copies of a broadcast or
     /// duplicate (one allocation per `send`).
@@ -87,11 +90,17 @@ pub struct Delivery {
 /// What `send` scheduled: a summary of a [`Delivery`] without the bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScheduledDelivery {
+    /// The copy's id.
     pub id: DeliveryId,
+    /// Virtual arrival time, ns.
     pub time: u64,
+    /// The sending node.
     pub from: NodeId,
+    /// The receiving node.
     pub to: NodeId,
+    /// The second copy made by duplication.
     pub duplicate: bool,
+    /// Held back by `reorder_delay`.
     pub reordered: bool,
 }
 
@@ -124,7 +133,9 @@ pub struct SendOutcome {
 /// The fate of a frame on one destination link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkOutcome {
+    /// The link's receiving node.
     pub to: NodeId,
+    /// What happened to the frame on it.
     pub fate: LinkFate,
 }
 
@@ -133,7 +144,12 @@ pub struct LinkOutcome {
 pub enum LinkFate {
     /// One copy in flight, and a second one when duplication drew it
     /// (scheduled right after the first; `duplicate` is set on it).
-    Scheduled { copy: ScheduledDelivery, duplicate: Option<ScheduledDelivery> },
+    Scheduled {
+        /// The copy in flight.
+        copy: ScheduledDelivery,
+        /// The duplicate, when one was drawn.
+        duplicate: Option<ScheduledDelivery>,
+    },
     /// Lost on this link (counted in [`crate::DropCounts`]).
     Dropped(LinkDrop),
 }
@@ -253,6 +269,7 @@ impl Network {
         })
     }
 
+    /// How many nodes the network joins (ids 1..=node_count).
     pub fn node_count(&self) -> u16 {
         self.node_count
     }
@@ -278,6 +295,7 @@ impl Network {
         }
     }
 
+    /// What happened to the frames sent so far.
     pub fn stats(&self) -> &NetStats {
         &self.stats
     }
@@ -427,10 +445,12 @@ impl Network {
         self.queue.values()
     }
 
+    /// How many copies are in flight.
     pub fn pending_len(&self) -> usize {
         self.queue.len()
     }
 
+    /// The pending copy `id`, if it is still in flight.
     pub fn get(&self, id: DeliveryId) -> Option<&Delivery> {
         let t = *self.index.get(&id.0)?;
         self.queue.get(&(t, id.0))
@@ -478,6 +498,7 @@ impl Network {
         self.blocked.iter_mut().for_each(|b| *b = false);
     }
 
+    /// The partition in force, if any.
     pub fn current_partition(&self) -> Option<&Partition> {
         self.partition.as_ref()
     }

@@ -17,25 +17,44 @@ use crate::addr::NodeId;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Partition {
     /// Nodes in different groups cannot talk, in either direction.
-    Symmetric { groups: Vec<BTreeSet<NodeId>> },
+    Symmetric {
+        /// The groups; a node in none of them is alone.
+        groups: Vec<BTreeSet<NodeId>>,
+    },
     /// Frames from a node of `from` to a node of `to` are dropped; frames the
     /// other way still pass (a half-open link, e.g. a firewall rule).
-    OneWay { from: BTreeSet<NodeId>, to: BTreeSet<NodeId> },
+    OneWay {
+        /// The senders whose frames are cut.
+        from: BTreeSet<NodeId>,
+        /// The receivers they cannot reach.
+        to: BTreeSet<NodeId>,
+    },
     /// These pairs of nodes cannot talk, in either direction; every other
     /// pair can. Shapes that are not a split into groups: Jepsen's
     /// majorities ring (every node sees a majority, no two the same one)
     /// and bridge (two halves joined by one node that sees both).
     /// Each pair is stored lower node first.
-    Links { cut: BTreeSet<(NodeId, NodeId)> },
+    Links {
+        /// The pairs that cannot talk.
+        cut: BTreeSet<(NodeId, NodeId)>,
+    },
 }
 
 /// A partition that cannot be applied to this cluster.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PartitionError {
+    /// A node id past the cluster's last node.
     #[error("partition names node {node}, but the cluster has {node_count} nodes")]
-    UnknownNode { node: NodeId, node_count: u16 },
+    UnknownNode {
+        /// The id named.
+        node: NodeId,
+        /// How many nodes the cluster has.
+        node_count: u16,
+    },
+    /// A node in two groups of a symmetric partition.
     #[error("node {0} appears in more than one partition group")]
     Overlap(NodeId),
+    /// A node on both sides of a one-way partition.
     #[error("one-way partition: node {0} is on both sides")]
     BothSides(NodeId),
 }

@@ -80,14 +80,17 @@ impl<W: Write> PcapWriter<W> {
         self.frames
     }
 
+    /// Flushes the writer underneath.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 
+    /// The writer underneath.
     pub fn get_ref(&self) -> &W {
         &self.out
     }
 
+    /// The writer underneath, giving up the capture.
     pub fn into_inner(self) -> W {
         self.out
     }
@@ -112,6 +115,7 @@ impl<W: Write> Default for Capture<W> {
 }
 
 impl<W: Write> Capture<W> {
+    /// A capture of nothing yet: no node's file and no file of all frames.
     pub fn new() -> Self {
         Self::default()
     }
@@ -147,10 +151,12 @@ impl<W: Write> Capture<W> {
         }
     }
 
+    /// `node`'s writer, when its frames are captured.
     pub fn node(&self, node: NodeId) -> Option<&PcapWriter<W>> {
         self.nodes.get(&node)
     }
 
+    /// The writer of every frame on the network, when there is one.
     pub fn network(&self) -> Option<&PcapWriter<W>> {
         self.all.as_ref()
     }

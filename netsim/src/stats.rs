@@ -46,5 +46,6 @@ pub struct NetStats {
     pub duplicated: u64,
     /// Copies held back so that later frames overtake them.
     pub reordered: u64,
+    /// Copies lost, by cause.
     pub dropped: DropCounts,
 }

@@ -75,6 +75,8 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
+    /// The defaults for a client on `node`; `seed` seeds its TCP initial sequence numbers
+    /// and ephemeral ports.
     pub fn new(node: NodeId, seed: u64) -> HostConfig {
         HostConfig {
             node,
@@ -164,10 +166,12 @@ impl HostClient {
         }
     }
 
+    /// The node this client is.
     pub fn node(&self) -> NodeId {
         self.cfg.node
     }
 
+    /// The configuration it was made with.
     pub fn config(&self) -> &HostConfig {
         &self.cfg
     }
@@ -293,6 +297,7 @@ impl HostClient {
         Ok(self.conn(id)?.eof)
     }
 
+    /// Where connection `id` is in its life.
     pub fn state(&self, id: ConnId) -> Result<ConnState, HostError> {
         Ok(self.conn(id)?.state)
     }
@@ -302,6 +307,7 @@ impl HostClient {
         Ok(self.conn(id)?.remote)
     }
 
+    /// The ephemeral port connection `id` uses on this client's node.
     pub fn local_port(&self, id: ConnId) -> Result<u16, HostError> {
         Ok(self.conn(id)?.local_port)
     }

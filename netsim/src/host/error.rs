@@ -31,7 +31,12 @@ pub enum HostError {
     UnknownConn(ConnId),
     /// The connection failed earlier; the operation cannot proceed.
     #[error("connection {id} failed: {err}")]
-    Failed { id: ConnId, err: ConnError },
+    Failed {
+        /// The connection.
+        id: ConnId,
+        /// How it failed.
+        err: ConnError,
+    },
     /// `send` after `close`, or after the connection finished.
     #[error("connection {0} is closed for sending")]
     NotWritable(ConnId),

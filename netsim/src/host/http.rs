@@ -19,7 +19,9 @@ const MAX_LINE: usize = 4096;
 /// A complete response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpResponse {
+    /// The status code, e.g. 200.
     pub status: u16,
+    /// The reason phrase, e.g. "OK" (may be empty).
     pub reason: String,
     /// In received order, names as sent.
     pub headers: Vec<(String, String)>,
@@ -42,16 +44,21 @@ impl HttpResponse {
 /// Why an HTTP exchange produced no response.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HttpError {
+    /// The connection failed (refused, reset, timed out).
     #[error(transparent)]
     Conn(#[from] ConnError),
     /// No complete response within the request timeout.
     #[error("no complete response before the request timeout")]
     TimedOut,
+    /// The bytes are not an HTTP/1.1 response (the message says where).
     #[error("malformed response: {0}")]
     Malformed(String),
     /// The server closed the connection mid-response.
     #[error("connection closed after {received} bytes, before the response was complete")]
-    Truncated { received: usize },
+    Truncated {
+        /// Bytes of the response received before the close.
+        received: usize,
+    },
 }
 
 /// `METHOD path HTTP/1.1` with `Host`, `Connection: close`, the given
