@@ -27,18 +27,24 @@ pub enum Inject {
     LostUpdate,
 }
 
+/// The shape of a generated history.
 #[derive(Clone, Debug)]
 pub struct GenOptions {
     /// Transactions to invoke.
     pub txns: usize,
+    /// Client processes with a transaction open at once.
     pub concurrency: usize,
     /// Keys in use at any time.
     pub active_keys: usize,
+    /// Appends a key takes before it retires (keeping reads short).
     pub max_appends_per_key: usize,
     /// Micro-ops per transaction: 1 to this many (plus reads of injected keys).
     pub max_mops: usize,
+    /// Transactions in a thousand that fail (nothing applied).
     pub fail_per_mille: u64,
+    /// Transactions in a thousand that end `info` (applied or not, half each).
     pub info_per_mille: u64,
+    /// An anomaly to plant in the history, if any.
     pub inject: Option<Inject>,
 }
 

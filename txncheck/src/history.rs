@@ -23,7 +23,9 @@ pub type Process = i64;
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(untagged)]
 pub enum Key {
+    /// An integer key (`:x 1` / `"x": 1`).
     Int(i64),
+    /// A string or keyword key.
     Str(String),
 }
 
@@ -50,7 +52,9 @@ impl From<i64> for Key {
 /// What a read returned: a list (list-append) or a single value (rw-register).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReadValue {
+    /// An rw-register's value.
     Int(i64),
+    /// A list-append key's list, oldest element first.
     List(Vec<i64>),
 }
 
@@ -58,15 +62,31 @@ pub enum ReadValue {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Mop {
     /// list-append: append `value` to the list at `key`. Values are unique per key.
-    Append { key: Key, value: i64 },
+    Append {
+        /// The list's key.
+        key: Key,
+        /// The element appended.
+        value: i64,
+    },
     /// rw-register: set `key` to `value`. Values are unique per key.
-    Write { key: Key, value: i64 },
+    Write {
+        /// The register's key.
+        key: Key,
+        /// The value written.
+        value: i64,
+    },
     /// Read `key`. `None` is `nil`: unknown on an invoke; on an `ok` completion,
     /// the empty list (list-append) or the initial, never-written value (rw-register).
-    Read { key: Key, value: Option<ReadValue> },
+    Read {
+        /// The key read.
+        key: Key,
+        /// What the read returned, when known.
+        value: Option<ReadValue>,
+    },
 }
 
 impl Mop {
+    /// The key the micro-operation is on.
     pub fn key(&self) -> &Key {
         match self {
             Mop::Append { key, .. } | Mop::Write { key, .. } | Mop::Read { key, .. } => key,
@@ -133,9 +153,13 @@ impl Serialize for Mop {
 /// What kind of event a line records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
+    /// A client began a transaction.
     Invoke,
+    /// It committed.
     Ok,
+    /// It definitely did not commit.
     Fail,
+    /// Its fate is unknown (a timeout, a lost reply).
     Info,
 }
 
@@ -147,7 +171,9 @@ pub struct Event {
     /// Jepsen's `:index` when given, else the 0-based position among the source's
     /// non-blank lines. Transactions are named `T<index of their invoke>`.
     pub index: usize,
+    /// The client process (Jepsen's `:process`).
     pub process: Process,
+    /// Invoke or which completion.
     pub kind: EventKind,
     /// Nanoseconds (any monotonic unit works: only the order matters).
     pub time: u64,
@@ -172,8 +198,11 @@ pub enum Outcome {
 pub struct Txn {
     /// The invoke's history index ([`Event::index`]).
     pub index: usize,
+    /// The client process that ran it.
     pub process: Process,
+    /// How it ended.
     pub outcome: Outcome,
+    /// When it was invoked.
     pub invoke_time: u64,
     /// `None` when the transaction never completed.
     pub complete_time: Option<u64>,
@@ -191,24 +220,75 @@ pub struct Txn {
 /// its invoke time.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct History {
+    /// The transactions.
     pub txns: Vec<Txn>,
 }
 
 /// A history that cannot be read. Every variant names the 1-based line.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ParseError {
+    /// The line is not a JSON object or EDN map.
     #[error("line {line}: {msg}")]
-    Syntax { line: usize, msg: String },
+    Syntax {
+        /// The line.
+        line: usize,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A field is missing or of the wrong type.
     #[error("line {line}: field {field}: {msg}")]
-    Field { line: usize, field: &'static str, msg: String },
+    Field {
+        /// The line.
+        line: usize,
+        /// The field's name.
+        field: &'static str,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A completion for a process with no open transaction.
     #[error("line {line}: process {process} completes a transaction it never invoked")]
-    CompletionWithoutInvoke { line: usize, process: Process },
+    CompletionWithoutInvoke {
+        /// The completion's line.
+        line: usize,
+        /// The process.
+        process: Process,
+    },
+    /// An invoke for a process whose transaction is still open.
     #[error("line {line}: process {process} invokes while its transaction from line {open} is still open")]
-    DoubleInvoke { line: usize, process: Process, open: usize },
+    DoubleInvoke {
+        /// The second invoke's line.
+        line: usize,
+        /// The process.
+        process: Process,
+        /// The open transaction's invoke line.
+        open: usize,
+    },
+    /// A completion timed before its invoke.
     #[error("line {line}: completion at time {time} precedes its invoke at time {invoke_time} (line {invoke_line})")]
-    TimeWentBackwards { line: usize, time: u64, invoke_time: u64, invoke_line: usize },
+    TimeWentBackwards {
+        /// The completion's line.
+        line: usize,
+        /// The completion's time.
+        time: u64,
+        /// The invoke's time.
+        invoke_time: u64,
+        /// The invoke's line.
+        invoke_line: usize,
+    },
+    /// An ok completion whose micro-operations are not the invoke's.
     #[error("line {line}: op {op} of the ok completion ({completion}) does not match the invoke on line {invoke_line} ({invoked})")]
-    Mismatch { line: usize, invoke_line: usize, op: usize, invoked: String, completion: String },
+    Mismatch {
+        /// The completion's line.
+        line: usize,
+        /// The invoke's line.
+        invoke_line: usize,
+        /// Which micro-operation (0-based).
+        op: usize,
+        /// The invoke's micro-operation, as written.
+        invoked: String,
+        /// The completion's, as written.
+        completion: String,
+    },
 }
 
 impl ParseError {

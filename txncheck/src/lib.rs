@@ -32,6 +32,8 @@
 //! graph, Tarjan, BFS), `cycles` (cycle classification), `report`, `check`, and
 //! `gen` (a generator of histories for tests and benches).
 
+#![deny(missing_docs)]
+
 mod analysis;
 mod check;
 mod cycles;

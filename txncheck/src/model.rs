@@ -21,30 +21,53 @@ pub enum Model {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Consistency {
+    /// Serializable, in an order consistent with real time.
     StrictSerializable,
+    /// Equivalent to some serial order of the committed transactions.
     Serializable,
+    /// Serializable, in an order consistent with each process's own order.
     StrongSessionSerializable,
+    /// Every transaction reads one snapshot; no two concurrent ones write a key both write.
     SnapshotIsolation,
+    /// Snapshot isolation, in an order consistent with each process's own order.
     StrongSessionSnapshotIsolation,
+    /// Adya's PL-2.99: serializable but for predicate anomalies (so, here,
+    /// where histories have no predicates, the same as serializable).
     RepeatableRead,
+    /// Adya's PL-2: no dirty reads, no circular information flow.
     ReadCommitted,
+    /// Adya's PL-1: no dirty writes (no G0).
     ReadUncommitted,
 }
 
 // Anomaly names, as Elle spells them.
+/// Write cycle: a cycle of ww edges only (dirty write).
 pub const G0: &str = "G0";
+/// Aborted read: a committed transaction read a failed one's write.
 pub const G1A: &str = "G1a";
+/// Intermediate read: a read of a value its writer later overwrote itself.
 pub const G1B: &str = "G1b";
+/// Circular information flow: a cycle of ww and wr edges.
 pub const G1C: &str = "G1c";
+/// Read skew: a cycle with exactly one rw edge.
 pub const G_SINGLE: &str = "G-single";
+/// Item anti-dependency cycle: a cycle with one or more rw edges.
 pub const G2_ITEM: &str = "G2-item";
+/// G0 once process-order edges are added.
 pub const G0_PROCESS: &str = "G0-process";
+/// G1c once process-order edges are added.
 pub const G1C_PROCESS: &str = "G1c-process";
+/// G-single once process-order edges are added.
 pub const G_SINGLE_PROCESS: &str = "G-single-process";
+/// G2-item once process-order edges are added.
 pub const G2_ITEM_PROCESS: &str = "G2-item-process";
+/// G0 once real-time edges are added.
 pub const G0_REALTIME: &str = "G0-realtime";
+/// G1c once real-time edges are added.
 pub const G1C_REALTIME: &str = "G1c-realtime";
+/// G-single once real-time edges are added.
 pub const G_SINGLE_REALTIME: &str = "G-single-realtime";
+/// G2-item once real-time edges are added.
 pub const G2_ITEM_REALTIME: &str = "G2-item-realtime";
 /// A transaction's read disagrees with its own earlier reads and writes.
 pub const INTERNAL: &str = "internal";
@@ -150,8 +173,11 @@ impl fmt::Display for Model {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("unknown {what} {name:?} (expected one of: {expected})")]
 pub struct UnknownName {
+    /// What kind of name ("consistency model", "model").
     pub what: &'static str,
+    /// The name given.
     pub name: String,
+    /// The names accepted, comma-separated.
     pub expected: String,
 }
 

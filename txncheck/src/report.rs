@@ -12,9 +12,13 @@ use std::fmt;
 /// outcome and ops (reads filled in when it committed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TxnRef {
+    /// The invoke's history index.
     pub index: usize,
+    /// The client process.
     pub process: Process,
+    /// How it ended.
     pub outcome: Outcome,
+    /// Its micro-operations.
     pub ops: Vec<Mop>,
 }
 
@@ -63,6 +67,7 @@ impl EdgeKind {
             _ => EdgeKind::Realtime,
         }
     }
+    /// The edge kind's name in reports (`ww`, `wr`, `rw`, `process`, `realtime`).
     pub fn name(self) -> &'static str {
         match self {
             EdgeKind::Ww => "ww",
@@ -79,10 +84,13 @@ impl EdgeKind {
 pub struct Edge {
     /// History indices of the two transactions.
     pub from: usize,
+    /// (see `from`)
     pub to: usize,
+    /// Why `from` precedes `to`.
     pub kind: EdgeKind,
     /// The key the dependency is on (none for process and realtime edges).
     pub key: Option<Key>,
+    /// The evidence, in a sentence.
     pub reason: String,
 }
 
@@ -90,34 +98,46 @@ pub struct Edge {
 /// last edge back to `txns[0]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Cycle {
+    /// The transactions around the cycle.
     pub txns: Vec<TxnRef>,
+    /// The edges between them.
     pub edges: Vec<Edge>,
 }
 
 /// An anomaly that is not a cycle: what was read or written, and by whom.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
+    /// The key the anomaly is on.
     pub key: Key,
     /// The values involved (the offending elements or versions).
     pub values: Vec<i64>,
     /// The transactions involved, the one that observed the anomaly first.
     pub txns: Vec<TxnRef>,
+    /// What is wrong, in a sentence.
     pub reason: String,
 }
 
+/// Evidence of one anomaly.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Anomaly {
+    /// A dependency cycle (G0, G1c, G-single, G2-item and their variants).
     Cycle(Cycle),
+    /// Anything else: aborted or intermediate reads (G1a, G1b), internal
+    /// inconsistency, duplicate elements, incompatible orders, and the like.
     Finding(Finding),
 }
 
 /// How many transactions the history has, and how many the graph holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct TxnCounts {
+    /// Every transaction.
     pub total: usize,
+    /// Committed.
     pub ok: usize,
+    /// Failed.
     pub fail: usize,
+    /// Indeterminate.
     pub info: usize,
     /// `info` transactions in the graph: one of their writes was observed.
     pub info_included: usize,
@@ -128,7 +148,9 @@ pub struct TxnCounts {
 pub struct CheckReport {
     /// No anomaly that `consistency` forbids was found.
     pub valid: bool,
+    /// The workload's data model.
     pub model: Model,
+    /// The consistency model checked against.
     pub consistency: Consistency,
     /// Names of the forbidden anomalies found, sorted.
     pub anomaly_types: Vec<String>,
@@ -142,6 +164,7 @@ pub struct CheckReport {
     pub counts: BTreeMap<String, usize>,
     /// The consistency models that the anomalies found rule out, strongest first.
     pub ruled_out: Vec<Consistency>,
+    /// How many transactions, by outcome.
     pub txns: TxnCounts,
     /// Edges of the dependency graph by kind (`ww`, `wr`, `rw`, `process`, `realtime`).
     pub edges: BTreeMap<String, usize>,
