@@ -41,8 +41,11 @@ pub use engine::strategy::StrategySpec;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Runtime {
+    /// User-mode Linux (`ARCH=um`) with simcluster as its time-travel
+    /// controller.
     #[default]
     Uml,
+    /// A KVM microVM.
     Kvm,
 }
 
@@ -108,9 +111,13 @@ pub struct Shrunk {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(bound(serialize = "A: Serialize", deserialize = "A: DeserializeOwned"))]
 pub struct FailureRecord<A = serde_json::Value> {
+    /// The payload format version, [`FORMAT_VERSION`] when written; a
+    /// record of another version is refused on load.
     pub format_version: u32,
     /// Hash of the built images the execution ran on.
     pub images_hash: String,
+    /// The cluster directory of the run (canonicalized by the run that
+    /// wrote the file); a replay loads the cluster from it.
     pub cluster_dir: PathBuf,
     /// The run's seed.
     pub seed: u64,
@@ -165,31 +172,78 @@ struct Header {
 /// with the file path.
 #[derive(Debug, thiserror::Error)]
 pub enum FailureFileError {
+    /// The file could not be read.
     #[error("{path}: cannot read: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The file could not be written (or the record not encoded); the old
+    /// file, if any, is untouched.
     #[error("{path}: cannot write: {source}")]
     Write {
+        /// The file.
         path: PathBuf,
+        /// The I/O error (an encoding error is wrapped in one).
         #[source]
         source: std::io::Error,
     },
+    /// The first line is missing or is not a failure file header.
     #[error("{path}: not a simcluster failure file: {detail}")]
-    NotAFailureFile { path: PathBuf, detail: String },
+    NotAFailureFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with the header line.
+        detail: String,
+    },
+    /// The payload is shorter than the header says.
     #[error("{path}: truncated: the header promises {expected} payload bytes, only {found} are present")]
-    Truncated { path: PathBuf, expected: u64, found: u64 },
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Payload bytes the header promises.
+        expected: u64,
+        /// Payload bytes present after the header line.
+        found: u64,
+    },
+    /// There are bytes after the payload the header describes.
     #[error("{path}: {extra} unexpected bytes after the payload (file was edited or appended to)")]
-    TrailingData { path: PathBuf, extra: u64 },
+    TrailingData {
+        /// The file.
+        path: PathBuf,
+        /// Bytes beyond the promised payload.
+        extra: u64,
+    },
+    /// The payload's CRC-32 is not the one in the header.
     #[error("{path}: checksum mismatch (header says crc32 {expected}, payload has {actual}): the file was edited or corrupted")]
-    Checksum { path: PathBuf, expected: String, actual: String },
+    Checksum {
+        /// The file.
+        path: PathBuf,
+        /// The CRC-32 in the header, as written there (8 hex digits).
+        expected: String,
+        /// The CRC-32 of the payload as read, 8 lowercase hex digits.
+        actual: String,
+    },
+    /// The header or the payload has a format version other than
+    /// [`FORMAT_VERSION`]; the message says what to do.
     #[error("{path}: {}", version_advice(*found, *supported))]
-    Version { path: PathBuf, found: u32, supported: u32 },
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// The version in the file.
+        found: u32,
+        /// The version this build reads ([`FORMAT_VERSION`]).
+        supported: u32,
+    },
+    /// The payload passed its checksum but is not a [`FailureRecord`].
     #[error("{path}: payload is not a valid failure record: {source}")]
     Payload {
+        /// The file.
         path: PathBuf,
+        /// The JSON error.
         #[source]
         source: serde_json::Error,
     },

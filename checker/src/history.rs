@@ -39,7 +39,9 @@ pub type ProcessId = u64;
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Value {
+    /// A JSON integer.
     Int(i64),
+    /// A JSON string.
     Str(String),
 }
 
@@ -67,9 +69,14 @@ impl From<&str> for Value {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EventType {
+    /// The process called the op (`"invoke"`).
     Invoke,
+    /// The op completed and took effect (`"ok"`).
     Ok,
+    /// The op completed and definitely did not take effect (`"fail"`).
     Fail,
+    /// The process gave up on the op, which may or may not have taken
+    /// effect (`"info"`).
     Info,
 }
 
@@ -80,32 +87,48 @@ pub enum EventType {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "f", rename_all = "lowercase")]
 pub enum Op {
+    /// Reads the key's register.
     Read {
+        /// The key.
         key: String,
+        /// The value read, on the `ok` completion; `None` on the invoke, and
+        /// on a completion for a key never written.
         #[serde(default)]
         value: Option<Value>,
     },
+    /// Sets the key's register to `value`.
     Write {
+        /// The key.
         key: String,
+        /// The value written.
         value: Value,
     },
+    /// Compare-and-set: sets the key's register to `to` if it holds `from`.
     Cas {
+        /// The key.
         key: String,
+        /// The value the register must hold for the cas to take effect.
         from: Value,
+        /// The value it then holds.
         to: Value,
     },
 }
 
 impl Op {
+    /// A read of `key`; `value` is `None` for an invoke, the value read for
+    /// a completion.
     pub fn read(key: &str, value: Option<Value>) -> Op {
         Op::Read { key: key.into(), value }
     }
+    /// A write of `value` to `key`.
     pub fn write(key: &str, value: impl Into<Value>) -> Op {
         Op::Write { key: key.into(), value: value.into() }
     }
+    /// A cas of `key` from `from` to `to`.
     pub fn cas(key: &str, from: impl Into<Value>, to: impl Into<Value>) -> Op {
         Op::Cas { key: key.into(), from: from.into(), to: to.into() }
     }
+    /// The key the op is on.
     pub fn key(&self) -> &str {
         match self {
             Op::Read { key, .. } | Op::Write { key, .. } | Op::Cas { key, .. } => key,
@@ -135,11 +158,15 @@ impl fmt::Display for Op {
 /// One line of a history.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
+    /// The client process that recorded it.
     pub process: ProcessId,
+    /// Invoke or completion, and how it completed (`"type"` in the JSON).
     #[serde(rename = "type")]
     pub kind: EventType,
     /// Virtual time in nanoseconds.
     pub time: u64,
+    /// The operation; its fields (`f`, `key`, `value`, `from`, `to`) sit
+    /// at the top level of the JSON object.
     #[serde(flatten)]
     pub op: Op,
     /// Why the op failed, as the workload says; only `"compare-failed"`
@@ -185,9 +212,11 @@ impl Outcome {
 pub struct Operation {
     /// Position in the list returned by [`History::operations`].
     pub id: usize,
+    /// The client process that invoked it.
     pub process: ProcessId,
     /// The op as completed (for an `ok` read: carries the value read).
     pub op: Op,
+    /// How it ended ([`Outcome::Pending`] if it never completed).
     pub outcome: Outcome,
     /// Invoke time (ns).
     pub call: u64,
@@ -214,24 +243,68 @@ impl fmt::Display for Operation {
 /// A history that cannot be parsed or paired.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
+    /// A line is not a valid event.
     #[error("history line {line}: {source}")]
     Parse {
+        /// The line, 1-based; blank lines count.
         line: usize,
+        /// The JSON error.
         #[source]
         source: serde_json::Error,
     },
+    /// A completion with no open invoke of its process (or a second
+    /// completion of an op already completed `info`).
     #[error("event {index}: process {process} completes an op it never invoked")]
-    CompletionWithoutInvoke { index: usize, process: ProcessId },
+    CompletionWithoutInvoke {
+        /// The completion's index in [`History::events`] (0-based).
+        index: usize,
+        /// Its process.
+        process: ProcessId,
+    },
+    /// An invoke while the process's previous op is still pending (an op
+    /// completed `info` does not count).
     #[error("event {index}: process {process} invokes while its op at event {open} is still open")]
-    DoubleInvoke { index: usize, process: ProcessId, open: usize },
+    DoubleInvoke {
+        /// The second invoke's index in [`History::events`] (0-based).
+        index: usize,
+        /// Its process.
+        process: ProcessId,
+        /// Index of the invoke still open (0-based).
+        open: usize,
+    },
+    /// A completion names another function or key than its invoke (or,
+    /// for write and cas, other arguments).
     #[error("event {index}: completion ({completion}) does not match the invoke at event {invoke} ({invoked})")]
-    Mismatch { index: usize, invoke: usize, invoked: String, completion: String },
+    Mismatch {
+        /// The completion's index in [`History::events`] (0-based).
+        index: usize,
+        /// The invoke's index (0-based).
+        invoke: usize,
+        /// The invoked op, as [`Op`] displays it.
+        invoked: String,
+        /// The completed op, as [`Op`] displays it.
+        completion: String,
+    },
+    /// A completion's time is before its invoke's.
     #[error("event {index}: completion at {time} ns precedes its invoke at {invoke_time} ns")]
-    TimeWentBackwards { index: usize, time: u64, invoke_time: u64 },
+    TimeWentBackwards {
+        /// The completion's index in [`History::events`] (0-based).
+        index: usize,
+        /// The completion's time, ns.
+        time: u64,
+        /// The invoke's time, ns.
+        invoke_time: u64,
+    },
+    /// `"error":"compare-failed"` on a completion other than a `fail` cas.
     #[error(
         "event {index}: \"error\":\"compare-failed\" on {what}: only a fail cas completion can say its compare failed"
     )]
-    CompareFailedMisplaced { index: usize, what: String },
+    CompareFailedMisplaced {
+        /// The completion's index in [`History::events`] (0-based).
+        index: usize,
+        /// What the completion was, e.g. `an ok cas completion`.
+        what: String,
+    },
 }
 
 /// A list of events in the order they were recorded. Real-time order between
@@ -239,10 +312,12 @@ pub enum HistoryError {
 /// from several clients may simply be concatenated.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct History {
+    /// The events, in line order.
     pub events: Vec<Event>,
 }
 
 impl History {
+    /// An empty history.
     pub fn new() -> History {
         History::default()
     }
@@ -271,19 +346,24 @@ impl History {
         out
     }
 
+    /// Appends an event with no `error`; returns `self` for chaining.
     pub fn push(&mut self, process: ProcessId, kind: EventType, time: u64, op: Op) -> &mut Self {
         self.events.push(Event { process, kind, time, op, error: None });
         self
     }
+    /// Appends an invoke of `op` by `process` at `time` (ns).
     pub fn invoke(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
         self.push(process, EventType::Invoke, time, op)
     }
+    /// Appends an `ok` completion; for a read, `op` carries the value read.
     pub fn ok(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
         self.push(process, EventType::Ok, time, op)
     }
+    /// Appends a `fail` completion (with no `error`).
     pub fn fail(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
         self.push(process, EventType::Fail, time, op)
     }
+    /// Appends an `info` completion: the op's effect is unknown.
     pub fn info(&mut self, process: ProcessId, time: u64, op: Op) -> &mut Self {
         self.push(process, EventType::Info, time, op)
     }

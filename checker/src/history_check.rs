@@ -25,7 +25,12 @@ pub enum HistoryModel {
     #[default]
     Register,
     /// Transactions of micro-ops, for the anomalies `consistency` forbids.
-    Txn { model: txncheck::Model, consistency: txncheck::Consistency },
+    Txn {
+        /// The transactional model: list-append or rw-register.
+        model: txncheck::Model,
+        /// The consistency model whose anomalies fail the check.
+        consistency: txncheck::Consistency,
+    },
 }
 
 impl HistoryModel {
@@ -102,7 +107,16 @@ pub fn parse_txn_history(text: &str) -> Result<txncheck::History, txncheck::Pars
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HistoryVerdict {
     /// Linearizable; counts for the report.
-    Linearizable { ops: usize, ok: usize, info: usize, fail: usize },
+    Linearizable {
+        /// Operations in the history (invokes).
+        ops: usize,
+        /// Of them, completed `ok`.
+        ok: usize,
+        /// Completed `info` (ops never completed are in none of the counts).
+        info: usize,
+        /// Completed `fail`, failed compares included.
+        fail: usize,
+    },
     /// Not linearizable: the checker's explanation.
     Violation(String),
     /// The node printed no history.

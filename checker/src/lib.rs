@@ -14,6 +14,8 @@
 //! - [`shrink`]: ddmin over a failure's decisions;
 //! - [`report`]: text, JSON and HTML reports of a trace;
 //! - [`failure_file`]: failure files (format 2).
+
+#![deny(missing_docs)]
 pub mod failure_file;
 pub mod history;
 pub mod history_check;

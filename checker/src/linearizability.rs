@@ -49,20 +49,28 @@ impl Default for CheckOptions {
 /// The verdict on a whole history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CheckResult {
+    /// Every key is linearizable.
     Ok {
+        /// Keys in the history.
         keys: usize,
+        /// Ops the search considered, all keys together: `fail` ops (other
+        /// than failed compares), info/pending reads and info/pending writes
+        /// nothing observes are left out.
         ops: usize,
     },
     /// The first non-linearizable key, in key order.
     Violation(Violation),
     /// The step budget ran out on `key` before a verdict.
     Unknown {
+        /// The key the search gave up on.
         key: String,
+        /// Search steps it took on that key.
         steps: u64,
     },
 }
 
 impl CheckResult {
+    /// Whether the history is linearizable ([`CheckResult::Ok`]).
     pub fn is_ok(&self) -> bool {
         matches!(self, CheckResult::Ok { .. })
     }
@@ -71,6 +79,7 @@ impl CheckResult {
 /// Why a key is not linearizable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
+    /// The key that is not linearizable.
     pub key: String,
     /// Longest linearizable prefix found: ops in linearization order, each with
     /// the register value after it (`None`: never written).

@@ -25,14 +25,18 @@ pub struct ShrinkStats {
     pub oracle_calls: u64,
     /// Oracle answers served from the cache.
     pub cache_hits: u64,
+    /// Length of the list given to shrink.
     pub initial_len: usize,
     /// Length after the tail-cutting pass.
     pub after_tail_len: usize,
+    /// Length of the list returned.
     pub final_len: usize,
 }
 
+/// Why a list could not be shrunk.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ShrinkError {
+    /// The oracle says the whole list does not fail; carries its length.
     #[error("the oracle says the unshrunk list of {0} actions does not fail; nothing to shrink")]
     InputPasses(usize),
 }

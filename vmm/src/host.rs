@@ -94,13 +94,17 @@ pub struct HostFacts {
     pub hardware_virt: bool,
     /// The node runtime ("uml", "kvm").
     pub runtime: String,
+    /// What CPUID answered guest programs, from the runtime, the cluster's
+    /// `cpuid` setting and `cpuid_faulting`.
     pub guest_cpuid: GuestCpuid,
 }
 
 /// What decides whether a replay sees the machine its recording saw.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostClass {
+    /// CPUID's vendor string ([`HostFacts::cpu_vendor`]).
     pub cpu_vendor: String,
+    /// Whether a process can fault CPUID ([`HostFacts::cpuid_faulting`]).
     pub cpuid_faulting: bool,
 }
 
@@ -130,6 +134,7 @@ impl HostFacts {
         }
     }
 
+    /// The facts that decide what a guest sees: vendor and CPUID faulting.
     pub fn class(&self) -> HostClass {
         HostClass { cpu_vendor: self.cpu_vendor.clone(), cpuid_faulting: self.cpuid_faulting }
     }
@@ -146,8 +151,11 @@ impl HostFacts {
 /// What /proc/cpuinfo says of the first cpu.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct CpuInfo {
+    /// The `vendor_id` line's value ("GenuineIntel", "AuthenticAMD").
     pub vendor: Option<String>,
+    /// The `model name` line's value.
     pub model: Option<String>,
+    /// Whether the `flags` line has `vmx` or `svm`.
     pub hardware_virt: bool,
 }
 

@@ -24,6 +24,8 @@
 //! Dependencies point one way: `runtime → {uml, kvm} → node`, and
 //! `{uml → vhost_user, kvm::mmio_adapter} → virtio`.
 
+#![deny(missing_docs)]
+
 pub mod fork;
 pub mod host;
 pub mod kvm;

@@ -41,11 +41,13 @@ pub use text::render_text;
 pub struct ReportMeta {
     /// Cluster name (for example the cluster directory's name).
     pub cluster: String,
+    /// The run's seed.
     pub seed: u64,
     /// Strategy name, perhaps with its parameters (`"pct(depth=3)"`).
     pub strategy: String,
     /// Which execution of the run (0-based).
     pub execution: u64,
+    /// Hash of the execution's trace (a failure file's `trace_hash`).
     pub trace_hash: String,
     /// The engine's verdict (kind, node, virtual time, message); `None`
     /// when the execution passed. The report marks the event it names (see

@@ -17,15 +17,21 @@
 /// The result: step `index` of the path is the critical transition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CriticalTransition {
+    /// 0-based index of the transition in the path: the prefix of `index`
+    /// transitions is live, the prefix of `index + 1` is dead.
     pub index: usize,
     /// How many times the probe was called.
     pub probes: u64,
 }
 
+/// Why the path has no critical transition.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CriticalError {
+    /// The probe says the empty prefix is already dead.
     #[error("the initial state is already dead: no live state is reachable even before the first transition")]
     InitialDead,
+    /// The probe says the whole path is still live; carries its length
+    /// (transitions).
     #[error("the end of the path (after {0} transitions) can still reach a live state: not a liveness failure")]
     EndLive(usize),
 }

@@ -27,6 +27,8 @@ pub struct DelayPlacements {
 }
 
 impl DelayPlacements {
+    /// The placements of at most `bound` delays over steps `[0, horizon)`,
+    /// from the empty one.
     pub fn new(bound: u32, horizon: u64) -> Self {
         DelayPlacements { bound, horizon, cur: None, done: false }
     }
@@ -82,6 +84,8 @@ enum Mode {
     Sample { seed: u64 },
 }
 
+/// The delay-bounded strategy: the default scheduler with at most `bound`
+/// delays per execution, placed exhaustively or sampled.
 pub struct DelayBounded {
     bound: u32,
     horizon: u64,

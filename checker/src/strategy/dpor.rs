@@ -47,7 +47,10 @@ use std::fmt::Debug;
 
 /// A transition that knows its process.
 pub trait Transition: Clone + PartialEq + Debug {
+    /// Who a transition belongs to; one process has at most one enabled
+    /// transition in a state.
     type Process: Clone + Ord + Debug;
+    /// The process this transition belongs to.
     fn process(&self) -> Self::Process;
 }
 
@@ -59,10 +62,20 @@ impl Transition for EnabledAction {
     }
 }
 
+/// Why an exploration cannot go on.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DporError {
+    /// Replaying the recorded prefix, the enabled set differs from the one
+    /// recorded: the system is not deterministic.
     #[error("nondeterminism while replaying step {step}: recorded enabled set {recorded}, now {now}")]
-    Diverged { step: usize, recorded: String, now: String },
+    Diverged {
+        /// The step (0-based) of the current execution.
+        step: usize,
+        /// The enabled set recorded at that step, `Debug`-formatted.
+        recorded: String,
+        /// The enabled set given now, `Debug`-formatted.
+        now: String,
+    },
 }
 
 struct Frame<T: Transition> {
@@ -92,6 +105,8 @@ pub struct DporStats {
     pub sleep_blocked: u64,
 }
 
+/// A stateless exhaustive exploration by re-execution, with or without
+/// reduction (see the module doc); `D` is the dependence relation.
 pub struct Dpor<T: Transition, D: Fn(&T, &T) -> bool> {
     dependent: D,
     reduce: bool,
@@ -114,6 +129,7 @@ impl<T: Transition, D: Fn(&T, &T) -> bool> Dpor<T, D> {
         Dpor { reduce: false, ..Dpor::new(dependent) }
     }
 
+    /// The exploration's counters so far.
     pub fn stats(&self) -> &DporStats {
         &self.stats
     }

@@ -13,6 +13,8 @@
 use engine::strategy::{default_choice, Decision, EnabledAction, Strategy, StrategySpec};
 use std::collections::BTreeMap;
 
+/// The guided-replay strategy: the recorded decisions at their steps, the
+/// default scheduler's choice everywhere else.
 pub struct Guided {
     decisions: BTreeMap<u64, EnabledAction>,
     /// Decisions that were not enabled at their step in the last execution.
@@ -20,6 +22,7 @@ pub struct Guided {
 }
 
 impl Guided {
+    /// Follows `decisions`; of two at the same step, the later one wins.
     pub fn new(decisions: &[Decision]) -> Guided {
         Guided { decisions: decisions.iter().map(|d| (d.step, d.action)).collect(), skipped: 0 }
     }

@@ -20,6 +20,8 @@ use std::collections::BTreeMap;
 
 type DepFn = fn(&EnabledAction, &EnabledAction) -> bool;
 
+/// The hybrid DFS strategy (`dfs`): per round a random prefix, then DPOR
+/// over the next `depth` choice points, then the default scheduler.
 pub struct HybridDfs {
     seed: u64,
     /// Prefixes are drawn from [0, horizon) choice points.

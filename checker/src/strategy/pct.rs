@@ -20,6 +20,8 @@ use std::collections::BTreeMap;
 
 type Thread = (u16, ActionKind);
 
+/// The PCT strategy: random thread priorities, lowered at `depth - 1`
+/// random change points per execution.
 pub struct Pct {
     seed: u64,
     depth: u32,

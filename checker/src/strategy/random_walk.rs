@@ -17,9 +17,12 @@ impl KindWeights {
     pub fn uniform() -> Self {
         KindWeights(ActionKind::ALL.iter().map(|&k| (k, 1)).collect())
     }
+    /// The weight of kind `k`; 0 for a kind not in the map.
     pub fn get(&self, k: ActionKind) -> u32 {
         self.0.get(&k).copied().unwrap_or(0)
     }
+    /// Sets the weight of kind `k` to `w` (0: never chosen while an action
+    /// of non-zero weight is enabled).
     pub fn set(mut self, k: ActionKind, w: u32) -> Self {
         self.0.insert(k, w);
         self
@@ -39,6 +42,8 @@ impl Default for KindWeights {
     }
 }
 
+/// The weighted random walk strategy (`random`); an at-risk action's weight
+/// is multiplied by [`AT_RISK_FACTOR`].
 pub struct RandomWalk {
     seed: u64,
     weights: KindWeights,
@@ -46,6 +51,8 @@ pub struct RandomWalk {
 }
 
 impl RandomWalk {
+    /// A walk with these weights whose draws for execution `e` come from
+    /// `seed` and `e` alone.
     pub fn new(seed: u64, weights: KindWeights) -> Self {
         RandomWalk { seed, weights, rng: execution_rng(seed, 0) }
     }

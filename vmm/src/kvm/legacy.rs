@@ -176,6 +176,8 @@ impl Pic {
         }
     }
 
+    /// Port read: 0x20 and 0xa0 give the IRR, or the ISR once OCW3 asked
+    /// for it; 0x21 and 0xa1 give the interrupt mask.
     pub fn read(&self, port: u16) -> u8 {
         let c = usize::from(port >= 0xa0);
         if port & 1 == 0 {
@@ -210,6 +212,7 @@ impl Pic {
         Some(self.chips[0].ack(line))
     }
 
+    /// The state for a snapshot: 18 bytes, 9 per chip.
     pub fn save(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(18);
         self.chips[0].save(&mut v);
@@ -217,6 +220,8 @@ impl Pic {
         v
     }
 
+    /// Restores what [`Pic::save`] produced; a [`KvmError::Config`] if `b`
+    /// is not 18 bytes.
     pub fn restore(&mut self, b: &[u8]) -> Result<()> {
         if b.len() != 18 {
             return Err(KvmError::Config(format!("pic: saved state has {} bytes, wrong size", b.len())));
@@ -397,6 +402,9 @@ impl Pit {
         }
     }
 
+    /// Port read at virtual time `now` (ns): a channel's count (or latched
+    /// count) at 0x40-0x42, port 0x61 with channel 2's output in bit 5;
+    /// 0xff elsewhere.
     pub fn read(&mut self, now: u64, port: u16) -> u8 {
         match port {
             0x40..=0x42 => self.ch[usize::from(port - 0x40)].read_count(now),
@@ -428,6 +436,8 @@ impl Pit {
         }
     }
 
+    /// The state for a snapshot: 27 bytes per channel (all three), then
+    /// port 0x61.
     pub fn save(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(3 * Channel::SAVED + 1);
         for c in &self.ch {
@@ -437,6 +447,8 @@ impl Pit {
         v
     }
 
+    /// Restores what [`Pit::save`] produced; a [`KvmError::Config`] if `b`
+    /// has the wrong size.
     pub fn restore(&mut self, b: &[u8]) -> Result<()> {
         if b.len() != 3 * Channel::SAVED + 1 {
             return Err(KvmError::Config(format!("pit: saved state has {} bytes, wrong size", b.len())));
@@ -476,12 +488,17 @@ fn bcd(v: u32) -> u8 {
 }
 
 impl Rtc {
+    /// Port write: 0x70 selects the register read next (bit 7, the NMI
+    /// mask, is dropped); writes to 0x71 are ignored (read-only clock).
     pub fn write(&mut self, port: u16, v: u8) {
         if port == 0x70 {
             self.index = v & 0x7f; // bit 7 masks NMI
         }
     }
 
+    /// Port read at virtual time `now` (ns): at 0x71 the selected register
+    /// (time and date in BCD, 24-hour; fixed status registers), 0xff at any
+    /// other port.
     pub fn read(&self, now: u64, port: u16) -> u8 {
         if port != 0x71 {
             return 0xff;
@@ -506,12 +523,16 @@ impl Rtc {
         }
     }
 
+    /// The state for a snapshot: 9 bytes, `epoch_ns` (little-endian) and
+    /// the selected register.
     pub fn save(&self) -> Vec<u8> {
         let mut v = self.epoch_ns.to_le_bytes().to_vec();
         v.push(self.index);
         v
     }
 
+    /// Restores what [`Rtc::save`] produced; a [`KvmError::Config`] if `b`
+    /// is not 9 bytes.
     pub fn restore(&mut self, b: &[u8]) -> Result<()> {
         if b.len() != 9 {
             return Err(KvmError::Config(format!("rtc: saved state has {} bytes, wrong size", b.len())));

@@ -33,6 +33,7 @@ impl<D: VirtioDevice> MmioAdapter<D> {
         MmioAdapter { device, queues, error: None }
     }
 
+    /// The device model.
     pub fn device(&self) -> &D {
         &self.device
     }

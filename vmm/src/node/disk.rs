@@ -35,6 +35,7 @@ impl DiskRequest {
 /// A completed disk request: what the engine puts in its trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DiskCompletion {
+    /// The request as it was submitted.
     pub request: DiskRequest,
     /// Virtual time of the completion, ns: for writes and flushes, the time
     /// the engine completed it (its interrupt's time); for reads, the time

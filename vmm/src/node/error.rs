@@ -11,19 +11,45 @@ use disksim::RequestId;
 /// way round); `std::error::Error::source` and `downcast_ref` reach it.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
+    /// A disk operation on a node started without a data disk (or whose
+    /// disk was already taken).
     #[error("node {node} has no disk")]
-    NoDisk { node: u16 },
+    NoDisk {
+        /// The node, 1-based.
+        node: u16,
+    },
+    /// The engine completed a disk request the node does not have pending.
     #[error("node {node}: disk request {id} is not pending")]
-    UnknownDiskRequest { node: u16, id: RequestId },
+    UnknownDiskRequest {
+        /// The node, 1-based.
+        node: u16,
+        /// The request's disksim id.
+        id: RequestId,
+    },
+    /// The engine completed a disk request of a node that has exited.
     #[error("node {node} has exited: its disk requests died with it")]
-    DiskNodeExited { node: u16 },
+    DiskNodeExited {
+        /// The node, 1-based.
+        node: u16,
+    },
+    /// The engine asked for the disk of a node that has not exited.
     #[error("node {node} is still running: kill it before taking its disk")]
-    DiskInUse { node: u16 },
+    DiskInUse {
+        /// The node, 1-based.
+        node: u16,
+    },
+    /// A node was started on a disk with requests still outstanding from
+    /// the node before it (a power loss not yet applied).
     #[error(
         "node {node}: the disk has {outstanding} outstanding request(s) from a node that lost power; \
          resolve them with disksim::Disk::apply_crash before starting a node on it"
     )]
-    DiskBusy { node: u16, outstanding: usize },
+    DiskBusy {
+        /// The node, 1-based.
+        node: u16,
+        /// Requests outstanding on the disk.
+        outstanding: usize,
+    },
     /// The runtime's own failure (a process that did not start, a broken
     /// protocol, a KVM ioctl, a guest breaking a device's protocol).
     #[error(transparent)]

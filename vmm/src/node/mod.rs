@@ -51,15 +51,20 @@ pub enum OutputStream {
 /// Bytes a node wrote, stamped with the node's virtual time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestOutput {
+    /// The node's virtual time when it wrote them, ns.
     pub time: u64,
+    /// The channel they came from.
     pub stream: OutputStream,
+    /// The bytes, as written (not split into lines).
     pub bytes: Vec<u8>,
 }
 
 /// A frame the guest transmitted, stamped with its virtual time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxFrame {
+    /// The node's virtual time when the guest kicked its transmit queue, ns.
     pub time: u64,
+    /// The whole Ethernet frame (no virtio-net header).
     pub bytes: Vec<u8>,
 }
 
@@ -79,19 +84,35 @@ pub enum Delivered {
 pub enum RunOutcome {
     /// The node waits: it wants to run again at `requested` (u64::MAX-ish
     /// values mean "only when something happens").
-    Waiting { requested: u64 },
+    Waiting {
+        /// The virtual time it wants to run at next, ns.
+        requested: u64,
+    },
     /// The node ended (poweroff, panic, or killed): its process's exit
     /// status or signal under user-mode Linux, the power port's status
     /// under KVM.
-    Exited { status: Option<i32>, signal: Option<i32> },
+    Exited {
+        /// The exit status: the process's under user-mode Linux, the
+        /// power port's under KVM; `None` when a signal ended the process.
+        status: Option<i32>,
+        /// The signal that ended the process (user-mode Linux only).
+        signal: Option<i32>,
+    },
     /// The node's machine reset itself (under KVM: a triple fault,
     /// `KVM_EXIT_SHUTDOWN`): the guest hit an exception it could not even
     /// report. `reason` says where, for the failure report. The node is gone,
     /// as after [`RunOutcome::Exited`].
-    Reset { reason: String },
+    Reset {
+        /// Where and why the machine reset, for humans.
+        reason: String,
+    },
     /// The node did not yield within the wall-clock watchdog: a guest busy
     /// loop (its clock is frozen while it computes) or a stuck host process.
-    Hung { wall: Duration },
+    Hung {
+        /// Wall-clock time the node went without progress before the
+        /// watchdog gave up on it.
+        wall: Duration,
+    },
 }
 
 /// Everything one grant produced, each list in the order it happened.

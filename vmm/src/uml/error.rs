@@ -15,26 +15,83 @@ use crate::vhost_user::VhostUserError;
 /// [`NodeError`]s; this one converts into [`NodeError::Runtime`].
 #[derive(Debug, thiserror::Error)]
 pub enum UmlError {
+    /// The user-mode Linux kernel binary does not exist; carries its path.
     #[error("kernel {0} not found")]
     MissingKernel(PathBuf),
+    /// The root filesystem image (initrd) does not exist; carries its path.
     #[error("root filesystem {0} not found")]
     MissingInitrd(PathBuf),
+    /// The kernel process could not be started.
     #[error("cannot start user-mode Linux {kernel}: {source}")]
-    Spawn { kernel: PathBuf, source: io::Error },
+    Spawn {
+        /// The kernel binary.
+        kernel: PathBuf,
+        /// The spawn error.
+        source: io::Error,
+    },
+    /// A host-side I/O operation for the node failed.
     #[error("node {node}: {what}: {source}")]
-    Io { node: u16, what: &'static str, source: io::Error },
+    Io {
+        /// The node, 1-based.
+        node: u16,
+        /// What was being done ("console file", "poll", ...).
+        what: &'static str,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The node broke the time-travel protocol.
     #[error("node {node}: time-travel protocol: {source}")]
-    Protocol { node: u16, source: ProtocolError },
+    Protocol {
+        /// The node, 1-based.
+        node: u16,
+        /// How.
+        source: ProtocolError,
+    },
+    /// The node sent a well-formed time-travel message that makes no sense
+    /// in the controller's current state.
     #[error("node {node}: unexpected time-travel message {msg:?} while {state}")]
-    Unexpected { node: u16, msg: Msg, state: &'static str },
+    Unexpected {
+        /// The node, 1-based.
+        node: u16,
+        /// The message.
+        msg: Msg,
+        /// What the controller was doing ("connecting", "running", "taking
+        /// an interrupt").
+        state: &'static str,
+    },
+    /// The kernel process exited (or closed the time-travel socket) before
+    /// it sent START.
     #[error("node {node} exited before connecting to the time controller ({status}); its stderr is in {stderr}")]
-    DiedBeforeStart { node: u16, status: String, stderr: PathBuf },
+    DiedBeforeStart {
+        /// The node, 1-based.
+        node: u16,
+        /// Its exit status, or what it did instead, as text.
+        status: String,
+        /// The file its standard error went to.
+        stderr: PathBuf,
+    },
+    /// The kernel process did not connect to the time-travel socket within
+    /// the wall-clock limit.
     #[error("node {node} did not connect to the time controller within {secs} s; its stderr is in {stderr}")]
-    NoConnect { node: u16, secs: u64, stderr: PathBuf },
+    NoConnect {
+        /// The node, 1-based.
+        node: u16,
+        /// The limit, whole wall-clock seconds.
+        secs: u64,
+        /// The file its standard error went to.
+        stderr: PathBuf,
+    },
     /// A vhost-user device failed: `device` names it ("network device",
     /// "disk device", "entropy device", "control line").
     #[error("node {node}: {device}: {source}")]
-    Device { node: u16, device: &'static str, source: VhostUserError },
+    Device {
+        /// The node, 1-based.
+        node: u16,
+        /// Which device.
+        device: &'static str,
+        /// What failed.
+        source: VhostUserError,
+    },
     /// Something would reach the node before its own clock: an engine bug
     /// (a lookahead bound that let it run past a delivery), never the
     /// guest's doing.
@@ -42,7 +99,14 @@ pub enum UmlError {
         "node {node}: an interrupt at virtual time {at} ns would arrive in its past (its clock reads {clock} ns): \
          the engine let it run ahead too far"
     )]
-    InThePast { node: u16, at: u64, clock: u64 },
+    InThePast {
+        /// The node, 1-based.
+        node: u16,
+        /// The interrupt's virtual time, ns.
+        at: u64,
+        /// The node's clock, ns.
+        clock: u64,
+    },
     /// The guest's clock moved past the RUN by itself with no wake-up
     /// counted: its kernel runs ahead without telling (it lacks patch
     /// 7.2/0002), so grants would go missing from the trace.
@@ -50,11 +114,33 @@ pub enum UmlError {
         "node {node}: its clock moved from {run_at} ns to {clock} ns inside one grant without counting the wake-ups: \
          its kernel lacks simcluster's time-travel patch 0002 (run with --lookahead off, or use the kernel simcluster builds)"
     )]
-    UncountedFreeRuns { node: u16, run_at: u64, clock: u64 },
+    UncountedFreeRuns {
+        /// The node, 1-based.
+        node: u16,
+        /// The virtual time the grant's RUN was for, ns.
+        run_at: u64,
+        /// Where the guest's clock stood when it stopped, ns.
+        clock: u64,
+    },
+    /// The node did not acknowledge an interrupt within the wall-clock
+    /// watchdog.
     #[error("node {node} did not take an interrupt within {secs} s")]
-    InterruptTimeout { node: u16, secs: u64 },
+    InterruptTimeout {
+        /// The node, 1-based.
+        node: u16,
+        /// The watchdog, whole wall-clock seconds.
+        secs: u64,
+    },
+    /// The virtio-blk device failed to complete a disk request.
     #[error("node {node}: completing disk request {id}: {source}")]
-    DiskComplete { node: u16, id: RequestId, source: crate::virtio::DeviceError },
+    DiskComplete {
+        /// The node, 1-based.
+        node: u16,
+        /// The request's disksim id.
+        id: RequestId,
+        /// The device's error.
+        source: crate::virtio::DeviceError,
+    },
 }
 
 impl From<UmlError> for NodeError {

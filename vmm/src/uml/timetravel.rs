@@ -34,18 +34,36 @@ pub const MSG_LEN: usize = 16;
 /// Operation codes of `enum um_timetravel_ops`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Op {
+    /// `UM_TIMETRAVEL_ACK` (0): the answer to any message, same `seq`; its
+    /// time is the current time for GET, the time of day for GET_TOD, the
+    /// client id for START in shared-memory mode.
     Ack,
+    /// `UM_TIMETRAVEL_START` (1): the guest opens the connection; its time
+    /// is an arbitrary id (in shared-memory mode, its capabilities).
     Start,
+    /// `UM_TIMETRAVEL_REQUEST` (2): the guest asks to run at `time`.
     Request,
+    /// `UM_TIMETRAVEL_WAIT` (3): the guest waits for the time it last
+    /// requested; it is stopped until RUN.
     Wait,
+    /// `UM_TIMETRAVEL_GET` (4): the guest asks for the current time (the
+    /// ACK carries it).
     Get,
+    /// `UM_TIMETRAVEL_UPDATE` (5): the guest tells its clock, `time`.
     Update,
+    /// `UM_TIMETRAVEL_RUN` (6): controller to guest: run now, at `time`
+    /// (the time it last requested).
     Run,
+    /// `UM_TIMETRAVEL_FREE_UNTIL` (7): controller to guest: run freely until
+    /// `time`.
     FreeUntil,
+    /// `UM_TIMETRAVEL_GET_TOD` (8): the guest asks for the time of day, ns
+    /// since the Unix epoch (the ACK carries it).
     GetTod,
 }
 
 impl Op {
+    /// The operation's value in `enum um_timetravel_ops`.
     pub fn code(self) -> u32 {
         match self {
             Op::Ack => 0,
@@ -60,6 +78,8 @@ impl Op {
         }
     }
 
+    /// The operation with value `code`; `None` for a value this protocol
+    /// version does not have.
     pub fn from_code(code: u32) -> Option<Op> {
         Some(match code {
             0 => Op::Ack,
@@ -79,27 +99,36 @@ impl Op {
 /// One protocol message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Msg {
+    /// The operation.
     pub op: Op,
+    /// The sender's sequence number; an ACK carries the one it answers.
     pub seq: u32,
+    /// The operation's time argument, ns (or an id; see [`Op`]).
     pub time: u64,
 }
 
 /// A message that is not valid on the wire.
 #[derive(Debug, thiserror::Error)]
 pub enum ProtocolError {
+    /// The `op` field is no [`Op`]; carries its value.
     #[error("unknown time-travel operation {0}")]
     UnknownOp(u32),
+    /// The guest closed the socket at a message boundary (it exited).
     #[error("time-travel connection closed by the guest")]
     Closed,
+    /// Reading or writing the socket failed (a message cut short included).
     #[error("time-travel connection: {0}")]
     Io(#[from] io::Error),
 }
 
 impl Msg {
+    /// A message of `op` with sequence number `seq` and time argument `time`.
     pub fn new(op: Op, seq: u32, time: u64) -> Msg {
         Msg { op, seq, time }
     }
 
+    /// The message's [`MSG_LEN`] bytes on the wire (little-endian `op`,
+    /// `seq`, `time`).
     pub fn encode(&self) -> [u8; MSG_LEN] {
         let mut b = [0u8; MSG_LEN];
         b[0..4].copy_from_slice(&self.op.code().to_le_bytes());
@@ -108,6 +137,8 @@ impl Msg {
         b
     }
 
+    /// The message in `b`, as [`Msg::encode`] lays it out; an unknown
+    /// operation is [`ProtocolError::UnknownOp`].
     pub fn decode(b: &[u8; MSG_LEN]) -> Result<Msg, ProtocolError> {
         let code = u32::from_le_bytes(b[0..4].try_into().unwrap());
         let op = Op::from_code(code).ok_or(ProtocolError::UnknownOp(code))?;
@@ -134,6 +165,7 @@ impl Msg {
         Msg::decode(&b)
     }
 
+    /// Writes the whole message to `w`.
     pub fn write_to(&self, w: &mut impl Write) -> Result<(), ProtocolError> {
         w.write_all(&self.encode())?;
         Ok(())
@@ -172,6 +204,7 @@ const OFF_FREE_PREV: usize = 72;
 /// own, so the guest is always client 1 and always "running": the engine,
 /// not the page, decides who runs).
 const CONTROLLER_ID: u16 = 0;
+/// The guest's client id in the shared page (the controller is 0).
 pub const GUEST_ID: u16 = 1;
 const CLIENTS: usize = 2;
 

@@ -30,7 +30,12 @@ pub enum DeviceEvent {
     /// the kick was acknowledged). `interrupt`: the driver wants an
     /// interrupt for `queue` (deliver it with [`VhostUserBackend::send_call`]
     /// while the guest is stopped).
-    Kicked { queue: u16, interrupt: bool },
+    Kicked {
+        /// The queue, 0-based.
+        queue: u16,
+        /// Whether the driver wants an interrupt for it.
+        interrupt: bool,
+    },
     /// The front end closed the connection; the device was reset.
     Disconnected,
 }
@@ -39,16 +44,34 @@ pub enum DeviceEvent {
 /// state; the engine should treat the node as broken.
 #[derive(Debug, thiserror::Error)]
 pub enum VhostUserError {
+    /// The listening socket could not be set up.
     #[error("vhost-user socket {path}: {source}")]
-    Socket { path: PathBuf, source: io::Error },
+    Socket {
+        /// The socket file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// I/O on a connection failed.
     #[error("vhost-user {what}: {source}")]
-    Io { what: &'static str, source: io::Error },
+    Io {
+        /// What was being done ("accept", "read", "reply", ...).
+        what: &'static str,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The front end broke the protocol; says how.
     #[error("vhost-user protocol: {0}")]
     Protocol(String),
+    /// A request this back end does not serve (or an eventfd where only
+    /// in-band notifications are supported); carries the request type.
     #[error("vhost-user request {0} is not supported")]
     Unsupported(u32),
+    /// A call was to be sent before the front end gave the back-end
+    /// channel.
     #[error("no back-end request channel (SET_SLAVE_REQ_FD not received)")]
     NoBackendChannel,
+    /// The device model failed (the guest broke the virtio protocol).
     #[error("device: {0}")]
     Device(#[from] DeviceError),
 }
@@ -121,14 +144,18 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
         })
     }
 
+    /// The socket file the back end listens on (removed on drop).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The device model.
     pub fn device(&self) -> &D {
         &self.device
     }
 
+    /// The device model, to change it (reseed, read faults, take the
+    /// disk); for queue work use [`Self::device_and_queues`].
     pub fn device_mut(&mut self) -> &mut D {
         &mut self.device
     }
@@ -139,6 +166,7 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
         (&mut self.device, &mut self.queues)
     }
 
+    /// Whether a front end is connected.
     pub fn is_connected(&self) -> bool {
         self.conn.is_some()
     }

@@ -17,15 +17,24 @@ use super::message::{u32_at, u64_at};
 /// One region of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Region {
+    /// Guest-physical address of the region's first byte.
     pub guest_addr: u64,
+    /// Length in bytes.
     pub size: u64,
+    /// The front end's "user" address of the first byte (what ring
+    /// addresses are given in).
     pub user_addr: u64,
+    /// Offset of the first byte in the region's file, bytes.
     pub mmap_offset: u64,
 }
 
 /// A parsed and mapped memory table.
 pub struct MemTable {
+    /// The regions as the front end described them, in message order.
     pub regions: Vec<Region>,
+    /// The regions mapped at their guest addresses; each mapping starts at
+    /// the page boundary at or below its `mmap_offset`, so it may begin a
+    /// few bytes below `guest_addr`.
     pub mem: GuestMemoryMmap,
 }
 

@@ -27,45 +27,100 @@ pub const MAX_FDS: usize = 8;
 
 /// `VHOST_USER_F_PROTOCOL_FEATURES` (a feature bit, not a virtio one).
 pub const F_PROTOCOL_FEATURES: u64 = 1 << 30;
-/// Protocol feature bits.
+/// Protocol feature bits. `VHOST_USER_PROTOCOL_F_REPLY_ACK`: the front end
+/// may set [`FLAG_NEED_REPLY`] on any request and gets a u64 status back.
 pub const PROTOCOL_F_REPLY_ACK: u64 = 1 << 3;
+/// `VHOST_USER_PROTOCOL_F_SLAVE_REQ` (`BACKEND_REQ`): the back end gets a
+/// socket of its own for requests to the front end (SET_SLAVE_REQ_FD).
 pub const PROTOCOL_F_SLAVE_REQ: u64 = 1 << 5;
+/// `VHOST_USER_PROTOCOL_F_CONFIG`: the device config space is read and
+/// written with GET_CONFIG and SET_CONFIG.
 pub const PROTOCOL_F_CONFIG: u64 = 1 << 9;
+/// `VHOST_USER_PROTOCOL_F_INBAND_NOTIFICATIONS`: kicks (VRING_KICK) and
+/// calls (the back end's VRING_CALL) are messages instead of eventfds.
 pub const PROTOCOL_F_INBAND_NOTIFICATIONS: u64 = 1 << 14;
 /// `VHOST_USER_VRING_INDEX_MASK` and `VHOST_USER_VRING_POLL_MASK`: in
 /// SET_VRING_KICK/CALL/ERR, the queue index and "no file descriptor".
 pub const VRING_INDEX_MASK: u64 = 0xff;
+/// `VHOST_USER_VRING_POLL_MASK`: set when the message carries no file
+/// descriptor.
 pub const VRING_NOFD_MASK: u64 = 1 << 8;
 
 /// Front-end requests (`enum vhost_user_request`).
 pub mod req {
+    /// `VHOST_USER_GET_FEATURES`: the back end's virtio feature bits, plus
+    /// [`super::F_PROTOCOL_FEATURES`] (reply: u64).
     pub const GET_FEATURES: u32 = 1;
+    /// `VHOST_USER_SET_FEATURES`: the driver's acknowledged feature bits
+    /// (u64).
     pub const SET_FEATURES: u32 = 2;
+    /// `VHOST_USER_SET_OWNER`: the front end takes the session.
     pub const SET_OWNER: u32 = 3;
+    /// `VHOST_USER_RESET_OWNER`: the session is reset (deprecated).
     pub const RESET_OWNER: u32 = 4;
+    /// `VHOST_USER_SET_MEM_TABLE`: the guest memory regions, one file
+    /// descriptor each (`struct vhost_user_mem_regions`).
     pub const SET_MEM_TABLE: u32 = 5;
+    /// `VHOST_USER_SET_LOG_BASE`: the dirty-page log for live migration,
+    /// with its file descriptor.
     pub const SET_LOG_BASE: u32 = 6;
+    /// `VHOST_USER_SET_LOG_FD`: the eventfd to signal after logging.
     pub const SET_LOG_FD: u32 = 7;
+    /// `VHOST_USER_SET_VRING_NUM`: a queue's size (`vring_state`: index,
+    /// size).
     pub const SET_VRING_NUM: u32 = 8;
+    /// `VHOST_USER_SET_VRING_ADDR`: a queue's descriptor table, used and
+    /// available ring addresses, in front-end user addresses
+    /// (`struct vhost_vring_addr`).
     pub const SET_VRING_ADDR: u32 = 9;
+    /// `VHOST_USER_SET_VRING_BASE`: the next available-ring index the back
+    /// end processes (`vring_state`: index, base).
     pub const SET_VRING_BASE: u32 = 10;
+    /// `VHOST_USER_GET_VRING_BASE`: stops a queue; the reply carries its
+    /// next available-ring index.
     pub const GET_VRING_BASE: u32 = 11;
+    /// `VHOST_USER_SET_VRING_KICK`: a queue's kick eventfd, or none
+    /// ([`super::VRING_NOFD_MASK`]).
     pub const SET_VRING_KICK: u32 = 12;
+    /// `VHOST_USER_SET_VRING_CALL`: a queue's call (interrupt) eventfd, or
+    /// none.
     pub const SET_VRING_CALL: u32 = 13;
+    /// `VHOST_USER_SET_VRING_ERR`: a queue's error eventfd, or none.
     pub const SET_VRING_ERR: u32 = 14;
+    /// `VHOST_USER_GET_PROTOCOL_FEATURES`: the protocol feature bits the
+    /// back end offers (reply: u64).
     pub const GET_PROTOCOL_FEATURES: u32 = 15;
+    /// `VHOST_USER_SET_PROTOCOL_FEATURES`: the protocol feature bits the
+    /// front end accepts (u64).
     pub const SET_PROTOCOL_FEATURES: u32 = 16;
+    /// `VHOST_USER_GET_QUEUE_NUM`: how many queues the back end has
+    /// (reply: u64).
     pub const GET_QUEUE_NUM: u32 = 17;
+    /// `VHOST_USER_SET_VRING_ENABLE`: enables or disables a queue
+    /// (`vring_state`: index, 1 or 0).
     pub const SET_VRING_ENABLE: u32 = 18;
+    /// `VHOST_USER_SET_SLAVE_REQ_FD` (`SET_BACKEND_REQ_FD`): the socket for
+    /// the back end's own requests ([`super::backend_req`]).
     pub const SET_SLAVE_REQ_FD: u32 = 21;
+    /// `VHOST_USER_GET_CONFIG`: reads the device config space (offset,
+    /// size, flags, then the bytes; the reply has the same layout).
     pub const GET_CONFIG: u32 = 24;
+    /// `VHOST_USER_SET_CONFIG`: writes the device config space (offset,
+    /// size, flags, then the bytes).
     pub const SET_CONFIG: u32 = 25;
+    /// `VHOST_USER_VRING_KICK`: an in-band kick of a queue (`vring_state`:
+    /// index, unused).
     pub const VRING_KICK: u32 = 35;
 }
 
 /// Back-end requests (`enum vhost_user_slave_request`).
 pub mod backend_req {
+    /// `VHOST_USER_SLAVE_CONFIG_CHANGE_MSG`: the device config space
+    /// changed.
     pub const CONFIG_CHANGE_MSG: u32 = 2;
+    /// `VHOST_USER_SLAVE_VRING_CALL`: an in-band call (used-buffer
+    /// interrupt) for a queue (`vring_state`: index, unused); the reply's
+    /// u64 is 0 when the front end took it.
     pub const VRING_CALL: u32 = 4;
 }
 
@@ -86,12 +141,17 @@ pub fn carries_fds(request: u32) -> bool {
 /// One message: header fields and payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
+    /// The request type ([`req`] or [`backend_req`]); a reply keeps its
+    /// request's.
     pub request: u32,
+    /// The version in bits 0-1, [`FLAG_REPLY`], [`FLAG_NEED_REPLY`].
     pub flags: u32,
+    /// The payload; its length is the header's `size`.
     pub payload: Vec<u8>,
 }
 
 impl Message {
+    /// A message of type `request`; [`VERSION`] is added to `flags`.
     pub fn new(request: u32, flags: u32, payload: Vec<u8>) -> Message {
         Message { request, flags: flags | VERSION, payload }
     }
@@ -101,10 +161,12 @@ impl Message {
         Message { request: self.request, flags: VERSION | FLAG_REPLY, payload }
     }
 
+    /// Whether the sender asked for a reply ([`FLAG_NEED_REPLY`]).
     pub fn need_reply(&self) -> bool {
         self.flags & FLAG_NEED_REPLY != 0
     }
 
+    /// Whether this is a reply ([`FLAG_REPLY`]).
     pub fn is_reply(&self) -> bool {
         self.flags & FLAG_REPLY != 0
     }
@@ -130,10 +192,12 @@ impl Message {
     }
 }
 
+/// The little-endian u32 at byte offset `at` of `b`; `None` past the end.
 pub fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
+/// The little-endian u64 at byte offset `at` of `b`; `None` past the end.
 pub fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }

@@ -78,6 +78,7 @@ impl Default for BlkConfig {
 /// an accepted request (for choosing completions and for its trace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BlkRequest {
+    /// disksim's id: issued in submission order, never reused.
     pub id: RequestId,
     /// Read, write or flush. Writes are never FUA: virtio-blk has no FUA
     /// flag (Linux emulates REQ_FUA with a flush after the write).
@@ -91,7 +92,9 @@ pub struct BlkRequest {
 /// A request that completed, and the disk fault that hit it, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlkDone {
+    /// The request.
     pub request: BlkRequest,
+    /// The disk fault that hit it (a read's corruption), if any.
     pub fault: Option<DiskFault>,
 }
 
@@ -123,6 +126,10 @@ pub struct VirtioBlk {
 }
 
 impl VirtioBlk {
+    /// A device over `disk` with the properties of `cfg`: reads complete
+    /// when the engine says and are never corrupted until
+    /// [`Self::set_reads_at_once`] and [`Self::set_read_faults`] say
+    /// otherwise.
     pub fn new(disk: Disk, cfg: BlkConfig) -> VirtioBlk {
         let sizes = [cfg.queue_size];
         VirtioBlk {
@@ -193,6 +200,7 @@ impl VirtioBlk {
         std::mem::replace(&mut self.disk, Disk::new(BlockStore::zeros(0)))
     }
 
+    /// The disk, for inspection.
     pub fn disk(&self) -> &Disk {
         &self.disk
     }

@@ -29,6 +29,7 @@ pub struct VirtioConsole {
 }
 
 impl VirtioConsole {
+    /// A console with no output and no input queued.
     pub fn new() -> VirtioConsole {
         VirtioConsole::default()
     }
@@ -43,6 +44,7 @@ impl VirtioConsole {
         self.input.extend(bytes);
     }
 
+    /// Whether input is queued that has not reached the guest yet.
     pub fn has_input(&self) -> bool {
         !self.input.is_empty()
     }

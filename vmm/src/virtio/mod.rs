@@ -54,20 +54,37 @@ const VRING_AVAIL_F_NO_INTERRUPT: u16 = 1;
 /// an error rather than a panic; the engine decides what to do with it.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
+    /// A queue was used that the device does not have or the driver has not
+    /// set up; carries its index (0-based).
     #[error("queue {0} does not exist or is not ready")]
     QueueNotReady(usize),
+    /// virtio-queue refused a ring operation (a malformed ring).
     #[error("virtqueue: {0}")]
     Queue(#[from] virtio_queue::Error),
+    /// An access to guest memory failed (an address outside it).
     #[error("guest memory: {0}")]
     Memory(#[from] GuestMemoryError),
+    /// A descriptor chain does not have the shape the request needs; says
+    /// how.
     #[error("descriptor chain: {0}")]
     Chain(String),
+    /// A frame to deliver is larger than the guest's receive buffer.
     #[error("frame of {len} bytes does not fit the receive buffer of {room} bytes")]
-    FrameTooLarge { len: usize, room: usize },
+    FrameTooLarge {
+        /// The frame's length, bytes.
+        len: usize,
+        /// The buffer's room for a frame (its virtio-net header left out),
+        /// bytes.
+        room: usize,
+    },
+    /// The engine completed a block request the device does not have
+    /// pending.
     #[error("block request {0} is not pending")]
     UnknownRequest(disksim::RequestId),
+    /// The disk model refused an operation.
     #[error("disk: {0}")]
     Disk(#[from] disksim::DiskError),
+    /// The disk's backing store failed.
     #[error("disk store: {0}")]
     Store(#[from] disksim::StoreError),
 }
@@ -78,7 +95,9 @@ pub enum DeviceError {
 /// queue `i` completely (size, ring addresses) and enabled it, and the
 /// rings lie in `mem`.
 pub struct Queues {
+    /// The guest's memory, as the transport mapped it (empty until then).
     pub mem: GuestMemoryMmap,
+    /// The device's virtqueues, by index.
     pub queues: Vec<Queue>,
 }
 
@@ -225,15 +244,21 @@ pub fn read_config_padded(config: &[u8], offset: usize, len: usize) -> Vec<u8> {
 /// guest memory ends before the device writes to it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
+    /// Guest-physical address of the buffer.
     pub addr: GuestAddress,
+    /// Length of the buffer, bytes.
     pub len: u32,
+    /// Whether the device writes it (`VIRTQ_DESC_F_WRITE`) rather than
+    /// reads it.
     pub write_only: bool,
 }
 
 /// A popped descriptor chain: its head index and its descriptors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chain {
+    /// Index of the chain's first descriptor: what goes into the used ring.
     pub head: u16,
+    /// The descriptors, in chain order.
     pub segments: Vec<Segment>,
 }
 

@@ -49,10 +49,12 @@ impl VirtioNet {
         VirtioNet::with_mac(node_mac(node))
     }
 
+    /// A network device with MAC address `mac`.
     pub fn with_mac(mac: [u8; 6]) -> VirtioNet {
         VirtioNet { mac, acked: 0, tx: Vec::new() }
     }
 
+    /// The device's MAC address (its config space).
     pub fn mac(&self) -> [u8; 6] {
         self.mac
     }

@@ -35,12 +35,20 @@ use std::fmt::Write as _;
 /// the rows up to [`ROWS_AFTER_FAILURE`] after the failure (or the end),
 /// with a marked gap between.
 pub const MAX_ROWS: usize = 1500;
+/// Rows shown from the start of a trace longer than [`MAX_ROWS`]; the
+/// other `MAX_ROWS - HEAD_ROWS` rows shown are the ones that end
+/// [`ROWS_AFTER_FAILURE`] rows after the failure's row (or at the last row).
 pub const HEAD_ROWS: usize = 150;
+/// Rows shown after the failure's row in a trace longer than [`MAX_ROWS`].
 pub const ROWS_AFTER_FAILURE: usize = 150;
 /// Console table, per node (engine included): the first lines, the lines
 /// just before the failure (or the end) and just after it.
 pub const CONSOLE_HEAD: usize = 100;
+/// Console lines kept per node up to and including the failing event (or
+/// up to the end).
 pub const CONSOLE_BEFORE_FAILURE: usize = 300;
+/// Console lines kept per node after the failure; none past the end when
+/// the execution passed.
 pub const CONSOLE_AFTER_FAILURE: usize = 50;
 /// Fault/check index entries at the top of the page.
 pub const MAX_INDEX_ENTRIES: usize = 100;

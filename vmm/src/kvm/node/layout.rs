@@ -23,9 +23,11 @@ use crate::kvm::linux::DEFAULT_CMDLINE;
 use crate::kvm::virtio_mmio::window_base;
 use crate::node::NodeConfig;
 
-/// Legacy IRQ of each device (vector `0x30 + IRQ`).
+/// Legacy IRQ of each device (vector `0x30 + IRQ`): virtio-net's.
 pub const NET_IRQ: u8 = 5;
+/// The data disk's (virtio-blk over disksim) IRQ.
 pub const BLK_IRQ: u8 = 6;
+/// The control line's (virtio-console) IRQ.
 pub const CTL_IRQ: u8 = 7;
 /// IRQ 3 is COM2 on a PC; this machine has no COM2 (its ports read as all
 /// ones, so Linux's 8250 driver finds no UART there and never claims it).
@@ -35,19 +37,24 @@ pub const ROOT_IRQ: u8 = 10;
 /// Vector of legacy IRQ 0 in Linux (ISA_IRQ_VECTOR(0)).
 pub const IRQ_VECTOR_BASE: u8 = 0x30;
 
-/// Window base of each device.
+/// Window base of each device (guest physical address): virtio-net's,
+/// window 0.
 pub fn net_base() -> u64 {
     window_base(0)
 }
+/// The data disk's window base, window 1.
 pub fn blk_base() -> u64 {
     window_base(1)
 }
+/// The control line's window base, window 2.
 pub fn ctl_base() -> u64 {
     window_base(2)
 }
+/// virtio-rng's window base, window 3.
 pub fn rng_base() -> u64 {
     window_base(3)
 }
+/// The read-only root disk's window base, window 4.
 pub fn root_base() -> u64 {
     window_base(4)
 }

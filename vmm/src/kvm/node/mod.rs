@@ -79,10 +79,22 @@ pub const IDLE: u64 = u64::MAX / 2;
 /// [`NodeError::Runtime`].
 #[derive(Debug, thiserror::Error)]
 pub enum KvmNodeError {
+    /// Building, running or snapshotting the VM failed.
     #[error("node {node}: {source}")]
-    Kvm { node: u16, source: KvmError },
+    Kvm {
+        /// The node, 1-based.
+        node: u16,
+        /// What failed.
+        source: KvmError,
+    },
+    /// A virtio device model failed (the guest broke the protocol).
     #[error("node {node}: virtio device: {source}")]
-    Device { node: u16, source: DeviceError },
+    Device {
+        /// The node, 1-based.
+        node: u16,
+        /// The device's error.
+        source: DeviceError,
+    },
 }
 
 impl From<KvmNodeError> for NodeError {

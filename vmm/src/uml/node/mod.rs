@@ -93,6 +93,7 @@ impl UmlNode {
         Ok(UmlNode { id, process, clock, console, devices, exited: false })
     }
 
+    /// The node's id, 1-based.
     pub fn id(&self) -> u16 {
         self.id
     }
