@@ -58,12 +58,30 @@ fn without_maintainer_scripts_dependencies_are_still_followed() {
 fn a_configured_image_is_the_same_bytes_when_built_again() {
     let d = cluster(ETCD_ONLY, &[]);
     let mut sums = Vec::new();
-    for _ in 0..2 {
-        // A fresh cache each time: nothing reused but the downloads.
-        let cache = tempfile::tempdir().unwrap();
-        share_cache(cache.path(), &["debs", "apt", "kernel", "sources"]);
-        let r = image_build(d.path(), Some(cache.path()));
+    let first = tempfile::tempdir().unwrap();
+    for build in 0..3 {
+        // A fresh cache each time: nothing reused but the downloads. The
+        // first build caches its configured packages (`bases`) and copies
+        // them into the image; the second configures them in the image's
+        // own tree, without the cache of bases; the third copies the
+        // first's cached base. The same bytes each time: the copy keeps
+        // everything the image holds.
+        let fresh = tempfile::tempdir().unwrap();
+        let cache = if build == 0 { first.path() } else { fresh.path() };
+        share_cache(cache, &["debs", "apt", "kernel", "sources"]);
+        if build == 2 {
+            std::os::unix::fs::symlink(first.path().join("bases"), cache.join("bases")).unwrap();
+        }
+        let mut cmd = bin();
+        cmd.args(["image", "build", d.path().to_str().unwrap()]).env("SIMCLUSTER_CACHE", cache);
+        if build == 1 {
+            cmd.env("SIMCLUSTER_CACHE_BASES", "0");
+        }
+        let r = run_command(&mut cmd);
         assert_eq!(r.code, 0, "{r:?}");
+        if build == 1 {
+            assert!(!cache.join("bases").exists(), "SIMCLUSTER_CACHE_BASES=0 still cached a base");
+        }
         let j = r.json();
         // Above 32 MiB the root is a squashfs image on the root disk, and
         // the initramfs holds the boot init.
@@ -71,7 +89,14 @@ fn a_configured_image_is_the_same_bytes_when_built_again() {
         let initrd = j["initrd"].as_str().unwrap().to_string();
         sums.push((sha256(&root), std::fs::metadata(&root).unwrap().len(), sha256(&initrd)));
     }
-    assert_eq!(sums[0], sums[1], "two builds of one cluster.toml gave different images");
+    assert_eq!(sums[0], sums[1], "an image built through the cache of bases differs from one built without it");
+    assert_eq!(sums[0], sums[2], "the image built from a cached base differs from one built from scratch");
+    let bases: Vec<_> = std::fs::read_dir(first.path().join("bases"))
+        .expect("a configured build (as root) caches its base")
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert_eq!(bases.len(), 1, "the third build configured its packages again instead of reusing the base");
     // Lean: the Essential set and etcd, no perl, no documentation.
     assert!(sums[0].1 < 120 << 20, "etcd image is {} bytes", sums[0].1);
 }

@@ -19,8 +19,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::apt::{Archive, Pin, ResolveError};
-use super::cache::KeyHasher;
-use super::host::{apt_install, have_program, run_capture};
+use super::cache::{cache_root, publish, BuildLock, KeyHasher};
+use super::host::{apt_install, have_program, is_root, run_capture};
 use crate::cluster::ImageSection;
 
 /// The suite images come from unless `[image] suite` says otherwise.
@@ -137,7 +137,59 @@ impl PackageSet {
         Ok(())
     }
 
+    /// The configured tree, from the cache of configured bases when it
+    /// holds this set, else built there first: mmdebstrap's output depends
+    /// only on the suite, the pinned closure and the customize hooks, and
+    /// clusters that install the same packages (db-cluster and the
+    /// gallery's etcd cases: about 40 CPU-s each) share it. The copy is
+    /// `cp -a` (owners, modes, times, hard links, xattrs), so an image
+    /// built from a cached base is the same bytes as one built from a
+    /// fresh one. Only as root: without root, `cp` cannot keep the owners
+    /// mmdebstrap gave, so each build configures its own tree; and not with
+    /// `SIMCLUSTER_CACHE_BASES=0` (tests/packages.rs compares the two ways).
     fn configure(&self, root: &Path, report: &dyn Fn(&str)) -> Result<()> {
+        if !is_root() || std::env::var_os("SIMCLUSTER_CACHE_BASES").is_some_and(|v| v == "0") {
+            return self.mmdebstrap(root, report);
+        }
+        let entry = cache_root().join("bases").join(self.configured_key());
+        if !entry.is_dir() {
+            let _lock = BuildLock::acquire(&entry, true)?;
+            if !entry.is_dir() {
+                let work = entry.with_extension(format!("build-{}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&work);
+                std::fs::create_dir_all(&work)?;
+                let built = self.mmdebstrap(&work.join("root"), report).and_then(|()| {
+                    publish(&work, &entry).with_context(|| format!("cannot move the base into {}", entry.display()))
+                });
+                if built.is_err() {
+                    let _ = std::fs::remove_dir_all(&work);
+                }
+                built?;
+            }
+        }
+        report("copying the configured packages from the cache");
+        run_capture(Command::new("cp").arg("-a").arg(entry.join("root")).arg(root))
+            .with_context(|| format!("copying the configured base {} to {}", entry.display(), root.display()))?;
+        Ok(())
+    }
+
+    /// The key of the configured tree in the cache of bases: what
+    /// [`PackageSet::mmdebstrap`] reads (not `exclude`, applied later to
+    /// the image's copy). Bump the domain's number when the mmdebstrap
+    /// command changes.
+    fn configured_key(&self) -> String {
+        let mut key = KeyHasher::new("configured-base-1");
+        key.add_str(&self.suite);
+        for p in &self.pins {
+            key.add_str(&p.name).add_str(&p.version).add_str(&p.sha256);
+        }
+        for c in &self.customize {
+            key.add_str("customize").add_str(c);
+        }
+        key.finish()
+    }
+
+    fn mmdebstrap(&self, root: &Path, report: &dyn Fn(&str)) -> Result<()> {
         if !have_program("mmdebstrap") {
             apt_install(&["mmdebstrap"])?;
         }
