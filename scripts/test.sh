@@ -8,7 +8,7 @@
 #                              five runs per cluster in the nested L1, db-cluster
 #                              on KVM, the whole gallery table
 #
-# Stages, in order (each one's wall time is in the summary):
+# Stages, in order (each one's wall and CPU seconds are in the summary):
 #   packages   Debian packages the tests use, one apt-get call (scripts/test-deps.sh)
 #   fmt        cargo fmt --check
 #   features   `cargo build` and `cargo test --workspace` give every shared
@@ -18,9 +18,10 @@
 #              run inside this build and the next: clippy-driver is the
 #              workspace's rustc wrapper (RUSTC_WORKSPACE_WRAPPER)
 #   uml-kernel, kvm-kernel
-#              in the background from here, side by side: the UML kernel
-#              with hello-cluster's image, and the KVM guest kernel (cached by
-#              the hash of their inputs: minutes cold, seconds warm)
+#              in the background from here, side by side, each on its own
+#              half of the CPUs: the UML kernel with hello-cluster's image,
+#              and the KVM guest kernel (cached by the hash of their inputs:
+#              minutes cold, seconds warm)
 #   build      every test target (beside the kernels), linted as it compiles
 #   nested     the KVM runtime inside an L1 Linux under QEMU's emulator
 #              (scripts/test-kvm-nested.sh), on its own CPU (QEMU's emulator
@@ -82,16 +83,27 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# `stage NAME CMD...`: runs CMD, records NAME's exit code and wall seconds.
+# `stage NAME CMD...`: runs CMD, records NAME's exit code, wall seconds
+# and CPU seconds (user + system of CMD and every process it waited for:
+# CMD runs in a subshell whose `times` reports them), e.g. "build 0 346 215".
+# A lane that is busy for its wall seconds but uses fewer CPU seconds
+# waited (on the network, a timer, another process).
 stage() {
-  local name=$1 t0 rc
+  local name=$1 t0 rc cpu times_file=$work/times.$BASHPID
   shift
   echo "== $name: $*"
   t0=$(date +%s)
-  "$@"
+  (
+    "$@"
+    rc=$?
+    times >"$times_file" # (not in a pipe: a forked `times` sees no children)
+    exit $rc
+  )
   rc=$?
-  echo "$name $rc $(($(date +%s) - t0))" >>"$stages"
-  echo "== $name: $([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)") in $(($(date +%s) - t0)) s"
+  # `times`' second line: children's user and system time, "1m2.5s 0m3.1s".
+  cpu=$(awk 'NR == 2 {s = 0; for (i = 1; i <= 2; i++) {split($i, p, "m"); s += p[1] * 60 + p[2]} printf "%d", s + 0.5}' "$times_file" 2>/dev/null)
+  echo "$name $rc $(($(date +%s) - t0)) ${cpu:-?}" >>"$stages"
+  echo "== $name: $([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)") in $(($(date +%s) - t0)) s (CPU ${cpu:-?} s)"
   return $rc
 }
 failed() { awk '$2 != 0 {print $1}' "$stages"; }
@@ -183,15 +195,18 @@ sim=${CARGO_TARGET_DIR:-target}/debug/simcluster
 # (`tee -a`: tee opens /dev/stderr by name, and without -a a log file that
 # stderr is redirected to would be truncated, losing every stage before.)
 kernel_of() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["kernel"])'; }
-# The two guest kernels, side by side and beside the test build (each is
-# `make -j<CPUs>`; unpacking, configuring and linking use one CPU, which
-# the others fill). Each leaves its path in $work/NAME, its log in
+# The two guest kernels, side by side and beside the test build, each on
+# its own half of the CPUs (`make -j<CPUs it may use>`: on 2 CPUs, two
+# `make -j1`, not two `make -j2` that would share both CPUs with the test
+# build's jobs too). Each leaves its path in $work/NAME, its log in
 # $work/NAME.log and its exit code in $work/NAME.done; each lane below
 # waits for the one it needs (`wait_for`), not for both.
 uml-kernel() { "$sim" image build guest-images/hello-cluster | tee -a /dev/stderr | kernel_of >"$work/uml-kernel"; }
 kvm-kernel() { "$sim" image kernel --runtime kvm --quiet | tee -a /dev/stderr | kernel_of >"$work/kvm-kernel"; }
+# `background NAME CPUS`: NAME as a stage in the background, on CPUS.
 background() {
   (
+    taskset -c -p "$2" "$BASHPID" >/dev/null
     stage "$1" "$1" >"$work/$1.log" 2>&1
     rc=$?
     echo $rc >"$work/$1.done"
@@ -205,8 +220,9 @@ wait_for() {
 }
 if [ -z "$(blocking)" ]; then
   echo "== uml-kernel, kvm-kernel: started in the background"
-  background uml-kernel
-  background kvm-kernel
+  half=$(((ncpu + 1) / 2))
+  background uml-kernel "0-$((half - 1))"
+  background kvm-kernel "$((ncpu - half))-$((ncpu - 1))"
   stage build cargo test --quiet --workspace --no-run
 fi
 if [ -n "$(blocking)" ]; then
@@ -273,7 +289,7 @@ print("cargo:doc")' "${longest[@]}"
   # An empty list of test targets must not pass as "no test failed".
   if ! grep -q '^cargo:test:' "$queue" || ! grep -q '^cargo:units$' "$queue"; then
     echo "the list of test targets is empty or cut short (cargo test --no-run --message-format=json)"
-    echo "test-targets 1 0" >>"$stages"
+    echo "test-targets 1 0 0" >>"$stages"
   fi
 
   # `run_task NAME`: one task of the queue.
@@ -308,7 +324,7 @@ print("cargo:doc")' "${longest[@]}"
   # code and seconds go to $work/cargo-results ("cargo-test" in the
   # summary), any other task's to the stages.
   take_tasks() {
-    local t n=0 cpus record rc secs
+    local t n=0 cpus record rc secs cpu
     while read -r t; do
       n=$((n + 1))
       mkdir "$work/tasks/$n.claim" 2>/dev/null || continue
@@ -321,8 +337,8 @@ print("cargo:doc")' "${longest[@]}"
         echo "== $t: started on CPU $cpus (its report follows the other stages)"
       fi
       stages=$record stage "$t" pinned "$cpus" run_task "$t" >"$work/tasks/$n.log" 2>&1
-      read -r _ rc secs < <(awk -v t="$t" '$1 == t' "$record")
-      echo "== $t: $([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)") in $secs s (lane $1)"
+      read -r _ rc secs cpu < <(awk -v t="$t" '$1 == t' "$record")
+      echo "== $t: $([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)") in $secs s, CPU $cpu s (lane $1)"
     done <"$queue"
     touch "$work/done.$1"
   }
@@ -348,7 +364,7 @@ print("cargo:doc")' "${longest[@]}"
       echo "== nested: done, exit $?"
     else
       echo "the KVM kernel did not build: the nested step cannot run" >"$nested_log"
-      echo "nested 1 0" >>"$stages"
+      echo "nested 1 0 0" >>"$stages"
     fi
     wait_for uml-kernel && take_tasks nested main "$nested_cpus"
     touch "$work/done.nested"
@@ -372,7 +388,7 @@ print("cargo:doc")' "${longest[@]}"
   # Every test target in one line of the stages: failed if any failed,
   # its seconds the sum over both lanes.
   if [ -f "$work/cargo-results" ]; then
-    awk '$2 != 0 {rc = 1} {s += $3} END {print "cargo-test", rc + 0, s}' "$work/cargo-results" >>"$stages"
+    awk '$2 != 0 {rc = 1} {s += $3; c += $4} END {print "cargo-test", rc + 0, s, c}' "$work/cargo-results" >>"$stages"
   fi
 fi
 for log in uml-kernel kvm-kernel; do
@@ -392,9 +408,9 @@ fi
 # --- Summary -------------------------------------------------------------
 echo
 echo "==== summary ($tier tier, $(($(date +%s) - t_start)) s in all)"
-printf '  %-13s %-8s %7s\n' stage result "wall s"
-while read -r name rc secs; do
-  printf '  %-13s %-8s %7s\n' "$name" "$([ "$rc" = 0 ] && echo ok || echo "exit $rc")" "$secs"
+printf '  %-13s %-8s %7s %7s\n' stage result "wall s" "CPU s"
+while read -r name rc secs cpu; do
+  printf '  %-13s %-8s %7s %7s\n' "$name" "$([ "$rc" = 0 ] && echo ok || echo "exit $rc")" "$secs" "${cpu:--}"
 done <"$stages"
 passed=0 failed_n=0 ignored_n=0
 if [ -f "$work/cargo-test.log" ]; then
