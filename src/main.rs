@@ -299,8 +299,8 @@ struct RunArgs {
     #[arg(long, value_parser = parse_limit, value_name = "DURATION")]
     time_budget: Option<u64>,
     /// Exploration strategy: how the engine picks among enabled actions.
-    #[arg(long, value_enum, default_value_t = Strategy::Random)]
-    strategy: Strategy,
+    #[arg(long, value_enum, default_value_t = StrategyKind::Random)]
+    strategy: StrategyKind,
     /// The strategy's bound: PCT's bug depth d (default 3), the number of
     /// delays (default 2), the choice points DFS explores exhaustively
     /// (default 4).
@@ -339,8 +339,8 @@ struct RunArgs {
     /// Node runtime: auto picks KVM when /dev/kvm opens and the CPU has vmx/svm
     /// (its nodes boot the image builder's KVM kernel, built on first use, or
     /// $SIMCLUSTER_KVM_KERNEL), else user-mode Linux; prints which and why.
-    #[arg(long, value_enum, default_value_t = Runtime::Auto)]
-    runtime: Runtime,
+    #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
+    runtime: RuntimeChoice,
     /// Boot the cluster once per job and fork every execution from the
     /// moment all agents are ready, instead of booting it for each one
     /// (KVM runtime; strategies random, pct and delay). The boot is then
@@ -371,47 +371,10 @@ enum WarmStart {
     Cold,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug)]
-enum Strategy {
-    /// Weighted random walk over enabled actions (MaceMC): crashes and
-    /// partitions rare, ordinary events common.
-    Random,
-    /// Probabilistic concurrency testing: random priorities per (node, kind)
-    /// with depth-1 priority change points.
-    Pct,
-    /// The default scheduler (earliest first) plus --depth delays at random
-    /// choice points.
-    Delay,
-    /// Every placement of up to --depth delays, by increasing count; stops
-    /// when all are explored.
-    DelayAll,
-    /// Bounded DFS with dynamic partial-order reduction over --depth choice
-    /// points, restarted from random prefixes (MODIST's hybrid).
-    Dfs,
-    /// Coverage-guided: executions that reached something new (a new
-    /// @reached/@sometimes name or count, a new kind of fault, a name
-    /// reached after a fault) are kept, and new executions replay one of
-    /// them up to a point and walk at random from there. The same seed
-    /// gives the same executions for any --jobs (they advance in
-    /// generations of 8); cannot be sharded.
-    Coverage,
-}
-
-impl Strategy {
-    fn kind(self) -> StrategyKind {
-        match self {
-            Strategy::Random => StrategyKind::Random,
-            Strategy::Pct => StrategyKind::Pct,
-            Strategy::Delay => StrategyKind::Delay,
-            Strategy::DelayAll => StrategyKind::DelayAll,
-            Strategy::Dfs => StrategyKind::Dfs,
-            Strategy::Coverage => StrategyKind::Coverage,
-        }
-    }
-}
-
+/// `--runtime`: a runtime, or `auto` (vmm's `RuntimeKind` plus "let the
+/// host decide", which is why this is not that enum).
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
-enum Runtime {
+enum RuntimeChoice {
     Auto,
     Kvm,
     Uml,
@@ -421,13 +384,13 @@ fn parse_limit(s: &str) -> Result<u64, String> {
     parse_duration_ns(s).ok_or_else(|| format!("{s:?} is not a duration (examples: 90s, 10m, 1h)"))
 }
 
-impl Runtime {
+impl RuntimeChoice {
     /// `None`: let [`run::choose_runtime`] decide.
     fn asked(self) -> Option<RuntimeKind> {
         match self {
-            Runtime::Auto => None,
-            Runtime::Kvm => Some(RuntimeKind::Kvm),
-            Runtime::Uml => Some(RuntimeKind::Uml),
+            RuntimeChoice::Auto => None,
+            RuntimeChoice::Kvm => Some(RuntimeKind::Kvm),
+            RuntimeChoice::Uml => Some(RuntimeKind::Uml),
         }
     }
 }
@@ -700,7 +663,7 @@ fn run_command(args: &RunArgs) -> anyhow::Result<ExitCode> {
     if !args.common.quiet {
         eprintln!("runtime: {why}");
     }
-    let kind = args.strategy.kind();
+    let kind = args.strategy;
     let opts = RunOptions {
         seed: args.seed,
         executions: args.executions,

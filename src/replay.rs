@@ -45,7 +45,7 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
     let run = &record.run;
     let mut explore = explore_for(&cluster, Some(run.window_ns), Some(run.max_crashes));
     explore.crash_states = run.crash_states.clone();
-    let runtime = RuntimeKind::from(run.runtime);
+    let runtime = run.runtime;
     let host = crate::run::host_facts(&cluster, runtime)?;
     if let Some(recorded) = record.host.as_ref().filter(|r| host.differs_for_replay(r)) {
         // Always said (not progress): it is why a replay may differ.

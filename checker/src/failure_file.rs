@@ -36,37 +36,6 @@ pub const FORMAT_VERSION: u32 = 2;
 
 pub use engine::strategy::StrategySpec;
 
-/// The node runtime an execution ran on (`"uml"`, `"kvm"`); a replay runs
-/// on the same.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Runtime {
-    /// User-mode Linux (`ARCH=um`) with simcluster as its time-travel
-    /// controller.
-    #[default]
-    Uml,
-    /// A KVM microVM.
-    Kvm,
-}
-
-impl From<RuntimeKind> for Runtime {
-    fn from(k: RuntimeKind) -> Runtime {
-        match k {
-            RuntimeKind::Uml => Runtime::Uml,
-            RuntimeKind::Kvm => Runtime::Kvm,
-        }
-    }
-}
-
-impl From<Runtime> for RuntimeKind {
-    fn from(r: Runtime) -> RuntimeKind {
-        match r {
-            Runtime::Uml => RuntimeKind::Uml,
-            Runtime::Kvm => RuntimeKind::Kvm,
-        }
-    }
-}
-
 /// The settings of the failing execution that are not in its cluster
 /// directory: with the cluster, the images and the decisions, all a replay
 /// (and shrink) needs to run it again.
@@ -81,7 +50,7 @@ pub struct RunParams {
     /// `[faults.crash] max` as the run used it (`--max-crashes` applied).
     pub max_crashes: u32,
     /// The node runtime.
-    pub runtime: Runtime,
+    pub runtime: RuntimeKind,
     /// Crash states forced at crash points: crash number (1-based) ->
     /// index of the enumerated disk state (a crash-state sibling execution).
     /// Empty for an execution that forced none.
@@ -358,7 +327,7 @@ mod tests {
                 execution_seed: 0x1234_5678,
                 window_ns: 2_000_000,
                 max_crashes: 1,
-                runtime: Runtime::Uml,
+                runtime: RuntimeKind::Uml,
                 crash_states: BTreeMap::from([(1, 3)]),
                 boot_seed: Some(0x77),
             },

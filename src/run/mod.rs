@@ -52,21 +52,32 @@ use summary::{RunIdentity, RunRecord, RUN_RECORD_VERSION};
 pub use crate::BadInput;
 use simrng::streams::DFS_ROUND as DFS_ROUND_STREAM;
 
-/// Which exploration strategy, with its bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which exploration strategy: `--strategy`'s values (each variant's doc
+/// is its line in `simcluster run --help`), and the name a run's JSON line
+/// and failure files record ([`StrategyKind::name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StrategyKind {
-    /// Weighted random walk (MaceMC).
+    /// Weighted random walk over enabled actions (MaceMC): crashes and
+    /// partitions rare, ordinary events common.
     Random,
-    /// Probabilistic concurrency testing, `depth` = bug depth d.
+    /// Probabilistic concurrency testing: random priorities per (node, kind)
+    /// with depth-1 priority change points.
     Pct,
-    /// Default scheduler plus `depth` delays at random choice points.
+    /// The default scheduler (earliest first) plus --depth delays at random
+    /// choice points.
     Delay,
-    /// Every placement of up to `depth` delays, by increasing count.
+    /// Every placement of up to --depth delays, by increasing count; stops
+    /// when all are explored.
     DelayAll,
-    /// Bounded DPOR over `depth` choice points after random prefixes.
+    /// Bounded DFS with dynamic partial-order reduction over --depth choice
+    /// points, restarted from random prefixes (MODIST's hybrid).
     Dfs,
-    /// Executions started from a corpus of earlier ones kept for what they
-    /// reached first (`checker::strategy::coverage`).
+    /// Coverage-guided: executions that reached something new (a new
+    /// @reached/@sometimes name or count, a new kind of fault, a name
+    /// reached after a fault) are kept, and new executions replay one of
+    /// them up to a point and walk at random from there. The same seed
+    /// gives the same executions for any --jobs (they advance in
+    /// generations of 8); cannot be sharded.
     Coverage,
 }
 

@@ -288,7 +288,7 @@ impl<'a> Observer<'a> {
                 execution_seed: spec.seed,
                 window_ns: spec.explore.window_ns,
                 max_crashes: spec.explore.max_crashes,
-                runtime: spec.runtime.into(),
+                runtime: spec.runtime,
                 crash_states: spec.explore.crash_states.clone(),
                 boot_seed: spec.boot_seed,
             },

@@ -13,8 +13,10 @@ pub use crate::node::{
 };
 use crate::uml::UmlNode;
 
-/// Which runtime runs the nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Which runtime runs the nodes. Serialized as `"uml"` or `"kvm"` (the run's
+/// JSON line, failure files: a replay runs on the runtime recorded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RuntimeKind {
     /// User-mode Linux with time-travel (any x86-64 Linux host).
     #[default]
