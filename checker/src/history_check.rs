@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::history::{History, HistoryError, Outcome};
 use crate::linearizability::{check_operations, CheckOptions, CheckResult};
+use engine::console::{history_marker, HistoryMarker};
 use engine::trace::{Event, EventKind};
 
 /// What a client history is checked against (`[check] model` and
@@ -135,12 +136,19 @@ pub fn history_lines(events: &[Event], node: u16) -> Option<String> {
     for e in events.iter().filter(|e| e.node == node) {
         let EventKind::Console { text } = &e.kind else { continue };
         let l = text.trim();
-        if l.starts_with("@history begin") {
-            inside = true;
-            block = Some(String::new());
-        } else if l.starts_with("@history end") {
-            inside = false;
-        } else if inside && l.starts_with('{') {
+        match history_marker(l) {
+            Some(HistoryMarker::Begin) => {
+                inside = true;
+                block = Some(String::new());
+                continue;
+            }
+            Some(HistoryMarker::End) => {
+                inside = false;
+                continue;
+            }
+            None => {}
+        }
+        if inside && l.starts_with('{') {
             let b = block.as_mut().expect("set at begin");
             b.push_str(l);
             b.push('\n');

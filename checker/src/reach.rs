@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use engine::reach::reached_name;
+use engine::console::reached_name;
 use engine::trace::{EventKind, Trace};
 
 /// Every name an execution's guests reported, with how many times.

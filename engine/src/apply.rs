@@ -7,7 +7,7 @@ use netsim::DeliveryId;
 use vmm::node::{Delivered, DiskCompletion, GuestOutput, OutputStream, RunOutcome};
 
 use crate::actions::Action;
-use crate::agent;
+use crate::console;
 use crate::disk;
 use crate::execution::{Execution, Phase};
 use crate::frames;
@@ -224,7 +224,7 @@ impl Execution<'_> {
                 }
                 OutputStream::Control => {
                     for line in self.nodes[i].control.feed(&o.bytes) {
-                        if let Some(m) = agent::parse(&line) {
+                        if let Some(m) = console::agent_message(&line) {
                             self.msgs.push((i, m));
                         }
                     }

@@ -14,7 +14,7 @@ use vmm::node::NodeConfig;
 use vmm::runtime::RuntimeKind;
 
 use crate::actions::{effective_time, horizon, Enabled};
-use crate::agent::AgentMsg;
+use crate::console::AgentMsg;
 use crate::disk::{self, CrashPoint, DiskFaultCounts};
 use crate::faults::{self, NodeClock, DRIFT_ENV};
 use crate::host;

@@ -28,7 +28,7 @@
 //! | [`time`] | [`VirtualTime`], [`NodeIdx`] |
 //! | [`trace`] | the trace and its hash |
 //! | [`strategy`] | the strategy vocabulary: [`strategy::Strategy`], [`strategy::EnabledAction`], [`strategy::Decision`] |
-//! | [`reach`] | `@reached NAME` lines |
+//! | [`console`] | the guest console protocol: `@sim`, `@reached`, `@history` lines, kernel panics |
 //! | [`WarmStart`] (`warm.rs`) | warm start: one boot, executions forked from it |
 //!
 //! Dependencies: vmm (the node runtimes), netsim, disksim; nothing of
@@ -38,8 +38,8 @@
 //! ([`HistoryCheck`] in the spec).
 #![deny(missing_docs)]
 
+pub mod console;
 pub mod outcome;
-pub mod reach;
 pub mod seeds;
 pub mod spec;
 pub mod steps;

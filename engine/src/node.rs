@@ -170,7 +170,7 @@ impl Node {
     }
 
     pub fn remember_line(&mut self, line: &str) {
-        if line.contains("Kernel panic") {
+        if crate::console::is_kernel_panic(line) {
             self.saw_panic = true;
             self.panic_line.get_or_insert_with(|| line.trim().to_string());
         }

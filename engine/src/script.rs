@@ -4,7 +4,8 @@
 
 use rand_core::RngCore;
 
-use crate::agent::{self, AgentCommand, AgentMsg};
+use crate::agent::{self, AgentCommand};
+use crate::console::AgentMsg;
 use crate::execution::{Execution, Phase};
 use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::{EngineError, HistoryCheck, HistoryOutcome};
@@ -50,7 +51,7 @@ impl Execution<'_> {
     /// when it starts.
     pub(crate) fn starts_faults(&mut self, line: &str) -> bool {
         let Some(name) = &self.spec.explore.faults_after else { return false };
-        if self.start_after_seen || crate::reach::reached_name(line) != Some(name.as_str()) {
+        if self.start_after_seen || crate::console::reached_name(line) != Some(name.as_str()) {
             return false;
         }
         self.start_after_seen = true;

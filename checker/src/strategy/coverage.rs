@@ -75,7 +75,7 @@ pub fn features(trace: &Trace) -> BTreeMap<String, u64> {
         let at = e.time.as_ns();
         let fault = match &e.kind {
             EventKind::Console { text } => {
-                if let Some(name) = engine::reach::reached_name(text) {
+                if let Some(name) = engine::console::reached_name(text) {
                     let c = counts.entry(name.to_string()).or_insert(0);
                     *c += 1;
                     note(format!("reached {name}"), at);
