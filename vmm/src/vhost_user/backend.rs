@@ -10,6 +10,7 @@ use vm_memory::GuestAddress;
 
 use super::memory::MemTable;
 use super::message::*;
+use super::protocol_error::ProtocolError;
 use crate::virtio::{read_config_padded, DeviceError, Queues, VirtioDevice, VIRTIO_RING_F_EVENT_IDX};
 
 /// Protocol features offered: everything user-mode Linux knows
@@ -62,7 +63,7 @@ pub enum VhostUserError {
     },
     /// The front end broke the protocol; says how.
     #[error("vhost-user protocol: {0}")]
-    Protocol(String),
+    Protocol(#[from] ProtocolError),
     /// A request this back end does not serve (or an eventfd where only
     /// in-band notifications are supported); carries the request type.
     #[error("vhost-user request {0} is not supported")]
@@ -209,7 +210,7 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
             return Ok(events);
         };
         let fill = self.inbox.fill(conn.as_raw_fd()).map_err(io_err("read"))?;
-        while let Some((msg, fds)) = self.inbox.next_message().map_err(VhostUserError::Protocol)? {
+        while let Some((msg, fds)) = self.inbox.next_message()? {
             self.handle(msg, fds, &mut events)?;
         }
         if fill == Fill::Closed {
@@ -252,15 +253,15 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
     pub fn try_call_reply(&mut self) -> Result<Option<u64>, VhostUserError> {
         let ch = self.channel.as_ref().ok_or(VhostUserError::NoBackendChannel)?;
         if self.channel_inbox.fill(ch.as_raw_fd()).map_err(io_err("read call reply"))? == Fill::Closed {
-            return Err(VhostUserError::Protocol("back-end channel closed".into()));
+            return Err(ProtocolError::ChannelClosed.into());
         }
-        match self.channel_inbox.next_message().map_err(VhostUserError::Protocol)? {
+        match self.channel_inbox.next_message()? {
             None => Ok(None),
             Some((m, _)) if m.is_reply() && m.request == backend_req::VRING_CALL => {
                 self.calls_in_flight = self.calls_in_flight.saturating_sub(1);
-                Ok(Some(m.u64().ok_or_else(|| VhostUserError::Protocol("short call reply".into()))?))
+                Ok(Some(m.u64().ok_or(ProtocolError::ShortCallReply)?))
             }
-            Some((m, _)) => Err(VhostUserError::Protocol(format!("unexpected back-end channel message {m:?}"))),
+            Some((m, _)) => Err(ProtocolError::UnexpectedBackendMessage { request: m.request, flags: m.flags }.into()),
         }
     }
 
@@ -311,12 +312,12 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
         if i < self.vrings.len() {
             Ok(i)
         } else {
-            Err(VhostUserError::Protocol(format!("queue {raw} does not exist")))
+            Err(ProtocolError::NoSuchQueue(raw).into())
         }
     }
 
     fn handle(&mut self, msg: Message, fds: Vec<OwnedFd>, events: &mut Vec<DeviceEvent>) -> Result<(), VhostUserError> {
-        let short = || VhostUserError::Protocol(format!("short payload for request {}", msg.request));
+        let short = || VhostUserError::from(ProtocolError::ShortPayload { request: msg.request });
         match msg.request {
             req::GET_FEATURES => {
                 let f = self.device.features() | F_PROTOCOL_FEATURES;
@@ -342,7 +343,7 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
                 self.protocol_features = msg.u64().ok_or_else(short)? & OFFERED_PROTOCOL_FEATURES;
             }
             req::SET_MEM_TABLE => {
-                let t = MemTable::map(&msg.payload, fds).map_err(VhostUserError::Protocol)?;
+                let t = MemTable::map(&msg.payload, fds).map_err(ProtocolError::from)?;
                 self.queues.mem = t.mem.clone();
                 self.table = Some(t);
                 self.update_ready(events);
@@ -352,7 +353,7 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
                 let i = self.queue_index(i.into())?;
                 let q = &mut self.queues.queues[i];
                 if num == 0 || num > q.max_size() as u32 || !num.is_power_of_two() {
-                    return Err(VhostUserError::Protocol(format!("queue {i} size {num}")));
+                    return Err(ProtocolError::QueueSize { queue: i, size: num }.into());
                 }
                 q.set_size(num as u16);
             }
@@ -368,14 +369,9 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
                 let field = |at| u64_at(p, at).ok_or_else(short);
                 let i = self.queue_index(u32_at(p, 0).ok_or_else(short)?.into())?;
                 let (desc, used, avail) = (field(8)?, field(16)?, field(24)?);
-                let table = self
-                    .table
-                    .as_ref()
-                    .ok_or_else(|| VhostUserError::Protocol("SET_VRING_ADDR before SET_MEM_TABLE".into()))?;
+                let table = self.table.as_ref().ok_or(ProtocolError::AddressBeforeMemTable)?;
                 let tr = |a: u64| {
-                    table.user_to_guest(a).ok_or_else(|| {
-                        VhostUserError::Protocol(format!("ring address {a:#x} outside the memory table"))
-                    })
+                    table.user_to_guest(a).ok_or_else(|| VhostUserError::from(ProtocolError::RingOutsideMemory(a)))
                 };
                 self.vrings[i].addr = Some((tr(desc)?, tr(avail)?, tr(used)?));
                 self.update_ready(events);
@@ -407,10 +403,7 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
                 }
             }
             req::SET_SLAVE_REQ_FD => {
-                let fd = fds
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| VhostUserError::Protocol("SET_SLAVE_REQ_FD without a descriptor".into()))?;
+                let fd = fds.into_iter().next().ok_or(ProtocolError::MissingDescriptor)?;
                 let s = UnixStream::from(fd);
                 s.set_nonblocking(true).map_err(io_err("back-end channel"))?;
                 self.channel = Some(s);
@@ -422,7 +415,7 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
                     (u32_at(&msg.payload, 0).ok_or_else(short)?, u32_at(&msg.payload, 4).ok_or_else(short)?);
                 let flags = u32_at(&msg.payload, 8).ok_or_else(short)?;
                 if size as usize > MAX_PAYLOAD - 12 {
-                    return Err(VhostUserError::Protocol(format!("GET_CONFIG of {size} bytes")));
+                    return Err(ProtocolError::ConfigTooLarge(size).into());
                 }
                 let mut p = Vec::with_capacity(12 + size as usize);
                 p.extend_from_slice(&offset.to_le_bytes());

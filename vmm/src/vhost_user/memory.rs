@@ -13,6 +13,7 @@ use std::os::fd::OwnedFd;
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
 use super::message::{u32_at, u64_at};
+use super::protocol_error::MemTableError;
 
 /// One region of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,33 +44,33 @@ const PAGE: u64 = 4096;
 impl MemTable {
     /// Parses `struct vhost_user_mem_regions` and maps each region from
     /// its file descriptor (shared, read-write).
-    pub fn map(payload: &[u8], fds: Vec<OwnedFd>) -> Result<MemTable, String> {
-        let num = u32_at(payload, 0).ok_or("short memory table")? as usize;
+    pub fn map(payload: &[u8], fds: Vec<OwnedFd>) -> Result<MemTable, MemTableError> {
+        let num = u32_at(payload, 0).ok_or(MemTableError::Short)? as usize;
         if num == 0 || num != fds.len() {
-            return Err(format!("{num} regions with {} file descriptors", fds.len()));
+            return Err(MemTableError::RegionCount { regions: num, fds: fds.len() });
         }
         let mut regions = Vec::with_capacity(num);
         let mut mapped = Vec::with_capacity(num);
         for (i, fd) in fds.into_iter().enumerate() {
             let at = 8 + 32 * i;
-            let field = |k: usize| u64_at(payload, at + 8 * k).ok_or("short memory table");
+            let field = |k: usize| u64_at(payload, at + 8 * k).ok_or(MemTableError::Short);
             let r = Region { guest_addr: field(0)?, size: field(1)?, user_addr: field(2)?, mmap_offset: field(3)? };
             // mmap needs a page-aligned file offset: map from the page
             // boundary and place the region that much lower in guest
             // space (the extra bytes are the same file, harmless).
             let delta = r.mmap_offset % PAGE;
             if delta > r.guest_addr || r.size == 0 {
-                return Err(format!("region {i} {r:?} cannot be mapped"));
+                return Err(MemTableError::Unmappable { index: i, region: r });
             }
             let file = FileOffset::new(File::from(fd), r.mmap_offset - delta);
-            let region =
-                MmapRegion::from_file(file, (r.size + delta) as usize).map_err(|e| format!("mmap region {i}: {e}"))?;
-            let g = GuestRegionMmap::new(region, GuestAddress(r.guest_addr - delta))
-                .ok_or_else(|| format!("region {i} overflows the guest address space"))?;
+            let region = MmapRegion::from_file(file, (r.size + delta) as usize)
+                .map_err(|source| MemTableError::Mmap { index: i, source })?;
+            let g =
+                GuestRegionMmap::new(region, GuestAddress(r.guest_addr - delta)).ok_or(MemTableError::Overflow(i))?;
             mapped.push(g);
             regions.push(r);
         }
-        let mem = GuestMemoryMmap::from_regions(mapped).map_err(|e| format!("memory table: {e}"))?;
+        let mem = GuestMemoryMmap::from_regions(mapped).map_err(MemTableError::Layout)?;
         Ok(MemTable { regions, mem })
     }
 

@@ -7,6 +7,7 @@
 //! flag bits are the protocol version (1); bit 2 marks a reply, bit 3 asks
 //! for one.
 
+use crate::vhost_user::protocol_error::ProtocolError;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -261,13 +262,13 @@ impl MsgStream {
 
     /// The next complete message and its file descriptors, if one is
     /// buffered. `Err` for a payload larger than [`MAX_PAYLOAD`].
-    pub fn next_message(&mut self) -> Result<Option<(Message, Vec<OwnedFd>)>, String> {
+    pub fn next_message(&mut self) -> Result<Option<(Message, Vec<OwnedFd>)>, ProtocolError> {
         if self.buf.len() < HEADER_LEN {
             return Ok(None);
         }
         let size = u32_at(&self.buf, 8).unwrap() as usize;
         if size > MAX_PAYLOAD {
-            return Err(format!("payload of {size} bytes"));
+            return Err(ProtocolError::PayloadTooLarge { size });
         }
         if self.buf.len() < HEADER_LEN + size {
             return Ok(None);

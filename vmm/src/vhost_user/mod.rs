@@ -89,6 +89,7 @@
 pub mod backend;
 pub mod memory;
 pub mod message;
+pub mod protocol_error;
 
 pub use backend::{DeviceEvent, VhostUserBackend, VhostUserError, OFFERED_PROTOCOL_FEATURES};
 
