@@ -29,10 +29,32 @@ use crate::rng;
 /// Prefix of every key named in errors.
 pub const KEY_PREFIX: &str = "faults.network";
 
+/// A duration string that is not one (each variant carries the string).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// A unit other than ns, us/µs, ms or s.
+    #[error("unknown duration unit {unit:?} in {text:?} (use ns, us, ms or s)")]
+    UnknownUnit {
+        /// The unit as written.
+        unit: String,
+        /// The whole string.
+        text: String,
+    },
+    /// No digits, two decimal points, or digits that do not parse.
+    #[error("bad duration {0:?}")]
+    Malformed(String),
+    /// More than `u64::MAX` nanoseconds.
+    #[error("duration {0:?} too large")]
+    TooLarge(String),
+    /// A fraction of a nanosecond (`"1.5ns"`).
+    #[error("duration {0:?} is not a whole number of nanoseconds")]
+    FractionalNanoseconds(String),
+}
+
 /// Parses `"250ns"`, `"10us"`/`"10µs"`, `"1.5ms"`, `"2s"` or a bare integer
 /// (nanoseconds) into nanoseconds. Fractions are exact decimal arithmetic;
 /// a result that is not a whole number of nanoseconds is an error.
-pub fn parse_duration(s: &str) -> Result<u64, String> {
+pub fn parse_duration(s: &str) -> Result<u64, DurationError> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
     let (num, unit) = (s[..split].replace('_', ""), s[split..].trim());
@@ -41,30 +63,33 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
         "us" | "µs" => 1_000,
         "ms" => 1_000_000,
         "s" => 1_000_000_000,
-        _ => return Err(format!("unknown duration unit {unit:?} in {s:?} (use ns, us, ms or s)")),
+        _ => return Err(DurationError::UnknownUnit { unit: unit.to_string(), text: s.to_string() }),
     };
+    let malformed = || DurationError::Malformed(s.to_string());
+    let too_large = || DurationError::TooLarge(s.to_string());
     let (int, frac) = num.split_once('.').unwrap_or((&num, ""));
     if int.is_empty() && frac.is_empty() || frac.contains('.') {
-        return Err(format!("bad duration {s:?}"));
+        return Err(malformed());
     }
-    let parse = |d: &str| -> Result<u128, String> {
+    let parse = |d: &str| -> Result<u128, DurationError> {
         if d.is_empty() {
             Ok(0)
         } else {
-            d.parse::<u128>().map_err(|_| format!("bad duration {s:?}"))
+            d.parse::<u128>().map_err(|_| malformed())
         }
     };
-    let mut total = parse(int)?.checked_mul(scale).ok_or_else(|| format!("duration {s:?} too large"))?;
+    let mut total = parse(int)?.checked_mul(scale).ok_or_else(too_large)?;
     if !frac.is_empty() {
-        let den = 10u128.checked_pow(frac.len() as u32).ok_or_else(|| format!("bad duration {s:?}"))?;
-        let f = parse(frac)? * scale;
+        let den = 10u128.checked_pow(frac.len() as u32).ok_or_else(malformed)?;
+        // 38 fraction digits fit a u128, but not times 10^9.
+        let f = parse(frac)?.checked_mul(scale).ok_or_else(malformed)?;
         let (whole, rest) = (f / den, f % den);
         if rest > 0 {
-            return Err(format!("duration {s:?} is not a whole number of nanoseconds"));
+            return Err(DurationError::FractionalNanoseconds(s.to_string()));
         }
         total += whole;
     }
-    u64::try_from(total).map_err(|_| format!("duration {s:?} too large"))
+    u64::try_from(total).map_err(|_| too_large())
 }
 
 /// A duration in nanoseconds as written in TOML: integer ns or a string with unit.

@@ -72,6 +72,15 @@ fn durations() {
     assert!(parse_duration("1.5ns").is_err());
     assert!(parse_duration("ms").is_err());
     assert!(parse_duration("99999999999s").is_err());
+    // A fraction long enough to overflow the arithmetic is an error, not a panic.
+    assert_eq!(
+        parse_duration("0.99999999999999999999999999999999999999s"),
+        Err(netsim::config::DurationError::Malformed("0.99999999999999999999999999999999999999s".into()))
+    );
+    assert_eq!(
+        parse_duration("3fortnights"),
+        Err(netsim::config::DurationError::UnknownUnit { unit: "fortnights".into(), text: "3fortnights".into() })
+    );
 }
 
 #[test]
