@@ -220,7 +220,7 @@ impl HostEndpoint {
     }
 
     /// Starts requests while there are slots; `true` if any started.
-    fn fill(&mut self, now: u64, trace: &mut Trace) -> Result<bool, String> {
+    fn fill(&mut self, now: u64, trace: &mut Trace) -> Result<bool, HostFailure> {
         let mut any = false;
         while self.next < self.workload.total() && self.in_flight.len() < self.workload.concurrency as usize {
             let k = self.next;
@@ -233,8 +233,10 @@ impl HostEndpoint {
             let what = self.label(k);
             // Ports and targets are checked, so only "no free ephemeral
             // port" can fail here: that request fails.
-            let id =
-                self.client.http_request(to, r.port, &bytes).map_err(|e| format!("{what}: could not start: {e}"))?;
+            let id = self
+                .client
+                .http_request(to, r.port, &bytes)
+                .map_err(|why| HostFailure::NotStarted { what: what.clone(), why })?;
             trace.push(now, self.node().get(), EventKind::Note { text: format!("{what}: sent") });
             self.in_flight.insert(id, (k, now));
             any = true;
@@ -243,7 +245,7 @@ impl HostEndpoint {
     }
 
     /// The workload ends with a failure: nothing more starts or is checked.
-    fn fail(&mut self, why: String) -> HostOutcome {
+    fn fail(&mut self, why: HostFailure) -> HostOutcome {
         self.finished = true;
         self.in_flight.clear();
         HostOutcome::Failed(format!("the host workload failed: {why}"))
@@ -259,14 +261,14 @@ impl HostEndpoint {
             let what = self.label(k);
             let req = &self.workload.requests[k % self.workload.requests.len()];
             let took = (now - began) as f64 / 1e6;
-            let verdict = check(req, &result);
+            let verdict = check(&what, req, &result);
             let got = match &result {
                 Ok(r) => format!("{} {}, {} bytes in {took:.3} ms", r.status, r.reason, r.body.len()),
                 Err(e) => format!("no response after {took:.3} ms: {e}"),
             };
             trace.push(now, node, EventKind::Note { text: format!("{what}: {got}") });
             if let Err(why) = verdict {
-                return self.fail(format!("{what}: {why}"));
+                return self.fail(why);
             }
             self.completed += 1;
         }
@@ -290,37 +292,66 @@ impl HostEndpoint {
     }
 }
 
-/// Why a response does not meet its request's expectations.
-fn check(req: &HostRequest, result: &Result<HttpResponse, HttpError>) -> Result<(), String> {
+/// Why the host workload failed: a request that could not start, or a
+/// response that does not meet its request's expectations. Each says
+/// which request (`what`, as `HostEndpoint::label` names it).
+#[derive(Debug, PartialEq, thiserror::Error)]
+enum HostFailure {
+    /// The client could not open a connection (no free ephemeral port).
+    #[error("{what}: could not start: {why}")]
+    NotStarted { what: String, why: netsim::host::HostError },
+    /// The node refused the connection.
+    #[error(
+        "{what}: no response: connection refused (nothing listens on n{node}:{port}; if the server starts in the \
+         background, [workload.host] start_after gives it time)"
+    )]
+    Refused { what: String, node: u16, port: u16 },
+    /// Any other failed exchange (reset, timeout, a malformed response).
+    #[error("{what}: no response: {why}")]
+    NoResponse { what: String, why: HttpError },
+    /// Another status than `expect_status`.
+    #[error("{what}: expected status {expected}, got {status} {reason} (body: {body})")]
+    Status { what: String, expected: u16, status: u16, reason: String, body: String },
+    /// A body without `body_contains`.
+    #[error("{what}: the body does not contain {want:?} (status {status}, body: {body})")]
+    BodyLacks { what: String, want: String, status: u16, body: String },
+    /// A body other than `body_file`'s bytes.
+    #[error(
+        "{what}: the body differs from body_file: {len} bytes, expected {expected_len}, first difference at byte \
+         {at} (body: {body})"
+    )]
+    BodyDiffers { what: String, len: usize, expected_len: usize, at: usize, body: String },
+}
+
+/// Checks an exchange of request `what` against its request's expectations.
+fn check(what: &str, req: &HostRequest, result: &Result<HttpResponse, HttpError>) -> Result<(), HostFailure> {
+    let what = what.to_string();
     let r = match result {
         Ok(r) => r,
         Err(HttpError::Conn(netsim::host::ConnError::Refused)) => {
-            return Err(format!(
-                "no response: connection refused (nothing listens on n{}:{}; if the server starts in the \
-                 background, [workload.host] start_after gives it time)",
-                req.node, req.port
-            ))
+            return Err(HostFailure::Refused { what, node: req.node, port: req.port })
         }
-        Err(e) => return Err(format!("no response: {e}")),
+        Err(e) => return Err(HostFailure::NoResponse { what, why: e.clone() }),
     };
-    let body = || excerpt(&r.body);
+    let body = excerpt(&r.body);
     if r.status != req.expect_status {
-        return Err(format!("expected status {}, got {} {} (body: {})", req.expect_status, r.status, r.reason, body()));
+        return Err(HostFailure::Status {
+            what,
+            expected: req.expect_status,
+            status: r.status,
+            reason: r.reason.clone(),
+            body,
+        });
     }
     if let Some(want) = &req.body_contains {
         if !r.text().contains(want.as_str()) {
-            return Err(format!("the body does not contain {want:?} (status {}, body: {})", r.status, body()));
+            return Err(HostFailure::BodyLacks { what, want: want.clone(), status: r.status, body });
         }
     }
     if let Some(want) = &req.body_equals {
         if r.body != *want {
             let at = r.body.iter().zip(want).position(|(a, b)| a != b).unwrap_or(r.body.len().min(want.len()));
-            return Err(format!(
-                "the body differs from body_file: {} bytes, expected {}, first difference at byte {at} (body: {})",
-                r.body.len(),
-                want.len(),
-                body()
-            ));
+            return Err(HostFailure::BodyDiffers { what, len: r.body.len(), expected_len: want.len(), at, body });
         }
     }
     Ok(())
@@ -360,9 +391,12 @@ mod tests {
 
     #[test]
     fn responses_are_checked_against_the_expectations() {
+        let check = |req: &HostRequest, result: &Result<HttpResponse, HttpError>| {
+            check("request 1/1", req, result).map_err(|e| e.to_string())
+        };
         assert_eq!(check(&req(), &resp(200, "say hello")), Ok(()));
         let e = check(&req(), &resp(404, "missing")).unwrap_err();
-        assert!(e.contains("expected status 200, got 404") && e.contains("missing"), "{e}");
+        assert!(e.starts_with("request 1/1: expected status 200, got 404") && e.contains("missing"), "{e}");
         let e = check(&req(), &resp(200, "bye")).unwrap_err();
         assert!(e.contains("does not contain \"hello\""), "{e}");
         let mut r = req();
