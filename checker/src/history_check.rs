@@ -34,6 +34,23 @@ pub enum HistoryModel {
     },
 }
 
+/// A `--model`/`--consistency` (or `[check]`) pair that names no check.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModelNameError {
+    /// Not one of [`HistoryModel::NAMES`].
+    #[error("unknown model {0:?} (expected one of: register, list-append, rw-register)")]
+    UnknownModel(String),
+    /// Not a consistency model txncheck knows.
+    #[error(transparent)]
+    UnknownConsistency(#[from] txncheck::model::UnknownName),
+    /// A consistency model with the register model.
+    #[error(
+        "a consistency model applies to the transactional models (list-append, rw-register); the register model \
+         is checked for linearizability"
+    )]
+    ConsistencyOfRegister,
+}
+
 impl HistoryModel {
     /// The consistency a transactional model is checked against unless told.
     pub const DEFAULT_CONSISTENCY: txncheck::Consistency = txncheck::Consistency::Serializable;
@@ -43,24 +60,19 @@ impl HistoryModel {
 
     /// The model called `name` (one of [`Self::NAMES`]), checked against
     /// `consistency` (a transactional model only; `None`:
-    /// [`Self::DEFAULT_CONSISTENCY`]). The error is the message, without
-    /// saying where the names came from.
-    pub fn from_names(name: &str, consistency: Option<&str>) -> Result<HistoryModel, String> {
+    /// [`Self::DEFAULT_CONSISTENCY`]). The error does not say where the
+    /// names came from.
+    pub fn from_names(name: &str, consistency: Option<&str>) -> Result<HistoryModel, ModelNameError> {
         let model = match name {
             "register" => None,
-            other => Some(
-                other
-                    .parse::<txncheck::Model>()
-                    .map_err(|_| format!("unknown model {other:?} (expected one of: {})", Self::NAMES.join(", ")))?,
-            ),
+            other => {
+                Some(other.parse::<txncheck::Model>().map_err(|_| ModelNameError::UnknownModel(other.to_string()))?)
+            }
         };
-        let consistency =
-            consistency.map(str::parse::<txncheck::Consistency>).transpose().map_err(|e| e.to_string())?;
+        let consistency = consistency.map(str::parse::<txncheck::Consistency>).transpose()?;
         match (model, consistency) {
             (None, None) => Ok(HistoryModel::Register),
-            (None, Some(_)) => Err("a consistency model applies to the transactional models (list-append, \
-                 rw-register); the register model is checked for linearizability"
-                .into()),
+            (None, Some(_)) => Err(ModelNameError::ConsistencyOfRegister),
             (Some(model), c) => Ok(HistoryModel::Txn { model, consistency: c.unwrap_or(Self::DEFAULT_CONSISTENCY) }),
         }
     }
@@ -369,11 +381,12 @@ mod tests {
     #[test]
     fn model_names_and_edn_detection() {
         assert_eq!(HistoryModel::from_names("register", None), Ok(HistoryModel::Register));
-        let e = HistoryModel::from_names("register", Some("serializable")).unwrap_err();
+        let e = HistoryModel::from_names("register", Some("serializable")).unwrap_err().to_string();
         assert!(e.contains("transactional models"), "{e}");
-        let e = HistoryModel::from_names("bank", None).unwrap_err();
+        let e = HistoryModel::from_names("bank", None).unwrap_err().to_string();
         assert!(e.contains("\"bank\"") && e.contains("register, list-append, rw-register"), "{e}");
-        let e = HistoryModel::from_names("rw-register", Some("linearizable")).unwrap_err();
+        assert_eq!(HistoryModel::NAMES.join(", "), "register, list-append, rw-register", "the error's list");
+        let e = HistoryModel::from_names("rw-register", Some("linearizable")).unwrap_err().to_string();
         assert!(e.contains("\"linearizable\"") && e.contains("strict-serializable"), "{e}");
         assert_eq!(
             HistoryModel::from_names("rw-register", Some("snapshot-isolation")).unwrap().invariant(),
