@@ -56,7 +56,7 @@ pub fn write_execution(dir: &Path, cluster: &Cluster, result: &ExecutionResult) 
     // history.edn when the node printed Jepsen's EDN (`simcluster check`
     // reads either by its name).
     if let Some(i) = cluster.history_node {
-        if let Some(h) = checker::history_check::history_lines(result.trace.events(), (i + 1) as u16) {
+        if let Some(h) = checker::history_check::history_lines(result.trace.events(), engine::NodeIdx::number_of(i)) {
             let name = if checker::history_check::looks_like_edn(&h) { "history.edn" } else { "history.jsonl" };
             write_atomic(&dir.join(name), h.as_bytes())?;
         }
@@ -87,7 +87,7 @@ pub fn write_report(
         // The engine's verdict: the report marks the event it names.
         failure: result.verdict.failure().cloned(),
         node_names: report_node_names(cluster),
-        history: cluster.history_node.map(|n| ((n + 1) as u16, cluster.history_model)),
+        history: cluster.history_node.map(|n| (engine::NodeIdx::number_of(n), cluster.history_model)),
     };
     let events = result.trace.events();
     write_atomic(&dir.join("report.html"), report::render_html(&meta, events).as_bytes())?;

@@ -13,6 +13,7 @@ use netsim::DeliveryId;
 
 use crate::strategy::{ActionKind, EnabledAction};
 use crate::trace::ENGINE;
+use crate::NodeIdx;
 
 /// Something the engine can do at the current instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +48,7 @@ pub(super) struct Enabled {
 }
 
 fn node_id(i: usize) -> u16 {
-    (i + 1) as u16
+    NodeIdx::number_of(i)
 }
 
 impl Enabled {

@@ -15,6 +15,7 @@ use crate::host::HostOutcome;
 use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::EngineError;
 use crate::trace::{DiskOp, DropCause, EventKind};
+use crate::NodeIdx;
 
 impl Execution<'_> {
     /// Applies `action` at `self.now`.
@@ -27,7 +28,7 @@ impl Execution<'_> {
             Action::Deliver(id) => self.deliver(id)?,
             Action::Crash(i) => self.crash(i)?,
             Action::Restart(i) => {
-                self.trace.push(now, (i + 1) as u16, EventKind::Restart);
+                self.trace.push(now, NodeIdx::number_of(i), EventKind::Restart);
                 self.nodes[i].boot(self.seed)?;
                 self.nodes[i].connect(now, self.spec.connect_timeout)?;
                 self.record_node_clock(i);
@@ -81,7 +82,7 @@ impl Execution<'_> {
     fn crash(&mut self, i: usize) -> Result<(), EngineError> {
         let now = self.now;
         self.crashes += 1;
-        let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
+        let id = NodeIdx::new(i).net_id();
         let crash = self.crashes;
         let name = self.nodes[i].name.clone();
         if !self.nodes[i].running.is_empty() {
@@ -89,12 +90,12 @@ impl Execution<'_> {
                 "the crash kills {name}'s running command(s) {}; sent again once {name} is ready",
                 self.nodes[i].running.join(", ")
             );
-            self.trace.push(now, (i + 1) as u16, EventKind::Note { text });
+            self.trace.push(now, NodeIdx::number_of(i), EventKind::Note { text });
         }
         if self.nodes[i].paused_until.is_some() {
             // Its paused processes die with it (`Node::power_off`).
             let text = format!("the crash ends {name}'s pause");
-            self.trace.push(now, (i + 1) as u16, EventKind::Note { text });
+            self.trace.push(now, NodeIdx::number_of(i), EventKind::Note { text });
         }
         let disk = self.nodes[i].power_off(now)?;
         let detail = match (disk, &self.spec.disk) {
@@ -132,7 +133,7 @@ impl Execution<'_> {
     /// what it did: output, disk completions, frames, agent messages.
     fn run_node(&mut self, i: usize) -> Result<(), EngineError> {
         let now = self.now;
-        let node_no = (i + 1) as u16;
+        let node_no = NodeIdx::number_of(i);
         self.trace.push(now, node_no, EventKind::run());
         self.grants += 1;
         let time_of_day = self.nodes[i].clock.time_of_day();
@@ -209,7 +210,7 @@ impl Execution<'_> {
     /// Moves a node's stamped output into the trace: console lines as
     /// events, control lines parsed into agent messages.
     pub(crate) fn record_output(&mut self, i: usize, output: Vec<GuestOutput>) {
-        let node_no = (i + 1) as u16;
+        let node_no = NodeIdx::number_of(i);
         for o in output {
             match o.stream {
                 OutputStream::Console => {
@@ -243,12 +244,12 @@ impl Execution<'_> {
                 disksim::RequestKind::Flush => DiskOp::Flush,
             };
             let (id, sector, sectors) = (c.request.id.0, c.request.sector, c.request.sectors);
-            self.trace.push(c.completed, (i + 1) as u16, EventKind::Disk { id, op, sector, sectors });
+            self.trace.push(c.completed, NodeIdx::number_of(i), EventKind::Disk { id, op, sector, sectors });
             if let Some(f) = c.fault {
                 self.disk_fault_counts.count(&f);
                 let detail = disk::describe_fault(&f, &c.request);
                 let fault = disk::fault_kind(&f);
-                self.trace.push(c.completed, (i + 1) as u16, EventKind::DiskFault { id, fault, detail });
+                self.trace.push(c.completed, NodeIdx::number_of(i), EventKind::DiskFault { id, fault, detail });
             }
         }
     }

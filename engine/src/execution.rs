@@ -28,6 +28,7 @@ use crate::steps::StepLog;
 use crate::strategy::{default_choice, ActionKind, Decision, EnabledAction, Strategy};
 use crate::time::VirtualTime;
 use crate::trace::{EventKind, Trace};
+use crate::NodeIdx;
 use simrng::streams::BOOT_CHOICE as BOOT_CHOICE_STREAM;
 
 /// Progress of the cluster through its script.
@@ -212,7 +213,7 @@ fn node_config(spec: &ExecutionSpec, i: usize, peers: &str, clock: &NodeClock) -
         kernel: spec.kernel.clone(),
         initrd: spec.initrd.clone(),
         mem_mb: spec.mem_mb,
-        node_id: (i + 1) as u16,
+        node_id: NodeIdx::number_of(i),
         run_dir: spec.scratch.join(name),
         init_env,
         extra_args: if spec.runtime == RuntimeKind::Uml { spec.uml_args.clone() } else { vec![] },
@@ -329,7 +330,7 @@ impl<'a> Execution<'a> {
         };
         for i in 0..ex.nodes.len() {
             ex.nodes[i].connect(0, spec.connect_timeout)?;
-            ex.trace.push(0, (i + 1) as u16, EventKind::Boot);
+            ex.trace.push(0, NodeIdx::number_of(i), EventKind::Boot);
             ex.record_node_clock(i);
         }
         Ok(ex)
@@ -599,7 +600,7 @@ impl<'a> Execution<'a> {
         let now = self.now;
         for (i, n) in self.nodes.iter_mut().enumerate() {
             if let Some(line) = n.console.finish() {
-                self.trace.push(now, (i + 1) as u16, EventKind::Console { text: line });
+                self.trace.push(now, NodeIdx::number_of(i), EventKind::Console { text: line });
             }
         }
         let spec = self.spec;

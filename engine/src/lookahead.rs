@@ -46,6 +46,7 @@ use vmm::node::FreeRuns;
 use crate::execution::Execution;
 use crate::spec::{EngineError, Lookahead};
 use crate::strategy::{ActionKind, EnabledAction};
+use crate::NodeIdx;
 
 impl Execution<'_> {
     /// The time before which node `i` (0-based), granted now, may take its
@@ -125,7 +126,7 @@ impl Execution<'_> {
         free: FreeRuns,
         bound: Option<u64>,
     ) -> Result<(), EngineError> {
-        let node = (i + 1) as u16;
+        let node = NodeIdx::number_of(i);
         let bound = bound.unwrap_or(self.now);
         if free.last >= bound {
             return Err(EngineError::RanAhead { node, last: free.last, bound });

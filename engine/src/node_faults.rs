@@ -7,6 +7,7 @@ use crate::execution::Execution;
 use crate::faults::{below, between};
 use crate::spec::EngineError;
 use crate::trace::EventKind;
+use crate::NodeIdx;
 
 impl Execution<'_> {
     /// The workload starts: draw when pauses and clock jumps become
@@ -24,7 +25,7 @@ impl Execution<'_> {
 
     /// Records node `i`'s clock hardware at one of its boots.
     pub(crate) fn record_node_clock(&mut self, i: usize) {
-        let (now, node) = (self.now, (i + 1) as u16);
+        let (now, node) = (self.now, NodeIdx::number_of(i));
         let clock = self.nodes[i].clock;
         if let Some(offset_ns) = clock.offset_ns {
             self.faults.counts.clock_offsets += 1;
@@ -46,7 +47,7 @@ impl Execution<'_> {
         let p = &self.spec.explore.pause;
         let n = &self.nodes[i];
         let time = self.faults.pause_not_before.is_some_and(|t| self.now >= t);
-        let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
+        let id = NodeIdx::new(i).net_id();
         let sending = self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
         time && self.faults.counts.pauses < p.max
             && !self.calm
@@ -76,14 +77,14 @@ impl Execution<'_> {
         f.counts.pauses += 1;
         let resume_at = now + length;
         self.nodes[i].paused_until = Some(resume_at);
-        self.trace.push(now, (i + 1) as u16, EventKind::Pause { resume_at });
+        self.trace.push(now, NodeIdx::number_of(i), EventKind::Pause { resume_at });
         self.control(i, &AgentCommand::Pause)
     }
 
     /// Continues node `i`'s paused start command.
     pub(crate) fn resume(&mut self, i: usize) -> Result<(), EngineError> {
         self.nodes[i].paused_until = None;
-        self.trace.push(self.now, (i + 1) as u16, EventKind::Resume);
+        self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Resume);
         self.control(i, &AgentCommand::Resume)
     }
 
@@ -125,7 +126,7 @@ impl Execution<'_> {
             (None, None) => unreachable!("clock jumps are enabled only with a bump or a strobe"),
         };
         f.clock_not_before = Some(now + below(&mut f.clock_rng, c.span_ns));
-        self.trace.push(now, (i + 1) as u16, event);
+        self.trace.push(now, NodeIdx::number_of(i), event);
         self.control(i, &command)
     }
 }

@@ -16,6 +16,7 @@
 
 use crate::actions::Enabled;
 use crate::execution::Execution;
+use crate::NodeIdx;
 
 /// Everything due at some virtual time, as of the start of a step. One
 /// value lives as long as its execution and is refilled every step, so
@@ -155,7 +156,7 @@ impl Execution<'_> {
         }
         for i in self.spec.explore.crashable.iter().map(|n| n.index()) {
             let n = &self.nodes[i];
-            let id = netsim::NodeId::new((i + 1) as u16).expect("node ids fit");
+            let id = NodeIdx::new(i).net_id();
             let sending = self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
             let vm = n.vm.as_ref();
             let volatile = vm.and_then(|v| v.disk()).is_some_and(|d| d.volatile_writes().next().is_some());

@@ -10,6 +10,7 @@ use crate::execution::{Execution, Phase};
 use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::{EngineError, HistoryCheck, HistoryOutcome};
 use crate::trace::EventKind;
+use crate::NodeIdx;
 
 impl Execution<'_> {
     /// Every node is ready: the workload starts, and so does the time from
@@ -73,7 +74,7 @@ impl Execution<'_> {
             self.nodes[i].deferred.push(name.to_string());
             return Ok(());
         }
-        self.trace.push(self.now, (i + 1) as u16, EventKind::Command { name: name.to_string() });
+        self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Command { name: name.to_string() });
         // Checks start after the quiet period's settle time, which the
         // agent sleeps in the guest's virtual time (also after a restart).
         let mut line = match (self.phase, self.spec.explore.quiet_settle_ns) {
@@ -127,7 +128,7 @@ impl Execution<'_> {
     /// Reacts to one agent message; may decide the verdict.
     pub(crate) fn on_agent_message(&mut self, from: usize, msg: AgentMsg) -> Result<(), EngineError> {
         let name = self.nodes[from].name.clone();
-        let node = (from + 1) as u16;
+        let node = NodeIdx::number_of(from);
         let now = self.now;
         match msg {
             AgentMsg::Ready => {
@@ -217,7 +218,7 @@ impl Execution<'_> {
     /// transactions).
     pub(crate) fn check_history(&mut self, hc: &HistoryCheck) {
         let node = hc.node.index();
-        let node_no = (node + 1) as u16;
+        let node_no = NodeIdx::number_of(node);
         let HistoryOutcome { ok, note, anomalies } = (hc.check)(self.trace.events(), node_no);
         self.anomalies = anomalies;
         let name = hc.invariant.clone();

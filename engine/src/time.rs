@@ -124,6 +124,17 @@ impl NodeIdx {
     pub fn number(self) -> u16 {
         self.0 + 1
     }
+
+    /// The 1-based number of the node at 0-based `index`: what the trace
+    /// records for it. Panics past 65534 nodes.
+    pub fn number_of(index: usize) -> u16 {
+        NodeIdx::new(index).number()
+    }
+
+    /// Its address on the simulated network (the same 1-based number).
+    pub fn net_id(self) -> netsim::NodeId {
+        netsim::NodeId::new(self.number()).expect("a node number is never 0")
+    }
 }
 
 impl fmt::Display for NodeIdx {

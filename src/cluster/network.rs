@@ -51,7 +51,7 @@ impl PartitionSection {
                 .map(|name| {
                     let i = if has_host && name == "host" { Some(usize::from(n)) } else { parse_node_name(name, n) };
                     let also = if has_host { ", and host" } else { "" };
-                    i.and_then(|i| netsim::NodeId::new((i + 1) as u16))
+                    i.map(|i| engine::NodeIdx::new(i).net_id())
                         .ok_or_else(|| format!("{what}: {name:?}: no such node (nodes are n1..n{n}{also})"))
                 })
                 .collect()

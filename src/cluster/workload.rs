@@ -219,7 +219,7 @@ fn host_request(what: &str, r: &HostRequestSection, n: u16, dir: &Path) -> Resul
         }
     };
     Ok(HostRequest {
-        node: (i + 1) as u16,
+        node: engine::NodeIdx::number_of(i),
         port: r.port,
         method,
         path,
