@@ -125,7 +125,8 @@ pub mod backend_req {
     pub const VRING_CALL: u32 = 4;
 }
 
-/// Requests that carry file descriptors (and how many at most).
+/// Whether a request of this type carries file descriptors (the buffered
+/// ones are handed to it; [`MAX_FDS`] bounds how many one message brings).
 pub fn carries_fds(request: u32) -> bool {
     matches!(
         request,
