@@ -354,7 +354,11 @@ EOF
         echo "mkdir -p /nested-results/exits-$n-$i"
         log_env="SIMCLUSTER_KVM_EXIT_LOG=/nested-results/exits-$n-$i"
       fi
-      echo "step 'run-$n-$i' env $log_env timeout 900 '$bin' run --quiet --runtime kvm --watchdog 300 --images 'guest-images/$c' --seed 1 --out /nested-results/out-$n-$i"
+      # One run's limit: db-cluster's execution on KVM under TCG, with the
+      # crash-state siblings it has explored since the crash-point fix,
+      # took 834 s on a busy 2-core host (2026-11-27: the full tier's
+      # gallery beside it); 900 s cut the second run short.
+      echo "step 'run-$n-$i' env $log_env timeout 2400 '$bin' run --quiet --runtime kvm --watchdog 300 --images 'guest-images/$c' --seed 1 --out /nested-results/out-$n-$i"
     done
   done
   if [ -n "$bench" ]; then
