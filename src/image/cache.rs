@@ -76,6 +76,28 @@ pub fn publish(tmp: &Path, fin: &Path) -> std::io::Result<()> {
     std::fs::rename(tmp, fin)
 }
 
+/// Builds cache entry `entry` in a fresh temporary sibling
+/// (`ENTRY.build-PID`): `build` fills it and returns the directory to
+/// publish (the sibling itself or a directory inside it), which is renamed
+/// to `entry`; the sibling is removed whatever happens, so a failed or
+/// interrupted build never leaves a half-built entry under its final name.
+/// `what` names the artefact in the error of a failed rename.
+pub fn build_entry(
+    entry: &Path,
+    what: &str,
+    build: impl FnOnce(&Path) -> anyhow::Result<PathBuf>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let work = entry.with_extension(format!("build-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    let result = build(&work).and_then(|built| {
+        publish(&built, entry).with_context(|| format!("cannot move {what} into {}", entry.display()))
+    });
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
 /// An exclusive lock on a cache entry, held while it is built, so two
 /// simcluster processes never build the same artefact at once (the second
 /// waits, then finds it built). Released on drop.

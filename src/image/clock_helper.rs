@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::cache::{cache_root, publish, BuildLock, KeyHasher};
+use super::cache::{build_entry, cache_root, BuildLock, KeyHasher};
 
 /// The helper's source, compiled into simcluster.
 pub const SOURCE: &str = include_str!("clock.c");
@@ -71,10 +71,7 @@ pub fn ensure(cluster_file: &Path, quiet: bool) -> Result<ClockHelper> {
 
 /// Compiles into a temporary sibling of `dir`, then moves it into place.
 fn compile(cc: &std::ffi::OsStr, dir: &Path) -> Result<()> {
-    let work = dir.with_extension(format!("build-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work)?;
-    let result = (|| -> Result<()> {
+    build_entry(dir, "the clock helper", |work| {
         let src = work.join("clock.c");
         std::fs::write(&src, SOURCE)?;
         let out = Command::new(cc)
@@ -88,10 +85,8 @@ fn compile(cc: &std::ffi::OsStr, dir: &Path) -> Result<()> {
             bail!("cc could not build the clock helper /sim/clock: {}", String::from_utf8_lossy(&out.stderr).trim());
         }
         std::fs::remove_file(&src)?;
-        publish(&work, dir).with_context(|| format!("cannot move the clock helper into {}", dir.display()))
-    })();
-    let _ = std::fs::remove_dir_all(&work);
-    result
+        Ok(work.to_path_buf())
+    })
 }
 
 #[cfg(test)]

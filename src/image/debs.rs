@@ -19,7 +19,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::apt::{Archive, Pin, ResolveError};
-use super::cache::{cache_root, publish, BuildLock, KeyHasher};
+use super::cache::{build_entry, cache_root, BuildLock, KeyHasher};
 use super::host::{apt_install, have_program, is_root, run_capture};
 use crate::cluster::ImageSection;
 
@@ -105,12 +105,7 @@ impl PackageSet {
             Base::Unpacked => "unpacked",
             Base::Configured => "configured-1",
         });
-        for p in &self.pins {
-            key.add_str(&p.name).add_str(&p.version).add_str(&p.sha256);
-        }
-        for c in &self.customize {
-            key.add_str("customize").add_str(c);
-        }
+        self.add_closure_and_hooks(key);
         for g in &self.exclude {
             key.add_str("exclude").add_str(g);
         }
@@ -155,16 +150,10 @@ impl PackageSet {
         if !entry.is_dir() {
             let _lock = BuildLock::acquire(&entry, true)?;
             if !entry.is_dir() {
-                let work = entry.with_extension(format!("build-{}", std::process::id()));
-                let _ = std::fs::remove_dir_all(&work);
-                std::fs::create_dir_all(&work)?;
-                let built = self.mmdebstrap(&work.join("root"), report).and_then(|()| {
-                    publish(&work, &entry).with_context(|| format!("cannot move the base into {}", entry.display()))
-                });
-                if built.is_err() {
-                    let _ = std::fs::remove_dir_all(&work);
-                }
-                built?;
+                build_entry(&entry, "the configured base", |work| {
+                    self.mmdebstrap(&work.join("root"), report)?;
+                    Ok(work.to_path_buf())
+                })?;
             }
         }
         report("copying the configured packages from the cache");
@@ -180,13 +169,18 @@ impl PackageSet {
     fn configured_key(&self) -> String {
         let mut key = KeyHasher::new("configured-base-1");
         key.add_str(&self.suite);
+        self.add_closure_and_hooks(&mut key);
+        key.finish()
+    }
+
+    /// The pinned closure and the customize hooks, in both keys above.
+    fn add_closure_and_hooks(&self, key: &mut KeyHasher) {
         for p in &self.pins {
             key.add_str(&p.name).add_str(&p.version).add_str(&p.sha256);
         }
         for c in &self.customize {
             key.add_str("customize").add_str(c);
         }
-        key.finish()
     }
 
     fn mmdebstrap(&self, root: &Path, report: &dyn Fn(&str)) -> Result<()> {

@@ -24,7 +24,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cluster::{Cluster, RootMode};
-use cache::{cache_root, publish, sha256_file, KeyHasher};
+use cache::{cache_root, sha256_file, KeyHasher};
 
 /// Bump when the root filesystem layout or agent protocol changes.
 const ROOTFS_RECIPE: &str = "rootfs-4";
@@ -255,11 +255,8 @@ fn build_rootfs(
     let pb = if quiet { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
     pb.set_style(ProgressStyle::with_template("rootfs: {spinner} {elapsed} {msg}").unwrap());
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
-    let work = final_dir.with_extension(format!("build-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    let root = work.join("root");
-    std::fs::create_dir_all(&work)?;
-    let result = (|| -> Result<()> {
+    let result = cache::build_entry(final_dir, "the image", |work| {
+        let root = work.join("root");
         let report = |msg: &str| pb.set_message(msg.to_string());
         let run_config = match container {
             None => {
@@ -271,7 +268,7 @@ fn build_rootfs(
             }
             Some(source) => {
                 report("unpacking the container image");
-                let opened = oci::open(source, &cluster.file, &work)?;
+                let opened = oci::open(source, &cluster.file, work)?;
                 oci::unpack(&opened, source, &cluster.file, &root)?;
                 // simcluster's own static busybox, from the Debian package.
                 report("adding simcluster's busybox");
@@ -311,11 +308,9 @@ fn build_rootfs(
                 write_initramfs(&boot, &out.join(RootLayout::BOOT))?;
             }
         }
-        publish(&out, final_dir).with_context(|| format!("cannot move the image into {}", final_dir.display()))?;
-        Ok(())
-    })();
+        Ok(out)
+    });
     pb.finish_and_clear();
-    let _ = std::fs::remove_dir_all(&work);
     result
 }
 
