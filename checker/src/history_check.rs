@@ -38,7 +38,7 @@ pub enum HistoryModel {
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ModelNameError {
     /// Not one of [`HistoryModel::NAMES`].
-    #[error("unknown model {0:?} (expected one of: register, list-append, rw-register)")]
+    #[error("unknown model {0:?} (expected one of: {names})", names = HistoryModel::NAMES.join(", "))]
     UnknownModel(String),
     /// Not a consistency model txncheck knows.
     #[error(transparent)]
@@ -152,18 +152,14 @@ pub fn history_lines(events: &[Event], node: u16) -> Option<String> {
             Some(HistoryMarker::Begin) => {
                 inside = true;
                 block = Some(String::new());
-                continue;
             }
-            Some(HistoryMarker::End) => {
-                inside = false;
-                continue;
+            Some(HistoryMarker::End) => inside = false,
+            None if inside && l.starts_with('{') => {
+                let b = block.as_mut().expect("set at begin");
+                b.push_str(l);
+                b.push('\n');
             }
             None => {}
-        }
-        if inside && l.starts_with('{') {
-            let b = block.as_mut().expect("set at begin");
-            b.push_str(l);
-            b.push('\n');
         }
     }
     block
