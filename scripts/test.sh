@@ -89,7 +89,7 @@ trap 'exit 130' INT TERM
 # A lane that is busy for its wall seconds but uses fewer CPU seconds
 # waited (on the network, a timer, another process).
 stage() {
-  local name=$1 t0 rc cpu times_file=$work/times.$BASHPID
+  local name=$1 t0 rc secs cpu times_file=$work/times.$BASHPID
   shift
   echo "== $name: $*"
   t0=$(date +%s)
@@ -100,10 +100,11 @@ stage() {
     exit $rc
   )
   rc=$?
+  secs=$(($(date +%s) - t0))
   # `times`' second line: children's user and system time, "1m2.5s 0m3.1s".
   cpu=$(awk 'NR == 2 {s = 0; for (i = 1; i <= 2; i++) {split($i, p, "m"); s += p[1] * 60 + p[2]} printf "%d", s + 0.5}' "$times_file" 2>/dev/null)
-  echo "$name $rc $(($(date +%s) - t0)) ${cpu:-?}" >>"$stages"
-  echo "== $name: $([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)") in $(($(date +%s) - t0)) s (CPU ${cpu:-?} s)"
+  echo "$name $rc $secs ${cpu:-?}" >>"$stages"
+  echo "== $name: $([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)") in $secs s (CPU ${cpu:-?} s)"
   return $rc
 }
 failed() { awk '$2 != 0 {print $1}' "$stages"; }
