@@ -47,13 +47,9 @@ pub(super) struct Enabled {
     pub desc: EnabledAction,
 }
 
-fn node_id(i: usize) -> u16 {
-    NodeIdx::number_of(i)
-}
-
 impl Enabled {
     pub fn run(i: usize, due: u64) -> Enabled {
-        Enabled { action: Action::Run(i), desc: EnabledAction::new(node_id(i), ActionKind::RunNode, due) }
+        Enabled { action: Action::Run(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::RunNode, due) }
     }
     /// The host client's poll looks like a node run to a strategy: node
     /// N+1, [`ActionKind::RunNode`].
@@ -73,7 +69,7 @@ impl Enabled {
         Enabled { action: Action::NetworkFault { heal }, desc: EnabledAction::new(ENGINE, kind, due) }
     }
     pub fn crash(i: usize, now: u64) -> Enabled {
-        Enabled { action: Action::Crash(i), desc: EnabledAction::new(node_id(i), ActionKind::Crash, now) }
+        Enabled { action: Action::Crash(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Crash, now) }
     }
     /// Marks the action as falling in a window where it matters most (see
     /// [`EnabledAction::at_risk`]).
@@ -82,21 +78,27 @@ impl Enabled {
         self
     }
     pub fn restart(i: usize, due: u64) -> Enabled {
-        Enabled { action: Action::Restart(i), desc: EnabledAction::new(node_id(i), ActionKind::Restart, due) }
+        Enabled {
+            action: Action::Restart(i),
+            desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Restart, due),
+        }
     }
     pub fn pause(i: usize, now: u64) -> Enabled {
-        Enabled { action: Action::Pause(i), desc: EnabledAction::new(node_id(i), ActionKind::Pause, now) }
+        Enabled { action: Action::Pause(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Pause, now) }
     }
     pub fn resume(i: usize, due: u64) -> Enabled {
-        Enabled { action: Action::Resume(i), desc: EnabledAction::new(node_id(i), ActionKind::Resume, due) }
+        Enabled { action: Action::Resume(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Resume, due) }
     }
     pub fn clock_jump(i: usize, now: u64) -> Enabled {
-        Enabled { action: Action::ClockJump(i), desc: EnabledAction::new(node_id(i), ActionKind::ClockJump, now) }
+        Enabled {
+            action: Action::ClockJump(i),
+            desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::ClockJump, now),
+        }
     }
     pub fn complete_disk(i: usize, request: u64, due: u64) -> Enabled {
         Enabled {
             action: Action::CompleteDisk(i, request),
-            desc: EnabledAction::new(node_id(i), ActionKind::CompleteDisk, due),
+            desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::CompleteDisk, due),
         }
     }
 }
