@@ -161,19 +161,15 @@ impl Latency {
         }
     }
 
-    /// Checks the ranges; `key` is the dotted key of this value.
-    pub fn validate(&self, key: &str) -> Result<(), ConfigError> {
+    /// Checks the ranges; `key` is this value's key.
+    pub fn validate(&self, key: &ConfigKey) -> Result<(), ConfigError> {
         match *self {
             Latency::Fixed(_) => Ok(()),
-            Latency::Uniform { min, max } if min > max => {
-                Err(ConfigError::LatencyRange { key: key.to_string(), min, max })
-            }
+            Latency::Uniform { min, max } if min > max => Err(ConfigProblem::LatencyRange { min, max }.at(key)),
             Latency::Uniform { .. } => Ok(()),
-            Latency::Exponential { min, max, .. } if min > max => {
-                Err(ConfigError::LatencyRange { key: key.to_string(), min, max })
-            }
+            Latency::Exponential { min, max, .. } if min > max => Err(ConfigProblem::LatencyRange { min, max }.at(key)),
             Latency::Exponential { min, mean, max } if mean < min || mean > max => {
-                Err(ConfigError::LatencyMean { key: key.to_string(), min, mean, max })
+                Err(ConfigProblem::LatencyMean { min, mean, max }.at(key))
             }
             Latency::Exponential { .. } => Ok(()),
         }
@@ -385,32 +381,85 @@ impl Default for NetConfig {
     }
 }
 
-/// A value in `[faults.network]` that cannot be used. Every variant names its key.
+/// A value in `[faults.network]` that cannot be used: which key, and what
+/// is wrong with it.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum ConfigError {
+#[error("{key}: {problem}")]
+pub struct ConfigError {
+    /// The key the problem is at.
+    pub key: ConfigKey,
+    /// What is wrong there.
+    pub problem: ConfigProblem,
+}
+
+/// A key below `[faults.network]`, segment by segment (`links`, `"1-2"`,
+/// `loss`). It displays in dotted TOML form from the top of cluster.toml,
+/// `faults.network.links."1-2".loss`: a segment is bare when it is an
+/// identifier (see `is_identifier`), else a quoted string.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConfigKey(Vec<String>);
+
+impl ConfigKey {
+    /// `[faults.network]` itself.
+    pub fn root() -> ConfigKey {
+        ConfigKey(Vec::new())
+    }
+
+    /// This key, then `segment`.
+    pub fn then(&self, segment: impl Into<String>) -> ConfigKey {
+        let mut k = self.clone();
+        k.0.push(segment.into());
+        k
+    }
+
+    /// The segments below `[faults.network]`.
+    pub fn segments(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ConfigKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(KEY_PREFIX)?;
+        for seg in &self.0 {
+            if is_identifier(seg) {
+                write!(f, ".{seg}")?;
+            } else {
+                write!(f, ".{seg:?}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A segment written bare: an ASCII letter or '_', then letters, digits and
+/// '_'. TOML allows more bare (`1-2`), but a link's name reads as one
+/// name when quoted.
+fn is_identifier(seg: &str) -> bool {
+    seg.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// What is wrong with a value of `[faults.network]`.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigProblem {
     /// A probability outside [0, 1].
-    #[error("{key}: probability {value} is outside [0, 1]")]
+    #[error("probability {value} is outside [0, 1]")]
     Probability {
-        /// The dotted key.
-        key: String,
         /// The value given.
         value: f64,
     },
     /// A latency whose `min` is above its `max`.
-    #[error("{key}: min {min} ns is greater than max {max} ns")]
+    #[error("min {min} ns is greater than max {max} ns")]
     LatencyRange {
-        /// The dotted key.
-        key: String,
         /// The `min` given, ns.
         min: u64,
         /// The `max` given, ns.
         max: u64,
     },
     /// An exponential latency whose `mean` is outside `min..=max`.
-    #[error("{key}: mean {mean} ns must lie within min {min} ns and max {max} ns")]
+    #[error("mean {mean} ns must lie within min {min} ns and max {max} ns")]
     LatencyMean {
-        /// The dotted key.
-        key: String,
         /// The `min` given, ns.
         min: u64,
         /// The `mean` given, ns.
@@ -419,60 +468,40 @@ pub enum ConfigError {
         max: u64,
     },
     /// A bandwidth of 0 bytes/s.
-    #[error("{key}: bandwidth must be at least 1 byte/s")]
-    ZeroBandwidth {
-        /// The dotted key.
-        key: String,
-    },
+    #[error("bandwidth must be at least 1 byte/s")]
+    ZeroBandwidth,
     /// A `links` key that is not `"a-b"` or `"a->b"`.
-    #[error("{key}: expected a link such as \"1-2\", \"n1-n2\" or \"1->2\"")]
-    BadLinkKey {
-        /// The dotted key.
-        key: String,
-    },
+    #[error("expected a link such as \"1-2\", \"n1-n2\" or \"1->2\"")]
+    BadLinkKey,
     /// A `links` key naming a node past the cluster's last.
-    #[error("{key}: node {node} does not exist (the cluster has {node_count} nodes)")]
+    #[error("node {node} does not exist (the cluster has {node_count} nodes)")]
     UnknownNode {
-        /// The dotted key.
-        key: String,
         /// The node named.
         node: u64,
         /// How many nodes the cluster has.
         node_count: u16,
     },
     /// A `links` key from a node to itself.
-    #[error("{key}: a link needs two different nodes")]
-    SelfLink {
-        /// The dotted key.
-        key: String,
-    },
+    #[error("a link needs two different nodes")]
+    SelfLink,
     /// Two `links` keys for one link (e.g. `"1-2"` and `"n2-n1"`).
-    #[error("{key}: names the same link as {other}")]
+    #[error("names the same link as {other}")]
     DuplicateLink {
-        /// The dotted key.
-        key: String,
         /// The other key naming the link.
-        other: String,
+        other: ConfigKey,
     },
     /// A cluster with no nodes or more than netsim can address.
-    #[error("{key}: node count {node_count} is outside 1..={max}", max = MAX_NODES)]
+    #[error("node count {node_count} is outside 1..={max}", max = MAX_NODES)]
     NodeCount {
-        /// The dotted key.
-        key: String,
         /// The count given.
         node_count: u16,
     },
     /// `partition_shapes` given as an empty list.
-    #[error("{key}: name at least one shape (halves, isolate-one, majorities-ring, bridge, one-way)")]
-    NoShapes {
-        /// The dotted key.
-        key: String,
-    },
+    #[error("name at least one shape (halves, isolate-one, majorities-ring, bridge, one-way)")]
+    NoShapes,
     /// A partition shape the cluster has too few nodes for.
-    #[error("{key}: {shape:?} needs at least {least} nodes; the cluster has {node_count}")]
+    #[error("{shape:?} needs at least {least} nodes; the cluster has {node_count}")]
     ShapeTooSmall {
-        /// The dotted key.
-        key: String,
         /// The shape.
         shape: PartitionShape,
         /// The fewest nodes it needs.
@@ -482,22 +511,10 @@ pub enum ConfigError {
     },
 }
 
-impl ConfigError {
-    /// The dotted key the error is about.
-    pub fn key(&self) -> &str {
-        match self {
-            ConfigError::Probability { key, .. }
-            | ConfigError::LatencyRange { key, .. }
-            | ConfigError::LatencyMean { key, .. }
-            | ConfigError::ZeroBandwidth { key }
-            | ConfigError::BadLinkKey { key }
-            | ConfigError::UnknownNode { key, .. }
-            | ConfigError::SelfLink { key }
-            | ConfigError::DuplicateLink { key, .. }
-            | ConfigError::NodeCount { key, .. }
-            | ConfigError::NoShapes { key }
-            | ConfigError::ShapeTooSmall { key, .. } => key,
-        }
+impl ConfigProblem {
+    /// This problem at `key`.
+    pub fn at(self, key: &ConfigKey) -> ConfigError {
+        ConfigError { key: key.clone(), problem: self }
     }
 }
 
@@ -514,9 +531,9 @@ pub struct LinkKey {
 
 impl LinkKey {
     /// Parses `"1-2"`, `"n1-n2"`, `"1->2"`, `"n1->n2"` (spaces allowed) for a
-    /// cluster of `node_count` nodes. `key` is the full dotted key for errors.
-    pub fn parse(s: &str, node_count: u16, key: &str) -> Result<LinkKey, ConfigError> {
-        let bad = || ConfigError::BadLinkKey { key: key.to_string() };
+    /// cluster of `node_count` nodes. `key` is its key, for errors.
+    pub fn parse(s: &str, node_count: u16, key: &ConfigKey) -> Result<LinkKey, ConfigError> {
+        let bad = || ConfigProblem::BadLinkKey.at(key);
         let (l, r, directed) = match s.split_once("->") {
             Some((l, r)) => (l, r, true),
             None => {
@@ -532,13 +549,13 @@ impl LinkKey {
             }
             let n: u64 = t.parse().map_err(|_| bad())?;
             if n == 0 || n > node_count as u64 {
-                return Err(ConfigError::UnknownNode { key: key.to_string(), node: n, node_count });
+                return Err(ConfigProblem::UnknownNode { node: n, node_count }.at(key));
             }
             Ok(NodeId::new(n as u16).expect("checked range"))
         };
         let (a, b) = (node(l)?, node(r)?);
         if a == b {
-            return Err(ConfigError::SelfLink { key: key.to_string() });
+            return Err(ConfigProblem::SelfLink.at(key));
         }
         Ok(LinkKey { a, b, directed })
     }
@@ -559,18 +576,18 @@ pub struct LinkParams {
     pub bandwidth: Option<u64>,
 }
 
-fn check_p(key: String, value: f64) -> Result<(), ConfigError> {
+fn check_p(key: ConfigKey, value: f64) -> Result<(), ConfigError> {
     // Written so that NaN fails too.
     if (0.0..=1.0).contains(&value) {
         Ok(())
     } else {
-        Err(ConfigError::Probability { key, value })
+        Err(ConfigProblem::Probability { value }.at(&key))
     }
 }
 
-fn check_bw(key: String, bw: Option<u64>) -> Result<(), ConfigError> {
+fn check_bw(key: ConfigKey, bw: Option<u64>) -> Result<(), ConfigError> {
     match bw {
-        Some(0) => Err(ConfigError::ZeroBandwidth { key }),
+        Some(0) => Err(ConfigProblem::ZeroBandwidth.at(&key)),
         _ => Ok(()),
     }
 }
@@ -580,7 +597,7 @@ impl NetConfig {
     /// problem found (in key order) is returned.
     pub fn validate(&self, node_count: u16) -> Result<(), ConfigError> {
         if self.partition_shapes.as_ref().is_some_and(|s| s.is_empty()) {
-            return Err(ConfigError::NoShapes { key: "partition_shapes".into() });
+            return Err(ConfigProblem::NoShapes.at(&ConfigKey::root().then("partition_shapes")));
         }
         for shape in self.partition_shapes.iter().flatten() {
             let least = match shape {
@@ -589,12 +606,8 @@ impl NetConfig {
                 _ => 2,
             };
             if node_count < least {
-                return Err(ConfigError::ShapeTooSmall {
-                    key: "partition_shapes".into(),
-                    shape: *shape,
-                    least,
-                    node_count,
-                });
+                let problem = ConfigProblem::ShapeTooSmall { shape: *shape, least, node_count };
+                return Err(problem.at(&ConfigKey::root().then("partition_shapes")));
             }
         }
         self.link_params(node_count).map(|_| ())
@@ -606,9 +619,9 @@ impl NetConfig {
     /// overrides. Two keys naming the same link with the same directedness
     /// (`"1-2"` and `"2-1"`) are an error rather than a silent order rule.
     pub fn link_params(&self, node_count: u16) -> Result<Vec<LinkParams>, ConfigError> {
-        let k = |name: &str| format!("{KEY_PREFIX}.{name}");
+        let k = |name: &str| ConfigKey::root().then(name);
         if node_count == 0 || node_count > MAX_NODES {
-            return Err(ConfigError::NodeCount { key: KEY_PREFIX.to_string(), node_count });
+            return Err(ConfigProblem::NodeCount { node_count }.at(&ConfigKey::root()));
         }
         self.latency.validate(&k("latency"))?;
         check_p(k("loss"), self.loss)?;
@@ -629,24 +642,24 @@ impl NetConfig {
         let n = node_count as usize;
         let mut table = vec![base; n * n];
         // (directed, from, to) -> key that set it, to reject duplicates.
-        let mut seen: BTreeMap<(bool, NodeId, NodeId), String> = BTreeMap::new();
+        let mut seen: BTreeMap<(bool, NodeId, NodeId), ConfigKey> = BTreeMap::new();
         let mut parsed = Vec::with_capacity(self.links.len());
         for (name, ov) in &self.links {
-            let key = format!("{KEY_PREFIX}.links.\"{name}\"");
+            let key = ConfigKey::root().then("links").then(name.as_str());
             let link = LinkKey::parse(name, node_count, &key)?;
             let (lo, hi) = if link.directed || link.a < link.b { (link.a, link.b) } else { (link.b, link.a) };
             if let Some(other) = seen.insert((link.directed, lo, hi), key.clone()) {
-                return Err(ConfigError::DuplicateLink { key, other });
+                return Err(ConfigProblem::DuplicateLink { other }.at(&key));
             }
             if let Some(l) = &ov.latency {
-                l.validate(&format!("{key}.latency"))?;
+                l.validate(&key.then("latency"))?;
             }
             for (field, v) in [("loss", ov.loss), ("duplicate", ov.duplicate), ("reorder", ov.reorder)] {
                 if let Some(v) = v {
-                    check_p(format!("{key}.{field}"), v)?;
+                    check_p(key.then(field), v)?;
                 }
             }
-            check_bw(format!("{key}.bandwidth"), ov.bandwidth)?;
+            check_bw(key.then("bandwidth"), ov.bandwidth)?;
             parsed.push((link, ov));
         }
         // Two-way first, so one-way overrides win.

@@ -31,7 +31,9 @@ pub use simrng::draw as rng;
 pub mod stats;
 
 pub use addr::{destination, Destination, FrameError, NodeId, MAX_NODES};
-pub use config::{ConfigError, DatagramOrder, Latency, LinkOverride, LinkParams, NetConfig, PartitionShape};
+pub use config::{
+    ConfigError, ConfigKey, ConfigProblem, DatagramOrder, Latency, LinkOverride, LinkParams, NetConfig, PartitionShape,
+};
 pub use network::{
     Delivery, DeliveryId, LinkDrop, LinkFate, LinkOutcome, Network, ScheduledDelivery, SendOutcome, Unrouted,
 };

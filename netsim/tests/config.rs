@@ -1,6 +1,6 @@
 //! `[faults.network]` parsing and validation.
 
-use netsim::config::{parse_duration, ConfigError, Latency, NetConfig};
+use netsim::config::{parse_duration, ConfigError, ConfigProblem, Latency, NetConfig};
 use netsim::NodeId;
 
 fn parse(s: &str) -> Result<NetConfig, toml::de::Error> {
@@ -116,12 +116,14 @@ fn validation_names_the_key() {
     ];
     for (toml, key) in cases {
         let e = err(toml, 3);
-        assert_eq!(e.key(), *key, "{toml}: {e}");
+        assert_eq!(e.key.to_string(), *key, "{toml}: {e}");
         assert!(e.to_string().starts_with(key), "message names the key: {e}");
     }
-    assert!(matches!(err("[links.\"1-4\"]", 3), ConfigError::UnknownNode { node: 4, node_count: 3, .. }));
-    assert!(matches!(err("loss = 1.5", 3), ConfigError::Probability { value, .. } if value == 1.5));
-    assert!(matches!(err("", 0), ConfigError::NodeCount { node_count: 0, .. }));
+    assert!(matches!(err("[links.\"1-4\"]", 3).problem, ConfigProblem::UnknownNode { node: 4, node_count: 3 }));
+    assert!(matches!(err("loss = 1.5", 3).problem, ConfigProblem::Probability { value } if value == 1.5));
+    assert!(matches!(err("", 0).problem, ConfigProblem::NodeCount { node_count: 0 }));
+    // The key's segments are below [faults.network]; a link's name is one.
+    assert_eq!(err("[links.\"1-2\"]\nloss = 2.0", 3).key.segments(), ["links", "1-2", "loss"]);
     // One two-way and one one-way key on the same pair are fine.
     parse("[links.\"1-2\"]\n[links.\"1->2\"]\n[links.\"2->1\"]").unwrap().validate(2).unwrap();
 }

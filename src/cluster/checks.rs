@@ -6,7 +6,7 @@
 use checker::history_check::HistoryModel;
 use serde::Deserialize;
 
-use super::{parse_duration_ns, parse_node_name};
+use super::{parse_duration_ns, parse_node_name, Invalid, KeyPath};
 
 /// `[[invariant]]`: a command that must exit 0 once the workload has finished.
 #[derive(Debug, Clone, Deserialize)]
@@ -70,20 +70,21 @@ const RESERVED: [&str; 3] = ["workload", "start", engine::READY_PROBE];
 /// A named check on a node: (name, 0-based node, command or script).
 pub(super) type NodeCheck = (String, usize, String);
 
-/// `[[invariant]]`s, checked, `all` expanded to one per node. The error is
-/// the message.
-pub(super) fn invariants(sections: &[InvariantSection], n: u16) -> Result<Vec<NodeCheck>, String> {
+/// `[[invariant]]`s, checked, `all` expanded to one per node.
+pub(super) fn invariants(sections: &[InvariantSection], n: u16) -> Result<Vec<NodeCheck>, Invalid> {
     let mut invariants = Vec::new();
     for (k, inv) in sections.iter().enumerate() {
         let name = inv.name.clone().unwrap_or_else(|| format!("invariant-{}", k + 1));
+        let element = KeyPath::array("invariant").nth(k);
         if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return Err(format!("[[invariant]] #{}: name {name:?} may hold only letters, digits, '-' and '_'", k + 1));
+            return Err(element.key("name").invalid(format!(" {name:?} may hold only letters, digits, '-' and '_'")));
         }
+        let at = KeyPath::array("invariant").named(k, &name);
         if RESERVED.contains(&name.as_str()) {
-            return Err(format!("[[invariant]] name {name:?} is reserved (the agent's own commands: {RESERVED:?})"));
+            return Err(at.key("name").invalid(format!(" is reserved (the agent's own commands: {RESERVED:?})")));
         }
         if invariants.iter().any(|(other, _, _): &NodeCheck| other == &name) {
-            return Err(format!("[[invariant]] name {name:?} is used twice"));
+            return Err(at.key("name").invalid(" is used twice"));
         }
         if inv.node == "all" {
             for i in 0..usize::from(n) {
@@ -91,7 +92,7 @@ pub(super) fn invariants(sections: &[InvariantSection], n: u16) -> Result<Vec<No
             }
         } else {
             let i = parse_node_name(&inv.node, n).ok_or_else(|| {
-                format!("[[invariant]] {name}: node = {:?}: no such node (nodes are n1..n{n}, or \"all\")", inv.node)
+                at.key("node").invalid(format!(" = {:?}: no such node (nodes are n1..n{n}, or \"all\")", inv.node))
             })?;
             invariants.push((name, i, inv.command.clone()));
         }
@@ -100,47 +101,49 @@ pub(super) fn invariants(sections: &[InvariantSection], n: u16) -> Result<Vec<No
 }
 
 /// `[[liveness]]` checks, each with its polling script; their names are
-/// unique among themselves and `invariants`. The error is the message.
+/// unique among themselves and `invariants`.
 pub(super) fn liveness(
     sections: &[LivenessSection],
     n: u16,
     invariants: &[NodeCheck],
-) -> Result<Vec<NodeCheck>, String> {
+) -> Result<Vec<NodeCheck>, Invalid> {
     let mut liveness = Vec::new();
-    for l in sections {
-        let what = format!("[[liveness]] {}", l.name);
+    for (k, l) in sections.iter().enumerate() {
+        let at = KeyPath::array("liveness").named(k, &l.name);
         if l.name.is_empty() || !l.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return Err(format!("{what}: the name may hold only letters, digits, '-' and '_'"));
+            return Err(at.key("name").invalid(" may hold only letters, digits, '-' and '_'"));
         }
         if RESERVED.contains(&l.name.as_str()) {
-            return Err(format!("{what}: the name is reserved (the agent's own commands: {RESERVED:?})"));
+            return Err(at.key("name").invalid(format!(" is reserved (the agent's own commands: {RESERVED:?})")));
         }
         if invariants.iter().any(|(o, _, _)| o == &l.name) || liveness.iter().any(|(o, _, _): &NodeCheck| o == &l.name)
         {
-            return Err(format!("{what}: the name is used twice"));
+            return Err(at.key("name").invalid(" is used twice"));
         }
         let i = parse_node_name(&l.node, n)
-            .ok_or_else(|| format!("{what}: node = {:?}: no such node (nodes are n1..n{n})", l.node))?;
-        let within = poll_within(&format!("{what}: within"), &l.within)?;
-        let every = poll_every(&format!("{what}: every"), l.every.as_deref())?;
+            .ok_or_else(|| at.key("node").invalid(format!(" = {:?}: no such node (nodes are n1..n{n})", l.node)))?;
+        let within = poll_within(&at.key("within"), &l.within)?;
+        let every = poll_every(&at.key("every"), l.every.as_deref())?;
         liveness.push((l.name.clone(), i, poll_script(&l.command, within, every)));
     }
     Ok(liveness)
 }
 
-/// A polling script's deadline (liveness `within`, `[node] ready_within`):
-/// a positive duration. `key` names the setting for the message.
-pub(super) fn poll_within(key: &str, value: &str) -> Result<u64, String> {
-    parse_duration_ns(value).filter(|&w| w > 0).ok_or_else(|| format!("{key} = {value:?} is not a positive duration"))
+/// A polling script's deadline (liveness `within`, `[node] ready_within`),
+/// the value at `key`: a positive duration.
+pub(super) fn poll_within(key: &KeyPath, value: &str) -> Result<u64, Invalid> {
+    parse_duration_ns(value)
+        .filter(|&w| w > 0)
+        .ok_or_else(|| key.invalid(format!(" = {value:?} is not a positive duration")))
 }
 
-/// A polling script's period (liveness `every`, `[node] ready_every`): at
-/// least 1 ms, 1 s unless set.
-pub(super) fn poll_every(key: &str, value: Option<&str>) -> Result<u64, String> {
+/// A polling script's period (liveness `every`, `[node] ready_every`), the
+/// value at `key`: at least 1 ms, 1 s unless set.
+pub(super) fn poll_every(key: &KeyPath, value: Option<&str>) -> Result<u64, Invalid> {
     let Some(e) = value else { return Ok(1_000_000_000) };
     parse_duration_ns(e)
         .filter(|&v| v >= 1_000_000)
-        .ok_or_else(|| format!("{key} = {e:?} is not a duration of at least 1ms"))
+        .ok_or_else(|| key.invalid(format!(" = {e:?} is not a duration of at least 1ms")))
 }
 
 /// The guest script of a liveness check or a readiness probe: evaluate the
@@ -163,45 +166,46 @@ pub(super) fn poll_script(command: &str, within: u64, every: u64) -> String {
 }
 
 impl CheckSection {
-    /// `history`, 0-based. The error is the message.
-    pub(super) fn history_node(&self, n: u16) -> Result<Option<usize>, String> {
+    /// `history`, 0-based.
+    pub(super) fn history_node(&self, n: u16) -> Result<Option<usize>, Invalid> {
         match &self.history {
             None => Ok(None),
-            Some(name) => parse_node_name(name, n)
-                .map(Some)
-                .ok_or_else(|| format!("[check] history = {name:?}: no such node (nodes are n1..n{n})")),
+            Some(name) => parse_node_name(name, n).map(Some).ok_or_else(|| {
+                KeyPath::table("check")
+                    .key("history")
+                    .invalid(format!(" = {name:?}: no such node (nodes are n1..n{n})"))
+            }),
         }
     }
 
-    /// `model` and `consistency`: what the history is checked against. The
-    /// error is the message.
-    pub(super) fn history_model(&self) -> Result<HistoryModel, String> {
+    /// `model` and `consistency`: what the history is checked against.
+    pub(super) fn history_model(&self) -> Result<HistoryModel, Invalid> {
+        let at = KeyPath::table("check");
         let set = [("model", &self.model), ("consistency", &self.consistency)];
         if let (None, Some((key, _))) = (&self.history, set.iter().find(|(_, v)| v.is_some())) {
-            return Err(format!("[check] {key}: there is no history to check (set [check] history = \"nN\")"));
+            return Err(at.key(*key).invalid(": there is no history to check (set [check] history = \"nN\")"));
         }
         let model = self.model.as_deref().unwrap_or("register");
         if !HistoryModel::NAMES.contains(&model) {
             let expected = HistoryModel::NAMES.join(", ");
-            return Err(format!("[check] model = {model:?}: unknown model (expected one of: {expected})"));
+            return Err(at.key("model").invalid(format!(" = {model:?}: unknown model (expected one of: {expected})")));
         }
         // The model is known: only the consistency can be wrong.
-        HistoryModel::from_names(model, self.consistency.as_deref())
-            .map_err(|e| format!("[check] consistency = {:?}: {e}", self.consistency.as_deref().unwrap_or_default()))
+        HistoryModel::from_names(model, self.consistency.as_deref()).map_err(|e| {
+            at.key("consistency").invalid(format!(" = {:?}: {e}", self.consistency.as_deref().unwrap_or_default()))
+        })
     }
 }
 
-/// `[[expect]] reached` names, checked, in file order. The error is the message.
-pub(super) fn expect_reached(sections: &[ExpectSection]) -> Result<Vec<String>, String> {
+/// `[[expect]] reached` names, checked, in file order.
+pub(super) fn expect_reached(sections: &[ExpectSection]) -> Result<Vec<String>, Invalid> {
     let mut expect_reached = Vec::new();
     for (i, e) in sections.iter().enumerate() {
         if !checker::reach::valid_name(&e.reached) {
-            return Err(format!(
-                "[[expect]] #{}: reached = {:?}: a name is one word of printable ASCII, as a guest prints it \
-                 after @reached",
-                i + 1,
+            return Err(KeyPath::array("expect").nth(i).key("reached").invalid(format!(
+                " = {:?}: a name is one word of printable ASCII, as a guest prints it after @reached",
                 e.reached
-            ));
+            )));
         }
         expect_reached.push(e.reached.clone());
     }

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::KernelSeries;
+use super::{Invalid, KernelSeries, KeyPath};
 
 /// `[cluster]`: the nodes and the machines they run on.
 #[derive(Debug, Clone, Deserialize)]
@@ -65,26 +65,27 @@ impl ClusterSection {
         })
     }
 
-    /// Checks the table; returns the node count. The error is the message.
-    pub(super) fn check(&self) -> Result<u16, String> {
+    /// Checks the table; returns the node count.
+    pub(super) fn check(&self) -> Result<u16, Invalid> {
+        let at = KeyPath::table("cluster");
         let n = self.nodes;
         if n == 0 || n > 254 {
-            return Err(format!("[cluster] nodes = {n}: must be between 1 and 254"));
+            return Err(at.key("nodes").invalid(format!(" = {n}: must be between 1 and 254")));
         }
         if self.userspace_setting == Some(Userspace::Seccomp) && !self.kernel.has_seccomp_userspace() {
-            return Err(format!(
-                "[cluster] userspace = \"seccomp\" needs kernel = \"7.2\" (kernel {} has only the ptrace userspace)",
+            return Err(at.key("userspace").invalid(format!(
+                " = \"seccomp\" needs kernel = \"7.2\" (kernel {} has only the ptrace userspace)",
                 self.kernel.name()
-            ));
+            )));
         }
         if self.time_travel_setting == Some(TimeTravel::SharedMemory) && !self.kernel.has_shared_clock() {
-            return Err(format!(
-                "[cluster] time_travel = \"shared-memory\" needs kernel = \"7.2\" (kernel {} has only messages)",
+            return Err(at.key("time_travel").invalid(format!(
+                " = \"shared-memory\" needs kernel = \"7.2\" (kernel {} has only messages)",
                 self.kernel.name()
-            ));
+            )));
         }
         if self.memory_mb < 128 {
-            return Err(format!("[cluster] memory_mb = {}: a node needs at least 128 MiB", self.memory_mb));
+            return Err(at.key("memory_mb").invalid(format!(" = {}: a node needs at least 128 MiB", self.memory_mb)));
         }
         Ok(n)
     }

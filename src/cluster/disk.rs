@@ -4,6 +4,7 @@
 use serde::Deserialize;
 
 use super::values::optional_duration;
+use super::{Invalid, KeyPath};
 
 /// `[disk]`: every node gets a virtio-blk data disk (`/dev/vda`), an empty
 /// ext4 filesystem built by the image builder, mounted at `mount`.
@@ -38,29 +39,32 @@ pub struct DiskSettings {
 }
 
 impl DiskSection {
-    /// The table, checked, with defaults applied. The error is the message.
-    pub(super) fn settings(&self) -> Result<DiskSettings, String> {
+    /// The table, checked, with defaults applied.
+    pub(super) fn settings(&self) -> Result<DiskSettings, Invalid> {
         let d = self;
+        let at = KeyPath::table("disk");
         if !(16..=65536).contains(&d.size_mb) {
-            return Err(format!("[disk] size_mb = {}: must be between 16 and 65536", d.size_mb));
+            return Err(at.key("size_mb").invalid(format!(" = {}: must be between 16 and 65536", d.size_mb)));
         }
         if !d.mount.starts_with('/')
             || d.mount == "/"
             || d.mount.split('/').any(|c| c == "..")
             || d.mount.chars().any(|c| c.is_whitespace() || c == '\'' || c == '"')
         {
-            return Err(format!(
-                "[disk] mount = {:?}: must be an absolute guest path other than / (no spaces, quotes or '..')",
+            return Err(at.key("mount").invalid(format!(
+                " = {:?}: must be an absolute guest path other than / (no spaces, quotes or '..')",
                 d.mount
-            ));
+            )));
         }
         if ["/proc", "/sys", "/dev", "/sim", "/tmp", "/run"]
             .iter()
             .any(|p| d.mount == *p || d.mount.starts_with(&format!("{p}/")))
         {
-            return Err(format!("[disk] mount = {:?}: that path is used by the guest's own file systems", d.mount));
+            return Err(at
+                .key("mount")
+                .invalid(format!(" = {:?}: that path is used by the guest's own file systems", d.mount)));
         }
-        let latency_ns = optional_duration("[disk] latency", &d.latency, 100_000)?;
+        let latency_ns = optional_duration(&at.key("latency"), &d.latency, 100_000)?;
         Ok(DiskSettings {
             size_mb: d.size_mb,
             mount: d.mount.clone(),

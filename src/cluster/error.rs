@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::key_path::Invalid;
+
 /// A problem with the user's input. Always names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -13,10 +15,10 @@ pub enum ClusterError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("{path}: {message}")]
     Syntax { path: PathBuf, message: String },
-    /// A value the file holds is wrong; `line` is where its key is, when
-    /// `locate_line` (in `cluster::locate`) can tell.
-    #[error("{path}: {}{message}", line_prefix(*.line))]
-    Invalid { path: PathBuf, line: Option<usize>, message: String },
+    /// A value the file holds is wrong; `line` is where `problem.at` is,
+    /// when the file writes it (see `cluster::locate`).
+    #[error("{path}: {}{problem}", line_prefix(*.line))]
+    Invalid { path: PathBuf, line: Option<usize>, problem: Invalid },
 }
 
 fn line_prefix(line: Option<usize>) -> String {

@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 
-use super::parse_duration_ns;
 use super::values::optional_duration;
+use super::{parse_duration_ns, Invalid, KeyPath};
 
 /// `[explore]`: how much freedom the strategy has.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -26,20 +26,22 @@ pub struct RunSection {
 }
 
 impl ExploreSection {
-    /// `window`, checked (default 0). The error is the message.
-    pub(super) fn window_ns(&self) -> Result<u64, String> {
-        optional_duration("[explore] window", &self.window, 0)
+    /// `window`, checked (default 0).
+    pub(super) fn window_ns(&self) -> Result<u64, Invalid> {
+        optional_duration(&KeyPath::table("explore").key("window"), &self.window, 0)
     }
 }
 
 impl RunSection {
-    /// `time_limit`, checked. The error is the message.
-    pub(super) fn time_limit_ns(&self) -> Result<Option<u64>, String> {
+    /// `time_limit`, checked.
+    pub(super) fn time_limit_ns(&self) -> Result<Option<u64>, Invalid> {
         match &self.time_limit {
             None => Ok(None),
-            Some(s) => parse_duration_ns(s)
-                .map(Some)
-                .ok_or_else(|| format!("[run] time_limit = {s:?}: not a duration (examples: \"90s\", \"10m\")")),
+            Some(s) => parse_duration_ns(s).map(Some).ok_or_else(|| {
+                KeyPath::table("run")
+                    .key("time_limit")
+                    .invalid(format!(" = {s:?}: not a duration (examples: \"90s\", \"10m\")"))
+            }),
         }
     }
 }

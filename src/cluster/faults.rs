@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::network::PartitionSection;
 use super::node_faults::{self, ClockSection, PauseSection, StrobeSetting};
 use super::values::optional_duration;
-use super::{parse_duration_ns, parse_node_name, ClusterFile};
+use super::{parse_duration_ns, parse_node_name, ClusterFile, Invalid, KeyPath};
 
 /// `[faults]`: what may go wrong, and when.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -112,21 +112,23 @@ pub(super) struct Crashes {
 
 impl CrashSection {
     /// `restart_after` and `nodes` (default: every node but the workload's,
-    /// which may not crash). The error is the message.
-    pub(super) fn check(&self, n: u16, workload_node: usize) -> Result<Crashes, String> {
-        let restart_after_ns = optional_duration("[faults.crash] restart_after", &self.restart_after, 1_000_000_000)?;
+    /// which may not crash).
+    pub(super) fn check(&self, n: u16, workload_node: usize) -> Result<Crashes, Invalid> {
+        let at = KeyPath::table("faults.crash");
+        let restart_after_ns = optional_duration(&at.key("restart_after"), &self.restart_after, 1_000_000_000)?;
         let crashable = match &self.nodes {
             None => (0..usize::from(n)).filter(|&i| i != workload_node).collect(),
             Some(names) => {
                 let mut v = Vec::new();
-                for name in names {
+                for (k, name) in names.iter().enumerate() {
+                    let at = at.key("nodes").nth(k);
                     let i = parse_node_name(name, n)
-                        .ok_or_else(|| format!("[faults.crash] nodes: {name:?}: no such node (nodes are n1..n{n})"))?;
+                        .ok_or_else(|| at.invalid(format!(" = {name:?}: no such node (nodes are n1..n{n})")))?;
                     if i == workload_node {
-                        return Err(format!(
-                            "[faults.crash] nodes: {name} runs the workload; a crash would lose the workload itself \
+                        return Err(at.invalid(format!(
+                            " = {name:?} runs the workload; a crash would lose the workload itself \
                              (run the workload on a node that does not crash)"
-                        ));
+                        )));
                     }
                     v.push(i);
                 }
@@ -139,23 +141,22 @@ impl CrashSection {
     }
 }
 
-/// `[faults] start_after`, checked. The error is the message.
-fn faults_after(f: &FaultsSection) -> Result<Option<String>, String> {
+/// `[faults] start_after`, checked.
+fn faults_after(f: &FaultsSection) -> Result<Option<String>, Invalid> {
     match &f.start_after {
         None => Ok(None),
         Some(name) if checker::reach::valid_name(name) => Ok(Some(name.clone())),
-        Some(name) => Err(format!(
-            "[faults] start_after = {name:?}: a name is one word of printable ASCII, as a guest prints it \
-             after @reached"
-        )),
+        Some(name) => Err(KeyPath::table("faults").key("start_after").invalid(format!(
+            " = {name:?}: a name is one word of printable ASCII, as a guest prints it after @reached"
+        ))),
     }
 }
 
 /// What the engine explores: `[explore] window` (checked: `window_ns`),
 /// `crashes`, and the rest of `[faults]`: `start_after`, the crash span,
 /// the quiet period, pauses and clock faults, checked in that order. The
-/// run sets `calm_from` and the crash states. The error is the message.
-pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes) -> Result<ExploreSpec, String> {
+/// run sets `calm_from` and the crash states.
+pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes) -> Result<ExploreSpec, Invalid> {
     let (f, n) = (&spec.faults, spec.cluster.nodes);
     let faults_after = faults_after(f)?;
     // A container image's start command is its Entrypoint and Cmd.
@@ -168,7 +169,7 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
         calm_from: None,
         crash_states: Default::default(),
         crash_weight: f.crash.weight.unwrap_or(50),
-        crash_span_ns: optional_duration("[faults.crash] span", &f.crash.span, 10_000_000_000)?,
+        crash_span_ns: optional_duration(&KeyPath::table("faults.crash").key("span"), &f.crash.span, 10_000_000_000)?,
         quiet_settle_ns: quiet_settle(spec)?,
         faults_after,
         pause: node_faults::pause_spec(&f.pause, n, has_start)?,
@@ -178,18 +179,20 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
 
 /// The quiet period's settle time, or `None` for `quiet_after = "never"`.
 /// A cluster without faults has nothing to calm: no quiet period, no settle.
-fn quiet_settle(spec: &ClusterFile) -> Result<Option<u64>, String> {
+fn quiet_settle(spec: &ClusterFile) -> Result<Option<u64>, Invalid> {
     let f = &spec.faults;
+    let at = KeyPath::table("faults");
     let settle = match &f.settle {
         None => 5_000_000_000,
-        Some(s) => parse_duration_ns(s)
-            .ok_or_else(|| format!("[faults] settle = {s:?}: not a duration (examples: \"5s\", \"500ms\")"))?,
+        Some(s) => parse_duration_ns(s).ok_or_else(|| {
+            at.key("settle").invalid(format!(" = {s:?}: not a duration (examples: \"5s\", \"500ms\")"))
+        })?,
     };
     let quiet = match f.quiet_after.as_deref() {
         None | Some("workload") => true,
         Some("never") => false,
         Some(other) => {
-            return Err(format!("[faults] quiet_after = {other:?}: expected \"workload\" or \"never\""));
+            return Err(at.key("quiet_after").invalid(format!(" = {other:?}: expected \"workload\" or \"never\"")));
         }
     };
     // A clock offset or drift is the nodes' hardware: it never calms.
@@ -205,15 +208,16 @@ fn quiet_settle(spec: &ClusterFile) -> Result<Option<u64>, String> {
 }
 
 /// `[faults.disk]`, checked: each a probability, and any fault that is on
-/// needs `[disk]`. The error is the message (without the file name).
-pub(super) fn disk_fault_rates(spec: &ClusterFile) -> Result<DiskFaultRates, String> {
+/// needs `[disk]`.
+pub(super) fn disk_fault_rates(spec: &ClusterFile) -> Result<DiskFaultRates, Invalid> {
     let rates = spec.faults.disk.rates();
     for (key, p) in rates {
+        let at = KeyPath::table("faults.disk").key(key);
         if !(0.0..=1.0).contains(&p) {
-            return Err(format!("[faults.disk] {key} = {p}: a probability is within [0, 1]"));
+            return Err(at.invalid(format!(" = {p}: a probability is within [0, 1]")));
         }
         if p > 0.0 && spec.disk.is_none() {
-            return Err(format!("[faults.disk] {key} = {p}: the nodes have no disk (add a [disk] table)"));
+            return Err(at.invalid(format!(" = {p}: the nodes have no disk (add a [disk] table)")));
         }
     }
     let [(_, lost_flush), (_, corrupt_read), (_, write_error), (_, misdirect)] = rates;

@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::{Invalid, KeyPath};
+
 /// `[image]`: what the nodes' root filesystem holds.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,54 +87,59 @@ impl ImageSection {
     }
 
     /// Checks the table against the cluster directory `dir` (files it
-    /// names exist). The error is the message.
-    pub(super) fn check(&self, dir: &Path) -> Result<(), String> {
+    /// names exist).
+    pub(super) fn check(&self, dir: &Path) -> Result<(), Invalid> {
         self.check_files(dir)?;
         self.check_names()?;
         self.check_container(dir)?;
         if !self.customize.is_empty() && !self.configured() {
-            return Err("[image] customize runs in a configured image: it needs maintainer_scripts = true".to_string());
+            return Err(KeyPath::table("image")
+                .key("customize")
+                .invalid(" runs in a configured image: it needs maintainer_scripts = true"));
         }
         Ok(())
     }
 
     /// `files`: absolute guest paths outside the agent's, host files that exist.
-    fn check_files(&self, dir: &Path) -> Result<(), String> {
+    fn check_files(&self, dir: &Path) -> Result<(), Invalid> {
         for (guest, host) in &self.files {
+            let at = KeyPath::table("image").key("files").key(guest);
             if !guest.starts_with('/') || guest.split('/').any(|c| c == "..") {
-                return Err(format!("[image] files: guest path {guest:?} must be absolute and must not contain '..'"));
+                return Err(at.invalid(": a guest path must be absolute and must not contain '..'"));
             }
             if guest.starts_with("/sim/") || guest == "/init" {
-                return Err(format!("[image] files: {guest:?} is reserved for simcluster's agent"));
+                return Err(at.invalid(" is reserved for simcluster's agent"));
             }
             let p = dir.join(host);
             if !p.is_file() {
-                return Err(format!("[image] files: {guest:?} = {host:?}: {} does not exist", p.display()));
+                return Err(at.invalid(format!(" = {host:?}: {} does not exist", p.display())));
             }
         }
         Ok(())
     }
 
     /// `packages`, `suite` and `exclude`: well-formed names and globs.
-    fn check_names(&self) -> Result<(), String> {
-        for p in &self.packages {
+    fn check_names(&self) -> Result<(), Invalid> {
+        let at = KeyPath::table("image");
+        for (k, p) in self.packages.iter().enumerate() {
             if p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric() || "+-.:".contains(c)) {
-                return Err(format!("[image] packages: {p:?} is not a Debian package name"));
+                return Err(at.key("packages").nth(k).invalid(format!(" = {p:?} is not a Debian package name")));
             }
         }
         if let Some(s) = &self.suite {
             if s.is_empty() || !s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
-                return Err(format!(
-                    "[image] suite: {s:?} is not a Debian suite name (examples: \"bookworm\", \"trixie\")"
-                ));
+                return Err(at
+                    .key("suite")
+                    .invalid(format!(" = {s:?} is not a Debian suite name (examples: \"bookworm\", \"trixie\")")));
             }
         }
-        for g in &self.exclude {
+        for (k, g) in self.exclude.iter().enumerate() {
+            let at = at.key("exclude").nth(k);
             if !g.starts_with('/') || g.split('/').any(|c| c == "..") || glob::Pattern::new(g).is_err() {
-                return Err(format!("[image] exclude: {g:?} must be an absolute glob without '..'"));
+                return Err(at.invalid(format!(" = {g:?} must be an absolute glob without '..'")));
             }
             if g == "/" || g.starts_with("/sim") || g.starts_with("/init") || g.starts_with("/*") {
-                return Err(format!("[image] exclude: {g:?} would remove the root or simcluster's agent"));
+                return Err(at.invalid(format!(" = {g:?} would remove the root or simcluster's agent")));
             }
         }
         Ok(())
@@ -140,28 +147,30 @@ impl ImageSection {
 
     /// `oci` or `docker_archive` (one at most, existing, and not mixed with
     /// Debian settings); `tag` only with `oci`.
-    fn check_container(&self, dir: &Path) -> Result<(), String> {
+    fn check_container(&self, dir: &Path) -> Result<(), Invalid> {
+        let at = KeyPath::table("image");
         let container =
             self.oci.as_ref().map(|p| ("oci", p)).or(self.docker_archive.as_ref().map(|p| ("docker_archive", p)));
         if self.oci.is_some() && self.docker_archive.is_some() {
-            return Err("[image] oci and docker_archive: name one container image, not two".into());
+            return Err(at.key("docker_archive").invalid(" and oci: name one container image, not two"));
         }
         if let Some((key, path)) = container {
             if self.packages.iter().any(|p| p != crate::image::debs::AGENT_PACKAGE)
                 || self.maintainer_scripts == Some(true)
                 || !self.customize.is_empty()
             {
-                return Err(format!(
-                    "[image] {key}: a container image is the whole root filesystem; packages, maintainer_scripts and customize apply to Debian images only"
+                return Err(at.key(key).invalid(
+                    ": a container image is the whole root filesystem; packages, maintainer_scripts and \
+                     customize apply to Debian images only",
                 ));
             }
             let p = dir.join(path);
             let exists = if key == "oci" { p.is_dir() } else { p.is_file() };
             if !exists {
-                return Err(format!("[image] {key} = {path:?}: {} does not exist", p.display()));
+                return Err(at.key(key).invalid(format!(" = {path:?}: {} does not exist", p.display())));
             }
         } else if self.tag.is_some() {
-            return Err("[image] tag names an image of an OCI layout: it needs [image] oci".into());
+            return Err(at.key("tag").invalid(" names an image of an OCI layout: it needs [image] oci"));
         }
         Ok(())
     }

@@ -8,9 +8,10 @@
 //! (`[node]`, `[workload]`), `checks` (`[[invariant]]`, `[[liveness]]`,
 //! `[check]`, `[[expect]]`), `disk`, `faults` (`[faults]`, crashes, disk
 //! faults), `node_faults` (pauses, clocks), `network` (`[faults.network]`,
-//! partitions), `explore` (`[explore]`, `[run]`). A check's error is its
-//! message, which starts with the table and key it is about;
-//! [`Cluster::parse`] adds the file and `locate` finds the line.
+//! partitions), `explore` (`[explore]`, `[run]`). A check's error is an
+//! [`Invalid`]: a typed [`KeyPath`] to the value and what is wrong there;
+//! [`Cluster::parse`] adds the file, and `locate` walks the path in the
+//! parsed document to find the line.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,7 @@ mod error;
 mod explore;
 mod faults;
 mod image;
+mod key_path;
 mod locate;
 mod network;
 mod node_faults;
@@ -41,6 +43,7 @@ pub use error::ClusterError;
 pub use explore::{ExploreSection, RunSection};
 pub use faults::{CrashSection, DiskFaultsSection, FaultsSection};
 pub use image::{ImageSection, RootMode};
+pub use key_path::{Invalid, KeyPath};
 pub use network::PartitionSection;
 pub use node_faults::{parse_signed_duration_ns, ClockSection, PauseSection, Range, StrobeSetting, StrobeTable};
 pub use values::{parse_duration_ns, parse_node_name};
@@ -134,10 +137,10 @@ impl Cluster {
     pub fn parse(dir: &Path, file: &Path, text: &str) -> Result<Cluster, ClusterError> {
         let spec: ClusterFile = toml::from_str(text)
             .map_err(|e| ClusterError::Syntax { path: file.to_path_buf(), message: describe_toml_error(text, &e) })?;
-        let invalid = |message: String| ClusterError::Invalid {
+        let invalid = |problem: Invalid| ClusterError::Invalid {
             path: file.to_path_buf(),
-            line: locate_line(text, &message),
-            message,
+            line: locate_line(text, &problem.at),
+            problem,
         };
         // A file with several mistakes gets the first in this order; keep it
         // when adding checks, so the same file keeps getting the same error.

@@ -5,7 +5,7 @@ use engine::ScheduledPartition;
 use serde::Deserialize;
 
 use super::faults::FaultsSection;
-use super::{parse_duration_ns, parse_node_name};
+use super::{parse_duration_ns, parse_node_name, Invalid, KeyPath};
 
 /// `[[faults.partition]]`: either `groups` (symmetric) or `from`/`to`
 /// (frames from `from` to `to` are cut, the other direction passes).
@@ -23,52 +23,60 @@ pub struct PartitionSection {
 }
 
 /// `[faults.network]` (checked by netsim) and `[[faults.partition]]`, for a
-/// cluster of `n` guests, and the host client when `has_host`. The error is
-/// the message.
-pub(super) fn partitions(f: &FaultsSection, n: u16, has_host: bool) -> Result<Vec<ScheduledPartition>, String> {
-    f.network.validate(n).map_err(|e| format!("[faults.network] {e}"))?;
+/// cluster of `n` guests, and the host client when `has_host`.
+pub(super) fn partitions(f: &FaultsSection, n: u16, has_host: bool) -> Result<Vec<ScheduledPartition>, Invalid> {
+    f.network.validate(n).map_err(|e| {
+        let at = e.key.segments().iter().fold(KeyPath::table("faults.network"), |at, seg| at.key(seg.as_str()));
+        at.invalid(format!(": {}", e.problem))
+    })?;
     f.partition
         .iter()
         .enumerate()
-        .map(|(k, p)| p.check(&format!("[[faults.partition]] #{}", k + 1), n, has_host))
+        .map(|(k, p)| p.check(&KeyPath::array("faults.partition").nth(k), n, has_host))
         .collect()
 }
 
 impl PartitionSection {
-    /// This partition, `what` in messages.
-    fn check(&self, what: &str, n: u16, has_host: bool) -> Result<ScheduledPartition, String> {
+    /// This partition, the one at `at`.
+    fn check(&self, at: &KeyPath, n: u16, has_host: bool) -> Result<ScheduledPartition, Invalid> {
         let p = self;
-        let time =
-            |key: &str, v: &str| parse_duration_ns(v).ok_or_else(|| format!("{what}: {key} = {v:?} is not a duration"));
-        let (at, heal) = (time("at", &p.at)?, time("heal", &p.heal)?);
-        if heal <= at {
-            return Err(format!("{what}: heal ({}) must come after at ({})", p.heal, p.at));
+        let time = |key: &str, v: &str| {
+            parse_duration_ns(v).ok_or_else(|| at.key(key).invalid(format!(" = {v:?} is not a duration")))
+        };
+        let (start, heal) = (time("at", &p.at)?, time("heal", &p.heal)?);
+        if heal <= start {
+            return Err(at.key("heal").invalid(format!(" = {:?} must come after at = {:?}", p.heal, p.at)));
         }
         // With a host workload "host" names the host client (node N+1).
-        let nodes_of = |names: &[String]| -> Result<Vec<netsim::NodeId>, String> {
+        let nodes_of = |key: KeyPath, names: &[String]| -> Result<Vec<netsim::NodeId>, Invalid> {
             names
                 .iter()
-                .map(|name| {
+                .enumerate()
+                .map(|(k, name)| {
                     let i = if has_host && name == "host" { Some(usize::from(n)) } else { parse_node_name(name, n) };
                     let also = if has_host { ", and host" } else { "" };
-                    i.map(|i| engine::NodeIdx::new(i).net_id())
-                        .ok_or_else(|| format!("{what}: {name:?}: no such node (nodes are n1..n{n}{also})"))
+                    i.map(|i| engine::NodeIdx::new(i).net_id()).ok_or_else(|| {
+                        key.nth(k).invalid(format!(" = {name:?}: no such node (nodes are n1..n{n}{also})"))
+                    })
                 })
                 .collect()
         };
         let partition = match (p.groups.is_empty(), p.from.is_empty() && p.to.is_empty()) {
             (false, true) => {
-                let groups = p.groups.iter().map(|g| nodes_of(g)).collect::<Result<Vec<_>, _>>()?;
+                let groups = p
+                    .groups
+                    .iter()
+                    .enumerate()
+                    .map(|(k, g)| nodes_of(at.key("groups").nth(k), g))
+                    .collect::<Result<Vec<_>, _>>()?;
                 netsim::Partition::symmetric(groups)
             }
             (true, false) if !p.from.is_empty() && !p.to.is_empty() => {
-                netsim::Partition::one_way(nodes_of(&p.from)?, nodes_of(&p.to)?)
+                netsim::Partition::one_way(nodes_of(at.key("from"), &p.from)?, nodes_of(at.key("to"), &p.to)?)
             }
-            _ => {
-                return Err(format!("{what}: give either groups = [[...], [...]] or both from = [...] and to = [...]"))
-            }
+            _ => return Err(at.invalid(": give either groups = [[...], [...]] or both from = [...] and to = [...]")),
         };
-        partition.validate(n + u16::from(has_host)).map_err(|e| format!("{what}: {e}"))?;
-        Ok(ScheduledPartition { at, heal, partition })
+        partition.validate(n + u16::from(has_host)).map_err(|e| at.invalid(format!(": {e}")))?;
+        Ok(ScheduledPartition { at: start, heal, partition })
     }
 }

@@ -11,7 +11,7 @@ use engine::{ClockSpec, PauseSpec, StrobeSpec};
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::{parse_duration_ns, parse_node_name};
+use super::{parse_duration_ns, parse_node_name, Invalid, KeyPath};
 
 /// A value or a range of values: `"2s"`, or `{ min = "1s", max = "5s" }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,44 +164,48 @@ pub fn parse_signed_duration_ns(s: &str) -> Option<i64> {
     Some(sign * ns)
 }
 
-/// An integer key within `lo..=hi`.
-fn int_in(what: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> Result<i64, String> {
+/// The integer at `key` (`default` when absent), within `lo..=hi`.
+fn int_in(key: &KeyPath, v: Option<i64>, default: i64, lo: i64, hi: i64) -> Result<i64, Invalid> {
     let v = v.unwrap_or(default);
     if (lo..=hi).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("{what} = {v}: must be between {lo} and {hi}"))
+        Err(key.invalid(format!(" = {v}: must be between {lo} and {hi}")))
     }
 }
 
-fn duration(what: &str, v: &Option<String>, default: u64) -> Result<u64, String> {
+/// The duration at `key`, `default` when absent.
+fn duration(key: &KeyPath, v: &Option<String>, default: u64) -> Result<u64, Invalid> {
     match v {
         None => Ok(default),
         Some(s) => parse_duration_ns(s)
-            .ok_or_else(|| format!("{what} = {s:?} is not a duration (examples: \"10s\", \"500ms\")")),
+            .ok_or_else(|| key.invalid(format!(" = {s:?} is not a duration (examples: \"10s\", \"500ms\")"))),
     }
 }
 
-/// A range of signed durations within `±limit` (`min <= max`).
-fn signed_range(what: &str, r: &Range<String>, limit: i64) -> Result<(i64, i64), String> {
+/// The range of signed durations at `key`, within `±limit` (`min <= max`).
+fn signed_range(key: &KeyPath, r: &Range<String>, limit: i64) -> Result<(i64, i64), Invalid> {
     let one = |end: &str, s: &str| {
         parse_signed_duration_ns(s).filter(|v| v.abs() <= limit).ok_or_else(|| {
-            format!("{what}: {end} = {s:?} is not a duration within a year either way (examples: \"-3s\", \"250ms\")")
+            key.key(end)
+                .invalid(format!(" = {s:?} is not a duration within a year either way (examples: \"-3s\", \"250ms\")"))
         })
     };
     let (lo, hi) = (one("min", &r.min)?, one("max", &r.max)?);
     if lo > hi {
-        return Err(format!("{what}: min = {:?} is above max = {:?}", r.min, r.max));
+        return Err(key.key("min").invalid(format!(" = {:?} is above max = {:?}", r.min, r.max)));
     }
     Ok((lo, hi))
 }
 
-/// Node names -> sorted 0-based indices; `None`: every node.
-fn node_list(what: &str, names: &Option<Vec<String>>, n: u16) -> Result<Vec<engine::NodeIdx>, String> {
+/// The node names at `key` -> sorted 0-based indices; `None`: every node.
+fn node_list(key: &KeyPath, names: &Option<Vec<String>>, n: u16) -> Result<Vec<engine::NodeIdx>, Invalid> {
     let Some(names) = names else { return Ok((0..usize::from(n)).map(engine::NodeIdx::new).collect()) };
     let mut v = Vec::new();
-    for name in names {
-        v.push(parse_node_name(name, n).ok_or_else(|| format!("{what}: {name:?}: no such node (nodes are n1..n{n})"))?);
+    for (k, name) in names.iter().enumerate() {
+        let i = parse_node_name(name, n)
+            .ok_or_else(|| key.nth(k).invalid(format!(" = {name:?}: no such node (nodes are n1..n{n})")))?;
+        v.push(i);
     }
     v.sort_unstable();
     v.dedup();
@@ -209,70 +213,75 @@ fn node_list(what: &str, names: &Option<Vec<String>>, n: u16) -> Result<Vec<engi
 }
 
 /// `[faults.pause]` checked; `has_start`: the nodes have a start command.
-pub fn pause_spec(p: &PauseSection, n: u16, has_start: bool) -> Result<PauseSpec, String> {
-    const W: &str = "[faults.pause]";
-    let max = int_in(&format!("{W} max"), p.max, 0, 0, 10_000)? as u32;
+pub fn pause_spec(p: &PauseSection, n: u16, has_start: bool) -> Result<PauseSpec, Invalid> {
+    let at = KeyPath::table("faults.pause");
+    let max = int_in(&at.key("max"), p.max, 0, 0, 10_000)? as u32;
     let length = p.length.clone().unwrap_or(Range { min: "1s".into(), max: "5s".into() });
-    let what = format!("{W} length");
-    let (lo, hi) = signed_range(&what, &length, MAX_CLOCK_NS)?;
+    let (lo, hi) = signed_range(&at.key("length"), &length, MAX_CLOCK_NS)?;
     if lo < 1_000_000 {
-        return Err(format!("{what}: min = {:?}: a pause lasts at least 1ms", length.min));
+        return Err(at.key("length").key("min").invalid(format!(" = {:?}: a pause lasts at least 1ms", length.min)));
     }
     let spec = PauseSpec {
         max,
-        nodes: node_list(&format!("{W} nodes"), &p.nodes, n)?,
+        nodes: node_list(&at.key("nodes"), &p.nodes, n)?,
         length_ns: (lo as u64, hi as u64),
-        span_ns: duration(&format!("{W} span"), &p.span, 10_000_000_000)?,
-        weight: int_in(&format!("{W} weight"), p.weight, 50, 0, 1_000_000)? as u32,
+        span_ns: duration(&at.key("span"), &p.span, 10_000_000_000)?,
+        weight: int_in(&at.key("weight"), p.weight, 50, 0, 1_000_000)? as u32,
     };
     if max > 0 && !has_start {
-        return Err(format!("{W} max = {max}: the nodes have no start command to pause (give [node] start)"));
+        return Err(at
+            .key("max")
+            .invalid(format!(" = {max}: the nodes have no start command to pause (give [node] start)")));
     }
     if max > 0 && spec.nodes.is_empty() {
-        return Err(format!("{W} nodes is empty: no node may pause (leave it out for every node, or set max = 0)"));
+        return Err(at
+            .key("nodes")
+            .invalid(" is empty: no node may pause (leave it out for every node, or set max = 0)"));
     }
     Ok(spec)
 }
 
-/// `[faults.strobe]` with its defaults.
-fn strobe_spec(t: &StrobeTable) -> Result<StrobeSpec, String> {
-    const W: &str = "[faults.clock] strobe";
+/// `[faults.clock] strobe` with its defaults.
+fn strobe_spec(t: &StrobeTable) -> Result<StrobeSpec, Invalid> {
+    let at = KeyPath::table("faults.clock").key("strobe");
     let delta = t.delta.clone().unwrap_or_else(|| "200ms".into());
     let delta_ns =
         parse_signed_duration_ns(&delta).filter(|d| *d != 0 && d.abs() <= MAX_CLOCK_NS).ok_or_else(|| {
-            format!("{W}: delta = {delta:?} is not a non-zero duration within a year (examples: \"200ms\", \"-1s\")")
+            at.key("delta").invalid(format!(
+                " = {delta:?} is not a non-zero duration within a year (examples: \"200ms\", \"-1s\")"
+            ))
         })?;
-    let period_ns = duration(&format!("{W}: period"), &t.period, 10_000_000)?;
-    let length_ns = duration(&format!("{W}: length"), &t.length, 1_000_000_000)?;
+    let period_ns = duration(&at.key("period"), &t.period, 10_000_000)?;
+    let length_ns = duration(&at.key("length"), &t.length, 1_000_000_000)?;
     if period_ns < 1_000_000 {
-        return Err(format!("{W}: period = {:?}: at least 1ms", t.period.as_deref().unwrap_or("")));
+        return Err(at.key("period").invalid(format!(" = {:?}: at least 1ms", t.period.as_deref().unwrap_or(""))));
     }
     if length_ns < period_ns || length_ns / period_ns > 100_000 {
-        return Err(format!(
-            "{W}: length = {:?}: at least one period and at most 100000 of them",
+        return Err(at.key("length").invalid(format!(
+            " = {:?}: at least one period and at most 100000 of them",
             t.length.as_deref().unwrap_or("1s")
-        ));
+        )));
     }
     Ok(StrobeSpec { delta_ns, period_ns, length_ns })
 }
 
 /// `[faults.clock]` checked.
-pub fn clock_spec(c: &ClockSection, n: u16) -> Result<ClockSpec, String> {
-    const W: &str = "[faults.clock]";
-    let offset_ns = c.offset.as_ref().map(|r| signed_range(&format!("{W} offset"), r, MAX_CLOCK_NS)).transpose()?;
-    let bump_ns = c.bump.as_ref().map(|r| signed_range(&format!("{W} bump"), r, MAX_CLOCK_NS)).transpose()?;
+pub fn clock_spec(c: &ClockSection, n: u16) -> Result<ClockSpec, Invalid> {
+    let at = KeyPath::table("faults.clock");
+    let offset_ns = c.offset.as_ref().map(|r| signed_range(&at.key("offset"), r, MAX_CLOCK_NS)).transpose()?;
+    let bump_ns = c.bump.as_ref().map(|r| signed_range(&at.key("bump"), r, MAX_CLOCK_NS)).transpose()?;
     let drift_ppm = match &c.drift_ppm {
         None => None,
         Some(r) => {
             let ok = |v: i64| (-MAX_DRIFT_PPM..=MAX_DRIFT_PPM).contains(&v);
             if !ok(r.min) || !ok(r.max) {
-                return Err(format!(
-                    "{W} drift_ppm: min = {}, max = {}: each within -{MAX_DRIFT_PPM}..{MAX_DRIFT_PPM} (10%)",
+                return Err(at.key("drift_ppm").invalid(format!(
+                    ": min = {}, max = {}: each within -{MAX_DRIFT_PPM}..{MAX_DRIFT_PPM} (10%)",
                     r.min, r.max
-                ));
+                )));
             }
             if r.min > r.max {
-                return Err(format!("{W} drift_ppm: min = {} is above max = {}", r.min, r.max));
+                return Err(at.key("drift_ppm").key("min").invalid(format!(" = {} is above max = {}", r.min, r.max)));
             }
             Some((r.min, r.max))
         }
@@ -282,9 +291,9 @@ pub fn clock_spec(c: &ClockSection, n: u16) -> Result<ClockSpec, String> {
         _ => None,
     };
     let jumps = bump_ns.is_some() || strobe.is_some();
-    let max = int_in(&format!("{W} max"), c.max, i64::from(jumps), 0, 10_000)? as u32;
+    let max = int_in(&at.key("max"), c.max, i64::from(jumps), 0, 10_000)? as u32;
     if max > 0 && !jumps {
-        return Err(format!("{W} max = {max}: nothing to jump (give bump or strobe)"));
+        return Err(at.key("max").invalid(format!(" = {max}: nothing to jump (give bump or strobe)")));
     }
     let spec = ClockSpec {
         offset_ns,
@@ -292,9 +301,9 @@ pub fn clock_spec(c: &ClockSection, n: u16) -> Result<ClockSpec, String> {
         bump_ns,
         strobe,
         max,
-        nodes: node_list(&format!("{W} nodes"), &c.nodes, n)?,
-        span_ns: duration(&format!("{W} span"), &c.span, 10_000_000_000)?,
-        weight: int_in(&format!("{W} weight"), c.weight, 50, 0, 1_000_000)? as u32,
+        nodes: node_list(&at.key("nodes"), &c.nodes, n)?,
+        span_ns: duration(&at.key("span"), &c.span, 10_000_000_000)?,
+        weight: int_in(&at.key("weight"), c.weight, 50, 0, 1_000_000)? as u32,
     };
     Ok(spec)
 }

@@ -211,29 +211,26 @@ mod node_fault_tests {
             ("[faults.pause]\nmax = -1\n", "[faults.pause] max = -1"),
             (
                 "[faults.pause]\nmax = 1\nlength = { min = \"-1s\", max = \"2s\" }\n",
-                "[faults.pause] length: min = \"-1s\"",
+                "[faults.pause] length.min = \"-1s\"",
             ),
             (
                 "[faults.pause]\nmax = 1\nlength = { min = \"3s\", max = \"2s\" }\n",
-                "[faults.pause] length: min = \"3s\" is above max",
+                "[faults.pause] length.min = \"3s\" is above max",
             ),
-            ("[faults.pause]\nmax = 1\nnodes = [\"n7\"]\n", "[faults.pause] nodes: \"n7\": no such node"),
+            ("[faults.pause]\nmax = 1\nnodes = [\"n7\"]\n", "[faults.pause] nodes #1 = \"n7\": no such node"),
             ("[faults.pause]\nmax = 1\nweight = -5\n", "[faults.pause] weight = -5"),
             ("[faults.pause]\nmax = 1\nspan = \"soon\"\n", "[faults.pause] span = \"soon\""),
             (
                 "[faults.clock]\noffset = { min = \"1s\", max = \"-1s\" }\n",
-                "[faults.clock] offset: min = \"1s\" is above max",
+                "[faults.clock] offset.min = \"1s\" is above max",
             ),
-            ("[faults.clock]\nbump = \"2 fortnights\"\n", "[faults.clock] bump: min = \"2 fortnights\""),
+            ("[faults.clock]\nbump = \"2 fortnights\"\n", "[faults.clock] bump.min = \"2 fortnights\""),
             ("[faults.clock]\ndrift_ppm = 200000\n", "[faults.clock] drift_ppm"),
-            (
-                "[faults.clock]\ndrift_ppm = { min = 5, max = 1 }\n",
-                "[faults.clock] drift_ppm: min = 5 is above max = 1",
-            ),
+            ("[faults.clock]\ndrift_ppm = { min = 5, max = 1 }\n", "[faults.clock] drift_ppm.min = 5 is above max = 1"),
             ("[faults.clock]\nmax = 2\n", "[faults.clock] max = 2: nothing to jump"),
-            ("[faults.clock]\nbump = \"1s\"\nnodes = [\"x\"]\n", "[faults.clock] nodes: \"x\""),
-            ("[faults.clock]\nstrobe = { delta = \"0s\" }\n", "[faults.clock] strobe: delta"),
-            ("[faults.clock]\nstrobe = { period = \"1s\", length = \"10ms\" }\n", "[faults.clock] strobe: length"),
+            ("[faults.clock]\nbump = \"1s\"\nnodes = [\"x\"]\n", "[faults.clock] nodes #1 = \"x\""),
+            ("[faults.clock]\nstrobe = { delta = \"0s\" }\n", "[faults.clock] strobe.delta"),
+            ("[faults.clock]\nstrobe = { period = \"1s\", length = \"10ms\" }\n", "[faults.clock] strobe.length"),
         ] {
             let e = parse(toml).unwrap_err().to_string();
             assert!(e.contains("cluster.toml") && e.contains(needle), "{toml}: {e}");
@@ -380,7 +377,7 @@ mod line_tests {
                    [[invariant]]\nname = \"y\"\nnode = \"n1\"\ncommand = \"true\"\n\
                    [[invariant]]\nname = \"x\"\nnode = \"n2\"\ncommand = \"true\"\n";
         let (e, _) = error_at(inv, "name = \"x\"");
-        assert!(e.contains("line 15: [[invariant]] name \"x\" is used twice"), "{e}");
+        assert!(e.contains("line 15: [[invariant]] x: name is used twice"), "{e}");
         // An unnamed invariant goes by its default name.
         let inv =
             "[[invariant]]\nnode = \"n1\"\ncommand = \"true\"\n[[invariant]]\nnode = \"n7\"\ncommand = \"true\"\n";
@@ -391,7 +388,7 @@ mod line_tests {
     #[test]
     fn key_paths_and_elements_of_array_values() {
         let (e, line) = error_at("[faults.network.links.\"n1-n2\"]\nloss = 1.5\n", "loss");
-        assert!(e.contains(&format!("line {line}: [faults.network] faults.network.links.\"n1-n2\".loss")), "{e}");
+        assert!(e.contains(&format!("line {line}: [faults.network] links.\"n1-n2\".loss: probability 1.5")), "{e}");
         let host =
             "[workload.host]\nrequests = [\n  { node = \"n1\", port = 80 },\n  { node = \"n9\", port = 80 },\n]\n";
         let dir = tempfile::tempdir().unwrap();
@@ -407,16 +404,20 @@ mod line_tests {
         let text = "[cluster]\nnodes = 2\n\n[workload]\nnode = \"n1\"\ncommand = \"true\"\n[workload.host]\nrequests = [ { node = \"n1\", port = 80 } ]\n";
         let e = Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), text).unwrap_err().to_string();
         assert!(e.contains("cluster.toml: line 4: [workload]: node + command"), "{e}");
-        // An element no one can tell: the array's (first) header.
+        // The array as a whole: its first header.
         let two = format!(
             "{HEAD}[[invariant]]\nnode = \"n1\"\ncommand = \"a\"\n[[invariant]]\nnode = \"n1\"\ncommand = \"b\"\n"
         );
-        assert_eq!(locate_line(&two, "[[invariant]] somewhere: it broke"), Some(6));
-        // A table the file does not write, a message about no table: no line.
-        assert_eq!(locate_line(HEAD, "[nosuch] key = 1: why"), None);
-        assert_eq!(locate_line(HEAD, "[disk] size_mb = 8: too small"), None);
-        assert_eq!(locate_line(&two, "no table at all"), None);
-        let e = ClusterError::Invalid { path: "c/cluster.toml".into(), line: None, message: "[x] y: z".into() };
+        assert_eq!(locate_line(&two, &KeyPath::array("invariant")), Some(6));
+        // The element named, its key when written, else its header.
+        assert_eq!(locate_line(&two, &KeyPath::array("invariant").nth(1).key("command")), Some(11));
+        assert_eq!(locate_line(&two, &KeyPath::array("invariant").nth(1).key("name")), Some(9));
+        assert_eq!(locate_line(&two, &KeyPath::array("invariant").nth(2)), Some(6));
+        // A table the file does not write: no line.
+        assert_eq!(locate_line(HEAD, &KeyPath::table("nosuch").key("key")), None);
+        assert_eq!(locate_line(HEAD, &KeyPath::table("disk").key("size_mb")), None);
+        let problem = KeyPath::table("x").key("y").invalid(": z");
+        let e = ClusterError::Invalid { path: "c/cluster.toml".into(), line: None, problem };
         assert_eq!(e.to_string(), "c/cluster.toml: [x] y: z");
     }
 }

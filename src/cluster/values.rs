@@ -1,5 +1,7 @@
 //! Values as cluster.toml writes them: node names and durations.
 
+use super::{Invalid, KeyPath};
+
 /// Node names are n1..nN; returns the 0-based index.
 pub fn parse_node_name(name: &str, nodes: u16) -> Option<usize> {
     let n: u16 = name.strip_prefix('n')?.parse().ok()?;
@@ -25,11 +27,10 @@ pub fn parse_duration_ns(s: &str) -> Option<u64> {
     (ns.is_finite() && ns >= 0.0 && ns < u64::MAX as f64).then_some(ns as u64)
 }
 
-/// The optional duration `key` (written with its table: `"[disk] latency"`),
-/// `default` when absent; the error is the message.
-pub(super) fn optional_duration(key: &str, v: &Option<String>, default: u64) -> Result<u64, String> {
+/// The optional duration at `key`, `default` when absent.
+pub(super) fn optional_duration(key: &KeyPath, v: &Option<String>, default: u64) -> Result<u64, Invalid> {
     match v {
         None => Ok(default),
-        Some(s) => parse_duration_ns(s).ok_or_else(|| format!("{key} = {s:?} is not a duration")),
+        Some(s) => parse_duration_ns(s).ok_or_else(|| key.invalid(format!(" = {s:?} is not a duration"))),
     }
 }

@@ -7,9 +7,7 @@ use std::path::Path;
 use engine::{HostRequest, HostWorkload};
 use serde::Deserialize;
 
-use super::{parse_duration_ns, parse_node_name};
-
-const W: &str = "[workload.host]";
+use super::{parse_duration_ns, parse_node_name, Invalid, KeyPath};
 
 /// `[node]`: what every node runs.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -32,25 +30,26 @@ const READY_WITHIN_NS: u64 = 120_000_000_000;
 
 impl NodeSection {
     /// The readiness probe's guest script (see [`super::checks::poll_script`]),
-    /// if `ready` is set. The error is the message.
-    pub(super) fn ready_probe(&self) -> Result<Option<String>, String> {
+    /// if `ready` is set.
+    pub(super) fn ready_probe(&self) -> Result<Option<String>, Invalid> {
+        let at = KeyPath::table("node");
         let Some(command) = &self.ready else {
             for (key, v) in [("ready_within", &self.ready_within), ("ready_every", &self.ready_every)] {
                 if v.is_some() {
-                    return Err(format!("[node] {key} is set without [node] ready (the probe it would time)"));
+                    return Err(at.key(key).invalid(" is set without [node] ready (the probe it would time)"));
                 }
             }
             return Ok(None);
         };
         if command.trim().is_empty() {
-            return Err("[node] ready is empty: give the shell command that exits 0 once a node is ready".into());
+            return Err(at.key("ready").invalid(" is empty: give the shell command that exits 0 once a node is ready"));
         }
         use super::checks::{poll_every, poll_script, poll_within};
         let within = match &self.ready_within {
             None => READY_WITHIN_NS,
-            Some(w) => poll_within("[node] ready_within", w)?,
+            Some(w) => poll_within(&at.key("ready_within"), w)?,
         };
-        let every = poll_every("[node] ready_every", self.ready_every.as_deref())?;
+        let every = poll_every(&at.key("ready_every"), self.ready_every.as_deref())?;
         Ok(Some(poll_script(command, within, every)))
     }
 }
@@ -124,89 +123,98 @@ fn one() -> u32 {
 
 /// Checks `[workload]` for a cluster of `n` guests in `dir`: the 0-based
 /// index of the workload node (with a host workload, `n`: the host client
-/// is node N+1) and the host workload, if any. The error is the message.
-pub(super) fn check(w: &WorkloadSection, n: u16, dir: &Path) -> Result<(usize, Option<HostWorkload>), String> {
+/// is node N+1) and the host workload, if any.
+pub(super) fn check(w: &WorkloadSection, n: u16, dir: &Path) -> Result<(usize, Option<HostWorkload>), Invalid> {
+    let at = KeyPath::table("workload");
     let host_workload = match &w.host {
         Some(h) => Some(host_workload(h, n, dir)?),
         None => None,
     };
     let workload_node = if host_workload.is_some() {
         if !w.node.is_empty() || !w.command.is_empty() {
-            return Err("[workload]: node + command (a guest runs the workload) and [workload.host] (the host-side \
-                 client does) exclude each other; keep one"
-                .into());
+            return Err(at.invalid(
+                ": node + command (a guest runs the workload) and [workload.host] (the host-side client does) \
+                 exclude each other; keep one",
+            ));
         }
         usize::from(n)
     } else {
         if w.node.is_empty() && w.command.is_empty() {
-            return Err("[workload]: give node + command (a guest runs the workload) or a [workload.host] table \
-                 (simcluster's host-side client sends HTTP requests)"
-                .into());
+            return Err(at.invalid(
+                ": give node + command (a guest runs the workload) or a [workload.host] table \
+                 (simcluster's host-side client sends HTTP requests)",
+            ));
         }
         let node = parse_node_name(&w.node, n)
-            .ok_or_else(|| format!("[workload] node = {:?}: no such node (nodes are n1..n{n})", w.node))?;
+            .ok_or_else(|| at.key("node").invalid(format!(" = {:?}: no such node (nodes are n1..n{n})", w.node)))?;
         if w.command.trim().is_empty() {
-            return Err("[workload] command is empty".into());
+            return Err(at.key("command").invalid(" is empty"));
         }
         node
     };
     Ok((workload_node, host_workload))
 }
 
-/// Checks `[workload.host]` for a cluster of `n` guests in `dir`; the error
-/// is the message (without the file name).
-fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<HostWorkload, String> {
+/// Checks `[workload.host]` for a cluster of `n` guests in `dir`.
+fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<HostWorkload, Invalid> {
+    let at = KeyPath::table("workload.host");
     if n >= netsim::MAX_NODES {
-        return Err(format!(
-            "{W}: the host client is node N+1, so a cluster with it has at most {} nodes",
+        return Err(at.invalid(format!(
+            ": the host client is node N+1, so a cluster with it has at most {} nodes",
             netsim::MAX_NODES - 1
-        ));
+        )));
     }
     if h.requests.is_empty() {
-        return Err(format!("{W} requests is empty (give at least one {{ node = \"n1\", port = 80 }})"));
+        return Err(at.key("requests").invalid(" is empty (give at least one { node = \"n1\", port = 80 })"));
     }
     if h.repeat == 0 {
-        return Err(format!("{W} repeat = 0: must be at least 1"));
+        return Err(at.key("repeat").invalid(" = 0: must be at least 1"));
     }
     if !(1..=1024).contains(&h.concurrency) {
-        return Err(format!("{W} concurrency = {}: must be between 1 and 1024", h.concurrency));
+        return Err(at.key("concurrency").invalid(format!(" = {}: must be between 1 and 1024", h.concurrency)));
     }
     let duration = |key: &str, v: &Option<String>, default: u64| match v {
         None => Ok(default),
-        Some(s) => parse_duration_ns(s).ok_or_else(|| format!("{W} {key} = {s:?} is not a duration")),
+        Some(s) => parse_duration_ns(s).ok_or_else(|| at.key(key).invalid(format!(" = {s:?} is not a duration"))),
     };
     let start_after_ns = duration("start_after", &h.start_after, 0)?;
     let timeout_ns = duration("timeout", &h.timeout, 30_000_000_000)?;
     if timeout_ns < 1_000_000 {
-        return Err(format!("{W} timeout = {:?}: must be at least 1ms", h.timeout.as_deref().unwrap_or("")));
+        return Err(at
+            .key("timeout")
+            .invalid(format!(" = {:?}: must be at least 1ms", h.timeout.as_deref().unwrap_or(""))));
     }
     let requests = h
         .requests
         .iter()
         .enumerate()
-        .map(|(k, r)| host_request(&format!("{W} requests #{}", k + 1), r, n, dir))
-        .collect::<Result<Vec<_>, String>>()?;
+        .map(|(k, r)| host_request(&at.key("requests").nth(k), r, n, dir))
+        .collect::<Result<Vec<_>, Invalid>>()?;
     Ok(HostWorkload { requests, repeat: h.repeat, concurrency: h.concurrency, start_after_ns, timeout_ns })
 }
 
-/// One request of `[workload.host] requests`, `what` in messages.
-fn host_request(what: &str, r: &HostRequestSection, n: u16, dir: &Path) -> Result<HostRequest, String> {
+/// One request of `[workload.host] requests`, the one at `at`.
+fn host_request(at: &KeyPath, r: &HostRequestSection, n: u16, dir: &Path) -> Result<HostRequest, Invalid> {
     let i = parse_node_name(&r.node, n)
-        .ok_or_else(|| format!("{what}: node = {:?}: no such node (nodes are n1..n{n})", r.node))?;
+        .ok_or_else(|| at.key("node").invalid(format!(" = {:?}: no such node (nodes are n1..n{n})", r.node)))?;
     if r.port == 0 {
-        return Err(format!("{what}: port = 0 is not a port (1..65535)"));
+        return Err(at.key("port").invalid(" = 0 is not a port (1..65535)"));
     }
     let method = r.method.clone().unwrap_or_else(|| "GET".into());
     if method.is_empty() || !method.chars().all(|c| c.is_ascii_uppercase()) {
-        return Err(format!("{what}: method = {method:?}: must be an upper-case HTTP method such as GET or POST"));
+        return Err(at
+            .key("method")
+            .invalid(format!(" = {method:?}: must be an upper-case HTTP method such as GET or POST")));
     }
     let path = r.path.clone().unwrap_or_else(|| "/".into());
     if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{what}: path = {path:?}: must start with '/' and hold no spaces or control characters"));
+        return Err(at
+            .key("path")
+            .invalid(format!(" = {path:?}: must start with '/' and hold no spaces or control characters")));
     }
     let expect_status = r.expect_status.unwrap_or(200);
     if !(100..=599).contains(&expect_status) {
-        return Err(format!("{what}: expect_status = {expect_status}: not an HTTP status (100..599)"));
+        return Err(at.key("expect_status").invalid(format!(" = {expect_status}: not an HTTP status (100..599)")));
     }
     let body_equals = match &r.body_file {
         None => None,
@@ -214,7 +222,7 @@ fn host_request(what: &str, r: &HostRequestSection, n: u16, dir: &Path) -> Resul
             let p = dir.join(f);
             Some(
                 std::fs::read(&p)
-                    .map_err(|e| format!("{what}: body_file = {f:?}: cannot read {}: {e}", p.display()))?,
+                    .map_err(|e| at.key("body_file").invalid(format!(" = {f:?}: cannot read {}: {e}", p.display())))?,
             )
         }
     };
