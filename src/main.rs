@@ -184,8 +184,8 @@ enum CheckModel {
 }
 
 /// `--consistency`: a consistency model's name.
-fn parse_consistency(s: &str) -> Result<txncheck::Consistency, String> {
-    s.parse().map_err(|e: txncheck::UnknownName| e.to_string())
+fn parse_consistency(s: &str) -> Result<txncheck::Consistency, txncheck::UnknownName> {
+    s.parse()
 }
 
 #[derive(Subcommand, Debug)]
@@ -380,8 +380,14 @@ enum RuntimeChoice {
     Uml,
 }
 
-fn parse_limit(s: &str) -> Result<u64, String> {
-    parse_duration_ns(s).ok_or_else(|| format!("{s:?} is not a duration (examples: 90s, 10m, 1h)"))
+/// A command-line duration that is not one.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a duration (examples: 90s, 10m, 1h)")]
+struct NotADuration(String);
+
+/// `--time-limit` and the like: a duration, in ns.
+fn parse_limit(s: &str) -> Result<u64, NotADuration> {
+    parse_duration_ns(s).ok_or_else(|| NotADuration(s.to_string()))
 }
 
 impl RuntimeChoice {

@@ -31,13 +31,18 @@ pub enum Pin {
     Cpu(usize),
 }
 
+/// A `--pin` value that is none of the three.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not auto, off or a CPU number")]
+pub struct BadPin(String);
+
 impl FromStr for Pin {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Pin, String> {
+    type Err = BadPin;
+    fn from_str(s: &str) -> Result<Pin, BadPin> {
         match s {
             "auto" => Ok(Pin::Auto),
             "off" => Ok(Pin::Off),
-            n => n.parse().map(Pin::Cpu).map_err(|_| format!("{s:?} is not auto, off or a CPU number")),
+            n => n.parse().map(Pin::Cpu).map_err(|_| BadPin(s.to_string())),
         }
     }
 }
@@ -119,7 +124,7 @@ mod tests {
         assert_eq!("auto".parse::<Pin>(), Ok(Pin::Auto));
         assert_eq!("off".parse::<Pin>(), Ok(Pin::Off));
         assert_eq!("1".parse::<Pin>(), Ok(Pin::Cpu(1)));
-        assert!("fast".parse::<Pin>().unwrap_err().contains("fast"));
+        assert!("fast".parse::<Pin>().unwrap_err().to_string().contains("fast"));
     }
 
     #[test]

@@ -119,7 +119,7 @@ pub fn add_to_key(source: &Source, cluster_file: &Path, key: &mut KeyHasher) -> 
     let bad = |problem: String| bad(source, cluster_file, problem);
     match source {
         Source::Layout { dir, tag } => {
-            let (_, manifest) = pick_manifest(dir, tag.as_deref()).map_err(bad)?;
+            let (_, manifest) = pick_manifest(dir, tag.as_deref()).map_err(|e| bad(e.to_string()))?;
             key.add_str("oci").add_str(manifest.digest().as_ref());
         }
         Source::DockerArchive { file } => {
@@ -150,7 +150,7 @@ pub fn open(source: &Source, cluster_file: &Path, work: &Path) -> Result<Opened>
     let bad = |problem: String| bad(source, cluster_file, problem);
     let (layout, tag) = match source {
         Source::Layout { dir, tag } => {
-            let (tag, _) = pick_manifest(dir, tag.as_deref()).map_err(bad)?;
+            let (tag, _) = pick_manifest(dir, tag.as_deref()).map_err(|e| bad(e.to_string()))?;
             (dir.clone(), tag)
         }
         Source::DockerArchive { file } => {
@@ -172,8 +172,8 @@ pub fn open(source: &Source, cluster_file: &Path, work: &Path) -> Result<Opened>
             (layout, CONVERTED_TAG.to_string())
         }
     };
-    let (_, manifest_desc) = pick_manifest(&layout, Some(&tag)).map_err(bad)?;
-    let config = read_config(&layout, &manifest_desc).map_err(bad)?;
+    let (_, manifest_desc) = pick_manifest(&layout, Some(&tag)).map_err(|e| bad(e.to_string()))?;
+    let config = read_config(&layout, &manifest_desc).map_err(|e| bad(e.to_string()))?;
     Ok(Opened { layout, tag, config })
 }
 
@@ -201,37 +201,51 @@ pub fn unpack(opened: &Opened, source: &Source, cluster_file: &Path, root: &Path
     Ok(())
 }
 
+/// What is wrong with an OCI image layout's contents.
+#[derive(Debug, thiserror::Error)]
+enum LayoutProblem {
+    #[error("not an OCI image layout (no index.json and oci-layout; `skopeo copy ... oci:DIR:TAG` writes one)")]
+    NotALayout,
+    #[error("{what}: {source}")]
+    Unreadable { what: &'static str, source: oci_spec::OciSpecError },
+    #[error("no image tagged {tag:?} in its index.json (tags: {tags:?})")]
+    NoSuchTag { tag: String, tags: Vec<String> },
+    #[error("its index.json holds {} images: choose one with [image] tag (tags: {tags:?})", tags.len())]
+    WhichImage { tags: Vec<String> },
+    #[error("its image index has no linux/amd64 image (simcluster's guests are x86_64)")]
+    NoAmd64,
+    #[error("blob {digest}: {source}")]
+    MissingBlob { digest: String, source: std::io::Error },
+    #[error("blob {digest} is corrupt (its sha256 differs)")]
+    CorruptBlob { digest: String },
+    #[error("an image for {os}/{arch}: simcluster's guests are linux/amd64 (x86_64)")]
+    WrongPlatform { os: String, arch: String },
+}
+
 /// The manifest to use: the one tagged `tag`, or the only one; an image
 /// index (multi-platform) is followed to its linux/amd64 entry.
-fn pick_manifest(dir: &Path, tag: Option<&str>) -> Result<(String, Descriptor), String> {
+fn pick_manifest(dir: &Path, tag: Option<&str>) -> Result<(String, Descriptor), LayoutProblem> {
     if !dir.join("index.json").is_file() || !dir.join("oci-layout").is_file() {
-        return Err(
-            "not an OCI image layout (no index.json and oci-layout; `skopeo copy ... oci:DIR:TAG` writes one)".into()
-        );
+        return Err(LayoutProblem::NotALayout);
     }
-    let index = ImageIndex::from_file(dir.join("index.json")).map_err(|e| format!("index.json: {e}"))?;
+    let index = ImageIndex::from_file(dir.join("index.json"))
+        .map_err(|source| LayoutProblem::Unreadable { what: "index.json", source })?;
     let name_of = |d: &Descriptor| {
         d.annotations().as_ref().and_then(|a| a.get("org.opencontainers.image.ref.name")).cloned().unwrap_or_default()
     };
     let entries = index.manifests();
     let chosen = match tag {
-        Some(t) => entries.iter().find(|d| name_of(d) == t).ok_or_else(|| {
-            let tags: Vec<String> = entries.iter().map(name_of).collect();
-            format!("no image tagged {t:?} in its index.json (tags: {tags:?})")
+        Some(t) => entries.iter().find(|d| name_of(d) == t).ok_or_else(|| LayoutProblem::NoSuchTag {
+            tag: t.to_string(),
+            tags: entries.iter().map(name_of).collect(),
         })?,
         None if entries.len() == 1 => &entries[0],
-        None => {
-            let tags: Vec<String> = entries.iter().map(name_of).collect();
-            return Err(format!(
-                "its index.json holds {} images: choose one with [image] tag (tags: {tags:?})",
-                entries.len()
-            ));
-        }
+        None => return Err(LayoutProblem::WhichImage { tags: entries.iter().map(name_of).collect() }),
     };
     let name = name_of(chosen);
     if *chosen.media_type() == MediaType::ImageIndex {
-        let nested =
-            ImageIndex::from_reader(blob(dir, chosen)?.as_slice()).map_err(|e| format!("nested index: {e}"))?;
+        let nested = ImageIndex::from_reader(blob(dir, chosen)?.as_slice())
+            .map_err(|source| LayoutProblem::Unreadable { what: "nested index", source })?;
         let amd64 = nested
             .manifests()
             .iter()
@@ -240,30 +254,33 @@ fn pick_manifest(dir: &Path, tag: Option<&str>) -> Result<(String, Descriptor), 
                     .as_ref()
                     .is_some_and(|p| p.architecture().to_string() == "amd64" && p.os().to_string() == "linux")
             })
-            .ok_or("its image index has no linux/amd64 image (simcluster's guests are x86_64)")?;
+            .ok_or(LayoutProblem::NoAmd64)?;
         return Ok((name, amd64.clone()));
     }
     Ok((name, chosen.clone()))
 }
 
 /// A blob's bytes, its digest checked.
-fn blob(dir: &Path, d: &Descriptor) -> Result<Vec<u8>, String> {
+fn blob(dir: &Path, d: &Descriptor) -> Result<Vec<u8>, LayoutProblem> {
     let digest = d.digest();
     let path = dir.join("blobs").join(digest.algorithm().to_string()).join(digest.digest());
-    let bytes = std::fs::read(&path).map_err(|e| format!("blob {digest}: {e}"))?;
+    let bytes =
+        std::fs::read(&path).map_err(|source| LayoutProblem::MissingBlob { digest: digest.to_string(), source })?;
     if digest.algorithm().to_string() == "sha256" && super::cache::sha256_hex(&bytes) != digest.digest() {
-        return Err(format!("blob {digest} is corrupt (its sha256 differs)"));
+        return Err(LayoutProblem::CorruptBlob { digest: digest.to_string() });
     }
     Ok(bytes)
 }
 
-fn read_config(dir: &Path, manifest: &Descriptor) -> Result<RunConfig, String> {
-    let manifest = ImageManifest::from_reader(blob(dir, manifest)?.as_slice()).map_err(|e| format!("manifest: {e}"))?;
+/// What the image's configuration says about running it.
+fn read_config(dir: &Path, manifest: &Descriptor) -> Result<RunConfig, LayoutProblem> {
+    let manifest = ImageManifest::from_reader(blob(dir, manifest)?.as_slice())
+        .map_err(|source| LayoutProblem::Unreadable { what: "manifest", source })?;
     let config = ImageConfiguration::from_reader(blob(dir, manifest.config())?.as_slice())
-        .map_err(|e| format!("image config: {e}"))?;
+        .map_err(|source| LayoutProblem::Unreadable { what: "image config", source })?;
     let (arch, os) = (config.architecture().to_string(), config.os().to_string());
     if arch != "amd64" || os != "linux" {
-        return Err(format!("an image for {os}/{arch}: simcluster's guests are linux/amd64 (x86_64)"));
+        return Err(LayoutProblem::WrongPlatform { os, arch });
     }
     let c = config.config().clone().unwrap_or_default();
     Ok(RunConfig {

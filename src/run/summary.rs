@@ -210,10 +210,15 @@ impl std::fmt::Display for Shard {
     }
 }
 
+/// A `--shard` value that is not K/N.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not K/N with 1 <= K <= N (examples: 1/2, 3/8)")]
+pub struct BadShard(String);
+
 impl std::str::FromStr for Shard {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Shard, String> {
-        let bad = || format!("{s:?} is not K/N with 1 <= K <= N (examples: 1/2, 3/8)");
+    type Err = BadShard;
+    fn from_str(s: &str) -> Result<Shard, BadShard> {
+        let bad = || BadShard(s.to_string());
         let (k, n) = s.split_once('/').ok_or_else(bad)?;
         let (k, n): (u64, u64) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
         if k == 0 || n == 0 || k > n {

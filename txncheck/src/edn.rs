@@ -10,7 +10,7 @@
 //! (a keyword key `:x` becomes the string key `x`). Other fields (`:error`, ...)
 //! are ignored.
 
-use crate::history::{make_kind, make_mop, Event, History, Key, Mop, ParseError, RawValue};
+use crate::history::{make_kind, make_mop, Event, FieldProblem, History, Key, Mop, ParseError, RawValue};
 use clojure_reader::edn::{self, Edn};
 
 /// Parses a Jepsen `history.edn` and pairs its events into transactions.
@@ -98,7 +98,7 @@ fn event(value: &Edn, line: usize, position: usize) -> Result<Option<Event>, Par
         None => return Err(field_err(line, ":f", "missing")),
     }
     let kind = match get("type") {
-        Some(Edn::Key(k)) => make_kind(k).map_err(|m| field_err(line, ":type", m))?,
+        Some(Edn::Key(k)) => make_kind(k).map_err(|m| field_err(line, ":type", m.to_string()))?,
         _ => return Err(field_err(line, ":type", "missing or not a keyword")),
     };
     let time = match get("time") {
@@ -124,19 +124,19 @@ fn event(value: &Edn, line: usize, position: usize) -> Result<Option<Event>, Par
     Ok(Some(Event { line, index, process, kind, time, mops }))
 }
 
-fn mop(value: &Edn) -> Result<Mop, String> {
+fn mop(value: &Edn) -> Result<Mop, FieldProblem> {
     let parts = match value {
         Edn::Vector(parts) | Edn::List(parts) if parts.len() == 3 => parts,
-        other => return Err(format!("expected [f key value], got {other}")),
+        other => return Err(FieldProblem::MopShape(other.to_string())),
     };
     let f = match &parts[0] {
         Edn::Key(f) | Edn::Symbol(f) | Edn::Str(f) => *f,
-        other => return Err(format!("function {other} is not a keyword")),
+        other => return Err(FieldProblem::Function(other.to_string())),
     };
     let key = match &parts[1] {
         Edn::Int(i) => Key::Int(*i),
         Edn::Str(s) | Edn::Key(s) | Edn::Symbol(s) => Key::Str(s.to_string()),
-        other => return Err(format!("key {other} is neither an integer nor a string")),
+        other => return Err(FieldProblem::Key(other.to_string())),
     };
     let raw = match &parts[2] {
         Edn::Nil => RawValue::Nil,
@@ -146,11 +146,11 @@ fn mop(value: &Edn) -> Result<Mop, String> {
                 .iter()
                 .map(|v| match v {
                     Edn::Int(i) => Ok(*i),
-                    other => Err(format!("list element {other} is not an integer")),
+                    other => Err(FieldProblem::ListElement(other.to_string())),
                 })
                 .collect::<Result<_, _>>()?,
         ),
-        other => return Err(format!("value {other} is not nil, an integer or a vector")),
+        other => return Err(FieldProblem::Value(other.to_string())),
     };
     make_mop(f, key, raw)
 }

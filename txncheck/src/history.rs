@@ -312,26 +312,49 @@ pub(crate) enum RawValue {
     List(Vec<i64>),
 }
 
+/// What is wrong with one field of a history line (shared by both
+/// parsers; each part names what it found as the format writes it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FieldProblem {
+    #[error("expected [f key value], got {0}")]
+    MopShape(String),
+    #[error("function {0} is not a keyword or string")]
+    Function(String),
+    #[error("key {0} is neither an integer nor a string")]
+    Key(String),
+    #[error("value {0} is not nil, an integer or a list")]
+    Value(String),
+    #[error("list element {0} is not an integer")]
+    ListElement(String),
+    #[error("{f} on key {key} needs an integer value")]
+    NeedsInteger { f: String, key: Key },
+    #[error("unknown micro-op {0:?} (expected append, r or w)")]
+    UnknownFunction(String),
+    #[error("unknown type {0:?} (expected invoke, ok, fail or info)")]
+    UnknownType(String),
+}
+
 /// Builds a mop from its three parts, or says what is wrong with them.
-pub(crate) fn make_mop(f: &str, key: Key, value: RawValue) -> Result<Mop, String> {
+pub(crate) fn make_mop(f: &str, key: Key, value: RawValue) -> Result<Mop, FieldProblem> {
     match (f, value) {
         ("append", RawValue::Int(value)) => Ok(Mop::Append { key, value }),
         ("w", RawValue::Int(value)) => Ok(Mop::Write { key, value }),
-        ("append" | "w", _) => Err(format!("{f} on key {key} needs an integer value")),
+        ("append" | "w", _) => Err(FieldProblem::NeedsInteger { f: f.to_string(), key }),
         ("r", RawValue::Nil) => Ok(Mop::Read { key, value: None }),
         ("r", RawValue::Int(v)) => Ok(Mop::Read { key, value: Some(ReadValue::Int(v)) }),
         ("r", RawValue::List(l)) => Ok(Mop::Read { key, value: Some(ReadValue::List(l)) }),
-        (other, _) => Err(format!("unknown micro-op {other:?} (expected append, r or w)")),
+        (other, _) => Err(FieldProblem::UnknownFunction(other.to_string())),
     }
 }
 
-pub(crate) fn make_kind(s: &str) -> Result<EventKind, String> {
+/// An event's type from its name.
+pub(crate) fn make_kind(s: &str) -> Result<EventKind, FieldProblem> {
     match s {
         "invoke" => Ok(EventKind::Invoke),
         "ok" => Ok(EventKind::Ok),
         "fail" => Ok(EventKind::Fail),
         "info" => Ok(EventKind::Info),
-        other => Err(format!("unknown type {other:?} (expected invoke, ok, fail or info)")),
+        other => Err(FieldProblem::UnknownType(other.to_string())),
     }
 }
 

@@ -9,7 +9,7 @@
 //! process `"nemesis"`, are skipped (they still count for the default index).
 //! An optional `"index"` field overrides the event's index.
 
-use crate::history::{make_kind, make_mop, Event, History, Key, Mop, ParseError, RawValue};
+use crate::history::{make_kind, make_mop, Event, FieldProblem, History, Key, Mop, ParseError, RawValue};
 use serde_json::{Map, Value};
 
 /// Parses a JSON-lines history and pairs its events into transactions.
@@ -54,7 +54,7 @@ fn event(value: &Value, line: usize, position: usize) -> Result<Option<Event>, P
         None => return Err(field_err(line, "f", "missing")),
     }
     let kind = match obj.get("type") {
-        Some(Value::String(s)) => make_kind(s).map_err(|m| field_err(line, "type", m))?,
+        Some(Value::String(s)) => make_kind(s).map_err(|m| field_err(line, "type", m.to_string()))?,
         _ => return Err(field_err(line, "type", "missing or not a string")),
     };
     let time = obj
@@ -79,27 +79,27 @@ fn event(value: &Value, line: usize, position: usize) -> Result<Option<Event>, P
     Ok(Some(Event { line, index, process, kind, time, mops }))
 }
 
-fn mop(value: &Value) -> Result<Mop, String> {
+fn mop(value: &Value) -> Result<Mop, FieldProblem> {
     let parts = match value {
         Value::Array(parts) if parts.len() == 3 => parts,
-        other => return Err(format!("expected [f, key, value], got {other}")),
+        other => return Err(FieldProblem::MopShape(other.to_string())),
     };
-    let f = parts[0].as_str().ok_or_else(|| format!("function {} is not a string", parts[0]))?;
+    let f = parts[0].as_str().ok_or_else(|| FieldProblem::Function(parts[0].to_string()))?;
     let key = match &parts[1] {
         Value::String(s) => Key::Str(s.clone()),
-        Value::Number(n) => Key::Int(n.as_i64().ok_or_else(|| format!("key {n} is not an integer"))?),
-        other => return Err(format!("key {other} is neither a string nor an integer")),
+        Value::Number(n) => Key::Int(n.as_i64().ok_or_else(|| FieldProblem::Key(n.to_string()))?),
+        other => return Err(FieldProblem::Key(other.to_string())),
     };
     let raw = match &parts[2] {
         Value::Null => RawValue::Nil,
-        Value::Number(n) => RawValue::Int(n.as_i64().ok_or_else(|| format!("value {n} is not an integer"))?),
+        Value::Number(n) => RawValue::Int(n.as_i64().ok_or_else(|| FieldProblem::Value(n.to_string()))?),
         Value::Array(items) => RawValue::List(
             items
                 .iter()
-                .map(|v| v.as_i64().ok_or_else(|| format!("list element {v} is not an integer")))
+                .map(|v| v.as_i64().ok_or_else(|| FieldProblem::ListElement(v.to_string())))
                 .collect::<Result<_, _>>()?,
         ),
-        other => return Err(format!("value {other} is not nil, an integer or a list")),
+        other => return Err(FieldProblem::Value(other.to_string())),
     };
     make_mop(f, key, raw)
 }

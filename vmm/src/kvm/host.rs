@@ -15,8 +15,8 @@ pub struct HostCaps {
     pub hardware_virt: bool,
     /// The kvm_pvm module is loaded (/sys/module/kvm_pvm exists).
     pub pvm: bool,
-    /// A hardware retired-branch counter could be opened; `Err` holds the errno text.
-    pub branch_counter: Result<(), String>,
+    /// A hardware retired-branch counter could be opened, or why not.
+    pub branch_counter: Result<(), NoBranchCounter>,
 }
 
 impl HostCaps {
@@ -76,8 +76,16 @@ const FLAG_DISABLED: u64 = 1;
 const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
 const FLAG_EXCLUDE_HV: u64 = 1 << 6;
 
+/// `perf_event_open` refused a retired-branch counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("perf_event_open(branch-instructions): {}", std::io::Error::from_raw_os_error(*.errno))]
+pub struct NoBranchCounter {
+    /// The errno it returned.
+    pub errno: i32,
+}
+
 /// Tries to open a retired-branch counter on this thread.
-pub fn probe_branch_counter() -> Result<(), String> {
+pub fn probe_branch_counter() -> Result<(), NoBranchCounter> {
     let attr = PerfEventAttr {
         type_: PERF_TYPE_HARDWARE,
         size: std::mem::size_of::<PerfEventAttr>() as u32,
@@ -88,8 +96,8 @@ pub fn probe_branch_counter() -> Result<(), String> {
     // SAFETY: perf_event_open reads `attr.size` bytes of a valid, initialized struct.
     let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, 0, -1, -1, 0) };
     if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(format!("perf_event_open(branch-instructions): {e}"));
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        return Err(NoBranchCounter { errno });
     }
     // SAFETY: fd was just returned by the kernel and is owned here.
     unsafe { libc::close(fd as i32) };

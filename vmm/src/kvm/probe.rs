@@ -30,10 +30,14 @@ pub struct ProbeReport {
 
 impl std::fmt::Display for ProbeReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let branch_counter = match &self.host.branch_counter {
+            Ok(()) => "ok".to_string(),
+            Err(e) => format!("no ({e})"),
+        };
         writeln!(
             f,
-            "host: hardware_virt={} pvm={} branch_counter={:?}",
-            self.host.hardware_virt, self.host.pvm, self.host.branch_counter
+            "host: hardware_virt={} pvm={} branch_counter={branch_counter}",
+            self.host.hardware_virt, self.host.pvm
         )?;
         for s in &self.steps {
             match &s.result {
