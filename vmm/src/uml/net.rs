@@ -6,37 +6,27 @@
 //!   each stamped with the node's virtual time at the kick.
 //! - *receive*: the engine delivers a frame while the node is stopped; it
 //!   goes into a receive buffer the guest posted, or, when there is none,
-//!   into a backlog (in arrival order, at most [`RX_BACKLOG`] frames) that
+//!   into the backlog ([`NetPortState`], shared with the KVM runtime) that
 //!   fills buffers the guest posts later, at the node's next stop.
 
-use std::collections::VecDeque;
 use std::path::Path;
 
 use super::port::{Port, PortKind};
 use crate::node::{Delivered, TxFrame};
 use crate::vhost_user::VhostUserError;
 use crate::virtio::net::{VirtioNet, RX_QUEUE};
+use crate::virtio::net_port::NetPortState;
 use crate::virtio::DeviceError;
 
-/// Frames kept for a guest that has no free receive buffer, at most.
-pub const RX_BACKLOG: usize = 1024;
-
-/// The network device's own state.
-pub(super) struct Net {
-    /// Frames the guest transmitted and the engine has not taken.
-    tx: Vec<TxFrame>,
-    /// Frames waiting for a receive buffer, in arrival order.
-    backlog: VecDeque<Vec<u8>>,
-}
+/// The network device's own state: the runtime-neutral port state.
+pub(super) type Net = NetPortState;
 
 impl PortKind for Net {
     type Device = VirtioNet;
     const NAME: &'static str = "network device";
 
     fn kicked(&mut self, dev: &mut VirtioNet, queue: u16, time: u64) -> u16 {
-        for bytes in dev.take_tx() {
-            self.tx.push(TxFrame { time, bytes });
-        }
+        self.stamp_tx(dev, time);
         queue
     }
 }
@@ -46,17 +36,17 @@ pub(super) type NetPort = Port<Net>;
 impl Port<Net> {
     /// Listens on `path` as node `node`'s eth0 (MAC 02:00:0a:00:00:NN).
     pub fn listen(path: &Path, node: u16) -> Result<NetPort, VhostUserError> {
-        Port::open(path, VirtioNet::new(node as u8), Net { tx: Vec::new(), backlog: VecDeque::new() })
+        Port::open(path, VirtioNet::new(node as u8), NetPortState::default())
     }
 
     /// Frames the guest transmitted since the last call, in order.
     pub fn take_tx(&mut self) -> Vec<TxFrame> {
-        std::mem::take(&mut self.kind.tx)
+        self.kind.take_tx()
     }
 
     /// Whether frames wait for the guest to post receive buffers.
     pub fn has_backlog(&self) -> bool {
-        !self.kind.backlog.is_empty()
+        self.kind.backlog_len() > 0
     }
 
     /// Puts `frame` into a receive buffer (the node is stopped), owing the
@@ -85,10 +75,10 @@ impl Port<Net> {
             }
         };
         if result == Delivered::Queued {
-            if self.kind.backlog.len() >= RX_BACKLOG {
+            if self.kind.backlog_full() {
                 return Ok(Delivered::Dropped);
             }
-            self.kind.backlog.push_back(frame.to_vec());
+            self.kind.queue(frame);
         }
         Ok(result)
     }
@@ -97,15 +87,8 @@ impl Port<Net> {
     /// since (the node is stopped) and owes the receive interrupt. Returns
     /// how many frames moved.
     pub fn fill_from_backlog(&mut self) -> Result<usize, DeviceError> {
-        let mut moved = 0;
-        while let Some(frame) = self.kind.backlog.front() {
-            let (dev, queues) = self.backend.device_and_queues();
-            if !dev.deliver(queues, frame)? {
-                break;
-            }
-            self.kind.backlog.pop_front();
-            moved += 1;
-        }
+        let (dev, queues) = self.backend.device_and_queues();
+        let moved = self.kind.fill(dev, queues)?;
         if moved > 0 {
             let (_, queues) = self.backend.device_and_queues();
             if queues.needs_interrupt(RX_QUEUE).unwrap_or(true) {

@@ -29,6 +29,7 @@
 pub mod blk;
 pub mod console;
 pub mod net;
+pub mod net_port;
 pub mod rng;
 
 use std::sync::atomic::Ordering;

@@ -68,9 +68,6 @@ pub use layout::*;
 /// The most virtual time one grant runs a guest that does not halt.
 pub const GRANT_SLICE_NS: u64 = 1_000_000;
 
-/// Frames kept for a guest that has no free receive buffer, at most.
-const RX_BACKLOG: usize = 1024;
-
 /// What [`KvmNode::requested`] says of a node that waits for an outside event only.
 pub const IDLE: u64 = u64::MAX / 2;
 
@@ -355,7 +352,7 @@ impl KvmNode {
     /// Frames the guest transmitted since the last call, in order.
     fn take_tx(&mut self) -> Vec<TxFrame> {
         let Some(p) = self.net_port() else { return Vec::new() };
-        p.device_mut().take_tx().into_iter().map(|f| TxFrame { time: f.at_ns, bytes: f.frame }).collect()
+        p.device_mut().take_tx()
     }
 
     /// One grant's run (see [`NodeRuntime::grant`]); the caller arms the watchdog.
@@ -463,13 +460,13 @@ impl NodeRuntime for KvmNode {
         // As under user-mode Linux: no driver (or a backlog that is not drained) loses
         // the frame instead of keeping it forever.
         let driver_up = port.status() & DRIVER_OK != 0;
-        if !driver_up || port.device_mut().backlog_len() >= RX_BACKLOG {
+        if !driver_up || port.device().state().backlog_full() {
             return Ok(Delivered::Dropped);
         }
         self.wake_at(t);
         let port = self.net_port().expect("checked above");
         let irq = port.device_mut().deliver(frame);
-        let queued = port.device_mut().backlog_len() > 0;
+        let queued = port.device().state().backlog_len() > 0;
         if irq.map_err(|e| self.dev_err(e))? {
             self.net_port().expect("checked above").raise(Signal { used_buffer: true, config_change: false });
         }
