@@ -293,6 +293,9 @@ mod host_workload_tests {
         assert!(e.contains("path"), "{e}");
         let e = parse(&req("node = \"n1\", port = 80, body_file = \"nope\""), "").unwrap_err().to_string();
         assert!(e.contains("body_file") && e.contains("nope"), "{e}");
+        // A device never ends: only a regular file is read.
+        let e = parse(&req("node = \"n1\", port = 80, body_file = \"/dev/zero\""), "").unwrap_err().to_string();
+        assert!(e.contains("body_file = \"/dev/zero\"") && e.contains("not a regular file"), "{e}");
         let e = parse(&req("node = \"n1\", prot = 80"), "").unwrap_err().to_string();
         assert!(e.contains("prot"), "{e}");
         let e = parse("[workload.host]\nrequests = []\n", "").unwrap_err().to_string();

@@ -218,13 +218,7 @@ fn host_request(at: &KeyPath, r: &HostRequestSection, n: u16, dir: &Path) -> Res
     }
     let body_equals = match &r.body_file {
         None => None,
-        Some(f) => {
-            let p = dir.join(f);
-            Some(
-                std::fs::read(&p)
-                    .map_err(|e| at.key("body_file").invalid(format!(" = {f:?}: cannot read {}: {e}", p.display())))?,
-            )
-        }
+        Some(f) => Some(read_body_file(&at.key("body_file"), dir, f)?),
     };
     Ok(HostRequest {
         node: engine::NodeIdx::number_of(i),
@@ -236,4 +230,27 @@ fn host_request(at: &KeyPath, r: &HostRequestSection, n: u16, dir: &Path) -> Res
         body_contains: r.body_contains.clone(),
         body_equals,
     })
+}
+
+/// The most bytes a `body_file` may hold (the body a response must equal).
+const MAX_BODY_FILE: u64 = 16 << 20;
+
+/// `body_file` `f` (relative to the cluster directory `dir`), at `at`: a
+/// regular file of at most [`MAX_BODY_FILE`] bytes. Not a device or a pipe:
+/// `/dev/zero` would never end.
+fn read_body_file(at: &KeyPath, dir: &Path, f: &str) -> Result<Vec<u8>, Invalid> {
+    let p = dir.join(f);
+    let bad = |why: String| at.invalid(format!(" = {f:?}: {why}"));
+    let meta = std::fs::metadata(&p).map_err(|e| bad(format!("cannot read {}: {e}", p.display())))?;
+    if !meta.is_file() {
+        return Err(bad(format!("{} is not a regular file", p.display())));
+    }
+    if meta.len() > MAX_BODY_FILE {
+        return Err(bad(format!(
+            "{} holds {} bytes; a body file holds at most {MAX_BODY_FILE}",
+            p.display(),
+            meta.len()
+        )));
+    }
+    std::fs::read(&p).map_err(|e| bad(format!("cannot read {}: {e}", p.display())))
 }

@@ -15,11 +15,14 @@
 //!
 //! [`busybox`]: a static busybox and a bare initramfs around it, for the
 //! tests that boot a guest without the image builder.
+//!
+//! [`fuzz`]: a deterministic mutation fuzzer for the trust boundaries.
 #![deny(missing_docs)]
 
 use std::io::Write;
 
 pub mod busybox;
+pub mod fuzz;
 
 /// Why a test cannot run here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -362,3 +362,79 @@ fn rng_fills_buffers_before_acking_the_kick_and_calls_in_band() {
     assert_eq!(f.take_call(), 0);
     assert_eq!(f.call_reply(), 0);
 }
+
+/// The fuzz corpus directory of `target` (`vmm/tests/fuzz/TARGET/`).
+fn fuzz_corpus(target: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz").join(target)
+}
+
+/// vhost-user messages as a misbehaving guest kernel may send them, after
+/// a correct handshake and ring setup: the back end may refuse them (an
+/// error ends the node as a node failure), never panic.
+#[test]
+fn fuzz_vhost_user_messages() {
+    testkit::fuzz::Target::new("vhost_user", &fuzz_corpus("vhost_user")).run(300, 20_000, |input| {
+        let mut f = Front::connect("fuzz-vu", VirtioNet::new(3));
+        f.setup(&[(0x1000, 16), (0x8000, 16)]);
+        use std::io::Write;
+        // Nonblocking: a reply the back end writes must not wait for us.
+        f.sock.set_nonblocking(true).unwrap();
+        let _ = f.sock.write_all(input);
+        for _ in 0..4 {
+            if f.be.handle_readable().is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Descriptor tables and available rings as a misbehaving guest driver may
+/// write them (loops, chains past the table, lengths past memory, writes
+/// where reads belong), then a kick. Input: one byte choosing the device
+/// (even: net's transmit queue, odd: blk's request queue), the 16-entry
+/// descriptor table, the available ring, and 256 bytes of buffers at
+/// `GUEST_BASE + 0x20000`.
+#[test]
+fn fuzz_virtqueue_descriptors() {
+    const SIZE: u16 = 16;
+    const DATA: u64 = GUEST_BASE + 0x20000;
+    // Inputs the device took something from (a frame, a request): a fuzzer
+    // whose mutants all fail before the device tests little.
+    let (mut took, mut total) = (0u64, 0u64);
+    testkit::fuzz::Target::new("virtqueue", &fuzz_corpus("virtqueue")).run(300, 20_000, |input| {
+        total += 1;
+        let Some((&which, rest)) = input.split_first() else { return };
+        let write_rings = |mem: &GuestMemoryMmap, q: &DriverQueue| {
+            let table = 16 * usize::from(SIZE);
+            let avail = 6 + 2 * usize::from(SIZE);
+            let part = |from: usize, len: usize| rest.get(from..).map(|r| &r[..r.len().min(len)]).unwrap_or(&[]);
+            mem.write_slice(part(0, table), GuestAddress(q.desc)).unwrap();
+            mem.write_slice(part(table, avail), GuestAddress(q.avail)).unwrap();
+            mem.write_slice(part(table + avail, 256), GuestAddress(DATA)).unwrap();
+        };
+        if which % 2 == 0 {
+            let mut f = Front::connect("fuzz-vq-net", VirtioNet::new(3));
+            let q = f.setup(&[(0x1000, SIZE), (0x8000, SIZE)]);
+            write_rings(&f.mem, &q[TX_QUEUE]);
+            f.events.clear();
+            let _ = send_message(&f.sock, &Message::new(req::VRING_KICK, 0, vring_state(TX_QUEUE as u32, 0)), &[]);
+            let _ = f.be.handle_readable();
+            took += u64::from(!f.be.device_mut().take_tx().is_empty());
+        } else {
+            let disk = Disk::new(BlockStore::zeros(64));
+            let mut f = Front::connect("fuzz-vq-blk", VirtioBlk::new(disk, BlkConfig::default()));
+            let q = f.setup(&[(0x1000, SIZE)]).remove(0);
+            write_rings(&f.mem, &q);
+            let _ = send_message(&f.sock, &Message::new(req::VRING_KICK, 0, vring_state(0, 0)), &[]);
+            let _ = f.be.handle_readable();
+            let ids = f.be.device_mut().take_accepted();
+            took += u64::from(!ids.is_empty());
+            let (dev, queues) = f.be.device_and_queues();
+            for id in ids {
+                let _ = dev.complete(id, queues);
+            }
+        }
+    });
+    eprintln!("fuzz virtqueue: the device took a frame or request from {took} of {total} inputs");
+    assert!(took * 20 >= total, "only {took} of {total} inputs reached the device");
+}

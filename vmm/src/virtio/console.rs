@@ -59,7 +59,7 @@ impl VirtioConsole {
         let (mem, q) = queues.ready(RX_QUEUE)?;
         let mut moved = false;
         while !self.input.is_empty() {
-            let Some(chain) = Chain::pop(q, mem) else { break };
+            let Some(chain) = Chain::pop(q, mem)? else { break };
             let n = chain.writable_len().min(self.input.len());
             let bytes: Vec<u8> = self.input.drain(..n).collect();
             chain.write_at(mem, 0, &bytes)?;

@@ -177,7 +177,7 @@ pub fn drain_readable(queues: &mut Queues, index: usize, mut f: impl FnMut(Vec<u
     let mut used = 0;
     loop {
         q.disable_notification(mem)?;
-        while let Some(chain) = Chain::pop(q, mem) {
+        while let Some(chain) = Chain::pop(q, mem)? {
             f(chain.read_all(mem)?);
             q.add_used(mem, chain.head, 0)?;
             used += 1;
@@ -213,7 +213,7 @@ pub fn drain_chains(
         loop {
             let chain = {
                 let (mem, q) = queues.ready(index)?;
-                Chain::pop(q, mem)
+                Chain::pop(q, mem)?
             };
             let Some(chain) = chain else { break };
             if f(queues, chain)? {
@@ -264,12 +264,44 @@ pub struct Chain {
 }
 
 impl Chain {
-    /// Pops the next available chain of `queue`, if any.
-    pub fn pop(queue: &mut Queue, mem: &GuestMemoryMmap) -> Option<Chain> {
-        let chain = queue.pop_descriptor_chain(mem)?;
+    /// Pops the next available chain of `queue`: `Ok(None)` when the driver
+    /// has made nothing more available, `Err` for a malformed ring or chain.
+    ///
+    /// virtio-queue answers `None` both for "nothing available" and for a
+    /// ring it cannot read (more entries made available than the queue
+    /// holds, an unreadable ring), without moving: a device that drains
+    /// until `None` and re-checks the ring would spin forever on such a
+    /// guest. Its chain iterator likewise just stops at a `next` past the
+    /// table, a loop or an unreadable descriptor. A driver that follows the
+    /// spec does none of these, so each is the guest breaking the protocol:
+    /// an error, which ends the node as a node failure.
+    pub fn pop(queue: &mut Queue, mem: &GuestMemoryMmap) -> Result<Option<Chain>, DeviceError> {
+        let Some(chain) = queue.pop_descriptor_chain(mem) else {
+            let avail = queue.avail_idx(mem, Ordering::Acquire)?.0;
+            let next = queue.next_avail();
+            if avail == next {
+                return Ok(None);
+            }
+            return Err(DeviceError::Chain(format!(
+                "the available ring cannot be read: index {avail}, next entry {next}, queue size {}",
+                queue.size()
+            )));
+        };
         let head = chain.head_index();
-        let segments = chain.map(|d| Segment { addr: d.addr(), len: d.len(), write_only: d.is_write_only() }).collect();
-        Some(Chain { head, segments })
+        let mut cut = false;
+        let segments: Vec<Segment> = chain
+            .map(|d| {
+                cut = d.has_next();
+                Segment { addr: d.addr(), len: d.len(), write_only: d.is_write_only() }
+            })
+            .collect();
+        if segments.is_empty() || cut {
+            return Err(DeviceError::Chain(format!(
+                "the chain at head {head} {} (a loop, an index past the table, or an unreadable descriptor)",
+                if segments.is_empty() { "has no descriptor" } else { "ends in a descriptor that names a next one" }
+            )));
+        }
+        Ok(Some(Chain { head, segments }))
     }
 
     /// Total bytes of the device-readable descriptors.

@@ -87,7 +87,7 @@ impl VirtioNet {
         }
         let hlen = self.header_len();
         let (mem, q) = queues.ready(RX_QUEUE)?;
-        let Some(chain) = Chain::pop(q, mem) else {
+        let Some(chain) = Chain::pop(q, mem)? else {
             return Ok(false);
         };
         let room = chain.writable_len();

@@ -1,0 +1,127 @@
+//! Fuzzed trust boundaries: what a user's file or a guest's console holds
+//! reaches simcluster's parsers as it is. Each target runs its corpus
+//! (`tests/fuzz/TARGET/`: seeds, and every input that once crashed it) and
+//! then deterministic mutants of it (see `testkit::fuzz`): a few thousand
+//! here, many more in the full tier. A parser may refuse an input; it may
+//! not panic.
+
+use std::path::{Path, PathBuf};
+
+use engine::trace::{Event, EventKind};
+use engine::VirtualTime;
+use simcluster::cluster::Cluster;
+use testkit::fuzz::Target;
+
+fn corpus(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz").join(target)
+}
+
+/// cluster.toml: every table, key and check of `Cluster::parse`.
+#[test]
+fn cluster_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.toml");
+    let dictionary: &[&[u8]] = &[
+        b"[faults.network]\n",
+        b"[[faults.partition]]\n",
+        b"[faults.clock]\n",
+        b"[workload.host]\n",
+        b"[[invariant]]\n",
+        b" = \"-1s\"",
+        b" = 1e999",
+        b" = \"n0\"",
+        b" = \"host\"",
+        b"nodes = 0\n",
+        b"{ min = \"5s\", max = \"1s\" }",
+        b"\"n1->n1\"",
+        b"[[\"n1\"], [\"n1\"]]",
+        b"body_file = \"/dev/zero\"",
+        b"\"\\u0000\"",
+    ];
+    // How far mutants get: past TOML's syntax and serde's shapes into the
+    // checks (a fuzzer whose inputs all die in the lexer tests nothing).
+    let (mut checked, mut total) = (0u64, 0u64);
+    Target::new("cluster_toml", &corpus("cluster_toml")).dictionary(dictionary).run(3_000, 200_000, |input| {
+        total += 1;
+        match Cluster::parse(dir.path(), &file, &String::from_utf8_lossy(input)) {
+            Ok(_) | Err(simcluster::cluster::ClusterError::Invalid { .. }) => checked += 1,
+            Err(_) => {}
+        }
+    });
+    eprintln!("fuzz cluster_toml: {checked} of {total} inputs reached the checks");
+    assert!(checked * 20 >= total, "only {checked} of {total} inputs got past the parser into the checks");
+}
+
+/// Failure files as `simcluster replay` reads them: the header and its
+/// checksum first.
+#[test]
+fn failure_file() {
+    let path = Path::new("failure.json");
+    Target::new("failure_file", &corpus("failure_file")).run(3_000, 100_000, |input| {
+        let _ = checker::failure_file::decode::<engine::strategy::Decision>(path, input);
+    });
+}
+
+/// A failure file's payload behind a valid header, so that mutants get past
+/// the checksum to the record's fields.
+#[test]
+fn failure_payload() {
+    let path = Path::new("failure.json");
+    let dictionary: &[&[u8]] = &[b"null", b"-1", b"18446744073709551616", b"\"kvm\"", b"{}", b"[]", b"1e400"];
+    Target::new("failure_payload", &corpus("failure_payload")).dictionary(dictionary).run(3_000, 100_000, |payload| {
+        let header = format!(
+            "{{\"simcluster_failure_file\":2,\"crc32\":\"{:08x}\",\"payload_bytes\":{}}}\n",
+            crc32fast::hash(payload),
+            payload.len()
+        );
+        let file = [header.as_bytes(), payload].concat();
+        let _ = checker::failure_file::decode::<engine::strategy::Decision>(path, &file);
+    });
+}
+
+/// A history a guest printed, through every model's check as the engine
+/// runs it after an execution.
+#[test]
+fn history() {
+    use checker::history_check::{engine_check, engine_check_txn};
+    let dictionary: &[&[u8]] = &[
+        b"\"type\":\"invoke\"",
+        b"\"type\":\"info\"",
+        b"\"f\":\"cas\"",
+        b"\"value\":null",
+        b"\"process\":-1",
+        b":type :ok",
+        b"[:append 1 9]",
+        b"[:r 1 [1 2 3]]",
+        b"9223372036854775807",
+    ];
+    Target::new("history", &corpus("history")).dictionary(dictionary).run(2_000, 50_000, |input| {
+        let text = String::from_utf8_lossy(input);
+        let lines = std::iter::once("@history begin").chain(text.lines()).chain(std::iter::once("@history end"));
+        let events: Vec<Event> = lines
+            .enumerate()
+            .map(|(i, l)| Event {
+                time: VirtualTime::from_ns(i as u64),
+                node: 1,
+                kind: EventKind::Console { text: l.to_string() },
+            })
+            .collect();
+        let _ = engine_check(&events, 1);
+        for model in [txncheck::Model::ListAppend, txncheck::Model::RwRegister] {
+            let _ = engine_check_txn(&events, 1, model, txncheck::Consistency::Serializable);
+        }
+    });
+}
+
+/// Console lines: the agent's messages, reachability, history markers,
+/// kernel panics.
+#[test]
+fn console() {
+    use engine::console::{agent_message, history_marker, is_kernel_panic, reached_name};
+    let dictionary: &[&[u8]] = &[b"@sim ", b"done ", b"@reached ", b"@history ", b"Kernel panic", b"\r", b"\xc3\x28"];
+    Target::new("console", &corpus("console")).dictionary(dictionary).run(5_000, 200_000, |input| {
+        for line in String::from_utf8_lossy(input).lines() {
+            let _ = (agent_message(line), reached_name(line), history_marker(line), is_kernel_panic(line));
+        }
+    });
+}
