@@ -172,8 +172,7 @@ pub fn open(source: &Source, cluster_file: &Path, work: &Path) -> Result<Opened>
             (layout, CONVERTED_TAG.to_string())
         }
     };
-    let (_, manifest_desc) = pick_manifest(&layout, Some(&tag)).map_err(|e| bad(e.to_string()))?;
-    let config = read_config(&layout, &manifest_desc).map_err(|e| bad(e.to_string()))?;
+    let (_, config) = inspect(&layout, Some(&tag)).map_err(|e| bad(e.to_string()))?;
     Ok(Opened { layout, tag, config })
 }
 
@@ -203,7 +202,7 @@ pub fn unpack(opened: &Opened, source: &Source, cluster_file: &Path, root: &Path
 
 /// What is wrong with an OCI image layout's contents.
 #[derive(Debug, thiserror::Error)]
-enum LayoutProblem {
+pub enum LayoutProblem {
     #[error("not an OCI image layout (no index.json and oci-layout; `skopeo copy ... oci:DIR:TAG` writes one)")]
     NotALayout,
     #[error("{what}: {source}")]
@@ -220,6 +219,14 @@ enum LayoutProblem {
     CorruptBlob { digest: String },
     #[error("an image for {os}/{arch}: simcluster's guests are linux/amd64 (x86_64)")]
     WrongPlatform { os: String, arch: String },
+}
+
+/// What an OCI layout's image (the one tagged `tag`, or the only one) says
+/// about running it, and its tag: everything simcluster reads of the
+/// layout's metadata before unpacking its layers.
+pub fn inspect(dir: &Path, tag: Option<&str>) -> Result<(String, RunConfig), LayoutProblem> {
+    let (name, manifest) = pick_manifest(dir, tag)?;
+    Ok((name, read_config(dir, &manifest)?))
 }
 
 /// The manifest to use: the one tagged `tag`, or the only one; an image
