@@ -174,6 +174,26 @@ mod tests {
         (dev, queues, rx, tx)
     }
 
+    /// A driver that breaks the ring gets a device error (its node fails),
+    /// never a device that spins: more entries made available than the
+    /// queue holds, and a chain whose last descriptor names a next one
+    /// (here itself: a loop).
+    #[test]
+    fn a_malformed_ring_or_chain_is_an_error_not_a_spin() {
+        let (mut dev, mut qs, _rx, tx) = setup();
+        qs.mem.store(64u16.to_le(), GuestAddress(tx.avail + 2), std::sync::atomic::Ordering::Release).unwrap();
+        let e = dev.queue_notify(TX_QUEUE, &mut qs).unwrap_err();
+        assert!(e.to_string().contains("the available ring cannot be read: index 64, next entry 0"), "{e}");
+
+        let (mut dev, mut qs, _rx, mut tx) = setup();
+        tx.add(&qs.mem, &[(0x10000, 20, false)]);
+        // Descriptor 0: NEXT set, next = 0.
+        qs.mem.write_obj(1u16.to_le(), GuestAddress(tx.desc + 12)).unwrap();
+        qs.mem.write_obj(0u16.to_le(), GuestAddress(tx.desc + 14)).unwrap();
+        let e = dev.queue_notify(TX_QUEUE, &mut qs).unwrap_err();
+        assert!(e.to_string().contains("the chain at head 0 ends in a descriptor that names a next one"), "{e}");
+    }
+
     #[test]
     fn config_is_the_node_mac() {
         let d = VirtioNet::new(7);
