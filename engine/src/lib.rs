@@ -25,13 +25,13 @@
 //! | [`outcome`] | [`ExecutionResult`], [`Verdict`], [`Failure`], [`FailureKind`] |
 //! | [`steps`] | [`StepLog`]: the actions taken, quiet runs folded |
 //! | [`seeds`] | the execution's seed and the per-node device streams |
-//! | [`time`] | [`VirtualTime`], [`NodeIdx`] |
+//! | [`time`] | [`VirtualTime`] (the `simtime` crate's, re-exported), [`NodeIdx`] |
 //! | [`trace`] | the trace and its hash |
 //! | [`strategy`] | the strategy vocabulary: [`strategy::Strategy`], [`strategy::EnabledAction`], [`strategy::Decision`] |
 //! | [`console`] | the guest console protocol: `@sim`, `@reached`, `@history` lines, kernel panics |
 //! | [`WarmStart`] (`warm.rs`) | warm start: one boot, executions forked from it |
 //!
-//! Dependencies: vmm (the node runtimes), netsim, disksim; nothing of
+//! Dependencies: vmm (the node runtimes), netsim, disksim, simtime; nothing of
 //! `checker`, which depends on this crate. The one thing the engine runs
 //! that is the checker's, the check of a client history (linearizability,
 //! or a transactional consistency model), is passed in as a closure

@@ -1,102 +1,18 @@
 //! The engine's two identity types: [`VirtualTime`], a point of the
-//! cluster's virtual clock, and [`NodeIdx`], which node.
+//! cluster's virtual clock (defined in the `simtime` crate, so that the
+//! node runtimes can carry it too, and re-exported here), and [`NodeIdx`],
+//! which node.
 //!
 //! Both serialise as the bare number they wrap, so trace lines, failure
 //! files and JSON lines are byte for byte what plain `u64`/`u16` gave.
 
 use std::fmt;
-use std::ops::{Add, AddAssign, Sub};
-use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+pub use simtime::VirtualTime;
 
 /// The wall-clock date guests believe they booted at (GET_TOD):
 /// 2026-01-01T00:00:00Z. Fixed, so that `date` in a guest is deterministic.
 pub const GUEST_EPOCH_NS: u64 = 1_767_225_600 * 1_000_000_000;
-
-/// A point of virtual time: nanoseconds since the cluster booted. Only the
-/// engine moves it; no host time ever reaches it. No `Display`: reports
-/// and traces each print times their own way (ns, or seconds), so a
-/// `{}` of a time is a compile error rather than a silent new format.
-#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct VirtualTime(u64);
-
-impl fmt::Debug for VirtualTime {
-    /// The bare number of ns, as the `u64` it replaced printed.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
-    }
-}
-
-impl VirtualTime {
-    /// The cluster's boot.
-    pub const ZERO: VirtualTime = VirtualTime(0);
-
-    /// The time `ns` nanoseconds after the boot.
-    pub const fn from_ns(ns: u64) -> VirtualTime {
-        VirtualTime(ns)
-    }
-
-    /// Nanoseconds since the boot.
-    pub const fn as_ns(self) -> u64 {
-        self.0
-    }
-
-    /// Seconds since the boot, for humans.
-    pub fn as_secs_f64(self) -> f64 {
-        self.0 as f64 / 1e9
-    }
-
-    /// `self + d`, at most the end of time.
-    pub fn saturating_add(self, d: Duration) -> VirtualTime {
-        VirtualTime(self.0.saturating_add(duration_ns(d)))
-    }
-
-    /// The time since `earlier` (zero if `earlier` is later).
-    pub fn saturating_duration_since(self, earlier: VirtualTime) -> Duration {
-        Duration::from_nanos(self.0.saturating_sub(earlier.0))
-    }
-}
-
-/// `d` in ns, at most `u64::MAX` (585 years).
-fn duration_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-impl Add<Duration> for VirtualTime {
-    type Output = VirtualTime;
-    fn add(self, d: Duration) -> VirtualTime {
-        VirtualTime(self.0 + duration_ns(d))
-    }
-}
-
-impl AddAssign<Duration> for VirtualTime {
-    fn add_assign(&mut self, d: Duration) {
-        *self = *self + d;
-    }
-}
-
-impl Sub for VirtualTime {
-    type Output = Duration;
-    /// The time between two points; panics if `earlier` is later.
-    fn sub(self, earlier: VirtualTime) -> Duration {
-        Duration::from_nanos(self.0.checked_sub(earlier.0).expect("virtual time runs forwards"))
-    }
-}
-
-impl From<u64> for VirtualTime {
-    /// `ns` nanoseconds after the boot.
-    fn from(ns: u64) -> VirtualTime {
-        VirtualTime(ns)
-    }
-}
-
-impl From<VirtualTime> for u64 {
-    fn from(t: VirtualTime) -> u64 {
-        t.0
-    }
-}
 
 /// Which node: the 0-based index into the cluster's nodes. Displayed as
 /// its name, `n1` for index 0; the trace and the network number nodes
@@ -146,16 +62,6 @@ impl fmt::Display for NodeIdx {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn virtual_time_arithmetic_and_form() {
-        let t = VirtualTime::from_ns(1_500_000_000);
-        assert_eq!(t + Duration::from_millis(500), VirtualTime::from_ns(2_000_000_000));
-        assert_eq!(VirtualTime::from_ns(2_000_000_000) - t, Duration::from_millis(500));
-        assert_eq!(serde_json::to_string(&t).unwrap(), "1500000000");
-        assert_eq!(format!("{t:?}"), "1500000000");
-        assert_eq!(VirtualTime::from_ns(u64::MAX).saturating_add(Duration::from_secs(1)).as_ns(), u64::MAX);
-    }
 
     #[test]
     fn node_idx_numbers_from_one() {
