@@ -15,12 +15,18 @@ use crate::cluster::Cluster;
 
 /// Writes a file atomically: a temporary beside it (named for this
 /// process, so two processes writing one path do not share it), then a
-/// rename.
+/// rename. On failure (a full disk, say) the temporary is removed and
+/// `path` keeps what it held: nothing half-written is left behind, and the
+/// error names the file and the cause ("No space left on device").
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    let written = std::fs::write(&tmp, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
+        .and_then(|()| std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display())));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 pub fn write_pcaps(dir: &Path, pcaps: &[(String, Vec<u8>)]) -> Result<()> {

@@ -15,7 +15,7 @@ use crate::host::HostOutcome;
 use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::EngineError;
 use crate::trace::{DiskOp, DropCause, EventKind};
-use crate::NodeIdx;
+use crate::{NodeIdx, VirtualTime};
 
 impl Execution<'_> {
     /// Applies `action` at `self.now`.
@@ -39,7 +39,11 @@ impl Execution<'_> {
             Action::CompleteDisk(i, request) => {
                 let watchdog = self.spec.watchdog;
                 self.maybe_disk_fault(i, disksim::RequestId(request));
-                let done = self.nodes[i].vm().complete_disk(now, disksim::RequestId(request), watchdog)?;
+                let done = self.nodes[i].vm().complete_disk(
+                    VirtualTime::from_ns(now),
+                    disksim::RequestId(request),
+                    watchdog,
+                )?;
                 if done.request.kind == disksim::RequestKind::Flush {
                     self.nodes[i].flushed_since_run = true;
                 }
@@ -71,7 +75,9 @@ impl Execution<'_> {
         let summary = frames::summarize(&d.frame);
         let len = d.frame.len() as u32;
         self.trace.push(now, d.to.get(), EventKind::Deliver { id: d.id.0, from, len, summary });
-        if self.nodes[to].vm().deliver_frame(now, &d.frame, self.spec.watchdog)? == Delivered::Dropped {
+        if self.nodes[to].vm().deliver_frame(VirtualTime::from_ns(now), &d.frame, self.spec.watchdog)?
+            == Delivered::Dropped
+        {
             let text = format!("frame {} dropped: no receive buffer", d.id.0);
             self.trace.push(now, d.to.get(), EventKind::Note { text });
         }
@@ -142,7 +148,9 @@ impl Execution<'_> {
         // input that waited for receive buffers, reached it.
         let bound = self.lookahead_bound(i);
         let free_until = self.lookahead_given(i, bound);
-        let grant = self.nodes[i].vm().grant_ahead(now, free_until, time_of_day, self.spec.watchdog)?;
+        let at = VirtualTime::from_ns(now);
+        let free_until = free_until.map(VirtualTime::from_ns);
+        let grant = self.nodes[i].vm().grant_ahead(at, free_until, time_of_day, self.spec.watchdog)?;
         self.round_trips += 1;
         if grant.free_runs.count > 0 {
             self.account_free_runs(i, grant.free_runs, bound)?;

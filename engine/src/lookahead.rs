@@ -128,13 +128,14 @@ impl Execution<'_> {
     ) -> Result<(), EngineError> {
         let node = NodeIdx::number_of(i);
         let bound = bound.unwrap_or(self.now);
-        if free.last >= bound {
-            return Err(EngineError::RanAhead { node, last: free.last, bound });
+        let last = free.last.as_ns();
+        if last >= bound {
+            return Err(EngineError::RanAhead { node, last, bound });
         }
-        let until = Some(free.last);
-        self.trace.push(free.last, node, crate::trace::EventKind::Run { grants: free.count, until });
+        let until = Some(last);
+        self.trace.push(last, node, crate::trace::EventKind::Run { grants: free.count, until });
         self.grants += free.count;
-        self.now = free.last;
+        self.now = last;
         Ok(())
     }
 
@@ -145,8 +146,8 @@ impl Execution<'_> {
     pub(crate) fn log_free_runs(&mut self, desc: EnabledAction, began: u64, free: FreeRuns) -> EnabledAction {
         let log = self.log_mut();
         log.push(began, desc, true);
-        log.push_quiet(free.count - 1, free.prev, desc.node);
+        log.push_quiet(free.count - 1, free.prev.as_ns(), desc.node);
         self.add_steps(free.count);
-        EnabledAction::new(desc.node, ActionKind::RunNode, free.last)
+        EnabledAction::new(desc.node, ActionKind::RunNode, free.last.as_ns())
     }
 }

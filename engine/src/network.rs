@@ -386,7 +386,7 @@ impl NetState {
     /// of each copy.
     pub fn transmit(&mut self, from: NodeId, frames: Vec<TxFrame>, trace: &mut Trace) {
         for f in frames {
-            self.send_frame(from, f.time, &f.bytes, trace);
+            self.send_frame(from, f.time.as_ns(), &f.bytes, trace);
         }
     }
 

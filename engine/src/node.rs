@@ -115,7 +115,7 @@ impl Node {
     /// not the guest, and stays out of the trace.
     pub fn connect(&mut self, now: u64, timeout: Duration) -> Result<(), EngineError> {
         let vm = self.vm.as_mut().expect("connect after boot");
-        let _host_chatter = vm.wait_connected(now, timeout)?;
+        let _host_chatter = vm.wait_connected(crate::VirtualTime::from_ns(now), timeout)?;
         Ok(())
     }
 

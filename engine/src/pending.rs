@@ -80,14 +80,14 @@ impl Execution<'_> {
         let restart_after = self.spec.explore.restart_after_ns;
         let latency = self.spec.disk.as_ref().map_or(0, |d| d.latency_ns);
         into.runs.clear();
-        into.runs.extend(live().map(|(i, n)| (i, n.vm.as_ref().unwrap().requested())));
+        into.runs.extend(live().map(|(i, n)| (i, n.vm.as_ref().unwrap().requested().as_ns())));
         into.host = self.host.as_ref().and_then(|h| h.due().map(|t| (h.node().get(), t)));
         into.net = self.net.as_ref().and_then(|n| n.next_time());
         into.disks.clear();
         into.disks.extend(live().filter_map(|(i, n)| {
             let requests = n.vm.as_ref().unwrap().pending_disk();
             let r = requests.first()?;
-            Some((i, r.id.0, r.submitted.saturating_add(latency)))
+            Some((i, r.id.0, r.submitted.as_ns().saturating_add(latency)))
         }));
         into.restarts.clear();
         let crashed = self.nodes.iter().enumerate().filter_map(|(i, n)| n.crashed_at.map(|t| (i, t + restart_after)));

@@ -89,14 +89,14 @@ impl Execution<'_> {
             self.nodes[i].running.push(name.to_string());
         }
         let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[i].vm().send_control(now, &line, watchdog)?;
+        self.nodes[i].vm().send_control(crate::VirtualTime::from_ns(now), &line, watchdog)?;
         Ok(())
     }
 
     /// Sends one command to node `i`'s agent now (the node is up).
     pub(crate) fn control(&mut self, i: usize, command: &AgentCommand) -> Result<(), EngineError> {
         let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[i].vm().send_control(now, &command.encode(), watchdog)?;
+        self.nodes[i].vm().send_control(crate::VirtualTime::from_ns(now), &command.encode(), watchdog)?;
         Ok(())
     }
 

@@ -159,7 +159,7 @@ fn exits_per_grant(tmp: &Path) {
     let loop_img = asm::assemble("loop", tmp).unwrap();
     let vm = MicroVmBuilder::new().memory_mib(16).image(&loop_img).build().unwrap();
     let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
-    node.wait_connected(0, Duration::from_secs(1)).unwrap();
+    node.wait_connected(simtime::VirtualTime::ZERO, Duration::from_secs(1)).unwrap();
     let grant = |node: &mut KvmNode| {
         let g = node.grant(node.requested(), 0, Duration::from_secs(60)).unwrap();
         assert!(matches!(g.outcome, NodeOutcome::Waiting { .. }), "{:?}", g.outcome);

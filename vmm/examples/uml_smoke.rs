@@ -2,6 +2,8 @@
 //! writes a line to its control line once it says "@ready".
 //! Usage: uml_smoke KERNEL INITRD
 use std::time::Duration;
+
+use simtime::VirtualTime;
 use vmm::node::{NodeConfig, NodeRuntime, OutputStream, RunOutcome};
 use vmm::uml::UmlNode;
 
@@ -26,7 +28,7 @@ fn main() {
     };
     let t0 = std::time::Instant::now();
     let mut n = UmlNode::spawn(&cfg).unwrap();
-    let mut out = n.wait_connected(0, Duration::from_secs(10)).unwrap();
+    let mut out = n.wait_connected(VirtualTime::ZERO, Duration::from_secs(10)).unwrap();
     let mut grants = 0;
     let mut sent = false;
     loop {
@@ -36,11 +38,11 @@ fn main() {
         grants += 1;
         let mut ready = false;
         for o in out.drain(..) {
-            print!("[{:>14}] {:?} {}", o.time, o.stream, String::from_utf8_lossy(&o.bytes));
+            print!("[{:>14}] {:?} {}", o.time.as_ns(), o.stream, String::from_utf8_lossy(&o.bytes));
             ready |= o.stream == OutputStream::Control && o.bytes.starts_with(b"@ready");
         }
         if ready && !sent {
-            n.send_control(0, b"run workload\n", Duration::from_secs(5)).unwrap();
+            n.send_control(VirtualTime::ZERO, b"run workload\n", Duration::from_secs(5)).unwrap();
             sent = true;
         }
         match r {

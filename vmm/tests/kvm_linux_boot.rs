@@ -130,7 +130,7 @@ fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
     };
     let disk = disksim::Disk::new(disksim::BlockStore::zeros(2048));
     let mut node = vmm::kvm::node::KvmNode::spawn(&cfg, Some(disk)).unwrap();
-    node.wait_connected(0, Duration::from_secs(1)).unwrap();
+    node.wait_connected(simtime::VirtualTime::ZERO, Duration::from_secs(1)).unwrap();
     let mut console = String::new();
     let mut out = Vec::new();
     for _ in 0..2_000 {
@@ -147,7 +147,7 @@ fn kvm_linux_node_boots_with_initramfs_and_virtio_windows() {
         };
         out.extend(grant.output);
         match grant.outcome {
-            NodeOutcome::Waiting { requested } if requested >= vmm::kvm::node::IDLE => break,
+            NodeOutcome::Waiting { requested } if requested >= simtime::VirtualTime::IDLE => break,
             NodeOutcome::Waiting { .. } => {}
             other => {
                 eprintln!("node stopped: {other:?}");

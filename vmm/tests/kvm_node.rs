@@ -6,6 +6,7 @@ mod kvm_common;
 use std::time::{Duration, Instant};
 
 use kvm_common::{guest, in_child, kvm_available};
+use simtime::VirtualTime;
 use vmm::kvm::node::KvmNode;
 use vmm::kvm::MicroVm;
 use vmm::node::{NodeRuntime, OutputStream, RunOutcome};
@@ -14,7 +15,7 @@ use vmm::node::{NodeRuntime, OutputStream, RunOutcome};
 fn node_of(name: &str, start: u64) -> KvmNode {
     let vm = MicroVm::boot_image(&guest(name), 4).unwrap();
     let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
-    node.wait_connected(start, Duration::from_secs(1)).unwrap();
+    node.wait_connected(VirtualTime::from_ns(start), Duration::from_secs(1)).unwrap();
     node
 }
 
@@ -49,7 +50,7 @@ fn kvm_node_spinning_guest_is_reported_hung() {
     }
     let mut node = node_of("spin", 0);
     let began = Instant::now();
-    let r = node.grant(0, 0, Duration::from_millis(300)).unwrap().outcome;
+    let r = node.grant(VirtualTime::ZERO, 0, Duration::from_millis(300)).unwrap().outcome;
     assert!(matches!(r, RunOutcome::Hung { .. }), "{r:?}");
     assert!(began.elapsed() < Duration::from_secs(10), "the watchdog took {:?}", began.elapsed());
 }
@@ -62,14 +63,14 @@ fn kvm_node_output_then_idle() {
         return;
     }
     let mut node = node_of("hello", 5_000);
-    assert_eq!(node.requested(), 5_000);
+    assert_eq!(node.requested(), VirtualTime::from_ns(5_000));
     let mut out = Vec::new();
     let mut outcome = None;
     for _ in 0..100 {
         let g = node.grant(node.requested(), 0, Duration::from_secs(60)).unwrap();
         out.extend(g.output);
         match g.outcome {
-            RunOutcome::Waiting { requested } if requested == vmm::kvm::node::IDLE => break,
+            RunOutcome::Waiting { requested } if requested == VirtualTime::IDLE => break,
             RunOutcome::Waiting { .. } => {}
             other => {
                 outcome = Some(other);
@@ -78,7 +79,7 @@ fn kvm_node_output_then_idle() {
         }
     }
     assert_eq!(outcome, None);
-    assert_eq!(node.requested(), vmm::kvm::node::IDLE);
+    assert_eq!(node.requested(), VirtualTime::IDLE);
     assert!(!node.has_exited());
     let text: String = out
         .iter()
@@ -87,7 +88,7 @@ fn kvm_node_output_then_idle() {
         .collect();
     assert!(text.contains("hello from a 64-bit guest at t="), "{text}");
     // Stamps start at the node's start time and never decrease.
-    assert!(out.first().unwrap().time > 5_000);
+    assert!(out.first().unwrap().time > VirtualTime::from_ns(5_000));
     assert!(out.windows(2).all(|w| w[0].time <= w[1].time));
 }
 
@@ -144,7 +145,7 @@ fn kvm_node_forked_child_keeps_its_watchdog() {
     let child = in_child(|| {
         node.rehome().unwrap();
         let began = Instant::now();
-        let r = node.grant(0, 0, Duration::from_millis(300)).unwrap().outcome;
+        let r = node.grant(VirtualTime::ZERO, 0, Duration::from_millis(300)).unwrap().outcome;
         format!(
             "{} after {} ms",
             if matches!(r, RunOutcome::Hung { .. }) { "hung" } else { "not hung" },

@@ -29,6 +29,7 @@ use std::time::Duration;
 use disksim::{BlockStore, CrashModel, CrashState, Disk, RequestKind};
 use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use simtime::VirtualTime;
 use testkit::Cause;
 use vmm::node::{DiskCompletion, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome};
 use vmm::uml::UmlNode;
@@ -37,13 +38,13 @@ use vmm::uml::UmlNode;
 const EPOCH_NS: u64 = 1_767_225_600 * 1_000_000_000;
 /// Wall-clock watchdog for one grant or interrupt delivery.
 const WATCHDOG: Duration = Duration::from_secs(20);
-/// Virtual service time of one disk request in the in-order policy, ns.
-const LATENCY: u64 = 100_000;
+/// Virtual service time of one disk request in the in-order policy.
+const LATENCY: Duration = Duration::from_nanos(100_000);
 /// Size of the data disk, MiB.
 const DISK_MIB: u64 = 16;
 /// A node that waits at or beyond this asks to run only when something
 /// happens (an interrupt).
-const IDLE: u64 = i64::MAX as u64;
+const IDLE: VirtualTime = VirtualTime::from_ns(i64::MAX as u64);
 
 // ---- inputs: kernel, busybox, initramfs, ext4 image ----
 
@@ -189,7 +190,7 @@ impl Setup {
         };
         let mut node = UmlNode::spawn_with_disk(&cfg, Some(disk)).unwrap();
         // Output before the connection is UML's host-side start-up chatter.
-        node.wait_connected(0, Duration::from_secs(20)).unwrap();
+        node.wait_connected(VirtualTime::ZERO, Duration::from_secs(20)).unwrap();
         Boot { node, console: String::new(), trace: Vec::new(), completions: Vec::new() }
     }
 
@@ -229,13 +230,18 @@ impl Boot {
             if o.stream == OutputStream::Console {
                 self.console.push_str(&text);
             }
-            self.trace.push(format!("{} {:?} {text:?}", o.time, o.stream));
+            self.trace.push(format!("{} {:?} {text:?}", o.time.as_ns(), o.stream));
         }
         for c in disk {
             let r = c.request;
             self.trace.push(format!(
                 "disk {} {:?} {}+{} submitted {} completed {}",
-                r.id, r.kind, r.sector, r.sectors, r.submitted, c.completed
+                r.id,
+                r.kind,
+                r.sector,
+                r.sectors,
+                r.submitted.as_ns(),
+                c.completed.as_ns()
             ));
             self.completions.push(c);
         }
@@ -244,7 +250,7 @@ impl Boot {
     /// Runs the node under `policy` until `stop` holds (checked between
     /// grants), it exits, it idles on the disk, or it wants to run after
     /// `until`.
-    fn drive(&mut self, policy: Policy, until: u64, stop: impl Fn(&Boot) -> bool) -> End {
+    fn drive(&mut self, policy: Policy, until: VirtualTime, stop: impl Fn(&Boot) -> bool) -> End {
         loop {
             if stop(self) {
                 return End::Stopped;
@@ -267,7 +273,7 @@ impl Boot {
             if requested > until {
                 return End::TimeLimit;
             }
-            self.trace.push(format!("run {requested}"));
+            self.trace.push(format!("run {}", requested.as_ns()));
             // A grant that ends waiting also delivers the interrupts owed for
             // reads that completed in a kick.
             let grant = self.node.grant(requested, EPOCH_NS, WATCHDOG).unwrap();
@@ -292,7 +298,7 @@ fn has(s: &str) -> impl Fn(&Boot) -> bool + '_ {
 /// holds at least `volatile` writes that a power loss may lose.
 fn write_file(s: &Setup, run: &str, volatile: usize) -> Boot {
     let mut b = s.boot(run, "write", s.base_disk());
-    let end = b.drive(Policy::InOrder, 60_000_000_000, |b| {
+    let end = b.drive(Policy::InOrder, VirtualTime::from_ns(60_000_000_000), |b| {
         b.console.contains("DURABLE") && b.node.disk().unwrap().volatile_writes().count() >= volatile
     });
     assert_eq!(end, End::Stopped, "console:\n{}", b.console);
@@ -323,7 +329,10 @@ fn fsynced_rename_survives_power_loss() {
     let writes = b.completions.iter().filter(|c| matches!(c.request.kind, RequestKind::Write { .. })).count();
     let flushes = b.completions.iter().filter(|c| c.request.kind == RequestKind::Flush).count();
     let reads = b.completions.iter().filter(|c| c.request.kind == RequestKind::Read).count();
-    eprintln!("boot 1: {reads} reads, {writes} writes, {flushes} flushes completed; virtual {} ns", b.node.time());
+    eprintln!(
+        "boot 1: {reads} reads, {writes} writes, {flushes} flushes completed; virtual {} ns",
+        b.node.time().as_ns()
+    );
     assert!(writes > 0 && flushes > 0, "fsync must write and flush");
 
     // Power loss, after fsync(dir) returned, while later writes are in
@@ -352,7 +361,7 @@ fn fsynced_rename_survives_power_loss() {
         d.apply_crash(st).unwrap();
         assert_eq!(d.outstanding().count(), 0);
         let mut r = s.boot(&format!("n1.boot{}", i + 1), "read", d);
-        let end = r.drive(Policy::InOrder, 60_000_000_000, |_| false);
+        let end = r.drive(Policy::InOrder, VirtualTime::from_ns(60_000_000_000), |_| false);
         assert_eq!(end, End::Exited, "console:\n{}", r.console);
         eprintln!(
             "restart {} on crash state {:?}: {}",
@@ -378,17 +387,17 @@ fn fsync_waits_for_the_engine() {
     let Some(s) = setup("pending") else { return };
     let mut b = s.boot("n1", "pending", s.base_disk());
     assert!(matches!(b.node.take_disk(), Err(NodeError::DiskInUse { .. })));
-    let end = b.drive(Policy::InOrder, 60_000_000_000, has("BEFORE_FSYNC"));
+    let end = b.drive(Policy::InOrder, VirtualTime::from_ns(60_000_000_000), has("BEFORE_FSYNC"));
     assert_eq!(end, End::Stopped, "console:\n{}", b.console);
     let marked = b.node.time();
 
     // The engine completes nothing: ten virtual seconds pass (the guest's
     // timers keep firing: journal commits, writeback), or the guest idles.
-    let end = b.drive(Policy::Hold, marked + 10_000_000_000, |_| false);
+    let end = b.drive(Policy::Hold, marked + Duration::from_secs(10), |_| false);
     let pending = b.node.pending_disk();
     eprintln!(
         "held: {end:?} at {} ns, pending {:?}",
-        b.node.time(),
+        b.node.time().as_ns(),
         pending.iter().map(|p| (p.id.0, p.kind, p.sector, p.sectors, p.submitted)).collect::<Vec<_>>()
     );
     assert!(!b.console.contains("FSYNC_RETURNED"), "fsync returned without the disk");
@@ -418,7 +427,7 @@ fn fsync_waits_for_the_engine() {
     assert!(matches!(UmlNode::spawn_with_disk(&cfg, Some(busy)), Err(NodeError::DiskBusy { .. })));
 
     // Now the engine completes them (and what follows), in order.
-    let end = b.drive(Policy::InOrder, marked + 60_000_000_000, has("FSYNC_RETURNED"));
+    let end = b.drive(Policy::InOrder, marked + Duration::from_secs(60), has("FSYNC_RETURNED"));
     assert_eq!(end, End::Stopped, "console:\n{}", b.console);
     let d = b.node.disk().unwrap();
     assert!(contains(&durable_image(d), b"pending-data-5f3a9c"), "fsync returned, so the data is durable");

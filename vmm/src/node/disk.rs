@@ -2,6 +2,7 @@
 //! their completions, the same for both runtimes.
 
 use disksim::{DiskFault, RequestId, RequestKind};
+use simtime::VirtualTime;
 
 use crate::virtio::blk::BlkRequest;
 
@@ -21,13 +22,13 @@ pub struct DiskRequest {
     pub sector: u64,
     /// Number of sectors; 0 for a flush.
     pub sectors: u64,
-    /// Virtual time of the kick that submitted it, ns.
-    pub submitted: u64,
+    /// Virtual time of the kick that submitted it.
+    pub submitted: VirtualTime,
 }
 
 impl DiskRequest {
     /// The device's request `r`, submitted at virtual time `submitted`.
-    pub fn new(r: BlkRequest, submitted: u64) -> DiskRequest {
+    pub fn new(r: BlkRequest, submitted: VirtualTime) -> DiskRequest {
         DiskRequest { id: r.id, kind: r.kind, sector: r.sector, sectors: r.sectors, submitted }
     }
 }
@@ -37,11 +38,11 @@ impl DiskRequest {
 pub struct DiskCompletion {
     /// The request as it was submitted.
     pub request: DiskRequest,
-    /// Virtual time of the completion, ns: for writes and flushes, the time
+    /// Virtual time of the completion: for writes and flushes, the time
     /// the engine completed it (its interrupt's time); for reads, the time
     /// of the kick (their data is in place then; the interrupt follows at
     /// the node's next stop).
-    pub completed: u64,
+    pub completed: VirtualTime,
     /// The disk fault that hit it (`[faults.disk]`), if any.
     pub fault: Option<DiskFault>,
 }

@@ -26,6 +26,11 @@
 //! - deliveries, disk completions and control input happen while the node
 //!   is stopped, at a time `t` between its clock and its requested time; the
 //!   node then asks to run at `t` (the interrupt is due).
+//!
+//! Every virtual time here is a [`VirtualTime`] (ns since the cluster
+//! booted); a runtime keeps its own clock in whatever form suits it and
+//! converts at this trait. The time of day a grant passes is a wall-clock
+//! date, not a virtual time, and stays ns since the Unix epoch.
 
 pub mod config;
 pub mod disk;
@@ -34,6 +39,7 @@ pub mod error;
 use std::time::Duration;
 
 use disksim::{Disk, DiskFault, RequestId};
+use simtime::VirtualTime;
 
 pub use config::NodeConfig;
 pub use disk::{DiskCompletion, DiskRequest, ROOT_DISK_SERIAL};
@@ -51,8 +57,8 @@ pub enum OutputStream {
 /// Bytes a node wrote, stamped with the node's virtual time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestOutput {
-    /// The node's virtual time when it wrote them, ns.
-    pub time: u64,
+    /// The node's virtual time when it wrote them.
+    pub time: VirtualTime,
     /// The channel they came from.
     pub stream: OutputStream,
     /// The bytes, as written (not split into lines).
@@ -62,8 +68,8 @@ pub struct GuestOutput {
 /// A frame the guest transmitted, stamped with its virtual time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxFrame {
-    /// The node's virtual time when the guest kicked its transmit queue, ns.
-    pub time: u64,
+    /// The node's virtual time when the guest kicked its transmit queue.
+    pub time: VirtualTime,
     /// The whole Ethernet frame (no virtio-net header).
     pub bytes: Vec<u8>,
 }
@@ -82,11 +88,12 @@ pub enum Delivered {
 /// How a grant ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunOutcome {
-    /// The node waits: it wants to run again at `requested` (u64::MAX-ish
-    /// values mean "only when something happens").
+    /// The node waits: it wants to run again at `requested` (times far in
+    /// the future, such as [`VirtualTime::IDLE`], mean "only when something
+    /// happens").
     Waiting {
-        /// The virtual time it wants to run at next, ns.
-        requested: u64,
+        /// The virtual time it wants to run at next.
+        requested: VirtualTime,
     },
     /// The node ended (poweroff, panic, or killed): its process's exit
     /// status or signal under user-mode Linux, the power port's status
@@ -142,10 +149,10 @@ pub struct FreeRuns {
     /// How many.
     pub count: u64,
     /// The time of the last but one: the grant's own time when `count` is 1.
-    pub prev: u64,
+    pub prev: VirtualTime,
     /// The time of the last one: where the node's clock stood when it
     /// stopped.
-    pub last: u64,
+    pub last: VirtualTime,
 }
 
 /// What the engine does with a node. See the module docs for the contract.
@@ -153,9 +160,9 @@ pub trait NodeRuntime {
     /// Waits (wall clock, bounded by `limit`) until the freshly started node
     /// is ready for its first grant at `start_time`; returns host-side
     /// start-up output that is not part of the guest's trace.
-    fn wait_connected(&mut self, start_time: u64, limit: Duration) -> Result<Vec<GuestOutput>, NodeError>;
+    fn wait_connected(&mut self, start_time: VirtualTime, limit: Duration) -> Result<Vec<GuestOutput>, NodeError>;
     /// The virtual time the node wants to run at next.
-    fn requested(&self) -> u64;
+    fn requested(&self) -> VirtualTime;
     /// The node has exited (powered off, panicked, killed).
     fn has_exited(&self) -> bool;
     /// Lets the node run at `at` (never earlier than it asked) until it waits
@@ -170,7 +177,7 @@ pub trait NodeRuntime {
     /// input that waited for a buffer, frames that waited for receive
     /// buffers, the interrupts its own kicks earned) is delivered, so the
     /// guest asks to run again at once where something reached it.
-    fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError>;
+    fn grant(&mut self, at: VirtualTime, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError>;
     /// [`Self::grant`] with lookahead: the node may also take its own
     /// wake-ups (timers, clock reads) before `free_until` without stopping,
     /// as long as it does nothing the engine must see (console output, a
@@ -183,8 +190,8 @@ pub trait NodeRuntime {
     /// ahead (this default), is a plain grant.
     fn grant_ahead(
         &mut self,
-        at: u64,
-        free_until: Option<u64>,
+        at: VirtualTime,
+        free_until: Option<VirtualTime>,
         time_of_day: u64,
         watchdog: Duration,
     ) -> Result<Grant, NodeError> {
@@ -194,10 +201,10 @@ pub trait NodeRuntime {
     /// Sends bytes to the guest's control line at `t` (an interrupt: the
     /// guest will ask to run at `t`). Bytes the guest has no buffer for yet
     /// follow at a later stop.
-    fn send_control(&mut self, t: u64, bytes: &[u8], watchdog: Duration) -> Result<(), NodeError>;
+    fn send_control(&mut self, t: VirtualTime, bytes: &[u8], watchdog: Duration) -> Result<(), NodeError>;
     /// Puts a frame into the guest's receive queue at `t` and interrupts
     /// the guest, which will then ask to run at `t`.
-    fn deliver_frame(&mut self, t: u64, frame: &[u8], watchdog: Duration) -> Result<Delivered, NodeError>;
+    fn deliver_frame(&mut self, t: VirtualTime, frame: &[u8], watchdog: Duration) -> Result<Delivered, NodeError>;
     /// Whether the node has a data disk.
     fn has_disk(&self) -> bool;
     /// The data disk, for inspection (its durable store, volatile writes,
@@ -230,7 +237,8 @@ pub trait NodeRuntime {
     /// before it was issued), hands the status to the guest's driver and
     /// delivers the used-buffer interrupt at `t`. Returns the completion for
     /// the engine's trace (a grant never reports it again).
-    fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, NodeError>;
+    fn complete_disk(&mut self, t: VirtualTime, id: RequestId, watchdog: Duration)
+        -> Result<DiskCompletion, NodeError>;
     /// Takes the data disk out of a node that is no longer running (after
     /// [`Self::kill`], or once it exited): the disk as the power loss left
     /// it, with its write log and the requests that were in flight still

@@ -16,6 +16,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 
+use simtime::VirtualTime;
+
 use super::error::UmlError;
 use super::timetravel::{Msg, Op, ProtocolError, SchedShm};
 
@@ -188,7 +190,8 @@ impl Clock {
             return Ok(crate::node::FreeRuns::default());
         }
         self.sync_shared_clock();
-        Ok(crate::node::FreeRuns { count, prev, last: self.time })
+        let (prev, last) = (VirtualTime::from_ns(prev), VirtualTime::from_ns(self.time));
+        Ok(crate::node::FreeRuns { count, prev, last })
     }
 
     /// How many wake-ups the guest has taken by itself since its last RUN

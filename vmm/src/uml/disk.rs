@@ -38,6 +38,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use disksim::{BlockStore, Disk, ReadFaults, RequestId};
+use simtime::VirtualTime;
 
 use super::port::{Port, PortKind};
 use crate::node::{DiskCompletion, DiskRequest, ROOT_DISK_SERIAL};
@@ -77,6 +78,7 @@ impl PortKind for Blk {
     /// answered). Reads, GET_ID and malformed requests completed inside the
     /// kick; the interrupt they earn is the request queue's.
     fn kicked(&mut self, dev: &mut VirtioBlk, _queue: u16, time: u64) -> u16 {
+        let time = VirtualTime::from_ns(time);
         for r in dev.take_reads_done() {
             let request = DiskRequest::new(r.request, time);
             self.reads_done.push(DiskCompletion { request, completed: time, fault: r.fault });
@@ -155,7 +157,7 @@ impl Port<Blk> {
         if queues.needs_interrupt(REQUEST_QUEUE)? {
             self.owe(REQUEST_QUEUE as u16);
         }
-        Ok(DiskCompletion { request, completed: t, fault })
+        Ok(DiskCompletion { request, completed: VirtualTime::from_ns(t), fault })
     }
 
     /// Reads completed at their kicks since the last call, in completion

@@ -13,6 +13,8 @@
 
 use std::collections::VecDeque;
 
+use simtime::VirtualTime;
+
 use super::net::VirtioNet;
 use super::{DeviceError, Queues};
 use crate::node::TxFrame;
@@ -32,6 +34,7 @@ impl NetPortState {
     /// The guest kicked its transmit queue at virtual time `time` (the model
     /// already processed it): takes the frames it sent, stamped with `time`.
     pub fn stamp_tx(&mut self, dev: &mut VirtioNet, time: u64) {
+        let time = VirtualTime::from_ns(time);
         self.tx.extend(dev.take_tx().into_iter().map(|bytes| TxFrame { time, bytes }));
     }
 

@@ -9,7 +9,7 @@
 //! The node's clock is the [`MicroVm`]'s virtual clock: it advances by a fixed cost per
 //! exit and jumps when the guest halts. A grant ([`NodeRuntime::grant`]) runs the guest
 //! from `at` until it halts with nothing due (it then asks to run at its timer's
-//! deadline, or "never" when only an outside event can wake it), powers off, or has
+//! deadline, or [`VirtualTime::IDLE`] when only an outside event can wake it), powers off, or has
 //! run [`GRANT_SLICE_NS`] of virtual time (it then asks to run again at once, so the
 //! engine can interleave other nodes: a guest that computes without halting is
 //! preempted at its exits, deterministically). A halted node's clock jumps to the
@@ -45,6 +45,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use disksim::{Disk, DiskFault, RequestId};
+use simtime::VirtualTime;
 
 use super::error::KvmError;
 use super::linux::LinuxBootBuilder;
@@ -67,9 +68,6 @@ pub use layout::*;
 
 /// The most virtual time one grant runs a guest that does not halt.
 pub const GRANT_SLICE_NS: u64 = 1_000_000;
-
-/// What [`KvmNode::requested`] says of a node that waits for an outside event only.
-pub const IDLE: u64 = u64::MAX / 2;
 
 /// Errors of a KVM node; each names the node (1-based). Errors of the engine's
 /// contract that both runtimes share are [`NodeError`]s; this one converts into
@@ -282,7 +280,7 @@ impl KvmNode {
 
     /// What the guest produced at the exit just taken, stamped with the clock.
     fn collect(&mut self, out: &mut Vec<GuestOutput>) -> Result<(), NodeError> {
-        let time = self.vm.now_ns();
+        let time = VirtualTime::from_ns(self.vm.now_ns());
         // Taken out of the serial device, so a long run does not accumulate its console.
         let bytes = std::mem::take(&mut self.vm.bus.serial.output);
         if !bytes.is_empty() {
@@ -319,7 +317,9 @@ impl KvmNode {
                 submitted,
             };
             reads.extend(blk.take_reads_done().into_iter().map(|r| (req(r.request, time), r.fault)));
-            accepted.extend(ids.into_iter().filter_map(|a| blk.request(a.id).map(|r| req(r, a.at_ns))));
+            accepted.extend(
+                ids.into_iter().filter_map(|a| blk.request(a.id).map(|r| req(r, VirtualTime::from_ns(a.at_ns)))),
+            );
         }
         self.reads_done.extend(reads.into_iter().map(|(request, fault)| DiskCompletion {
             request,
@@ -363,12 +363,12 @@ impl KvmNode {
         loop {
             if self.vm.is_halted() && !self.vm.wake_due() {
                 // Waits: for its timer, or for the engine.
-                self.requested = self.vm.timer_deadline().unwrap_or(IDLE).max(self.vm.now_ns());
-                return Ok(RunOutcome::Waiting { requested: self.requested });
+                self.requested = self.vm.timer_deadline().unwrap_or(VirtualTime::IDLE.as_ns()).max(self.vm.now_ns());
+                return Ok(RunOutcome::Waiting { requested: VirtualTime::from_ns(self.requested) });
             }
             if self.vm.now_ns() >= until {
                 self.requested = self.vm.now_ns();
-                return Ok(RunOutcome::Waiting { requested: self.requested });
+                return Ok(RunOutcome::Waiting { requested: VirtualTime::from_ns(self.requested) });
             }
             if began.elapsed() > watchdog {
                 // The guest exits, but the grant outlived the watchdog.
@@ -413,27 +413,27 @@ impl KvmNode {
 }
 
 impl NodeRuntime for KvmNode {
-    fn wait_connected(&mut self, start_time: u64, _limit: Duration) -> Result<Vec<GuestOutput>, NodeError> {
+    fn wait_connected(&mut self, start_time: VirtualTime, _limit: Duration) -> Result<Vec<GuestOutput>, NodeError> {
         // Nothing to connect to: the VM is built and stopped at its entry point.
-        self.vm.start_clock_at(start_time);
+        self.vm.start_clock_at(start_time.as_ns());
         self.requested = self.vm.now_ns();
         Ok(Vec::new())
     }
 
-    fn requested(&self) -> u64 {
-        self.requested
+    fn requested(&self) -> VirtualTime {
+        VirtualTime::from_ns(self.requested)
     }
 
     fn has_exited(&self) -> bool {
         self.exited
     }
 
-    fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError> {
+    fn grant(&mut self, at: VirtualTime, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError> {
         assert!(!self.exited, "grant to an exited node");
         self.vm.set_time_of_day(time_of_day);
         self.watchdog.arm(watchdog);
         let mut output = Vec::new();
-        let outcome = self.run_grant(at, watchdog, &mut output);
+        let outcome = self.run_grant(at.as_ns(), watchdog, &mut output);
         self.watchdog.disarm();
         // A kick that raced with the end of the grant must not stop the next one.
         self.vm.stop_flag().store(false, std::sync::atomic::Ordering::SeqCst);
@@ -442,17 +442,17 @@ impl NodeRuntime for KvmNode {
         let tx = self.take_tx();
         if let RunOutcome::Waiting { .. } = outcome {
             // Control input that waited for a receive buffer reaches it now.
-            self.settle(at)?;
+            self.settle(at.as_ns())?;
         }
         Ok(Grant { outcome, output, disk, tx, free_runs: FreeRuns::default() })
     }
 
-    fn send_control(&mut self, t: u64, bytes: &[u8], _watchdog: Duration) -> Result<(), NodeError> {
+    fn send_control(&mut self, t: VirtualTime, bytes: &[u8], _watchdog: Duration) -> Result<(), NodeError> {
         self.ctl_port().device_mut().device_and_queues().0.push_input(bytes);
-        self.settle(t)
+        self.settle(t.as_ns())
     }
 
-    fn deliver_frame(&mut self, t: u64, frame: &[u8], _watchdog: Duration) -> Result<Delivered, NodeError> {
+    fn deliver_frame(&mut self, t: VirtualTime, frame: &[u8], _watchdog: Duration) -> Result<Delivered, NodeError> {
         if self.net_port().is_none() {
             return Ok(Delivered::Dropped);
         }
@@ -463,7 +463,7 @@ impl NodeRuntime for KvmNode {
         if !driver_up || port.device().state().backlog_full() {
             return Ok(Delivered::Dropped);
         }
-        self.wake_at(t);
+        self.wake_at(t.as_ns());
         let port = self.net_port().expect("checked above");
         let irq = port.device_mut().deliver(frame);
         let queued = port.device().state().backlog_len() > 0;
@@ -513,10 +513,15 @@ impl NodeRuntime for KvmNode {
         }
     }
 
-    fn complete_disk(&mut self, t: u64, id: RequestId, _watchdog: Duration) -> Result<DiskCompletion, NodeError> {
+    fn complete_disk(
+        &mut self,
+        t: VirtualTime,
+        id: RequestId,
+        _watchdog: Duration,
+    ) -> Result<DiskCompletion, NodeError> {
         let node = self.id;
         let request = *self.pending.get(&id).ok_or(NodeError::UnknownDiskRequest { node, id })?;
-        let t = self.wake_at(t);
+        let t = VirtualTime::from_ns(self.wake_at(t.as_ns()));
         let port = self.blk_port().ok_or(NodeError::NoDisk { node })?;
         let done = port.device_mut().complete(id);
         if port.device_mut().blk().request(id).is_none() {

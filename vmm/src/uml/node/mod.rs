@@ -18,6 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use disksim::{Disk, DiskFault, RequestId};
+use simtime::VirtualTime;
 
 use super::clock::Clock;
 use super::console::Console;
@@ -99,8 +100,8 @@ impl UmlNode {
     }
 
     /// The node's virtual time as last granted or reported.
-    pub fn time(&self) -> u64 {
-        self.clock.time()
+    pub fn time(&self) -> VirtualTime {
+        VirtualTime::from_ns(self.clock.time())
     }
 
     /// Where the kernel's standard error goes.
@@ -117,7 +118,7 @@ impl NodeRuntime for UmlNode {
     /// Waits (wall clock, bounded) for the node to connect and send START.
     /// After this the node is stopped and ready for its first grant at
     /// `start_time`.
-    fn wait_connected(&mut self, start_time: u64, limit: Duration) -> Result<Vec<GuestOutput>, NodeError> {
+    fn wait_connected(&mut self, start_time: VirtualTime, limit: Duration) -> Result<Vec<GuestOutput>, NodeError> {
         let began = Instant::now();
         while !self.clock.try_accept()? {
             if let Some(st) = self.process.try_exit_status() {
@@ -132,7 +133,7 @@ impl NodeRuntime for UmlNode {
         }
         let msg = self.read_msg(None)?;
         let mut out = Vec::new();
-        self.clock.start_at(start_time);
+        self.clock.start_at(start_time.as_ns());
         self.drain(&mut out);
         match msg {
             Some(m) if m.op == Op::Start => {
@@ -144,8 +145,8 @@ impl NodeRuntime for UmlNode {
         }
     }
 
-    fn requested(&self) -> u64 {
-        self.clock.requested()
+    fn requested(&self) -> VirtualTime {
+        VirtualTime::from_ns(self.clock.requested())
     }
 
     fn has_exited(&self) -> bool {
@@ -155,7 +156,7 @@ impl NodeRuntime for UmlNode {
     /// Runs the node at `at` (`run_until_stop`), collects what the
     /// grant produced, and settles a node that waits (`settle`).
     /// `time_of_day` answers GET_TOD, plus the node's start time.
-    fn grant(&mut self, at: u64, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError> {
+    fn grant(&mut self, at: VirtualTime, time_of_day: u64, watchdog: Duration) -> Result<Grant, NodeError> {
         self.grant_ahead(at, None, time_of_day, watchdog)
     }
 
@@ -165,14 +166,14 @@ impl NodeRuntime for UmlNode {
     /// would postpone.
     fn grant_ahead(
         &mut self,
-        at: u64,
-        free_until: Option<u64>,
+        at: VirtualTime,
+        free_until: Option<VirtualTime>,
         time_of_day: u64,
         watchdog: Duration,
     ) -> Result<Grant, NodeError> {
-        let free_until = free_until.filter(|_| !self.devices.owes_input());
+        let free_until = free_until.filter(|_| !self.devices.owes_input()).map(VirtualTime::as_ns);
         let mut output = Vec::new();
-        let outcome = self.run_until_stop(at, free_until, time_of_day, watchdog, &mut output)?;
+        let outcome = self.run_until_stop(at.as_ns(), free_until, time_of_day, watchdog, &mut output)?;
         let free_runs = self.clock.free_runs()?;
         let disk = self.devices.disk.as_mut().map(|d| d.take_reads_done()).unwrap_or_default();
         let tx = self.devices.net.as_mut().map(|n| n.take_tx()).unwrap_or_default();
@@ -181,7 +182,7 @@ impl NodeRuntime for UmlNode {
             // output, and input that waited for buffers, reach it now: at
             // the time of its last wake-up, where it did what earned them.
             let settle_at = if free_runs.count > 0 { free_runs.last } else { at };
-            self.settle(settle_at, watchdog)?;
+            self.settle(settle_at.as_ns(), watchdog)?;
         }
         Ok(Grant { outcome, output, disk, tx, free_runs })
     }
@@ -190,16 +191,16 @@ impl NodeRuntime for UmlNode {
     /// `t` (an interrupt: the guest will ask to run at `t`). Call only while
     /// the node is stopped, with `t` between its clock and its requested
     /// time. Bytes the guest has no buffer for yet follow at a later stop.
-    fn send_control(&mut self, t: u64, bytes: &[u8], watchdog: Duration) -> Result<(), NodeError> {
+    fn send_control(&mut self, t: VirtualTime, bytes: &[u8], watchdog: Duration) -> Result<(), NodeError> {
         self.devices.ctl.backend.device_mut().push_input(bytes);
-        Ok(self.settle(t, watchdog)?)
+        Ok(self.settle(t.as_ns(), watchdog)?)
     }
 
     /// Puts a frame into the guest's receive queue at virtual time `t` and
     /// interrupts the guest, which will then ask to run at `t`. Call only
     /// while the node is stopped, with `t` no earlier than its clock and no
     /// later than its requested time.
-    fn deliver_frame(&mut self, t: u64, frame: &[u8], watchdog: Duration) -> Result<Delivered, NodeError> {
+    fn deliver_frame(&mut self, t: VirtualTime, frame: &[u8], watchdog: Duration) -> Result<Delivered, NodeError> {
         let node = self.id;
         let Some(net) = self.devices.net.as_mut() else { return Ok(Delivered::Dropped) };
         let delivered = net.deliver(frame).map_err(|e| UmlError::Device {
@@ -208,7 +209,7 @@ impl NodeRuntime for UmlNode {
             source: VhostUserError::Device(e),
         })?;
         if delivered != Delivered::Dropped {
-            self.raise_interrupts(t, watchdog)?;
+            self.raise_interrupts(t.as_ns(), watchdog)?;
         }
         Ok(delivered)
     }
@@ -249,12 +250,17 @@ impl NodeRuntime for UmlNode {
     /// the used-buffer interrupt in-band at `t`. Call only while the node
     /// is stopped, with `t` no earlier than its clock and no later than its
     /// requested time; the guest will then ask to run at `t`.
-    fn complete_disk(&mut self, t: u64, id: RequestId, watchdog: Duration) -> Result<DiskCompletion, NodeError> {
+    fn complete_disk(
+        &mut self,
+        t: VirtualTime,
+        id: RequestId,
+        watchdog: Duration,
+    ) -> Result<DiskCompletion, NodeError> {
         let node = self.id;
         if self.exited {
             return Err(NodeError::DiskNodeExited { node });
         }
-        let t = t.max(self.clock.time());
+        let t = t.as_ns().max(self.clock.time());
         let d = self.devices.disk.as_mut().ok_or(NodeError::NoDisk { node })?;
         let c = d.complete(t, id).map_err(|e| match e {
             CompleteError::Unknown => NodeError::UnknownDiskRequest { node, id },

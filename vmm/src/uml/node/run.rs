@@ -11,6 +11,8 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
+use simtime::VirtualTime;
+
 use super::UmlNode;
 use crate::node::{GuestOutput, OutputStream, RunOutcome};
 use crate::uml::error::UmlError;
@@ -74,7 +76,9 @@ impl UmlNode {
             match msg.op {
                 Op::Ack => {} // the node's ACK of our RUN (not in shared-memory mode)
                 Op::GetTod => self.clock.answer_time_of_day(msg.seq, time_of_day)?,
-                Op::Wait => return Ok(RunOutcome::Waiting { requested: self.clock.waited(msg.seq)? }),
+                Op::Wait => {
+                    return Ok(RunOutcome::Waiting { requested: VirtualTime::from_ns(self.clock.waited(msg.seq)?) })
+                }
                 _ if self.clock.answer_clock_message(&msg, self.clock.time())? => {}
                 _ => return Err(UmlError::Unexpected { node: self.id, msg, state: "running" }),
             }
@@ -146,7 +150,7 @@ impl UmlNode {
     /// at every message boundary.
     pub(super) fn drain(&mut self, out: &mut Vec<GuestOutput>) {
         self.console.read_new();
-        let time = self.clock.time();
+        let time = VirtualTime::from_ns(self.clock.time());
         let console = self.console.take_unstamped();
         let control = self.devices.ctl.take_output();
         for (stream, bytes) in [(OutputStream::Console, console), (OutputStream::Control, control)] {
