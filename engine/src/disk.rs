@@ -261,7 +261,7 @@ mod tests {
     use disksim::RequestId;
 
     fn request(kind: RequestKind) -> DiskRequest {
-        DiskRequest { id: RequestId(1), kind, sector: 64, sectors: 8, submitted: 0 }
+        DiskRequest { id: RequestId(1), kind, sector: 64, sectors: 8, submitted: crate::VirtualTime::ZERO }
     }
 
     /// The faults drawn for `n` completions alternating write, flush.
