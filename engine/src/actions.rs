@@ -9,11 +9,13 @@
 //! strategy's index means the same thing every time the same state is
 //! reached (the [`crate::strategy`] invariant).
 
+use std::time::Duration;
+
 use netsim::DeliveryId;
 
 use crate::strategy::{ActionKind, EnabledAction};
 use crate::trace::ENGINE;
-use crate::NodeIdx;
+use crate::{NodeIdx, VirtualTime};
 
 /// Something the engine can do at the current instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,27 +50,27 @@ pub(super) struct Enabled {
 }
 
 impl Enabled {
-    pub fn run(i: usize, due: u64) -> Enabled {
+    pub fn run(i: usize, due: VirtualTime) -> Enabled {
         Enabled { action: Action::Run(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::RunNode, due) }
     }
     /// The host client's poll looks like a node run to a strategy: node
     /// N+1, [`ActionKind::RunNode`].
-    pub fn run_host(node: u16, due: u64) -> Enabled {
+    pub fn run_host(node: u16, due: VirtualTime) -> Enabled {
         Enabled { action: Action::RunHost, desc: EnabledAction::new(node, ActionKind::RunNode, due) }
     }
     /// `behind`: 0 for a link's oldest frame, k for the k-th datagram
     /// offered behind it (see `NetState::deliveries_until`).
-    pub fn deliver(id: DeliveryId, to: u16, from: u16, due: u64, behind: u16) -> Enabled {
+    pub fn deliver(id: DeliveryId, to: u16, from: u16, due: VirtualTime, behind: u16) -> Enabled {
         Enabled {
             action: Action::Deliver(id),
             desc: EnabledAction::new(to, ActionKind::DeliverFrame, due).with_peer(from).behind(behind),
         }
     }
-    pub fn network_fault(heal: bool, due: u64) -> Enabled {
+    pub fn network_fault(heal: bool, due: VirtualTime) -> Enabled {
         let kind = if heal { ActionKind::Heal } else { ActionKind::Partition };
         Enabled { action: Action::NetworkFault { heal }, desc: EnabledAction::new(ENGINE, kind, due) }
     }
-    pub fn crash(i: usize, now: u64) -> Enabled {
+    pub fn crash(i: usize, now: VirtualTime) -> Enabled {
         Enabled { action: Action::Crash(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Crash, now) }
     }
     /// Marks the action as falling in a window where it matters most (see
@@ -77,25 +79,25 @@ impl Enabled {
         self.desc.at_risk = at_risk;
         self
     }
-    pub fn restart(i: usize, due: u64) -> Enabled {
+    pub fn restart(i: usize, due: VirtualTime) -> Enabled {
         Enabled {
             action: Action::Restart(i),
             desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Restart, due),
         }
     }
-    pub fn pause(i: usize, now: u64) -> Enabled {
+    pub fn pause(i: usize, now: VirtualTime) -> Enabled {
         Enabled { action: Action::Pause(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Pause, now) }
     }
-    pub fn resume(i: usize, due: u64) -> Enabled {
+    pub fn resume(i: usize, due: VirtualTime) -> Enabled {
         Enabled { action: Action::Resume(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Resume, due) }
     }
-    pub fn clock_jump(i: usize, now: u64) -> Enabled {
+    pub fn clock_jump(i: usize, now: VirtualTime) -> Enabled {
         Enabled {
             action: Action::ClockJump(i),
             desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::ClockJump, now),
         }
     }
-    pub fn complete_disk(i: usize, request: u64, due: u64) -> Enabled {
+    pub fn complete_disk(i: usize, request: u64, due: VirtualTime) -> Enabled {
         Enabled {
             action: Action::CompleteDisk(i, request),
             desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::CompleteDisk, due),
@@ -105,7 +107,7 @@ impl Enabled {
 
 /// The time an action takes effect: its due time, or now if it is overdue
 /// (an event the strategy postponed runs late, never early).
-pub(super) fn effective_time(e: &Enabled, now: u64) -> u64 {
+pub(super) fn effective_time(e: &Enabled, now: VirtualTime) -> VirtualTime {
     e.desc.time.max(now)
 }
 
@@ -120,7 +122,12 @@ pub(super) fn effective_time(e: &Enabled, now: u64) -> u64 {
 /// requested run keeps both true: the window lets the strategy reorder and
 /// postpone deliveries, disk completions and faults, and choose among nodes
 /// due together, but never runs a timer late.
-pub(super) fn horizon(earliest: u64, now: u64, window: u64, min_requested: Option<u64>) -> u64 {
+pub(super) fn horizon(
+    earliest: VirtualTime,
+    now: VirtualTime,
+    window: Duration,
+    min_requested: Option<VirtualTime>,
+) -> VirtualTime {
     let h = earliest.saturating_add(window);
     min_requested.map_or(h, |r| h.min(r)).max(now)
 }

@@ -15,7 +15,7 @@ use crate::host::HostOutcome;
 use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::EngineError;
 use crate::trace::{DiskOp, DropCause, EventKind};
-use crate::{NodeIdx, VirtualTime};
+use crate::NodeIdx;
 
 impl Execution<'_> {
     /// Applies `action` at `self.now`.
@@ -23,7 +23,7 @@ impl Execution<'_> {
         let now = self.now;
         match action {
             Action::NetworkFault { .. } => {
-                self.net.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now)
+                self.net.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now.as_ns())
             }
             Action::Deliver(id) => self.deliver(id)?,
             Action::Crash(i) => self.crash(i)?,
@@ -39,11 +39,7 @@ impl Execution<'_> {
             Action::CompleteDisk(i, request) => {
                 let watchdog = self.spec.watchdog;
                 self.maybe_disk_fault(i, disksim::RequestId(request));
-                let done = self.nodes[i].vm().complete_disk(
-                    VirtualTime::from_ns(now),
-                    disksim::RequestId(request),
-                    watchdog,
-                )?;
+                let done = self.nodes[i].vm().complete_disk(now, disksim::RequestId(request), watchdog)?;
                 if done.request.kind == disksim::RequestKind::Flush {
                     self.nodes[i].flushed_since_run = true;
                 }
@@ -62,7 +58,7 @@ impl Execution<'_> {
         let ns = self.net.as_mut().expect("deliveries come from the network");
         let Some(d) = ns.take(id) else { return Ok(()) };
         if let Some(h) = self.host.as_mut().filter(|h| h.node() == d.to) {
-            h.deliver(now, &d, &mut self.trace);
+            h.deliver(now.as_ns(), &d, &mut self.trace);
             return Ok(());
         }
         let (to, from) = (d.to.index(), d.from.get());
@@ -75,9 +71,7 @@ impl Execution<'_> {
         let summary = frames::summarize(&d.frame);
         let len = d.frame.len() as u32;
         self.trace.push(now, d.to.get(), EventKind::Deliver { id: d.id.0, from, len, summary });
-        if self.nodes[to].vm().deliver_frame(VirtualTime::from_ns(now), &d.frame, self.spec.watchdog)?
-            == Delivered::Dropped
-        {
+        if self.nodes[to].vm().deliver_frame(now, &d.frame, self.spec.watchdog)? == Delivered::Dropped {
             let text = format!("frame {} dropped: no receive buffer", d.id.0);
             self.trace.push(now, d.to.get(), EventKind::Note { text });
         }
@@ -108,7 +102,7 @@ impl Execution<'_> {
             (Some(disk), Some(ds)) => {
                 let seed = self.seed;
                 let (point, state) =
-                    disk::crash_disk(disk, ds, crash, &name, now, seed, &self.spec.explore.crash_states)
+                    disk::crash_disk(disk, ds, crash, &name, now.as_ns(), seed, &self.spec.explore.crash_states)
                         .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
                 let which = match point.chosen {
                     Some(k) => format!("crash state {} of {}", k + 1, point.states),
@@ -148,9 +142,7 @@ impl Execution<'_> {
         // input that waited for receive buffers, reached it.
         let bound = self.lookahead_bound(i);
         let free_until = self.lookahead_given(i, bound);
-        let at = VirtualTime::from_ns(now);
-        let free_until = free_until.map(VirtualTime::from_ns);
-        let grant = self.nodes[i].vm().grant_ahead(at, free_until, time_of_day, self.spec.watchdog)?;
+        let grant = self.nodes[i].vm().grant_ahead(now, free_until, time_of_day, self.spec.watchdog)?;
         self.round_trips += 1;
         if grant.free_runs.count > 0 {
             self.account_free_runs(i, grant.free_runs, bound)?;
@@ -296,9 +288,9 @@ impl Execution<'_> {
         let now = self.now;
         let Some(h) = self.host.as_mut() else { return Ok(()) };
         let node = h.node();
-        let (tx, outcome) = h.poll(now, &mut self.trace);
+        let (tx, outcome) = h.poll(now.as_ns(), &mut self.trace);
         if let Some(ns) = self.net.as_mut() {
-            ns.transmit_frames(node, now, tx, &mut self.trace);
+            ns.transmit_frames(node, now.as_ns(), tx, &mut self.trace);
         }
         // The workload's end comes after the frames of its last poll, so
         // that a report finds it as the failing event.

@@ -154,13 +154,13 @@ pub struct Execution<'a> {
     /// The host-side client, with a host workload.
     pub(crate) host: Option<host::HostEndpoint>,
     pub(crate) trace: Trace,
-    pub(crate) now: u64,
+    pub(crate) now: VirtualTime,
     pub(crate) phase: Phase,
     pub(crate) crashes: u32,
     pub(crate) crash_points: Vec<CrashPoint>,
     /// Crashes are enabled from this virtual time on (drawn when the
     /// workload starts; `None` before).
-    pub(crate) crash_not_before: Option<u64>,
+    pub(crate) crash_not_before: Option<VirtualTime>,
     /// Faults have begun: at the workload's start, or with `[faults]
     /// start_after` once its name was reached in the workload.
     pub(crate) faults_begun: bool,
@@ -174,7 +174,7 @@ pub struct Execution<'a> {
     pub(crate) round_trips: u64,
     /// The wake-ups the node run of the current step took by itself, and
     /// when that grant began (`lookahead`), for the step log.
-    pub(crate) free_runs: Option<(u64, vmm::node::FreeRuns)>,
+    pub(crate) free_runs: Option<(VirtualTime, vmm::node::FreeRuns)>,
     /// The streams of the disk faults decided at completion (lost flush,
     /// write error, misdirect): drawn only where a fault can happen (a
     /// flush or write completes and its fault's probability is > 0), so
@@ -251,9 +251,9 @@ fn boot_nodes(spec: &ExecutionSpec, first_spawn: &mut Option<Instant>) -> Result
 
 /// The host-side client of `spec`'s host workload, drawing from `seed`, its
 /// clock starting at `now`; `None` without one (or without a network).
-fn host_endpoint(spec: &ExecutionSpec, seed: u64, now: u64) -> Option<host::HostEndpoint> {
+fn host_endpoint(spec: &ExecutionSpec, seed: u64, now: VirtualTime) -> Option<host::HostEndpoint> {
     match (&spec.host_workload, &spec.network) {
-        (Some(w), Some(_)) => host::HostEndpoint::new(spec.node_names.len() as u16, w.clone(), seed, now),
+        (Some(w), Some(_)) => host::HostEndpoint::new(spec.node_names.len() as u16, w.clone(), seed, now.as_ns()),
         _ => None,
     }
 }
@@ -287,7 +287,7 @@ impl<'a> Execution<'a> {
         let nodes = boot_nodes(spec, &mut first_spawn)?;
         // In warm-start mode the host client is made when the boot ends,
         // with the execution's seed; its node is in the network from now.
-        let host = spec.boot_seed.is_none().then(|| host_endpoint(spec, spec.seed, 0)).flatten();
+        let host = spec.boot_seed.is_none().then(|| host_endpoint(spec, spec.seed, VirtualTime::ZERO)).flatten();
         let net = network(spec)?;
         let mut ex = Execution {
             spec,
@@ -296,7 +296,7 @@ impl<'a> Execution<'a> {
             net,
             host,
             trace: Trace::new(),
-            now: 0,
+            now: VirtualTime::ZERO,
             phase: Phase::Booting,
             crashes: 0,
             crash_points: Vec::new(),
@@ -329,8 +329,8 @@ impl<'a> Execution<'a> {
             held: None,
         };
         for i in 0..ex.nodes.len() {
-            ex.nodes[i].connect(0, spec.connect_timeout)?;
-            ex.trace.push(0, NodeIdx::number_of(i), EventKind::Boot);
+            ex.nodes[i].connect(VirtualTime::ZERO, spec.connect_timeout)?;
+            ex.trace.push(VirtualTime::ZERO, NodeIdx::number_of(i), EventKind::Boot);
             ex.record_node_clock(i);
         }
         Ok(ex)
@@ -338,7 +338,7 @@ impl<'a> Execution<'a> {
 
     /// The current virtual time.
     pub fn now(&self) -> VirtualTime {
-        VirtualTime::from_ns(self.now)
+        self.now
     }
 
     /// In warm-start mode, every agent is ready and the workload has not
@@ -363,7 +363,7 @@ impl<'a> Execution<'a> {
         self.faults = faults::FaultState::new(seed);
         self.host = host_endpoint(self.spec, seed, self.now);
         if let Some(ns) = self.net.as_mut() {
-            ns.reseed(seed, self.now, self.spec.explore.faults_after.is_none());
+            ns.reseed(seed, self.now.as_ns(), self.spec.explore.faults_after.is_none());
         }
         for (i, n) in self.nodes.iter_mut().enumerate() {
             n.reseed_devices(seed, i as u64);
@@ -409,7 +409,7 @@ impl<'a> Execution<'a> {
             self.fail(FailureKind::GuestExit, None, "every node has exited".into());
             return Ok(Step::Done);
         };
-        if earliest > self.spec.time_limit_ns {
+        if earliest > VirtualTime::from_ns(self.spec.time_limit_ns) {
             self.time_limit();
             return Ok(Step::Done);
         }
@@ -417,7 +417,8 @@ impl<'a> Execution<'a> {
             // Calming resumes paused nodes: gather again.
             self.gather_pending(&mut pending);
         }
-        let horizon = horizon(earliest, self.now, self.spec.explore.window_ns, pending.min_requested());
+        let window = Duration::from_nanos(self.spec.explore.window_ns);
+        let horizon = horizon(earliest, self.now, window, pending.min_requested());
         let mut enabled = std::mem::take(&mut self.choices.enabled);
         self.enabled(&pending, horizon, &mut enabled);
         self.choices.pending = pending;
@@ -515,7 +516,7 @@ impl<'a> Execution<'a> {
             Phase::Checks { .. } => "the invariants did not finish",
         };
         let limit = self.spec.time_limit_ns;
-        self.now = limit;
+        self.now = VirtualTime::from_ns(limit);
         let msg = format!("{what} within the virtual-time limit of {} s", limit as f64 / 1e9);
         self.fail(FailureKind::TimeLimit, None, msg);
     }
@@ -617,7 +618,7 @@ impl<'a> Execution<'a> {
             verdict: self.verdict.take().unwrap_or(Verdict::Pass),
             trace_hash: trace.hash(),
             trace,
-            ended_at: VirtualTime::from_ns(now),
+            ended_at: now,
             wall: self.wall.began.elapsed(),
             boot_wall: self.wall.boot,
             grants: self.grants,

@@ -21,7 +21,7 @@
 
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::time::{NodeIdx, GUEST_EPOCH_NS};
+use crate::time::{NodeIdx, VirtualTime, GUEST_EPOCH_NS};
 use simrng::streams::{
     CLOCK as CLOCK_STREAM, CLOCK_DRIFT as DRIFT_STREAM, CLOCK_OFFSET as OFFSET_STREAM, PAUSE as PAUSE_STREAM,
 };
@@ -158,8 +158,8 @@ pub(super) struct FaultState {
     pub(crate) clock_rng: Xoshiro256PlusPlus,
     /// Pauses are enabled from this virtual time on (`None` before the
     /// workload, or when pauses are off).
-    pub(crate) pause_not_before: Option<u64>,
-    pub(crate) clock_not_before: Option<u64>,
+    pub(crate) pause_not_before: Option<VirtualTime>,
+    pub(crate) clock_not_before: Option<VirtualTime>,
     pub counts: FaultCounts,
 }
 

@@ -46,14 +46,14 @@ use vmm::node::FreeRuns;
 use crate::execution::Execution;
 use crate::spec::{EngineError, Lookahead};
 use crate::strategy::{ActionKind, EnabledAction};
-use crate::NodeIdx;
+use crate::{NodeIdx, VirtualTime};
 
 impl Execution<'_> {
     /// The time before which node `i` (0-based), granted now, may take its
     /// own wake-ups without stopping; `None` for a plain grant. Call in the
     /// step that runs it, after its enabled set was built: it reads that
     /// step's pending events, which the choice did not change.
-    pub(crate) fn lookahead_bound(&self, i: usize) -> Option<u64> {
+    pub(crate) fn lookahead_bound(&self, i: usize) -> Option<VirtualTime> {
         if !self.lookahead_allowed() {
             return None;
         }
@@ -63,8 +63,9 @@ impl Execution<'_> {
     /// The bound given `others`, the earliest due time of everything but
     /// the node's own run: no later than the time limit and the next fault,
     /// and `None` where that leaves nothing past now.
-    fn bound_with(&self, others: Option<u64>) -> Option<u64> {
-        let bound = others.unwrap_or(u64::MAX).min(self.spec.time_limit_ns.saturating_add(1)).min(self.fault_bound()?);
+    fn bound_with(&self, others: Option<VirtualTime>) -> Option<VirtualTime> {
+        let limit = VirtualTime::from_ns(self.spec.time_limit_ns.saturating_add(1));
+        let bound = others.unwrap_or(VirtualTime::MAX).min(limit).min(self.fault_bound()?);
         (bound > self.now).then_some(bound)
     }
 
@@ -84,7 +85,7 @@ impl Execution<'_> {
     /// The bound handed to node `i`: [`Self::lookahead_bound`], or in the
     /// debug mode [`Lookahead::IgnoringFrames`] one that leaves out
     /// netsim's next event.
-    pub(crate) fn lookahead_given(&self, i: usize, bound: Option<u64>) -> Option<u64> {
+    pub(crate) fn lookahead_given(&self, i: usize, bound: Option<VirtualTime>) -> Option<VirtualTime> {
         if self.spec.lookahead != Lookahead::IgnoringFrames || !self.lookahead_allowed() {
             return bound;
         }
@@ -95,7 +96,7 @@ impl Execution<'_> {
 
     /// The earliest time a crash, pause or clock jump can become possible;
     /// `None` when one is enabled now (every step is then a choice).
-    fn fault_bound(&self) -> Option<u64> {
+    fn fault_bound(&self) -> Option<VirtualTime> {
         let mut now_enabled = Vec::new();
         self.enabled_crashes(&mut now_enabled);
         self.enabled_node_faults(&mut now_enabled);
@@ -103,7 +104,7 @@ impl Execution<'_> {
             return None;
         }
         if self.calm {
-            return Some(u64::MAX);
+            return Some(VirtualTime::MAX);
         }
         let explore = &self.spec.explore;
         let counts = &self.faults.counts;
@@ -113,7 +114,7 @@ impl Execution<'_> {
         let clock = self.faults.clock_not_before.filter(|_| clock_used < explore.clock.max);
         // A time already past gated nothing: the fault waits for a node
         // with something at stake, which only a visible event brings.
-        Some([crash, pause, clock].into_iter().flatten().filter(|&t| t > self.now).min().unwrap_or(u64::MAX))
+        Some([crash, pause, clock].into_iter().flatten().filter(|&t| t > self.now).min().unwrap_or(VirtualTime::MAX))
     }
 
     /// Takes in the wake-ups node `i` took by itself in the grant that
@@ -124,18 +125,17 @@ impl Execution<'_> {
         &mut self,
         i: usize,
         free: FreeRuns,
-        bound: Option<u64>,
+        bound: Option<VirtualTime>,
     ) -> Result<(), EngineError> {
         let node = NodeIdx::number_of(i);
         let bound = bound.unwrap_or(self.now);
-        let last = free.last.as_ns();
-        if last >= bound {
-            return Err(EngineError::RanAhead { node, last, bound });
+        if free.last >= bound {
+            return Err(EngineError::RanAhead { node, last: free.last.as_ns(), bound: bound.as_ns() });
         }
-        let until = Some(last);
-        self.trace.push(last, node, crate::trace::EventKind::Run { grants: free.count, until });
+        let until = Some(free.last.as_ns());
+        self.trace.push(free.last, node, crate::trace::EventKind::Run { grants: free.count, until });
         self.grants += free.count;
-        self.now = last;
+        self.now = free.last;
         Ok(())
     }
 
@@ -143,11 +143,11 @@ impl Execution<'_> {
     /// `began` (`desc`) and every wake-up but the last were quiet steps;
     /// the last is the step being logged now, as the run it would have
     /// been. Returns that step's description.
-    pub(crate) fn log_free_runs(&mut self, desc: EnabledAction, began: u64, free: FreeRuns) -> EnabledAction {
+    pub(crate) fn log_free_runs(&mut self, desc: EnabledAction, began: VirtualTime, free: FreeRuns) -> EnabledAction {
         let log = self.log_mut();
         log.push(began, desc, true);
-        log.push_quiet(free.count - 1, free.prev.as_ns(), desc.node);
+        log.push_quiet(free.count - 1, free.prev, desc.node);
         self.add_steps(free.count);
-        EnabledAction::new(desc.node, ActionKind::RunNode, free.last.as_ns())
+        EnabledAction::new(desc.node, ActionKind::RunNode, free.last)
     }
 }

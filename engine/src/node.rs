@@ -13,6 +13,7 @@ use crate::faults::NodeClock;
 use crate::seeds::{entropy_seed, read_fault_seed};
 use crate::spec::EngineError;
 use crate::trace::LineSplitter;
+use crate::VirtualTime;
 
 /// Lines of console output kept for failure messages.
 const TAIL_LINES: usize = 20;
@@ -37,7 +38,7 @@ pub(super) struct Node {
     /// Last console lines, for failure messages.
     pub tail: Vec<String>,
     /// Virtual time of the crash, while powered off.
-    pub crashed_at: Option<u64>,
+    pub crashed_at: Option<VirtualTime>,
     /// Agent commands that wait for the node to be up and ready again.
     pub deferred: Vec<String>,
     /// Checks (invariants, liveness) sent and not answered yet. A crash
@@ -49,7 +50,7 @@ pub(super) struct Node {
     /// Its clock hardware (offset, drift): the same for every boot.
     pub clock: NodeClock,
     /// While its start command is paused: the time it resumes.
-    pub paused_until: Option<u64>,
+    pub paused_until: Option<VirtualTime>,
     /// A flush of its disk completed since it last ran: its data just
     /// became durable, and it has not acted on that yet.
     pub flushed_since_run: bool,
@@ -113,16 +114,16 @@ impl Node {
     /// `now`. Output from before that is UML's host-side start-up chatter
     /// (checks of the host's ptys, /dev/shm, ...): it describes the host,
     /// not the guest, and stays out of the trace.
-    pub fn connect(&mut self, now: u64, timeout: Duration) -> Result<(), EngineError> {
+    pub fn connect(&mut self, now: VirtualTime, timeout: Duration) -> Result<(), EngineError> {
         let vm = self.vm.as_mut().expect("connect after boot");
-        let _host_chatter = vm.wait_connected(crate::VirtualTime::from_ns(now), timeout)?;
+        let _host_chatter = vm.wait_connected(now, timeout)?;
         Ok(())
     }
 
     /// Power loss: the kernel process is killed on the spot. Its disk (if
     /// any) comes back with its write log, for the engine to choose what
     /// survived.
-    pub fn power_off(&mut self, now: u64) -> Result<Option<&mut Disk>, EngineError> {
+    pub fn power_off(&mut self, now: VirtualTime) -> Result<Option<&mut Disk>, EngineError> {
         if let Some(mut vm) = self.vm.take() {
             vm.kill();
             if vm.has_disk() {

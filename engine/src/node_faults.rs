@@ -2,6 +2,8 @@
 //! `[faults.clock]`), and when they are enabled. What they are, their
 //! streams and the clock hardware drawn per node are in `faults`.
 
+use std::time::Duration;
+
 use crate::agent::AgentCommand;
 use crate::execution::Execution;
 use crate::faults::{below, between};
@@ -16,10 +18,10 @@ impl Execution<'_> {
         let (now, e) = (self.now, &self.spec.explore);
         let f = &mut self.faults;
         if e.pause.max > 0 {
-            f.pause_not_before = Some(now + below(&mut f.pause_rng, e.pause.span_ns));
+            f.pause_not_before = Some(now + Duration::from_nanos(below(&mut f.pause_rng, e.pause.span_ns)));
         }
         if e.clock.jumps() {
-            f.clock_not_before = Some(now + below(&mut f.clock_rng, e.clock.span_ns));
+            f.clock_not_before = Some(now + Duration::from_nanos(below(&mut f.clock_rng, e.clock.span_ns)));
         }
     }
 
@@ -73,11 +75,11 @@ impl Execution<'_> {
         let (now, p) = (self.now, &self.spec.explore.pause);
         let f = &mut self.faults;
         let length = between(&mut f.pause_rng, p.length_ns.0 as i64, p.length_ns.1 as i64) as u64;
-        f.pause_not_before = Some(now + below(&mut f.pause_rng, p.span_ns));
+        f.pause_not_before = Some(now + Duration::from_nanos(below(&mut f.pause_rng, p.span_ns)));
         f.counts.pauses += 1;
-        let resume_at = now + length;
+        let resume_at = now + Duration::from_nanos(length);
         self.nodes[i].paused_until = Some(resume_at);
-        self.trace.push(now, NodeIdx::number_of(i), EventKind::Pause { resume_at });
+        self.trace.push(now, NodeIdx::number_of(i), EventKind::Pause { resume_at: resume_at.as_ns() });
         self.control(i, &AgentCommand::Pause)
     }
 
@@ -125,7 +127,7 @@ impl Execution<'_> {
             }
             (None, None) => unreachable!("clock jumps are enabled only with a bump or a strobe"),
         };
-        f.clock_not_before = Some(now + below(&mut f.clock_rng, c.span_ns));
+        f.clock_not_before = Some(now + Duration::from_nanos(below(&mut f.clock_rng, c.span_ns)));
         self.trace.push(now, NodeIdx::number_of(i), event);
         self.control(i, &command)
     }

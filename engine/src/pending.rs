@@ -14,9 +14,11 @@
 //! strategy's index means the same thing every time the same state is
 //! reached.
 
+use std::time::Duration;
+
 use crate::actions::Enabled;
 use crate::execution::Execution;
-use crate::NodeIdx;
+use crate::{NodeIdx, VirtualTime};
 
 /// Everything due at some virtual time, as of the start of a step. One
 /// value lives as long as its execution and is refilled every step, so
@@ -24,35 +26,35 @@ use crate::NodeIdx;
 #[derive(Default, Clone)]
 pub(crate) struct Pending {
     /// (0-based node, requested time) of every live node, by node.
-    runs: Vec<(usize, u64)>,
+    runs: Vec<(usize, VirtualTime)>,
     /// The host client's next poll: (its node number, due time).
-    host: Option<(u16, u64)>,
+    host: Option<(u16, VirtualTime)>,
     /// netsim's next delivery or partition/heal.
-    net: Option<u64>,
+    net: Option<VirtualTime>,
     /// (0-based node, request id, due time) of each live node's oldest
     /// pending disk request (FIFO per disk), by node.
-    disks: Vec<(usize, u64, u64)>,
+    disks: Vec<(usize, u64, VirtualTime)>,
     /// (0-based node, due time) of each crashed node's restart, by node.
-    restarts: Vec<(usize, u64)>,
+    restarts: Vec<(usize, VirtualTime)>,
     /// (0-based node, due time) of each paused live node's resume, by node.
-    resumes: Vec<(usize, u64)>,
+    resumes: Vec<(usize, VirtualTime)>,
 }
 
 impl Pending {
     /// The earliest due time of anything that can happen; `None` when
     /// nothing can (every node gone for good).
-    pub fn earliest(&self) -> Option<u64> {
+    pub fn earliest(&self) -> Option<VirtualTime> {
         self.earliest_but(None)
     }
 
     /// The earliest due time of anything but node `i`'s own requested run
     /// (lookahead's bound); `None` when nothing else can happen.
-    pub fn earliest_except_run(&self, i: usize) -> Option<u64> {
+    pub fn earliest_except_run(&self, i: usize) -> Option<VirtualTime> {
         self.earliest_but(Some(i))
     }
 
     /// The earliest due time of everything pending, node `skip`'s run left out.
-    fn earliest_but(&self, skip: Option<usize>) -> Option<u64> {
+    fn earliest_but(&self, skip: Option<usize>) -> Option<VirtualTime> {
         let runs = self.runs.iter().filter(|&&(j, _)| Some(j) != skip).map(|&(_, t)| t);
         let restarts = self.restarts.iter().map(|&(_, t)| t);
         let resumes = self.resumes.iter().map(|&(_, t)| t);
@@ -68,7 +70,7 @@ impl Pending {
     }
 
     /// The earliest time a live node asked to run at.
-    pub fn min_requested(&self) -> Option<u64> {
+    pub fn min_requested(&self) -> Option<VirtualTime> {
         self.runs.iter().map(|&(_, t)| t).min()
     }
 }
@@ -77,17 +79,18 @@ impl Execution<'_> {
     /// Refills `into` with the pending events of the current state.
     pub(crate) fn gather_pending(&self, into: &mut Pending) {
         let live = || self.nodes.iter().enumerate().filter(|(_, n)| n.is_up());
-        let restart_after = self.spec.explore.restart_after_ns;
-        let latency = self.spec.disk.as_ref().map_or(0, |d| d.latency_ns);
+        let restart_after = Duration::from_nanos(self.spec.explore.restart_after_ns);
+        let latency = Duration::from_nanos(self.spec.disk.as_ref().map_or(0, |d| d.latency_ns));
         into.runs.clear();
-        into.runs.extend(live().map(|(i, n)| (i, n.vm.as_ref().unwrap().requested().as_ns())));
-        into.host = self.host.as_ref().and_then(|h| h.due().map(|t| (h.node().get(), t)));
-        into.net = self.net.as_ref().and_then(|n| n.next_time());
+        into.runs.extend(live().map(|(i, n)| (i, n.vm.as_ref().unwrap().requested())));
+        // The host client and netsim keep their times as ns.
+        into.host = self.host.as_ref().and_then(|h| h.due().map(|t| (h.node().get(), VirtualTime::from_ns(t))));
+        into.net = self.net.as_ref().and_then(|n| n.next_time()).map(VirtualTime::from_ns);
         into.disks.clear();
         into.disks.extend(live().filter_map(|(i, n)| {
             let requests = n.vm.as_ref().unwrap().pending_disk();
             let r = requests.first()?;
-            Some((i, r.id.0, r.submitted.as_ns().saturating_add(latency)))
+            Some((i, r.id.0, r.submitted.saturating_add(latency)))
         }));
         into.restarts.clear();
         let crashed = self.nodes.iter().enumerate().filter_map(|(i, n)| n.crashed_at.map(|t| (i, t + restart_after)));
@@ -101,18 +104,18 @@ impl Execution<'_> {
     /// netsim's order, the next partition/heal, disk completions by node,
     /// restarts by node, crashes by node, then resumes, pauses and clock
     /// jumps by node.
-    pub(crate) fn enabled(&self, pending: &Pending, horizon: u64, into: &mut Vec<Enabled>) {
+    pub(crate) fn enabled(&self, pending: &Pending, horizon: VirtualTime, into: &mut Vec<Enabled>) {
         into.clear();
         into.extend(pending.runs.iter().filter(|&&(_, t)| t <= horizon).map(|&(i, t)| Enabled::run(i, t)));
         if let Some((node, due)) = pending.host.filter(|&(_, t)| t <= horizon) {
             into.push(Enabled::run_host(node, due));
         }
         if let Some(ns) = &self.net {
-            for (id, to, from, due, behind) in ns.deliveries_until(horizon) {
-                into.push(Enabled::deliver(id, to, from, due, behind));
+            for (id, to, from, due, behind) in ns.deliveries_until(horizon.as_ns()) {
+                into.push(Enabled::deliver(id, to, from, VirtualTime::from_ns(due), behind));
             }
-            if let Some((due, heal)) = ns.next_fault().filter(|(t, _)| *t <= horizon) {
-                into.push(Enabled::network_fault(heal, due));
+            if let Some((due, heal)) = ns.next_fault().filter(|(t, _)| *t <= horizon.as_ns()) {
+                into.push(Enabled::network_fault(heal, VirtualTime::from_ns(due)));
             }
         }
         if self.spec.disk.is_some() {
@@ -199,25 +202,30 @@ impl Execution<'_> {
 #[cfg(test)]
 mod tests {
     use super::Pending;
+    use crate::VirtualTime;
+
+    fn t(ns: u64) -> VirtualTime {
+        VirtualTime::from_ns(ns)
+    }
 
     #[test]
     fn lookahead_bound_leaves_out_only_the_nodes_own_run() {
         let p = Pending {
-            runs: vec![(0, 50), (1, 30), (2, 40)],
-            host: Some((4, 45)),
-            net: Some(35),
-            disks: vec![(0, 7, 60)],
+            runs: vec![(0, t(50)), (1, t(30)), (2, t(40))],
+            host: Some((4, t(45))),
+            net: Some(t(35)),
+            disks: vec![(0, 7, t(60))],
             restarts: vec![],
-            resumes: vec![(2, 33)],
+            resumes: vec![(2, t(33))],
         };
-        assert_eq!(p.earliest(), Some(30));
-        assert_eq!(p.earliest_except_run(1), Some(33), "node 2's own run at 30 does not bound it");
-        assert_eq!(p.earliest_except_run(0), Some(30));
+        assert_eq!(p.earliest(), Some(t(30)));
+        assert_eq!(p.earliest_except_run(1), Some(t(33)), "node 2's own run at 30 does not bound it");
+        assert_eq!(p.earliest_except_run(0), Some(t(30)));
         let mut q = p.clone();
         q.forget_network();
         q.resumes.clear();
-        assert_eq!(q.earliest_except_run(1), Some(40));
-        let alone = Pending { runs: vec![(0, 5)], ..Pending::default() };
+        assert_eq!(q.earliest_except_run(1), Some(t(40)));
+        let alone = Pending { runs: vec![(0, t(5))], ..Pending::default() };
         assert_eq!(alone.earliest_except_run(0), None, "nothing else can happen");
     }
 }

@@ -2,6 +2,8 @@
 //! start, faults beginning, the quiet period, the checks, the history
 //! check, and failing the execution.
 
+use std::time::Duration;
+
 use rand_core::RngCore;
 
 use crate::agent::{self, AgentCommand};
@@ -22,7 +24,7 @@ impl Execution<'_> {
             self.begin_faults();
         }
         match self.host.as_mut() {
-            Some(h) => h.start(self.now, &mut self.trace),
+            Some(h) => h.start(self.now.as_ns(), &mut self.trace),
             None if spec.host_workload.is_some() => {
                 self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
             }
@@ -36,11 +38,12 @@ impl Execution<'_> {
     pub(crate) fn begin_faults(&mut self) {
         self.faults_begun = true;
         let mut rng = simrng::stream(self.seed, simrng::streams::CRASH_TIME);
-        self.crash_not_before = Some(self.now + rng.next_u64() % self.spec.explore.crash_span_ns.max(1));
+        let after = rng.next_u64() % self.spec.explore.crash_span_ns.max(1);
+        self.crash_not_before = Some(self.now + Duration::from_nanos(after));
         self.start_node_faults();
         if let Some(name) = &self.spec.explore.faults_after {
             if let Some(ns) = self.net.as_mut() {
-                ns.start_random_partitions(self.now);
+                ns.start_random_partitions(self.now.as_ns());
             }
             let text = format!("faults begin: {name} reached ([faults] start_after)");
             self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
@@ -89,14 +92,14 @@ impl Execution<'_> {
             self.nodes[i].running.push(name.to_string());
         }
         let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[i].vm().send_control(crate::VirtualTime::from_ns(now), &line, watchdog)?;
+        self.nodes[i].vm().send_control(now, &line, watchdog)?;
         Ok(())
     }
 
     /// Sends one command to node `i`'s agent now (the node is up).
     pub(crate) fn control(&mut self, i: usize, command: &AgentCommand) -> Result<(), EngineError> {
         let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[i].vm().send_control(crate::VirtualTime::from_ns(now), &command.encode(), watchdog)?;
+        self.nodes[i].vm().send_control(now, &command.encode(), watchdog)?;
         Ok(())
     }
 

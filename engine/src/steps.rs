@@ -10,6 +10,7 @@
 //! indices stay exact: entry `e` covers steps `e.first .. e.first + e.steps`.
 
 use crate::strategy::EnabledAction;
+use crate::VirtualTime;
 
 /// One step, or a stretch of quiet steps.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -18,10 +19,10 @@ pub struct StepSpan {
     pub first: u64,
     /// Steps it stands for: 1 for a step that was not quiet.
     pub steps: u64,
-    /// When its first step took effect (virtual ns).
-    pub time: u64,
+    /// When its first step took effect.
+    pub time: VirtualTime,
     /// When its last step took effect.
-    pub until: u64,
+    pub until: VirtualTime,
     /// The action of its first step.
     pub action: EnabledAction,
     /// A stretch of quiet node runs (possibly a single one).
@@ -46,7 +47,7 @@ impl StepLog {
 
     /// Records the next step: `action` took effect at `time`; `quiet` when
     /// it was a node run that showed nothing (see the module docs).
-    pub fn push(&mut self, time: u64, action: EnabledAction, quiet: bool) {
+    pub fn push(&mut self, time: VirtualTime, action: EnabledAction, quiet: bool) {
         let first = self.steps;
         self.steps += 1;
         if quiet {
@@ -66,7 +67,7 @@ impl StepLog {
     /// Records `n` more quiet steps of `node` after a quiet one, the last
     /// at `until` (the wake-ups a node took by itself under lookahead: the
     /// same entry as `n` pushes of quiet runs would make).
-    pub fn push_quiet(&mut self, n: u64, until: u64, node: u16) {
+    pub fn push_quiet(&mut self, n: u64, until: VirtualTime, node: u16) {
         if n == 0 {
             return;
         }
@@ -108,19 +109,23 @@ mod tests {
         EnabledAction::new(node, RunNode, t)
     }
 
+    fn t(ns: u64) -> VirtualTime {
+        VirtualTime::from_ns(ns)
+    }
+
     #[test]
     fn quiet_steps_fold_and_step_indices_stay_exact() {
         let mut log = StepLog::new();
-        log.push(0, run(1, 0), false); // step 0: n1 printed something
+        log.push(t(0), run(1, 0), false); // step 0: n1 printed something
         for k in 0..1_000_000u64 {
-            log.push(10 + k, run(1 + (k % 2) as u16, 10 + k), true); // steps 1..=1_000_000
+            log.push(t(10 + k), run(1 + (k % 2) as u16, 10 + k), true); // steps 1..=1_000_000
         }
-        log.push(2_000_000, EnabledAction::new(2, DeliverFrame, 2_000_000).with_peer(1), false);
-        log.push(2_000_001, run(3, 2_000_001), true);
+        log.push(t(2_000_000), EnabledAction::new(2, DeliverFrame, 2_000_000).with_peer(1), false);
+        log.push(t(2_000_001), run(3, 2_000_001), true);
         assert_eq!(log.steps(), 1_000_003);
         assert_eq!(log.spans().len(), 4, "a million quiet grants are one entry");
         let q = log.at(500_000).unwrap();
-        assert_eq!((q.first, q.steps, q.time, q.until, q.quiet), (1, 1_000_000, 10, 10 + 999_999, true));
+        assert_eq!((q.first, q.steps, q.time, q.until, q.quiet), (1, 1_000_000, t(10), t(10 + 999_999), true));
         assert_eq!(q.nodes, vec![1, 2]);
         assert_eq!(log.at(0).unwrap().first, 0);
         assert_eq!(log.at(1).unwrap().first, 1);
@@ -136,27 +141,27 @@ mod tests {
         // printed at 14, after a grant at 10 (lookahead), against the same
         // steps pushed one by one.
         let mut one_by_one = StepLog::new();
-        one_by_one.push(5, EnabledAction::new(2, DeliverFrame, 5).with_peer(1), false);
-        for t in 10..14 {
-            one_by_one.push(t, run(1, t), true);
+        one_by_one.push(t(5), EnabledAction::new(2, DeliverFrame, 5).with_peer(1), false);
+        for ns in 10..14 {
+            one_by_one.push(t(ns), run(1, ns), true);
         }
-        one_by_one.push(14, run(1, 14), false);
+        one_by_one.push(t(14), run(1, 14), false);
         let mut at_once = StepLog::new();
-        at_once.push(5, EnabledAction::new(2, DeliverFrame, 5).with_peer(1), false);
-        at_once.push(10, run(1, 10), true);
-        at_once.push_quiet(3, 13, 1);
-        at_once.push(14, run(1, 14), false);
+        at_once.push(t(5), EnabledAction::new(2, DeliverFrame, 5).with_peer(1), false);
+        at_once.push(t(10), run(1, 10), true);
+        at_once.push_quiet(3, t(13), 1);
+        at_once.push(t(14), run(1, 14), false);
         assert_eq!(at_once, one_by_one);
-        at_once.push_quiet(0, 99, 1);
+        at_once.push_quiet(0, t(99), 1);
         assert_eq!(at_once, one_by_one, "nothing to add changes nothing");
     }
 
     #[test]
     fn a_step_that_showed_something_splits_the_fold() {
         let mut log = StepLog::new();
-        log.push(1, run(1, 1), true);
-        log.push(2, run(1, 2), false);
-        log.push(3, run(1, 3), true);
+        log.push(t(1), run(1, 1), true);
+        log.push(t(2), run(1, 2), false);
+        log.push(t(3), run(1, 3), true);
         assert_eq!(
             log.spans().iter().map(|s| (s.first, s.steps, s.quiet)).collect::<Vec<_>>(),
             vec![(0, 1, true), (1, 1, false), (2, 1, true)]

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use crate::VirtualTime;
+
 /// What an enabled action does. The order of variants is the tie-break
 /// order of the default scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -100,8 +102,8 @@ pub struct EnabledAction {
     pub node: u16,
     /// What it does.
     pub kind: ActionKind,
-    /// Virtual time (ns) at which the action is due.
-    pub time: u64,
+    /// Virtual time at which the action is due (serialised as its ns).
+    pub time: VirtualTime,
     /// The other node involved: a frame's sender, a partition's other side.
     pub peer: Option<u16>,
     /// For a datagram offered ahead of older frames on its link: its place
@@ -127,9 +129,10 @@ fn is_zero(n: &u16) -> bool {
 }
 
 impl EnabledAction {
-    /// An action of `kind` on node number `node`, due at `time` (ns).
-    pub fn new(node: u16, kind: ActionKind, time: u64) -> Self {
-        EnabledAction { node, kind, time, peer: None, behind: 0, at_risk: false }
+    /// An action of `kind` on node number `node`, due at `time` (a
+    /// [`VirtualTime`], or its ns).
+    pub fn new(node: u16, kind: ActionKind, time: impl Into<VirtualTime>) -> Self {
+        EnabledAction { node, kind, time: time.into(), peer: None, behind: 0, at_risk: false }
     }
     /// With the other node involved.
     pub fn with_peer(mut self, peer: u16) -> Self {

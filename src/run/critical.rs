@@ -57,7 +57,7 @@ pub(super) fn critical_transition(
         step: c.index as u64,
         // Inside a folded quiet stretch only its first and last times are
         // kept: the stretch's first time stands for the step's.
-        virtual_seconds: at.map_or(0.0, |s| s.time as f64 / 1e9),
+        virtual_seconds: at.map_or(0.0, |s| s.time.as_secs_f64()),
         action: at.map(describe_span),
         probes: c.probes,
         walks_per_probe: walks,
@@ -77,8 +77,8 @@ fn describe_span(s: &engine::StepSpan) -> String {
         nodes.join(", "),
         s.first,
         s.first + s.steps - 1,
-        s.time as f64 / 1e9,
-        s.until as f64 / 1e9
+        s.time.as_secs_f64(),
+        s.until.as_secs_f64()
     )
 }
 

@@ -357,7 +357,7 @@ impl Strategy for CoverageWalk {
         // after the cut starts the new walk. (Strictly after: the step at
         // the cut itself may be the one that made the parent new, such as
         // the delivery that completed a reordering, and is replayed.)
-        if !self.exploring && enabled.iter().map(|e| e.time).min().is_some_and(|t| t > self.cut) {
+        if !self.exploring && enabled.iter().map(|e| e.time.as_ns()).min().is_some_and(|t| t > self.cut) {
             self.exploring = true;
         }
         if self.exploring {
