@@ -422,22 +422,40 @@ impl std::fmt::Display for ConfigKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(KEY_PREFIX)?;
         for seg in &self.0 {
-            if is_identifier(seg) {
-                write!(f, ".{seg}")?;
-            } else {
-                write!(f, ".{seg:?}")?;
-            }
+            write!(f, ".{}", TomlKey(seg))?;
         }
         Ok(())
     }
 }
 
-/// A segment written bare: an ASCII letter or '_', then letters, digits and
-/// '_'. TOML allows more bare (`1-2`), but a link's name reads as one
-/// name when quoted.
-fn is_identifier(seg: &str) -> bool {
-    seg.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+/// One key segment as TOML writes it in messages: bare when it is an
+/// identifier (an ASCII letter or '_', then letters, digits and '_'; TOML
+/// allows more bare, `1-2`, but a link's name reads as one name when
+/// quoted), else a basic string with TOML's escapes. simcluster's
+/// cluster.toml messages write their keys with it too.
+pub struct TomlKey<'a>(pub &'a str);
+
+impl std::fmt::Display for TomlKey<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let k = self.0;
+        if k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return f.write_str(k);
+        }
+        f.write_str("\"")?;
+        for c in k.chars() {
+            match c {
+                '"' => f.write_str("\\\"")?,
+                '\\' => f.write_str("\\\\")?,
+                '\n' => f.write_str("\\n")?,
+                '\t' => f.write_str("\\t")?,
+                c if c.is_control() => write!(f, "\\u{:04X}", u32::from(c))?,
+                c => write!(f, "{c}")?,
+            }
+        }
+        f.write_str("\"")
+    }
 }
 
 /// What is wrong with a value of `[faults.network]`.

@@ -33,6 +33,7 @@ pub mod stats;
 pub use addr::{destination, Destination, FrameError, NodeId, MAX_NODES};
 pub use config::{
     ConfigError, ConfigKey, ConfigProblem, DatagramOrder, Latency, LinkOverride, LinkParams, NetConfig, PartitionShape,
+    TomlKey,
 };
 pub use network::{
     Delivery, DeliveryId, LinkDrop, LinkFate, LinkOutcome, Network, ScheduledDelivery, SendOutcome, Unrouted,

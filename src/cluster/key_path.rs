@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use netsim::TomlKey;
+
 /// A place in cluster.toml.
 ///
 /// Invariant: `header` is non-empty and each of its segments is a bare key
@@ -20,7 +22,7 @@ pub struct KeyPath {
 
 /// One step below the header.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Step {
+pub(super) enum Step {
     /// A key of the current table.
     Key(String),
     /// An element of the current array (an array of tables, or an
@@ -65,13 +67,9 @@ impl KeyPath {
         Invalid { at: self.clone(), detail: detail.into() }
     }
 
-    /// The table's segments, then what to follow below it, for `locate`.
-    pub(super) fn walk(&self) -> (&[&'static str], impl Iterator<Item = Walk<'_>>) {
-        let steps = self.steps.iter().map(|s| match s {
-            Step::Key(k) => Walk::Key(k),
-            Step::Element { index, .. } => Walk::Element(*index),
-        });
-        (&self.header, steps)
+    /// The table's segments and the steps below it, for `locate`.
+    pub(super) fn walk(&self) -> (&[&'static str], &[Step]) {
+        (&self.header, &self.steps)
     }
 
     fn then(&self, step: Step) -> KeyPath {
@@ -79,12 +77,6 @@ impl KeyPath {
         p.steps.push(step);
         p
     }
-}
-
-/// A step of a [`KeyPath`] as `locate` follows it.
-pub(super) enum Walk<'a> {
-    Key(&'a str),
-    Element(usize),
 }
 
 /// `[a.b] key`, `[[a]] #2: key`, `[a] links."n1-n2".loss`, `[a] requests
@@ -105,7 +97,7 @@ impl fmt::Display for KeyPath {
                     } else {
                         "."
                     };
-                    write!(f, "{sep}{}", Quoted(k))?;
+                    write!(f, "{sep}{}", TomlKey(k))?;
                     after_element = false;
                 }
                 Step::Element { index, name } => {
@@ -118,35 +110,6 @@ impl fmt::Display for KeyPath {
             }
         }
         Ok(())
-    }
-}
-
-/// A key as TOML writes it: bare when it is an identifier (an ASCII letter
-/// or '_', then letters, digits and '_'; as netsim's `ConfigKey` writes its
-/// keys: TOML allows more bare, but `"n1-n2"` reads as one name), else a
-/// basic string.
-struct Quoted<'a>(&'a str);
-
-impl fmt::Display for Quoted<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let k = self.0;
-        if k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            return f.write_str(k);
-        }
-        f.write_str("\"")?;
-        for c in k.chars() {
-            match c {
-                '"' => f.write_str("\\\"")?,
-                '\\' => f.write_str("\\\\")?,
-                '\n' => f.write_str("\\n")?,
-                '\t' => f.write_str("\\t")?,
-                c if c.is_control() => write!(f, "\\u{:04X}", u32::from(c))?,
-                c => write!(f, "{c}")?,
-            }
-        }
-        f.write_str("\"")
     }
 }
 

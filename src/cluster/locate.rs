@@ -2,7 +2,7 @@
 
 use toml_edit::Item;
 
-use super::key_path::{KeyPath, Walk};
+use super::key_path::{KeyPath, Step};
 
 /// The line (1-based) of `text` that `at` names: the deepest of its table,
 /// keys and elements that the file writes. That is the key's line, else
@@ -25,13 +25,13 @@ pub(super) fn locate_line(text: &str, at: &KeyPath) -> Option<usize> {
     let mut cur = cur.clone();
     for step in steps {
         let next = match step {
-            Walk::Key(k) => {
+            Step::Key(k) => {
                 let Some((key, item)) = cur.as_table_like().and_then(|t| t.get_key_value(k)) else { break };
                 offset = key.span().map(|s| s.start).or(offset);
                 item.clone()
             }
-            Walk::Element(i) => {
-                let Some(item) = element(&cur, i) else { break };
+            Step::Element { index, .. } => {
+                let Some(item) = element(&cur, *index) else { break };
                 offset = item.span().map(|s| s.start).or(offset);
                 item
             }

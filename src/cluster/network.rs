@@ -5,7 +5,8 @@ use engine::ScheduledPartition;
 use serde::Deserialize;
 
 use super::faults::FaultsSection;
-use super::{parse_duration_ns, parse_node_name, Invalid, KeyPath};
+use super::values::duration;
+use super::{parse_node_name, Invalid, KeyPath};
 
 /// `[[faults.partition]]`: either `groups` (symmetric) or `from`/`to`
 /// (frames from `from` to `to` are cut, the other direction passes).
@@ -40,10 +41,7 @@ impl PartitionSection {
     /// This partition, the one at `at`.
     fn check(&self, at: &KeyPath, n: u16, has_host: bool) -> Result<ScheduledPartition, Invalid> {
         let p = self;
-        let time = |key: &str, v: &str| {
-            parse_duration_ns(v).ok_or_else(|| at.key(key).invalid(format!(" = {v:?} is not a duration")))
-        };
-        let (start, heal) = (time("at", &p.at)?, time("heal", &p.heal)?);
+        let (start, heal) = (duration(&at.key("at"), &p.at)?, duration(&at.key("heal"), &p.heal)?);
         if heal <= start {
             return Err(at.key("heal").invalid(format!(" = {:?} must come after at = {:?}", p.heal, p.at)));
         }

@@ -27,10 +27,12 @@ pub fn parse_duration_ns(s: &str) -> Option<u64> {
     (ns.is_finite() && ns >= 0.0 && ns < u64::MAX as f64).then_some(ns as u64)
 }
 
+/// The duration `s` at `key`, in ns.
+pub(super) fn duration(key: &KeyPath, s: &str) -> Result<u64, Invalid> {
+    parse_duration_ns(s).ok_or_else(|| key.invalid(format!(" = {s:?} is not a duration")))
+}
+
 /// The optional duration at `key`, `default` when absent.
 pub(super) fn optional_duration(key: &KeyPath, v: &Option<String>, default: u64) -> Result<u64, Invalid> {
-    match v {
-        None => Ok(default),
-        Some(s) => parse_duration_ns(s).ok_or_else(|| key.invalid(format!(" = {s:?} is not a duration"))),
-    }
+    v.as_deref().map_or(Ok(default), |s| duration(key, s))
 }

@@ -7,7 +7,8 @@ use std::path::Path;
 use engine::{HostRequest, HostWorkload};
 use serde::Deserialize;
 
-use super::{parse_duration_ns, parse_node_name, Invalid, KeyPath};
+use super::values::optional_duration;
+use super::{parse_node_name, Invalid, KeyPath};
 
 /// `[node]`: what every node runs.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -173,12 +174,8 @@ fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<HostWork
     if !(1..=1024).contains(&h.concurrency) {
         return Err(at.key("concurrency").invalid(format!(" = {}: must be between 1 and 1024", h.concurrency)));
     }
-    let duration = |key: &str, v: &Option<String>, default: u64| match v {
-        None => Ok(default),
-        Some(s) => parse_duration_ns(s).ok_or_else(|| at.key(key).invalid(format!(" = {s:?} is not a duration"))),
-    };
-    let start_after_ns = duration("start_after", &h.start_after, 0)?;
-    let timeout_ns = duration("timeout", &h.timeout, 30_000_000_000)?;
+    let start_after_ns = optional_duration(&at.key("start_after"), &h.start_after, 0)?;
+    let timeout_ns = optional_duration(&at.key("timeout"), &h.timeout, 30_000_000_000)?;
     if timeout_ns < 1_000_000 {
         return Err(at
             .key("timeout")
