@@ -29,20 +29,6 @@ impl Drop for SmallDisk {
     }
 }
 
-/// Every file under `dir`.
-fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[test]
 fn a_full_output_disk_is_exit_3_naming_the_file_and_leaves_nothing_half_written() {
     // SAFETY: geteuid has no preconditions.
@@ -59,7 +45,7 @@ fn a_full_output_disk_is_exit_3_naming_the_file_and_leaves_nothing_half_written(
         let out = disk.dir.path().join("out");
         let r = run_cluster(c.path(), &out, &["--executions", "3"]);
         let all = files(&out);
-        let temporaries: Vec<_> = all.iter().filter(|p| p.to_string_lossy().contains(".tmp-")).collect();
+        let temporaries: Vec<_> = all.keys().filter(|p| p.contains(".tmp-")).collect();
         assert!(temporaries.is_empty(), "{size}: half-written files left: {temporaries:?}");
         if r.code == 3 {
             assert!(r.stderr.contains("No space left on device"), "{size}: the cause is not named: {r:?}");
@@ -67,8 +53,8 @@ fn a_full_output_disk_is_exit_3_naming_the_file_and_leaves_nothing_half_written(
         } else {
             assert_eq!(r.code, 1, "{size}: {r:?}");
         }
-        for f in all.iter().filter(|p| p.ends_with("failure.json")) {
-            checker::failure_file::load::<engine::strategy::Decision>(f)
+        for f in all.keys().filter(|p| p.ends_with("failure.json")) {
+            checker::failure_file::load::<engine::strategy::Decision>(&out.join(f))
                 .unwrap_or_else(|e| panic!("{size}: a failure file written before the disk filled is damaged: {e}"));
             kept_a_failure_file |= r.code == 3;
         }

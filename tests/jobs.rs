@@ -8,24 +8,6 @@ use common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Every file under `dir`, by relative path.
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, d: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        let Ok(entries) = std::fs::read_dir(d) else { return };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                out.insert(p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
 /// Runs `cluster` with `args` and each --jobs; asserts the JSON lines (host
 /// figures aside) and the failure directories are identical. Returns the
 /// first run's JSON.

@@ -235,3 +235,22 @@ pub fn sha256(path: &str) -> String {
     let out = Command::new("sha256sum").arg(path).output().unwrap();
     String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
 }
+
+/// Every file under `dir` (none if it does not exist), by path relative to
+/// it, with its bytes.
+pub fn files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, d: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(d) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.insert(p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
