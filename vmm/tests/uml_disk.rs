@@ -459,3 +459,97 @@ fn disk_requests_are_deterministic() {
     assert_eq!(a.3, b.3, "crash-image fingerprints differ");
     assert!(a.4 == b.4, "durable images differ");
 }
+
+/// Every process below this one, from /proc (PPid links).
+fn descendants() -> Vec<u32> {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok())
+    };
+    let me = std::process::id();
+    let all: Vec<u32> =
+        std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    all.into_iter()
+        .filter(|&pid| {
+            let mut p = pid;
+            for _ in 0..16 {
+                match parent_of(p) {
+                    Some(q) if q == me => return true,
+                    Some(q) if q > 1 => p = q,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+fn status_line(pid: u32, key: &str) -> String {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string())).unwrap_or_default()
+}
+
+/// A real node's kernel runs in its jail (vmm::uml::jail): pid 2 of its
+/// own namespace, the node's uid without capabilities, a root holding only
+/// what the jail shows (its kernel, image, sockets, loader and libraries,
+/// UML's own files), other namespaces than ours.
+#[test]
+fn a_node_kernel_runs_in_its_jail() {
+    if !vmm::uml::jail::enabled() {
+        testkit::skip(Cause::Host, "SIMCLUSTER_DEBUG_UNCONFINED=1 is set");
+        return;
+    }
+    let Some(s) = setup("jail") else { return };
+    let run_dir = s.dir.join("n1");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    // A word on the command line to tell this node from other tests'.
+    let marker = format!("jailtest={}", std::process::id());
+    let cfg = NodeConfig {
+        kernel: s.kernel.clone(),
+        initrd: s.initrd.clone(),
+        mem_mb: 96,
+        node_id: 1,
+        run_dir,
+        init_env: vec![("MODE".into(), "pending".into())],
+        extra_args: vec![marker.clone()],
+        net: false,
+        entropy_seed: 1,
+        read_faults: Default::default(),
+        shared_clock: false,
+        root_disk: None,
+        kernel_faults_cpuid: false,
+    };
+    let mut node = UmlNode::spawn_with_disk(&cfg, Some(s.base_disk())).unwrap();
+    node.wait_connected(VirtualTime::ZERO, Duration::from_secs(20)).unwrap();
+    let kernel = descendants()
+        .into_iter()
+        .find(|&p| {
+            let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            status_line(p, "NSpid:").split_whitespace().nth(1) == Some("2")
+                && cmdline.split(|b| *b == 0).any(|w| w == marker.as_bytes())
+        })
+        .expect("the node's kernel is pid 2 of a namespace below this process");
+    // SAFETY: geteuid cannot fail.
+    let uid = if unsafe { libc::geteuid() } == 0 { vmm::uml::jail::NODE_UID } else { unsafe { libc::geteuid() } };
+    assert_eq!(status_line(kernel, "Uid:").split_whitespace().next(), Some(uid.to_string().as_str()));
+    for key in ["CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+        assert_eq!(status_line(kernel, key), "0000000000000000", "{key}");
+    }
+    assert_eq!(status_line(kernel, "NoNewPrivs:"), "1");
+    for ns in ["user", "mnt", "pid", "ipc", "net", "uts"] {
+        let mine = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+        assert_ne!(std::fs::read_link(format!("/proc/{kernel}/ns/{ns}")).unwrap(), mine, "{ns} namespace");
+    }
+    let root = PathBuf::from(format!("/proc/{kernel}/root"));
+    let mut names: Vec<String> =
+        std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    for want in ["linux", "rootfs.img", "tt.sock", "ctl.sock", "blk.sock", "rng.sock", "dev"] {
+        assert!(names.iter().any(|n| n == want), "{want} in the jail's root: {names:?}");
+    }
+    for host in ["etc", "usr", "proc", "sys", "home", "root", "tmp"] {
+        assert!(!names.iter().any(|n| n == host), "no /{host} in the jail's root: {names:?}");
+    }
+    drop(node);
+    assert!(!descendants().contains(&kernel), "the kernel ended with its node");
+}

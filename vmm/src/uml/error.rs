@@ -29,6 +29,14 @@ pub enum UmlError {
         /// The spawn error.
         source: io::Error,
     },
+    /// The node's jail could not be prepared or entered.
+    #[error("node {node}: {source}")]
+    Confine {
+        /// The node, 1-based.
+        node: u16,
+        /// What failed.
+        source: super::jail::JailError,
+    },
     /// A host-side I/O operation for the node failed.
     #[error("node {node}: {what}: {source}")]
     Io {

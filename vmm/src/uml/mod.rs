@@ -10,7 +10,8 @@
 //!   ([`crate::node::NodeRuntime`]); `node/run.rs`: a grant, the wait for
 //!   the node's next message, interrupts delivered to it while stopped;
 //! - `process`: the host process group (spawn, confinement, kill, reap,
-//!   [`kill_all_nodes`]); `procfs`: its memory, from /proc;
+//!   [`kill_all_nodes`]); [`jail`]: what the process can reach on the
+//!   host; `procfs`: its memory, from /proc;
 //! - `clock`: our end of the time-travel socket and the node's clock;
 //!   [`timetravel`]: the protocol's messages and the shared page;
 //! - `console`: the console file ([`CONSOLE_FILE`]) and its stamping;
@@ -56,6 +57,7 @@ mod devices;
 mod disk;
 mod error;
 pub mod host_cpuid;
+pub mod jail;
 mod net;
 pub mod node;
 mod port;

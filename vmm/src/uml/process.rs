@@ -1,10 +1,14 @@
 //! A user-mode Linux node's host side: the `linux` process (and the helper
-//! processes UML forks behind guest address spaces, one process group),
-//! how it is started, confined, killed and reaped.
+//! processes UML forks behind guest address spaces), how it is started,
+//! confined, killed and reaped. Unconfined, they are one process group;
+//! in a jail the group is the jail's outer process and its pid
+//! namespace's init, and the kernel and its helpers are that namespace,
+//! which ends when they are killed.
 //!
 //! - [`Process::spawn`]: the kernel command line ([`Attached`] devices,
 //!   run-directory-relative names only), a fixed environment, and
-//!   [`confine`] between fork and exec;
+//!   [`confine`] between fork and exec, with the node's jail
+//!   ([`super::jail`]) unless `SIMCLUSTER_DEBUG_UNCONFINED=1`;
 //! - [`LIVE_GROUPS`] and [`kill_all_nodes`]: no node outlives simcluster;
 //! - [`Process::reap`], [`Process::kill_and_reap`]: a group is signalled
 //!   only while its leader is not reaped.
@@ -19,12 +23,14 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::error::UmlError;
+use super::jail::{self, Jail};
 use crate::node::NodeConfig;
 
 /// Process groups of this process's nodes that are not reaped yet. A node
 /// is a process group (the kernel process and the host processes behind
-/// guest address spaces); if simcluster is ended by a signal, the kernel
-/// process dies with it (PR_SET_PDEATHSIG) but the others would live on,
+/// guest address spaces; in a jail, the processes whose death ends the
+/// node's pid namespace); if simcluster is ended by a signal, the group's
+/// leader dies with it (PR_SET_PDEATHSIG) but the others would live on,
 /// reparented to init. Entries leave the set before the group leader is
 /// reaped, under the lock, so its pid is never signalled once reused.
 /// A node is spawned and entered under the lock, so [`kill_all_nodes`]
@@ -67,6 +73,18 @@ pub(super) struct Attached {
     pub root: bool,
 }
 
+impl Attached {
+    /// The sockets in the run directory the kernel connects to, as the
+    /// command line names them.
+    pub fn sockets(self) -> Vec<&'static str> {
+        let mut s = vec!["tt.sock", "ctl.sock", "rng.sock"];
+        s.extend(self.net.then_some("net.sock"));
+        s.extend(self.disk.then_some("blk.sock"));
+        s.extend(self.root.then_some("root.sock"));
+        s
+    }
+}
+
 /// Links the root filesystem into the run directory as `rootfs.img`: the
 /// guest sees only run-directory-relative names (see [`super`]).
 pub(super) fn link_initrd(cfg: &NodeConfig) -> Result<(), UmlError> {
@@ -81,10 +99,11 @@ pub(super) fn link_initrd(cfg: &NodeConfig) -> Result<(), UmlError> {
 }
 
 /// The kernel command line and environment of a node: every name relative
-/// to the run directory, its working directory.
-fn command(cfg: &NodeConfig, attached: Attached) -> Command {
+/// to the run directory, its working directory (in a jail, the jail's
+/// root, where the kernel is [`jail::KERNEL_IN_JAIL`]).
+fn command(cfg: &NodeConfig, attached: Attached, jailed: bool) -> Command {
     let id = cfg.node_id;
-    let mut cmd = Command::new(&cfg.kernel);
+    let mut cmd = if jailed { Command::new(jail::KERNEL_IN_JAIL) } else { Command::new(&cfg.kernel) };
     cmd.arg(format!("mem={}M", cfg.mem_mb))
         .arg(format!("umid=n{id}"))
         .arg("uml_dir=.")
@@ -112,9 +131,10 @@ fn command(cfg: &NodeConfig, attached: Attached) -> Command {
 
 /// What the child does between fork and exec (async-signal-safe calls
 /// only): its own process group, death with simcluster, no address-space
-/// randomisation, no core files, no inherited descriptors, no getrandom
-/// (and, forced by `SIMCLUSTER_DEBUG_NO_CPUID_FAULTING`, no CPUID faulting).
-fn confine(cmd: &mut Command) {
+/// randomisation, no core files, no inherited descriptors, the `jail`
+/// (whose failed step is written to `report`), no getrandom (and, forced
+/// by `SIMCLUSTER_DEBUG_NO_CPUID_FAULTING`, no CPUID faulting).
+fn confine(cmd: &mut Command, jail: Option<Jail>, report: libc::c_int) {
     // Read here: the environment is not safe to read after fork.
     let no_cpuid_faulting = crate::host::cpuid_faulting_forced_off();
     // SAFETY: only async-signal-safe calls between fork and exec.
@@ -134,6 +154,9 @@ fn confine(cmd: &mut Command) {
             // shift the node's own descriptor numbers, which its
             // kernel prints on the console. Best effort: Linux 5.11+.
             libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+            if let Some(jail) = &jail {
+                jail::enter(jail, report)?;
+            }
             if no_cpuid_faulting {
                 super::seccomp::deny_getrandom_and_cpuid_faulting()?;
             } else {
@@ -144,10 +167,49 @@ fn confine(cmd: &mut Command) {
     }
 }
 
-/// A node's `linux` process, the leader of its process group.
+/// A pipe a failed jail step writes its number to (close-on-exec, so a
+/// successful exec leaves it empty).
+struct ReportPipe {
+    read: libc::c_int,
+    write: libc::c_int,
+}
+
+impl ReportPipe {
+    fn new() -> io::Result<ReportPipe> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 with an out-array of two descriptors.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ReportPipe { read: fds[0], write: fds[1] })
+    }
+
+    /// What was written (nothing after a successful exec).
+    fn read(&self) -> Vec<u8> {
+        let mut buf = [0u8; 2];
+        // SAFETY: a non-blocking read into a local buffer.
+        let n = unsafe { libc::read(self.read, buf.as_mut_ptr().cast(), buf.len()) };
+        buf[..n.max(0) as usize].to_vec()
+    }
+}
+
+impl Drop for ReportPipe {
+    fn drop(&mut self) {
+        // SAFETY: closing the pipe's own descriptors once.
+        unsafe {
+            libc::close(self.read);
+            libc::close(self.write);
+        }
+    }
+}
+
+/// A node's process, the leader of its process group: the kernel, or in
+/// a jail the outer process that ends as the kernel does.
 pub(super) struct Process {
     child: Child,
     stderr_path: PathBuf,
+    /// The kernel runs in a jail (a pid namespace below `child`).
+    jailed: bool,
 }
 
 impl Process {
@@ -162,17 +224,48 @@ impl Process {
             what: "stderr log",
             source,
         })?;
-        let mut cmd = command(cfg, attached);
+        let jail = if jail::enabled() {
+            let contents = jail::Contents {
+                kernel: &cfg.kernel,
+                files: &[(&cfg.kernel, jail::KERNEL_IN_JAIL), (&cfg.initrd, "/rootfs.img")],
+                run_dir: &cfg.run_dir,
+                sockets: &attached.sockets(),
+                mem_mb: cfg.mem_mb,
+            };
+            Some(jail::plan(&contents).map_err(|source| UmlError::Confine { node: cfg.node_id, source })?)
+        } else {
+            None
+        };
+        let mut cmd = command(cfg, attached, jail.is_some());
         cmd.stdin(Stdio::null()).stdout(Stdio::from(console)).stderr(Stdio::from(stderr));
-        confine(&mut cmd);
+        let report = ReportPipe::new().map_err(|source| UmlError::Io { node: cfg.node_id, what: "pipe", source })?;
+        confine(&mut cmd, jail.clone(), report.write);
         let spawn_err = |source| UmlError::Spawn { kernel: cfg.kernel.clone(), source };
         let mut groups = live_groups();
         if groups.closed {
             return Err(spawn_err(io::Error::new(io::ErrorKind::Interrupted, "simcluster is exiting")));
         }
-        let child = cmd.spawn().map_err(spawn_err)?;
+        let child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(source) => {
+                let step = report.read();
+                return Err(match &jail {
+                    Some(j) if !step.is_empty() => {
+                        UmlError::Confine { node: cfg.node_id, source: j.failure(&step, source) }
+                    }
+                    _ => spawn_err(source),
+                });
+            }
+        };
         groups.live.insert(child.id() as libc::pid_t);
-        Ok(Process { child, stderr_path })
+        Ok(Process { child, stderr_path, jailed: jail.is_some() })
+    }
+
+    /// Whether the kernel runs in a jail ([`super::jail`]): then it and
+    /// UML's helpers are in a pid namespace of their own (and a process
+    /// group of their own, which UML makes), which ends with the group.
+    pub fn jailed(&self) -> bool {
+        self.jailed
     }
 
     /// Where the kernel's standard error goes.
@@ -199,9 +292,16 @@ impl Process {
     /// exits 0), observed without reaping it (WNOWAIT) so that its process
     /// group id stays ours while we kill the helper processes left in it.
     pub fn reap(&mut self) -> Option<ExitStatus> {
+        self.wait_exit(Duration::from_secs(2));
+        self.kill_and_reap()
+    }
+
+    /// Waits up to `limit` (wall clock) for the leader to end, without
+    /// reaping it (WNOWAIT), so that its process group id stays ours.
+    fn wait_exit(&self, limit: Duration) {
         let pid = self.child.id() as libc::id_t;
         let began = Instant::now();
-        while began.elapsed() < Duration::from_secs(2) {
+        while began.elapsed() < limit {
             // SAFETY: waitid with a zeroed siginfo out-parameter.
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
             let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
@@ -210,14 +310,23 @@ impl Process {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        self.kill_and_reap()
     }
 
     /// Kills the node's process group and reaps its kernel process. The
     /// group leaves LIVE_GROUPS before the reap, so no one signals its pid
     /// once it may be reused. Call at most once.
+    ///
+    /// A jailed node is first asked to stop (SIGTERM to the outer process,
+    /// which kills its namespace and reaps it: see `jail::enter`), so that
+    /// its processes are all waited for and their CPU time is counted in
+    /// simcluster's children; the group's SIGKILL then finds it gone.
     pub fn kill_and_reap(&mut self) -> Option<ExitStatus> {
         let pid = self.group();
+        if self.jailed {
+            // SAFETY: signalling our own child, not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            self.wait_exit(Duration::from_secs(2));
+        }
         // SAFETY: signalling our own child's process group (setsid in
         // pre_exec made its pgid equal to its pid); not reaped yet.
         unsafe {

@@ -19,6 +19,28 @@ pub(super) fn group_pss_kib(pgid: i64) -> u64 {
     total
 }
 
+/// Proportional set size of a jailed node's processes, in KiB: those in
+/// the pid namespace of `outer`'s child (the namespace's init, which is
+/// not counted: a forked copy of simcluster, whose pages it shares).
+pub(super) fn namespace_pss_kib(outer: i64) -> u64 {
+    let children = std::fs::read_to_string(format!("/proc/{outer}/task/{outer}/children")).unwrap_or_default();
+    let Some(init) = children.split_whitespace().next() else { return 0 };
+    let Ok(ns) = std::fs::read_link(format!("/proc/{init}/ns/pid")) else { return 0 };
+    let mut total = 0;
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().filter(|p| *p != init && p.bytes().all(|b| b.is_ascii_digit())) else { continue };
+        if std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok().as_ref() != Some(&ns) {
+            continue;
+        }
+        if let Ok(roll) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
+            total += pss_kib(&roll);
+        }
+    }
+    total
+}
+
 /// The process group of `pid`, from /proc/PID/stat.
 fn process_group(pid: i64) -> Option<i64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -285,7 +285,12 @@ impl NodeRuntime for UmlNode {
         if self.exited {
             return 0;
         }
-        super::procfs::group_pss_kib(i64::from(self.process.group()))
+        let leader = i64::from(self.process.group());
+        if self.process.jailed() {
+            super::procfs::namespace_pss_kib(leader)
+        } else {
+            super::procfs::group_pss_kib(leader)
+        }
     }
 
     fn kill(&mut self) {
