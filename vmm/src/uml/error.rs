@@ -30,12 +30,12 @@ pub enum UmlError {
         source: io::Error,
     },
     /// The node's jail could not be prepared or entered.
-    #[error("node {node}: {source}")]
+    #[error("node {node}: {error}")]
     Confine {
         /// The node, 1-based.
         node: u16,
-        /// What failed.
-        source: super::jail::JailError,
+        /// What failed (in the message, not a `source`: printed once).
+        error: super::jail::JailError,
     },
     /// A host-side I/O operation for the node failed.
     #[error("node {node}: {what}: {source}")]

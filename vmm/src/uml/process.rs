@@ -232,7 +232,7 @@ impl Process {
                 sockets: &attached.sockets(),
                 mem_mb: cfg.mem_mb,
             };
-            Some(jail::plan(&contents).map_err(|source| UmlError::Confine { node: cfg.node_id, source })?)
+            Some(jail::plan(&contents).map_err(|error| UmlError::Confine { node: cfg.node_id, error })?)
         } else {
             None
         };
@@ -251,7 +251,7 @@ impl Process {
                 let step = report.read();
                 return Err(match &jail {
                     Some(j) if !step.is_empty() => {
-                        UmlError::Confine { node: cfg.node_id, source: j.failure(&step, source) }
+                        UmlError::Confine { node: cfg.node_id, error: j.failure(&step, source) }
                     }
                     _ => spawn_err(source),
                 });

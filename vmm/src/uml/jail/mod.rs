@@ -249,15 +249,16 @@ pub(super) struct Contents<'a> {
 /// Why a jail cannot be prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
-    /// A path could not be resolved or inspected.
-    #[error("{path}: {what}: {source}")]
+    /// A path could not be resolved or inspected. (The error is in the
+    /// message and not a `source`, so that a chain prints it once.)
+    #[error("{path}: {what}: {error}")]
     Path {
         /// The path.
         path: PathBuf,
         /// What was being done.
         what: &'static str,
         /// The error.
-        source: io::Error,
+        error: io::Error,
     },
     /// The kernel's shared libraries could not be listed.
     #[error("{kernel}: cannot list its shared libraries: {why}")]
@@ -268,13 +269,13 @@ pub enum JailError {
         why: String,
     },
     /// A step between fork and exec failed.
-    #[error("cannot confine the node: {step}: {source} (SIMCLUSTER_DEBUG_UNCONFINED=1 runs nodes unconfined)")]
+    #[error("cannot confine the node: {step}: {error} (SIMCLUSTER_DEBUG_UNCONFINED=1 runs nodes unconfined)")]
     Enter {
         /// The step, as [`Step::describe`] says it, with the path where
         /// it is a bind.
         step: String,
         /// The system call's error.
-        source: io::Error,
+        error: io::Error,
     },
 }
 
@@ -296,7 +297,7 @@ fn plan_for(ids: Ids, c: &Contents) -> Result<Jail, JailError> {
     match std::fs::create_dir(&staging) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(source) => return Err(JailError::Path { path: staging, what: "create the staging directory", source }),
+        Err(error) => return Err(JailError::Path { path: staging, what: "create the staging directory", error }),
     }
     let staging = absolute(&staging)?;
 
@@ -319,10 +320,10 @@ fn plan_for(ids: Ids, c: &Contents) -> Result<Jail, JailError> {
         let path = c.run_dir.join(name);
         if let Ids::FromRoot { uid, gid } = ids {
             // connect(2) needs write permission on the socket.
-            std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(|source| JailError::Path {
+            std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(|error| JailError::Path {
                 path: path.clone(),
-                what: "give the socket to the node's uid",
-                source,
+                what: "give the socket to the node's uid (EINVAL: simcluster is root in a user namespace that does not map jail::NODE_UID, as in a container; SIMCLUSTER_DEBUG_UNCONFINED=1 runs nodes unconfined)",
+                error,
             })?;
         }
         binds.push(Bind { remount: None, ..view(&path, name)? });
@@ -366,7 +367,7 @@ fn locked_flags(path: &Path) -> Result<libc::c_ulong, JailError> {
     // SAFETY: statvfs with a valid path and an out-parameter.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(JailError::Path { path: path.into(), what: "statvfs", source: io::Error::last_os_error() });
+        return Err(JailError::Path { path: path.into(), what: "statvfs", error: io::Error::last_os_error() });
     }
     let pairs = [
         (libc::ST_RDONLY, libc::MS_RDONLY),
@@ -381,7 +382,7 @@ fn locked_flags(path: &Path) -> Result<libc::c_ulong, JailError> {
 }
 
 fn absolute(p: &Path) -> Result<PathBuf, JailError> {
-    p.canonicalize().map_err(|source| JailError::Path { path: p.into(), what: "resolve", source })
+    p.canonicalize().map_err(|error| JailError::Path { path: p.into(), what: "resolve", error })
 }
 
 fn cstring(p: &Path) -> CString {
@@ -404,6 +405,6 @@ impl Jail {
             Some(s) => s.describe().to_string(),
             None => "an unreported step".to_string(),
         };
-        JailError::Enter { step, source }
+        JailError::Enter { step, error: source }
     }
 }
