@@ -23,6 +23,7 @@ use std::io::Write;
 
 pub mod busybox;
 pub mod fuzz;
+pub mod proc;
 
 /// Why a test cannot run here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

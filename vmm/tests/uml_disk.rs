@@ -30,6 +30,7 @@ use disksim::{BlockStore, CrashModel, CrashState, Disk, RequestKind};
 use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use simtime::VirtualTime;
+use testkit::proc::status_line;
 use testkit::Cause;
 use vmm::node::{DiskCompletion, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome};
 use vmm::uml::UmlNode;
@@ -173,25 +174,37 @@ impl Setup {
     fn boot(&self, run: &str, mode: &str, disk: Disk) -> Boot {
         let run_dir = self.dir.join(run);
         std::fs::create_dir_all(&run_dir).unwrap();
-        let cfg = NodeConfig {
+        let cfg = self.config(1, run_dir, vec![("MODE".into(), mode.into())], vec![]);
+        let mut node = UmlNode::spawn_with_disk(&cfg, Some(disk)).unwrap();
+        // Output before the connection is UML's host-side start-up chatter.
+        node.wait_connected(VirtualTime::ZERO, Duration::from_secs(20)).unwrap();
+        Boot { node, console: String::new(), trace: Vec::new(), completions: Vec::new() }
+    }
+
+    /// Node `id`'s configuration: this setup's kernel and initramfs, 96
+    /// MiB, no network.
+    fn config(
+        &self,
+        id: u16,
+        run_dir: PathBuf,
+        init_env: Vec<(String, String)>,
+        extra_args: Vec<String>,
+    ) -> NodeConfig {
+        NodeConfig {
             kernel: self.kernel.clone(),
             initrd: self.initrd.clone(),
             mem_mb: 96,
-            node_id: 1,
+            node_id: id,
             run_dir,
-            init_env: vec![("MODE".into(), mode.into())],
-            extra_args: vec![],
+            init_env,
+            extra_args,
             net: false,
             entropy_seed: 1,
             read_faults: Default::default(),
             shared_clock: false,
             root_disk: None,
             kernel_faults_cpuid: false,
-        };
-        let mut node = UmlNode::spawn_with_disk(&cfg, Some(disk)).unwrap();
-        // Output before the connection is UML's host-side start-up chatter.
-        node.wait_connected(VirtualTime::ZERO, Duration::from_secs(20)).unwrap();
-        Boot { node, console: String::new(), trace: Vec::new(), completions: Vec::new() }
+        }
     }
 
     fn base_disk(&self) -> Disk {
@@ -409,21 +422,7 @@ fn fsync_waits_for_the_engine() {
     assert!(!contains(&durable_image(b.node.disk().unwrap()), b"pending-data-5f3a9c"));
     // Those requests are in flight in the disk: a node cannot start on it.
     let busy = b.node.disk().unwrap().clone();
-    let cfg = NodeConfig {
-        kernel: s.kernel.clone(),
-        initrd: s.initrd.clone(),
-        mem_mb: 96,
-        node_id: 2,
-        run_dir: s.dir.clone(),
-        init_env: vec![],
-        extra_args: vec![],
-        net: false,
-        entropy_seed: 1,
-        read_faults: Default::default(),
-        shared_clock: false,
-        root_disk: None,
-        kernel_faults_cpuid: false,
-    };
+    let cfg = s.config(2, s.dir.clone(), vec![], vec![]);
     assert!(matches!(UmlNode::spawn_with_disk(&cfg, Some(busy)), Err(NodeError::DiskBusy { .. })));
 
     // Now the engine completes them (and what follows), in order.
@@ -484,11 +483,6 @@ fn descendants() -> Vec<u32> {
         .collect()
 }
 
-fn status_line(pid: u32, key: &str) -> String {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string())).unwrap_or_default()
-}
-
 /// A real node's kernel runs in its jail (vmm::uml::jail): pid 2 of its
 /// own namespace, the node's uid without capabilities, a root holding only
 /// what the jail shows (its kernel, image, sockets, loader and libraries,
@@ -504,21 +498,7 @@ fn a_node_kernel_runs_in_its_jail() {
     std::fs::create_dir_all(&run_dir).unwrap();
     // A word on the command line to tell this node from other tests'.
     let marker = format!("jailtest={}", std::process::id());
-    let cfg = NodeConfig {
-        kernel: s.kernel.clone(),
-        initrd: s.initrd.clone(),
-        mem_mb: 96,
-        node_id: 1,
-        run_dir,
-        init_env: vec![("MODE".into(), "pending".into())],
-        extra_args: vec![marker.clone()],
-        net: false,
-        entropy_seed: 1,
-        read_faults: Default::default(),
-        shared_clock: false,
-        root_disk: None,
-        kernel_faults_cpuid: false,
-    };
+    let cfg = s.config(1, run_dir, vec![("MODE".into(), "pending".into())], vec![marker.clone()]);
     let mut node = UmlNode::spawn_with_disk(&cfg, Some(s.base_disk())).unwrap();
     node.wait_connected(VirtualTime::ZERO, Duration::from_secs(20)).unwrap();
     let kernel = descendants()

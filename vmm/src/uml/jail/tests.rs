@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 
 use super::*;
+use testkit::proc::status_line;
 use testkit::Cause;
 
 /// A run directory with what a jail shows: busybox as the kernel (copied
@@ -210,12 +211,6 @@ fn group_members(group: u32) -> Vec<u32> {
             after.split_whitespace().nth(2) == Some(&group.to_string())
         })
         .collect()
-}
-
-/// A line of /proc/PID/status.
-fn status_line(pid: u32, key: &str) -> String {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string())).unwrap_or_default()
 }
 
 #[test]
