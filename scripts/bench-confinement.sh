@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 vendor=$(grep -m1 vendor_id /proc/cpuinfo | awk '{print $3}')
 model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "host: $vendor $model, $(nproc) cpus, kernel $(uname -r); $EXECUTIONS execution(s) per run, seed $SEED"
-printf '%-20s %-8s %-16s %8s %10s %10s %10s\n' cluster nodes trace wall_s sim_cpu_s guest_cpu_s mib/node
+printf '%-20s %-10s %-16s %8s %10s %10s %10s\n' cluster nodes trace wall_s sim_cpu_s guest_cpu_s mib/node
 status=0
 for entry in $CLUSTERS; do
   name=${entry%%:*}
@@ -57,7 +57,7 @@ print(j["trace_hash"][:16], round(j["wall_seconds"], 1),
     read -r hash wall sim guest mib <<<"$line"
     [ "$hash" = - ] && { echo "$entry ($nodes): no JSON line"; tail -5 "$tmp/run.err"; status=1; }
     hashes+=("$hash")
-    printf '%-20s %-8s %-16s %8s %10s %10s %10s\n' "$entry" "$nodes" "$hash" "$wall" "$sim" "$guest" "$mib"
+    printf '%-20s %-10s %-16s %8s %10s %10s %10s\n' "$entry" "$nodes" "$hash" "$wall" "$sim" "$guest" "$mib"
   done
   if [ "${hashes[0]}" != "${hashes[1]}" ]; then
     echo "$entry: the jail changed the trace hash"
