@@ -8,53 +8,6 @@ use common::*;
 
 use std::time::{Duration, Instant};
 
-/// The processes below `root` (by their parent links): a node's
-/// processes, its jail's included. Each with its start time (field 22 of
-/// /proc/PID/stat), so that a pid used again later is not taken for one of
-/// them.
-fn processes_below(root: u32) -> Vec<(u32, u64)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return vec![] };
-    let stats: Vec<(u32, u32, u64)> = entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let after: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            Some((pid, after.get(1)?.parse().ok()?, after.get(19)?.parse().ok()?))
-        })
-        .collect();
-    let parent = |pid: u32| stats.iter().find(|s| s.0 == pid).map(|s| s.1);
-    stats
-        .iter()
-        .filter(|(pid, _, _)| {
-            let mut p = *pid;
-            for _ in 0..32 {
-                match parent(p) {
-                    Some(q) if q == root => return true,
-                    Some(q) if q > 1 => p = q,
-                    _ => return false,
-                }
-            }
-            false
-        })
-        .map(|(pid, _, start)| (*pid, *start))
-        .collect()
-}
-
-/// Those of `processes` that still run.
-fn still_running(processes: &[(u32, u64)]) -> Vec<u32> {
-    processes
-        .iter()
-        .filter(|(pid, start)| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-            let after: Vec<&str> =
-                stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
-            after.get(19).and_then(|v| v.parse::<u64>().ok()) == Some(*start) && after.first() != Some(&"Z")
-        })
-        .map(|(pid, _)| *pid)
-        .collect()
-}
-
 /// Polls `done` every 50 ms for up to `limit`.
 fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let began = Instant::now();
@@ -85,12 +38,12 @@ fn interrupt_a_busy_run(signal: libc::c_int, extra: &[&str], processes: usize) {
     // The nodes are up, then give the workload's programs time to start
     // (their host processes are the ones that used to be left behind).
     assert!(
-        wait_until(Duration::from_secs(60), || processes_below(child.id()).len() >= processes),
+        wait_until(Duration::from_secs(60), || testkit::proc::below(child.id()).len() >= processes),
         "the nodes did not come up below simcluster ({})",
         child.id()
     );
     std::thread::sleep(Duration::from_secs(2));
-    let nodes = processes_below(child.id());
+    let nodes = testkit::proc::below(child.id());
     let before = nodes.len();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, signal) };
@@ -104,7 +57,7 @@ fn interrupt_a_busy_run(signal: libc::c_int, extra: &[&str], processes: usize) {
         // Generous: a loaded 2-core machine reaps slowly; the processes are
         // gone at once when all is well, and this is the only bound.
         wait_until(Duration::from_secs(30), || {
-            left = still_running(&nodes);
+            left = testkit::proc::running(&nodes);
             left.is_empty()
         });
         left

@@ -459,28 +459,9 @@ fn disk_requests_are_deterministic() {
     assert!(a.4 == b.4, "durable images differ");
 }
 
-/// Every process below this one, from /proc (PPid links).
+/// Every process below this one.
 fn descendants() -> Vec<u32> {
-    let parent_of = |pid: u32| -> Option<u32> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        status.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok())
-    };
-    let me = std::process::id();
-    let all: Vec<u32> =
-        std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
-    all.into_iter()
-        .filter(|&pid| {
-            let mut p = pid;
-            for _ in 0..16 {
-                match parent_of(p) {
-                    Some(q) if q == me => return true,
-                    Some(q) if q > 1 => p = q,
-                    _ => return false,
-                }
-            }
-            false
-        })
-        .collect()
+    testkit::proc::below(std::process::id()).into_iter().map(|(pid, _)| pid).collect()
 }
 
 /// A real node's kernel runs in its jail (vmm::uml::jail): pid 2 of its
