@@ -85,10 +85,15 @@ impl Attached {
     }
 }
 
-/// Links the root filesystem into the run directory as `rootfs.img`: the
-/// guest sees only run-directory-relative names (see [`super`]).
-pub(super) fn link_initrd(cfg: &NodeConfig) -> Result<(), UmlError> {
-    let link = cfg.run_dir.join("rootfs.img");
+/// The root filesystem's name on the kernel command line: a link in the
+/// run directory, or a file in the jail's root.
+const ROOTFS: &str = "rootfs.img";
+
+/// Links the root filesystem into the run directory as [`ROOTFS`] (an
+/// unconfined node; a jail shows it there itself): the guest sees only
+/// run-directory-relative names (see [`super`]).
+fn link_initrd(cfg: &NodeConfig) -> Result<(), UmlError> {
+    let link = cfg.run_dir.join(ROOTFS);
     let _ = std::fs::remove_file(&link);
     let target = cfg.initrd.canonicalize().unwrap_or(cfg.initrd.clone());
     std::os::unix::fs::symlink(&target, &link).map_err(|source| UmlError::Io {
@@ -108,7 +113,7 @@ fn command(cfg: &NodeConfig, attached: Attached, jailed: bool) -> Command {
         .arg(format!("umid=n{id}"))
         .arg("uml_dir=.")
         .arg(format!("time-travel=ext:{id}:tt.sock"))
-        .arg("initrd=rootfs.img")
+        .arg(format!("initrd={ROOTFS}"))
         // con0 is output only, every other UML console and serial line
         // is null; the control line is a virtio console (hvc0).
         .arg("con=null")
@@ -227,13 +232,14 @@ impl Process {
         let jail = if jail::enabled() {
             let contents = jail::Contents {
                 kernel: &cfg.kernel,
-                files: &[(&cfg.kernel, jail::KERNEL_IN_JAIL), (&cfg.initrd, "/rootfs.img")],
+                files: &[(&cfg.kernel, jail::KERNEL_IN_JAIL), (&cfg.initrd, ROOTFS)],
                 run_dir: &cfg.run_dir,
                 sockets: &attached.sockets(),
                 mem_mb: cfg.mem_mb,
             };
             Some(jail::plan(&contents).map_err(|error| UmlError::Confine { node: cfg.node_id, error })?)
         } else {
+            link_initrd(cfg)?;
             None
         };
         let mut cmd = command(cfg, attached, jail.is_some());

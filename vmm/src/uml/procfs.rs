@@ -5,18 +5,7 @@
 /// spaces), in KiB; guest memory shared between them is counted once.
 /// Processes that end while we look are skipped.
 pub(super) fn group_pss_kib(pgid: i64) -> u64 {
-    let mut total = 0;
-    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i64>().ok()) else { continue };
-        if process_group(pid) != Some(pgid) {
-            continue;
-        }
-        if let Ok(roll) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
-            total += pss_kib(&roll);
-        }
-    }
-    total
+    pss_kib_of(|pid| process_group(pid) == Some(pgid))
 }
 
 /// Proportional set size of a jailed node's processes, in KiB: those in
@@ -24,21 +13,20 @@ pub(super) fn group_pss_kib(pgid: i64) -> u64 {
 /// not counted: a forked copy of simcluster, whose pages it shares).
 pub(super) fn namespace_pss_kib(outer: i64) -> u64 {
     let children = std::fs::read_to_string(format!("/proc/{outer}/task/{outer}/children")).unwrap_or_default();
-    let Some(init) = children.split_whitespace().next() else { return 0 };
+    let Some(init) = children.split_whitespace().next().and_then(|p| p.parse::<i64>().ok()) else { return 0 };
     let Ok(ns) = std::fs::read_link(format!("/proc/{init}/ns/pid")) else { return 0 };
-    let mut total = 0;
+    pss_kib_of(|pid| pid != init && std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|n| n == ns))
+}
+
+/// The summed `Pss:` of every process `counted` accepts, in KiB.
+fn pss_kib_of(counted: impl Fn(i64) -> bool) -> u64 {
     let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
-    for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().filter(|p| *p != init && p.bytes().all(|b| b.is_ascii_digit())) else { continue };
-        if std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok().as_ref() != Some(&ns) {
-            continue;
-        }
-        if let Ok(roll) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
-            total += pss_kib(&roll);
-        }
-    }
-    total
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i64>().ok()))
+        .filter(|&pid| counted(pid))
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
+        .map(|roll| pss_kib(&roll))
+        .sum()
 }
 
 /// The process group of `pid`, from /proc/PID/stat.

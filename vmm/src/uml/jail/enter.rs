@@ -99,16 +99,9 @@ fn mount_root(jail: &Jail, step: &Stepper) -> io::Result<()> {
         for (i, b) in jail.binds.iter().enumerate() {
             let i = i as u8;
             for d in &b.dirs {
-                if libc::mkdir(d.as_ptr(), 0o755) < 0 && errno() != libc::EEXIST {
-                    return Err(step.fail(Step::MountPoint, i));
-                }
+                step.check(make_dir(d), Step::MountPoint, i)?;
             }
-            let fd = step.check(
-                libc::open(b.target.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600),
-                Step::MountPoint,
-                i,
-            )?;
-            libc::close(fd);
+            step.check(make_file(&b.target), Step::MountPoint, i)?;
             step.check(
                 libc::mount(b.source.as_ptr(), b.target.as_ptr(), null, libc::MS_BIND, null.cast()),
                 Step::Bind,
@@ -122,22 +115,14 @@ fn mount_root(jail: &Jail, step: &Stepper) -> io::Result<()> {
         // A pty namespace of the node's own: UML checks at boot that host
         // ptys give SIGIO, and prints the answer on the console.
         let devpts = c"devpts".as_ptr();
-        let pts = c"dev/pts".as_ptr();
         let options = c"newinstance,ptmxmode=0666,mode=0620".as_ptr();
-        if libc::mkdir(pts, 0o755) < 0 && errno() != libc::EEXIST {
-            return Err(step.fail(Step::Devpts, 0));
-        }
+        step.check(make_dir(c"dev/pts"), Step::Devpts, 0)?;
         step.check(
-            libc::mount(devpts, pts, devpts, libc::MS_NOSUID | libc::MS_NOEXEC, options.cast()),
+            libc::mount(devpts, c"dev/pts".as_ptr(), devpts, libc::MS_NOSUID | libc::MS_NOEXEC, options.cast()),
             Step::Devpts,
             0,
         )?;
-        let fd = step.check(
-            libc::open(c"dev/ptmx".as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600),
-            Step::Devpts,
-            0,
-        )?;
-        libc::close(fd);
+        step.check(make_file(c"dev/ptmx"), Step::Devpts, 0)?;
         step.check(
             libc::mount(c"dev/pts/ptmx".as_ptr(), c"dev/ptmx".as_ptr(), null, libc::MS_BIND, null.cast()),
             Step::Devpts,
@@ -151,6 +136,29 @@ fn mount_root(jail: &Jail, step: &Stepper) -> io::Result<()> {
         step.check(libc::chdir(c"/".as_ptr()), Step::DetachHostRoot, 0)?;
     }
     Ok(())
+}
+
+/// A directory to mount on (or under), if it is not there yet: 0, or -1
+/// with errno.
+fn make_dir(path: &CStr) -> libc::c_int {
+    // SAFETY: mkdir of a NUL-terminated path.
+    if unsafe { libc::mkdir(path.as_ptr(), 0o755) } < 0 && errno() != libc::EEXIST {
+        return -1;
+    }
+    0
+}
+
+/// An empty file to mount a file on: 0, or -1 with errno.
+fn make_file(path: &CStr) -> libc::c_int {
+    // SAFETY: open and close of a NUL-terminated path.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
+        if fd < 0 {
+            return -1;
+        }
+        libc::close(fd);
+    }
+    0
 }
 
 /// The kernel process's last steps: no capabilities, the node's ids in a

@@ -96,14 +96,18 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Whether this process may make a user namespace (`unshare --user`).
+fn user_namespaces_allowed() -> bool {
+    Command::new("unshare").args(["--user", "true"]).status().is_ok_and(|s| s.success())
+}
+
 /// The jail's ids here, or `None` (a `Host` skip) where this process can
 /// make no jail: not root, and no unprivileged user namespaces.
 fn ids_here() -> Option<Ids> {
     if is_root() {
         return Some(Ids::FromRoot { uid: NODE_UID, gid: NODE_UID });
     }
-    let ok = Command::new("unshare").args(["--user", "true"]).status().is_ok_and(|s| s.success());
-    if !ok {
+    if !user_namespaces_allowed() {
         testkit::skip(Cause::Host, "not root, and unprivileged user namespaces are not allowed here");
         return None;
     }
@@ -191,8 +195,7 @@ fn a_caller_without_privilege_gets_the_same_jail() {
         );
         return;
     }
-    let ok = Command::new("unshare").args(["--user", "true"]).status().is_ok_and(|s| s.success());
-    if !ok {
+    if !user_namespaces_allowed() {
         testkit::skip(Cause::Host, "unprivileged user namespaces are not allowed here");
         return;
     }

@@ -27,7 +27,7 @@ use super::disk::CompleteError;
 use super::error::UmlError;
 use super::net::Net;
 use super::port::PortKind;
-use super::process::{self, Process};
+use super::process::Process;
 use super::timetravel::Op;
 use crate::node::{
     Delivered, DiskCompletion, DiskRequest, Grant, GuestOutput, NodeConfig, NodeError, NodeRuntime, RunOutcome,
@@ -85,7 +85,6 @@ impl UmlNode {
             // Speed only; a host that cannot fault CPUID loses nothing.
             super::host_cpuid::enable();
         }
-        process::link_initrd(cfg)?;
         let clock = Clock::listen(id, &cfg.run_dir, cfg.shared_clock)?;
         let devices = Devices::listen(cfg, disk)?;
         let (console, writer) =
