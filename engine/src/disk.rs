@@ -18,8 +18,6 @@
 //! guest's kick where the engine makes no choice. The quiet period stops
 //! both.
 
-use std::collections::BTreeMap;
-
 use disksim::faults::{bernoulli, misdirect_target};
 use disksim::{BlockStore, CrashModel, CrashState, Disk, DiskFault, RequestKind, StateCount};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -224,7 +222,7 @@ pub(super) fn crash_disk(
     node: &str,
     time: u64,
     seed: u64,
-    forced: &BTreeMap<u32, u64>,
+    forced: Option<u64>,
 ) -> Result<(CrashPoint, CrashState), disksim::CrashError> {
     let count = disk.crash_state_count(spec.model);
     let (states, exact) = match count {
@@ -242,8 +240,8 @@ pub(super) fn crash_disk(
         chosen: None,
     };
     let state = if point.enumerable(spec.enumerate) {
-        let k = match forced.get(&crash) {
-            Some(&k) => k.min(states.saturating_sub(1) as u64),
+        let k = match forced {
+            Some(k) => k.min(states.saturating_sub(1) as u64),
             None => drawn_state(seed, crash, states),
         };
         point.chosen = Some(k);

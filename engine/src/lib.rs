@@ -49,18 +49,14 @@ pub mod trace;
 
 mod actions;
 mod agent;
-mod apply;
 mod disk;
 mod execution;
 mod faults;
 mod frames;
 mod host;
-mod lookahead;
 mod network;
 mod node;
-mod node_faults;
 mod pending;
-mod script;
 mod warm;
 
 pub use agent::READY_PROBE;

@@ -1,6 +1,6 @@
-//! One node as the engine sees it: the runtime handle (absent while the
-//! node is powered off), how to start it again, and what its agent and
-//! console said.
+//! One node as the engine sees it: its power state ([`Power`]: the
+//! runtime while it is up, its disk while it is not), how to start it
+//! again, and what its agent and console said.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,10 +18,32 @@ use crate::VirtualTime;
 /// Lines of console output kept for failure messages.
 const TAIL_LINES: usize = 20;
 
+/// A node's power state.
+///
+/// Invariant: the node's disk (with a `[disk]`) is in exactly one place:
+/// with the runtime while the node is up, here while it is not.
+pub(super) enum Power {
+    /// Not booted yet: the disk its first boot gets.
+    Off { disk: Option<Disk> },
+    /// Booted (the kernel may have exited since: [`Node::is_up`]).
+    Up(Up),
+    /// Powered off by a crash at `since`, its disk as the crash left it.
+    Crashed { since: VirtualTime, disk: Option<Disk> },
+}
+
+/// What the engine knows of a booted node besides its runtime. It goes
+/// with the boot: a crash ends it, and the next boot starts afresh.
+pub(super) struct Up {
+    pub vm: Box<dyn NodeRuntime>,
+    /// The agent reported ready in this boot.
+    pub ready: bool,
+    /// While its start command is paused: the time it resumes.
+    pub paused_until: Option<VirtualTime>,
+}
+
 pub(super) struct Node {
     pub name: String,
-    /// `None` while the node is powered off after a crash.
-    pub vm: Option<Box<dyn NodeRuntime>>,
+    power: Power,
     /// The configuration every boot of this node uses (its run directory
     /// changes per boot; see [`Node::boot`]).
     config: NodeConfig,
@@ -30,27 +52,18 @@ pub(super) struct Node {
     boots: u32,
     pub console: LineSplitter,
     pub control: LineSplitter,
-    /// The agent reported ready since the node last booted.
-    pub ready: bool,
     pub saw_panic: bool,
     /// The kernel's "Kernel panic - not syncing: ..." line.
     pub panic_line: Option<String>,
     /// Last console lines, for failure messages.
     pub tail: Vec<String>,
-    /// Virtual time of the crash, while powered off.
-    pub crashed_at: Option<VirtualTime>,
     /// Agent commands that wait for the node to be up and ready again.
     pub deferred: Vec<String>,
     /// Checks (invariants, liveness) sent and not answered yet. A crash
     /// kills them with the node; they are sent again once it is ready.
     pub running: Vec<String>,
-    /// The node's data disk while it is powered off (the runtime holds it
-    /// while the node is up).
-    pub disk: Option<Disk>,
     /// Its clock hardware (offset, drift): the same for every boot.
     pub clock: NodeClock,
-    /// While its start command is paused: the time it resumes.
-    pub paused_until: Option<VirtualTime>,
     /// A flush of its disk completed since it last ran: its data just
     /// became durable, and it has not acted on that yet.
     pub flushed_since_run: bool,
@@ -60,26 +73,31 @@ pub(super) struct Node {
 }
 
 impl Node {
-    pub fn new(name: String, config: NodeConfig, runtime: RuntimeKind, scratch: PathBuf) -> Node {
+    /// A node not booted yet, with the data disk `disk` and clock hardware
+    /// `clock`.
+    pub fn new(
+        name: String,
+        config: NodeConfig,
+        runtime: RuntimeKind,
+        scratch: PathBuf,
+        disk: Option<Disk>,
+        clock: NodeClock,
+    ) -> Node {
         Node {
             name,
-            vm: None,
+            power: Power::Off { disk },
             config,
             runtime,
             scratch,
             boots: 0,
             console: LineSplitter::default(),
             control: LineSplitter::default(),
-            ready: false,
             saw_panic: false,
             panic_line: None,
             tail: Vec::new(),
-            crashed_at: None,
             deferred: Vec::new(),
             running: Vec::new(),
-            disk: None,
-            clock: NodeClock::default(),
-            paused_until: None,
+            clock,
             flushed_since_run: false,
             just_sent: false,
         }
@@ -102,9 +120,12 @@ impl Node {
         self.config.entropy_seed = entropy_seed(execution_seed, index, self.boots);
         self.config.read_faults.seed = read_fault_seed(execution_seed, index, self.boots);
         self.boots += 1;
-        self.vm = Some(runtime::spawn(self.runtime, &self.config, self.disk.take())?);
-        self.ready = false;
-        self.crashed_at = None;
+        let disk = match &mut self.power {
+            Power::Off { disk } | Power::Crashed { disk, .. } => disk.take(),
+            Power::Up(_) => unreachable!("a node boots only while it is not up"),
+        };
+        let vm = runtime::spawn(self.runtime, &self.config, disk)?;
+        self.power = Power::Up(Up { vm, ready: false, paused_until: None });
         self.console = LineSplitter::default();
         self.control = LineSplitter::default();
         Ok(())
@@ -115,7 +136,7 @@ impl Node {
     /// (checks of the host's ptys, /dev/shm, ...): it describes the host,
     /// not the guest, and stays out of the trace.
     pub fn connect(&mut self, now: VirtualTime, timeout: Duration) -> Result<(), EngineError> {
-        let vm = self.vm.as_mut().expect("connect after boot");
+        let vm = self.vm();
         let _host_chatter = vm.wait_connected(now, timeout)?;
         Ok(())
     }
@@ -123,20 +144,25 @@ impl Node {
     /// Power loss: the kernel process is killed on the spot. Its disk (if
     /// any) comes back with its write log, for the engine to choose what
     /// survived.
+    /// Its paused processes die with it, and its running checks are
+    /// deferred until it is ready again.
     pub fn power_off(&mut self, now: VirtualTime) -> Result<Option<&mut Disk>, EngineError> {
-        if let Some(mut vm) = self.vm.take() {
-            vm.kill();
-            if vm.has_disk() {
-                self.disk = Some(vm.take_disk()?);
+        let disk = match std::mem::replace(&mut self.power, Power::Off { disk: None }) {
+            Power::Up(Up { mut vm, .. }) => {
+                vm.kill();
+                if vm.has_disk() {
+                    Some(vm.take_disk()?)
+                } else {
+                    None
+                }
             }
-        }
-        self.ready = false;
-        self.crashed_at = Some(now);
-        // Its paused processes died with it.
-        self.paused_until = None;
+            Power::Off { disk } | Power::Crashed { disk, .. } => disk,
+        };
+        self.power = Power::Crashed { since: now, disk };
         let killed = std::mem::take(&mut self.running);
         self.deferred.splice(0..0, killed);
-        Ok(self.disk.as_mut())
+        let Power::Crashed { disk, .. } = &mut self.power else { unreachable!("set just above") };
+        Ok(disk.as_mut())
     }
 
     /// Its device streams (entropy, disk read faults) start again from
@@ -147,7 +173,7 @@ impl Node {
         let boot = self.boots.saturating_sub(1);
         self.config.read_faults.seed = read_fault_seed(seed, index, boot);
         let read_faults = self.config.read_faults;
-        if let Some(vm) = self.vm.as_mut() {
+        if let Some(vm) = self.runtime_mut() {
             vm.reseed_devices(entropy_seed(seed, index, boot), read_faults);
         }
     }
@@ -156,18 +182,87 @@ impl Node {
     /// every later one (the quiet period).
     pub fn stop_read_faults(&mut self) {
         self.config.read_faults.corrupt_read = 0.0;
-        if let Some(vm) = self.vm.as_mut() {
+        if let Some(vm) = self.runtime_mut() {
             vm.stop_read_faults();
         }
     }
 
     /// Up: booted and not exited.
     pub fn is_up(&self) -> bool {
-        self.vm.as_ref().is_some_and(|v| !v.has_exited())
+        self.runtime().is_some_and(|v| !v.has_exited())
     }
 
+    /// Up, and its agent reported ready in this boot.
+    pub fn is_ready(&self) -> bool {
+        self.is_up() && self.agent_ready()
+    }
+
+    /// Its agent reported ready in this boot (the kernel may have exited
+    /// since).
+    pub fn agent_ready(&self) -> bool {
+        matches!(&self.power, Power::Up(up) if up.ready)
+    }
+
+    /// Its agent reported ready (ignored unless booted: a message comes
+    /// only from a running node).
+    pub fn set_ready(&mut self) {
+        if let Power::Up(up) = &mut self.power {
+            up.ready = true;
+        }
+    }
+
+    /// The runtime of the current boot; `None` before the first boot and
+    /// after a crash.
+    pub fn runtime(&self) -> Option<&dyn NodeRuntime> {
+        match &self.power {
+            Power::Up(up) => Some(&*up.vm),
+            _ => None,
+        }
+    }
+
+    /// [`Self::runtime`], to act on.
+    pub fn runtime_mut(&mut self) -> Option<&mut dyn NodeRuntime> {
+        match &mut self.power {
+            Power::Up(up) => Some(&mut *up.vm),
+            _ => None,
+        }
+    }
+
+    /// The runtime of a node the caller knows is booted.
     pub fn vm(&mut self) -> &mut dyn NodeRuntime {
-        self.vm.as_deref_mut().expect("the node is up")
+        self.runtime_mut().expect("the node is up")
+    }
+
+    /// Its data disk, wherever it is (with the runtime, or here).
+    pub fn disk(&self) -> Option<&Disk> {
+        match &self.power {
+            Power::Up(up) => up.vm.disk(),
+            Power::Off { disk } | Power::Crashed { disk, .. } => disk.as_ref(),
+        }
+    }
+
+    /// The time of the crash that powered it off; `None` unless crashed.
+    pub fn crashed_at(&self) -> Option<VirtualTime> {
+        match self.power {
+            Power::Crashed { since, .. } => Some(since),
+            _ => None,
+        }
+    }
+
+    /// While its start command is paused: the time it resumes.
+    pub fn paused_until(&self) -> Option<VirtualTime> {
+        match &self.power {
+            Power::Up(up) => up.paused_until,
+            _ => None,
+        }
+    }
+
+    /// Its start command is paused until `until`, or (`None`) resumed.
+    /// Only a booted node pauses: a crash ends a pause with the node.
+    pub fn set_paused_until(&mut self, until: Option<VirtualTime>) {
+        if let Power::Up(up) = &mut self.power {
+            up.paused_until = until;
+        }
     }
 
     pub fn remember_line(&mut self, line: &str) {

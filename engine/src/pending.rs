@@ -1,24 +1,16 @@
-//! The pending events, gathered once per step, and the enabled set.
+//! The pending events, gathered once per step.
 //!
 //! [`Pending`] is the one list of everything due at some virtual time:
 //! live nodes' requested runs, the host client's next poll, netsim's next
 //! delivery or partition, each live node's oldest pending disk request,
 //! restarts and resumes. The virtual clock reads it ([`Pending::earliest`]:
 //! what happens next; [`Pending::min_requested`]: the horizon's clamp), and
-//! so does the enabled set ([`Execution::enabled`]), so the two can never
-//! disagree about what is pending. Deliveries are the exception in form
+//! so does the enabled set (`execution::enabled`, which also fills it), so
+//! the two can never disagree about what is pending. Deliveries are the exception in form
 //! only: netsim enumerates them itself up to the horizon
 //! (`NetState::deliveries_until`), and `Pending` holds its earliest.
-//!
-//! The enabled set is built in a fixed order (see `actions`), so a
-//! strategy's index means the same thing every time the same state is
-//! reached.
 
-use std::time::Duration;
-
-use crate::actions::Enabled;
-use crate::execution::Execution;
-use crate::{NodeIdx, VirtualTime};
+use crate::VirtualTime;
 
 /// Everything due at some virtual time, as of the start of a step. One
 /// value lives as long as its execution and is refilled every step, so
@@ -26,18 +18,18 @@ use crate::{NodeIdx, VirtualTime};
 #[derive(Default, Clone)]
 pub(crate) struct Pending {
     /// (0-based node, requested time) of every live node, by node.
-    runs: Vec<(usize, VirtualTime)>,
+    pub(crate) runs: Vec<(usize, VirtualTime)>,
     /// The host client's next poll: (its node number, due time).
-    host: Option<(u16, VirtualTime)>,
+    pub(crate) host: Option<(u16, VirtualTime)>,
     /// netsim's next delivery or partition/heal.
-    net: Option<VirtualTime>,
+    pub(crate) net: Option<VirtualTime>,
     /// (0-based node, request id, due time) of each live node's oldest
     /// pending disk request (FIFO per disk), by node.
-    disks: Vec<(usize, u64, VirtualTime)>,
+    pub(crate) disks: Vec<(usize, u64, VirtualTime)>,
     /// (0-based node, due time) of each crashed node's restart, by node.
-    restarts: Vec<(usize, VirtualTime)>,
+    pub(crate) restarts: Vec<(usize, VirtualTime)>,
     /// (0-based node, due time) of each paused live node's resume, by node.
-    resumes: Vec<(usize, VirtualTime)>,
+    pub(crate) resumes: Vec<(usize, VirtualTime)>,
 }
 
 impl Pending {
@@ -72,130 +64,6 @@ impl Pending {
     /// The earliest time a live node asked to run at.
     pub fn min_requested(&self) -> Option<VirtualTime> {
         self.runs.iter().map(|&(_, t)| t).min()
-    }
-}
-
-impl Execution<'_> {
-    /// Refills `into` with the pending events of the current state.
-    pub(crate) fn gather_pending(&self, into: &mut Pending) {
-        let live = || self.nodes.iter().enumerate().filter(|(_, n)| n.is_up());
-        let restart_after = Duration::from_nanos(self.spec.explore.restart_after_ns);
-        let latency = Duration::from_nanos(self.spec.disk.as_ref().map_or(0, |d| d.latency_ns));
-        into.runs.clear();
-        into.runs.extend(live().map(|(i, n)| (i, n.vm.as_ref().unwrap().requested())));
-        // The host client and netsim keep their times as ns.
-        into.host = self.host.as_ref().and_then(|h| h.due().map(|t| (h.node().get(), VirtualTime::from_ns(t))));
-        into.net = self.net.as_ref().and_then(|n| n.next_time()).map(VirtualTime::from_ns);
-        into.disks.clear();
-        into.disks.extend(live().filter_map(|(i, n)| {
-            let requests = n.vm.as_ref().unwrap().pending_disk();
-            let r = requests.first()?;
-            Some((i, r.id.0, r.submitted.saturating_add(latency)))
-        }));
-        into.restarts.clear();
-        let crashed = self.nodes.iter().enumerate().filter_map(|(i, n)| n.crashed_at.map(|t| (i, t + restart_after)));
-        into.restarts.extend(crashed);
-        into.resumes.clear();
-        into.resumes.extend(live().filter_map(|(i, n)| n.paused_until.map(|t| (i, t))));
-    }
-
-    /// Every action due by `horizon`, in the fixed order the strategy
-    /// contract needs: runs by node, the host client's poll, deliveries in
-    /// netsim's order, the next partition/heal, disk completions by node,
-    /// restarts by node, crashes by node, then resumes, pauses and clock
-    /// jumps by node.
-    pub(crate) fn enabled(&self, pending: &Pending, horizon: VirtualTime, into: &mut Vec<Enabled>) {
-        into.clear();
-        into.extend(pending.runs.iter().filter(|&&(_, t)| t <= horizon).map(|&(i, t)| Enabled::run(i, t)));
-        if let Some((node, due)) = pending.host.filter(|&(_, t)| t <= horizon) {
-            into.push(Enabled::run_host(node, due));
-        }
-        if let Some(ns) = &self.net {
-            for (id, to, from, due, behind) in ns.deliveries_until(horizon.as_ns()) {
-                into.push(Enabled::deliver(id, to, from, VirtualTime::from_ns(due), behind));
-            }
-            if let Some((due, heal)) = ns.next_fault().filter(|(t, _)| *t <= horizon.as_ns()) {
-                into.push(Enabled::network_fault(heal, VirtualTime::from_ns(due)));
-            }
-        }
-        if self.spec.disk.is_some() {
-            let due = pending.disks.iter().filter(|&&(_, _, t)| t <= horizon);
-            into.extend(due.map(|&(i, id, t)| Enabled::complete_disk(i, id, t)));
-        }
-        let restarts = pending.restarts.iter().filter(|&&(_, t)| t <= horizon);
-        into.extend(restarts.map(|&(i, t)| Enabled::restart(i, t)));
-        self.enabled_crashes(into);
-        let resumes = pending.resumes.iter().filter(|&&(_, t)| t <= horizon);
-        into.extend(resumes.map(|&(i, t)| Enabled::resume(i, t)));
-        self.enabled_node_faults(into);
-    }
-
-    /// A crash is enabled while the workload runs, within the budget,
-    /// from a virtual time drawn uniformly over the first `crash_span` of
-    /// the workload (so crashes spread over the run instead of piling up
-    /// at its first opportunities), on a node with something at stake.
-    ///
-    /// With data disks, that is a node holding volatile writes (a crash
-    /// there has several crash states: which of them reached the
-    /// platter), one whose flush just completed, or one whose last run
-    /// sent something. The last is where a program that acknowledges
-    /// before it syncs is caught: its data sits in the guest's page
-    /// cache, which the engine cannot see, and reaches the disk only at
-    /// the file system's next commit (ext4: 5 s later); a crash offered
-    /// only with volatile disk writes fell at that commit, after the
-    /// window (issue 29 measured 19 executions of such a server without
-    /// a loss). A crash of a node that merely has frames in flight
-    /// (etcd's heartbeats are always in flight) is not offered: those
-    /// were most crash points on db-cluster and lost nothing. Without
-    /// disks, it is a node with frames in flight (the rest of the
-    /// cluster may already believe something the node is about to lose,
-    /// such as an acknowledgement sent before a replica has the write).
-    /// Offering a crash at every step would spend nearly all of them on
-    /// idle nodes.
-    pub(crate) fn enabled_crashes(&self, into: &mut Vec<Enabled>) {
-        let crash_time = self.crash_not_before.is_some_and(|t| self.now >= t);
-        if !crash_time || self.crashes >= self.spec.explore.max_crashes || self.calm {
-            return;
-        }
-        for i in self.spec.explore.crashable.iter().map(|n| n.index()) {
-            let n = &self.nodes[i];
-            let id = NodeIdx::new(i).net_id();
-            let sending = self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
-            let vm = n.vm.as_ref();
-            let volatile = vm.and_then(|v| v.disk()).is_some_and(|d| d.volatile_writes().next().is_some());
-            // The moments around a durability point: just before a
-            // flush completes (its writes are still volatile) and just
-            // after (nothing is, and recovery must show all of it).
-            let flush_pending =
-                vm.is_some_and(|v| v.pending_disk().iter().any(|r| r.kind == disksim::RequestKind::Flush));
-            // With disks, a crash is offered only while something on the
-            // disk is at stake. Not merely after a send: a store that syncs
-            // before it answers (etcd) sends all the time, and offering a
-            // crash after every send (tried in 24b49cc) left db-cluster's
-            // crash points with nothing volatile and one crash state each
-            // (tests/disks.rs, full tier). An acknowledgement sent while its
-            // writes are volatile is offered (they are) and weighted up.
-            let at_stake = if self.spec.disk.is_some() { volatile || n.flushed_since_run } else { sending };
-            if n.is_up() && n.ready && at_stake {
-                let at_risk = flush_pending || n.flushed_since_run || n.just_sent;
-                into.push(Enabled::crash(i, self.now).at_risk(at_risk));
-            }
-        }
-    }
-
-    /// Pauses, then clock jumps, each by node (after every older kind, so
-    /// executions without them keep their choice indices).
-    pub(crate) fn enabled_node_faults(&self, into: &mut Vec<Enabled>) {
-        for i in self.spec.explore.pause.nodes.iter().map(|n| n.index()) {
-            if self.pause_enabled(i) {
-                into.push(Enabled::pause(i, self.now));
-            }
-        }
-        for i in self.spec.explore.clock.nodes.iter().map(|n| n.index()) {
-            if self.clock_jump_enabled(i) {
-                into.push(Enabled::clock_jump(i, self.now));
-            }
-        }
     }
 }
 

@@ -137,7 +137,7 @@ impl<'a> WarmStart<'a> {
             let mut ex = booted.take().expect("the child's copy of the boot");
             // The child's own spec, for as long as the child lives (it
             // leaves through _exit).
-            ex.spec = Box::leak(Box::new(spec.clone()));
+            ex.use_spec(Box::leak(Box::new(spec.clone())));
             let r = run_from_boot(&mut ex, strategy, branch)
                 .map(|siblings| Forked { result: ex.finish_in_place(), siblings })
                 .map_err(|e| e.to_string());
@@ -178,7 +178,7 @@ pub struct Sibling {
 /// Gets every running node ready for fork(2).
 fn prepare_fork(ex: &mut Execution<'_>) -> Result<(), EngineError> {
     for n in ex.nodes.iter_mut() {
-        if let Some(vm) = n.vm.as_mut() {
+        if let Some(vm) = n.runtime_mut() {
             vm.prepare_fork()?;
         }
     }
@@ -189,7 +189,7 @@ fn prepare_fork(ex: &mut Execution<'_>) -> Result<(), EngineError> {
 /// clock started again.
 fn rehome(ex: &mut Execution<'_>) -> Result<(), EngineError> {
     for n in ex.nodes.iter_mut() {
-        if let Some(vm) = n.vm.as_mut() {
+        if let Some(vm) = n.runtime_mut() {
             vm.rehome()?;
         }
     }

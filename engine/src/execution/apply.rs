@@ -6,10 +6,10 @@
 use netsim::DeliveryId;
 use vmm::node::{Delivered, DiskCompletion, GuestOutput, OutputStream, RunOutcome};
 
+use super::{Execution, Phase};
 use crate::actions::Action;
 use crate::console;
 use crate::disk;
-use crate::execution::{Execution, Phase};
 use crate::frames;
 use crate::host::HostOutcome;
 use crate::outcome::{Failure, FailureKind, Verdict};
@@ -22,9 +22,12 @@ impl Execution<'_> {
     pub(crate) fn apply(&mut self, action: Action) -> Result<(), EngineError> {
         let now = self.now;
         match action {
-            Action::NetworkFault { .. } => {
-                self.net.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now.as_ns())
-            }
+            Action::NetworkFault { .. } => self
+                .network
+                .sim
+                .as_mut()
+                .expect("faults come from the network")
+                .apply_fault(&mut self.trace, now.as_ns()),
             Action::Deliver(id) => self.deliver(id)?,
             Action::Crash(i) => self.crash(i)?,
             Action::Restart(i) => {
@@ -55,9 +58,9 @@ impl Execution<'_> {
     /// nobody: a node that is down drops it).
     fn deliver(&mut self, id: DeliveryId) -> Result<(), EngineError> {
         let now = self.now;
-        let ns = self.net.as_mut().expect("deliveries come from the network");
+        let ns = self.network.sim.as_mut().expect("deliveries come from the network");
         let Some(d) = ns.take(id) else { return Ok(()) };
-        if let Some(h) = self.host.as_mut().filter(|h| h.node() == d.to) {
+        if let Some(h) = self.network.host.as_mut().filter(|h| h.node() == d.to) {
             h.deliver(now.as_ns(), &d, &mut self.trace);
             return Ok(());
         }
@@ -81,9 +84,9 @@ impl Execution<'_> {
     /// Power-fails node `i`: its disk falls into a crash state.
     fn crash(&mut self, i: usize) -> Result<(), EngineError> {
         let now = self.now;
-        self.crashes += 1;
+        self.faults.crashes += 1;
         let id = NodeIdx::new(i).net_id();
-        let crash = self.crashes;
+        let crash = self.faults.crashes;
         let name = self.nodes[i].name.clone();
         if !self.nodes[i].running.is_empty() {
             let text = format!(
@@ -92,7 +95,7 @@ impl Execution<'_> {
             );
             self.trace.push(now, NodeIdx::number_of(i), EventKind::Note { text });
         }
-        if self.nodes[i].paused_until.is_some() {
+        if self.nodes[i].paused_until().is_some() {
             // Its paused processes die with it (`Node::power_off`).
             let text = format!("the crash ends {name}'s pause");
             self.trace.push(now, NodeIdx::number_of(i), EventKind::Note { text });
@@ -101,9 +104,9 @@ impl Execution<'_> {
         let detail = match (disk, &self.spec.disk) {
             (Some(disk), Some(ds)) => {
                 let seed = self.seed;
-                let (point, state) =
-                    disk::crash_disk(disk, ds, crash, &name, now.as_ns(), seed, &self.spec.explore.crash_states)
-                        .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
+                let forced = self.faults.forced_crash_states.get(&crash).copied();
+                let (point, state) = disk::crash_disk(disk, ds, crash, &name, now.as_ns(), seed, forced)
+                    .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
                 let which = match point.chosen {
                     Some(k) => format!("crash state {} of {}", k + 1, point.states),
                     None => format!(
@@ -117,13 +120,13 @@ impl Execution<'_> {
                     state.persisted.len(),
                     point.volatile_writes
                 );
-                self.crash_points.push(point);
+                self.faults.crash_points.push(point);
                 d
             }
             _ => "power loss".into(),
         };
         self.trace.push(now, id.get(), EventKind::Crash { detail });
-        if let Some(ns) = self.net.as_mut() {
+        if let Some(ns) = self.network.sim.as_mut() {
             ns.node_down(id);
         }
         Ok(())
@@ -135,7 +138,7 @@ impl Execution<'_> {
         let now = self.now;
         let node_no = NodeIdx::number_of(i);
         self.trace.push(now, node_no, EventKind::run());
-        self.grants += 1;
+        self.grants.total += 1;
         let time_of_day = self.nodes[i].clock.time_of_day();
         // A grant that ends waiting has settled the node at `now` too:
         // interrupts owed for transmitted frames and control output, and
@@ -143,16 +146,16 @@ impl Execution<'_> {
         let bound = self.lookahead_bound(i);
         let free_until = self.lookahead_given(i, bound);
         let grant = self.nodes[i].vm().grant_ahead(now, free_until, time_of_day, self.spec.watchdog)?;
-        self.round_trips += 1;
+        self.grants.round_trips += 1;
         if grant.free_runs.count > 0 {
             self.account_free_runs(i, grant.free_runs, bound)?;
-            self.free_runs = Some((now, grant.free_runs));
+            self.grants.free_runs = Some((now, grant.free_runs));
         }
         let now = self.now;
         self.record_output(i, grant.output);
         self.record_disk(i, &grant.disk);
         self.nodes[i].flushed_since_run = false;
-        if let Some(ns) = self.net.as_mut() {
+        if let Some(ns) = self.network.sim.as_mut() {
             let id = netsim::NodeId::new(node_no).expect("node ids fit");
             self.nodes[i].just_sent = !grant.tx.is_empty();
             ns.transmit(id, grant.tx, &mut self.trace);
@@ -200,7 +203,7 @@ impl Execution<'_> {
         }
         let msgs = std::mem::take(&mut self.msgs);
         for (from, msg) in msgs {
-            if self.verdict.is_none() {
+            if self.script.verdict.is_none() {
                 self.on_agent_message(from, msg)?;
             }
         }
@@ -246,7 +249,7 @@ impl Execution<'_> {
             let (id, sector, sectors) = (c.request.id.0, c.request.sector, c.request.sectors);
             self.trace.push(c.completed, NodeIdx::number_of(i), EventKind::Disk { id, op, sector, sectors });
             if let Some(f) = c.fault {
-                self.disk_fault_counts.count(&f);
+                self.faults.disk_counts.count(&f);
                 let detail = disk::describe_fault(&f, &c.request);
                 let fault = disk::fault_kind(&f);
                 self.trace.push(c.completed, NodeIdx::number_of(i), EventKind::DiskFault { id, fault, detail });
@@ -261,13 +264,13 @@ impl Execution<'_> {
     /// it there, like a read's corruption.
     pub(crate) fn maybe_disk_fault(&mut self, i: usize, id: disksim::RequestId) {
         let Some(rates) = self.spec.disk.as_ref().map(|d| d.faults) else { return };
-        if self.calm || !rates.any_at_completion() {
+        if self.faults.calm || !rates.any_at_completion() {
             return;
         }
-        let Some(vm) = self.nodes[i].vm.as_mut() else { return };
+        let Some(vm) = self.nodes[i].runtime_mut() else { return };
         let Some(r) = vm.pending_disk().into_iter().find(|r| r.id == id) else { return };
         let capacity = vm.disk().map_or(0, |d| d.capacity_sectors());
-        if let Some(fault) = self.disk_faults.draw(&rates, &r, capacity) {
+        if let Some(fault) = self.faults.disk.draw(&rates, &r, capacity) {
             // Always fits: a pending request of the kind the fault is for.
             vm.disk_fault(id, fault);
         }
@@ -286,10 +289,10 @@ impl Execution<'_> {
     /// act on the workload's end (invariants next, or the failure).
     fn run_host(&mut self) -> Result<(), EngineError> {
         let now = self.now;
-        let Some(h) = self.host.as_mut() else { return Ok(()) };
+        let Some(h) = self.network.host.as_mut() else { return Ok(()) };
         let node = h.node();
         let (tx, outcome) = h.poll(now.as_ns(), &mut self.trace);
-        if let Some(ns) = self.net.as_mut() {
+        if let Some(ns) = self.network.sim.as_mut() {
             ns.transmit_frames(node, now.as_ns(), tx, &mut self.trace);
         }
         // The workload's end comes after the frames of its last poll, so
@@ -302,10 +305,11 @@ impl Execution<'_> {
         self.trace.push(now, node.get(), EventKind::CommandDone { name: "workload".into(), status });
         match outcome {
             HostOutcome::Running => {}
-            HostOutcome::Passed if self.phase == Phase::Workload => self.start_checks()?,
+            HostOutcome::Passed if self.script.phase == Phase::Workload => self.start_checks()?,
             HostOutcome::Passed => {}
             HostOutcome::Failed(what) => {
-                self.verdict = Some(Verdict::Fail(Failure::new(FailureKind::Workload, Some("host".into()), now, what)));
+                self.script.verdict =
+                    Some(Verdict::Fail(Failure::new(FailureKind::Workload, Some("host".into()), now, what)));
             }
         }
         Ok(())

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use super::Execution;
 use crate::agent::AgentCommand;
-use crate::execution::Execution;
 use crate::faults::{below, between};
 use crate::spec::EngineError;
 use crate::trace::EventKind;
@@ -16,7 +16,7 @@ impl Execution<'_> {
     /// possible (only for those that are on).
     pub(crate) fn start_node_faults(&mut self) {
         let (now, e) = (self.now, &self.spec.explore);
-        let f = &mut self.faults;
+        let f = &mut self.faults.node;
         if e.pause.max > 0 {
             f.pause_not_before = Some(now + Duration::from_nanos(below(&mut f.pause_rng, e.pause.span_ns)));
         }
@@ -30,11 +30,11 @@ impl Execution<'_> {
         let (now, node) = (self.now, NodeIdx::number_of(i));
         let clock = self.nodes[i].clock;
         if let Some(offset_ns) = clock.offset_ns {
-            self.faults.counts.clock_offsets += 1;
+            self.faults.node.counts.clock_offsets += 1;
             self.trace.push(now, node, EventKind::ClockOffset { offset_ns });
         }
         if let Some(ppm) = clock.drift_ppm {
-            self.faults.counts.clock_drifts += 1;
+            self.faults.node.counts.clock_drifts += 1;
             self.trace.push(now, node, EventKind::ClockDrift { ppm });
         }
     }
@@ -48,14 +48,13 @@ impl Execution<'_> {
     pub(crate) fn pause_enabled(&self, i: usize) -> bool {
         let p = &self.spec.explore.pause;
         let n = &self.nodes[i];
-        let time = self.faults.pause_not_before.is_some_and(|t| self.now >= t);
+        let time = self.faults.node.pause_not_before.is_some_and(|t| self.now >= t);
         let id = NodeIdx::new(i).net_id();
-        let sending = self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
-        time && self.faults.counts.pauses < p.max
-            && !self.calm
-            && n.is_up()
-            && n.ready
-            && n.paused_until.is_none()
+        let sending = self.network.sim.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
+        time && self.faults.node.counts.pauses < p.max
+            && !self.faults.calm
+            && n.is_ready()
+            && n.paused_until().is_none()
             && sending
     }
 
@@ -64,28 +63,28 @@ impl Execution<'_> {
     /// at stake for its clock; the drawn times spread the jumps.
     pub(crate) fn clock_jump_enabled(&self, i: usize) -> bool {
         let n = &self.nodes[i];
-        let time = self.faults.clock_not_before.is_some_and(|t| self.now >= t);
+        let time = self.faults.node.clock_not_before.is_some_and(|t| self.now >= t);
         let c = &self.spec.explore.clock;
-        let used = self.faults.counts.clock_bumps + self.faults.counts.clock_strobes;
-        time && used < c.max && !self.calm && n.is_up() && n.ready
+        let used = self.faults.node.counts.clock_bumps + self.faults.node.counts.clock_strobes;
+        time && used < c.max && !self.faults.calm && n.is_ready()
     }
 
     /// Stops node `i`'s start command until a drawn length from now.
     pub(crate) fn pause(&mut self, i: usize) -> Result<(), EngineError> {
         let (now, p) = (self.now, &self.spec.explore.pause);
-        let f = &mut self.faults;
+        let f = &mut self.faults.node;
         let length = between(&mut f.pause_rng, p.length_ns.0 as i64, p.length_ns.1 as i64) as u64;
         f.pause_not_before = Some(now + Duration::from_nanos(below(&mut f.pause_rng, p.span_ns)));
         f.counts.pauses += 1;
         let resume_at = now + Duration::from_nanos(length);
-        self.nodes[i].paused_until = Some(resume_at);
+        self.nodes[i].set_paused_until(Some(resume_at));
         self.trace.push(now, NodeIdx::number_of(i), EventKind::Pause { resume_at: resume_at.as_ns() });
         self.control(i, &AgentCommand::Pause)
     }
 
     /// Continues node `i`'s paused start command.
     pub(crate) fn resume(&mut self, i: usize) -> Result<(), EngineError> {
-        self.nodes[i].paused_until = None;
+        self.nodes[i].set_paused_until(None);
         self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Resume);
         self.control(i, &AgentCommand::Resume)
     }
@@ -94,7 +93,7 @@ impl Execution<'_> {
     /// up continues now.
     pub(crate) fn resume_all(&mut self) -> Result<(), EngineError> {
         for i in 0..self.nodes.len() {
-            if self.nodes[i].paused_until.is_some() && self.nodes[i].is_up() {
+            if self.nodes[i].paused_until().is_some() && self.nodes[i].is_up() {
                 self.resume(i)?;
             }
         }
@@ -105,7 +104,7 @@ impl Execution<'_> {
     /// are on).
     pub(crate) fn clock_jump(&mut self, i: usize) -> Result<(), EngineError> {
         let (now, c) = (self.now, &self.spec.explore.clock);
-        let f = &mut self.faults;
+        let f = &mut self.faults.node;
         let strobe = match (c.bump_ns, c.strobe) {
             (Some(_), Some(s)) => (below(&mut f.clock_rng, 2) == 1).then_some(s),
             (None, s) => s,

@@ -43,7 +43,7 @@
 
 use vmm::node::FreeRuns;
 
-use crate::execution::Execution;
+use super::Execution;
 use crate::spec::{EngineError, Lookahead};
 use crate::strategy::{ActionKind, EnabledAction};
 use crate::{NodeIdx, VirtualTime};
@@ -103,15 +103,15 @@ impl Execution<'_> {
         if !now_enabled.is_empty() {
             return None;
         }
-        if self.calm {
+        if self.faults.calm {
             return Some(VirtualTime::MAX);
         }
         let explore = &self.spec.explore;
-        let counts = &self.faults.counts;
-        let crash = self.crash_not_before.filter(|_| self.crashes < explore.max_crashes);
-        let pause = self.faults.pause_not_before.filter(|_| counts.pauses < explore.pause.max);
+        let counts = &self.faults.node.counts;
+        let crash = self.faults.crash_not_before.filter(|_| self.faults.crashes < explore.max_crashes);
+        let pause = self.faults.node.pause_not_before.filter(|_| counts.pauses < explore.pause.max);
         let clock_used = counts.clock_bumps + counts.clock_strobes;
-        let clock = self.faults.clock_not_before.filter(|_| clock_used < explore.clock.max);
+        let clock = self.faults.node.clock_not_before.filter(|_| clock_used < explore.clock.max);
         // A time already past gated nothing: the fault waits for a node
         // with something at stake, which only a visible event brings.
         Some([crash, pause, clock].into_iter().flatten().filter(|&t| t > self.now).min().unwrap_or(VirtualTime::MAX))
@@ -134,7 +134,7 @@ impl Execution<'_> {
         }
         let until = Some(free.last.as_ns());
         self.trace.push(free.last, node, crate::trace::EventKind::Run { grants: free.count, until });
-        self.grants += free.count;
+        self.grants.total += free.count;
         self.now = free.last;
         Ok(())
     }

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use rand_core::RngCore;
 
+use super::{Execution, Phase};
 use crate::agent::{self, AgentCommand};
 use crate::console::AgentMsg;
-use crate::execution::{Execution, Phase};
 use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::{EngineError, HistoryCheck, HistoryOutcome};
 use crate::trace::EventKind;
@@ -19,11 +19,11 @@ impl Execution<'_> {
     /// which crashes are possible.
     pub(crate) fn start_workload(&mut self) -> Result<(), EngineError> {
         let spec = self.spec;
-        self.phase = Phase::Workload;
-        if spec.explore.faults_after.is_none() || self.start_after_seen {
+        self.script.phase = Phase::Workload;
+        if spec.explore.faults_after.is_none() || self.faults.start_after_seen {
             self.begin_faults();
         }
-        match self.host.as_mut() {
+        match self.network.host.as_mut() {
             Some(h) => h.start(self.now.as_ns(), &mut self.trace),
             None if spec.host_workload.is_some() => {
                 self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
@@ -36,13 +36,13 @@ impl Execution<'_> {
     /// Faults begin now: draw when crashes, pauses and clock jumps become
     /// possible, and (with `start_after`) start the random partitions.
     pub(crate) fn begin_faults(&mut self) {
-        self.faults_begun = true;
+        self.faults.begun = true;
         let mut rng = simrng::stream(self.seed, simrng::streams::CRASH_TIME);
         let after = rng.next_u64() % self.spec.explore.crash_span_ns.max(1);
-        self.crash_not_before = Some(self.now + Duration::from_nanos(after));
+        self.faults.crash_not_before = Some(self.now + Duration::from_nanos(after));
         self.start_node_faults();
         if let Some(name) = &self.spec.explore.faults_after {
-            if let Some(ns) = self.net.as_mut() {
+            if let Some(ns) = self.network.sim.as_mut() {
                 ns.start_random_partitions(self.now.as_ns());
             }
             let text = format!("faults begin: {name} reached ([faults] start_after)");
@@ -55,11 +55,11 @@ impl Execution<'_> {
     /// when it starts.
     pub(crate) fn starts_faults(&mut self, line: &str) -> bool {
         let Some(name) = &self.spec.explore.faults_after else { return false };
-        if self.start_after_seen || crate::console::reached_name(line) != Some(name.as_str()) {
+        if self.faults.start_after_seen || crate::console::reached_name(line) != Some(name.as_str()) {
             return false;
         }
-        self.start_after_seen = true;
-        self.phase == Phase::Workload && !self.faults_begun && !self.calm
+        self.faults.start_after_seen = true;
+        self.script.phase == Phase::Workload && !self.faults.begun && !self.faults.calm
     }
 
     pub(crate) fn fail(&mut self, kind: FailureKind, node: Option<usize>, what: String) {
@@ -67,20 +67,20 @@ impl Execution<'_> {
             Some(i) => (Some(self.nodes[i].name.clone()), self.nodes[i].with_tail(what)),
             None => (None, what),
         };
-        self.verdict = Some(Verdict::Fail(Failure::new(kind, name, self.now, what)));
+        self.script.verdict = Some(Verdict::Fail(Failure::new(kind, name, self.now, what)));
     }
 
     /// Sends an agent command to node `i`, or keeps it until the node is up
     /// and ready again (it may be powered off or rebooting after a crash).
     pub(crate) fn command(&mut self, i: usize, name: &str) -> Result<(), EngineError> {
-        if !(self.nodes[i].is_up() && self.nodes[i].ready) {
+        if !self.nodes[i].is_ready() {
             self.nodes[i].deferred.push(name.to_string());
             return Ok(());
         }
         self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Command { name: name.to_string() });
         // Checks start after the quiet period's settle time, which the
         // agent sleeps in the guest's virtual time (also after a restart).
-        let mut line = match (self.phase, self.spec.explore.quiet_settle_ns) {
+        let mut line = match (self.script.phase, self.spec.explore.quiet_settle_ns) {
             (Phase::Checks { .. }, Some(ns)) if ns > 0 => AgentCommand::Settle { ns }.encode(),
             _ => Vec::new(),
         };
@@ -88,7 +88,7 @@ impl Execution<'_> {
         // A check killed by a crash runs again once its node is back; the
         // workload does not (it would start its history over), nor does the
         // readiness probe (every restart sends it anew).
-        if matches!(self.phase, Phase::Checks { .. }) && name != crate::READY_PROBE {
+        if matches!(self.script.phase, Phase::Checks { .. }) && name != crate::READY_PROBE {
             self.nodes[i].running.push(name.to_string());
         }
         let (now, watchdog) = (self.now, self.spec.watchdog);
@@ -108,9 +108,9 @@ impl Execution<'_> {
     /// wait `settle` ns. A node's clock offset and drift stay: they are
     /// its hardware.
     fn begin_quiet(&mut self, settle: u64) -> Result<(), EngineError> {
-        self.calm = true;
+        self.faults.calm = true;
         self.calm_disks();
-        if let Some(ns) = self.net.as_mut() {
+        if let Some(ns) = self.network.sim.as_mut() {
             ns.quiet();
         }
         let text = format!("quiet period: faults stop; checks start after {} s", settle as f64 / 1e9);
@@ -120,7 +120,7 @@ impl Execution<'_> {
 
     /// The workload passed: send the invariants and liveness checks.
     pub(crate) fn start_checks(&mut self) -> Result<(), EngineError> {
-        self.phase = Phase::Checks { done: 0 };
+        self.script.phase = Phase::Checks { done: 0 };
         let spec = self.spec;
         for (cmd, n) in spec.invariants.iter().chain(&spec.liveness) {
             self.command(n.index(), cmd)?;
@@ -135,13 +135,13 @@ impl Execution<'_> {
         let now = self.now;
         match msg {
             AgentMsg::Ready => {
-                self.nodes[from].ready = true;
+                self.nodes[from].set_ready();
                 self.trace.push(now, node, EventKind::Ready);
                 // After a restart the probe runs first: the agent runs
                 // commands in the order sent, so what waited for the node
                 // runs once it is ready again. (At boot, every node's is
                 // sent together once all agents are ready.)
-                if self.spec.ready_probe && !matches!(self.phase, Phase::Booting) {
+                if self.spec.ready_probe && !matches!(self.script.phase, Phase::Booting) {
                     self.command(from, crate::READY_PROBE)?;
                 }
                 for cmd in std::mem::take(&mut self.nodes[from].deferred) {
@@ -163,7 +163,7 @@ impl Execution<'_> {
                         let what = format!("node {name}: its start command exited with status {status}{hint}");
                         self.fail(FailureKind::StartCommand, Some(from), what);
                     }
-                } else if command == "workload" && self.phase == Phase::Workload {
+                } else if command == "workload" && self.script.phase == Phase::Workload {
                     if status != 0 {
                         let what = format!("the workload on {name} exited with status {status}{hint}");
                         self.fail(FailureKind::Workload, Some(from), what);
@@ -173,10 +173,10 @@ impl Execution<'_> {
                         self.begin_quiet(settle)?;
                     }
                     self.start_checks()?;
-                } else if let Phase::Checks { done } = self.phase {
+                } else if let Phase::Checks { done } = self.script.phase {
                     let ok = status == 0;
                     self.trace.push(now, node, EventKind::Invariant { name: command.clone(), ok });
-                    self.phase = Phase::Checks { done: done + 1 };
+                    self.script.phase = Phase::Checks { done: done + 1 };
                     if !ok && is_liveness {
                         let what = format!(
                             "liveness {command} never held on {name}: its predicate was still false at its deadline \
@@ -200,13 +200,13 @@ impl Execution<'_> {
     /// (at boot), anything else fails the execution.
     fn on_probe_done(&mut self, from: usize, status: i32) {
         if status == 0 {
-            if let Phase::Probing { passed } = self.phase {
-                self.phase = Phase::Probing { passed: passed + 1 };
+            if let Phase::Probing { passed } = self.script.phase {
+                self.script.phase = Phase::Probing { passed: passed + 1 };
             }
             return;
         }
         let name = &self.nodes[from].name;
-        let when = if matches!(self.phase, Phase::Probing { .. }) { "after boot" } else { "after its restart" };
+        let when = if matches!(self.script.phase, Phase::Probing { .. }) { "after boot" } else { "after its restart" };
         let what = format!(
             "node {name} never became ready {when}: its readiness probe ([node] ready) still failed at its \
              deadline ([node] ready_within; exit status {status}{})",
@@ -223,7 +223,7 @@ impl Execution<'_> {
         let node = hc.node.index();
         let node_no = NodeIdx::number_of(node);
         let HistoryOutcome { ok, note, anomalies } = (hc.check)(self.trace.events(), node_no);
-        self.anomalies = anomalies;
+        self.script.anomalies = anomalies;
         let name = hc.invariant.clone();
         let now = self.now;
         self.trace.push(
@@ -234,7 +234,8 @@ impl Execution<'_> {
         self.trace.push(now, node_no, EventKind::Invariant { name, ok });
         if !ok {
             let what = format!("[check] history on {}: {note}", self.nodes[node].name);
-            self.verdict = Some(Verdict::Fail(Failure::new(hc.kind, Some(self.nodes[node].name.clone()), now, what)));
+            self.script.verdict =
+                Some(Verdict::Fail(Failure::new(hc.kind, Some(self.nodes[node].name.clone()), now, what)));
         }
     }
 }
