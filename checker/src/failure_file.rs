@@ -308,7 +308,7 @@ mod tests {
         Failure::new(
             FailureKind::Invariant,
             Some("n2".into()),
-            12_000_000_000,
+            engine::VirtualTime::from_ns(12_000_000_000),
             "invariant `check-replicas` exited 1: replica 2 lost key k7".into(),
         )
     }

@@ -47,7 +47,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         ready_probe: false,
         invariants: vec![],
         liveness: vec![],
-        time_limit_ns: 10_000_000_000,
+        time_limit: engine::VirtualTime::from_ns(10_000_000_000),
         watchdog: Duration::from_secs(120),
         connect_timeout: Duration::from_secs(10),
         seed,
@@ -83,12 +83,12 @@ fn disk_spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
     s.network = None;
     s.disk = Some(DiskSpec {
         base: disksim::BlockStore::zeros(2048),
-        latency_ns: 50_000,
+        latency: Duration::from_micros(50),
         model: Default::default(),
         enumerate: 64,
         faults: Default::default(),
     });
-    s.time_limit_ns = 1_000_000_000;
+    s.time_limit = engine::VirtualTime::from_ns(1_000_000_000);
     s
 }
 
@@ -263,8 +263,8 @@ fn kvm_node_crash_and_restart_through_the_engine() {
         spec.explore = ExploreSpec {
             max_crashes: 1,
             crashable: vec![NodeIdx::new(0)],
-            restart_after_ns: 1_000_000,
-            crash_span_ns: 1,
+            restart_after: Duration::from_millis(1),
+            crash_span: Duration::from_nanos(1),
             ..Default::default()
         };
         spec
@@ -380,8 +380,8 @@ fn volatile_spec(image: &Path, scratch: &Path, state: u64) -> ExecutionSpec {
     s.explore = ExploreSpec {
         max_crashes: 1,
         crashable: vec![NodeIdx::new(0)],
-        restart_after_ns: 1_000_000,
-        crash_span_ns: 1,
+        restart_after: Duration::from_millis(1),
+        crash_span: Duration::from_nanos(1),
         faults_after: Some("volatile".into()),
         crash_states: BTreeMap::from([(1, state)]),
         ..Default::default()

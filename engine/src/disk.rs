@@ -24,13 +24,15 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 use vmm::runtime::DiskRequest;
 
+use crate::VirtualTime;
+
 /// The data disk every node gets.
 #[derive(Debug, Clone)]
 pub struct DiskSpec {
     /// The empty filesystem every node starts with (shared, read-only).
     pub base: BlockStore,
-    /// Submission to completion of a write or flush, virtual ns.
-    pub latency_ns: u64,
+    /// Submission to completion of a write or flush, in virtual time.
+    pub latency: std::time::Duration,
     /// What a power loss may do to volatile writes (atomic or torn).
     pub model: CrashModel,
     /// Crash points with at most this many states are enumerated across
@@ -169,8 +171,8 @@ pub struct CrashPoint {
     pub crash: u32,
     /// The crashed node's name.
     pub node: String,
-    /// Virtual time (ns).
-    pub time: u64,
+    /// When it happened.
+    pub time: VirtualTime,
     /// Writes a power loss could still lose.
     pub volatile_writes: usize,
     /// Distinct crash states (a lower bound when counting gave up).
@@ -220,7 +222,7 @@ pub(super) fn crash_disk(
     spec: &DiskSpec,
     crash: u32,
     node: &str,
-    time: u64,
+    time: VirtualTime,
     seed: u64,
     forced: Option<u64>,
 ) -> Result<(CrashPoint, CrashState), disksim::CrashError> {

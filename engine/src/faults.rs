@@ -19,6 +19,8 @@
 //! The agent (`src/image/rootfs.rs`) acts on `pause`, `resume` and `clock`
 //! in its read loop while commands run in a runner of their own.
 
+use std::time::Duration;
+
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::time::{NodeIdx, VirtualTime, GUEST_EPOCH_NS};
@@ -33,26 +35,26 @@ pub struct PauseSpec {
     pub max: u32,
     /// Nodes whose start command may be paused.
     pub nodes: Vec<NodeIdx>,
-    /// A pause lasts a length drawn uniformly from this range (ns).
-    pub length_ns: (u64, u64),
+    /// A pause lasts a length drawn uniformly from this range.
+    pub length: (Duration, Duration),
     /// Pauses become possible at a time drawn uniformly from the first
-    /// `span_ns` of the workload, and again after each pause from its time.
-    pub span_ns: u64,
+    /// `span` of the workload, and again after each pause from its time.
+    pub span: Duration,
     /// Random walk weight of a pause (ordinary events: 100).
     pub weight: u32,
 }
 
 /// A strobe: the wall clock jumps forward by `delta_ns` and back every
-/// `period_ns` (of the node's own monotonic clock), for `length_ns`, and
+/// `period` (of the node's own monotonic clock), for `length`, and
 /// ends where it would have been without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StrobeSpec {
     /// Each jump (ns; negative: back).
     pub delta_ns: i64,
-    /// Time between jumps (ns).
-    pub period_ns: u64,
-    /// How long a strobe lasts (ns).
-    pub length_ns: u64,
+    /// Time between jumps.
+    pub period: Duration,
+    /// How long a strobe lasts.
+    pub length: Duration,
 }
 
 /// `[faults.clock]`, checked. Everything `None` and `max` 0: off.
@@ -73,8 +75,8 @@ pub struct ClockSpec {
     /// Nodes whose clocks are faulty.
     pub nodes: Vec<NodeIdx>,
     /// Jumps become possible at a time drawn uniformly from the first
-    /// `span_ns` of the workload, and again after each jump from its time.
-    pub span_ns: u64,
+    /// `span` of the workload, and again after each jump from its time.
+    pub span: Duration,
     /// Random walk weight of a clock jump (ordinary events: 100).
     pub weight: u32,
 }

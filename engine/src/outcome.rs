@@ -91,8 +91,8 @@ impl Failure {
     }
 
     /// A failure of `kind` on `node` at `time`.
-    pub fn new(kind: FailureKind, node: Option<String>, time: impl Into<VirtualTime>, message: String) -> Failure {
-        Failure { kind, node, time: time.into(), message }
+    pub fn new(kind: FailureKind, node: Option<String>, time: VirtualTime, message: String) -> Failure {
+        Failure { kind, node, time, message }
     }
 }
 

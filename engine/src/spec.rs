@@ -14,25 +14,25 @@ use crate::faults::{ClockSpec, PauseSpec};
 use crate::host::HostWorkload;
 use crate::network::NetworkSpec;
 use crate::outcome::FailureKind;
-use crate::time::NodeIdx;
+use crate::time::{NodeIdx, VirtualTime};
 use crate::trace;
 
 /// What the strategy may choose besides the order of events due together.
 #[derive(Debug, Clone, Default)]
 pub struct ExploreSpec {
     /// Virtual-clock choice: every delivery, disk completion and fault due
-    /// within this many ns of the earliest event is enabled (up to the
+    /// within this span of the earliest event is enabled (up to the
     /// earliest time a node asked to run at), so the strategy can let a
     /// later one go first; the earlier one then happens late, never early.
     /// Node timers are never postponed (see `actions::horizon`). 0: only
     /// events due at the same instant compete.
-    pub window_ns: u64,
+    pub window: Duration,
     /// Crash budget of one execution.
     pub max_crashes: u32,
     /// Nodes that may crash.
     pub crashable: Vec<NodeIdx>,
     /// A crashed node is enabled to restart this long after its crash.
-    pub restart_after_ns: u64,
+    pub restart_after: Duration,
     /// From step `.0` on (counting every action, not only choice points),
     /// the execution is a fault-free random
     /// continuation: the engine picks uniformly at random (seeded with
@@ -47,10 +47,10 @@ pub struct ExploreSpec {
     /// The quiet period (`[faults] quiet_after = "workload"`): when the
     /// workload passes, every partition heals, the network stops losing,
     /// duplicating and reordering, no crash or disk fault is enabled, and
-    /// the invariants start this many ns later on a calm cluster (a node
+    /// the invariants start this long after on a calm cluster (a node
     /// down at that moment restarts as usual and runs its checks once
     /// ready). `None`: faults go on through the checks.
-    pub quiet_settle_ns: Option<u64>,
+    pub quiet_settle: Option<Duration>,
     /// `[faults] start_after`: crashes, pauses, clock jumps and random
     /// partitions begin once a guest printed `@reached NAME` (or
     /// `@sometimes NAME`) while the workload runs, not when it starts;
@@ -63,8 +63,8 @@ pub struct ExploreSpec {
     /// run builds its strategy with it.
     pub crash_weight: u32,
     /// Crashes become possible at a time drawn uniformly from the first
-    /// this-many ns of the workload.
-    pub crash_span_ns: u64,
+    /// this span of the workload.
+    pub crash_span: Duration,
     /// Process pauses (`[faults.pause]`; see `faults`).
     pub pause: PauseSpec,
     /// Clock offsets, drift, bumps and strobes (`[faults.clock]`).
@@ -106,7 +106,7 @@ pub struct ExecutionSpec {
     pub liveness: Vec<(String, NodeIdx)>,
     /// The execution fails if the workload and invariants are not done by
     /// this virtual time.
-    pub time_limit_ns: u64,
+    pub time_limit: VirtualTime,
     /// Wall-clock time a node may run without yielding before it is
     /// reported as hung.
     pub watchdog: Duration,

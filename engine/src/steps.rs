@@ -105,8 +105,8 @@ mod tests {
     use super::*;
     use crate::strategy::ActionKind::{DeliverFrame, RunNode};
 
-    fn run(node: u16, t: u64) -> EnabledAction {
-        EnabledAction::new(node, RunNode, t)
+    fn run(node: u16, ns: u64) -> EnabledAction {
+        EnabledAction::new(node, RunNode, t(ns))
     }
 
     fn t(ns: u64) -> VirtualTime {
@@ -120,7 +120,7 @@ mod tests {
         for k in 0..1_000_000u64 {
             log.push(t(10 + k), run(1 + (k % 2) as u16, 10 + k), true); // steps 1..=1_000_000
         }
-        log.push(t(2_000_000), EnabledAction::new(2, DeliverFrame, 2_000_000).with_peer(1), false);
+        log.push(t(2_000_000), EnabledAction::new(2, DeliverFrame, t(2_000_000)).with_peer(1), false);
         log.push(t(2_000_001), run(3, 2_000_001), true);
         assert_eq!(log.steps(), 1_000_003);
         assert_eq!(log.spans().len(), 4, "a million quiet grants are one entry");
@@ -141,13 +141,13 @@ mod tests {
         // printed at 14, after a grant at 10 (lookahead), against the same
         // steps pushed one by one.
         let mut one_by_one = StepLog::new();
-        one_by_one.push(t(5), EnabledAction::new(2, DeliverFrame, 5).with_peer(1), false);
+        one_by_one.push(t(5), EnabledAction::new(2, DeliverFrame, t(5)).with_peer(1), false);
         for ns in 10..14 {
             one_by_one.push(t(ns), run(1, ns), true);
         }
         one_by_one.push(t(14), run(1, 14), false);
         let mut at_once = StepLog::new();
-        at_once.push(t(5), EnabledAction::new(2, DeliverFrame, 5).with_peer(1), false);
+        at_once.push(t(5), EnabledAction::new(2, DeliverFrame, t(5)).with_peer(1), false);
         at_once.push(t(10), run(1, 10), true);
         at_once.push_quiet(3, t(13), 1);
         at_once.push(t(14), run(1, 14), false);

@@ -129,10 +129,9 @@ fn is_zero(n: &u16) -> bool {
 }
 
 impl EnabledAction {
-    /// An action of `kind` on node number `node`, due at `time` (a
-    /// [`VirtualTime`], or its ns).
-    pub fn new(node: u16, kind: ActionKind, time: impl Into<VirtualTime>) -> Self {
-        EnabledAction { node, kind, time: time.into(), peer: None, behind: 0, at_risk: false }
+    /// An action of `kind` on node number `node`, due at `time`.
+    pub fn new(node: u16, kind: ActionKind, time: VirtualTime) -> Self {
+        EnabledAction { node, kind, time, peer: None, behind: 0, at_risk: false }
     }
     /// With the other node involved.
     pub fn with_peer(mut self, peer: u16) -> Self {
@@ -220,10 +219,10 @@ mod tests {
     #[test]
     fn default_choice_is_earliest_then_lowest_node() {
         let e = [
-            EnabledAction::new(2, RunNode, 10),
-            EnabledAction::new(1, FireTimer, 10),
-            EnabledAction::new(0, DeliverFrame, 11),
-            EnabledAction::new(1, RunNode, 10),
+            EnabledAction::new(2, RunNode, VirtualTime::from_ns(10)),
+            EnabledAction::new(1, FireTimer, VirtualTime::from_ns(10)),
+            EnabledAction::new(0, DeliverFrame, VirtualTime::from_ns(11)),
+            EnabledAction::new(1, RunNode, VirtualTime::from_ns(10)),
         ];
         assert_eq!(default_choice(&e), 3);
         assert_eq!(default_ranking(&e), vec![3, 1, 0, 2]);

@@ -84,7 +84,7 @@ pub enum EventKind {
         grants: u64,
         /// Time of the last of them (omitted for one grant).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        until: Option<u64>,
+        until: Option<VirtualTime>,
     },
     /// One line the node printed on its console (without the newline).
     Console {
@@ -351,7 +351,7 @@ impl Event {
     /// else `time`.
     pub fn end_time(&self) -> VirtualTime {
         match self.kind {
-            EventKind::Run { until: Some(u), .. } => VirtualTime::from_ns(u).max(self.time),
+            EventKind::Run { until: Some(u), .. } => u.max(self.time),
             _ => self.time,
         }
     }
@@ -411,7 +411,7 @@ impl Trace {
     pub fn push(&mut self, time: impl Into<VirtualTime>, node: u16, kind: EventKind) {
         let time = time.into();
         if let EventKind::Run { grants, until } = kind {
-            let last = until.unwrap_or(time.as_ns());
+            let last = until.unwrap_or(time);
             if let Some(open) = self.events[self.sealed..].iter_mut().find(|e| e.node == node) {
                 let EventKind::Run { grants: g, until: u } = &mut open.kind else {
                     unreachable!("only runs stay open")

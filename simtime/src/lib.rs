@@ -68,7 +68,7 @@ impl VirtualTime {
 
     /// `self + d`, at most the end of time.
     pub fn saturating_add(self, d: Duration) -> VirtualTime {
-        VirtualTime(self.0.saturating_add(duration_ns(d)))
+        VirtualTime(self.0.saturating_add(span_ns(d)))
     }
 
     /// The time since `earlier` (zero if `earlier` is later).
@@ -77,8 +77,9 @@ impl VirtualTime {
     }
 }
 
-/// `d` in ns, at most `u64::MAX` (585 years).
-fn duration_ns(d: Duration) -> u64 {
+/// `d` in ns, at most `u64::MAX` (585 years): a span as the number of ns
+/// a guest command, a trace field or a random draw takes.
+pub fn span_ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -87,7 +88,7 @@ impl Add<Duration> for VirtualTime {
     /// `self + d`; overflows (a panic in debug builds) where the `u64` sum
     /// of their ns would.
     fn add(self, d: Duration) -> VirtualTime {
-        VirtualTime(self.0 + duration_ns(d))
+        VirtualTime(self.0 + span_ns(d))
     }
 }
 

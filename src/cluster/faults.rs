@@ -162,15 +162,19 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
     // A container image's start command is its Entrypoint and Cmd.
     let has_start = spec.node.start.is_some() || spec.image.oci.is_some() || spec.image.docker_archive.is_some();
     Ok(ExploreSpec {
-        window_ns,
+        window: std::time::Duration::from_nanos(window_ns),
         max_crashes: f.crash.max,
         crashable: crashes.crashable.into_iter().map(engine::NodeIdx::new).collect(),
-        restart_after_ns: crashes.restart_after_ns,
+        restart_after: std::time::Duration::from_nanos(crashes.restart_after_ns),
         calm_from: None,
         crash_states: Default::default(),
         crash_weight: f.crash.weight.unwrap_or(50),
-        crash_span_ns: optional_duration(&KeyPath::table("faults.crash").key("span"), &f.crash.span, 10_000_000_000)?,
-        quiet_settle_ns: quiet_settle(spec)?,
+        crash_span: std::time::Duration::from_nanos(optional_duration(
+            &KeyPath::table("faults.crash").key("span"),
+            &f.crash.span,
+            10_000_000_000,
+        )?),
+        quiet_settle: quiet_settle(spec)?.map(std::time::Duration::from_nanos),
         faults_after,
         pause: node_faults::pause_spec(&f.pause, n, has_start)?,
         clock: node_faults::clock_spec(&f.clock, n)?,

@@ -224,8 +224,8 @@ pub fn pause_spec(p: &PauseSection, n: u16, has_start: bool) -> Result<PauseSpec
     let spec = PauseSpec {
         max,
         nodes: node_list(&at.key("nodes"), &p.nodes, n)?,
-        length_ns: (lo as u64, hi as u64),
-        span_ns: duration(&at.key("span"), &p.span, 10_000_000_000)?,
+        length: (std::time::Duration::from_nanos(lo as u64), std::time::Duration::from_nanos(hi as u64)),
+        span: std::time::Duration::from_nanos(duration(&at.key("span"), &p.span, 10_000_000_000)?),
         weight: int_in(&at.key("weight"), p.weight, 50, 0, 1_000_000)? as u32,
     };
     if max > 0 && !has_start {
@@ -262,7 +262,11 @@ fn strobe_spec(t: &StrobeTable) -> Result<StrobeSpec, Invalid> {
             t.length.as_deref().unwrap_or("1s")
         )));
     }
-    Ok(StrobeSpec { delta_ns, period_ns, length_ns })
+    Ok(StrobeSpec {
+        delta_ns,
+        period: std::time::Duration::from_nanos(period_ns),
+        length: std::time::Duration::from_nanos(length_ns),
+    })
 }
 
 /// `[faults.clock]` checked.
@@ -302,7 +306,7 @@ pub fn clock_spec(c: &ClockSection, n: u16) -> Result<ClockSpec, Invalid> {
         strobe,
         max,
         nodes: node_list(&at.key("nodes"), &c.nodes, n)?,
-        span_ns: duration(&at.key("span"), &c.span, 10_000_000_000)?,
+        span: std::time::Duration::from_nanos(duration(&at.key("span"), &c.span, 10_000_000_000)?),
         weight: int_in(&at.key("weight"), c.weight, 50, 0, 1_000_000)? as u32,
     };
     Ok(spec)

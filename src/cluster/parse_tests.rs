@@ -1,6 +1,8 @@
 //! cluster.toml as `Cluster::parse` reads it: the example, typos, each
 //! section's mistakes and the lines errors name.
 
+use std::time::Duration;
+
 use super::*;
 
 /// 0-based indices of a node list, for comparing with literals.
@@ -166,7 +168,7 @@ mod node_fault_tests {
         assert_eq!(c.explore.pause.max, 0);
         assert!(!c.explore.clock.jumps() && c.explore.clock.offset_ns.is_none() && c.explore.clock.drift_ppm.is_none());
         assert!(!c.spec.faults.clock.needs_helper());
-        assert_eq!(c.explore.quiet_settle_ns, None, "no fault, no quiet period");
+        assert_eq!(c.explore.quiet_settle, None, "no fault, no quiet period");
     }
 
     #[test]
@@ -177,18 +179,22 @@ mod node_fault_tests {
         .unwrap();
         let p = &c.explore.pause;
         assert_eq!(
-            (p.max, ix(&p.nodes), p.length_ns, p.span_ns, p.weight),
-            (2, vec![0, 1, 2], (1_000_000_000, 5_000_000_000), 10_000_000_000, 50)
+            (p.max, ix(&p.nodes), p.length, p.span, p.weight),
+            (2, vec![0, 1, 2], (Duration::from_secs(1), Duration::from_secs(5)), Duration::from_secs(10), 50)
         );
         let k = &c.explore.clock;
         assert_eq!(k.bump_ns, Some((-3_000_000_000, 250_000_000)));
         assert_eq!(
             k.strobe,
-            Some(engine::StrobeSpec { delta_ns: 200_000_000, period_ns: 10_000_000, length_ns: 1_000_000_000 })
+            Some(engine::StrobeSpec {
+                delta_ns: 200_000_000,
+                period: Duration::from_millis(10),
+                length: Duration::from_secs(1)
+            })
         );
         assert_eq!((k.max, ix(&k.nodes), k.weight), (1, vec![0, 1, 2], 50));
         assert!(c.spec.faults.clock.needs_helper());
-        assert!(c.explore.quiet_settle_ns.is_some(), "pauses and jumps calm down before the checks");
+        assert!(c.explore.quiet_settle.is_some(), "pauses and jumps calm down before the checks");
 
         let c = parse(
             "[faults.clock]\noffset = \"-2s\"\ndrift_ppm = { min = -100, max = 100000 }\nnodes = [\"n3\", \"n2\"]\n",
@@ -199,7 +205,7 @@ mod node_fault_tests {
             (k.offset_ns, k.drift_ppm, k.max, ix(&k.nodes)),
             (Some((-2_000_000_000, -2_000_000_000)), Some((-100, 100_000)), 0, vec![1, 2])
         );
-        assert_eq!(c.explore.quiet_settle_ns, None, "offsets and drift never calm");
+        assert_eq!(c.explore.quiet_settle, None, "offsets and drift never calm");
         let c = parse("[faults.clock]\nstrobe = { delta = \"-1s\", period = \"50ms\", length = \"2s\" }\nmax = 4\n")
             .unwrap();
         assert_eq!(c.explore.clock.strobe.unwrap().delta_ns, -1_000_000_000);

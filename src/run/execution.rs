@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use checker::strategy::{CoverageWalk, DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk};
 use engine::strategy::Strategy;
-use engine::{ExecutionResult, ExecutionSpec, NodeIdx, RuntimeKind};
+use engine::{ExecutionResult, ExecutionSpec, NodeIdx, RuntimeKind, VirtualTime};
 
 use super::{StrategyKind, StrategyOptions, DEFAULT_TIME_LIMIT_NS};
 use crate::cluster::Cluster;
@@ -72,7 +72,7 @@ pub(crate) fn scratch_dir() -> Result<PathBuf> {
 pub fn explore_for(cluster: &Cluster, window_ns: Option<u64>, max_crashes: Option<u32>) -> engine::ExploreSpec {
     let mut e = cluster.explore.clone();
     if let Some(w) = window_ns {
-        e.window_ns = w;
+        e.window = Duration::from_nanos(w);
     }
     if let Some(m) = max_crashes {
         e.max_crashes = m;
@@ -109,7 +109,7 @@ fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<engine::DiskSp
         .with_context(|| format!("cannot open the disk image {}", path.display()))?;
     Ok(Some(engine::DiskSpec {
         base,
-        latency_ns: d.latency_ns,
+        latency: Duration::from_nanos(d.latency_ns),
         model: if d.torn_writes { disksim::CrashModel::TORN } else { disksim::CrashModel::ATOMIC },
         enumerate: d.enumerate,
         faults: cluster.disk_faults,
@@ -136,7 +136,7 @@ pub(crate) fn spec_for(
         ready_probe: cluster.ready_probe.is_some(),
         invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), NodeIdx::new(*i))).collect(),
         liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), NodeIdx::new(*i))).collect(),
-        time_limit_ns: time_limit_ns.or(cluster.time_limit_ns).unwrap_or(DEFAULT_TIME_LIMIT_NS),
+        time_limit: VirtualTime::from_ns(time_limit_ns.or(cluster.time_limit_ns).unwrap_or(DEFAULT_TIME_LIMIT_NS)),
         watchdog,
         connect_timeout: Duration::from_secs(60),
         seed,

@@ -236,7 +236,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     host_cpu.pinned_cpus = plan.cpus.iter().flatten().copied().collect();
     host_cpu.pinned_cpu = host_cpu.pinned_cpus.first().copied();
     let mean_k = |v: &[u64]| v.iter().sum::<u64>() as f64 / 1024.0 / v.len().max(1) as f64;
-    let mut identity = identity(&cluster, opts, &images.hash, &explore, base.time_limit_ns);
+    let mut identity = identity(&cluster, opts, &images.hash, &explore, base.time_limit.as_ns());
     identity.horizon = units.adaptive.horizon().unwrap_or(identity.horizon);
     let record = RunRecord {
         simcluster_run_record: RUN_RECORD_VERSION,
@@ -360,7 +360,7 @@ fn identity(
         strategy: opts.strategy.kind.name().to_string(),
         depth: opts.strategy.depth,
         horizon: opts.strategy.horizon,
-        window_ns: explore.window_ns,
+        window_ns: simtime::span_ns(explore.window),
         max_crashes: explore.max_crashes,
         time_limit_ns,
         runtime: opts.runtime.name().to_string(),

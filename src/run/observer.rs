@@ -238,7 +238,7 @@ impl<'a> Observer<'a> {
                 crash_point: result.crash_points.first().filter(|_| crash_state.is_none()).map(|p| CrashPointSummary {
                     execution: index,
                     node: p.node.clone(),
-                    virtual_seconds: p.time as f64 / 1e9,
+                    virtual_seconds: p.time.as_secs_f64(),
                     volatile_writes: p.volatile_writes,
                     states: p.states,
                     states_exact: p.states_exact,
@@ -286,7 +286,7 @@ impl<'a> Observer<'a> {
             // round, see dfs_round_seed), explore settings and runtime.
             run: RunParams {
                 execution_seed: spec.seed,
-                window_ns: spec.explore.window_ns,
+                window_ns: simtime::span_ns(spec.explore.window),
                 max_crashes: spec.explore.max_crashes,
                 runtime: spec.runtime,
                 crash_states: spec.explore.crash_states.clone(),

@@ -289,7 +289,7 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
         EventKind::Boot => "boot".into(),
         EventKind::Run { grants: 1, .. } => "run".into(),
         EventKind::Run { grants, until } => {
-            format!("run x{grants} (quiet stretch, last at {})", fmt_time(until.unwrap_or(ev.time.as_ns())))
+            format!("run x{grants} (quiet stretch, last at {})", fmt_time(until.unwrap_or(ev.time).as_ns()))
         }
         EventKind::Console { text } => format!("console: {text}"),
         EventKind::Command { name } => format!("command {name}"),

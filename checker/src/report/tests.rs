@@ -1,6 +1,6 @@
 use super::*;
 use engine::trace::{Event, EventKind, Trace};
-use engine::{Failure, FailureKind};
+use engine::{Failure, FailureKind, VirtualTime};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
@@ -49,7 +49,7 @@ fn named<T: serde::de::DeserializeOwned>(s: &str) -> T {
 
 /// An invariant failure of `node` at `time`.
 fn invariant(node: Option<&str>, time: u64, message: &str) -> Failure {
-    Failure::new(FailureKind::Invariant, node.map(str::to_string), time, message.into())
+    Failure::new(FailureKind::Invariant, node.map(str::to_string), VirtualTime::from_ns(time), message.into())
 }
 
 fn meta(failure: Option<Failure>) -> ReportMeta {
@@ -443,7 +443,7 @@ fn passing_and_empty_traces() {
     assert_eq!(summary_json(&empty, &[])["events"], 0);
     // A failure with no trace still says what failed.
     let m = ReportMeta {
-        failure: Some(Failure::new(FailureKind::TimeLimit, None, 0, "boot failed".into())),
+        failure: Some(Failure::new(FailureKind::TimeLimit, None, VirtualTime::ZERO, "boot failed".into())),
         ..ReportMeta::default()
     };
     let html = render_html(&m, &[]);
@@ -463,7 +463,7 @@ fn failure_is_located() {
     ];
     let m = meta(None);
     let at = |kind, node: Option<&str>, time| {
-        failure_index(&Failure::new(kind, node.map(str::to_string), time, String::new()), &m, &ev)
+        failure_index(&Failure::new(kind, node.map(str::to_string), VirtualTime::from_ns(time), String::new()), &m, &ev)
     };
     // The event of the engine's failure, on its node, by its kind.
     assert_eq!(at(FailureKind::Invariant, Some("db3"), 1), Some(3));
@@ -477,7 +477,12 @@ fn failure_is_located() {
     // Never after the failure's time.
     assert_eq!(at(FailureKind::Invariant, Some("db3"), 0), None);
     let ok = vec![e(1, EventKind::Boot), e(1, EventKind::Console { text: "x".into() }), e(1, EventKind::run())];
-    let f = Failure::new(FailureKind::Liveness, Some("db1".into()), 1, "liveness x never held\nconsole tail".into());
+    let f = Failure::new(
+        FailureKind::Liveness,
+        Some("db1".into()),
+        VirtualTime::from_ns(1),
+        "liveness x never held\nconsole tail".into(),
+    );
     assert_eq!(failure_index(&f, &m, &ok), Some(1));
     let spot = failure_spot(&ReportMeta { failure: Some(f), ..m.clone() }, &ok).unwrap();
     assert_eq!(spot, FailureSpot { index: Some(1), description: "Liveness: liveness x never held".into() });

@@ -372,6 +372,7 @@ impl Strategy for CoverageWalk {
 mod tests {
     use super::*;
     use engine::strategy::{default_choice, ActionKind::*};
+    use engine::VirtualTime;
 
     fn trace(lines: &[(u64, EventKind)]) -> Trace {
         let mut t = Trace::new();
@@ -478,8 +479,13 @@ mod tests {
 
     #[test]
     fn the_walk_replays_the_parent_until_the_cut() {
-        let set = |t: u64| vec![EnabledAction::new(1, RunNode, t), EnabledAction::new(2, RunNode, t + 1)];
-        let parent = vec![Decision { step: 0, action: EnabledAction::new(2, RunNode, 11) }];
+        let set = |t: u64| {
+            vec![
+                EnabledAction::new(1, RunNode, VirtualTime::from_ns(t)),
+                EnabledAction::new(2, RunNode, VirtualTime::from_ns(t + 1)),
+            ]
+        };
+        let parent = vec![Decision { step: 0, action: EnabledAction::new(2, RunNode, VirtualTime::from_ns(11)) }];
         let p = Plan { seed: 1, parent: Some(0), decisions: Arc::new(parent), cut: 1000, walk_seed: 9 };
         let mut w = CoverageWalk::new(&p, KindWeights::uniform());
         assert_eq!(w.choose(0, &set(10)), 1, "the parent's decision");

@@ -181,6 +181,7 @@ impl Strategy for DelayBounded {
 mod tests {
     use super::*;
     use engine::strategy::ActionKind::RunNode;
+    use engine::VirtualTime;
 
     #[test]
     fn placements_enumerate_multisets() {
@@ -209,8 +210,10 @@ mod tests {
         let mut left = [len; 3];
         let mut order = Vec::new();
         for step in 0.. {
-            let enabled: Vec<EnabledAction> =
-                (0..3u16).filter(|&n| left[n as usize] > 0).map(|n| EnabledAction::new(n, RunNode, 0)).collect();
+            let enabled: Vec<EnabledAction> = (0..3u16)
+                .filter(|&n| left[n as usize] > 0)
+                .map(|n| EnabledAction::new(n, RunNode, VirtualTime::from_ns(0)))
+                .collect();
             if enabled.is_empty() {
                 break;
             }
@@ -292,7 +295,10 @@ mod tests {
             s.begin_execution(e);
         }
         assert_eq!(s.delays(), &[0, 0, 0]);
-        let en = [EnabledAction::new(0, RunNode, 0), EnabledAction::new(1, RunNode, 0)];
+        let en = [
+            EnabledAction::new(0, RunNode, VirtualTime::from_ns(0)),
+            EnabledAction::new(1, RunNode, VirtualTime::from_ns(0)),
+        ];
         assert_eq!(s.choose(0, &en), 1);
     }
 }

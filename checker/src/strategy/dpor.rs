@@ -297,6 +297,7 @@ impl<T: Transition, D: Fn(&T, &T) -> bool> Dpor<T, D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::VirtualTime;
     use rand_core::{RngCore, SeedableRng};
 
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -523,8 +524,10 @@ mod tests {
         while d.begin_execution() {
             let mut left = [2u8, 2];
             loop {
-                let en: Vec<EnabledAction> =
-                    (0..2u16).filter(|&n| left[n as usize] > 0).map(|n| EnabledAction::new(n, RunNode, 0)).collect();
+                let en: Vec<EnabledAction> = (0..2u16)
+                    .filter(|&n| left[n as usize] > 0)
+                    .map(|n| EnabledAction::new(n, RunNode, VirtualTime::from_ns(0)))
+                    .collect();
                 if en.is_empty() {
                     runs += 1;
                     break;

@@ -127,6 +127,7 @@ impl Strategy for HybridDfs {
 mod tests {
     use super::*;
     use engine::strategy::ActionKind::RunNode;
+    use engine::VirtualTime;
     use std::collections::BTreeSet;
 
     /// Three independent nodes with two steps each, all due together.
@@ -134,8 +135,10 @@ mod tests {
         let mut left = [2u8; 3];
         let mut order = Vec::new();
         for step in 0.. {
-            let enabled: Vec<EnabledAction> =
-                (0..3u16).filter(|&n| left[n as usize] > 0).map(|n| EnabledAction::new(n + 1, RunNode, 0)).collect();
+            let enabled: Vec<EnabledAction> = (0..3u16)
+                .filter(|&n| left[n as usize] > 0)
+                .map(|n| EnabledAction::new(n + 1, RunNode, VirtualTime::from_ns(0)))
+                .collect();
             if enabled.is_empty() {
                 break;
             }

@@ -56,15 +56,16 @@ pub(crate) fn execution_rng(seed: u64, execution: u64) -> Xoshiro256PlusPlus {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::VirtualTime;
     use ActionKind::*;
 
     #[test]
     fn dependence() {
-        let run0 = EnabledAction::new(0, RunNode, 0);
-        let run1 = EnabledAction::new(1, RunNode, 0);
-        let frame_0_to_1 = EnabledAction::new(1, DeliverFrame, 0).with_peer(0);
-        let disk2 = EnabledAction::new(2, CompleteDisk, 0);
-        let part = EnabledAction::new(3, Partition, 0).with_peer(4);
+        let run0 = EnabledAction::new(0, RunNode, VirtualTime::from_ns(0));
+        let run1 = EnabledAction::new(1, RunNode, VirtualTime::from_ns(0));
+        let frame_0_to_1 = EnabledAction::new(1, DeliverFrame, VirtualTime::from_ns(0)).with_peer(0);
+        let disk2 = EnabledAction::new(2, CompleteDisk, VirtualTime::from_ns(0));
+        let part = EnabledAction::new(3, Partition, VirtualTime::from_ns(0)).with_peer(4);
         assert!(!dependent(&run0, &run1));
         assert!(dependent(&frame_0_to_1, &run1));
         assert!(dependent(&frame_0_to_1, &run0), "the sender is touched too");

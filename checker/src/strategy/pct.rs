@@ -118,6 +118,7 @@ impl Strategy for Pct {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::VirtualTime;
     use ActionKind::RunNode;
 
     /// Two nodes with `len` steps each; returns the node order of an execution.
@@ -127,8 +128,10 @@ mod tests {
         let mut order = Vec::new();
         let mut step = 0;
         loop {
-            let enabled: Vec<EnabledAction> =
-                (0..2u16).filter(|&n| left[n as usize] > 0).map(|n| EnabledAction::new(n, RunNode, step)).collect();
+            let enabled: Vec<EnabledAction> = (0..2u16)
+                .filter(|&n| left[n as usize] > 0)
+                .map(|n| EnabledAction::new(n, RunNode, VirtualTime::from_ns(step)))
+                .collect();
             if enabled.is_empty() {
                 return order;
             }
@@ -178,7 +181,10 @@ mod tests {
         // Frames to node 0 and node 0's run are separate threads: across
         // executions both orders occur.
         let mut p = Pct::new(1, 1, 10);
-        let e = [EnabledAction::new(0, RunNode, 0), EnabledAction::new(0, ActionKind::DeliverFrame, 0).with_peer(1)];
+        let e = [
+            EnabledAction::new(0, RunNode, VirtualTime::from_ns(0)),
+            EnabledAction::new(0, ActionKind::DeliverFrame, VirtualTime::from_ns(0)).with_peer(1),
+        ];
         let picks: Vec<usize> = (0..32)
             .map(|x| {
                 p.begin_execution(x);

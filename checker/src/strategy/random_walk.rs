@@ -97,14 +97,15 @@ impl Strategy for RandomWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::VirtualTime;
     use ActionKind::*;
 
     fn enabled() -> Vec<EnabledAction> {
         vec![
-            EnabledAction::new(0, RunNode, 5),
-            EnabledAction::new(1, RunNode, 5),
-            EnabledAction::new(2, Crash, 5),
-            EnabledAction::new(1, DeliverFrame, 7).with_peer(0),
+            EnabledAction::new(0, RunNode, VirtualTime::from_ns(5)),
+            EnabledAction::new(1, RunNode, VirtualTime::from_ns(5)),
+            EnabledAction::new(2, Crash, VirtualTime::from_ns(5)),
+            EnabledAction::new(1, DeliverFrame, VirtualTime::from_ns(7)).with_peer(0),
         ]
     }
 
@@ -129,10 +130,10 @@ mod tests {
 
     #[test]
     fn an_at_risk_fault_weighs_more_than_its_kind() {
-        let mut crash = EnabledAction::new(2, Crash, 5);
-        let plain = [EnabledAction::new(0, RunNode, 5), crash];
+        let mut crash = EnabledAction::new(2, Crash, VirtualTime::from_ns(5));
+        let plain = [EnabledAction::new(0, RunNode, VirtualTime::from_ns(5)), crash];
         crash.at_risk = true;
-        let risky = [EnabledAction::new(0, RunNode, 5), crash];
+        let risky = [EnabledAction::new(0, RunNode, VirtualTime::from_ns(5)), crash];
         let picks = |enabled: &[EnabledAction]| {
             let mut w = RandomWalk::new(3, KindWeights::uniform());
             (0..4000).filter(|&s| w.choose(s, enabled) == 1).count()
@@ -163,7 +164,10 @@ mod tests {
         let w = KindWeights::uniform().set(Crash, 0);
         let mut s = RandomWalk::new(3, w);
         assert!(!walk(&mut s, 0, 2000).contains(&2));
-        let only_crash = [EnabledAction::new(0, Crash, 0), EnabledAction::new(1, Crash, 0)];
+        let only_crash = [
+            EnabledAction::new(0, Crash, VirtualTime::from_ns(0)),
+            EnabledAction::new(1, Crash, VirtualTime::from_ns(0)),
+        ];
         let picks: Vec<usize> = (0..100).map(|i| s.choose(i, &only_crash)).collect();
         assert!(picks.contains(&0) && picks.contains(&1));
     }

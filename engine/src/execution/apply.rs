@@ -105,7 +105,7 @@ impl Execution<'_> {
             (Some(disk), Some(ds)) => {
                 let seed = self.seed;
                 let forced = self.faults.forced_crash_states.get(&crash).copied();
-                let (point, state) = disk::crash_disk(disk, ds, crash, &name, now.as_ns(), seed, forced)
+                let (point, state) = disk::crash_disk(disk, ds, crash, &name, now, seed, forced)
                     .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
                 let which = match point.chosen {
                     Some(k) => format!("crash state {} of {}", k + 1, point.states),

@@ -87,7 +87,7 @@ pub(super) fn network(spec: &ExecutionSpec) -> Result<Option<network::NetState>,
         guests + u16::from(host.is_some()),
         host,
         spec.stream_seed(),
-        spec.time_limit_ns,
+        spec.time_limit.as_ns(),
         // In warm-start mode random partitions start with the execution's
         // own seed, when the boot ends.
         spec.explore.faults_after.is_some() || spec.boot_seed.is_some(),

@@ -16,8 +16,8 @@ impl Execution<'_> {
     /// Refills `into` with the pending events of the current state.
     pub(crate) fn gather_pending(&self, into: &mut Pending) {
         let live = || self.nodes.iter().enumerate().filter(|(_, n)| n.is_up());
-        let restart_after = Duration::from_nanos(self.spec.explore.restart_after_ns);
-        let latency = Duration::from_nanos(self.spec.disk.as_ref().map_or(0, |d| d.latency_ns));
+        let restart_after = self.spec.explore.restart_after;
+        let latency = self.spec.disk.as_ref().map_or(Duration::ZERO, |d| d.latency);
         into.runs.clear();
         into.runs.extend(live().map(|(i, n)| (i, n.runtime().unwrap().requested())));
         // The host client and netsim keep their times as ns.

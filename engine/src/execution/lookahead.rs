@@ -43,6 +43,8 @@
 
 use vmm::node::FreeRuns;
 
+use std::time::Duration;
+
 use super::Execution;
 use crate::spec::{EngineError, Lookahead};
 use crate::strategy::{ActionKind, EnabledAction};
@@ -64,7 +66,7 @@ impl Execution<'_> {
     /// the node's own run: no later than the time limit and the next fault,
     /// and `None` where that leaves nothing past now.
     fn bound_with(&self, others: Option<VirtualTime>) -> Option<VirtualTime> {
-        let limit = VirtualTime::from_ns(self.spec.time_limit_ns.saturating_add(1));
+        let limit = self.spec.time_limit.saturating_add(Duration::from_nanos(1));
         let bound = others.unwrap_or(VirtualTime::MAX).min(limit).min(self.fault_bound()?);
         (bound > self.now).then_some(bound)
     }
@@ -132,7 +134,7 @@ impl Execution<'_> {
         if free.last >= bound {
             return Err(EngineError::RanAhead { node, last: free.last.as_ns(), bound: bound.as_ns() });
         }
-        let until = Some(free.last.as_ns());
+        let until = Some(free.last);
         self.trace.push(free.last, node, crate::trace::EventKind::Run { grants: free.count, until });
         self.grants.total += free.count;
         self.now = free.last;

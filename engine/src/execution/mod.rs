@@ -213,7 +213,7 @@ impl<'a> Execution<'a> {
             self.fail(FailureKind::GuestExit, None, "every node has exited".into());
             return Ok(Step::Done);
         };
-        if earliest > VirtualTime::from_ns(self.spec.time_limit_ns) {
+        if earliest > self.spec.time_limit {
             self.time_limit();
             return Ok(Step::Done);
         }
@@ -221,7 +221,7 @@ impl<'a> Execution<'a> {
             // Calming resumes paused nodes: gather again.
             self.gather_pending(&mut pending);
         }
-        let window = Duration::from_nanos(self.spec.explore.window_ns);
+        let window = self.spec.explore.window;
         let horizon = horizon(earliest, self.now, window, pending.min_requested());
         let mut enabled = std::mem::take(&mut self.choices.enabled);
         self.enabled(&pending, horizon, &mut enabled);
@@ -323,9 +323,9 @@ impl<'a> Execution<'a> {
             Phase::Workload => "the workload did not finish",
             Phase::Checks { .. } => "the invariants did not finish",
         };
-        let limit = self.spec.time_limit_ns;
-        self.now = VirtualTime::from_ns(limit);
-        let msg = format!("{what} within the virtual-time limit of {} s", limit as f64 / 1e9);
+        let limit = self.spec.time_limit;
+        self.now = limit;
+        let msg = format!("{what} within the virtual-time limit of {} s", limit.as_secs_f64());
         self.fail(FailureKind::TimeLimit, None, msg);
     }
 

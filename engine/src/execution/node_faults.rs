@@ -18,10 +18,12 @@ impl Execution<'_> {
         let (now, e) = (self.now, &self.spec.explore);
         let f = &mut self.faults.node;
         if e.pause.max > 0 {
-            f.pause_not_before = Some(now + Duration::from_nanos(below(&mut f.pause_rng, e.pause.span_ns)));
+            f.pause_not_before =
+                Some(now + Duration::from_nanos(below(&mut f.pause_rng, simtime::span_ns(e.pause.span))));
         }
         if e.clock.jumps() {
-            f.clock_not_before = Some(now + Duration::from_nanos(below(&mut f.clock_rng, e.clock.span_ns)));
+            f.clock_not_before =
+                Some(now + Duration::from_nanos(below(&mut f.clock_rng, simtime::span_ns(e.clock.span))));
         }
     }
 
@@ -73,8 +75,9 @@ impl Execution<'_> {
     pub(crate) fn pause(&mut self, i: usize) -> Result<(), EngineError> {
         let (now, p) = (self.now, &self.spec.explore.pause);
         let f = &mut self.faults.node;
-        let length = between(&mut f.pause_rng, p.length_ns.0 as i64, p.length_ns.1 as i64) as u64;
-        f.pause_not_before = Some(now + Duration::from_nanos(below(&mut f.pause_rng, p.span_ns)));
+        let (lo, hi) = (simtime::span_ns(p.length.0), simtime::span_ns(p.length.1));
+        let length = between(&mut f.pause_rng, lo as i64, hi as i64) as u64;
+        f.pause_not_before = Some(now + Duration::from_nanos(below(&mut f.pause_rng, simtime::span_ns(p.span))));
         f.counts.pauses += 1;
         let resume_at = now + Duration::from_nanos(length);
         self.nodes[i].set_paused_until(Some(resume_at));
@@ -113,7 +116,8 @@ impl Execution<'_> {
         let (event, command) = match (strobe, c.bump_ns) {
             (Some(s), _) => {
                 f.counts.clock_strobes += 1;
-                let (delta_ns, period_ns, length_ns) = (s.delta_ns, s.period_ns, s.length_ns);
+                let (delta_ns, period_ns, length_ns) =
+                    (s.delta_ns, simtime::span_ns(s.period), simtime::span_ns(s.length));
                 (
                     EventKind::ClockStrobe { delta_ns, period_ns, length_ns },
                     AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns },
@@ -126,7 +130,7 @@ impl Execution<'_> {
             }
             (None, None) => unreachable!("clock jumps are enabled only with a bump or a strobe"),
         };
-        f.clock_not_before = Some(now + Duration::from_nanos(below(&mut f.clock_rng, c.span_ns)));
+        f.clock_not_before = Some(now + Duration::from_nanos(below(&mut f.clock_rng, simtime::span_ns(c.span))));
         self.trace.push(now, NodeIdx::number_of(i), event);
         self.control(i, &command)
     }

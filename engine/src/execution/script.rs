@@ -38,7 +38,7 @@ impl Execution<'_> {
     pub(crate) fn begin_faults(&mut self) {
         self.faults.begun = true;
         let mut rng = simrng::stream(self.seed, simrng::streams::CRASH_TIME);
-        let after = rng.next_u64() % self.spec.explore.crash_span_ns.max(1);
+        let after = rng.next_u64() % simtime::span_ns(self.spec.explore.crash_span).max(1);
         self.faults.crash_not_before = Some(self.now + Duration::from_nanos(after));
         self.start_node_faults();
         if let Some(name) = &self.spec.explore.faults_after {
@@ -80,8 +80,10 @@ impl Execution<'_> {
         self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Command { name: name.to_string() });
         // Checks start after the quiet period's settle time, which the
         // agent sleeps in the guest's virtual time (also after a restart).
-        let mut line = match (self.script.phase, self.spec.explore.quiet_settle_ns) {
-            (Phase::Checks { .. }, Some(ns)) if ns > 0 => AgentCommand::Settle { ns }.encode(),
+        let mut line = match (self.script.phase, self.spec.explore.quiet_settle) {
+            (Phase::Checks { .. }, Some(settle)) if !settle.is_zero() => {
+                AgentCommand::Settle { ns: simtime::span_ns(settle) }.encode()
+            }
             _ => Vec::new(),
         };
         line.extend(AgentCommand::Run(name.to_string()).encode());
@@ -104,16 +106,16 @@ impl Execution<'_> {
     }
 
     /// The quiet period begins: faults stop (see
-    /// `ExploreSpec::quiet_settle_ns`), paused nodes continue; the checks
-    /// wait `settle` ns. A node's clock offset and drift stay: they are
+    /// `ExploreSpec::quiet_settle`), paused nodes continue; the checks
+    /// wait `settle`. A node's clock offset and drift stay: they are
     /// its hardware.
-    fn begin_quiet(&mut self, settle: u64) -> Result<(), EngineError> {
+    fn begin_quiet(&mut self, settle: Duration) -> Result<(), EngineError> {
         self.faults.calm = true;
         self.calm_disks();
         if let Some(ns) = self.network.sim.as_mut() {
             ns.quiet();
         }
-        let text = format!("quiet period: faults stop; checks start after {} s", settle as f64 / 1e9);
+        let text = format!("quiet period: faults stop; checks start after {} s", simtime::span_ns(settle) as f64 / 1e9);
         self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
         self.resume_all()
     }
@@ -169,7 +171,7 @@ impl Execution<'_> {
                         self.fail(FailureKind::Workload, Some(from), what);
                         return Ok(());
                     }
-                    if let Some(settle) = self.spec.explore.quiet_settle_ns {
+                    if let Some(settle) = self.spec.explore.quiet_settle {
                         self.begin_quiet(settle)?;
                     }
                     self.start_checks()?;
