@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::cache::{build_entry, cache_root, BuildLock, KeyHasher};
+use super::cache::{build_entry, cache_root, KeyHasher};
 
 /// The helper's source, compiled into simcluster.
 pub const SOURCE: &str = include_str!("clock.c");
@@ -60,33 +60,22 @@ pub fn ensure(cluster_file: &Path, quiet: bool) -> Result<ClockHelper> {
     let key = key.finish();
     let dir = cache_root().join("tools").join(format!("clock-{key}"));
     let path = dir.join("clock");
-    if !path.is_file() {
-        let _lock = BuildLock::acquire(&dir, quiet)?;
-        if !path.is_file() {
-            compile(&cc, &dir)?;
-        }
-    }
+    build_entry(&dir, "the clock helper", quiet, || path.is_file(), |work| compile(&cc, work))?;
     Ok(ClockHelper { path, key })
 }
 
-/// Compiles into a temporary sibling of `dir`, then moves it into place.
-fn compile(cc: &std::ffi::OsStr, dir: &Path) -> Result<()> {
-    build_entry(dir, "the clock helper", |work| {
-        let src = work.join("clock.c");
-        std::fs::write(&src, SOURCE)?;
-        let out = Command::new(cc)
-            .args(FLAGS)
-            .arg("-o")
-            .arg(work.join("clock"))
-            .arg(&src)
-            .output()
-            .context("cannot run cc")?;
-        if !out.status.success() {
-            bail!("cc could not build the clock helper /sim/clock: {}", String::from_utf8_lossy(&out.stderr).trim());
-        }
-        std::fs::remove_file(&src)?;
-        Ok(work.to_path_buf())
-    })
+/// Compiles the helper into `work` (the cache entry's temporary
+/// directory), which then holds only `clock`; returns `work`.
+fn compile(cc: &std::ffi::OsStr, work: &Path) -> Result<PathBuf> {
+    let src = work.join("clock.c");
+    std::fs::write(&src, SOURCE)?;
+    let out =
+        Command::new(cc).args(FLAGS).arg("-o").arg(work.join("clock")).arg(&src).output().context("cannot run cc")?;
+    if !out.status.success() {
+        bail!("cc could not build the clock helper /sim/clock: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    std::fs::remove_file(&src)?;
+    Ok(work.to_path_buf())
 }
 
 #[cfg(test)]

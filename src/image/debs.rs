@@ -19,7 +19,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::apt::{Archive, Pin, ResolveError};
-use super::cache::{build_entry, cache_root, BuildLock, KeyHasher};
+use super::cache::{build_entry, cache_root, KeyHasher};
 use super::host::{apt_install, have_program, is_root, run_capture};
 use crate::cluster::ImageSection;
 
@@ -147,15 +147,16 @@ impl PackageSet {
             return self.mmdebstrap(root, report);
         }
         let entry = cache_root().join("bases").join(self.configured_key());
-        if !entry.is_dir() {
-            let _lock = BuildLock::acquire(&entry, true)?;
-            if !entry.is_dir() {
-                build_entry(&entry, "the configured base", |work| {
-                    self.mmdebstrap(&work.join("root"), report)?;
-                    Ok(work.to_path_buf())
-                })?;
-            }
-        }
+        build_entry(
+            &entry,
+            "the configured base",
+            true,
+            || entry.is_dir(),
+            |work| -> Result<PathBuf> {
+                self.mmdebstrap(&work.join("root"), report)?;
+                Ok(work.to_path_buf())
+            },
+        )?;
         report("copying the configured packages from the cache");
         run_capture(Command::new("cp").arg("-a").arg(entry.join("root")).arg(root))
             .with_context(|| format!("copying the configured base {} to {}", entry.display(), root.display()))?;

@@ -27,7 +27,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::cache::{cache_root, publish, BuildLock, KeyHasher};
+use super::cache::{build_entry, cache_root, EntryError, KeyHasher};
 use super::host;
 
 /// Bump when anything below changes the image bytes.
@@ -82,6 +82,9 @@ pub enum DiskImageError {
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
     #[error("{mke2fs} failed ({status}): {stderr}")]
     Mkfs { mke2fs: PathBuf, status: String, stderr: String },
+    /// Locking the cache entry, or creating or publishing its build.
+    #[error(transparent)]
+    Entry(#[from] EntryError),
 }
 
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DiskImageError {
@@ -117,23 +120,20 @@ pub fn ext4_image_in(root: &Path, size_mib: u64, quiet: bool) -> Result<PathBuf,
     }
     let dir = root.join("disks").join(key.finish());
     let image = dir.join("ext4.img");
-    if image.is_file() {
-        return Ok(image);
-    }
-    let _lock = BuildLock::acquire(&dir, quiet).map_err(io_err("locking", &dir))?;
-    if image.is_file() {
-        return Ok(image);
-    }
-    if !quiet {
-        eprintln!("disk: building a {size_mib} MiB ext4 image");
-    }
-    let work = dir.with_extension(format!("build-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(io_err("creating", &work))?;
-    let result = mkfs_ext4(&mke2fs, &work.join("ext4.img"), size_mib)
-        .and_then(|()| publish(&work, &dir).map_err(io_err("publishing", &dir)));
-    let _ = std::fs::remove_dir_all(&work);
-    result.map(|()| image)
+    build_entry(
+        &dir,
+        "the data disk image",
+        quiet,
+        || image.is_file(),
+        |work| -> Result<PathBuf, DiskImageError> {
+            if !quiet {
+                eprintln!("disk: building a {size_mib} MiB ext4 image");
+            }
+            mkfs_ext4(&mke2fs, &work.join("ext4.img"), size_mib)?;
+            Ok(work.to_path_buf())
+        },
+    )?;
+    Ok(image)
 }
 
 /// Formats `out` (created or truncated to `size_mib` MiB) as the ext4

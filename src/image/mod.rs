@@ -108,18 +108,16 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     }
     let rootfs_key = key.finish();
     let dir = cache_root().join("images").join(&rootfs_key);
-    let mut layout = RootLayout::find(&dir);
-    let rootfs_cached = layout.is_some();
-    if layout.is_none() {
-        let _lock = cache::BuildLock::acquire(&dir, quiet)?;
-        layout = RootLayout::find(&dir);
-        if layout.is_none() {
-            let helper = clock_helper.as_ref().map(|h| h.path.as_path());
-            build_rootfs(cluster, &packages, container.as_ref(), helper, &dir, quiet)?;
-            layout = RootLayout::find(&dir);
-        }
-    }
-    let (initrd, root) = layout.context("the image build left no root filesystem")?.paths(&dir);
+    let helper = clock_helper.as_ref().map(|h| h.path.as_path());
+    let rootfs = cache::build_entry(
+        &dir,
+        "the image",
+        quiet,
+        || RootLayout::find(&dir).is_some(),
+        |work| build_rootfs(cluster, &packages, container.as_ref(), helper, work, quiet),
+    )?;
+    let rootfs_cached = rootfs == cache::Entry::Cached;
+    let (initrd, root) = RootLayout::find(&dir).context("the image build left no root filesystem")?.paths(&dir);
     let disk = match &cluster.disk {
         None => None,
         Some(d) => {
@@ -244,18 +242,22 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
+/// Builds the root filesystem in `work` (the cache entry's temporary
+/// directory) and returns `work/out`, which holds the files of its
+/// [`RootLayout`].
 fn build_rootfs(
     cluster: &Cluster,
     packages: &debs::PackageSet,
     container: Option<&oci::Source>,
     clock_helper: Option<&Path>,
-    final_dir: &Path,
+    work: &Path,
     quiet: bool,
-) -> Result<()> {
+) -> Result<PathBuf> {
     let pb = if quiet { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
     pb.set_style(ProgressStyle::with_template("rootfs: {spinner} {elapsed} {msg}").unwrap());
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
-    let result = cache::build_entry(final_dir, "the image", |work| {
+    // A closure, so that the bar is cleared whichever step fails.
+    let result = (|| -> Result<PathBuf> {
         let root = work.join("root");
         let report = |msg: &str| pb.set_message(msg.to_string());
         let run_config = match container {
@@ -309,7 +311,7 @@ fn build_rootfs(
             }
         }
         Ok(out)
-    });
+    })();
     pb.finish_and_clear();
     result
 }

@@ -38,7 +38,7 @@ pub(crate) use execution::{execute_one, spec_for, Executed, OpenImages};
 pub use execution::{exiting, explore_for, failure_line, mark_exiting, remove_scratch, remove_scratch_now};
 pub use host_cpu::HostCpu;
 pub use host_facts::{host_facts, HostError};
-pub use runtime::{choose_runtime, images_for_runtime, HostVirt, KVM_KERNEL_ENV};
+pub use runtime::{choose_runtime, images_for_runtime, DevKvmError, HostVirt, KVM_KERNEL_ENV};
 pub use summary::{CrashPointSummary, CriticalSummary, Shard, Summary};
 
 use crate::cluster::Cluster;

@@ -1,6 +1,7 @@
 //! Which node runtime a run uses, and the images as that runtime boots them.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use engine::RuntimeKind;
@@ -15,7 +16,7 @@ pub struct HostVirt {
     /// /proc/cpuinfo lists vmx or svm.
     pub vmx_svm: bool,
     /// /dev/kvm opened (or why not).
-    pub dev_kvm: std::result::Result<(), String>,
+    pub dev_kvm: std::result::Result<(), DevKvmError>,
     /// The kernel KVM nodes would boot ([`KVM_KERNEL_ENV`]).
     pub kvm_kernel: Option<PathBuf>,
 }
@@ -29,8 +30,37 @@ impl HostVirt {
             .write(true)
             .open("/dev/kvm")
             .map(|_| ())
-            .map_err(|e| format!("/dev/kvm: {e}"));
+            .map_err(DevKvmError::from_open);
         HostVirt { vmx_svm, dev_kvm, kvm_kernel: std::env::var_os(KVM_KERNEL_ENV).map(PathBuf::from) }
+    }
+}
+
+/// Why /dev/kvm could not be opened read-write. Each reason prints as
+/// `/dev/kvm: ` and the OS's words ("/dev/kvm: No such file or directory
+/// (os error 2)"), which [`choose_runtime`] puts in its why. The error is
+/// shared (`Arc`) because [`HostVirt`] is `Clone` and `io::Error` is not.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DevKvmError {
+    /// There is no /dev/kvm: the kvm module is not loaded, or a container
+    /// was started without the device.
+    #[error("/dev/kvm: {0}")]
+    Missing(Arc<std::io::Error>),
+    /// /dev/kvm is there but this user may not open it (not in its group).
+    #[error("/dev/kvm: {0}")]
+    Denied(Arc<std::io::Error>),
+    /// Opening it failed otherwise.
+    #[error("/dev/kvm: {0}")]
+    Open(Arc<std::io::Error>),
+}
+
+impl DevKvmError {
+    /// The reason for `e`, the error of opening /dev/kvm.
+    pub fn from_open(e: std::io::Error) -> DevKvmError {
+        match e.kind() {
+            std::io::ErrorKind::NotFound => DevKvmError::Missing(Arc::new(e)),
+            std::io::ErrorKind::PermissionDenied => DevKvmError::Denied(Arc::new(e)),
+            _ => DevKvmError::Open(Arc::new(e)),
+        }
     }
 }
 
@@ -134,7 +164,11 @@ mod runtime_tests {
     fn host(vmx_svm: bool, opens: bool) -> HostVirt {
         HostVirt {
             vmx_svm,
-            dev_kvm: if opens { Ok(()) } else { Err("/dev/kvm: No such file or directory".into()) },
+            dev_kvm: if opens {
+                Ok(())
+            } else {
+                Err(DevKvmError::from_open(std::io::Error::from_raw_os_error(libc::ENOENT)))
+            },
             kvm_kernel: Some("bzImage".into()),
         }
     }
@@ -217,6 +251,21 @@ mod runtime_tests {
             assert_ne!(built("key1"), built("key2"));
             assert_ne!(built("uml-key"), uml.hash, "a KVM kernel never names the UML images");
         }
+    }
+
+    /// Each reason prints as the String it replaced did ("/dev/kvm: " and
+    /// the OS's words), and so does the why that names it.
+    #[test]
+    fn dev_kvm_reasons_print_as_the_os_says() {
+        for (errno, reason) in [(libc::ENOENT, "Missing"), (libc::EACCES, "Denied"), (libc::EBUSY, "Open")] {
+            let io = std::io::Error::from_raw_os_error(errno);
+            let before = format!("/dev/kvm: {io}");
+            let e = DevKvmError::from_open(io);
+            assert_eq!(e.to_string(), before);
+            assert!(format!("{e:?}").starts_with(reason), "{e:?}");
+        }
+        let (_, why) = choose_runtime(None, &host(true, false)).unwrap();
+        assert_eq!(why, "uml (auto: /dev/kvm: No such file or directory (os error 2) cannot be opened)");
     }
 
     #[test]

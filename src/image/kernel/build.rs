@@ -4,7 +4,7 @@
 //! result with its `.config` into the cache.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::source::{ensure_source, source_version};
 use super::{ensure_build_deps, Kernel, KernelSeries, Recipe, REPRODUCIBLE_BUILD_ENV};
-use crate::image::cache::{cache_root, publish, BuildLock};
+use crate::image::cache::{build_entry, cache_root, Entry};
 use crate::image::host::run_capture;
 
 /// The kernel of `recipe` built from `series`' source, from the cache or
@@ -27,51 +27,48 @@ pub(super) fn ensure_built(
     let key = key_of(&version);
     let dir = cache_root().join("kernel").join(&key);
     let path = dir.join(recipe.output);
-    if path.is_file() {
-        return Ok(Kernel { path, key, cached: true, series });
-    }
-    let _lock = BuildLock::acquire(&dir, quiet)?;
-    if path.is_file() {
-        return Ok(Kernel { path, key, cached: true, series });
-    }
-    ensure_build_deps(recipe)?;
-    let (tarball, fetched) = ensure_source(series)?;
-    if fetched != version {
-        bail!("{} is {fetched} now, not {version}: run the build again", series.package());
-    }
-    build(recipe, &dir, series, &tarball, &version, quiet)?;
-    Ok(Kernel { path, key, cached: false, series })
+    let what = format!("the {}", recipe.label);
+    let entry = build_entry(
+        &dir,
+        &what,
+        quiet,
+        || path.is_file(),
+        |work| {
+            ensure_build_deps(recipe)?;
+            let (tarball, fetched) = ensure_source(series)?;
+            if fetched != version {
+                bail!("{} is {fetched} now, not {version}: run the build again", series.package());
+            }
+            build(recipe, work, series, &tarball, &version, quiet)
+        },
+    )?;
+    Ok(Kernel { path, key, cached: entry == Entry::Cached, series })
 }
 
+/// Builds in `work` (the cache entry's temporary directory) and stages
+/// what the entry keeps in `work/out`, returned for publishing: the
+/// kernel, its `.config` as `config`, `source-version` and `System.map`.
 fn build(
     recipe: &Recipe,
-    final_dir: &Path,
+    work: &Path,
     series: KernelSeries,
     tarball: &Path,
     version: &str,
     quiet: bool,
-) -> Result<()> {
-    let work = final_dir.with_extension(format!("build-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
-    let result = build_in(recipe, &work, series, tarball, version, quiet);
-    if result.is_ok() {
-        let staged = work.join("out");
-        std::fs::create_dir_all(&staged)?;
-        std::fs::copy(work.join("src").join(recipe.artifact), staged.join(recipe.output))?;
-        std::fs::write(staged.join("config"), std::fs::read(work.join("src/.config"))?)?;
-        std::fs::write(staged.join("source-version"), format!("{} {version}\n", series.package()))?;
-        // The symbol table, for reading a guest's instruction pointers (a panic's
-        // backtrace, an exit log's rip): a few hundred KiB, kept beside the kernel.
-        let map = work.join("src/System.map");
-        if map.exists() {
-            std::fs::copy(&map, staged.join("System.map"))?;
-        }
-        publish(&staged, final_dir)
-            .with_context(|| format!("cannot move the {} into {}", recipe.label, final_dir.display()))?;
+) -> Result<PathBuf> {
+    build_in(recipe, work, series, tarball, version, quiet)?;
+    let staged = work.join("out");
+    std::fs::create_dir_all(&staged)?;
+    std::fs::copy(work.join("src").join(recipe.artifact), staged.join(recipe.output))?;
+    std::fs::write(staged.join("config"), std::fs::read(work.join("src/.config"))?)?;
+    std::fs::write(staged.join("source-version"), format!("{} {version}\n", series.package()))?;
+    // The symbol table, for reading a guest's instruction pointers (a panic's
+    // backtrace, an exit log's rip): a few hundred KiB, kept beside the kernel.
+    let map = work.join("src/System.map");
+    if map.exists() {
+        std::fs::copy(&map, staged.join("System.map"))?;
     }
-    let _ = std::fs::remove_dir_all(&work);
-    result
+    Ok(staged)
 }
 
 fn build_in(

@@ -6,7 +6,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::KernelSeries;
-use crate::image::cache::cache_root;
+use crate::image::cache::{build_entry, cache_root};
 use crate::image::host::{apt_install, have_program, installed_version, run_capture};
 
 /// Where a series' source tarball comes from.
@@ -48,21 +48,23 @@ pub(super) fn ensure_source(series: KernelSeries) -> Result<(PathBuf, String)> {
         Source::Pinned { suite, version, sha256 } => {
             let dir = cache_root().join("sources");
             let tarball = dir.join(format!("{}_{}.tar.xz", series.package(), version.replace('~', "_")));
-            if !tarball.is_file() {
-                let _lock = crate::image::cache::BuildLock::acquire(&tarball, true)?;
-                if !tarball.is_file() {
-                    fetch_pinned(series.package(), suite, version, sha256, &tarball)?;
-                }
-            }
+            let what = format!("the {} source", series.package());
+            build_entry(
+                &tarball,
+                &what,
+                true,
+                || tarball.is_file(),
+                |work| fetch_pinned(series.package(), suite, version, sha256, work),
+            )?;
             Ok((tarball, version.to_string()))
         }
     }
 }
 
 /// Downloads `package=version` from `suite` through the suite's private apt
-/// root, checks the .deb against `sha256`, and moves its source tarball to
-/// `dest`.
-fn fetch_pinned(package: &str, suite: &str, version: &str, sha256: &str, dest: &Path) -> Result<()> {
+/// root, checks the .deb against `sha256`, and unpacks it in `work`;
+/// returns the source tarball in there.
+fn fetch_pinned(package: &str, suite: &str, version: &str, sha256: &str, work: &Path) -> Result<PathBuf> {
     if !have_program("dpkg-deb") {
         bail!("dpkg-deb is needed to fetch {package} (a Debian-based host)");
     }
@@ -78,17 +80,11 @@ fn fetch_pinned(package: &str, suite: &str, version: &str, sha256: &str, dest: &
             })?.into_iter().next().expect("one pin, one file")
         }
     };
-    let work = dest.with_extension(format!("fetch-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work)?;
-    let result = (|| -> Result<()> {
-        let unpacked = work.join("x");
-        run_capture(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
-        let inner = unpacked.join("usr/src").join(format!("{package}.tar.xz"));
-        std::fs::create_dir_all(dest.parent().unwrap())?;
-        std::fs::rename(&inner, dest).with_context(|| format!("{} has no usr/src/{package}.tar.xz", deb.display()))?;
-        Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&work);
-    result
+    let unpacked = work.join("x");
+    run_capture(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
+    let inner = unpacked.join("usr/src").join(format!("{package}.tar.xz"));
+    if !inner.is_file() {
+        bail!("{} has no usr/src/{package}.tar.xz", deb.display());
+    }
+    Ok(inner)
 }
