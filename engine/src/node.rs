@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use disksim::Disk;
-use vmm::node::{NodeConfig, NodeRuntime};
+use vmm::node::{NodeConfig, NodeDisk, NodeRuntime};
 use vmm::runtime::{self, RuntimeKind};
 
 use crate::faults::NodeClock;
@@ -150,10 +150,9 @@ impl Node {
         let disk = match std::mem::replace(&mut self.power, Power::Off { disk: None }) {
             Power::Up(Up { mut vm, .. }) => {
                 vm.kill();
-                if vm.has_disk() {
-                    Some(vm.take_disk()?)
-                } else {
-                    None
+                match vm.data_disk_mut() {
+                    Some(d) => Some(d.take_disk()?),
+                    None => None,
                 }
             }
             Power::Off { disk } | Power::Crashed { disk, .. } => disk,
@@ -182,8 +181,8 @@ impl Node {
     /// every later one (the quiet period).
     pub fn stop_read_faults(&mut self) {
         self.config.read_faults.corrupt_read = 0.0;
-        if let Some(vm) = self.runtime_mut() {
-            vm.stop_read_faults();
+        if let Some(d) = self.data_disk_mut() {
+            d.stop_read_faults();
         }
     }
 
@@ -228,6 +227,17 @@ impl Node {
         }
     }
 
+    /// The disk side of the current boot's runtime; `None` without a data
+    /// disk, before the first boot and after a crash.
+    pub fn data_disk(&self) -> Option<&dyn NodeDisk> {
+        self.runtime()?.data_disk()
+    }
+
+    /// [`Self::data_disk`], to act on.
+    pub fn data_disk_mut(&mut self) -> Option<&mut dyn NodeDisk> {
+        self.runtime_mut()?.data_disk_mut()
+    }
+
     /// The runtime of a node the caller knows is booted.
     pub fn vm(&mut self) -> &mut dyn NodeRuntime {
         self.runtime_mut().expect("the node is up")
@@ -236,7 +246,7 @@ impl Node {
     /// Its data disk, wherever it is (with the runtime, or here).
     pub fn disk(&self) -> Option<&Disk> {
         match &self.power {
-            Power::Up(up) => up.vm.disk(),
+            Power::Up(up) => up.vm.data_disk().and_then(|d| d.disk()),
             Power::Off { disk } | Power::Crashed { disk, .. } => disk.as_ref(),
         }
     }

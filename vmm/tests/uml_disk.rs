@@ -32,7 +32,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use simtime::VirtualTime;
 use testkit::proc::status_line;
 use testkit::Cause;
-use vmm::node::{DiskCompletion, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome};
+use vmm::node::{DiskCompletion, GuestOutput, NodeConfig, NodeDisk, NodeError, NodeRuntime, OutputStream, RunOutcome};
 use vmm::uml::UmlNode;
 
 /// What the guest believes the wall clock said at boot (ns).

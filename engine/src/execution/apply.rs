@@ -42,7 +42,10 @@ impl Execution<'_> {
             Action::CompleteDisk(i, request) => {
                 let watchdog = self.spec.watchdog;
                 self.maybe_disk_fault(i, disksim::RequestId(request));
-                let done = self.nodes[i].vm().complete_disk(now, disksim::RequestId(request), watchdog)?;
+                // Enabled only for a node whose disk holds the request.
+                let node = NodeIdx::number_of(i);
+                let disk = self.nodes[i].data_disk_mut().ok_or(vmm::node::NodeError::NoDisk { node })?;
+                let done = disk.complete_disk(now, disksim::RequestId(request), watchdog)?;
                 if done.request.kind == disksim::RequestKind::Flush {
                     self.nodes[i].flushed_since_run = true;
                 }
@@ -267,7 +270,7 @@ impl Execution<'_> {
         if self.faults.calm || !rates.any_at_completion() {
             return;
         }
-        let Some(vm) = self.nodes[i].runtime_mut() else { return };
+        let Some(vm) = self.nodes[i].data_disk_mut() else { return };
         let Some(r) = vm.pending_disk().into_iter().find(|r| r.id == id) else { return };
         let capacity = vm.disk().map_or(0, |d| d.capacity_sectors());
         if let Some(fault) = self.faults.disk.draw(&rates, &r, capacity) {

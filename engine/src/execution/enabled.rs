@@ -25,7 +25,7 @@ impl Execution<'_> {
         into.net = self.network.sim.as_ref().and_then(|n| n.next_time()).map(VirtualTime::from_ns);
         into.disks.clear();
         into.disks.extend(live().filter_map(|(i, n)| {
-            let requests = n.runtime().unwrap().pending_disk();
+            let requests = n.data_disk()?.pending_disk();
             let r = requests.first()?;
             Some((i, r.id.0, r.submitted.saturating_add(latency)))
         }));
@@ -98,13 +98,13 @@ impl Execution<'_> {
             let n = &self.nodes[i];
             let id = NodeIdx::new(i).net_id();
             let sending = self.network.sim.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
-            let vm = n.runtime();
-            let volatile = vm.and_then(|v| v.disk()).is_some_and(|d| d.volatile_writes().next().is_some());
+            let disk = n.data_disk();
+            let volatile = disk.and_then(|d| d.disk()).is_some_and(|d| d.volatile_writes().next().is_some());
             // The moments around a durability point: just before a
             // flush completes (its writes are still volatile) and just
             // after (nothing is, and recovery must show all of it).
             let flush_pending =
-                vm.is_some_and(|v| v.pending_disk().iter().any(|r| r.kind == disksim::RequestKind::Flush));
+                disk.is_some_and(|d| d.pending_disk().iter().any(|r| r.kind == disksim::RequestKind::Flush));
             // With disks, a crash is offered only while something on the
             // disk is at stake. Not merely after a send: a store that syncs
             // before it answers (etcd) sends all the time, and offering a

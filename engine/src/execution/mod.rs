@@ -268,7 +268,7 @@ impl<'a> Execution<'a> {
         if self.faults.forced_crash_states.contains_key(&crash) {
             return None;
         }
-        let states = disk::enumerable_states(self.nodes[i].runtime()?.disk()?, self.spec.disk.as_ref()?)?;
+        let states = disk::enumerable_states(self.nodes[i].data_disk()?.disk()?, self.spec.disk.as_ref()?)?;
         let chosen = disk::drawn_state(self.seed, crash, states);
         Some(CrashBranch { crash, states: states as u64, chosen })
     }

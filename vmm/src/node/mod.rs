@@ -205,47 +205,17 @@ pub trait NodeRuntime {
     /// Puts a frame into the guest's receive queue at `t` and interrupts
     /// the guest, which will then ask to run at `t`.
     fn deliver_frame(&mut self, t: VirtualTime, frame: &[u8], watchdog: Duration) -> Result<Delivered, NodeError>;
-    /// Whether the node has a data disk.
-    fn has_disk(&self) -> bool;
-    /// The data disk, for inspection (its durable store, volatile writes,
-    /// crash-state counts). Completing requests behind the node's back
-    /// breaks its bookkeeping: use [`Self::complete_disk`].
-    fn disk(&self) -> Option<&Disk>;
-    /// Disk writes and flushes the guest submitted and that wait for the
-    /// engine, in submission (= id) order: the completions the engine may
-    /// choose from, in any order. Empty once the node has exited (its
-    /// requests died with it; the disk resolves them in a crash state).
-    fn pending_disk(&self) -> Vec<DiskRequest>;
-    /// Makes pending request `id` suffer `fault` when it completes
-    /// (`disksim::Disk::inject`): a flush that makes nothing durable, a
-    /// write that fails with an I/O error and does not land, or one that
-    /// lands elsewhere. False, changing nothing, when the fault does not fit
-    /// a pending request `id`.
-    fn disk_fault(&mut self, id: RequestId, fault: DiskFault) -> bool;
-    /// Reads are no longer corrupted (`[faults.disk] corrupt_read`; the
-    /// node was spawned with [`NodeConfig::read_faults`]): the quiet period.
-    fn stop_read_faults(&mut self);
+    /// The node's data disk ([`NodeDisk`]); `None` for a node without one
+    /// (no `[disk]`, or after [`NodeDisk::take_disk`]).
+    fn data_disk(&self) -> Option<&dyn NodeDisk>;
+    /// [`Self::data_disk`], to act on.
+    fn data_disk_mut(&mut self) -> Option<&mut dyn NodeDisk>;
     /// The node's device streams start again from these seeds: the entropy
     /// device's (as if made with `entropy_seed`) and the data disk's read
     /// faults (as [`NodeConfig::read_faults`] would set them). Warm start
     /// calls it once every agent is ready, so that each execution from one
     /// boot draws its own; nothing else the guest sees changes.
     fn reseed_devices(&mut self, entropy_seed: u64, read_faults: disksim::ReadFaults);
-    /// Completes pending disk request `id` at virtual time `t`: applies its
-    /// durability effect to the disk's write log (a completed write is
-    /// volatile; a completed flush makes durable every write completed
-    /// before it was issued), hands the status to the guest's driver and
-    /// delivers the used-buffer interrupt at `t`. Returns the completion for
-    /// the engine's trace (a grant never reports it again).
-    fn complete_disk(&mut self, t: VirtualTime, id: RequestId, watchdog: Duration)
-        -> Result<DiskCompletion, NodeError>;
-    /// Takes the data disk out of a node that is no longer running (after
-    /// [`Self::kill`], or once it exited): the disk as the power loss left
-    /// it, with its write log and the requests that were in flight still
-    /// outstanding. The engine then picks a crash state
-    /// ([`Disk::crash_states`], [`Disk::sample_crash_state`]), applies it
-    /// ([`Disk::apply_crash`]) and may start a fresh node on the result.
-    fn take_disk(&mut self) -> Result<Disk, NodeError>;
     /// Host memory the node uses, KiB.
     fn memory_kib(&self) -> u64;
     /// Powers the node off at once (the engine's "stop the world").
@@ -263,4 +233,46 @@ pub trait NodeRuntime {
     fn rehome(&mut self) -> Result<(), NodeError> {
         Err(NodeError::Runtime("this runtime's nodes cannot be forked".into()))
     }
+}
+
+/// What the engine does with a node's data disk: the disk side of a
+/// [`NodeRuntime`], reached through [`NodeRuntime::data_disk`] and
+/// [`NodeRuntime::data_disk_mut`], so that only a node with a data disk
+/// offers disk methods. A node runtime implements both traits; the
+/// engine holds it as a `dyn NodeRuntime` and asks for this side.
+pub trait NodeDisk: NodeRuntime {
+    /// The disk, for inspection (its durable store, volatile writes,
+    /// crash-state counts); `None` only where the runtime cannot show it.
+    /// Completing requests behind the node's back breaks its bookkeeping:
+    /// use [`Self::complete_disk`].
+    fn disk(&self) -> Option<&Disk>;
+    /// Disk writes and flushes the guest submitted and that wait for the
+    /// engine, in submission (= id) order: the completions the engine may
+    /// choose from, in any order. Empty once the node has exited (its
+    /// requests died with it; the disk resolves them in a crash state).
+    fn pending_disk(&self) -> Vec<DiskRequest>;
+    /// Makes pending request `id` suffer `fault` when it completes
+    /// (`disksim::Disk::inject`): a flush that makes nothing durable, a
+    /// write that fails with an I/O error and does not land, or one that
+    /// lands elsewhere. False, changing nothing, when the fault does not fit
+    /// a pending request `id`.
+    fn disk_fault(&mut self, id: RequestId, fault: DiskFault) -> bool;
+    /// Reads are no longer corrupted (`[faults.disk] corrupt_read`; the
+    /// node was spawned with [`NodeConfig::read_faults`]): the quiet period.
+    fn stop_read_faults(&mut self);
+    /// Completes pending disk request `id` at virtual time `t`: applies its
+    /// durability effect to the disk's write log (a completed write is
+    /// volatile; a completed flush makes durable every write completed
+    /// before it was issued), hands the status to the guest's driver and
+    /// delivers the used-buffer interrupt at `t`. Returns the completion for
+    /// the engine's trace (a grant never reports it again).
+    fn complete_disk(&mut self, t: VirtualTime, id: RequestId, watchdog: Duration)
+        -> Result<DiskCompletion, NodeError>;
+    /// Takes the data disk out of a node that is no longer running (after
+    /// [`NodeRuntime::kill`], or once it exited): the disk as the power loss left
+    /// it, with its write log and the requests that were in flight still
+    /// outstanding. The engine then picks a crash state
+    /// ([`Disk::crash_states`], [`Disk::sample_crash_state`]), applies it
+    /// ([`Disk::apply_crash`]) and may start a fresh node on the result.
+    fn take_disk(&mut self) -> Result<Disk, NodeError>;
 }

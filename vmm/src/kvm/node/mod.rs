@@ -56,7 +56,7 @@ use super::virtio_mmio::{Signal, VirtioMmioTransport, WINDOW};
 use super::vm::{ForkPoint, MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
 use super::watchdog::Watchdog;
 use crate::node::{
-    Delivered, DiskCompletion, DiskRequest, FreeRuns, Grant, GuestOutput, NodeConfig, NodeError, NodeRuntime,
+    Delivered, DiskCompletion, DiskRequest, FreeRuns, Grant, GuestOutput, NodeConfig, NodeDisk, NodeError, NodeRuntime,
     OutputStream, RunOutcome, TxFrame, ROOT_DISK_SERIAL,
 };
 use crate::virtio::blk::{BlkConfig, VirtioBlk};
@@ -473,10 +473,66 @@ impl NodeRuntime for KvmNode {
         Ok(if queued { Delivered::Queued } else { Delivered::Now })
     }
 
-    fn has_disk(&self) -> bool {
-        self.blk || self.disk.is_some()
+    fn reseed_devices(&mut self, entropy_seed: u64, read_faults: disksim::ReadFaults) {
+        self.rng_port().device_mut().device_and_queues().0.reseed(entropy_seed);
+        if let Some(p) = self.blk_port() {
+            p.device_mut().blk_mut().set_read_faults(read_faults);
+        }
     }
 
+    fn prepare_fork(&mut self) -> Result<(), NodeError> {
+        let point = self.vm.prepare_fork().map_err(|e| self.kvm_err(e))?;
+        self.fork_point = Some(point);
+        Ok(())
+    }
+
+    fn rehome(&mut self) -> Result<(), NodeError> {
+        let point = self
+            .fork_point
+            .take()
+            .ok_or_else(|| NodeError::Runtime(format!("node {}: rehome without prepare_fork", self.id).into()))?;
+        self.vm.rehome(&point).map_err(|e| self.kvm_err(e))?;
+        // The watchdog's thread stayed in the parent: its handle here is a copy that
+        // must not be joined (nor its lock trusted: the thread may have held it at
+        // the fork). Leak it and start a thread of this process's own.
+        let fresh = Watchdog::new(self.vm.stop_flag());
+        std::mem::forget(std::mem::replace(&mut self.watchdog, fresh));
+        Ok(())
+    }
+
+    fn memory_kib(&self) -> u64 {
+        // Guest RAM is one anonymous mapping of the configured size; pages the guest
+        // never touched are not resident, so this is an upper bound.
+        if self.exited {
+            0
+        } else {
+            self.vm.config().mem_size / 1024
+        }
+    }
+
+    fn kill(&mut self) {
+        self.exited = true;
+        self.pending.clear();
+    }
+
+    fn data_disk(&self) -> Option<&dyn NodeDisk> {
+        if self.blk || self.disk.is_some() {
+            Some(self)
+        } else {
+            None
+        }
+    }
+
+    fn data_disk_mut(&mut self) -> Option<&mut dyn NodeDisk> {
+        if self.blk || self.disk.is_some() {
+            Some(self)
+        } else {
+            None
+        }
+    }
+}
+
+impl NodeDisk for KvmNode {
     fn disk(&self) -> Option<&Disk> {
         if let Some(d) = &self.disk {
             return Some(d);
@@ -506,13 +562,6 @@ impl NodeRuntime for KvmNode {
         }
     }
 
-    fn reseed_devices(&mut self, entropy_seed: u64, read_faults: disksim::ReadFaults) {
-        self.rng_port().device_mut().device_and_queues().0.reseed(entropy_seed);
-        if let Some(p) = self.blk_port() {
-            p.device_mut().blk_mut().set_read_faults(read_faults);
-        }
-    }
-
     fn complete_disk(
         &mut self,
         t: VirtualTime,
@@ -534,26 +583,6 @@ impl NodeRuntime for KvmNode {
         Ok(DiskCompletion { request, completed: t, fault })
     }
 
-    fn prepare_fork(&mut self) -> Result<(), NodeError> {
-        let point = self.vm.prepare_fork().map_err(|e| self.kvm_err(e))?;
-        self.fork_point = Some(point);
-        Ok(())
-    }
-
-    fn rehome(&mut self) -> Result<(), NodeError> {
-        let point = self
-            .fork_point
-            .take()
-            .ok_or_else(|| NodeError::Runtime(format!("node {}: rehome without prepare_fork", self.id).into()))?;
-        self.vm.rehome(&point).map_err(|e| self.kvm_err(e))?;
-        // The watchdog's thread stayed in the parent: its handle here is a copy that
-        // must not be joined (nor its lock trusted: the thread may have held it at
-        // the fork). Leak it and start a thread of this process's own.
-        let fresh = Watchdog::new(self.vm.stop_flag());
-        std::mem::forget(std::mem::replace(&mut self.watchdog, fresh));
-        Ok(())
-    }
-
     fn take_disk(&mut self) -> Result<Disk, NodeError> {
         let node = self.id;
         if !self.exited {
@@ -566,20 +595,5 @@ impl NodeRuntime for KvmNode {
         let d = port.device_mut().blk_mut().take_disk();
         self.blk = false;
         Ok(d)
-    }
-
-    fn memory_kib(&self) -> u64 {
-        // Guest RAM is one anonymous mapping of the configured size; pages the guest
-        // never touched are not resident, so this is an upper bound.
-        if self.exited {
-            0
-        } else {
-            self.vm.config().mem_size / 1024
-        }
-    }
-
-    fn kill(&mut self) {
-        self.exited = true;
-        self.pending.clear();
     }
 }

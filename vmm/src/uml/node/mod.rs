@@ -30,7 +30,8 @@ use super::port::PortKind;
 use super::process::Process;
 use super::timetravel::Op;
 use crate::node::{
-    Delivered, DiskCompletion, DiskRequest, Grant, GuestOutput, NodeConfig, NodeError, NodeRuntime, RunOutcome,
+    Delivered, DiskCompletion, DiskRequest, Grant, GuestOutput, NodeConfig, NodeDisk, NodeError, NodeRuntime,
+    RunOutcome,
 };
 use crate::vhost_user::VhostUserError;
 
@@ -213,10 +214,54 @@ impl NodeRuntime for UmlNode {
         Ok(delivered)
     }
 
-    fn has_disk(&self) -> bool {
-        self.devices.disk.is_some()
+    fn reseed_devices(&mut self, entropy_seed: u64, read_faults: disksim::ReadFaults) {
+        self.devices.rng.backend.device_mut().reseed(entropy_seed);
+        if let Some(d) = self.devices.disk.as_mut() {
+            d.backend.device_mut().set_read_faults(read_faults);
+        }
     }
 
+    /// Proportional set size of the node's processes, in KiB
+    /// (`uml::procfs`).
+    fn memory_kib(&self) -> u64 {
+        if self.exited {
+            return 0;
+        }
+        let leader = i64::from(self.process.group());
+        if self.process.jailed() {
+            super::procfs::namespace_pss_kib(leader)
+        } else {
+            super::procfs::group_pss_kib(leader)
+        }
+    }
+
+    fn kill(&mut self) {
+        // Never signal the group after the child was reaped: its pid (and
+        // so the group id) may already belong to someone else.
+        if !self.exited {
+            let _ = self.process.kill_and_reap();
+            self.exited = true;
+        }
+    }
+
+    fn data_disk(&self) -> Option<&dyn NodeDisk> {
+        if self.devices.disk.is_some() {
+            Some(self)
+        } else {
+            None
+        }
+    }
+
+    fn data_disk_mut(&mut self) -> Option<&mut dyn NodeDisk> {
+        if self.devices.disk.is_some() {
+            Some(self)
+        } else {
+            None
+        }
+    }
+}
+
+impl NodeDisk for UmlNode {
     fn disk(&self) -> Option<&Disk> {
         self.devices.disk.as_ref().map(|d| d.disk())
     }
@@ -235,13 +280,6 @@ impl NodeRuntime for UmlNode {
     fn stop_read_faults(&mut self) {
         if let Some(d) = self.devices.disk.as_mut() {
             d.backend.device_mut().set_read_faults(disksim::ReadFaults::default());
-        }
-    }
-
-    fn reseed_devices(&mut self, entropy_seed: u64, read_faults: disksim::ReadFaults) {
-        self.devices.rng.backend.device_mut().reseed(entropy_seed);
-        if let Some(d) = self.devices.disk.as_mut() {
-            d.backend.device_mut().set_read_faults(read_faults);
         }
     }
 
@@ -276,29 +314,6 @@ impl NodeRuntime for UmlNode {
         }
         let d = self.devices.disk.take().ok_or(NodeError::NoDisk { node })?;
         Ok(d.into_disk())
-    }
-
-    /// Proportional set size of the node's processes, in KiB
-    /// (`uml::procfs`).
-    fn memory_kib(&self) -> u64 {
-        if self.exited {
-            return 0;
-        }
-        let leader = i64::from(self.process.group());
-        if self.process.jailed() {
-            super::procfs::namespace_pss_kib(leader)
-        } else {
-            super::procfs::group_pss_kib(leader)
-        }
-    }
-
-    fn kill(&mut self) {
-        // Never signal the group after the child was reaped: its pid (and
-        // so the group id) may already belong to someone else.
-        if !self.exited {
-            let _ = self.process.kill_and_reap();
-            self.exited = true;
-        }
     }
 }
 
