@@ -35,10 +35,13 @@
 //! * Nothing here reads host time or host randomness: the client's seed is
 //!   derived from the execution seed, its clock is the engine's.
 
+use std::time::Duration;
+
 use netsim::host::{http, HostClient, HostConfig, HttpError, HttpId, HttpResponse};
 use netsim::{Delivery, NodeId};
 
 use crate::frames::summarize;
+use crate::time::VirtualTime;
 use crate::trace::{EventKind, Trace};
 use simrng::streams::HOST_CLIENT as SEED_STREAM;
 
@@ -82,9 +85,9 @@ pub struct HostWorkload {
     pub concurrency: u32,
     /// Virtual time between "every node is ready" and the first request
     /// (servers started in the background may not listen at once).
-    pub start_after_ns: u64,
+    pub start_after: Duration,
     /// A request with no complete response after this long fails.
-    pub timeout_ns: u64,
+    pub timeout: Duration,
 }
 
 impl HostWorkload {
@@ -101,22 +104,25 @@ impl HostWorkload {
 /// trace so it cannot go unseen.
 const MAX_POLLS_PER_INSTANT: u32 = 10_000;
 
+/// How far such a client is pushed on.
+const POLL_PUSH: Duration = Duration::from_micros(1);
+
 /// The client, its workload's progress and its next due time.
 pub(super) struct HostEndpoint {
     client: HostClient,
     workload: HostWorkload,
     /// When the workload starts (set once every node is ready).
-    start_at: Option<u64>,
+    start_at: Option<VirtualTime>,
     started: bool,
     /// Next request (index into the expanded list) to start.
     next: usize,
     /// In flight: exchange -> (request index, virtual time it started).
-    in_flight: std::collections::BTreeMap<HttpId, (usize, u64)>,
+    in_flight: std::collections::BTreeMap<HttpId, (usize, VirtualTime)>,
     completed: usize,
     finished: bool,
-    due: Option<u64>,
+    due: Option<VirtualTime>,
     /// (instant, polls at it) for [`MAX_POLLS_PER_INSTANT`].
-    polls_at: (u64, u32),
+    polls_at: (VirtualTime, u32),
 }
 
 /// What a poll concluded about the workload.
@@ -135,10 +141,10 @@ pub(crate) fn client_node(guests: u16) -> Option<NodeId> {
 impl HostEndpoint {
     /// The client of a cluster of `guests` guests, idle until [`start`](Self::start).
     /// Its clock starts at `now`.
-    pub fn new(guests: u16, workload: HostWorkload, seed: u64, now: u64) -> Option<HostEndpoint> {
+    pub fn new(guests: u16, workload: HostWorkload, seed: u64, now: VirtualTime) -> Option<HostEndpoint> {
         let mut cfg = HostConfig::after_guests(guests, seed ^ SEED_STREAM)?;
-        cfg.http_timeout_ns = Some(workload.timeout_ns);
-        cfg.connect_timeout_ns = cfg.connect_timeout_ns.min(workload.timeout_ns);
+        cfg.http_timeout = Some(workload.timeout);
+        cfg.connect_timeout = cfg.connect_timeout.min(workload.timeout);
         let mut client = HostClient::new(cfg, now);
         let due = client.poll_at(now);
         Some(HostEndpoint {
@@ -160,7 +166,7 @@ impl HostEndpoint {
     }
 
     /// The next virtual time the endpoint needs an action, if any.
-    pub fn due(&self) -> Option<u64> {
+    pub fn due(&self) -> Option<VirtualTime> {
         let start = self.start_at.filter(|_| !self.started);
         match (self.due, start) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -169,13 +175,13 @@ impl HostEndpoint {
     }
 
     /// Every node is ready: the workload begins `start_after` from `now`.
-    pub fn start(&mut self, now: u64, trace: &mut Trace) {
+    pub fn start(&mut self, now: VirtualTime, trace: &mut Trace) {
         trace.push(now, self.node().get(), EventKind::Command { name: "workload".into() });
-        self.start_at = Some(now.saturating_add(self.workload.start_after_ns));
+        self.start_at = Some(now.saturating_add(self.workload.start_after));
     }
 
     /// A frame netsim delivered to the client.
-    pub fn deliver(&mut self, now: u64, d: &Delivery, trace: &mut Trace) {
+    pub fn deliver(&mut self, now: VirtualTime, d: &Delivery, trace: &mut Trace) {
         let (id, from, len) = (d.id.0, d.from.get(), d.frame.len() as u32);
         trace.push(now, self.node().get(), EventKind::Deliver { id, from, len, summary: summarize(&d.frame) });
         self.client.receive_frame(&d.frame);
@@ -186,7 +192,7 @@ impl HostEndpoint {
     /// requests in the free slots, and run the stack again so their first
     /// frames leave at this same instant.
     /// Returns the frames to send and what became of the workload.
-    pub fn poll(&mut self, now: u64, trace: &mut Trace) -> (Vec<Vec<u8>>, HostOutcome) {
+    pub fn poll(&mut self, now: VirtualTime, trace: &mut Trace) -> (Vec<Vec<u8>>, HostOutcome) {
         let node = self.node().get();
         trace.push(now, node, EventKind::run());
         if !self.started && self.start_at.is_some_and(|t| t <= now) {
@@ -214,13 +220,13 @@ impl HostEndpoint {
         if self.polls_at.1 >= MAX_POLLS_PER_INSTANT && self.due.is_some_and(|t| t <= now) {
             let text = format!("host client asked for {MAX_POLLS_PER_INSTANT} polls at one instant; moved on 1 us");
             trace.push(now, node, EventKind::Note { text });
-            self.due = Some(now + 1_000);
+            self.due = Some(now + POLL_PUSH);
         }
         (tx, outcome)
     }
 
     /// Starts requests while there are slots; `true` if any started.
-    fn fill(&mut self, now: u64, trace: &mut Trace) -> Result<bool, HostFailure> {
+    fn fill(&mut self, now: VirtualTime, trace: &mut Trace) -> Result<bool, HostFailure> {
         let mut any = false;
         while self.next < self.workload.total() && self.in_flight.len() < self.workload.concurrency as usize {
             let k = self.next;
@@ -252,7 +258,7 @@ impl HostEndpoint {
     }
 
     /// Takes every finished exchange, in request order, and checks it.
-    fn collect(&mut self, now: u64, trace: &mut Trace) -> HostOutcome {
+    fn collect(&mut self, now: VirtualTime, trace: &mut Trace) -> HostOutcome {
         let node = self.node().get();
         let ids: Vec<HttpId> = self.in_flight.keys().copied().collect();
         for id in ids {
@@ -260,7 +266,8 @@ impl HostEndpoint {
             let (k, began) = self.in_flight.remove(&id).expect("in flight");
             let what = self.label(k);
             let req = &self.workload.requests[k % self.workload.requests.len()];
-            let took = (now - began) as f64 / 1e6;
+            // The same f64 as the `u64` ns gave: the trace's text keeps its digits.
+            let took = (now - began).as_nanos() as f64 / 1e6;
             let verdict = check(&what, req, &result);
             let got = match &result {
                 Ok(r) => format!("{} {}, {} bytes in {took:.3} ms", r.status, r.reason, r.body.len()),
@@ -410,9 +417,14 @@ mod tests {
 
     #[test]
     fn labels_name_request_and_round() {
-        let w =
-            HostWorkload { requests: vec![req(), req()], repeat: 3, concurrency: 1, start_after_ns: 0, timeout_ns: 1 };
-        let h = HostEndpoint::new(2, w, 7, 0).unwrap();
+        let w = HostWorkload {
+            requests: vec![req(), req()],
+            repeat: 3,
+            concurrency: 1,
+            start_after: Duration::ZERO,
+            timeout: Duration::from_nanos(1),
+        };
+        let h = HostEndpoint::new(2, w, 7, VirtualTime::ZERO).unwrap();
         assert_eq!(h.node().get(), 3);
         assert_eq!(h.label(3), "request 2/2 (round 2/3) GET n2:8080/data");
         // Idle until started: nothing is due.
@@ -423,25 +435,21 @@ mod tests {
     /// full connect timeout from the start, not from that poll.
     #[test]
     fn deadlines_count_from_the_start_of_the_workload() {
-        const SEC: u64 = 1_000_000_000;
-        let w = HostWorkload {
-            requests: vec![req()],
-            repeat: 1,
-            concurrency: 1,
-            start_after_ns: 20 * SEC,
-            timeout_ns: 30 * SEC,
-        };
-        let mut h = HostEndpoint::new(2, w, 7, 0).unwrap();
+        const SEC: Duration = Duration::from_secs(1);
+        let at = |d: Duration| VirtualTime::ZERO + d;
+        let w =
+            HostWorkload { requests: vec![req()], repeat: 1, concurrency: 1, start_after: 20 * SEC, timeout: 30 * SEC };
+        let mut h = HostEndpoint::new(2, w, 7, VirtualTime::ZERO).unwrap();
         let mut trace = Trace::new();
-        h.start(SEC, &mut trace);
-        assert_eq!(h.due(), Some(21 * SEC));
-        let (tx, outcome) = h.poll(21 * SEC, &mut trace);
+        h.start(at(SEC), &mut trace);
+        assert_eq!(h.due(), Some(at(21 * SEC)));
+        let (tx, outcome) = h.poll(at(21 * SEC), &mut trace);
         assert!(matches!(outcome, HostOutcome::Running), "failed at once");
         assert!(!tx.is_empty(), "the first request's frames (ARP) leave at the start");
         // Nobody answers: the handshake times out 5 s after the start.
         let mut last = HostOutcome::Running;
         while let (Some(t), HostOutcome::Running) = (h.due(), &last) {
-            assert!(t <= 27 * SEC, "still waiting at {t}");
+            assert!(t <= at(27 * SEC), "still waiting at {t:?}");
             last = h.poll(t, &mut trace).1;
         }
         match last {
@@ -450,6 +458,6 @@ mod tests {
             }
             _ => panic!("the request did not fail"),
         }
-        assert!(trace.events().iter().any(|e| e.time.as_ns() == 26 * SEC && matches!(&e.kind, EventKind::Note { .. })));
+        assert!(trace.events().iter().any(|e| e.time == at(26 * SEC) && matches!(&e.kind, EventKind::Note { .. })));
     }
 }

@@ -2,22 +2,25 @@
 //! and the partition timeline are engine actions, chosen at their virtual
 //! times like node runs.
 
+use std::time::Duration;
+
 use netsim::{Capture, Delivery, DeliveryId, NetConfig, Network, NodeId, Partition, PartitionShape};
 use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use vmm::runtime::TxFrame;
 
 use crate::frames::summarize;
+use crate::time::VirtualTime;
 use crate::trace::{DropCause, EventKind, Trace};
 use simrng::streams::{NETWORK as LATENCY_STREAM, PARTITIONS as PARTITION_STREAM};
 
 /// A partition at fixed virtual times (from cluster.toml).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduledPartition {
-    /// When it starts (virtual ns).
-    pub at: u64,
-    /// When it heals (virtual ns).
-    pub heal: u64,
+    /// When it starts.
+    pub at: VirtualTime,
+    /// When it heals.
+    pub heal: VirtualTime,
     /// Which links it cuts.
     pub partition: Partition,
 }
@@ -46,7 +49,7 @@ pub(super) struct NetState {
     rng: Xoshiro256PlusPlus,
     capture: Option<Capture<Vec<u8>>>,
     /// (time, fault), sorted by time; `next_fault` indexes the first not applied.
-    faults: Vec<(u64, Fault)>,
+    faults: Vec<(VirtualTime, Fault)>,
     next_fault: usize,
     /// Ids for frames that were lost (they have no delivery id); the top bit
     /// keeps them apart from netsim's.
@@ -68,21 +71,25 @@ struct RandomPartitions {
     length: netsim::Latency,
     shapes: Option<Vec<netsim::PartitionShape>>,
     nodes: u16,
-    time_limit: u64,
+    time_limit: VirtualTime,
 }
+
+/// The shortest gap and the shortest length of a random partition.
+const MIN_PARTITION_SPAN: Duration = Duration::from_millis(1);
 
 impl RandomPartitions {
     /// Alternating starts and heals from `from` until the time limit: gaps
-    /// and lengths of at least 1 ms, so a zero draw cannot loop forever.
-    fn timeline(mut self, from: u64) -> Vec<(u64, Fault)> {
+    /// and lengths of at least [`MIN_PARTITION_SPAN`], so a zero draw cannot
+    /// loop forever.
+    fn timeline(mut self, from: VirtualTime) -> Vec<(VirtualTime, Fault)> {
         let mut faults = Vec::new();
         let mut t = from;
         loop {
-            t = t.saturating_add(self.gap.sample(&mut self.rng).max(1_000_000));
+            t = t.saturating_add(self.gap.sample(&mut self.rng).max(MIN_PARTITION_SPAN));
             if t >= self.time_limit {
                 return faults;
             }
-            let len = self.length.sample(&mut self.rng).max(1_000_000);
+            let len = self.length.sample(&mut self.rng).max(MIN_PARTITION_SPAN);
             faults.push((t, Fault::Start(random_partition(&mut self.rng, self.nodes, self.shapes.as_deref()))));
             t = t.saturating_add(len);
             faults.push((t, Fault::Heal));
@@ -214,7 +221,7 @@ impl NetState {
         nodes: u16,
         host: Option<NodeId>,
         seed: u64,
-        time_limit: u64,
+        time_limit: VirtualTime,
         defer_random: bool,
     ) -> std::io::Result<NetState> {
         let net = Network::new(&spec.config, nodes).map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -235,7 +242,7 @@ impl NetState {
             time_limit,
         });
         if !defer_random {
-            faults.extend(deferred.take().map(|r| r.timeline(0)).unwrap_or_default());
+            faults.extend(deferred.take().map(|r| r.timeline(VirtualTime::ZERO)).unwrap_or_default());
         }
         // Stable sort: a heal and a start at the same instant keep their order.
         faults.sort_by_key(|(t, _)| *t);
@@ -246,7 +253,7 @@ impl NetState {
 
     /// Deferred random partitions begin: their timeline is drawn from `at`
     /// on and merged behind the faults still to come. Once only.
-    pub fn start_random_partitions(&mut self, at: u64) {
+    pub fn start_random_partitions(&mut self, at: VirtualTime) {
         let Some(random) = self.deferred.take() else { return };
         let mut rest = self.faults.split_off(self.next_fault);
         rest.extend(random.timeline(at));
@@ -256,7 +263,7 @@ impl NetState {
     }
 
     /// The earliest pending network event (delivery or fault).
-    pub fn next_time(&self) -> Option<u64> {
+    pub fn next_time(&self) -> Option<VirtualTime> {
         let d = self.net.next_delivery_time();
         let f = self.faults.get(self.next_fault).map(|(t, _)| *t);
         match (d, f) {
@@ -277,24 +284,24 @@ impl NetState {
     ///
     /// The last field is the datagram's place behind its link's head (0
     /// for a head), which tells alike deliveries apart in decisions.
-    pub fn deliveries_until(&self, horizon: u64) -> Vec<(DeliveryId, u16, u16, u64, u16)> {
-        // Per link: (head's due time, datagrams offered behind it).
-        let mut heads: std::collections::BTreeMap<(NodeId, NodeId), (u64, u16)> = std::collections::BTreeMap::new();
+    pub fn deliveries_until(&self, horizon: VirtualTime) -> Vec<(DeliveryId, u16, u16, VirtualTime, u16)> {
+        // Per link: (head's due time, datagrams offered behind it), `None`
+        // for a link whose head is not due.
+        let mut heads: std::collections::BTreeMap<(NodeId, NodeId), Option<(VirtualTime, u16)>> =
+            std::collections::BTreeMap::new();
         let mut out = Vec::new();
         for d in self.net.pending() {
             let link = (d.from, d.to);
             match heads.get_mut(&link) {
                 None if d.time <= horizon => {
-                    heads.insert(link, (d.time, 0));
+                    heads.insert(link, Some((d.time, 0)));
                     out.push((d.id, d.to.get(), d.from.get(), d.time, 0));
                 }
                 None => {
                     // Not due: nothing behind it on this link is either.
-                    heads.insert(link, (u64::MAX, 0));
+                    heads.insert(link, None);
                 }
-                Some((head, behind))
-                    if *head != u64::MAX && self.any_datagram_order && netsim::frame::is_datagram(&d.frame) =>
-                {
+                Some(Some((head, behind))) if self.any_datagram_order && netsim::frame::is_datagram(&d.frame) => {
                     *behind = behind.saturating_add(1);
                     out.push((d.id, d.to.get(), d.from.get(), *head, *behind));
                 }
@@ -309,7 +316,7 @@ impl NetState {
     }
 
     /// The next fault of the timeline: (due time, is it a heal).
-    pub fn next_fault(&self) -> Option<(u64, bool)> {
+    pub fn next_fault(&self) -> Option<(VirtualTime, bool)> {
         self.faults.get(self.next_fault).map(|(t, f)| (*t, matches!(f, Fault::Heal)))
     }
 
@@ -323,7 +330,7 @@ impl NetState {
     /// reordering draw from `seed` from now on, and so do the deferred
     /// random partitions, whose timeline starts at `now` when
     /// `start_random` (else when `[faults] start_after` is reached).
-    pub fn reseed(&mut self, seed: u64, now: u64, start_random: bool) {
+    pub fn reseed(&mut self, seed: u64, now: VirtualTime, start_random: bool) {
         self.rng = simrng::stream(seed, LATENCY_STREAM);
         if let Some(r) = self.deferred.as_mut() {
             r.rng = simrng::stream(seed, PARTITION_STREAM);
@@ -349,12 +356,12 @@ impl NetState {
         let keep_heal = self.net.current_partition().is_some();
         self.faults.truncate(self.next_fault);
         if keep_heal {
-            self.faults.push((0, Fault::Heal));
+            self.faults.push((VirtualTime::ZERO, Fault::Heal));
         }
     }
 
     /// Applies the next fault of the timeline.
-    pub fn apply_fault(&mut self, trace: &mut Trace, now: u64) {
+    pub fn apply_fault(&mut self, trace: &mut Trace, now: VirtualTime) {
         let (_, fault) = self.faults[self.next_fault].clone();
         self.next_fault += 1;
         match fault {
@@ -386,19 +393,19 @@ impl NetState {
     /// of each copy.
     pub fn transmit(&mut self, from: NodeId, frames: Vec<TxFrame>, trace: &mut Trace) {
         for f in frames {
-            self.send_frame(from, f.time.as_ns(), &f.bytes, trace);
+            self.send_frame(from, f.time, &f.bytes, trace);
         }
     }
 
     /// Like [`NetState::transmit`] for frames that carry no time of their
     /// own (the host client's): all were sent at `now`.
-    pub fn transmit_frames(&mut self, from: NodeId, now: u64, frames: Vec<Vec<u8>>, trace: &mut Trace) {
+    pub fn transmit_frames(&mut self, from: NodeId, now: VirtualTime, frames: Vec<Vec<u8>>, trace: &mut Trace) {
         for f in frames {
             self.send_frame(from, now, &f, trace);
         }
     }
 
-    fn send_frame(&mut self, from: NodeId, time: u64, bytes: &[u8], trace: &mut Trace) {
+    fn send_frame(&mut self, from: NodeId, time: VirtualTime, bytes: &[u8], trace: &mut Trace) {
         if let Some(c) = &mut self.capture {
             let _ = c.on_send(time, from, bytes);
         }

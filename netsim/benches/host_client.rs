@@ -14,11 +14,11 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use netsim::config::{Latency, NetConfig};
 use netsim::host::{http, ConnId, ConnState, HostClient, HostConfig, HttpId};
-use netsim::{Network, NodeId};
+use netsim::{Network, NodeId, VirtualTime};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -75,13 +75,13 @@ fn run(cfg: &NetConfig, requests: u64, concurrency: usize) -> Figures {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
     // The server stands in for a guest, whose TIME-WAIT sockets live in its
     // kernel; a short one keeps its socket set small, as in the real setup.
-    let server_cfg = HostConfig { max_time_wait_ns: 1_000_000, ..HostConfig::new(n(1), 7) };
-    let mut server = HostClient::new(server_cfg, 0);
-    let mut client = HostClient::new(HostConfig::after_guests(1, 8).unwrap(), 0);
+    let server_cfg = HostConfig { max_time_wait: Duration::from_millis(1), ..HostConfig::new(n(1), 7) };
+    let mut server = HostClient::new(server_cfg, VirtualTime::ZERO);
+    let mut client = HostClient::new(HostConfig::after_guests(1, 8).unwrap(), VirtualTime::ZERO);
     let mut app = Server { backlog: concurrency + 1, conns: BTreeMap::new() };
     let request = http::get(n(1), "/");
     let mut inflight: Vec<HttpId> = Vec::new();
-    let (mut started, mut done, mut frames, mut now) = (0u64, 0u64, 0u64, 0u64);
+    let (mut started, mut done, mut frames, mut now) = (0u64, 0u64, 0u64, VirtualTime::ZERO);
 
     let start = Instant::now();
     app.run(&mut server);
@@ -130,7 +130,7 @@ fn run(cfg: &NetConfig, requests: u64, concurrency: usize) -> Figures {
         let next = [net.next_delivery_time(), server.poll_at(now), client.poll_at(now)].into_iter().flatten().min();
         now = next.expect("requests in flight, so something is scheduled").max(now);
     }
-    Figures { requests, frames, virtual_ns: now, secs: start.elapsed().as_secs_f64() }
+    Figures { requests, frames, virtual_ns: now.as_ns(), secs: start.elapsed().as_secs_f64() }
 }
 
 fn main() {

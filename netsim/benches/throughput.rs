@@ -6,11 +6,11 @@
 //! pending), popping everything due before each send, like an engine loop.
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use netsim::config::{Latency, NetConfig};
 use netsim::frame::{arp_request, tcp_flags, tcp_ipv4};
-use netsim::{Network, NodeId, SendOutcome};
+use netsim::{Network, NodeId, SendOutcome, VirtualTime};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -45,7 +45,7 @@ fn run(cfg: &NetConfig, payload: usize, sends: u64, broadcast_every: u64) -> Fig
         .collect();
     let mut out = SendOutcome::default();
     let mut delivered = 0u64;
-    let mut now = 0u64;
+    let mut now = VirtualTime::ZERO;
     let start = Instant::now();
     for k in 0..sends {
         let a = (k % NODES as u64) as u16 + 1;
@@ -59,7 +59,7 @@ fn run(cfg: &NetConfig, payload: usize, sends: u64, broadcast_every: u64) -> Fig
         }
         net.send_into(now, n(a), &frames[a as usize - 1][b as usize - 1], &mut rng, &mut out);
         black_box(&out);
-        now += 1_000;
+        now += Duration::from_micros(1);
         while net.next_delivery_time().is_some_and(|t| t <= now) {
             let d = net.pop_next().unwrap();
             black_box(&d.frame);

@@ -19,6 +19,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -52,9 +53,15 @@ pub enum DurationError {
 }
 
 /// Parses `"250ns"`, `"10us"`/`"10µs"`, `"1.5ms"`, `"2s"` or a bare integer
-/// (nanoseconds) into nanoseconds. Fractions are exact decimal arithmetic;
-/// a result that is not a whole number of nanoseconds is an error.
-pub fn parse_duration(s: &str) -> Result<u64, DurationError> {
+/// (nanoseconds) into a span of whole nanoseconds, at most `u64::MAX` of
+/// them. Fractions are exact decimal arithmetic; a result that is not a
+/// whole number of nanoseconds is an error.
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
+    parse_duration_ns(s).map(Duration::from_nanos)
+}
+
+/// [`parse_duration`] in ns, the unit the config's values are kept in.
+fn parse_duration_ns(s: &str) -> Result<u64, DurationError> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
     let (num, unit) = (s[..split].replace('_', ""), s[split..].trim());
@@ -116,11 +123,14 @@ impl<'de> Visitor<'de> for DurVisitor {
         u64::try_from(v).map_err(|_| E::custom(format!("negative duration {v}")))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
-        parse_duration(v).map_err(E::custom)
+        parse_duration_ns(v).map_err(E::custom)
     }
 }
 
 /// One-way latency of a link, sampled per frame copy.
+///
+/// The parameters stay whole nanoseconds, as parsed and as the validation
+/// messages print them; a [`Latency::sample`] is a `Duration`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Latency {
     /// Always this many ns.
@@ -152,13 +162,14 @@ impl Default for Latency {
 
 impl Latency {
     /// One sample. `Fixed` consumes no randomness; the others exactly one
-    /// `next_u64` (see [`crate::rng`]).
-    pub fn sample(&self, rng: &mut dyn rand_core::RngCore) -> u64 {
-        match *self {
+    /// `next_u64` (see [`crate::rng`]). The span is the drawn number of ns,
+    /// whole: the draws and their order are those of the `u64` it was.
+    pub fn sample(&self, rng: &mut dyn rand_core::RngCore) -> Duration {
+        Duration::from_nanos(match *self {
             Latency::Fixed(ns) => ns,
             Latency::Uniform { min, max } => rng::uniform_inclusive(rng, min, max),
             Latency::Exponential { min, mean, max } => rng::shifted_exponential(rng, min, mean, max),
-        }
+        })
     }
 
     /// Checks the ranges; `key` is this value's key.

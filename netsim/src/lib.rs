@@ -13,6 +13,12 @@
 //! [`Network::pop_next`], or treats every [`Network::pending`] delivery as
 //! an enabled action and calls [`Network::take`] on the one it picks.
 //!
+//! Time: a point of virtual time is a [`VirtualTime`] (ns since the
+//! cluster booted, from the `simtime` crate), a span a
+//! `std::time::Duration`; both are whole nanoseconds, so the draws and
+//! the queue's order are those of plain `u64` ns. Only the edges convert:
+//! the pcap record header and smoltcp's µs clock in [`host`].
+//!
 //! Modules: [`addr`] (node ids, IPv4/MAC), [`config`] (`[faults.network]`),
 //! [`partition`], [`network`] (the queue), [`stats`], [`pcap`], [`frame`]
 //! (frame builders), [`rng`] (portable draws).
@@ -40,4 +46,6 @@ pub use network::{
 };
 pub use partition::{Partition, PartitionError};
 pub use pcap::{Capture, PcapWriter};
+/// Points of virtual time (simtime's, re-exported where netsim's users look).
+pub use simtime::VirtualTime;
 pub use stats::{DropCounts, NetStats};

@@ -11,8 +11,8 @@
 //! randomness, so turning a fault off does not shift other draws):
 //! 1. partition check (no randomness): blocked → dropped (`partition_send`);
 //! 2. serialisation: with a bandwidth, the frame waits for the link to be
-//!    free and occupies it for `len * 1e9 / bandwidth` ns (lost frames too:
-//!    they were on the wire);
+//!    free and occupies it for `len * 1e9 / bandwidth` ns, rounded up (lost
+//!    frames too: they were on the wire);
 //! 3. loss: one Bernoulli draw;
 //! 4. duplication: one Bernoulli draw; a duplicate is a second copy that
 //!    goes through step 5 on its own (it takes no extra bandwidth);
@@ -50,8 +50,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand_core::RngCore;
+use simtime::VirtualTime;
 
 use crate::addr::{destination, Destination, NodeId};
 use crate::config::{ConfigError, Latency, LinkParams, NetConfig};
@@ -70,10 +72,10 @@ pub struct DeliveryId(pub u64);
 pub struct Delivery {
     /// This copy's id.
     pub id: DeliveryId,
-    /// Virtual arrival time, ns.
-    pub time: u64,
-    /// Virtual time `send` was called, ns.
-    pub sent_at: u64,
+    /// Virtual arrival time.
+    pub time: VirtualTime,
+    /// Virtual time `send` was called.
+    pub sent_at: VirtualTime,
     /// The sending node.
     pub from: NodeId,
     /// The receiving node.
@@ -92,8 +94,8 @@ pub struct Delivery {
 pub struct ScheduledDelivery {
     /// The copy's id.
     pub id: DeliveryId,
-    /// Virtual arrival time, ns.
-    pub time: u64,
+    /// Virtual arrival time.
+    pub time: VirtualTime,
     /// The sending node.
     pub from: NodeId,
     /// The receiving node.
@@ -222,9 +224,9 @@ impl IntoIterator for SendOutcome {
 #[derive(Clone, Copy, Debug, Default)]
 struct LinkState {
     /// The serialiser is busy until this time (bandwidth).
-    busy_until: u64,
+    busy_until: VirtualTime,
     /// Arrival time of the last non-reordered copy (FIFO).
-    last_arrival: u64,
+    last_arrival: VirtualTime,
 }
 
 /// The simulated network. `Clone` is a full snapshot (frames are shared,
@@ -241,9 +243,9 @@ pub struct Network {
     blocked: Vec<bool>,
     partition: Option<Partition>,
     /// Pending copies ordered by `(time, id)`.
-    queue: BTreeMap<(u64, u64), Delivery>,
+    queue: BTreeMap<(VirtualTime, u64), Delivery>,
     /// `id -> time`, to find a pending copy by id.
-    index: BTreeMap<u64, u64>,
+    index: BTreeMap<u64, VirtualTime>,
     next_id: u64,
     stats: NetStats,
 }
@@ -315,7 +317,7 @@ impl Network {
     ///
     /// # Panics
     /// If `from` is not a node of this network (an engine bug).
-    pub fn send(&mut self, now: u64, from: NodeId, frame: &[u8], rng: &mut dyn RngCore) -> SendOutcome {
+    pub fn send(&mut self, now: VirtualTime, from: NodeId, frame: &[u8], rng: &mut dyn RngCore) -> SendOutcome {
         let mut out = SendOutcome::default();
         self.send_into(now, from, frame, rng, &mut out);
         out
@@ -325,7 +327,7 @@ impl Network {
     /// reuse its buffers. Returns the number of copies scheduled.
     pub fn send_into(
         &mut self,
-        now: u64,
+        now: VirtualTime,
         from: NodeId,
         frame: &[u8],
         rng: &mut dyn RngCore,
@@ -363,7 +365,14 @@ impl Network {
         out.copies().count()
     }
 
-    fn transmit(&mut self, now: u64, from: NodeId, to: NodeId, frame: &Arc<[u8]>, rng: &mut dyn RngCore) -> LinkFate {
+    fn transmit(
+        &mut self,
+        now: VirtualTime,
+        from: NodeId,
+        to: NodeId,
+        frame: &Arc<[u8]>,
+        rng: &mut dyn RngCore,
+    ) -> LinkFate {
         self.stats.offered += 1;
         let li = self.link_index(from, to);
         if self.blocked[li] {
@@ -376,7 +385,7 @@ impl Network {
             let st = &mut self.state[li];
             let start = now.max(st.busy_until);
             let ser = (frame.len() as u128 * 1_000_000_000).div_ceil(bw as u128);
-            tx_end = start.saturating_add(u64::try_from(ser).unwrap_or(u64::MAX));
+            tx_end = start.saturating_add(Duration::from_nanos(u64::try_from(ser).unwrap_or(u64::MAX)));
             st.busy_until = tx_end;
         }
         if p.loss > 0.0 && bernoulli(rng, p.loss) {
@@ -422,7 +431,7 @@ impl Network {
     }
 
     /// Arrival time of the earliest pending copy.
-    pub fn next_delivery_time(&self) -> Option<u64> {
+    pub fn next_delivery_time(&self) -> Option<VirtualTime> {
         self.queue.first_key_value().map(|(&(t, _), _)| t)
     }
 
@@ -514,8 +523,8 @@ impl Network {
     }
 
     fn remove_where_in(
-        queue: &mut BTreeMap<(u64, u64), Delivery>,
-        index: &mut BTreeMap<u64, u64>,
+        queue: &mut BTreeMap<(VirtualTime, u64), Delivery>,
+        index: &mut BTreeMap<u64, VirtualTime>,
         f: impl Fn(&Delivery) -> bool,
     ) -> usize {
         let before = queue.len();

@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
+use simtime::VirtualTime;
+
 use crate::addr::NodeId;
 use crate::network::Delivery;
 
@@ -57,8 +59,10 @@ impl<W: Write> PcapWriter<W> {
         Ok(PcapWriter { out, snaplen, frames: 0 })
     }
 
-    /// Appends one frame seen at virtual time `time_ns`.
-    pub fn write_frame(&mut self, time_ns: u64, frame: &[u8]) -> io::Result<()> {
+    /// Appends one frame seen at virtual time `time` (an error past pcap's
+    /// 32-bit seconds, about 136 years).
+    pub fn write_frame(&mut self, time: VirtualTime, frame: &[u8]) -> io::Result<()> {
+        let time_ns = time.as_ns();
         let secs = u32::try_from(time_ns / 1_000_000_000)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "virtual time beyond pcap's 32-bit seconds"))?;
         let nanos = (time_ns % 1_000_000_000) as u32;
@@ -133,7 +137,7 @@ impl<W: Write> Capture<W> {
     }
 
     /// `from` sent `frame` at `now`.
-    pub fn on_send(&mut self, now: u64, from: NodeId, frame: &[u8]) -> io::Result<()> {
+    pub fn on_send(&mut self, now: VirtualTime, from: NodeId, frame: &[u8]) -> io::Result<()> {
         if let Some(w) = self.nodes.get_mut(&from) {
             w.write_frame(now, frame)?;
         }
@@ -185,7 +189,7 @@ mod tests {
     #[test]
     fn header_and_record_bytes() {
         let mut w = PcapWriter::with_snaplen(Vec::new(), 4).unwrap();
-        w.write_frame(3_000_000_007, &[1, 2, 3, 4, 5, 6]).unwrap();
+        w.write_frame(VirtualTime::from_ns(3_000_000_007), &[1, 2, 3, 4, 5, 6]).unwrap();
         let b = w.into_inner();
         assert_eq!(&b[..4], &[0x4d, 0x3c, 0xb2, 0xa1]);
         assert_eq!(&b[4..8], &[2, 0, 4, 0]);
@@ -202,6 +206,6 @@ mod tests {
     #[test]
     fn time_overflow_is_an_error() {
         let mut w = PcapWriter::new(Vec::new()).unwrap();
-        assert!(w.write_frame(u64::MAX, &[0; 14]).is_err());
+        assert!(w.write_frame(VirtualTime::MAX, &[0; 14]).is_err());
     }
 }

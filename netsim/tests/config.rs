@@ -1,5 +1,7 @@
 //! `[faults.network]` parsing and validation.
 
+use std::time::Duration;
+
 use netsim::config::{parse_duration, ConfigError, ConfigProblem, Latency, NetConfig};
 use netsim::NodeId;
 
@@ -65,10 +67,10 @@ fn latency_forms() {
 
 #[test]
 fn durations() {
-    assert_eq!(parse_duration("0"), Ok(0));
-    assert_eq!(parse_duration("10µs"), Ok(10_000));
-    assert_eq!(parse_duration("2s"), Ok(2_000_000_000));
-    assert_eq!(parse_duration("0.000000001s"), Ok(1));
+    assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+    assert_eq!(parse_duration("10µs"), Ok(Duration::from_micros(10)));
+    assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+    assert_eq!(parse_duration("0.000000001s"), Ok(Duration::from_nanos(1)));
     assert!(parse_duration("1.5ns").is_err());
     assert!(parse_duration("ms").is_err());
     assert!(parse_duration("99999999999s").is_err());

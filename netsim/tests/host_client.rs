@@ -4,15 +4,21 @@
 //! `HostClient`), node 2 is the client, the "next id after the guests".
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use netsim::config::{Latency, NetConfig};
 use netsim::host::{http, ConnError, ConnId, ConnState, HostClient, HostConfig, HttpError, HttpId, HttpResponse};
-use netsim::{Network, NodeId, Partition};
+use netsim::{Network, NodeId, Partition, VirtualTime};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-const MS: u64 = 1_000_000;
-const SEC: u64 = 1_000_000_000;
+const MS: Duration = Duration::from_millis(1);
+const SEC: Duration = Duration::from_secs(1);
+
+/// The point `d` after the boot.
+fn at(d: Duration) -> VirtualTime {
+    VirtualTime::ZERO + d
+}
 
 fn n(i: u16) -> NodeId {
     NodeId::new(i).unwrap()
@@ -118,13 +124,13 @@ impl App {
 struct Sim {
     net: Network,
     rng: Xoshiro256PlusPlus,
-    now: u64,
+    now: VirtualTime,
     hosts: BTreeMap<NodeId, (HostClient, Option<App>)>,
     /// FNV-1a over (time, sender, frame) of every frame handed to the network.
     frame_hash: u64,
     frames: u64,
     /// Every frame sent: (time, sender, bytes).
-    log: Vec<(u64, NodeId, Vec<u8>)>,
+    log: Vec<(VirtualTime, NodeId, Vec<u8>)>,
 }
 
 impl Sim {
@@ -132,7 +138,7 @@ impl Sim {
         Sim {
             net: Network::new(cfg, nodes).unwrap(),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-            now: 0,
+            now: VirtualTime::ZERO,
             hosts: BTreeMap::new(),
             frame_hash: 0xcbf2_9ce4_8422_2325,
             frames: 0,
@@ -157,7 +163,7 @@ impl Sim {
     /// Everything due at `now`: deliveries, then polls, until quiet.
     fn settle(&mut self) {
         for round in 0.. {
-            assert!(round < 10_000, "no progress at t={}: something polls in a loop", self.now);
+            assert!(round < 10_000, "no progress at t={:?}: something polls in a loop", self.now);
             let mut busy = false;
             while self.net.next_delivery_time().is_some_and(|t| t <= self.now) {
                 let d = self.net.pop_next().unwrap();
@@ -179,10 +185,10 @@ impl Sim {
                 let tx = h.take_tx();
                 for f in tx {
                     if std::env::var_os("HC_DEBUG").is_some() {
-                        eprintln!("t={now} {node} {}", describe(&f));
+                        eprintln!("t={now:?} {node} {}", describe(&f));
                     }
                     self.frames += 1;
-                    self.hash(&now.to_le_bytes());
+                    self.hash(&now.as_ns().to_le_bytes());
                     self.hash(&node.get().to_le_bytes());
                     self.hash(&f);
                     self.net.send(now, node, &f, &mut self.rng);
@@ -195,14 +201,14 @@ impl Sim {
         }
     }
 
-    fn next_event(&mut self) -> Option<u64> {
+    fn next_event(&mut self) -> Option<VirtualTime> {
         let now = self.now;
         let hosts = self.hosts.values_mut().filter_map(|(h, _)| h.poll_at(now));
         self.net.next_delivery_time().into_iter().chain(hosts).min()
     }
 
     /// Runs until `done` holds (true) or virtual time would pass `until` (false).
-    fn run_until(&mut self, until: u64, mut done: impl FnMut(&mut Sim) -> bool) -> bool {
+    fn run_until(&mut self, until: VirtualTime, mut done: impl FnMut(&mut Sim) -> bool) -> bool {
         loop {
             self.settle();
             if done(self) {
@@ -216,14 +222,14 @@ impl Sim {
     }
 
     /// Starts `request` from node 2 to node 1:80 and runs until it ends.
-    fn http(&mut self, request: &[u8], until: u64) -> Result<HttpResponse, HttpError> {
+    fn http(&mut self, request: &[u8], until: VirtualTime) -> Result<HttpResponse, HttpError> {
         let id: HttpId = self.host(2).http_request(n(1), 80, request).unwrap();
         let mut out = None;
         let finished = self.run_until(until, |s| {
             out = s.host(2).take_http(id);
             out.is_some()
         });
-        assert!(finished, "exchange did not end by t={until}");
+        assert!(finished, "exchange did not end by t={until:?}");
         out.unwrap()
     }
 }
@@ -243,19 +249,19 @@ fn sim(net: &NetConfig, seed: u64, client: HostConfig, echo: Option<u16>) -> Sim
         None => App::http(80),
     };
     let server = HostConfig { node: n(1), seed: seed ^ 0x5e, ..client.clone() };
-    s.add(HostClient::new(server, 0), Some(app));
-    s.add(HostClient::new(client, 0), None);
+    s.add(HostClient::new(server, VirtualTime::ZERO), Some(app));
+    s.add(HostClient::new(client, VirtualTime::ZERO), None);
     s
 }
 
 #[test]
 fn http_request_response_without_faults() {
     let mut s = sim(&NetConfig::default(), 1, client_cfg(1), None);
-    let r = s.http(&http::get(n(1), "/"), 10 * SEC).unwrap();
+    let r = s.http(&http::get(n(1), "/"), at(10 * SEC)).unwrap();
     assert_eq!((r.status, r.text().as_str()), (200, "hello from n1"));
     assert_eq!(r.header("content-length"), Some("13"));
     // ARP both ways, handshake, request, response, FINs: well under 5 ms on a 100 µs network.
-    assert!(s.now < 5 * MS, "took {} ns", s.now);
+    assert!(s.now < at(5 * MS), "took {:?} ns", s.now);
 
     let r = s.http(&http::get(n(1), "/chunked"), s.now + 10 * SEC).unwrap();
     assert_eq!(r.body, b"chunk-encoded");
@@ -278,7 +284,7 @@ fn raw_tcp_echo_close_and_refused() {
     let data = pattern(300_000); // several windows' worth: exercises the outbound queue
     s.host(2).send(c, &data).unwrap();
     let mut got = Vec::new();
-    assert!(s.run_until(60 * SEC, |s| {
+    assert!(s.run_until(at(60 * SEC), |s| {
         got.extend(s.host(2).recv(c).unwrap());
         got.len() >= data.len()
     }));
@@ -305,19 +311,19 @@ fn lossy() -> NetConfig {
         loss: 0.2,
         reorder: 0.2,
         duplicate: 0.05,
-        reorder_delay: Latency::Uniform { min: 100_000, max: 3 * MS },
+        reorder_delay: Latency::Uniform { min: 100_000, max: 3_000_000 },
         ..NetConfig::default()
     }
 }
 
 /// 20% loss each way, 20% reordering, some duplicates: one 200 KB GET and a
 /// few small ones. Returns (frame hash, frame count, virtual end time).
-fn lossy_run(seed: u64) -> (u64, u64, u64) {
+fn lossy_run(seed: u64) -> (u64, u64, VirtualTime) {
     let mut cfg = client_cfg(seed);
-    cfg.http_timeout_ns = Some(3600 * SEC);
-    cfg.connect_timeout_ns = 60 * SEC;
+    cfg.http_timeout = Some(3600 * SEC);
+    cfg.connect_timeout = 60 * SEC;
     let mut s = sim(&lossy(), seed, cfg, None);
-    let r = s.http(&http::get(n(1), "/big/200000"), 3600 * SEC).unwrap();
+    let r = s.http(&http::get(n(1), "/big/200000"), at(3600 * SEC)).unwrap();
     assert_eq!(r.status, 200);
     assert!(r.body == pattern(200_000), "body corrupted under loss/reordering");
     for _ in 0..3 {
@@ -326,7 +332,7 @@ fn lossy_run(seed: u64) -> (u64, u64, u64) {
     }
     let st = s.net.stats();
     assert!(st.dropped.loss > 20 && st.reordered > 20 && st.duplicated > 0, "faults happened: {st:?}");
-    eprintln!("seed {seed}: {} frames, {:.3} virtual s, {st:?}", s.frames, s.now as f64 / 1e9);
+    eprintln!("seed {seed}: {} frames, {:.3} virtual s, {st:?}", s.frames, s.now.as_secs_f64());
     (s.frame_hash, s.frames, s.now)
 }
 
@@ -351,10 +357,10 @@ fn connect_times_out_during_partition_and_works_after_heal() {
     let mut s = sim(&NetConfig::default(), 6, client_cfg(6), None);
     s.net.partition(Partition::symmetric([[n(1)], [n(2)]])).unwrap();
     let start = s.now;
-    let e = s.http(&http::get(n(1), "/"), 60 * SEC).unwrap_err();
+    let e = s.http(&http::get(n(1), "/"), at(60 * SEC)).unwrap_err();
     assert_eq!(e, HttpError::Conn(ConnError::TimedOut));
     let waited = s.now - start;
-    assert!((5 * SEC..6 * SEC).contains(&waited), "fails at the 5 s connect timeout, not {waited} ns");
+    assert!((5 * SEC..6 * SEC).contains(&waited), "fails at the 5 s connect timeout, not {waited:?}");
     assert!(s.net.stats().dropped.partition_send > 0, "ARP/SYN attempts hit the partition");
     // The failed attempt leaves nothing behind that would keep polling.
     assert_eq!(s.host(2).socket_count(), 0);
@@ -375,10 +381,10 @@ fn connect_times_out_during_partition_and_works_after_heal() {
 #[test]
 fn stalled_transfer_times_out_when_partitioned_mid_flight() {
     let mut cfg = client_cfg(7);
-    cfg.io_timeout_ns = Some(10 * SEC);
+    cfg.io_timeout = Some(10 * SEC);
     let mut s = sim(&NetConfig::default(), 7, cfg, Some(7));
     let c = s.host(2).connect(n(1), 7).unwrap();
-    assert!(s.run_until(10 * SEC, |s| s.host(2).state(c) == Ok(ConnState::Established)));
+    assert!(s.run_until(at(10 * SEC), |s| s.host(2).state(c) == Ok(ConnState::Established)));
     s.net.partition(Partition::isolate(n(2))).unwrap();
     s.host(2).send(c, b"into the void").unwrap();
     let t0 = s.now;
@@ -399,7 +405,7 @@ fn many_short_requests_with_light_faults() {
     let mut s = sim(&net, 9, client_cfg(9), None);
     for i in 0..3000 {
         let r = s.http(&http::get(n(1), "/"), s.now + 600 * SEC);
-        assert_eq!(r.map(|r| r.text()), Ok("hello from n1".to_string()), "request {i} at t={}", s.now);
+        assert_eq!(r.map(|r| r.text()), Ok("hello from n1".to_string()), "request {i} at t={:?}", s.now);
     }
 }
 

@@ -2,12 +2,19 @@
 
 use netsim::config::{Latency, LinkOverride, NetConfig};
 use netsim::frame::{arp_request, tcp_flags, tcp_ipv4};
-use netsim::{Delivery, LinkDrop, LinkFate, Network, NodeId, Partition, ScheduledDelivery, SendOutcome, Unrouted};
+use netsim::{
+    Delivery, LinkDrop, LinkFate, Network, NodeId, Partition, ScheduledDelivery, SendOutcome, Unrouted, VirtualTime,
+};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 fn n(i: u16) -> NodeId {
     NodeId::new(i).unwrap()
+}
+
+/// The point `ns` nanoseconds after the boot.
+fn t(ns: u64) -> VirtualTime {
+    VirtualTime::from_ns(ns)
 }
 
 fn rng(seed: u64) -> Xoshiro256PlusPlus {
@@ -30,7 +37,7 @@ fn seq_of(d: &Delivery) -> u32 {
 
 fn drain(net: &mut Network) -> Vec<Delivery> {
     let mut v = Vec::new();
-    let mut last = 0;
+    let mut last = VirtualTime::ZERO;
     while let Some(d) = net.pop_next() {
         assert!(d.time >= last, "pop_next is time-ordered");
         last = d.time;
@@ -65,15 +72,15 @@ fn run(cfg: &NetConfig, seed: u64, count: u32) -> Trace {
         let b = ((k / 4) % 3) as u16 + 1;
         let b = if b >= a { b + 1 } else { b };
         let f = if k % 50 == 0 { arp_request(n(a), n(b)) } else { frame(a, b, k) };
-        net.send(now, n(a), &f, &mut r);
+        net.send(t(now), n(a), &f, &mut r);
         now += 20_000;
-        while net.next_delivery_time().is_some_and(|t| t <= now) {
+        while net.next_delivery_time().is_some_and(|at| at <= t(now)) {
             let d = net.pop_next().unwrap();
-            out.push((d.time, d.id.0, d.from.get(), d.to.get(), d.frame.to_vec(), d.duplicate));
+            out.push((d.time.as_ns(), d.id.0, d.from.get(), d.to.get(), d.frame.to_vec(), d.duplicate));
         }
     }
     for d in drain(&mut net) {
-        out.push((d.time, d.id.0, d.from.get(), d.to.get(), d.frame.to_vec(), d.duplicate));
+        out.push((d.time.as_ns(), d.id.0, d.from.get(), d.to.get(), d.frame.to_vec(), d.duplicate));
     }
     out
 }
@@ -91,12 +98,12 @@ fn determinism() {
     let mut net = Network::new(&cfg, 4).unwrap();
     let mut r = rng(7);
     for k in 0..100 {
-        net.send(k * 1000, n(1), &frame(1, 2, k as u32), &mut r);
+        net.send(t(k * 1000), n(1), &frame(1, 2, k as u32), &mut r);
     }
     let mut net2 = net.clone();
     let mut r2 = r.clone();
-    net.send(200_000, n(3), &frame(3, 1, 0), &mut r);
-    net2.send(200_000, n(3), &frame(3, 1, 0), &mut r2);
+    net.send(t(200_000), n(3), &frame(3, 1, 0), &mut r);
+    net2.send(t(200_000), n(3), &frame(3, 1, 0), &mut r2);
     assert_eq!(drain(&mut net), drain(&mut net2));
 }
 
@@ -105,11 +112,11 @@ fn perfect_network_delivers_everything_in_order_after_latency() {
     let mut net = Network::new(&NetConfig { latency: Latency::Fixed(1000), ..NetConfig::default() }, 3).unwrap();
     let mut r = rng(1);
     for k in 0..10 {
-        let s = copies(net.send(k as u64 * 10, n(1), &frame(1, 2, k), &mut r));
+        let s = copies(net.send(t(k as u64 * 10), n(1), &frame(1, 2, k), &mut r));
         assert_eq!(s.len(), 1);
-        assert_eq!(s[0].time, k as u64 * 10 + 1000);
+        assert_eq!(s[0].time, t(k as u64 * 10 + 1000));
     }
-    assert_eq!(net.next_delivery_time(), Some(1000));
+    assert_eq!(net.next_delivery_time(), Some(t(1000)));
     let got = drain(&mut net);
     assert_eq!(got.iter().map(seq_of).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());
     assert!(got.iter().all(|d| d.to == n(2) && d.from == n(1)));
@@ -125,7 +132,7 @@ fn loss_rate_within_bounds() {
     let mut r = rng(99);
     let total = 10_000u32;
     for k in 0..total {
-        net.send(k as u64, n(1), &frame(1, 2, k), &mut r);
+        net.send(t(k as u64), n(1), &frame(1, 2, k), &mut r);
     }
     let lost = net.stats().dropped.loss as f64;
     // sd = sqrt(n p (1-p)) = 40; allow 5 sd.
@@ -135,7 +142,7 @@ fn loss_rate_within_bounds() {
     // Loss 1 loses everything; loss 0 nothing.
     let mut all = Network::new(&NetConfig { loss: 1.0, ..NetConfig::default() }, 2).unwrap();
     for k in 0..100 {
-        assert!(all.send(0, n(1), &frame(1, 2, k), &mut r).is_empty());
+        assert!(all.send(t(0), n(1), &frame(1, 2, k), &mut r).is_empty());
     }
     assert_eq!(all.stats().dropped.loss, 100);
 }
@@ -145,7 +152,7 @@ fn duplication() {
     let mut net = Network::new(&NetConfig { duplicate: 0.1, ..NetConfig::default() }, 2).unwrap();
     let mut r = rng(5);
     for k in 0..10_000 {
-        net.send(k as u64 * 1000, n(1), &frame(1, 2, k), &mut r);
+        net.send(t(k as u64 * 1000), n(1), &frame(1, 2, k), &mut r);
     }
     let dups = net.stats().duplicated;
     assert!((dups as i64 - 1000).abs() < 150, "{dups} duplicates");
@@ -157,7 +164,7 @@ fn duplication() {
     assert!(got.iter().any(|o| !o.duplicate && o.frame == d.frame));
     let mut none = Network::new(&NetConfig::default(), 2).unwrap();
     for k in 0..1000 {
-        none.send(0, n(1), &frame(1, 2, k), &mut r);
+        none.send(t(0), n(1), &frame(1, 2, k), &mut r);
     }
     assert_eq!(none.stats().duplicated, 0);
 }
@@ -175,8 +182,8 @@ fn reordering_only_when_enabled() {
         let mut net = Network::new(&cfg, 3).unwrap();
         let mut r = rng(11);
         for k in 0..5000 {
-            net.send(k as u64 * 1_000, n(1), &frame(1, 2, k), &mut r);
-            net.send(k as u64 * 1_000, n(3), &frame(3, 2, k), &mut r);
+            net.send(t(k as u64 * 1_000), n(1), &frame(1, 2, k), &mut r);
+            net.send(t(k as u64 * 1_000), n(3), &frame(3, 2, k), &mut r);
         }
         let got = drain(&mut net);
         for from in [n(1), n(3)] {
@@ -201,29 +208,29 @@ fn bandwidth_serialisation_delay() {
     let mut r = rng(0);
     let mut f = frame(1, 2, 0);
     f.resize(1000, 0);
-    let times: Vec<u64> = (0..3).map(|_| copies(net.send(0, n(1), &f, &mut r))[0].time).collect();
+    let times: Vec<u64> = (0..3).map(|_| copies(net.send(t(0), n(1), &f, &mut r))[0].time.as_ns()).collect();
     assert_eq!(times, vec![1_000_500, 2_000_500, 3_000_500], "queued behind each other");
     // Another directed link has its own serialiser.
     let mut g = frame(2, 1, 0);
     g.resize(1000, 0);
-    assert_eq!(copies(net.send(0, n(2), &g, &mut r))[0].time, 1_000_500);
+    assert_eq!(copies(net.send(t(0), n(2), &g, &mut r))[0].time, t(1_000_500));
     // After the queue drains, a frame goes straight on.
-    assert_eq!(copies(net.send(10_000_000, n(1), &f, &mut r))[0].time, 11_000_500);
+    assert_eq!(copies(net.send(t(10_000_000), n(1), &f, &mut r))[0].time, t(11_000_500));
     // A per-link override.
     let mut cfg2 = cfg.clone();
     cfg2.links.insert("1->3".into(), LinkOverride { bandwidth: Some(2_000_000), ..Default::default() });
     let mut net = Network::new(&cfg2, 3).unwrap();
     let mut h = frame(1, 3, 0);
     h.resize(1000, 0);
-    assert_eq!(copies(net.send(0, n(1), &h, &mut r))[0].time, 500_500);
-    assert_eq!(copies(net.send(0, n(1), &f, &mut r))[0].time, 1_000_500);
+    assert_eq!(copies(net.send(t(0), n(1), &h, &mut r))[0].time, t(500_500));
+    assert_eq!(copies(net.send(t(0), n(1), &f, &mut r))[0].time, t(1_000_500));
 }
 
 #[test]
 fn broadcast_reaches_everyone_else() {
     let mut net = Network::new(&NetConfig::default(), 4).unwrap();
     let mut r = rng(0);
-    let s = copies(net.send(0, n(2), &arp_request(n(2), n(3)), &mut r));
+    let s = copies(net.send(t(0), n(2), &arp_request(n(2), n(3)), &mut r));
     let mut to: Vec<u16> = s.iter().map(|d| d.to.get()).collect();
     to.sort();
     assert_eq!(to, vec![1, 3, 4]);
@@ -231,9 +238,9 @@ fn broadcast_reaches_everyone_else() {
     // Unicast to nobody, to self, and a runt are dropped without randomness.
     let mut f = frame(1, 2, 0);
     f[5] = 99; // MAC of node 99, not in a 4-node cluster
-    assert!(net.send(0, n(1), &f, &mut r).is_empty());
-    assert!(net.send(0, n(1), &frame(1, 1, 0), &mut r).is_empty());
-    assert!(net.send(0, n(1), &[0u8; 10], &mut r).is_empty());
+    assert!(net.send(t(0), n(1), &f, &mut r).is_empty());
+    assert!(net.send(t(0), n(1), &frame(1, 1, 0), &mut r).is_empty());
+    assert!(net.send(t(0), n(1), &[0u8; 10], &mut r).is_empty());
     assert_eq!(net.stats().dropped.no_route, 2);
     assert_eq!(net.stats().dropped.malformed, 1);
 }
@@ -243,36 +250,36 @@ fn symmetric_partition_and_heal() {
     let mut net = Network::new(&NetConfig::default(), 4).unwrap();
     let mut r = rng(0);
     // In flight across the future cut: dropped when the partition starts.
-    net.send(0, n(1), &frame(1, 3, 0), &mut r);
-    net.send(0, n(1), &frame(1, 2, 0), &mut r);
+    net.send(t(0), n(1), &frame(1, 3, 0), &mut r);
+    net.send(t(0), n(1), &frame(1, 2, 0), &mut r);
     let dropped = net.partition(Partition::symmetric([vec![n(1), n(2)], vec![n(3), n(4)]])).unwrap();
     assert_eq!(dropped, 1);
     assert_eq!(net.pending().map(|d| d.to).collect::<Vec<_>>(), vec![n(2)]);
-    assert!(net.send(10, n(1), &frame(1, 3, 1), &mut r).is_empty());
-    assert!(net.send(10, n(4), &frame(4, 2, 1), &mut r).is_empty());
-    assert_eq!(copies(net.send(10, n(3), &frame(3, 4, 1), &mut r)).len(), 1, "same side still talks");
+    assert!(net.send(t(10), n(1), &frame(1, 3, 1), &mut r).is_empty());
+    assert!(net.send(t(10), n(4), &frame(4, 2, 1), &mut r).is_empty());
+    assert_eq!(copies(net.send(t(10), n(3), &frame(3, 4, 1), &mut r)).len(), 1, "same side still talks");
     // A broadcast only reaches the sender's side.
-    let s = copies(net.send(10, n(1), &arp_request(n(1), n(3)), &mut r));
+    let s = copies(net.send(t(10), n(1), &arp_request(n(1), n(3)), &mut r));
     assert_eq!(s.iter().map(|d| d.to).collect::<Vec<_>>(), vec![n(2)]);
     assert_eq!(net.stats().dropped.partition_send, 4);
     assert_eq!(net.stats().dropped.partition_in_flight, 1);
     net.heal();
     assert!(net.current_partition().is_none());
-    assert_eq!(copies(net.send(20, n(1), &frame(1, 3, 2), &mut r)).len(), 1);
-    assert_eq!(copies(net.send(20, n(4), &frame(4, 2, 2), &mut r)).len(), 1);
+    assert_eq!(copies(net.send(t(20), n(1), &frame(1, 3, 2), &mut r)).len(), 1);
+    assert_eq!(copies(net.send(t(20), n(4), &frame(4, 2, 2), &mut r)).len(), 1);
 }
 
 #[test]
 fn one_way_partition() {
     let mut net = Network::new(&NetConfig::default(), 3).unwrap();
     let mut r = rng(0);
-    net.send(0, n(1), &frame(1, 2, 0), &mut r);
-    net.send(0, n(2), &frame(2, 1, 0), &mut r);
+    net.send(t(0), n(1), &frame(1, 2, 0), &mut r);
+    net.send(t(0), n(2), &frame(2, 1, 0), &mut r);
     assert_eq!(net.partition(Partition::one_way([n(1)], [n(2)])).unwrap(), 1);
     assert_eq!(net.pending().map(|d| d.from).collect::<Vec<_>>(), vec![n(2)], "B->A in flight survives");
-    assert!(net.send(1, n(1), &frame(1, 2, 1), &mut r).is_empty(), "A->B blocked");
-    assert_eq!(copies(net.send(1, n(2), &frame(2, 1, 1), &mut r)).len(), 1, "B->A allowed");
-    assert_eq!(copies(net.send(1, n(1), &frame(1, 3, 1), &mut r)).len(), 1, "A->C unaffected");
+    assert!(net.send(t(1), n(1), &frame(1, 2, 1), &mut r).is_empty(), "A->B blocked");
+    assert_eq!(copies(net.send(t(1), n(2), &frame(2, 1, 1), &mut r)).len(), 1, "B->A allowed");
+    assert_eq!(copies(net.send(t(1), n(1), &frame(1, 3, 1), &mut r)).len(), 1, "A->C unaffected");
     assert!(net.is_blocked(n(1), n(2)) && !net.is_blocked(n(2), n(1)));
     // A new partition replaces the old one.
     net.partition(Partition::isolate(n(3))).unwrap();
@@ -286,14 +293,14 @@ fn take_by_id_and_pending_order() {
     let mut net = Network::new(&cfg, 4).unwrap();
     let mut r = rng(3);
     for k in 0..50 {
-        net.send(0, n(1 + (k % 3) as u16), &frame(1 + (k % 3) as u16, 4, k), &mut r);
+        net.send(t(0), n(1 + (k % 3) as u16), &frame(1 + (k % 3) as u16, 4, k), &mut r);
     }
     // Ties at equal time break by id.
     for _ in 0..5 {
-        net.send(5000, n(1), &frame(1, 2, 0), &mut r);
-        net.send(5000, n(3), &frame(3, 2, 0), &mut r);
+        net.send(t(5000), n(1), &frame(1, 2, 0), &mut r);
+        net.send(t(5000), n(3), &frame(3, 2, 0), &mut r);
     }
-    let keys: Vec<(u64, u64)> = net.pending().map(|d| (d.time, d.id.0)).collect();
+    let keys: Vec<(VirtualTime, u64)> = net.pending().map(|d| (d.time, d.id.0)).collect();
     let mut sorted = keys.clone();
     sorted.sort();
     assert_eq!(keys, sorted);
@@ -312,9 +319,9 @@ fn crash_discards_frames_to_node_and_conservation_holds() {
     for k in 0..3000u32 {
         let a = (k % 4) as u16 + 1;
         let b = (a % 4) + 1;
-        net.send(k as u64 * 1000, n(a), &frame(a, b, k), &mut r);
+        net.send(t(k as u64 * 1000), n(a), &frame(a, b, k), &mut r);
         if k % 500 == 0 {
-            net.send(k as u64 * 1000, n(a), &arp_request(n(a), n(b)), &mut r);
+            net.send(t(k as u64 * 1000), n(a), &arp_request(n(a), n(b)), &mut r);
         }
         if k == 1000 {
             net.partition(Partition::symmetric([[n(1)]])).unwrap();
@@ -379,7 +386,7 @@ fn send_says_per_destination_what_became_of_the_frame() {
     let mut net = Network::new(&cfg, 4).unwrap();
     net.partition(Partition::isolate(n(4))).unwrap();
     let mut r = rng(3);
-    let o = net.send(0, n(1), &arp_request(n(1), n(2)), &mut r);
+    let o = net.send(t(0), n(1), &arp_request(n(1), n(2)), &mut r);
     assert_eq!(o.unrouted, None);
     let fates: Vec<(u16, LinkFate)> = o.links.iter().map(|l| (l.to.get(), l.fate)).collect();
     assert_eq!(fates.len(), 3);
@@ -395,7 +402,7 @@ fn send_says_per_destination_what_became_of_the_frame() {
     // No destination link at all.
     let mut f = frame(1, 2, 0);
     f[5] = 99;
-    let o = net.send(0, n(1), &f, &mut r);
+    let o = net.send(t(0), n(1), &f, &mut r);
     assert_eq!((o.links.len(), o.unrouted), (0, Some(Unrouted::NoRoute)));
-    assert_eq!(net.send(0, n(1), &[0u8; 10], &mut r).unrouted, Some(Unrouted::Malformed));
+    assert_eq!(net.send(t(0), n(1), &[0u8; 10], &mut r).unrouted, Some(Unrouted::Malformed));
 }

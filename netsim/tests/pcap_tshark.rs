@@ -6,7 +6,7 @@ use std::process::Command;
 use netsim::config::{Latency, NetConfig};
 use netsim::frame::{tcp_flags::*, tcp_ipv4};
 use netsim::pcap::{Capture, MAGIC_NANOS};
-use netsim::{Network, NodeId};
+use netsim::{Network, NodeId, VirtualTime};
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -33,7 +33,7 @@ fn handshake() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         (n(2), tcp_ipv4(n(2), n(1), 5432, 40000, 7000, 1001, SYN | ACK, &[])),
         (n(1), tcp_ipv4(n(1), n(2), 40000, 5432, 1001, 7001, ACK, &[])),
     ];
-    let mut now = 1_000_000_123;
+    let mut now = VirtualTime::from_ns(1_000_000_123);
     for (from, f) in steps {
         cap.on_send(now, from, &f).unwrap();
         assert_eq!(copies(net.send(now, from, &f, &mut rng)).len(), 1);

@@ -1,7 +1,7 @@
 //! The network's faults: `[faults.network]` (netsim's `NetConfig`, which
 //! checks itself) and partitions at fixed times (`[[faults.partition]]`).
 
-use engine::ScheduledPartition;
+use engine::{ScheduledPartition, VirtualTime};
 use serde::Deserialize;
 
 use super::faults::FaultsSection;
@@ -75,6 +75,6 @@ impl PartitionSection {
             _ => return Err(at.invalid(": give either groups = [[...], [...]] or both from = [...] and to = [...]")),
         };
         partition.validate(n + u16::from(has_host)).map_err(|e| at.invalid(format!(": {e}")))?;
-        Ok(ScheduledPartition { at: start, heal, partition })
+        Ok(ScheduledPartition { at: VirtualTime::from_ns(start), heal: VirtualTime::from_ns(heal), partition })
     }
 }

@@ -133,7 +133,7 @@ mod fault_tests {
         .unwrap();
         assert_eq!(c.spec.faults.network.loss, 0.2);
         assert_eq!(c.partitions.len(), 2);
-        assert_eq!(c.partitions[0].at, 5_000_000_000);
+        assert_eq!(c.partitions[0].at.as_ns(), 5_000_000_000);
         assert!(c.partitions[1].partition.blocks(netsim::NodeId::new(1).unwrap(), netsim::NodeId::new(2).unwrap()));
         assert!(!c.partitions[1].partition.blocks(netsim::NodeId::new(2).unwrap(), netsim::NodeId::new(1).unwrap()));
     }
@@ -280,7 +280,8 @@ mod host_workload_tests {
         .unwrap();
         let w = c.host_workload.as_ref().unwrap();
         assert_eq!(c.workload_node, 2, "the host client is node N+1");
-        assert_eq!((w.repeat, w.concurrency, w.start_after_ns, w.timeout_ns), (3, 2, 1_000_000_000, 30_000_000_000));
+        assert_eq!((w.repeat, w.concurrency), (3, 2));
+        assert_eq!((w.start_after, w.timeout), (std::time::Duration::from_secs(1), std::time::Duration::from_secs(30)));
         assert_eq!((w.requests[0].node, w.requests[0].method.as_str(), w.requests[0].expect_status), (2, "GET", 200));
         assert_eq!(w.requests[1].body_equals.as_deref(), Some(&b"1\n2\n"[..]));
         assert_eq!(w.requests[1].body, b"x");

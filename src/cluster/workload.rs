@@ -3,6 +3,7 @@
 //! (`[workload.host]`).
 
 use std::path::Path;
+use std::time::Duration;
 
 use engine::{HostRequest, HostWorkload};
 use serde::Deserialize;
@@ -187,7 +188,13 @@ fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<HostWork
         .enumerate()
         .map(|(k, r)| host_request(&at.key("requests").nth(k), r, n, dir))
         .collect::<Result<Vec<_>, Invalid>>()?;
-    Ok(HostWorkload { requests, repeat: h.repeat, concurrency: h.concurrency, start_after_ns, timeout_ns })
+    Ok(HostWorkload {
+        requests,
+        repeat: h.repeat,
+        concurrency: h.concurrency,
+        start_after: Duration::from_nanos(start_after_ns),
+        timeout: Duration::from_nanos(timeout_ns),
+    })
 }
 
 /// One request of `[workload.host] requests`, the one at `at`.

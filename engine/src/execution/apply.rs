@@ -22,12 +22,9 @@ impl Execution<'_> {
     pub(crate) fn apply(&mut self, action: Action) -> Result<(), EngineError> {
         let now = self.now;
         match action {
-            Action::NetworkFault { .. } => self
-                .network
-                .sim
-                .as_mut()
-                .expect("faults come from the network")
-                .apply_fault(&mut self.trace, now.as_ns()),
+            Action::NetworkFault { .. } => {
+                self.network.sim.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now)
+            }
             Action::Deliver(id) => self.deliver(id)?,
             Action::Crash(i) => self.crash(i)?,
             Action::Restart(i) => {
@@ -64,7 +61,7 @@ impl Execution<'_> {
         let ns = self.network.sim.as_mut().expect("deliveries come from the network");
         let Some(d) = ns.take(id) else { return Ok(()) };
         if let Some(h) = self.network.host.as_mut().filter(|h| h.node() == d.to) {
-            h.deliver(now.as_ns(), &d, &mut self.trace);
+            h.deliver(now, &d, &mut self.trace);
             return Ok(());
         }
         let (to, from) = (d.to.index(), d.from.get());
@@ -294,9 +291,9 @@ impl Execution<'_> {
         let now = self.now;
         let Some(h) = self.network.host.as_mut() else { return Ok(()) };
         let node = h.node();
-        let (tx, outcome) = h.poll(now.as_ns(), &mut self.trace);
+        let (tx, outcome) = h.poll(now, &mut self.trace);
         if let Some(ns) = self.network.sim.as_mut() {
-            ns.transmit_frames(node, now.as_ns(), tx, &mut self.trace);
+            ns.transmit_frames(node, now, tx, &mut self.trace);
         }
         // The workload's end comes after the frames of its last poll, so
         // that a report finds it as the failing event.

@@ -71,7 +71,7 @@ pub(super) fn boot_nodes(spec: &ExecutionSpec, first_spawn: &mut Option<Instant>
 /// clock starting at `now`; `None` without one (or without a network).
 pub(super) fn host_endpoint(spec: &ExecutionSpec, seed: u64, now: VirtualTime) -> Option<host::HostEndpoint> {
     match (&spec.host_workload, &spec.network) {
-        (Some(w), Some(_)) => host::HostEndpoint::new(spec.node_names.len() as u16, w.clone(), seed, now.as_ns()),
+        (Some(w), Some(_)) => host::HostEndpoint::new(spec.node_names.len() as u16, w.clone(), seed, now),
         _ => None,
     }
 }
@@ -87,7 +87,7 @@ pub(super) fn network(spec: &ExecutionSpec) -> Result<Option<network::NetState>,
         guests + u16::from(host.is_some()),
         host,
         spec.stream_seed(),
-        spec.time_limit.as_ns(),
+        spec.time_limit,
         // In warm-start mode random partitions start with the execution's
         // own seed, when the boot ends.
         spec.explore.faults_after.is_some() || spec.boot_seed.is_some(),

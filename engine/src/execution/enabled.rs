@@ -20,9 +20,8 @@ impl Execution<'_> {
         let latency = self.spec.disk.as_ref().map_or(Duration::ZERO, |d| d.latency);
         into.runs.clear();
         into.runs.extend(live().map(|(i, n)| (i, n.runtime().unwrap().requested())));
-        // The host client and netsim keep their times as ns.
-        into.host = self.network.host.as_ref().and_then(|h| h.due().map(|t| (h.node().get(), VirtualTime::from_ns(t))));
-        into.net = self.network.sim.as_ref().and_then(|n| n.next_time()).map(VirtualTime::from_ns);
+        into.host = self.network.host.as_ref().and_then(|h| h.due().map(|t| (h.node().get(), t)));
+        into.net = self.network.sim.as_ref().and_then(|n| n.next_time());
         into.disks.clear();
         into.disks.extend(live().filter_map(|(i, n)| {
             let requests = n.data_disk()?.pending_disk();
@@ -48,11 +47,11 @@ impl Execution<'_> {
             into.push(Enabled::run_host(node, due));
         }
         if let Some(ns) = &self.network.sim {
-            for (id, to, from, due, behind) in ns.deliveries_until(horizon.as_ns()) {
-                into.push(Enabled::deliver(id, to, from, VirtualTime::from_ns(due), behind));
+            for (id, to, from, due, behind) in ns.deliveries_until(horizon) {
+                into.push(Enabled::deliver(id, to, from, due, behind));
             }
-            if let Some((due, heal)) = ns.next_fault().filter(|(t, _)| *t <= horizon.as_ns()) {
-                into.push(Enabled::network_fault(heal, VirtualTime::from_ns(due)));
+            if let Some((due, heal)) = ns.next_fault().filter(|(t, _)| *t <= horizon) {
+                into.push(Enabled::network_fault(heal, due));
             }
         }
         if self.spec.disk.is_some() {

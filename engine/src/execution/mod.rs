@@ -167,7 +167,7 @@ impl<'a> Execution<'a> {
         self.faults.reseed(seed);
         self.network.host = host_endpoint(self.spec, seed, self.now);
         if let Some(ns) = self.network.sim.as_mut() {
-            ns.reseed(seed, self.now.as_ns(), self.spec.explore.faults_after.is_none());
+            ns.reseed(seed, self.now, self.spec.explore.faults_after.is_none());
         }
         for (i, n) in self.nodes.iter_mut().enumerate() {
             n.reseed_devices(seed, i as u64);

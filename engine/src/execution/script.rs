@@ -24,7 +24,7 @@ impl Execution<'_> {
             self.begin_faults();
         }
         match self.network.host.as_mut() {
-            Some(h) => h.start(self.now.as_ns(), &mut self.trace),
+            Some(h) => h.start(self.now, &mut self.trace),
             None if spec.host_workload.is_some() => {
                 self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
             }
@@ -43,7 +43,7 @@ impl Execution<'_> {
         self.start_node_faults();
         if let Some(name) = &self.spec.explore.faults_after {
             if let Some(ns) = self.network.sim.as_mut() {
-                ns.start_random_partitions(self.now.as_ns());
+                ns.start_random_partitions(self.now);
             }
             let text = format!("faults begin: {name} reached ([faults] start_after)");
             self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });

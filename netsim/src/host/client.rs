@@ -17,7 +17,8 @@
 //!   at the previous one's time.
 //!
 //! # Determinism
-//! Time is only what `poll` is given (ns, truncated to smoltcp's µs).
+//! Time is only what `poll` is given (a [`VirtualTime`], truncated to
+//! smoltcp's µs at the edge, in `instant`).
 //! smoltcp's only randomness (TCP initial sequence numbers, the first IPv4
 //! identification) comes from `Config::random_seed`, derived from
 //! [`HostConfig::seed`] and the node; ephemeral ports come from the same
@@ -26,7 +27,9 @@
 //! map, so the frames emitted depend only on the call sequence.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
+use simtime::VirtualTime;
 use smoltcp::iface::{Config, Interface, PollResult, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
@@ -38,10 +41,9 @@ use super::error::{ConnError, HostError};
 use super::http::{HttpError, HttpResponse, ResponseReader};
 use crate::addr::NodeId;
 
-const SEC: u64 = 1_000_000_000;
 const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
 
-/// How a [`HostClient`] behaves. Times are virtual nanoseconds.
+/// How a [`HostClient`] behaves. Spans are of virtual time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostConfig {
     /// The client's own node: IPv4 `10.0.0.N`, MAC `02:00:0a:00:00:NN`.
@@ -52,14 +54,14 @@ pub struct HostConfig {
     pub seed: u64,
     /// Give up a handshake that has not completed after this long (5 s:
     /// Linux retries SYNs for two minutes, a workload wants to know sooner).
-    pub connect_timeout_ns: u64,
+    pub connect_timeout: Duration,
     /// Fail a connection whose unacknowledged data (or FIN) sees no progress
     /// for this long; smoltcp itself retransmits forever. 120 s is twice
     /// smoltcp's largest retransmission timeout, so a live but lossy link is
     /// not declared dead between two backed-off retransmissions.
-    pub io_timeout_ns: Option<u64>,
+    pub io_timeout: Option<Duration>,
     /// Fail an HTTP exchange with no complete response after this long (30 s).
-    pub http_timeout_ns: Option<u64>,
+    pub http_timeout: Option<Duration>,
     /// Per-socket receive buffer, the advertised window (bytes, 64 KiB;
     /// smoltcp panics above 1 GiB).
     pub rx_buffer: usize,
@@ -71,7 +73,7 @@ pub struct HostConfig {
     /// Forget a socket in TIME-WAIT after this long (smoltcp's own limit is
     /// 10 s), so a workload making many short connections does not carry
     /// thousands of lingering sockets.
-    pub max_time_wait_ns: u64,
+    pub max_time_wait: Duration,
 }
 
 impl HostConfig {
@@ -81,13 +83,13 @@ impl HostConfig {
         HostConfig {
             node,
             seed,
-            connect_timeout_ns: 5 * SEC,
-            io_timeout_ns: Some(120 * SEC),
-            http_timeout_ns: Some(30 * SEC),
+            connect_timeout: Duration::from_secs(5),
+            io_timeout: Some(Duration::from_secs(120)),
+            http_timeout: Some(Duration::from_secs(30)),
             rx_buffer: 64 * 1024,
             tx_buffer: 64 * 1024,
             nagle: false,
-            max_time_wait_ns: 10 * SEC,
+            max_time_wait: Duration::from_secs(10),
         }
     }
 
@@ -105,7 +107,7 @@ pub struct HttpId(u64);
 struct Exchange {
     conn: ConnId,
     reader: ResponseReader,
-    deadline: Option<u64>,
+    deadline: Option<VirtualTime>,
     result: Option<Result<HttpResponse, HttpError>>,
 }
 
@@ -127,17 +129,22 @@ pub struct HostClient {
     /// The API was called since the last poll.
     dirty: bool,
     /// Latest time seen by `new` or `poll`.
-    now: u64,
+    now: VirtualTime,
 }
 
-/// smoltcp's clock, in µs, from virtual ns.
-fn instant(ns: u64) -> Instant {
-    Instant::from_micros((ns / 1000) as i64)
+/// smoltcp's clock, in µs (truncated), from virtual time.
+fn instant(t: VirtualTime) -> Instant {
+    Instant::from_micros((t.as_ns() / 1000) as i64)
+}
+
+/// Virtual time from smoltcp's clock (a negative instant is the boot).
+fn from_instant(t: Instant) -> VirtualTime {
+    VirtualTime::from_ns(u64::try_from(t.total_micros()).unwrap_or(0).saturating_mul(1000))
 }
 
 impl HostClient {
     /// A client whose stack starts at virtual time `now`.
-    pub fn new(cfg: HostConfig, now: u64) -> HostClient {
+    pub fn new(cfg: HostConfig, now: VirtualTime) -> HostClient {
         let mut device = FrameQueue::default();
         let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(cfg.node.mac())));
         let stream = simrng::splitmix64(cfg.seed ^ (u64::from(cfg.node.get()) << 48));
@@ -186,7 +193,7 @@ impl HostClient {
 
     /// Runs the stack at virtual time `now`: timeouts, received frames,
     /// retransmissions, the workload's queued data, HTTP exchanges.
-    pub fn poll(&mut self, now: u64) {
+    pub fn poll(&mut self, now: VirtualTime) {
         let now = now.max(self.now);
         self.now = now;
         self.dirty = false;
@@ -218,15 +225,12 @@ impl HostClient {
 
     /// The next virtual time (>= `now`) at which the client must be polled,
     /// or `None` if only an arriving frame or an API call can give it work.
-    pub fn poll_at(&mut self, now: u64) -> Option<u64> {
+    pub fn poll_at(&mut self, now: VirtualTime) -> Option<VirtualTime> {
         if self.dirty || !self.inbox.is_empty() {
             return Some(now);
         }
-        let stack = self
-            .iface
-            .poll_at(instant(now), &self.sockets)
-            .map(|t| u64::try_from(t.total_micros()).unwrap_or(0).saturating_mul(1000));
-        let conns = self.conns.values().filter_map(|c| c.deadline(self.cfg.io_timeout_ns, self.cfg.max_time_wait_ns));
+        let stack = self.iface.poll_at(instant(now), &self.sockets).map(from_instant);
+        let conns = self.conns.values().filter_map(|c| c.deadline(self.cfg.io_timeout, self.cfg.max_time_wait));
         let http = self.exchanges.values().filter(|x| x.result.is_none()).filter_map(|x| x.deadline);
         stack.into_iter().chain(conns).chain(http).min().map(|t| t.max(now))
     }
@@ -250,7 +254,7 @@ impl HostClient {
         let id = self.add(sock, Side::Active, local);
         let conn = self.conns.get_mut(&id).expect("just added");
         conn.remote = Some((to, port));
-        conn.connect_deadline = Some(self.now.saturating_add(self.cfg.connect_timeout_ns));
+        conn.connect_deadline = Some(self.now.saturating_add(self.cfg.connect_timeout));
         Ok(id)
     }
 
@@ -359,7 +363,7 @@ impl HostClient {
         self.send(conn, request)?;
         let id = HttpId(self.next_http);
         self.next_http += 1;
-        let deadline = self.cfg.http_timeout_ns.map(|t| self.now.saturating_add(t));
+        let deadline = self.cfg.http_timeout.map(|t| self.now.saturating_add(t));
         self.exchanges.insert(id, Exchange { conn, reader: ResponseReader::new(request), deadline, result: None });
         Ok(id)
     }
@@ -417,7 +421,7 @@ impl HostClient {
         Err(HostError::NoFreePort)
     }
 
-    fn fire_timeouts(&mut self, now: u64) {
+    fn fire_timeouts(&mut self, now: VirtualTime) {
         for x in self.exchanges.values_mut() {
             if x.result.is_none() && x.deadline.is_some_and(|d| now >= d) {
                 x.result = Some(Err(HttpError::TimedOut));
@@ -435,7 +439,7 @@ impl HostClient {
                 continue;
             }
             let connect = c.state == ConnState::Connecting && c.connect_deadline.is_some_and(|d| now >= d);
-            let io = c.waiting && self.cfg.io_timeout_ns.is_some_and(|t| now >= c.last_progress.saturating_add(t));
+            let io = c.waiting && self.cfg.io_timeout.is_some_and(|t| now >= c.last_progress.saturating_add(t));
             if connect || io {
                 c.abort(self.sockets.get_mut(h), ConnState::Failed(ConnError::TimedOut));
             }
@@ -444,7 +448,7 @@ impl HostClient {
 
     /// Hands received frames to smoltcp one at a time, each checked against
     /// the sockets as they are after the frames before it.
-    fn ingress(&mut self, now: u64) {
+    fn ingress(&mut self, now: VirtualTime) {
         self.iface.poll_maintenance(instant(now));
         while let Some(frame) = self.inbox.pop_front() {
             if let Some(t) = syn_tuple(&frame) {
@@ -458,7 +462,7 @@ impl HostClient {
     }
 
     /// Lets every socket transmit what it can, like the tail of smoltcp's `poll`.
-    fn egress(&mut self, now: u64) {
+    fn egress(&mut self, now: VirtualTime) {
         while self.iface.poll_egress(instant(now), &mut self.device, &mut self.sockets) != PollResult::None {}
     }
 
@@ -485,7 +489,7 @@ impl HostClient {
         moved
     }
 
-    fn observe_all(&mut self, now: u64) {
+    fn observe_all(&mut self, now: VirtualTime) {
         for c in self.conns.values_mut() {
             if let Some(h) = c.handle {
                 c.observe(self.sockets.get_mut(h), now);
@@ -524,7 +528,7 @@ impl HostClient {
     /// Returns finished sockets to the set and forgets released connections.
     fn reap(&mut self) {
         let now = self.now;
-        let max_tw = self.cfg.max_time_wait_ns;
+        let max_tw = self.cfg.max_time_wait;
         self.conns.retain(|_, c| {
             if let Some(h) = c.handle {
                 let sock = self.sockets.get::<tcp::Socket>(h);

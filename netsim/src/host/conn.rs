@@ -13,7 +13,9 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::time::Duration;
 
+use simtime::VirtualTime;
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp::{self, RecvError, State};
 
@@ -83,18 +85,18 @@ pub(crate) struct Conn {
     /// The workload dropped its handle; reap when terminal.
     pub released: bool,
     /// Active side: give up on the handshake at this time.
-    pub connect_deadline: Option<u64>,
+    pub connect_deadline: Option<VirtualTime>,
     /// Last time anything moved (state, bytes in, bytes acked).
-    pub last_progress: u64,
+    pub last_progress: VirtualTime,
     /// `send_queue()` at the last look, to notice acknowledgements.
     pub last_sq: usize,
     /// Something of ours is unacknowledged, so silence means trouble.
     pub waiting: bool,
-    pub time_wait_since: Option<u64>,
+    pub time_wait_since: Option<VirtualTime>,
 }
 
 impl Conn {
-    pub fn new(handle: SocketHandle, side: Side, local_port: u16, now: u64) -> Conn {
+    pub fn new(handle: SocketHandle, side: Side, local_port: u16, now: VirtualTime) -> Conn {
         Conn {
             handle: Some(handle),
             side,
@@ -150,7 +152,7 @@ impl Conn {
     }
 
     /// Drains received bytes and updates the state after smoltcp ran.
-    pub fn observe(&mut self, sock: &mut tcp::Socket, now: u64) {
+    pub fn observe(&mut self, sock: &mut tcp::Socket, now: VirtualTime) {
         let before = (self.inbound.len(), self.state, self.eof);
         while sock.can_recv() {
             let got = sock.recv(|b| {
@@ -228,7 +230,7 @@ impl Conn {
     }
 
     /// Earliest time a timeout of this connection can fire.
-    pub fn deadline(&self, io_timeout: Option<u64>, max_time_wait: u64) -> Option<u64> {
+    pub fn deadline(&self, io_timeout: Option<Duration>, max_time_wait: Duration) -> Option<VirtualTime> {
         self.handle?;
         if let Some(t) = self.time_wait_since {
             return Some(t.saturating_add(max_time_wait));
