@@ -710,7 +710,7 @@ fn run_command(args: &RunArgs) -> anyhow::Result<ExitCode> {
     }
     if failed && !opts.quiet {
         if let Some(f) = &summary.figures.failure {
-            eprintln!("FAILED: {}", f["message"].as_str().unwrap_or(""));
+            eprintln!("FAILED: {}", f.message);
         }
         if let Some(p) = &summary.failure_file {
             eprintln!("replay with: simcluster replay {}", p.display());

@@ -563,6 +563,38 @@ mod tests {
         }
     }
 
+    /// A file written while `ActionKind` still had `FireTimer` (the fuzz
+    /// corpus keeps one, written by a random walk on KVM): its walk's
+    /// weights name the kind, which loads as written and is ignored (see
+    /// `StrategySpec::params`), and its decisions replay the same choices.
+    #[test]
+    fn a_file_whose_weights_name_fire_timer_loads_and_replays() {
+        use crate::strategy::Guided;
+        use engine::strategy::{ActionKind, Decision, EnabledAction, Strategy};
+        let bytes = include_bytes!("../../tests/fuzz/failure_file/random-kvm.json");
+        let r: FailureRecord<Decision> = decode(Path::new("random-kvm.json"), bytes).unwrap();
+        assert_eq!(r.strategy.params["weights"]["FireTimer"], json!(100), "kept as written");
+        assert_eq!(r.strategy.params["weights"]["Crash"], json!(50));
+        let steps: Vec<u64> = r.actions.iter().map(|d| d.step).collect();
+        assert_eq!(steps, [0, 1, 4, 6]);
+        // Nodes 1 and 2 are both ready to run at each step: the default
+        // scheduler takes n1, the recorded decisions n2.
+        let mut g = Guided::new(&r.actions);
+        g.begin_execution(0);
+        let picks: Vec<u16> = (0..8u64)
+            .map(|step| {
+                let t = step * 1_000_000;
+                let enabled = [
+                    EnabledAction::new(1, ActionKind::RunNode, engine::VirtualTime::from_ns(t)),
+                    EnabledAction::new(2, ActionKind::RunNode, engine::VirtualTime::from_ns(t)),
+                ];
+                enabled[g.choose(step, &enabled)].node
+            })
+            .collect();
+        assert_eq!(picks, [2, 2, 1, 1, 2, 1, 2, 1]);
+        assert_eq!(g.skipped, 0);
+    }
+
     #[test]
     fn missing_file_names_path() {
         let dir = tempfile::tempdir().unwrap();

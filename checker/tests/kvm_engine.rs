@@ -367,7 +367,7 @@ fn kvm_frames_take_their_link_latency_through_netsim() {
             assert!(printed(r, d.to, &format!("got: hello from node {}", d.from)), "node {} got no greeting", d.to);
         }
         let stats = r.network.as_ref().expect("netsim's counters");
-        assert_eq!(stats["delivered"], 2, "{stats}");
+        assert_eq!(stats.delivered, 2, "{stats:?}");
     });
 }
 

@@ -242,7 +242,7 @@ impl HostEndpoint {
             let id = self
                 .client
                 .http_request(to, r.port, &bytes)
-                .map_err(|why| HostFailure::NotStarted { what: what.clone(), why })?;
+                .map_err(|why| HostFailure { what: what.clone(), problem: HostProblem::NotStarted(why) })?;
             trace.push(now, self.node().get(), EventKind::Note { text: format!("{what}: sent") });
             self.in_flight.insert(id, (k, now));
             any = true;
@@ -299,51 +299,62 @@ impl HostEndpoint {
     }
 }
 
-/// Why the host workload failed: a request that could not start, or a
-/// response that does not meet its request's expectations. Each says
-/// which request (`what`, as `HostEndpoint::label` names it).
+/// Why the host workload failed: which request (`what`, as
+/// `HostEndpoint::label` names it) and what went wrong with it. Displayed as
+/// `{what}: {problem}`; the text ends up in the failure's message and in
+/// traces, so it must not change.
 #[derive(Debug, PartialEq, thiserror::Error)]
-enum HostFailure {
+#[error("{what}: {problem}")]
+struct HostFailure {
+    /// The request, as `HostEndpoint::label` names it.
+    what: String,
+    /// What went wrong with it.
+    problem: HostProblem,
+}
+
+/// What went wrong with a request: it could not start, or its response does
+/// not meet its expectations.
+#[derive(Debug, PartialEq, thiserror::Error)]
+enum HostProblem {
     /// The client could not open a connection (no free ephemeral port).
-    #[error("{what}: could not start: {why}")]
-    NotStarted { what: String, why: netsim::host::HostError },
+    #[error("could not start: {0}")]
+    NotStarted(netsim::host::HostError),
     /// The node refused the connection.
     #[error(
-        "{what}: no response: connection refused (nothing listens on n{node}:{port}; if the server starts in the \
+        "no response: connection refused (nothing listens on n{node}:{port}; if the server starts in the \
          background, [workload.host] start_after gives it time)"
     )]
-    Refused { what: String, node: u16, port: u16 },
+    Refused { node: u16, port: u16 },
     /// Any other failed exchange (reset, timeout, a malformed response).
-    #[error("{what}: no response: {why}")]
-    NoResponse { what: String, why: HttpError },
+    #[error("no response: {0}")]
+    NoResponse(HttpError),
     /// Another status than `expect_status`.
-    #[error("{what}: expected status {expected}, got {status} {reason} (body: {body})")]
-    Status { what: String, expected: u16, status: u16, reason: String, body: String },
+    #[error("expected status {expected}, got {status} {reason} (body: {body})")]
+    Status { expected: u16, status: u16, reason: String, body: String },
     /// A body without `body_contains`.
-    #[error("{what}: the body does not contain {want:?} (status {status}, body: {body})")]
-    BodyLacks { what: String, want: String, status: u16, body: String },
+    #[error("the body does not contain {want:?} (status {status}, body: {body})")]
+    BodyLacks { want: String, status: u16, body: String },
     /// A body other than `body_file`'s bytes.
     #[error(
-        "{what}: the body differs from body_file: {len} bytes, expected {expected_len}, first difference at byte \
-         {at} (body: {body})"
+        "the body differs from body_file: {len} bytes, expected {expected_len}, first difference at byte {at} \
+         (body: {body})"
     )]
-    BodyDiffers { what: String, len: usize, expected_len: usize, at: usize, body: String },
+    BodyDiffers { len: usize, expected_len: usize, at: usize, body: String },
 }
 
 /// Checks an exchange of request `what` against its request's expectations.
 fn check(what: &str, req: &HostRequest, result: &Result<HttpResponse, HttpError>) -> Result<(), HostFailure> {
-    let what = what.to_string();
+    let fail = |problem| Err(HostFailure { what: what.to_string(), problem });
     let r = match result {
         Ok(r) => r,
         Err(HttpError::Conn(netsim::host::ConnError::Refused)) => {
-            return Err(HostFailure::Refused { what, node: req.node, port: req.port })
+            return fail(HostProblem::Refused { node: req.node, port: req.port })
         }
-        Err(e) => return Err(HostFailure::NoResponse { what, why: e.clone() }),
+        Err(e) => return fail(HostProblem::NoResponse(e.clone())),
     };
     let body = excerpt(&r.body);
     if r.status != req.expect_status {
-        return Err(HostFailure::Status {
-            what,
+        return fail(HostProblem::Status {
             expected: req.expect_status,
             status: r.status,
             reason: r.reason.clone(),
@@ -352,13 +363,13 @@ fn check(what: &str, req: &HostRequest, result: &Result<HttpResponse, HttpError>
     }
     if let Some(want) = &req.body_contains {
         if !r.text().contains(want.as_str()) {
-            return Err(HostFailure::BodyLacks { what, want: want.clone(), status: r.status, body });
+            return fail(HostProblem::BodyLacks { want: want.clone(), status: r.status, body });
         }
     }
     if let Some(want) = &req.body_equals {
         if r.body != *want {
             let at = r.body.iter().zip(want).position(|(a, b)| a != b).unwrap_or(r.body.len().min(want.len()));
-            return Err(HostFailure::BodyDiffers { what, len: r.body.len(), expected_len: want.len(), at, body });
+            return fail(HostProblem::BodyDiffers { len: r.body.len(), expected_len: want.len(), at, body });
         }
     }
     Ok(())
@@ -413,6 +424,46 @@ mod tests {
         let e = check(&req(), &Err(HttpError::Conn(netsim::host::ConnError::Refused))).unwrap_err();
         assert!(e.contains("connection refused") && e.contains("start_after"), "{e}");
         assert!(excerpt(&[b'x'; 300]).ends_with("... (300 bytes)"));
+    }
+
+    /// Every failure's text, as it was when each variant repeated `what`:
+    /// it reaches failure messages and so trace hashes.
+    #[test]
+    fn failure_messages_are_unchanged() {
+        let what = "request 1/2 (round 1/3) GET n2:8080/data";
+        let text = |problem| HostFailure { what: what.to_string(), problem }.to_string();
+        let cases = [
+            (HostProblem::NotStarted(netsim::host::HostError::NoFreePort), "could not start: no free ephemeral port"),
+            (
+                HostProblem::Refused { node: 2, port: 8080 },
+                "no response: connection refused (nothing listens on n2:8080; if the server starts in the \
+                 background, [workload.host] start_after gives it time)",
+            ),
+            (
+                HostProblem::NoResponse(HttpError::Conn(netsim::host::ConnError::TimedOut)),
+                "no response: connection timed out",
+            ),
+            (
+                HostProblem::NoResponse(HttpError::TimedOut),
+                "no response: no complete response before the request timeout",
+            ),
+            (
+                HostProblem::Status { expected: 200, status: 503, reason: "Busy".into(), body: "\"wait\"".into() },
+                "expected status 200, got 503 Busy (body: \"wait\")",
+            ),
+            (
+                HostProblem::BodyLacks { want: "hello".into(), status: 200, body: "\"bye\"".into() },
+                "the body does not contain \"hello\" (status 200, body: \"bye\")",
+            ),
+            (
+                HostProblem::BodyDiffers { len: 9, expected_len: 10, at: 9, body: "\"say hello\"".into() },
+                "the body differs from body_file: 9 bytes, expected 10, first difference at byte 9 (body: \"say \
+                 hello\")",
+            ),
+        ];
+        for (problem, want) in cases {
+            assert_eq!(text(problem), format!("{what}: {want}"));
+        }
     }
 
     #[test]

@@ -435,8 +435,8 @@ impl NetState {
     }
 
     /// netsim's counters.
-    pub fn finish(&mut self) -> serde_json::Value {
-        serde_json::to_value(self.net.stats()).unwrap_or(serde_json::Value::Null)
+    pub fn finish(&self) -> netsim::NetStats {
+        *self.net.stats()
     }
 
     /// The captures (see [`NetworkSpec::capture`]), by file name: `n1.pcap`

@@ -142,8 +142,9 @@ pub struct ExecutionResult {
     pub node_memory_kib: Vec<u64>,
     /// Bytes simcluster holds for each node's disk at the end (0 without).
     pub disk_storage_bytes: Vec<u64>,
-    /// netsim's counters (sent, delivered, dropped by cause, ...).
-    pub network: Option<serde_json::Value>,
+    /// netsim's counters (sent, delivered, dropped by cause, ...); `None`
+    /// without a simulated network.
+    pub network: Option<netsim::NetStats>,
     /// The traffic captures, (file name, pcap bytes), when
     /// `NetworkSpec::capture` asked for them: the caller writes them once,
     /// where it keeps them.

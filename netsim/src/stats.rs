@@ -8,22 +8,29 @@
 //!
 //! `no_route` and `malformed` count whole frames that never had a
 //! destination, so they are outside that equation.
+//!
+//! The fields of both structs are in alphabetical order, and that is the
+//! order of their keys in the run's JSON line and `shard.json`: the line
+//! wrote these counters through a `serde_json::Value` map (which sorts its
+//! keys) before it held them typed, and its bytes stay what they were.
 
-/// Why frames were dropped.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+use serde::{Deserialize, Serialize};
+
+/// Why frames were dropped. Fields in alphabetical order (see the module).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DropCounts {
     /// Lost on the wire (`loss` probability).
     pub loss: u64,
-    /// The link was partitioned when the frame was sent.
-    pub partition_send: u64,
-    /// A partition started while the frame was in flight.
-    pub partition_in_flight: u64,
-    /// The receiver crashed while the frame was in flight.
-    pub node_down: u64,
-    /// Unicast to a MAC no node owns, or to the sender itself.
-    pub no_route: u64,
     /// Shorter than an Ethernet header.
     pub malformed: u64,
+    /// Unicast to a MAC no node owns, or to the sender itself.
+    pub no_route: u64,
+    /// The receiver crashed while the frame was in flight.
+    pub node_down: u64,
+    /// A partition started while the frame was in flight.
+    pub partition_in_flight: u64,
+    /// The link was partitioned when the frame was sent.
+    pub partition_send: u64,
 }
 
 impl DropCounts {
@@ -33,19 +40,42 @@ impl DropCounts {
     }
 }
 
-/// Network-wide counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+/// Network-wide counters. Fields in alphabetical order (see the module).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetStats {
-    /// Frames handed to `send`.
-    pub sent: u64,
-    /// (frame, destination) pairs: a broadcast to k nodes counts k.
-    pub offered: u64,
     /// Frame copies handed to receivers.
     pub delivered: u64,
-    /// Extra copies created by duplication.
-    pub duplicated: u64,
-    /// Copies held back so that later frames overtake them.
-    pub reordered: u64,
     /// Copies lost, by cause.
     pub dropped: DropCounts,
+    /// Extra copies created by duplication.
+    pub duplicated: u64,
+    /// (frame, destination) pairs: a broadcast to k nodes counts k.
+    pub offered: u64,
+    /// Copies held back so that later frames overtake them.
+    pub reordered: u64,
+    /// Frames handed to `send`.
+    pub sent: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON is what the `serde_json::Value` the line used to hold gave
+    /// (sorted keys), and reads back.
+    #[test]
+    fn json_keys_are_sorted_as_the_value_map_wrote_them() {
+        let dropped =
+            DropCounts { loss: 1, malformed: 2, no_route: 3, node_down: 4, partition_in_flight: 5, partition_send: 6 };
+        let s = NetStats { delivered: 7, dropped, duplicated: 8, offered: 9, reordered: 10, sent: 11 };
+        let typed = serde_json::to_string(&s).unwrap();
+        assert_eq!(
+            typed,
+            "{\"delivered\":7,\"dropped\":{\"loss\":1,\"malformed\":2,\"no_route\":3,\"node_down\":4,\
+             \"partition_in_flight\":5,\"partition_send\":6},\"duplicated\":8,\"offered\":9,\"reordered\":10,\
+             \"sent\":11}"
+        );
+        assert_eq!(typed, serde_json::to_value(s).unwrap().to_string());
+        assert_eq!(serde_json::from_str::<NetStats>(&typed).unwrap(), s);
+    }
 }

@@ -231,8 +231,8 @@ impl<'a> Observer<'a> {
                     clock_offsets: result.node_faults.clock_offsets,
                     clock_drifts: result.node_faults.clock_drifts,
                     anomalies: result.anomalies.clone(),
-                    network: result.network.clone(),
-                    failure: result.verdict.failure().map(|f| serde_json::to_value(f).expect("a failure serialises")),
+                    network: result.network,
+                    failure: result.verdict.failure().cloned(),
                 },
                 failure_file: None,
                 crash_point: result.crash_points.first().filter(|_| crash_state.is_none()).map(|p| CrashPointSummary {

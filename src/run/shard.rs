@@ -36,6 +36,9 @@ pub fn read_record(path: &Path) -> Result<RunRecord, BadInput> {
             file.display()
         ))
     })?;
+    // Read untyped first: the format version is checked before the rest,
+    // whose shape is that version's (a record of another format would
+    // otherwise fail on some field instead of saying which format it is).
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a shard result: {e}", file.display())))?;
     match value.get("simcluster_run_record").and_then(|v| v.as_u64()) {
@@ -66,6 +69,8 @@ pub fn merge(paths: &[PathBuf], out: PathBuf) -> Result<Summary, BadInput> {
     let count = first.shard.count;
     for (p, r) in &records[1..] {
         if r.identity != first.identity {
+            // Field by field, through JSON: the message names every
+            // identity field that differs, whatever fields there are.
             let (a, b) = (serde_json::to_value(&first.identity).unwrap(), serde_json::to_value(&r.identity).unwrap());
             let differ: Vec<String> = a
                 .as_object()

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use engine::HostFacts;
+use engine::{Failure, FailureKind, HostFacts, VirtualTime};
 use serde::{Deserialize, Serialize};
 
 use super::host_cpu::HostCpu;
@@ -117,10 +117,37 @@ pub struct ExecutionFigures {
     /// with counts; absent when there are none.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub anomalies: std::collections::BTreeMap<String, u64>,
-    /// netsim's counters.
-    pub network: Option<serde_json::Value>,
-    /// The failure (kind, message, ...) as the engine reported it.
-    pub failure: Option<serde_json::Value>,
+    /// netsim's counters; null without a simulated network.
+    pub network: Option<netsim::NetStats>,
+    /// The failure (kind, message, node, time) as the engine reported it;
+    /// its keys in the order [`failure_keys_sorted`] writes them.
+    #[serde(serialize_with = "failure_keys_sorted")]
+    pub failure: Option<Failure>,
+}
+
+/// Writes an execution's failure with its keys in alphabetical order
+/// (`kind`, `message`, `node`, `time`). The summary line and `shard.json`
+/// held the failure as a `serde_json::Value` map, which sorts its keys,
+/// before they held it typed, and their bytes stay what they were; a
+/// failure file writes the engine's own order (kind, node, time, message).
+/// Reading takes either order.
+fn failure_keys_sorted<S: serde::Serializer>(failure: &Option<Failure>, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Sorted<'a> {
+        kind: FailureKind,
+        message: &'a str,
+        node: Option<&'a str>,
+        time: VirtualTime,
+    }
+    // Destructured, so that a field added to `Failure` does not go
+    // unwritten here unnoticed.
+    let sorted = failure.as_ref().map(|Failure { kind, node, time, message }| Sorted {
+        kind: *kind,
+        message,
+        node: node.as_deref(),
+        time: *time,
+    });
+    sorted.serialize(s)
 }
 
 impl ExecutionRecord {
@@ -434,8 +461,7 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
                     .figures
                     .failure
                     .as_ref()
-                    .and_then(|v| v["message"].as_str())
-                    .and_then(|m| m.lines().next())
+                    .and_then(|failure| failure.message.lines().next())
                     .unwrap_or("")
                     .to_string(),
                 failure_file: f.failure_file.clone(),
@@ -454,6 +480,77 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run's record and the summary `merge` made of it, both written by
+    /// simcluster before the record's network counters and failure were
+    /// typed (they were `serde_json::Value`s then): `simcluster run
+    /// --images guest-images/examples/reorder --seed 1 --executions 3`
+    /// (three failing executions, with network counters), then `simcluster
+    /// merge` of its --out.
+    const SHARD_JSON: &str = include_str!("../../tests/summaries/reorder-shard.json");
+    const SUMMARY_JSON: &str = include_str!("../../tests/summaries/reorder-summary.json");
+
+    /// The typed record reads those files and writes the same bytes, and
+    /// the summary line made from it is the one the Value-based code wrote.
+    #[test]
+    fn typed_record_and_summary_are_the_bytes_written_before() {
+        let record: RunRecord = serde_json::from_str(SHARD_JSON).unwrap();
+        let failing = &record.executions[0].figures;
+        let (failure, network) = (failing.failure.as_ref().unwrap(), failing.network.unwrap());
+        assert_eq!((failure.kind, failure.node.as_deref()), (FailureKind::Invariant, Some("n1")));
+        assert!(failure.message.starts_with("invariant replica-holds-last-write failed on n1"), "{failure:?}");
+        assert_eq!((network.sent, network.reordered, network.dropped.loss), (62, 13, 0));
+
+        let mut written = serde_json::to_vec_pretty(&record).unwrap();
+        written.push(b'\n');
+        assert_eq!(String::from_utf8(written).unwrap(), SHARD_JSON);
+
+        // The --out that merge was given (the line names it).
+        let summary = summarize(std::slice::from_ref(&record), "/tmp/typed-baseline/merge-reorder".into()).unwrap();
+        assert_eq!(format!("{}\n", serde_json::to_string(&summary).unwrap()), SUMMARY_JSON);
+        assert_eq!(
+            summary.failing_executions[0].message,
+            "invariant replica-holds-last-write failed on n1 (exit status 1)"
+        );
+    }
+
+    /// The failure and the counters are written as the old code wrote them
+    /// (`serde_json::to_value` of the engine's values, whose maps sort their
+    /// keys), a failure without a node and a record without either too.
+    #[test]
+    fn failure_and_network_are_written_as_their_json_values_were() {
+        let failure = Failure::new(
+            FailureKind::TimeLimit,
+            None,
+            engine::VirtualTime::from_ns(120_000_000_000),
+            "a \"quoted\"\nline".into(),
+        );
+        let mut typed = Vec::new();
+        failure_keys_sorted(&Some(failure.clone()), &mut serde_json::Serializer::new(&mut typed)).unwrap();
+        let old = serde_json::to_value(&failure).unwrap().to_string();
+        assert_eq!(String::from_utf8(typed).unwrap(), old);
+        let record: RunRecord = serde_json::from_str(SHARD_JSON).unwrap();
+        let mut figures = record.executions[0].figures.clone();
+        figures.failure = Some(failure);
+        let stats = figures.network.unwrap();
+        let line = serde_json::to_string(&figures).unwrap();
+        let failure_at = line.find("\"failure\":").unwrap();
+        assert!(line[failure_at..].starts_with(&format!("\"failure\":{old}")), "{line}");
+        let network = serde_json::to_value(stats).unwrap().to_string();
+        assert!(line.contains(&format!("\"network\":{network},\"failure\":")), "{line}");
+        // Read back, in the order written or in the engine's own order.
+        let back: ExecutionFigures = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, figures);
+        let engine_order = serde_json::to_string(figures.failure.as_ref().unwrap()).unwrap();
+        assert!(engine_order.starts_with("{\"kind\":\"time_limit\",\"node\":null,"), "{engine_order}");
+        let line_in_engine_order = line.replace(&old, &engine_order);
+        assert_eq!(serde_json::from_str::<ExecutionFigures>(&line_in_engine_order).unwrap(), figures);
+        figures.failure = None;
+        figures.network = None;
+        let line = serde_json::to_string(&figures).unwrap();
+        assert!(line.ends_with("\"network\":null,\"failure\":null}"), "{line}");
+        assert_eq!(serde_json::from_str::<ExecutionFigures>(&line).unwrap(), figures);
+    }
 
     #[test]
     fn shards_split_units_by_residue() {

@@ -53,7 +53,9 @@ impl Pct {
         if let Some(&p) = self.lowered.get(&t) {
             return p;
         }
-        let code = ((t.0 as u64) << 8) | t.1 as u64;
+        // The kind's fixed code, not its place among the variants: a kind
+        // added or removed must not move every other thread's priority.
+        let code = ((t.0 as u64) << 8) | t.1.code();
         // Initial priorities live in [d, 2^63 + d): above every lowered one.
         self.depth as u64 + (mix64(self.salt ^ mix64(code)) >> 1)
     }
@@ -192,5 +194,49 @@ mod tests {
             })
             .collect();
         assert!(picks.contains(&0) && picks.contains(&1));
+    }
+
+    /// PCT's draws, pinned: they were recorded before the dead kind
+    /// `FireTimer` left [`ActionKind`]. A thread's initial priority hashes
+    /// its kind's [`ActionKind::code`], so the kinds after it keep their
+    /// codes (see [`ActionKind`]).
+    #[test]
+    fn draws_are_those_recorded_before_fire_timer_left() {
+        use ActionKind::*;
+        let kinds = [RunNode, DeliverFrame, CompleteDisk, Crash, Restart, Partition, Heal, Pause, Resume, ClockJump];
+        let enabled: Vec<EnabledAction> = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| EnabledAction::new(i as u16 % 3, k, VirtualTime::from_ns(5)))
+            .collect();
+        let recorded: [(u64, [usize; 40]); 3] = [
+            (
+                0,
+                [
+                    4, 3, 2, 1, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 6,
+                    5, 4, 3, 6, 5, 4, 3,
+                ],
+            ),
+            (
+                1,
+                [
+                    3, 5, 4, 3, 6, 5, 4, 6, 9, 8, 7, 6, 9, 8, 7, 6, 9, 8, 7, 6, 9, 8, 7, 6, 9, 8, 7, 6, 9, 8, 7, 6, 9,
+                    8, 7, 6, 9, 8, 7, 6,
+                ],
+            ),
+            (
+                6,
+                [
+                    6, 5, 4, 3, 4, 3, 2, 1, 4, 3, 2, 1, 4, 3, 2, 1, 4, 3, 2, 1, 4, 3, 2, 1, 4, 3, 2, 1, 4, 3, 2, 1, 4,
+                    3, 2, 1, 4, 3, 1, 0,
+                ],
+            ),
+        ];
+        let mut p = Pct::new(23, 3, 40);
+        for (exec, want) in recorded {
+            p.begin_execution(exec);
+            let picks: Vec<usize> = (0..40).map(|i| p.choose(i, &enabled[(i as usize % 4)..])).collect();
+            assert_eq!(picks, want, "execution {exec}");
+        }
     }
 }

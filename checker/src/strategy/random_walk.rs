@@ -179,5 +179,56 @@ mod tests {
         assert_eq!(spec.name, "random");
         assert_eq!(spec.params["seed"], 42);
         assert_eq!(spec.params["weights"]["Crash"], 1);
+        // Every kind there is, and no other: not the removed `FireTimer`,
+        // which files written before still name (see `StrategySpec`).
+        let names: Vec<&str> = spec.params["weights"].as_object().unwrap().keys().map(String::as_str).collect();
+        let mut all: Vec<&str> = ActionKind::ALL.iter().map(|k| k.name()).collect();
+        all.sort_unstable();
+        assert_eq!(names, all);
+        assert!(!names.contains(&"FireTimer"));
+    }
+
+    /// Every kind the engine offers, on a few nodes, one of them at risk.
+    fn every_kind() -> Vec<EnabledAction> {
+        let mut e: Vec<EnabledAction> = [RunNode, DeliverFrame, CompleteDisk, Crash, Restart, Partition, Heal, Pause]
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| EnabledAction::new(i as u16 % 3, k, VirtualTime::from_ns(5 + i as u64)))
+            .collect();
+        e.push(EnabledAction::new(1, Resume, VirtualTime::from_ns(9)));
+        e.push(EnabledAction::new(2, ClockJump, VirtualTime::from_ns(9)));
+        e[3].at_risk = true;
+        e
+    }
+
+    /// The walk's draws, pinned: they were recorded before the dead kind
+    /// `FireTimer` left [`ActionKind`] (and the default weights), and must
+    /// not move, since a run's executions are named by (seed, index) alone.
+    /// A kind's weight takes part in a draw only when an action of that
+    /// kind is enabled, and none ever was of `FireTimer`.
+    #[test]
+    fn draws_are_those_recorded_before_fire_timer_left() {
+        let recorded: [(u64, [usize; 48]); 2] = [
+            (
+                0,
+                [
+                    1, 1, 2, 2, 2, 0, 1, 0, 1, 0, 0, 0, 1, 2, 0, 0, 2, 2, 0, 2, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                    2, 4, 1, 1, 0, 0, 1, 1, 2, 1, 0, 0, 1, 1, 1,
+                ],
+            ),
+            (
+                5,
+                [
+                    0, 1, 1, 1, 0, 2, 2, 3, 0, 0, 0, 2, 1, 0, 0, 0, 2, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 1, 2, 2, 1, 1, 1,
+                    2, 1, 0, 1, 0, 2, 1, 2, 4, 1, 2, 8, 1, 1, 0,
+                ],
+            ),
+        ];
+        let mut s = RandomWalk::new(17, KindWeights::default());
+        for (exec, want) in recorded {
+            s.begin_execution(exec);
+            let picks: Vec<usize> = (0..48).map(|i| s.choose(i, &every_kind()[..(2 + i as usize % 9)])).collect();
+            assert_eq!(picks, want, "execution {exec}");
+        }
     }
 }
