@@ -306,7 +306,7 @@ mod tests {
     use engine::trace::Trace;
 
     fn console(t: &mut Trace, node: u16, line: &str) {
-        t.push(0, node, EventKind::Console { text: line.to_string() });
+        t.push(engine::VirtualTime::ZERO, node, EventKind::Console { text: line.to_string() });
     }
 
     fn trace_with(history: &[&str]) -> Trace {

@@ -408,8 +408,7 @@ impl Trace {
 
     /// Appends an event; a `Run` folds into its node's `Run` of the open
     /// quiet stretch, if the node has one.
-    pub fn push(&mut self, time: impl Into<VirtualTime>, node: u16, kind: EventKind) {
-        let time = time.into();
+    pub fn push(&mut self, time: VirtualTime, node: u16, kind: EventKind) {
         if let EventKind::Run { grants, until } = kind {
             let last = until.unwrap_or(time);
             if let Some(open) = self.events[self.sealed..].iter_mut().find(|e| e.node == node) {

@@ -106,19 +106,6 @@ impl Sub for VirtualTime {
     }
 }
 
-impl From<u64> for VirtualTime {
-    /// `ns` nanoseconds after the boot.
-    fn from(ns: u64) -> VirtualTime {
-        VirtualTime(ns)
-    }
-}
-
-impl From<VirtualTime> for u64 {
-    fn from(t: VirtualTime) -> u64 {
-        t.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

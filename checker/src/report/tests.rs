@@ -18,7 +18,7 @@ impl B {
         B { t: Trace::new(), next_id: 1 }
     }
     fn ev(&mut self, time: u64, node: u16, kind: EventKind) {
-        self.t.push(time, node, kind);
+        self.t.push(VirtualTime::from_ns(time), node, kind);
     }
     fn console(&mut self, time: u64, node: u16, text: &str) {
         self.ev(time, node, EventKind::Console { text: text.into() });
@@ -317,20 +317,28 @@ fn hostile_text_is_escaped() {
     m.strategy = HOSTILE.into();
     m.node_names[0] = HOSTILE.into();
     m.failure = Some(invariant(Some("db1"), 6 * S, HOSTILE));
-    ev.push(Event { time: (7 * S).into(), node: 0, kind: EventKind::Partition { description: HOSTILE.into() } });
-    ev.push(Event { time: (7 * S).into(), node: 2, kind: EventKind::Command { name: HOSTILE.into() } });
+    ev.push(Event {
+        time: VirtualTime::from_ns(7 * S),
+        node: 0,
+        kind: EventKind::Partition { description: HOSTILE.into() },
+    });
+    ev.push(Event { time: VirtualTime::from_ns(7 * S), node: 2, kind: EventKind::Command { name: HOSTILE.into() } });
     let id = 999_999;
     ev.push(Event {
-        time: (7 * S).into(),
+        time: VirtualTime::from_ns(7 * S),
         node: 1,
         kind: EventKind::Send { id, to: 2, len: 1, summary: HOSTILE.into() },
     });
     ev.push(Event {
-        time: (7 * S + 1).into(),
+        time: VirtualTime::from_ns(7 * S + 1),
         node: 2,
         kind: EventKind::Deliver { id, from: 1, len: 1, summary: HOSTILE.into() },
     });
-    ev.push(Event { time: (7 * S + 2).into(), node: 3, kind: EventKind::Crash { detail: HOSTILE.into() } });
+    ev.push(Event {
+        time: VirtualTime::from_ns(7 * S + 2),
+        node: 3,
+        kind: EventKind::Crash { detail: HOSTILE.into() },
+    });
     let html = render_html(&m, &ev);
     check_html(&html).unwrap();
     assert!(!html.contains("<script"), "raw script tag");
@@ -453,7 +461,7 @@ fn passing_and_empty_traces() {
 
 #[test]
 fn failure_is_located() {
-    let e = |node, kind| Event { time: 1.into(), node, kind };
+    let e = |node, kind| Event { time: VirtualTime::from_ns(1), node, kind };
     let ev = vec![
         e(1, EventKind::Exit { status: Some(3), signal: None, panic: false }),
         e(2, EventKind::Hung),
@@ -582,10 +590,10 @@ fn folded_quiet_runs_are_counted_and_described() {
     // prints: the trace holds two folded runs and the console line.
     let mut t = Trace::new();
     for k in 0..1_000_000u64 {
-        t.push(k * 1_000, 1, EventKind::run());
-        t.push(k * 1_000, 2, EventKind::run());
+        t.push(VirtualTime::from_ns(k * 1_000), 1, EventKind::run());
+        t.push(VirtualTime::from_ns(k * 1_000), 2, EventKind::run());
     }
-    t.push(2 * S, 1, EventKind::Console { text: "spun".into() });
+    t.push(VirtualTime::from_ns(2 * S), 1, EventKind::Console { text: "spun".into() });
     let ev = t.events().to_vec();
     assert_eq!(ev.len(), 3);
     let m = meta(None);
@@ -595,7 +603,7 @@ fn folded_quiet_runs_are_counted_and_described() {
     assert_eq!(v["virtual_end_ns"], 2 * S);
     let d = describe(&m, &ev[0]);
     assert!(d.contains("x1000000") && d.contains("0.999999s"), "{d}");
-    assert_eq!(describe(&m, &Event { time: 5.into(), node: 1, kind: EventKind::run() }), "run");
+    assert_eq!(describe(&m, &Event { time: VirtualTime::from_ns(5), node: 1, kind: EventKind::run() }), "run");
     check_html(&render_html(&m, &ev)).unwrap();
     let text = render_text(&m, &ev);
     assert!(text.contains("3 events (2000000 node runs)") && text.contains("spun"), "{text}");
@@ -699,7 +707,11 @@ fn an_anomaly_cycle_is_drawn() {
     let events: Vec<Event> = lines
         .iter()
         .enumerate()
-        .map(|(i, l)| Event { time: (i as u64 + 1).into(), node: 1, kind: EventKind::Console { text: l.to_string() } })
+        .map(|(i, l)| Event {
+            time: VirtualTime::from_ns(i as u64 + 1),
+            node: 1,
+            kind: EventKind::Console { text: l.to_string() },
+        })
         .collect();
     let model =
         HistoryModel::Txn { model: txncheck::Model::ListAppend, consistency: txncheck::Consistency::Serializable };

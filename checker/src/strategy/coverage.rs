@@ -377,7 +377,7 @@ mod tests {
     fn trace(lines: &[(u64, EventKind)]) -> Trace {
         let mut t = Trace::new();
         for (at, k) in lines {
-            t.push(*at, 1, k.clone());
+            t.push(VirtualTime::from_ns(*at), 1, k.clone());
         }
         t
     }

@@ -12,11 +12,7 @@ use virtio_queue::QueueT;
 
 use super::{drain_readable, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1};
 
-/// Bytes to the guest.
-pub const RX_QUEUE: usize = 0;
-/// Bytes from the guest.
-pub const TX_QUEUE: usize = 1;
-const QUEUE_SIZE: u16 = 256;
+pub use super::rx_tx::{QUEUE_SIZE, RX_QUEUE, TX_QUEUE};
 
 /// A virtio-console device with one port.
 #[derive(Debug, Default)]
@@ -95,15 +91,11 @@ impl VirtioDevice for VirtioConsole {
     }
 
     fn queue_max_sizes(&self) -> &[u16] {
-        &[QUEUE_SIZE, QUEUE_SIZE]
+        &super::rx_tx::QUEUE_SIZES
     }
 
     fn queue_notify(&mut self, index: usize, queues: &mut Queues) -> Result<bool, DeviceError> {
-        match index {
-            RX_QUEUE => Ok(false),
-            TX_QUEUE => self.drain_tx(queues),
-            _ => Err(DeviceError::QueueNotReady(index)),
-        }
+        super::rx_tx::notify(index, queues, |q| self.drain_tx(q))
     }
 
     fn reset(&mut self) {

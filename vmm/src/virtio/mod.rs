@@ -21,6 +21,7 @@
 //! - [`console`]: virtio-console (device id 3), the engine's control line.
 //! - [`rng`]: virtio-rng (device id 4), entropy drawn from the execution
 //!   seed, handed out only when the guest asks.
+//! - [`rx_tx`]: the receive/transmit queue pair net and console share.
 //!
 //! The transports that carry these models are elsewhere: the vhost-user
 //! back end in [`crate::vhost_user`], the virtio-mmio adapter in
@@ -31,6 +32,7 @@ pub mod console;
 pub mod net;
 pub mod net_port;
 pub mod rng;
+pub mod rx_tx;
 
 use std::sync::atomic::Ordering;
 

@@ -20,12 +20,7 @@ use super::{drain_readable, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_V
 pub const VIRTIO_NET_F_MAC: u64 = 1 << 5;
 /// `VIRTIO_NET_F_MRG_RXBUF` (never offered; only changes the header size).
 const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << 15;
-/// The receive queue.
-pub const RX_QUEUE: usize = 0;
-/// The transmit queue.
-pub const TX_QUEUE: usize = 1;
-/// Queue size offered (user-mode Linux uses at most 256).
-pub const QUEUE_SIZE: u16 = 256;
+pub use super::rx_tx::{QUEUE_SIZE, RX_QUEUE, TX_QUEUE};
 /// Largest frame the device hands out or accepts (Ethernet header plus a
 /// 1500-byte MTU plus a VLAN tag; larger only with offloads we do not offer).
 pub const MAX_FRAME: usize = 1518;
@@ -140,17 +135,13 @@ impl VirtioDevice for VirtioNet {
     }
 
     fn queue_max_sizes(&self) -> &[u16] {
-        &[QUEUE_SIZE, QUEUE_SIZE]
+        &super::rx_tx::QUEUE_SIZES
     }
 
     fn queue_notify(&mut self, index: usize, queues: &mut Queues) -> Result<bool, DeviceError> {
-        match index {
-            // New receive buffers: nothing to do here; the engine retries
-            // the frames it holds for this node.
-            RX_QUEUE => Ok(false),
-            TX_QUEUE => self.drain_tx(queues),
-            _ => Err(DeviceError::QueueNotReady(index)),
-        }
+        // New receive buffers: the engine retries the frames it holds for
+        // this node at its next delivery.
+        super::rx_tx::notify(index, queues, |q| self.drain_tx(q))
     }
 
     fn reset(&mut self) {
