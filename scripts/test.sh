@@ -29,7 +29,8 @@
 #   then two lanes, one per CPU (the nested one after its step), take
 #   tasks from one queue, longest first, once the UML kernel is built:
 #   determinism  db-cluster: one seed, several runs per userspace mode, one hash
-#              (the full tier: lookahead off in the last run of each)
+#              (short tier: seccomp mode; the full tier: ptrace too, and
+#              lookahead off in the last run of each)
 #   gallery-bugs, gallery-safe
 #              real bugs in Debian software found and replayed, safe
 #              configurations passing (scripts/test-gallery.sh --bugs, --safe)
@@ -251,6 +252,9 @@ else
   [ $tier = full ] && gallery_args=(--full)
   off_last=0
   [ $tier = full ] && off_last=1
+  # db-cluster's ptrace mode only in the full tier (see determinism-db.sh).
+  db_modes=seccomp
+  [ $tier = full ] && db_modes="seccomp ptrace"
   ignored=()
   [ $tier = full ] && ignored=(--include-ignored)
 
@@ -300,7 +304,8 @@ print("cargo:doc")' "${longest[@]}"
     export SIMCLUSTER_UML_KERNEL
     case $1 in
       determinism)
-        env SIMCLUSTER_BIN="$sim" SIMCLUSTER_DETERMINISM_OFF_LAST=$off_last scripts/determinism-db.sh 1 "$db_runs" ;;
+        env SIMCLUSTER_BIN="$sim" SIMCLUSTER_DETERMINISM_OFF_LAST=$off_last SIMCLUSTER_DETERMINISM_MODES="$db_modes" \
+          scripts/determinism-db.sh 1 "$db_runs" ;;
       gallery-bugs) env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --bugs ;;
       gallery-safe) env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --safe ;;
       cargo:*)

@@ -202,7 +202,7 @@ pub enum EventKind {
     /// crashes first or the quiet period begins.
     Pause {
         /// Virtual time (ns) the pause ends.
-        resume_at: u64,
+        resume_at: VirtualTime,
     },
     /// The node's paused start command continued (SIGCONT).
     Resume,

@@ -131,7 +131,7 @@ impl<'a> WarmStart<'a> {
             prepare_fork(ex)?;
             self.prepared = true;
         }
-        let cancel = spec.cancel.clone().or_else(|| ex.spec.cancel.clone());
+        let cancel = spec.cancel.clone().or_else(|| ex.spec().cancel.clone());
         let booted = &mut self.booted;
         let child = move || {
             let mut ex = booted.take().expect("the child's copy of the boot");
@@ -177,24 +177,13 @@ pub struct Sibling {
 
 /// Gets every running node ready for fork(2).
 fn prepare_fork(ex: &mut Execution<'_>) -> Result<(), EngineError> {
-    for n in ex.nodes.iter_mut() {
-        if let Some(vm) = n.runtime_mut() {
-            vm.prepare_fork()?;
-        }
-    }
-    Ok(())
+    ex.prepare_fork()
 }
 
 /// In a child of fork(2): every running node taken over, and the wall
 /// clock started again.
 fn rehome(ex: &mut Execution<'_>) -> Result<(), EngineError> {
-    for n in ex.nodes.iter_mut() {
-        if let Some(vm) = n.runtime_mut() {
-            vm.rehome()?;
-        }
-    }
-    ex.restart_wall_clock();
-    Ok(())
+    ex.rehome()
 }
 
 /// Runs `child` in a forked child and decodes what it sent back: a JSON
@@ -224,7 +213,7 @@ fn run_from_boot(
     branch: bool,
 ) -> Result<Vec<Sibling>, EngineError> {
     rehome(ex)?;
-    ex.end_boot(ex.spec.seed)?;
+    ex.end_boot(ex.spec().seed)?;
     ex.branch_at_crash(branch);
     let mut siblings = Vec::new();
     loop {

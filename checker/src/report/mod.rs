@@ -319,7 +319,7 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
         }
         EventKind::DiskFault { id, fault, detail } => format!("disk fault {fault} on #{id}: {detail}"),
         EventKind::Pause { resume_at } => {
-            format!("pause: start command stopped (SIGSTOP) until {}", fmt_time(*resume_at))
+            format!("pause: start command stopped (SIGSTOP) until {}", fmt_time(resume_at.as_ns()))
         }
         EventKind::Resume => "resume: start command continued (SIGCONT)".into(),
         EventKind::ClockOffset { offset_ns } => format!("clock offset {} (wall clock at boot)", fmt_signed(*offset_ns)),

@@ -656,10 +656,10 @@ fn pauses_and_clock_faults_are_drawn_counted_and_described() {
     b.ev(0, 2, EventKind::ClockOffset { offset_ns: -3 * S as i64 });
     b.ev(0, 3, EventKind::ClockDrift { ppm: 50_000 });
     b.msg(100 * MS, 101 * MS, 1, 2, "UDP ping");
-    b.ev(200 * MS, 2, EventKind::Pause { resume_at: 1_700 * MS });
+    b.ev(200 * MS, 2, EventKind::Pause { resume_at: VirtualTime::from_ns(1_700 * MS) });
     b.msg(300 * MS, 301 * MS, 1, 2, "UDP ping");
     b.ev(400 * MS, 1, EventKind::ClockBump { delta_ns: -1_500 * MS as i64 });
-    b.ev(500 * MS, 3, EventKind::Pause { resume_at: 9 * S });
+    b.ev(500 * MS, 3, EventKind::Pause { resume_at: VirtualTime::from_ns(9 * S) });
     b.ev(600 * MS, 1, EventKind::ClockStrobe { delta_ns: 200 * MS as i64, period_ns: 10 * MS, length_ns: S });
     b.ev(1_700 * MS, 2, EventKind::Resume);
     b.ev(2 * S, 3, EventKind::Crash { detail: "power loss".into() });

@@ -81,23 +81,23 @@ struct Wall {
 /// node executes at any moment. Dropping an `Execution` takes its nodes
 /// down.
 pub struct Execution<'a> {
-    pub(crate) spec: &'a ExecutionSpec,
+    spec: &'a ExecutionSpec,
     /// The seed every stream of the execution is drawn from: the
     /// execution's own ([`ExecutionSpec::seed`]), or in warm-start mode
     /// the boot seed until every agent is ready.
-    pub(crate) seed: u64,
+    seed: u64,
     /// The one clock: every node's time, and every event's.
-    pub(crate) now: VirtualTime,
-    pub(crate) trace: Trace,
+    now: VirtualTime,
+    trace: Trace,
     /// The guests, by 0-based index.
-    pub(crate) nodes: Vec<Node>,
-    pub(crate) network: Network,
-    pub(crate) script: Script,
-    pub(crate) faults: Faults,
-    pub(crate) grants: Grants,
+    nodes: Vec<Node>,
+    network: Network,
+    script: Script,
+    faults: Faults,
+    grants: Grants,
     /// Agent messages of the node run being taken in (kept to reuse its
     /// buffer; empty between steps).
-    pub(crate) msgs: Vec<(usize, AgentMsg)>,
+    msgs: Vec<(usize, AgentMsg)>,
     choices: Choices,
     wall: Wall,
     /// Stop at the first enumerable power loss ([`Step::CrashBranch`]).
@@ -177,9 +177,32 @@ impl<'a> Execution<'a> {
         self.start_workload()
     }
 
-    /// Wall time counts from now (a forked child's, for its own run).
-    pub(crate) fn restart_wall_clock(&mut self) {
+    /// The spec the execution runs (in a warm start's child, the run's own:
+    /// [`Self::use_spec`]).
+    pub(crate) fn spec(&self) -> &'a ExecutionSpec {
+        self.spec
+    }
+
+    /// Gets every running node ready for fork(2) (warm start).
+    pub(crate) fn prepare_fork(&mut self) -> Result<(), EngineError> {
+        for n in self.nodes.iter_mut() {
+            if let Some(vm) = n.runtime_mut() {
+                vm.prepare_fork()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// In a child of fork(2): every running node taken over, and wall time
+    /// counted from now, for the child's own run.
+    pub(crate) fn rehome(&mut self) -> Result<(), EngineError> {
+        for n in self.nodes.iter_mut() {
+            if let Some(vm) = n.runtime_mut() {
+                vm.rehome()?;
+            }
+        }
         self.wall.began = Instant::now();
+        Ok(())
     }
 
     /// The trace so far.

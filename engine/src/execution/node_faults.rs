@@ -81,7 +81,7 @@ impl Execution<'_> {
         f.counts.pauses += 1;
         let resume_at = now + Duration::from_nanos(length);
         self.nodes[i].set_paused_until(Some(resume_at));
-        self.trace.push(now, NodeIdx::number_of(i), EventKind::Pause { resume_at: resume_at.as_ns() });
+        self.trace.push(now, NodeIdx::number_of(i), EventKind::Pause { resume_at });
         self.control(i, &AgentCommand::Pause)
     }
 

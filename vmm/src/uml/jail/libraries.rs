@@ -28,7 +28,7 @@ pub(super) fn of(kernel: &Path) -> Result<Vec<PathBuf>, JailError> {
     {
         Vec::new()
     } else if out.status.success() {
-        parse(&stdout).map_err(fail)?
+        parse(&stdout).map_err(|e| fail(e.to_string()))?
     } else {
         return Err(fail(format!("ldd {}: {}", out.status, stderr.trim())));
     };
@@ -36,17 +36,22 @@ pub(super) fn of(kernel: &Path) -> Result<Vec<PathBuf>, JailError> {
     Ok(libs)
 }
 
+/// A library the loader cannot find, by the name the binary needs.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("{0} not found")]
+struct NotFound(String);
+
 /// The absolute paths in `ldd`'s output: `name => /path (0x...)` and
 /// `/path (0x...)` lines; the vDSO has neither. A library `not found` is
 /// an error.
-fn parse(ldd: &str) -> Result<Vec<PathBuf>, String> {
+fn parse(ldd: &str) -> Result<Vec<PathBuf>, NotFound> {
     let mut libs = Vec::new();
     for line in ldd.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let path = match line.split_once("=>") {
             Some((name, rest)) => {
                 let rest = rest.trim();
                 if rest.starts_with("not found") {
-                    return Err(format!("{} not found", name.trim()));
+                    return Err(NotFound(name.trim().to_string()));
                 }
                 rest.split_whitespace().next().unwrap_or("")
             }
@@ -70,7 +75,7 @@ mod tests {
             parse(out).unwrap(),
             vec![PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]
         );
-        assert_eq!(parse("\tlibfoo.so.1 => not found\n").unwrap_err(), "libfoo.so.1 not found");
+        assert_eq!(parse("\tlibfoo.so.1 => not found\n").unwrap_err().to_string(), "libfoo.so.1 not found");
     }
 
     #[test]
