@@ -11,7 +11,7 @@
 //! | `Kernel panic - not syncing: ...` | the guest kernel | the engine: the node failed ([`is_kernel_panic`]) |
 //!
 //! The engine's lines to the agent (`run NAME`, `settle S`, ...) are
-//! [`crate::agent::AgentCommand`].
+//! `AgentCommand` (in the private `agent` module).
 
 /// A line a node's agent sent the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,13 +14,11 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`Execution`] (`execution.rs`) | `new` / `step` / `finish`, and [`execute`] looping them |
+//! | [`Execution`] (`execution/`) | `new` / `step` / `finish`, and [`execute`] looping them; its state in named parts (`parts.rs`: script, network, faults, grants) and its behaviour one module per concern: boot order (`boot.rs`), the strategy's side (`choices.rs`), the enabled set (`enabled.rs`), applying an action (`apply.rs`), the script (`script.rs`), lookahead (`lookahead.rs`), pauses and clock jumps (`node_faults.rs`) |
 //! | `pending.rs` | the pending events, read by the clock and the enabled set |
 //! | `actions.rs` | an action, its description, the horizon |
-//! | `apply.rs` | applying a chosen action; recording output and disk completions |
-//! | `script.rs` | the cluster's script: agent commands and messages, phases, verdicts |
-//! | `faults.rs`, `node_faults.rs`, `disk.rs`, `network.rs`, `host.rs` | pauses and clocks (what they are; applying them), disks and crashes, netsim, the host client |
-//! | `node.rs`, `agent.rs`, `frames.rs` | one node's state, the agent's line protocol, frame summaries |
+//! | `faults.rs`, `disk.rs`, `network.rs`, `host.rs` | pauses and clocks (what they are), disks and crashes, netsim, the host client |
+//! | `node.rs`, `agent.rs`, `frames.rs` | one node and its power state, the agent's line protocol, frame summaries |
 //! | [`spec`] | [`ExecutionSpec`], [`ExploreSpec`], [`HistoryCheck`], [`EngineError`] |
 //! | [`outcome`] | [`ExecutionResult`], [`Verdict`], [`Failure`], [`FailureKind`] |
 //! | [`steps`] | [`StepLog`]: the actions taken, quiet runs folded |

@@ -211,8 +211,8 @@ pub struct Decision {
 /// `params` is a map because each strategy has parameters of its own: they
 /// describe the run for humans (reports show them) and are never read back,
 /// since a replay follows the recorded decisions whatever strategy made
-/// them. Everything a replay needs is typed in [`RunParams`]. A BTreeMap so
-/// the file is byte-stable.
+/// them. Everything a replay needs is typed in the failure file's
+/// `RunParams` (checker). A BTreeMap so the file is byte-stable.
 ///
 /// Being never read back is also why a failure file written before the
 /// `FireTimer` kind left [`ActionKind`] still loads: its random walk's
