@@ -143,9 +143,8 @@ impl Node {
 
     /// Power loss: the kernel process is killed on the spot. Its disk (if
     /// any) comes back with its write log, for the engine to choose what
-    /// survived.
-    /// Its paused processes die with it, and its running checks are
-    /// deferred until it is ready again.
+    /// survived. Its paused processes die with it, and its running checks
+    /// are deferred until it is ready again.
     pub fn power_off(&mut self, now: VirtualTime) -> Result<Option<&mut Disk>, EngineError> {
         let disk = match std::mem::replace(&mut self.power, Power::Off { disk: None }) {
             Power::Up(Up { mut vm, .. }) => {
@@ -199,32 +198,42 @@ impl Node {
     /// Its agent reported ready in this boot (the kernel may have exited
     /// since).
     pub fn agent_ready(&self) -> bool {
-        matches!(&self.power, Power::Up(up) if up.ready)
+        self.up().is_some_and(|up| up.ready)
     }
 
     /// Its agent reported ready (ignored unless booted: a message comes
     /// only from a running node).
     pub fn set_ready(&mut self) {
-        if let Power::Up(up) = &mut self.power {
+        if let Some(up) = self.up_mut() {
             up.ready = true;
+        }
+    }
+
+    /// The current boot; `None` before the first boot and after a crash.
+    fn up(&self) -> Option<&Up> {
+        match &self.power {
+            Power::Up(up) => Some(up),
+            _ => None,
+        }
+    }
+
+    /// [`Self::up`], to act on.
+    fn up_mut(&mut self) -> Option<&mut Up> {
+        match &mut self.power {
+            Power::Up(up) => Some(up),
+            _ => None,
         }
     }
 
     /// The runtime of the current boot; `None` before the first boot and
     /// after a crash.
     pub fn runtime(&self) -> Option<&dyn NodeRuntime> {
-        match &self.power {
-            Power::Up(up) => Some(&*up.vm),
-            _ => None,
-        }
+        Some(&*self.up()?.vm)
     }
 
     /// [`Self::runtime`], to act on.
     pub fn runtime_mut(&mut self) -> Option<&mut dyn NodeRuntime> {
-        match &mut self.power {
-            Power::Up(up) => Some(&mut *up.vm),
-            _ => None,
-        }
+        Some(&mut *self.up_mut()?.vm)
     }
 
     /// The disk side of the current boot's runtime; `None` without a data
@@ -246,7 +255,7 @@ impl Node {
     /// Its data disk, wherever it is (with the runtime, or here).
     pub fn disk(&self) -> Option<&Disk> {
         match &self.power {
-            Power::Up(up) => up.vm.data_disk().and_then(|d| d.disk()),
+            Power::Up(_) => self.data_disk()?.disk(),
             Power::Off { disk } | Power::Crashed { disk, .. } => disk.as_ref(),
         }
     }
@@ -261,16 +270,13 @@ impl Node {
 
     /// While its start command is paused: the time it resumes.
     pub fn paused_until(&self) -> Option<VirtualTime> {
-        match &self.power {
-            Power::Up(up) => up.paused_until,
-            _ => None,
-        }
+        self.up()?.paused_until
     }
 
     /// Its start command is paused until `until`, or (`None`) resumed.
     /// Only a booted node pauses: a crash ends a pause with the node.
     pub fn set_paused_until(&mut self, until: Option<VirtualTime>) {
-        if let Power::Up(up) = &mut self.power {
+        if let Some(up) = self.up_mut() {
             up.paused_until = until;
         }
     }

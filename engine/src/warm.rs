@@ -128,7 +128,7 @@ impl<'a> WarmStart<'a> {
     ) -> Result<Forked, EngineError> {
         let ex = self.booted.as_mut().expect("only a child takes the boot, and it never returns");
         if !self.prepared {
-            prepare_fork(ex)?;
+            ex.prepare_fork()?;
             self.prepared = true;
         }
         let cancel = spec.cancel.clone().or_else(|| ex.spec().cancel.clone());
@@ -175,17 +175,6 @@ pub struct Sibling {
     pub result: ExecutionResult,
 }
 
-/// Gets every running node ready for fork(2).
-fn prepare_fork(ex: &mut Execution<'_>) -> Result<(), EngineError> {
-    ex.prepare_fork()
-}
-
-/// In a child of fork(2): every running node taken over, and the wall
-/// clock started again.
-fn rehome(ex: &mut Execution<'_>) -> Result<(), EngineError> {
-    ex.rehome()
-}
-
 /// Runs `child` in a forked child and decodes what it sent back: a JSON
 /// `Result<T, String>`.
 fn in_child<T: serde::de::DeserializeOwned>(
@@ -212,7 +201,7 @@ fn run_from_boot(
     strategy: &mut dyn Strategy,
     branch: bool,
 ) -> Result<Vec<Sibling>, EngineError> {
-    rehome(ex)?;
+    ex.rehome()?;
     ex.end_boot(ex.spec().seed)?;
     ex.branch_at_crash(branch);
     let mut siblings = Vec::new();
@@ -238,10 +227,10 @@ fn fork_sibling(
     crash: u32,
     state: u64,
 ) -> Result<ExecutionResult, EngineError> {
-    prepare_fork(ex)?;
+    ex.prepare_fork()?;
     let child = || {
         let r = (|| {
-            rehome(ex)?;
+            ex.rehome()?;
             ex.branch_at_crash(false);
             ex.force_crash_state(crash, state);
             while ex.step(strategy)? == Step::Running {}

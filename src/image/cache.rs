@@ -128,8 +128,9 @@ fn publish(tmp: &Path, fin: &Path) -> std::io::Result<()> {
 /// sibling itself, or a file or directory inside it), which is renamed to
 /// `entry`. The sibling is removed whatever `build` returns (a killed
 /// process leaves it, for the next build by that pid to remove), so a
-/// failed build never leaves a half-built entry under its final name. `what` names the artefact in the error of a failed
-/// rename ("the kernel").
+/// failed build never leaves a half-built entry under its final name.
+/// `what` names the artefact in the error of a failed rename ("the
+/// kernel").
 ///
 /// Invariants the builders rely on: `build` runs only under the lock, so
 /// at most one process (or thread: `flock` locks per open file) writes an

@@ -59,7 +59,7 @@ impl Execution<'_> {
         if !self.lookahead_allowed() {
             return None;
         }
-        self.bound_with(self.pending().earliest_except_run(i))
+        self.bound_with(self.choices.pending.earliest_except_run(i))
     }
 
     /// The bound given `others`, the earliest due time of everything but
@@ -79,9 +79,9 @@ impl Execution<'_> {
         }
         // The calm begins at the start of the step whose index is `at`; the
         // step counter already counts this one, so the next step starts at
-        // `choices_steps()`: a node running ahead from here would carry the
+        // `choices.steps`: a node running ahead from here would carry the
         // count past `at` and the calm would never begin.
-        self.spec.explore.calm_from.is_none_or(|(at, _)| at < self.choices_steps())
+        self.spec.explore.calm_from.is_none_or(|(at, _)| at < self.choices.steps)
     }
 
     /// The bound handed to node `i`: [`Self::lookahead_bound`], or in the
@@ -91,7 +91,7 @@ impl Execution<'_> {
         if self.spec.lookahead != Lookahead::IgnoringFrames || !self.lookahead_allowed() {
             return bound;
         }
-        let mut p = self.pending().clone();
+        let mut p = self.choices.pending.clone();
         p.forget_network();
         self.bound_with(p.earliest_except_run(i))
     }
@@ -146,10 +146,10 @@ impl Execution<'_> {
     /// the last is the step being logged now, as the run it would have
     /// been. Returns that step's description.
     pub(crate) fn log_free_runs(&mut self, desc: EnabledAction, began: VirtualTime, free: FreeRuns) -> EnabledAction {
-        let log = self.log_mut();
+        let log = &mut self.choices.log;
         log.push(began, desc, true);
         log.push_quiet(free.count - 1, free.prev, desc.node);
-        self.add_steps(free.count);
+        self.choices.steps += free.count;
         EnabledAction::new(desc.node, ActionKind::RunNode, free.last)
     }
 }

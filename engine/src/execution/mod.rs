@@ -29,9 +29,7 @@ use crate::console::AgentMsg;
 use crate::disk;
 use crate::node::Node;
 use crate::outcome::{ExecutionResult, FailureKind, Verdict};
-use crate::pending::Pending;
 use crate::spec::{EngineError, ExecutionSpec};
-use crate::steps::StepLog;
 use crate::strategy::{ActionKind, Strategy};
 use crate::time::VirtualTime;
 use crate::trace::{EventKind, Trace};
@@ -315,26 +313,6 @@ impl<'a> Execution<'a> {
     pub(crate) fn use_spec(&mut self, spec: &'a ExecutionSpec) {
         self.spec = spec;
         self.faults.forced_crash_states = spec.explore.crash_states.clone();
-    }
-
-    /// Steps taken so far, every action counted.
-    pub(crate) fn choices_steps(&self) -> u64 {
-        self.choices.steps
-    }
-
-    /// Counts `n` more steps (taken by a node running ahead).
-    pub(crate) fn add_steps(&mut self, n: u64) {
-        self.choices.steps += n;
-    }
-
-    /// The pending events of the current step.
-    pub(crate) fn pending(&self) -> &Pending {
-        &self.choices.pending
-    }
-
-    /// The step log, to append to.
-    pub(crate) fn log_mut(&mut self) -> &mut StepLog {
-        &mut self.choices.log
     }
 
     /// The earliest pending event is past the virtual-time limit.

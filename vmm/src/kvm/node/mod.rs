@@ -135,6 +135,12 @@ fn exit_log_path(dir: &std::path::Path, node: u16) -> std::path::PathBuf {
 }
 
 impl KvmNode {
+    /// It has a data disk: on its virtio-blk device, or (once taken off
+    /// the device) held here.
+    fn has_data_disk(&self) -> bool {
+        self.blk || self.disk.is_some()
+    }
+
     /// Boots `cfg.kernel` with `cfg.mem_mb` of RAM, a network device when `cfg.net`,
     /// and `disk`. A bzImage or ELF vmlinux boots as Linux with `cfg.initrd` as its
     /// initramfs and [`kernel_cmdline`]; any other file is a flat microVM image (a
@@ -516,19 +522,11 @@ impl NodeRuntime for KvmNode {
     }
 
     fn data_disk(&self) -> Option<&dyn NodeDisk> {
-        if self.blk || self.disk.is_some() {
-            Some(self)
-        } else {
-            None
-        }
+        self.has_data_disk().then_some(self as &dyn NodeDisk)
     }
 
     fn data_disk_mut(&mut self) -> Option<&mut dyn NodeDisk> {
-        if self.blk || self.disk.is_some() {
-            Some(self)
-        } else {
-            None
-        }
+        self.has_data_disk().then_some(self as &mut dyn NodeDisk)
     }
 }
 

@@ -55,6 +55,11 @@ pub struct UmlNode {
 }
 
 impl UmlNode {
+    /// It was spawned with a data disk, not taken out yet.
+    fn has_data_disk(&self) -> bool {
+        self.devices.disk.is_some()
+    }
+
     /// Starts the node's process. The node runs its early host-side setup,
     /// connects to the socket and then blocks on START until the engine
     /// grants it time.
@@ -245,19 +250,11 @@ impl NodeRuntime for UmlNode {
     }
 
     fn data_disk(&self) -> Option<&dyn NodeDisk> {
-        if self.devices.disk.is_some() {
-            Some(self)
-        } else {
-            None
-        }
+        self.has_data_disk().then_some(self as &dyn NodeDisk)
     }
 
     fn data_disk_mut(&mut self) -> Option<&mut dyn NodeDisk> {
-        if self.devices.disk.is_some() {
-            Some(self)
-        } else {
-            None
-        }
+        self.has_data_disk().then_some(self as &mut dyn NodeDisk)
     }
 }
 
