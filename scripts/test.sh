@@ -39,14 +39,16 @@
 #              #[ignore = "full tier: ..."]; --full runs them too); its
 #              seconds in the summary are the sum over both lanes
 #
-# The summary lists every skipped test with its reason (tests record skips
-# through the testkit crate into $SIMCLUSTER_SKIP_LOG), every flake (a
-# nested test that passed only on retry), the slowest test binaries, and
-# closes with one line: "total: N passed, N failed, N skipped".
+# The summary (scripts/test-summary.sh) lists every skipped test with its
+# reason (tests record skips through the testkit crate into
+# $SIMCLUSTER_SKIP_LOG), every flake (a nested test that passed only on
+# retry), the slowest test binaries, and closes with one line:
+# "total: N passed, N failed, N skipped", where a skipped test is not
+# counted as passed and every failed stage counts as failed.
 # Under CI=true a skip whose cause the project can remove (a package, a
 # fixture) fails its test (SIMCLUSTER_STRICT_SKIPS=1).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 tier=short
 case "${1:-}" in
   --full) tier=full ;;
@@ -73,7 +75,7 @@ fi
 export SIMCLUSTER_TEST_TIER=$tier
 slurm_dir=$work/slurm
 export SIMCLUSTER_SLURM_DIR=$slurm_dir
-nested_pid= bg_pids=()
+nested_pid="" bg_pids=()
 cleanup() {
   [ -z "$nested_pid" ] || kill -- "-$nested_pid" 2>/dev/null || true
   local pid
@@ -304,7 +306,7 @@ print("cargo:doc")' "${longest[@]}"
     export SIMCLUSTER_UML_KERNEL
     case $1 in
       determinism)
-        env SIMCLUSTER_BIN="$sim" SIMCLUSTER_DETERMINISM_OFF_LAST=$off_last SIMCLUSTER_DETERMINISM_MODES="$db_modes" \
+        env SIMCLUSTER_BIN="$sim" SIMCLUSTER_DETERMINISM_OFF_LAST="$off_last" SIMCLUSTER_DETERMINISM_MODES="$db_modes" \
           scripts/determinism-db.sh 1 "$db_runs" ;;
       gallery-bugs) env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --bugs ;;
       gallery-safe) env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --safe ;;
@@ -408,45 +410,9 @@ if [ -f "${queue:-}" ]; then
     n=$((n + 1))
     [ -f "$work/tasks/$n.log" ] || continue
     cat "$work/tasks/$n.log"
-    [[ $t != cargo:* ]] || cat "$work/tasks/$n.log" >>"$work/cargo-test.log"
   done <"$queue"
 fi
 
 # --- Summary -------------------------------------------------------------
-echo
-echo "==== summary ($tier tier, $(($(date +%s) - t_start)) s in all)"
-printf '  %-13s %-8s %7s %7s\n' stage result "wall s" "CPU s"
-while read -r name rc secs cpu; do
-  printf '  %-13s %-8s %7s %7s\n' "$name" "$([ "$rc" = 0 ] && echo ok || echo "exit $rc")" "$secs" "${cpu:--}"
-done <"$stages"
-passed=0 failed_n=0 ignored_n=0
-if [ -f "$work/cargo-test.log" ]; then
-  echo "  slowest test binaries (cargo test):"
-  # "Running tests/x.rs (target/debug/deps/x-hash)" ... "test result: ... finished in 12.34s"
-  awk '/^ *Running /{bin=$2} /^ *Doc-tests /{bin="doc:" $2}
-       /^test result:/{s=$NF; sub(/s$/, "", s); printf "%10.1f s  %s\n", s, bin}' "$work/cargo-test.log" \
-    | sort -rn | head -n 8 | sed 's/^/  /'
-  read -r passed failed_n ignored_n < <(awk '/^test result:/{for(i=1;i<=NF;i++){if($(i)~/^passed;?$/)p+=$(i-1); if($(i)~/^failed;?$/)f+=$(i-1); if($(i)~/^ignored;?$/)g+=$(i-1)}} END{print p+0, f+0, g+0}' "$work/cargo-test.log")
-fi
-if [ -n "${nested_log:-}" ] && [ -f "$nested_log" ]; then
-  read -r np nf < <(grep -o 'NESTED-COUNTS [0-9]* [0-9]*' "$nested_log" | tail -n 1 | awk '{print $2+0, $3+0}')
-  passed=$((passed + ${np:-0})) failed_n=$((failed_n + ${nf:-0}))
-fi
-# Every test task should find its executable built: a task that compiled
-# means the build stage and the tasks resolved features differently.
-if [ -d "$work/tasks" ]; then
-  compiled=$(grep -l '^ *Compiling ' "$work"/tasks/*.log 2>/dev/null | wc -l)
-  [ "$compiled" = 0 ] || echo "  note: $compiled test tasks compiled code the build stage should have built"
-fi
-skipped=$(sort -u "$SIMCLUSTER_SKIP_LOG" | wc -l)
-echo "  skipped tests: $skipped"
-sort -u "$SIMCLUSTER_SKIP_LOG" | awk -F'\t' '{printf "    SKIP %s (%s): %s\n", $1, $2, $3}'
-flakes=$(wc -l <"$SIMCLUSTER_FLAKE_LOG")
-echo "  flakes (passed only on retry): $flakes"
-sed 's/^/    FLAKE /' "$SIMCLUSTER_FLAKE_LOG"
-[ "$ignored_n" = 0 ] || echo "  left to the full tier (#[ignore]): $ignored_n tests (scripts/test.sh --full runs them)"
-if [ -n "$(failed)" ]; then
-  echo "  FAILED stages: $(failed | tr '\n' ' ')"
-fi
-echo "total: $passed passed, $failed_n failed, $skipped skipped"
-[ -z "$(failed)" ]
+# What counts as passed, failed and skipped: scripts/test-summary.sh's header.
+scripts/test-summary.sh "$work" "$tier" "$(($(date +%s) - t_start))"
