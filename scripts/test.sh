@@ -22,7 +22,8 @@
 #              half of the CPUs: the UML kernel with hello-cluster's image,
 #              and the KVM guest kernel (cached by the hash of their inputs:
 #              minutes cold, seconds warm)
-#   build      every test target (beside the kernels), linted as it compiles
+#   build      every target, benches included (beside the kernels), linted
+#              as it compiles
 #   nested     the KVM runtime inside an L1 Linux under QEMU's emulator
 #              (scripts/test-kvm-nested.sh), on its own CPU (QEMU's emulator
 #              uses one host thread) as soon as the KVM kernel is built
@@ -177,8 +178,10 @@ stage features features_unified
 # clippy-driver is the workspace's rustc wrapper (as under `cargo clippy`),
 # so each workspace crate is linted as it compiles (clippy.toml's
 # determinism guard, -D warnings) in the binary stage and in the test
-# build, whose targets are those of `cargo clippy --all-targets` (the
-# workspace has no benches or examples). `cargo clippy` would check every
+# build, which builds every target `cargo clippy --all-targets` checks
+# (`--all-targets`: the seven [[bench]] targets too, which the test tasks
+# do not run; they add about 34 CPU-s, measured 2026-11-27 on this 2-core
+# AMD EPYC host). `cargo clippy` would check every
 # dependency once more (106 CPU-s of a cold build, 2026-11-27). The
 # wrapper is part of cargo's fingerprint: every cargo call below and in
 # the scripts this one runs inherits it, so none of them rebuilds.
@@ -227,7 +230,7 @@ if [ -z "$(blocking)" ]; then
   half=$(((ncpu + 1) / 2))
   background uml-kernel "0-$((half - 1))"
   background kvm-kernel "$((ncpu - half))-$((ncpu - 1))"
-  stage build cargo test --quiet --workspace --no-run
+  stage build cargo test --quiet --workspace --no-run --all-targets
 fi
 if [ -n "$(blocking)" ]; then
   echo "stopping: $(blocking | tr '\n' ' ')failed; nothing after them can pass"
