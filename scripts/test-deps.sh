@@ -12,8 +12,10 @@
 #   flex bison bc the kernel build (the image builder would install them too)
 #   chromium      (--full only) the report's screenshot test
 # Nothing is installed when everything is there already (a warm machine pays
-# one dpkg query). Not root: says what is missing and exits 0; the tests that
-# need it then say why they skip (and fail under CI=true).
+# one dpkg query). Exit status 1 when a package is missing and cannot be
+# installed (not root, or apt-get failed): it names them, and
+# scripts/test.sh counts the stage as failed but goes on, so the tests that
+# need them say why they skip (and fail under CI=true).
 set -euo pipefail
 pkgs=(tshark cpio e2fsprogs busybox-static qemu-system-x86 slurmctld slurmd slurm-client munge umoci skopeo
   flex bison bc)
@@ -27,8 +29,8 @@ if [ ${#missing[@]} = 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
-  echo "test-deps: not root, cannot install: ${missing[*]}"
-  exit 0
+  echo "test-deps: FAILED: not root, so cannot install: ${missing[*]} (run as root, or install them; the tests that need them will skip)"
+  exit 1
 fi
 echo "test-deps: installing ${missing[*]}"
 install() {
@@ -36,7 +38,7 @@ install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 }
 if ! install 2>/dev/null; then
-  apt-get update -q >/dev/null
-  install
+  apt-get update -q >/dev/null || true
+  install || { echo "test-deps: FAILED: apt-get could not install: ${missing[*]}"; exit 1; }
 fi
 echo "test-deps: installed"

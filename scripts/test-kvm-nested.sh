@@ -18,14 +18,23 @@
 #
 # Exit status: 0 when every test inside passed, or when it skips because
 # qemu-system-x86_64 cannot be had here (not root, or apt-get cannot install
-# it: it says SKIP and why, and records the skip in $SIMCLUSTER_SKIP_LOG);
-# 1 when a test inside failed, a cluster's runs gave different trace hashes,
-# or L1 could not run the tests (did not come up, kvm_amd did not load, L1
+# it: it says SKIP and why, and records the skip in $SIMCLUSTER_SKIP_LOG as
+# "missing", a cause the project's scripts remove as root; under
+# SIMCLUSTER_STRICT_SKIPS=1, CI, that is a failure instead);
+# 1 when a test inside failed or never ran, a cluster's runs gave different
+# trace hashes, nothing was planned (no KVM test binary and no cluster), or
+# L1 could not run the tests (did not come up, kvm_amd did not load, L1
 # wedged on every boot): that is no result, and no result is not a pass.
-# A test binary that failed and passed on retry is a flake: reported, and
-# recorded in $SIMCLUSTER_FLAKE_LOG (scripts/test.sh lists them); skips
-# inside L1 reach $SIMCLUSTER_SKIP_LOG too. The last line but one is
-# "NESTED-COUNTS PASSED FAILED" (tests and cluster checks) for test.sh.
+# Every test each binary lists (`--list`, less the #[ignore]d ones in the
+# short tier) must have passed in its run or a retry: a test that never
+# ran (its binary timed out or crashed before it) is rerun with the failed
+# ones, and reported as failed if it still has not passed.
+# A test binary that failed and passed on retry is a flake, and so is an L1
+# that wedged and passed on its next boot (the whole plan runs again): each
+# is reported, and recorded in $SIMCLUSTER_FLAKE_LOG (scripts/test.sh lists
+# them); skips inside L1 reach $SIMCLUSTER_SKIP_LOG too. The last line but
+# one is "NESTED-COUNTS PASSED FAILED" (tests and cluster checks, a test
+# that recorded a skip in L1 not counted as passed) for test.sh.
 #
 # Environment:
 #   SIMCLUSTER_NESTED_TIMEOUT  wall-clock limit of the L1 run (s, default 3000)
@@ -82,19 +91,28 @@ kvm_amd_args=${SIMCLUSTER_NESTED_KVM_AMD:-}
 # host thread for both vCPUs ran every KVM test binary three times and two
 # hello-cluster runs with neither, cluster runs as fast (85-87 s, the same hash).
 tcg_thread=${SIMCLUSTER_NESTED_TCG_THREAD:-single}
+# --- helpers (tests/nested_judge.rs runs them)
 say() { echo "test-kvm-nested: $*"; }
 # A cluster in SIMCLUSTER_NESTED_CLUSTERS is DIR or DIR:RUNS (its own count).
 cluster_of() { echo "${1%%:*}"; }
 runs_of() { case $1 in *:*) echo "${1##*:}" ;; *) echo "$runs" ;; esac; }
-# `skip REASON`: qemu cannot be had; the only case that is not a failure.
+# `skip REASON`: qemu cannot be had here, a cause root and apt-get remove
+# (so "missing", not "host"): a skip, or a failure under
+# SIMCLUSTER_STRICT_SKIPS=1 (CI), where a check that did not run fails.
 skip() {
+  if [ "${SIMCLUSTER_STRICT_SKIPS:-}" = 1 ]; then
+    say "FAILED: would skip ($*), and under SIMCLUSTER_STRICT_SKIPS=1 a skip whose cause the project's scripts can remove is a failure"
+    echo "NESTED-COUNTS 0 1"
+    exit 1
+  fi
   say "SKIP: $*"
-  [ -z "${SIMCLUSTER_SKIP_LOG:-}" ] || printf 'test-kvm-nested\thost\t%s\n' "$*" >>"$SIMCLUSTER_SKIP_LOG"
+  [ -z "${SIMCLUSTER_SKIP_LOG:-}" ] || printf 'test-kvm-nested\tmissing\t%s\n' "$*" >>"$SIMCLUSTER_SKIP_LOG"
   echo "NESTED-COUNTS 0 0"
   exit 0
 }
 # `no_result REASON`: L1 could not run the tests.
 no_result() { say "FAILED: $* (no test ran to its end: not a pass)"; echo "NESTED-COUNTS 0 1"; exit 1; }
+# --- end helpers
 mkdir -p "$cache"
 
 # --- 1. Debian packages -----------------------------------------------------
@@ -192,6 +210,12 @@ for path in sys.argv[1:-2]:
                 print(t["name"] + ("" if k == 1 else "@%d" % k), m["executable"])
 EOF
 rm -f "$testlist.all"
+# Nothing to run is no result: an empty list of KVM test binaries (a
+# filter that matches none, a build that made none) with no cluster to run
+# must not pass as "0 failed".
+if [ ! -s "$testlist" ] && [ -z "${clusters//[[:space:]]/}$bench" ]; then
+  no_result "nothing to run: no KVM test binary matches '$tests_re' and no cluster is asked for"
+fi
 kvm_kernel=${SIMCLUSTER_KVM_KERNEL:-}
 if [ -z "$kvm_kernel" ]; then
   say "the KVM guest kernel (built once, cached; minutes when cold)"
@@ -287,6 +311,18 @@ chmod 0777 "$results"
 # L1 mounts a tmpfs on /tmp, which would hide a checkout, a cargo target or a
 # cache under the host's /tmp (a CI clone may live there): then it keeps the
 # overlay's /tmp instead.
+# Each test binary's tests as it lists them (the host lists them: listing
+# needs no KVM), less the #[ignore]d ones in the short tier: every one must
+# pass in L1, in the binary's run or a retry (expect-NAME in the results).
+while read -r name exe; do
+  {
+    if [ "${SIMCLUSTER_TEST_TIER:-}" = full ]; then
+      "$exe" --list | sed -n 's/: test$//p' | sort -u
+    else
+      comm -23 <("$exe" --list | sed -n 's/: test$//p' | sort -u) <("$exe" --list --ignored | sed -n 's/: test$//p' | sort -u)
+    fi
+  } >"$results/expect-$name" || no_result "$exe --list failed"
+done <"$testlist"
 for p in "$repo" "$(realpath -m "${CARGO_TARGET_DIR:-$repo/target}")" "$(realpath -m "${SIMCLUSTER_CACHE:-$HOME/.cache/simcluster}")" "$kvm_kernel"; do
   case $p in /tmp|/tmp/*) touch "$results/keep-host-tmp" ;; esac
 done
@@ -324,15 +360,19 @@ step() {
 }
 # `test_step NAME EXE RETRIES`: runs a test binary, one test at a time
 # (every test failure seen under the emulator came while two L2 guests ran
-# at once, one per L1 vCPU); the tests it reports
-# FAILED are run again, alone (--exact), as retry-NAME-K, while any still
-# fails and RETRIES allow.
+# at once, one per L1 vCPU); every test of $R/expect-NAME that has not
+# passed yet (it failed, or never ran: the binary timed out or crashed
+# before it) is run again, alone (--exact), as retry-NAME-K, while any has
+# not passed and RETRIES allow.
 # (Its variables are t_*: step's own are global in sh.)
 test_step() {
   t_name=$1 t_exe=$2 t_left=$3 t_k=0 t_last=test-$1
   step "$t_last" timeout "$binary_timeout" "$t_exe" --test-threads=1 $ignored
   while [ "$(cat "$R/$t_last.rc")" != 0 ] && [ "$t_left" -gt 0 ]; do
-    t_failed=$(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$R/$t_last.out")
+    t_failed=""
+    while read -r t_t; do
+      grep -qFx "test $t_t ... ok" "$R/test-$t_name.out" "$R/retry-$t_name-"*.out 2>/dev/null || t_failed="$t_failed $t_t"
+    done <"$R/expect-$t_name"
     [ -n "$t_failed" ] || return 0
     t_k=$((t_k + 1)) t_left=$((t_left - 1))
     t_last=retry-$t_name-$t_k
@@ -405,27 +445,37 @@ boot_l1() {
 stall_s=${SIMCLUSTER_NESTED_STALL:-180}
 retries=${SIMCLUSTER_NESTED_RETRIES:-1}
 start=$(date +%s)
-attempt=1
+attempt=1 wedges=()
 while :; do
   boot_l1
   [ "$stalled" = 1 ] && [ "$attempt" -le "$retries" ] || break
   # Keep what the wedged boot left for diagnosis: where the plan was, the
   # last heartbeat (L1's top) and its console.
-  say "the wedged boot was at: $(tail -n 1 "$results/plan.log" 2>/dev/null || echo 'before the plan')"
+  wedged_at=$(tail -n 1 "$results/plan.log" 2>/dev/null || true)
+  wedges+=("boot $attempt wedged (no heartbeat for ${stall_s}s) at: ${wedged_at:-before the plan}")
+  say "the wedged boot was at: ${wedged_at:-before the plan}"
   mkdir -p "$results/wedged-$attempt"
   for f in plan.log heartbeat console.log; do
     [ ! -e "$results/$f" ] || mv "$results/$f" "$results/wedged-$attempt/"
   done
   attempt=$((attempt + 1))
   say "booting L1 again (attempt $attempt)"
-  find "$results" -mindepth 1 -maxdepth 1 ! -name plan.sh ! -name keep-host-tmp ! -name 'wedged-*' -exec rm -rf {} +
+  find "$results" -mindepth 1 -maxdepth 1 ! -name plan.sh ! -name keep-host-tmp ! -name 'expect-*' ! -name 'wedged-*' -exec rm -rf {} +
 done
 wall=$(( $(date +%s) - start ))
 say "L1 ran ${wall}s (qemu exit $qemu_rc, $attempt boot(s))"
 kept=" (results: $results)"
+retried=0
 # An L1 that wedged on every boot is QEMU's emulator hanging: the tests
 # inside never reported, which is no pass.
 [ "$stalled" = 1 ] && no_result "L1 stopped responding ${attempt} time(s) under TCG$kept"
+# An L1 that wedged and came back: the whole plan ran again on the next
+# boot. A retry like any other: reported, and recorded as a flake.
+if [ ${#wedges[@]} -gt 0 ]; then
+  retried=$((retried + 1))
+  say "FLAKE: L1 wedged under the emulator and was booted again (the whole plan ran again): ${wedges[*]}"
+  [ -z "${SIMCLUSTER_FLAKE_LOG:-}" ] || echo "L1 wedged under the emulator and was booted again, the whole plan ran again: ${wedges[*]}" >>"$SIMCLUSTER_FLAKE_LOG"
+fi
 
 # --- 6. Report -----------------------------------------------------------------------
 if [ ! -e "$results/booted" ]; then
@@ -437,49 +487,62 @@ if [ "$(cat "$results/kvm" 2>/dev/null)" != 1 ]; then
   sed 's/^/  /' "$results/insmod.log" 2>/dev/null | tail -n 20
   no_result "L1 booted (cpu flags: $(cat "$results/cpu-flags" 2>/dev/null)) but kvm_amd did not load or /dev/kvm is missing"
 fi
+# --- judge (each test binary's verdict; tests/nested_judge.rs runs these
+# functions on made-up results)
 # `panic_lines FILE MAX PREFIX`: the failed tests of a libtest output and their
 # panics (with the assertion lines after them, backtraces left out).
 panic_lines() {
   grep -E -A3 '^(test .* \.\.\. FAILED|thread .* panicked)' "$1" | grep -v -E '^(stack backtrace:|--|) *$|^ +[0-9]+: ' \
     | head -n "$2" | cut -c1-300 | sed "s/^/    $3/" || true
 }
-status=0 retried=0 n_passed=0 n_failed=0
-# `counts FILE`: "PASSED FAILED" of a libtest output's last summary line.
-counts() { grep -E '^test result:' "$1" | tail -n 1 | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/'; }
-while read -r name _; do
-  f=$results/test-$name
-  if [ ! -e "$f.rc" ]; then
+status=0 n_passed=0 n_failed=0
+# `passed_tests NAME`: the tests that passed in NAME's run or its retries.
+passed_tests() {
+  cat "$results/test-$1.out" "$results/retry-$1-"*.out 2>/dev/null | sed -n 's/^test \(.*\) \.\.\. ok$/\1/p' | sort -u
+}
+# `judge_test NAME`: NAME's verdict from $results: prints it, adds to
+# n_passed / n_failed / retried, sets status=1 on a failure. Every test in
+# expect-NAME must have passed in the run or a retry; a test that recorded
+# a skip in L1 ($results/skips, BINARY::TEST) is not counted as passed.
+judge_test() {
+  local name=$1 f=$results/test-$1 bin=${1%@*} retry missing n_ok n_skip rc
+  retry=$(ls "$results"/retry-"$name"-*.rc 2>/dev/null | sort -V | tail -n 1 || true)
+  retry=${retry%.rc}
+  missing=$(comm -23 <(sort -u "$results/expect-$name") <(passed_tests "$name"))
+  n_ok=$(comm -12 <(sort -u "$results/expect-$name") <(passed_tests "$name") | wc -l)
+  n_skip=$( { [ ! -e "$results/skips" ] || cut -f1 "$results/skips" | sed -n "s/^$bin:://p"; } | sort -u \
+    | comm -12 - <(passed_tests "$name") | wc -l)
+  n_passed=$((n_passed + n_ok - n_skip))
+  rc=$(cat "$f.rc" 2>/dev/null || echo none)
+  if [ "$rc" = none ]; then
     if [ -e "$f.out" ]; then
       say "test $name: did not finish (L1 stopped: timeout?); its last lines:"
       tail -n 5 "$f.out" | sed 's/^/    /'
     else
       say "test $name: not started"
     fi
-    status=1 n_failed=$((n_failed + 1)); continue
   fi
-  summary=$(grep -E '^test result:' "$f.out" | tail -n 1)
-  skips=$(grep -c '^SKIP' "$f.out" || true)
-  # The last retry of the tests that failed, if any ran.
-  retry=$(ls "$results"/retry-"$name"-*.rc 2>/dev/null | sort -V | tail -n 1 || true)
-  retry=${retry%.rc}
-  read -r p fl < <(counts "$f.out" || true)
-  if [ "$(cat "$f.rc")" = 0 ]; then
-    n_passed=$((n_passed + ${p:-0}))
-    say "test $name: ok in $(cat "$f.secs")s: $summary${skips:+ ($skips SKIP lines)}"
-  elif [ -n "$retry" ] && [ "$(cat "$retry.rc")" = 0 ]; then
-    say "test $name: PASSED ON RETRY under the emulator (${retry##*-} retry): it first failed (exit $(cat "$f.rc")) in $(cat "$f.secs")s: $summary"
-    panic_lines "$f.out" 12 "first run: "
+  if [ -z "$missing" ] && [ "$rc" = 0 ]; then
+    say "test $name: ok in $(cat "$f.secs")s: $(grep -E '^test result:' "$f.out" | tail -n 1)$([ "$n_skip" = 0 ] || echo " ($n_skip skipped)")"
+  elif [ -z "$missing" ] && [ -n "$retry" ] && [ "$(cat "$retry.rc")" = 0 ]; then
+    say "test $name: PASSED ON RETRY under the emulator (${retry##*-} retry): it first failed (exit $rc) in $(cat "$f.secs" 2>/dev/null || echo ?)s: $(grep -E '^test result:' "$f.out" 2>/dev/null | tail -n 1)"
+    [ ! -e "$f.out" ] || panic_lines "$f.out" 12 "first run: "
     say "  retry: $(grep -E '^test result:' "$retry.out" | tail -n 1)"
     retried=$((retried + 1))
-    n_passed=$((n_passed + ${p:-0} + ${fl:-0}))
-    [ -z "${SIMCLUSTER_FLAKE_LOG:-}" ] || echo "L1 $name: failed, then passed on retry under the emulator ($(grep -c '^test .* FAILED$' "$f.out" || true) test(s): $(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$f.out" | tr '\n' ' '))" >>"$SIMCLUSTER_FLAKE_LOG"
+    [ -z "${SIMCLUSTER_FLAKE_LOG:-}" ] || echo "L1 $name: failed or stopped (exit $rc), then passed on retry under the emulator (not passed in the first run: $(comm -23 <(sort -u "$results/expect-$name") <(sed -n 's/^test \(.*\) \.\.\. ok$/\1/p' "$f.out" 2>/dev/null | sort -u) | tr '\n' ' '))" >>"$SIMCLUSTER_FLAKE_LOG"
   else
-    n_passed=$((n_passed + ${p:-0})) n_failed=$((n_failed + ${fl:-1}))
-    say "test $name: FAILED (exit $(cat "$f.rc")) in $(cat "$f.secs")s: $summary"
-    panic_lines "$f.out" 20 ""
+    n_failed=$((n_failed + $(echo "$missing" | grep -c . || true)))
+    [ -n "$missing" ] || n_failed=$((n_failed + 1))  # all passed, yet the binary failed
+    say "test $name: FAILED (exit $rc) in $(cat "$f.secs" 2>/dev/null || echo ?)s: $(grep -E '^test result:' "$f.out" 2>/dev/null | tail -n 1)"
+    [ -z "$missing" ] || say "  never passed (failed, or never ran): $(echo "$missing" | tr '\n' ' ')"
+    [ ! -e "$f.out" ] || panic_lines "$f.out" 20 ""
     [ -z "$retry" ] || { say "  and again on retry:"; panic_lines "$retry.out" 10 ""; }
     status=1
   fi
+}
+# --- end judge
+while read -r name _; do
+  judge_test "$name"
 done <"$testlist"
 [ "$retried" = 0 ] || say "$retried test binar$([ "$retried" = 1 ] && echo y || echo ies) passed only on retry (the first failures are above and in $results)"
 n=0
@@ -556,6 +619,11 @@ fi
 # Skips inside L1, under L1's name for them.
 if [ -s "$results/skips" ] && [ -n "${SIMCLUSTER_SKIP_LOG:-}" ]; then
   sed 's/^/L1 /' "$results/skips" >>"$SIMCLUSTER_SKIP_LOG"
+fi
+# Nothing that ran is no pass ("NESTED-COUNTS 0 0" would read as one).
+if [ $((n_passed + n_failed)) = 0 ]; then
+  say "FAILED: no test and no cluster check ran in L1 (an empty plan, or every test skipped): not a pass"
+  n_failed=1 status=1
 fi
 echo "NESTED-COUNTS $n_passed $n_failed"
 if [ $status = 0 ]; then say "all passed in L1 (${wall}s)"; else say "FAILED$kept"; fi

@@ -112,9 +112,10 @@ stage() {
   return $rc
 }
 failed() { awk '$2 != 0 {print $1}' "$stages"; }
-# A failed fmt or features check is reported but stops nothing; any other
-# failed stage stops what comes after it.
-blocking() { failed | grep -v -x -e fmt -e features; }
+# A failed packages, fmt or features check is reported (and counted as
+# failed) but stops nothing: without a package the tests that need it say
+# why they skip. Any other failed stage stops what comes after it.
+blocking() { failed | grep -v -x -e packages -e fmt -e features; }
 
 # CPUs: QEMU's emulator (one host thread) gets the last one, the rest of
 # the suite the others, so neither waits for the other; on one CPU both share it.
