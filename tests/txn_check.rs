@@ -36,10 +36,10 @@ fn a_g_single_is_an_anomaly_under_serializable_and_allowed_under_read_committed(
     assert_eq!(j["valid"], false);
     assert_eq!(j["model"], "list-append");
     assert_eq!(j["consistency"], "serializable", "the default consistency");
-    assert_eq!(j["anomalies"], serde_json::json!({"G-single": 1}));
+    assert_eq!(j["anomalies"], serde_json::json!({"G-single-item": 1}));
     assert_eq!(j["txns"]["total"], 3);
     assert_eq!(j["history"], h.as_str());
-    for needle in ["G-single (1):", CYCLE, RW, WR] {
+    for needle in ["G-single-item (1):", CYCLE, RW, WR] {
         assert!(r.stderr.contains(needle), "stderr lacks {needle:?}: {r:?}");
     }
     assert_eq!(r.stdout.lines().count(), 1, "{r:?}");
@@ -49,8 +49,8 @@ fn a_g_single_is_an_anomaly_under_serializable_and_allowed_under_read_committed(
     let j = r.json();
     assert_eq!((j["valid"].clone(), j["consistency"].clone()), (true.into(), "read-committed".into()));
     assert_eq!(j["anomalies"], serde_json::json!({}));
-    assert_eq!(j["also_found"], serde_json::json!({"G-single": 1}));
-    assert!(r.stderr.contains("also found, allowed by read-committed: G-single (1)"), "{r:?}");
+    assert_eq!(j["also_found"], serde_json::json!({"G-single-item": 1}));
+    assert!(r.stderr.contains("also found, allowed by read-committed: G-single-item (1)"), "{r:?}");
     // Snapshot isolation forbids G-single too.
     assert_eq!(run(&["check", &h, "--model", "list-append", "--consistency", "snapshot-isolation"]).code, 1);
 }
@@ -60,7 +60,7 @@ fn jepsens_edn_is_read_by_its_name_or_its_first_character() {
     let edn = fixture("g-single.edn");
     let r = run(&["check", &edn, "--model", "list-append"]);
     assert_eq!(r.code, 1, "{r:?}");
-    assert_eq!(r.json()["anomalies"], serde_json::json!({"G-single": 1}));
+    assert_eq!(r.json()["anomalies"], serde_json::json!({"G-single-item": 1}));
     assert!(r.stderr.contains("T0 (process 0) -rw 1-> T1 (process 1) -wr 2-> T0"), "{r:?}");
     // The nemesis op is skipped; the record form is read.
     assert_eq!(r.json()["txns"]["total"], 3);
@@ -160,9 +160,9 @@ fn a_run_reports_the_anomalies_of_its_history() {
         assert_eq!(r.code, code, "{consistency}: {r:?}");
         let j = r.json();
         if code == 1 {
-            assert_eq!(j["anomalies"], serde_json::json!({"G-single": 1}), "{j}");
+            assert_eq!(j["anomalies"], serde_json::json!({"G-single-item": 1}), "{j}");
             let message = j["failure"]["message"].as_str().unwrap();
-            assert!(message.contains("history is not serializable (list-append): G-single (1)"), "{message}");
+            assert!(message.contains("history is not serializable (list-append): G-single-item (1)"), "{message}");
             assert!(message.contains(CYCLE), "{message}");
         } else {
             assert!(j.get("anomalies").is_none(), "{j}");

@@ -237,7 +237,7 @@ pub fn check_txn_history(
 }
 
 /// The anomalies of a report that its consistency forbids, as
-/// `G-single (1), G2-item (2)`.
+/// `G-single-item (1), G2-item (2)`.
 pub fn anomaly_summary(report: &txncheck::CheckReport) -> String {
     let counts = report.counts_of(&report.anomaly_types);
     counts.iter().map(|(n, c)| format!("{n} ({c})")).collect::<Vec<_>>().join(", ")
@@ -361,7 +361,7 @@ mod tests {
         let out = (hc.check)(t.events(), 1);
         assert!(!out.ok, "{}", out.note);
         let first = out.note.lines().next().unwrap();
-        assert_eq!(first, "history is not serializable (list-append): G-single (1)");
+        assert_eq!(first, "history is not serializable (list-append): G-single-item (1)");
         assert!(out.note.contains("-rw") && out.note.contains("-wr"), "{}", out.note);
         let rc = HistoryModel::from_names("list-append", Some("read-committed")).unwrap();
         let out = (hook_for(engine::NodeIdx::new(0), rc).check)(t.events(), 1);

@@ -8,8 +8,11 @@
 //!
 //! - G0: ww only;
 //! - G1c: ww and wr, at least one wr;
-//! - G-single: ww and wr plus exactly one rw (an rw edge A -> B with a ww/wr path B -> A);
-//! - G2-item: two or more rw.
+//! - G-single (Elle's G-single-item): ww and wr plus exactly one rw (an rw edge
+//!   A -> B with a ww/wr path B -> A);
+//! - G-nonadjacent (Elle's G-nonadjacent-item): two or more rw, no two of them
+//!   adjacent (the long fork snapshot isolation forbids);
+//! - G2-item: two or more rw, two of them adjacent (write skew).
 //!
 //! A shape already found in a smaller universe inside the component is not
 //! searched again, so a shape found in a larger universe needs one of its extra
@@ -19,9 +22,13 @@
 //! Exactness: G0, G1c and G-single are found whenever they exist (the first two
 //! by sub-components, the last by one BFS per rw edge, pruned by sub-component
 //! order) unless the budget of a G-single search runs out, which is counted in
-//! `truncated`. G2-item is reported when the shortest rw cycles found have two or
-//! more rw edges; when every cycle found has one, the component has a G-single
-//! instead, which is what is reported. Counts are one per component per shape.
+//! `truncated`. A component without a G-single is searched for a G-nonadjacent
+//! by one search per rw seed over (node, last edge rw, rw seen) states, so one
+//! is found whenever it exists, within the same budget as G0 and G1c. The
+//! shortest cycles through rw seeds over every edge kind are classified by
+//! their rw edges: two adjacent make G2-item, none adjacent G-nonadjacent, one
+//! a G-single (found here only when the G-single search ran out of budget).
+//! Counts are one per component per shape.
 //! Among the cycles found for a shape, the shortest are kept.
 
 use crate::graph::{Bfs, Exhausted, Graph, Tarjan, DATA, PROCESS, REALTIME, RW, WR, WW};
@@ -37,6 +44,7 @@ const M_G0: u8 = 1;
 const M_G1C: u8 = 2;
 const M_SINGLE: u8 = 4;
 const M_ANY_RW: u8 = 8;
+const M_NONADJACENT: u8 = 16;
 
 #[derive(Default)]
 pub(crate) struct Found {
@@ -58,6 +66,7 @@ enum Shape {
     G0,
     G1c,
     Single,
+    Nonadjacent,
     G2,
 }
 
@@ -138,7 +147,30 @@ impl Searcher<'_> {
         if skip & M_ANY_RW == 0 && !rw_seeds.is_empty() {
             bits |= M_ANY_RW | self.any_rw(&rw_seeds, mask, bits & M_SINGLE != 0, scope, size);
         }
+        // A G-single already rules out every model a G-nonadjacent does.
+        if (skip | bits) & (M_SINGLE | M_NONADJACENT) == 0
+            && !rw_seeds.is_empty()
+            && self.nonadjacent(&rw_seeds, mask, scope, size)
+        {
+            bits |= M_NONADJACENT;
+        }
         bits
+    }
+
+    /// G-nonadjacent: for up to [`TRIES`] rw seeds A -> B, a shortest path
+    /// B -> A with rw edges, none adjacent to another or to the seed.
+    fn nonadjacent<S: Fn(u32) -> bool + Copy>(&mut self, seeds: &[usize], mask: u8, scope: S, size: u64) -> bool {
+        let mut budget = 4 * (TRIES as u64 + 1) * (size + 1);
+        let mut best: Option<Vec<usize>> = None;
+        for &seed in seeds.iter().take(TRIES) {
+            let e = *self.g.edge(seed);
+            match self.bfs.nonadjacent_path(self.g, e.to, e.from, mask, scope, &mut budget) {
+                Ok(Some(path)) => keep_shorter(&mut best, seed, path),
+                Ok(None) => {}
+                Err(Exhausted) => break,
+            }
+        }
+        best.map(|cycle| self.record(Shape::Nonadjacent, cycle)).is_some()
     }
 
     /// Tries up to [`TRIES`] seed edges A -> B, each closed by a shortest path
@@ -204,8 +236,9 @@ impl Searcher<'_> {
     }
 
     /// Cycles through rw edges over every kind of the universe: recorded as
-    /// G2-item when they have two or more rw edges, as G-single when they have
-    /// one and the G-single search found none (it ran out of budget).
+    /// G2-item when they have two adjacent rw edges, as G-nonadjacent when they
+    /// have two or more and none adjacent, as G-single when they have one and
+    /// the G-single search found none (it ran out of budget).
     fn any_rw<S: Fn(u32) -> bool + Copy>(
         &mut self,
         seeds: &[usize],
@@ -229,13 +262,24 @@ impl Searcher<'_> {
         }
         let mut bits = 0;
         if let Some(cycle) = multi {
-            self.record(Shape::G2, cycle);
+            if self.rw_adjacent(&cycle) {
+                self.record(Shape::G2, cycle);
+            } else {
+                self.record(Shape::Nonadjacent, cycle);
+                bits |= M_NONADJACENT;
+            }
         }
         if let (Some(cycle), false) = (single, has_single) {
             self.record(Shape::Single, cycle);
             bits |= M_SINGLE;
         }
         bits
+    }
+
+    /// Whether two consecutive edges of `cycle` (the last and the first too) are rw.
+    fn rw_adjacent(&self, cycle: &[usize]) -> bool {
+        let rw = |k: usize| self.g.edge(cycle[k % cycle.len()]).kind == RW;
+        (0..cycle.len()).any(|k| rw(k) && rw(k + 1))
     }
 
     fn record(&mut self, shape: Shape, mut cycle: Vec<usize>) {
@@ -279,6 +323,7 @@ fn name(shape: Shape, kinds: u8) -> &'static str {
         Shape::G0 => [G0, G0_PROCESS, G0_REALTIME],
         Shape::G1c => [G1C, G1C_PROCESS, G1C_REALTIME],
         Shape::Single => [G_SINGLE, G_SINGLE_PROCESS, G_SINGLE_REALTIME],
+        Shape::Nonadjacent => [G_NONADJACENT, G_NONADJACENT_PROCESS, G_NONADJACENT_REALTIME],
         Shape::G2 => [G2_ITEM, G2_ITEM_PROCESS, G2_ITEM_REALTIME],
     };
     names[suffix]

@@ -6,18 +6,25 @@
 //!
 //! possibly written as a record, `#jepsen.history.Op{...}`. Ops of the process
 //! `:nemesis` and ops whose `:f` is not `:txn` are skipped. Micro-op functions
-//! are keywords (`:append`, `:r`, `:w`); keys are integers, strings or keywords
-//! (a keyword key `:x` becomes the string key `x`). Other fields (`:error`, ...)
-//! are ignored.
+//! are keywords (`:append`, `:r`, `:w`); keys are integers, strings, keywords
+//! (a keyword key `:x` becomes the string key `x`) or anything else (a vector
+//! key `[:anti 1]` is the key of that text); values are integers, strings or
+//! keywords. A read may leave out its value (`[:r :x]`, the same as `nil`).
+//! An op without `:f` is a transaction; without `:process`, an op of a
+//! process of its own; without `:time`, timed by line order (when any op lacks
+//! `:time`, all are). Other fields (`:error`, ...) are ignored.
 
-use crate::history::{make_kind, make_mop, Event, FieldProblem, History, Key, Mop, ParseError, RawValue};
+use crate::history::{
+    anonymous_process, finish, make_kind, make_mop, Event, FieldProblem, History, Key, Mop, ParseError, RawValue,
+    ValueNames,
+};
 use clojure_reader::edn::{self, Edn};
 
 /// Parses a Jepsen `history.edn` and pairs its events into transactions.
 /// Blank lines are skipped; an error names the 1-based line.
 pub fn parse_edn(text: &str) -> Result<History, ParseError> {
     let mut events = Vec::new();
-    let mut position = 0;
+    let (mut position, mut untimed, mut names) = (0, false, ValueNames::default());
     for (i, raw) in text.lines().enumerate() {
         let trimmed = raw.trim();
         if trimmed.is_empty() || trimmed.starts_with(';') {
@@ -33,12 +40,13 @@ pub fn parse_edn(text: &str) -> Result<History, ParseError> {
         if !(rest.is_empty() || rest.starts_with(';')) {
             return Err(ParseError::Syntax { line, msg: format!("unexpected text after the op: {rest:.40}") });
         }
-        if let Some(ev) = event(&value, line, position)? {
+        if let Some((ev, timed)) = event(&value, line, position, &mut names)? {
+            untimed |= !timed;
             events.push(ev);
         }
         position += 1;
     }
-    History::from_events(events)
+    finish(events, untimed)
 }
 
 /// An op needs four levels (map, ops, op, list read); the reader recurses per
@@ -75,8 +83,14 @@ fn field_err(line: usize, field: &'static str, msg: impl Into<String>) -> ParseE
     ParseError::Field { line, field, msg: msg.into() }
 }
 
-/// `Ok(None)`: a line to skip (nemesis, or not a transaction).
-fn event(value: &Edn, line: usize, position: usize) -> Result<Option<Event>, ParseError> {
+/// `Ok(None)`: a line to skip (nemesis, or not a transaction); else the event
+/// and whether it had a time.
+fn event(
+    value: &Edn,
+    line: usize,
+    position: usize,
+    names: &mut ValueNames,
+) -> Result<Option<(Event, bool)>, ParseError> {
     // A record prints as a tagged map; its tag says nothing we need.
     let value = match value {
         Edn::Tagged(_, inner) => inner.as_ref(),
@@ -89,21 +103,21 @@ fn event(value: &Edn, line: usize, position: usize) -> Result<Option<Event>, Par
     let process = match get("process") {
         Some(Edn::Int(p)) => *p,
         Some(Edn::Key("nemesis")) => return Ok(None),
+        None | Some(Edn::Nil) => anonymous_process(line),
         Some(other) => return Err(field_err(line, ":process", format!("expected an integer, got {other}"))),
-        None => return Err(field_err(line, ":process", "missing")),
     };
     match get("f") {
-        Some(Edn::Key("txn")) => {}
+        Some(Edn::Key("txn")) | None | Some(Edn::Nil) => {}
         Some(_) => return Ok(None),
-        None => return Err(field_err(line, ":f", "missing")),
     }
     let kind = match get("type") {
         Some(Edn::Key(k)) => make_kind(k).map_err(|m| field_err(line, ":type", m.to_string()))?,
         _ => return Err(field_err(line, ":type", "missing or not a keyword")),
     };
-    let time = match get("time") {
-        Some(Edn::Int(t)) if *t >= 0 => *t as u64,
-        _ => return Err(field_err(line, ":time", "missing or not a non-negative integer")),
+    let (time, timed) = match get("time") {
+        Some(Edn::Int(t)) if *t >= 0 => (*t as u64, true),
+        None | Some(Edn::Nil) => (0, false),
+        _ => return Err(field_err(line, ":time", "not a non-negative integer")),
     };
     let index = match get("index") {
         None => position,
@@ -116,17 +130,31 @@ fn event(value: &Edn, line: usize, position: usize) -> Result<Option<Event>, Par
             items
                 .iter()
                 .enumerate()
-                .map(|(i, m)| mop(m).map_err(|e| field_err(line, ":value", format!("op {}: {e}", i + 1))))
+                .map(|(i, m)| mop(m, names).map_err(|e| field_err(line, ":value", format!("op {}: {e}", i + 1))))
                 .collect::<Result<Vec<_>, _>>()?,
         ),
         Some(other) => return Err(field_err(line, ":value", format!("expected a vector of ops, got {other}"))),
     };
-    Ok(Some(Event { line, index, process, kind, time, mops }))
+    Ok(Some((Event { line, index, process, kind, time, mops }, timed)))
 }
 
-fn mop(value: &Edn) -> Result<Mop, FieldProblem> {
+/// An element of a value: an integer, or a string or keyword numbered by `names`.
+fn element(v: &Edn, names: &mut ValueNames) -> Option<i64> {
+    match v {
+        Edn::Int(i) => Some(*i),
+        Edn::Str(s) => Some(names.id(s)),
+        Edn::Key(k) => Some(names.id(&format!(":{k}"))),
+        _ => None,
+    }
+}
+
+fn mop(value: &Edn, names: &mut ValueNames) -> Result<Mop, FieldProblem> {
     let parts = match value {
-        Edn::Vector(parts) | Edn::List(parts) if parts.len() == 3 => parts,
+        Edn::Vector(parts) | Edn::List(parts)
+            if parts.len() == 3 || (parts.len() == 2 && matches!(parts[0], Edn::Key("r") | Edn::Symbol("r"))) =>
+        {
+            parts
+        }
         other => return Err(FieldProblem::MopShape(other.to_string())),
     };
     let f = match &parts[0] {
@@ -136,21 +164,18 @@ fn mop(value: &Edn) -> Result<Mop, FieldProblem> {
     let key = match &parts[1] {
         Edn::Int(i) => Key::Int(*i),
         Edn::Str(s) | Edn::Key(s) | Edn::Symbol(s) => Key::Str(s.to_string()),
-        other => return Err(FieldProblem::Key(other.to_string())),
+        Edn::Nil => return Err(FieldProblem::Key("nil".into())),
+        other => Key::Str(other.to_string()),
     };
-    let raw = match &parts[2] {
+    let raw = match parts.get(2).unwrap_or(&Edn::Nil) {
         Edn::Nil => RawValue::Nil,
-        Edn::Int(v) => RawValue::Int(*v),
         Edn::Vector(items) | Edn::List(items) => RawValue::List(
             items
                 .iter()
-                .map(|v| match v {
-                    Edn::Int(i) => Ok(*i),
-                    other => Err(FieldProblem::ListElement(other.to_string())),
-                })
+                .map(|v| element(v, names).ok_or_else(|| FieldProblem::ListElement(v.to_string())))
                 .collect::<Result<_, _>>()?,
         ),
-        other => return Err(FieldProblem::Value(other.to_string())),
+        v => RawValue::Int(element(v, names).ok_or_else(|| FieldProblem::Value(v.to_string()))?),
     };
     make_mop(f, key, raw)
 }

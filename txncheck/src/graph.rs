@@ -190,6 +190,8 @@ pub(crate) struct Bfs {
     parent: Vec<usize>,
     epoch: u32,
     queue: VecDeque<u32>,
+    /// For [`Bfs::nonadjacent_path`]: four states per node, allocated on first use.
+    states: Vec<(u32, usize, u32)>,
 }
 
 /// The search used up its budget before an answer.
@@ -197,7 +199,77 @@ pub(crate) struct Exhausted;
 
 impl Bfs {
     pub fn new(n: usize) -> Bfs {
-        Bfs { seen: vec![0; n], parent: vec![0; n], epoch: 0, queue: VecDeque::new() }
+        Bfs { seen: vec![0; n], parent: vec![0; n], epoch: 0, queue: VecDeque::new(), states: Vec::new() }
+    }
+
+    fn next_epoch(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.seen.iter_mut().for_each(|s| *s = 0);
+            self.states.iter_mut().for_each(|s| s.0 = 0);
+            self.epoch = 1;
+        }
+        self.queue.clear();
+    }
+
+    /// A shortest path from `from` to `to` that closes a cycle with an rw edge
+    /// `to -> from` into a G-nonadjacent: at least one rw edge on the path, no
+    /// two rw edges in a row, neither its first nor its last edge rw (they
+    /// would sit next to the closing one). Same `mask`, `scope` and `budget`
+    /// as [`Bfs::path`]. A search over the states (node, last edge was rw,
+    /// an rw edge seen): four per node, so still linear.
+    pub fn nonadjacent_path(
+        &mut self,
+        g: &Graph,
+        from: u32,
+        to: u32,
+        mask: u8,
+        scope: impl Fn(u32) -> bool,
+        budget: &mut u64,
+    ) -> Result<Option<Vec<usize>>, Exhausted> {
+        const AFTER_RW: u32 = 2;
+        const SAW_RW: u32 = 1;
+        if self.states.len() < 4 * self.seen.len() {
+            self.states = vec![(0, 0, 0); 4 * self.seen.len()];
+        }
+        self.next_epoch();
+        // The closing rw edge comes just before `from`.
+        let start = from * 4 + AFTER_RW;
+        let goal = to * 4 + SAW_RW;
+        self.states[start as usize].0 = self.epoch;
+        self.queue.push_back(start);
+        while let Some(s) = self.queue.pop_front() {
+            let (v, flags) = (s / 4, s % 4);
+            for i in g.range(v) {
+                if *budget == 0 {
+                    return Err(Exhausted);
+                }
+                *budget -= 1;
+                let e = g.edge(i);
+                let rw = e.kind == RW;
+                if e.kind & mask == 0 || (rw && flags & AFTER_RW != 0) || !scope(e.to) {
+                    continue;
+                }
+                let next = e.to * 4 + if rw { AFTER_RW | SAW_RW } else { flags & SAW_RW };
+                if self.states[next as usize].0 == self.epoch {
+                    continue;
+                }
+                self.states[next as usize] = (self.epoch, i, s);
+                if next == goal {
+                    let mut path = Vec::new();
+                    let mut at = next;
+                    while at != start {
+                        let (_, edge, prev) = self.states[at as usize];
+                        path.push(edge);
+                        at = prev;
+                    }
+                    path.reverse();
+                    return Ok(Some(path));
+                }
+                self.queue.push_back(next);
+            }
+        }
+        Ok(None)
     }
 
     /// A shortest path from `from` to `to` over edges whose kind is in `mask` and
@@ -215,12 +287,7 @@ impl Bfs {
         if from == to {
             return Ok(Some(Vec::new()));
         }
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            self.seen.iter_mut().for_each(|s| *s = 0);
-            self.epoch = 1;
-        }
-        self.queue.clear();
+        self.next_epoch();
         self.seen[from as usize] = self.epoch;
         self.queue.push_back(from);
         while let Some(v) = self.queue.pop_front() {

@@ -245,7 +245,9 @@ pub enum ParseError {
         /// What is wrong.
         msg: String,
     },
-    /// A completion for a process with no open transaction.
+    /// A completion for a process with no open transaction. No longer
+    /// produced: such a completion is a transaction of its own (Elle reads
+    /// completions-only histories); kept so that matches on it still compile.
     #[error("line {line}: process {process} completes a transaction it never invoked")]
     CompletionWithoutInvoke {
         /// The completion's line.
@@ -312,6 +314,42 @@ pub(crate) enum RawValue {
     List(Vec<i64>),
 }
 
+/// Values that are not integers (strings, keywords), numbered in order of
+/// first appearance from `i64::MIN` up, a range no workload's integers reach,
+/// so that the analyses compare plain integers. Shared by the lines of one file.
+#[derive(Default)]
+pub(crate) struct ValueNames {
+    ids: BTreeMap<String, i64>,
+}
+
+impl ValueNames {
+    pub fn id(&mut self, name: &str) -> i64 {
+        let next = i64::MIN + self.ids.len() as i64;
+        *self.ids.entry(name.to_string()).or_insert(next)
+    }
+}
+
+/// What every parser does with the events of one file: a history whose lines
+/// lack `time` is timed by line order (each event at its position), and the
+/// events are paired ([`History::from_events`]). `untimed` says whether any
+/// event had no time; times are then replaced for all, so that they stay
+/// comparable.
+pub(crate) fn finish(mut events: Vec<Event>, untimed: bool) -> Result<History, ParseError> {
+    if untimed {
+        for ev in &mut events {
+            ev.time = ev.index as u64;
+        }
+    }
+    History::from_events(events)
+}
+
+/// The process of an op whose line names none: one of its own, so that a
+/// completion without a process is a transaction by itself. Jepsen numbers
+/// processes from 0; these count up from `i64::MIN`.
+pub(crate) fn anonymous_process(line: usize) -> Process {
+    i64::MIN + line as i64
+}
+
 /// What is wrong with one field of a history line (shared by both
 /// parsers; each part names what it found as the format writes it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -320,7 +358,7 @@ pub(crate) enum FieldProblem {
     MopShape(String),
     #[error("function {0} is not a keyword or string")]
     Function(String),
-    #[error("key {0} is neither an integer nor a string")]
+    #[error("key {0} cannot be a key (nil)")]
     Key(String),
     #[error("value {0} is not nil, an integer or a list")]
     Value(String),
@@ -360,7 +398,10 @@ pub(crate) fn make_kind(s: &str) -> Result<EventKind, FieldProblem> {
 
 impl History {
     /// Pairs each invoke with the next completion of the same process, in line
-    /// order. Invokes never completed become `info`.
+    /// order. Invokes never completed become `info`. A completion with no open
+    /// invoke is a transaction of its own, invoked at an unknown time (so at
+    /// time 0: it may have run beside anything that came before it), as Elle
+    /// reads histories of completions only.
     pub fn from_events(events: Vec<Event>) -> Result<History, ParseError> {
         let mut open: BTreeMap<Process, usize> = BTreeMap::new();
         let mut txns: Vec<Txn> = Vec::new();
@@ -388,8 +429,27 @@ impl History {
                 });
                 continue;
             }
-            let Some(slot) = open.remove(&ev.process) else {
-                return Err(ParseError::CompletionWithoutInvoke { line: ev.line, process: ev.process });
+            let slot = match open.remove(&ev.process) {
+                Some(slot) => slot,
+                None => {
+                    let Some(mops) = ev.mops.clone() else {
+                        return Err(ParseError::Field {
+                            line: ev.line,
+                            field: "value",
+                            msg: "a completion without an invoke needs its ops".into(),
+                        });
+                    };
+                    txns.push(Txn {
+                        index: ev.index,
+                        process: ev.process,
+                        outcome: Outcome::Info,
+                        invoke_time: 0,
+                        complete_time: None,
+                        line: ev.line,
+                        mops,
+                    });
+                    txns.len() - 1
+                }
             };
             let txn = &mut txns[slot];
             if ev.time < txn.invoke_time {

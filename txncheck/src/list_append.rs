@@ -3,13 +3,23 @@
 //!
 //! A read of a list reveals the order of every append it includes, so a key's
 //! version order is its longest committed read, and every other read must be a
-//! prefix of it. Time and memory are linear in the total length of the reads.
+//! prefix of it. An append no read shows came after every element a read
+//! shows (appends go to the end, reads return prefixes): the writer of the
+//! last observed element ww-precedes it, and the readers of the last observed
+//! state (the empty list when no read saw an element) anti-depend on it
+//! (Elle's "previously appended element"). Time and memory are linear in the
+//! total length of the reads, except that a key whose last observed state is
+//! read `r` times and then appended `u` times by transactions no read shows
+//! costs `r * u` rw edges (as in Elle; workloads rotate keys, so both stay small).
 
 use crate::analysis::{outcome, Analysis, Findings, LookupMap, Writer, Writes};
 use crate::graph::{GEdge, RW, WR, WW};
 use crate::history::{fmt_list, History, Mop, Outcome, ReadValue};
-use crate::model::{DIRTY_UPDATE, DUPLICATE_ELEMENTS, G1A, G1B, INCOMPATIBLE_ORDER, INTERNAL};
+use crate::model::{
+    DIRTY_UPDATE, DUPLICATE_ELEMENTS, FUTURE_READ, G1A, G1B, INCOMPATIBLE_ORDER, INTERNAL, LOST_UPDATE,
+};
 use crate::report::{Finding, TxnRef};
+use std::collections::BTreeMap;
 
 /// A committed read of a list. `ext`: the length of its external part, the
 /// list less the trailing elements its own transaction appended (what the
@@ -28,11 +38,54 @@ pub(crate) fn analyze(h: &History) -> Analysis {
         _ => None,
     });
     let reads = collect_reads(h, &writes, &mut findings);
+    lost_updates(h, &writes, &mut findings);
     let mut out = Analysis { edges: Vec::new(), observed: vec![false; h.txns.len()], findings };
     for (k, key_reads) in reads.iter().enumerate() {
         per_key(h, &writes, k as u32, key_reads, &mut out);
     }
     out
+}
+
+/// Lost updates (Elle's `lost-update-cases`): two committed transactions whose
+/// first op on a key is a read, of the same list, and which then both appended
+/// to it. Whatever the version order, one of them did not see the other's append.
+fn lost_updates(h: &History, writes: &Writes, findings: &mut Findings) {
+    let mut by_version: BTreeMap<(u32, &[i64]), Vec<u32>> = BTreeMap::new();
+    // Per key touched: (key, the list its first op read, if its first op was a read).
+    let mut first: Vec<(u32, Option<&[i64]>, bool)> = Vec::new();
+    for (t, txn) in h.txns.iter().enumerate().filter(|(_, t)| t.outcome == Outcome::Ok) {
+        first.clear();
+        for (m, mop) in txn.mops.iter().enumerate() {
+            let Some(k) = writes.keys.get(mop.key()) else { continue };
+            let at = match first.iter().position(|f| f.0 == k) {
+                Some(at) => at,
+                None => {
+                    let read = matches!(mop, Mop::Read { .. }).then(|| list_of(h, t as u32, m as u32));
+                    first.push((k, read, false));
+                    first.len() - 1
+                }
+            };
+            let (k, read, counted) = &mut first[at];
+            if let (Mop::Append { .. }, Some(read), false) = (mop, *read, *counted) {
+                *counted = true;
+                by_version.entry((*k, read)).or_default().push(t as u32);
+            }
+        }
+    }
+    for ((k, read), txns) in by_version.into_iter().filter(|(_, t)| t.len() >= 2) {
+        let key = writes.keys.key(k);
+        let names: Vec<String> = txns.iter().map(|&t| format!("T{}", h.txns[t as usize].index)).collect();
+        findings.add(LOST_UPDATE, || Finding {
+            key: key.clone(),
+            values: read.to_vec(),
+            txns: txns.iter().take(4).map(|&t| TxnRef::new(h, t)).collect(),
+            reason: format!(
+                "{} all read {key} = {} and then appended to {key}, all committed: each missed another's append",
+                names.join(", "),
+                fmt_list(read)
+            ),
+        });
+    }
 }
 
 fn list_of(h: &History, txn: u32, mop: u32) -> &[i64] {
@@ -64,7 +117,25 @@ fn collect_reads(h: &History, writes: &Writes, findings: &mut Findings) -> Vec<V
             };
             let (_, last_read, since) = &mut state[at];
             match mop {
-                Mop::Append { value, .. } => since.push(*value),
+                Mop::Append { value, key } => {
+                    since.push(*value);
+                    // A read earlier in this transaction already showed this element.
+                    if let Some(prev) = *last_read {
+                        let read = list_of(h, t, prev);
+                        if read.contains(value) {
+                            findings.add(FUTURE_READ, || Finding {
+                                key: key.clone(),
+                                values: vec![*value],
+                                txns: vec![TxnRef::new(h, t)],
+                                reason: format!(
+                                    "T{} read {key} = {}, which includes {value}, before it appended {value} itself",
+                                    txn.index,
+                                    fmt_list(read)
+                                ),
+                            });
+                        }
+                    }
+                }
                 Mop::Read { value: None | Some(ReadValue::List(_)), key } => {
                     let list = list_of(h, t, m as u32);
                     let expected: Option<Vec<i64>> = match last_read {
@@ -212,6 +283,8 @@ fn per_key(h: &History, writes: &Writes, k: u32, reads: &[ReadRef], out: &mut An
         }
     }
 
+    unobserved_appends(h, writes, k, reads, order, out);
+
     // ww between consecutive committed writers, and dirty updates.
     let mut prev: Option<Writer> = None;
     let mut first_failed: Option<usize> = None;
@@ -242,6 +315,39 @@ fn per_key(h: &History, writes: &Writes, k: u32, reads: &[ReadRef], out: &mut An
                     h.txns[w.txn as usize].index
                 ),
             });
+        }
+    }
+}
+
+/// Edges to the appends of key `k` that no read shows (see the module's
+/// comment): ww from the last committed writer in `order`, rw from every read
+/// whose external part is all of `order`. Failed transactions' appends are
+/// left out; an `info` transaction's edges count only if a read shows another
+/// of its writes (the graph drops the rest).
+fn unobserved_appends(h: &History, writes: &Writes, k: u32, reads: &[ReadRef], order: &[i64], out: &mut Analysis) {
+    let mut shown: LookupMap<i64, ()> = LookupMap::default();
+    shown.extend(order.iter().map(|&v| (v, ())));
+    let unseen: Vec<Writer> = writes.finals[k as usize]
+        .iter()
+        .filter(|w| outcome(h, w.txn) != Outcome::Fail)
+        .filter(|w| match &h.txns[w.txn as usize].mops[w.mop as usize] {
+            Mop::Append { value, .. } => !shown.contains_key(value),
+            _ => false,
+        })
+        .copied()
+        .collect();
+    if unseen.is_empty() {
+        return;
+    }
+    let last = order.iter().rev().find_map(|&v| writes.writer(k, v).filter(|w| outcome(h, w.txn) != Outcome::Fail));
+    let last_readers: Vec<&ReadRef> =
+        reads.iter().filter(|r| r.ext == order.len() && list_of(h, r.txn, r.mop)[..r.ext] == *order).collect();
+    for w in unseen {
+        if let Some(p) = last.filter(|p| p.txn != w.txn) {
+            out.edges.push(GEdge { from: p.txn, to: w.txn, kind: WW, from_mop: p.mop, to_mop: w.mop });
+        }
+        for r in last_readers.iter().filter(|r| r.txn != w.txn) {
+            out.edges.push(GEdge { from: r.txn, to: w.txn, kind: RW, from_mop: r.mop, to_mop: w.mop });
         }
     }
 }

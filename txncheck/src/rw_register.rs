@@ -13,7 +13,7 @@
 use crate::analysis::{outcome, Analysis, Findings, LookupMap, Writes};
 use crate::graph::{GEdge, RW, WR, WW};
 use crate::history::{History, Mop, Outcome, ReadValue};
-use crate::model::{G1A, G1B, INTERNAL, LOST_UPDATE};
+use crate::model::{FUTURE_READ, G1A, G1B, INTERNAL, LOST_UPDATE};
 use crate::report::{Finding, TxnRef};
 use std::collections::BTreeMap;
 
@@ -62,10 +62,18 @@ pub(crate) fn analyze(h: &History) -> Analysis {
         readers[r.key as usize].entry(r.value).or_default().push((r.txn, r.mop));
         let Some(w) = r.value.and_then(|v| writes.writer(r.key, v)) else { continue };
         out.observed[w.txn as usize] = true;
+        let (key, v) = (writes.keys.key(r.key), r.value.unwrap_or_default());
         if w.txn == r.txn {
+            // An external read comes before the transaction's first write of the key.
+            let txn = h.txns[r.txn as usize].index;
+            out.findings.add(FUTURE_READ, || Finding {
+                key: key.clone(),
+                values: vec![v],
+                txns: vec![TxnRef::new(h, r.txn)],
+                reason: format!("T{txn} read {key} = {v} before it wrote {v} to {key} itself"),
+            });
             continue;
         }
-        let (key, v) = (writes.keys.key(r.key), r.value.unwrap_or_default());
         let (reader, writer) = (h.txns[r.txn as usize].index, h.txns[w.txn as usize].index);
         if !committed(w.txn) {
             out.findings.add(G1A, || Finding {

@@ -1,6 +1,6 @@
 //! Parsing JSON lines and Jepsen EDN, their errors, and model names.
 
-use txncheck::{check, parse_edn, parse_json_lines, Consistency, Model, Outcome, ParseError};
+use txncheck::{check, parse_edn, parse_json_lines, Consistency, Key, Model, Mop, Outcome, ParseError, ReadValue};
 
 /// Write skew, plus a nemesis op, a failed and an indeterminate transaction.
 const EDN: &str = r#"{:type :invoke, :f :txn, :value [[:r 9 nil] [:r 8 nil] [:append 9 1]], :time 10, :process 0, :index 0}
@@ -66,7 +66,7 @@ fn json_errors_name_the_line() {
     assert_eq!(e.line(), 3, "{e}");
     assert!(e.to_string().starts_with("line 3: not JSON"), "{e}");
 
-    let e = err_json(r#"{"type":"invoke","f":"txn","value":[],"process":0}"#);
+    let e = err_json(r#"{"type":"invoke","f":"txn","value":[],"process":0,"time":"soon"}"#);
     assert!(matches!(e, ParseError::Field { line: 1, field: "time", .. }), "{e}");
 
     let e = err_json(r#"{"type":"invoke","f":"txn","value":[["frob","x",1]],"time":1,"process":0}"#);
@@ -75,8 +75,8 @@ fn json_errors_name_the_line() {
     let e = err_json(r#"{"type":"invoke","f":"txn","value":[["append","x",[1]]],"time":1,"process":0}"#);
     assert!(e.to_string().contains("append on key x needs an integer value"), "{e}");
 
-    let e = err_json(r#"{"type":"ok","f":"txn","value":[],"time":1,"process":4}"#);
-    assert_eq!(e, ParseError::CompletionWithoutInvoke { line: 1, process: 4 });
+    let e = err_json(r#"{"type":"ok","f":"txn","time":1,"process":4}"#);
+    assert!(e.to_string().contains("a completion without an invoke needs its ops"), "{e}");
 
     let e = err_json(&format!("{good}\n{good}"));
     assert_eq!(e, ParseError::DoubleInvoke { line: 2, process: 0, open: 1 });
@@ -98,7 +98,7 @@ fn edn_errors_name_the_line() {
     assert!(matches!(e, ParseError::Syntax { .. }), "{e}");
     let e = parse_edn(&format!("{good} {good}")).unwrap_err();
     assert!(e.to_string().contains("unexpected text after the op"), "{e}");
-    let e = parse_edn("{:type :invoke, :f :txn, :value [[:append 1 \"one\"]], :time 1, :process 0}").unwrap_err();
+    let e = parse_edn("{:type :invoke, :f :txn, :value [[:append 1 {:a 1}]], :time 1, :process 0}").unwrap_err();
     assert!(matches!(e, ParseError::Field { line: 1, field: ":value", .. }), "{e}");
     let e = parse_edn("[1 2 3]").unwrap_err();
     assert_eq!(e.to_string(), "line 1: expected a map");
@@ -150,7 +150,7 @@ fn the_hierarchy_is_nested() {
         }
     }
     assert!(RepeatableRead.forbids("G2-item") && !SnapshotIsolation.forbids("G2-item"));
-    assert!(!Serializable.forbids("G-single-realtime") && StrictSerializable.forbids("G-single-realtime"));
+    assert!(!Serializable.forbids("G-single-item-realtime") && StrictSerializable.forbids("G-single-item-realtime"));
     assert!(!Serializable.forbids("G0-process") && StrongSessionSerializable.forbids("G0-process"));
     for always in ["internal", "incompatible-order", "duplicate-elements"] {
         assert!(ReadUncommitted.forbids(always));
@@ -158,4 +158,56 @@ fn the_hierarchy_is_nested() {
     for rc in ["G1a", "G1b", "G1c", "dirty-update"] {
         assert!(ReadCommitted.forbids(rc) && !ReadUncommitted.forbids(rc));
     }
+}
+
+/// What Jepsen, Elle's tests and elle-cli write, beyond the full form: no
+/// `:f`, no `:time`, no `:process` on some ops, completions without invokes,
+/// two-element reads, vector keys, string values, a JSON array.
+#[test]
+fn jepsen_shapes_all_read() {
+    // elle-cli's rw-register.edn: no :time, so line order; no :f.
+    let h = parse_edn(
+        "{:type :invoke, :value [[:w :x 2]], :process 0, :index 1}\n\
+         {:type :ok, :value [[:w :x 2]], :process 0, :index 2}\n\
+         {:type :invoke, :value [[:r :x]], :process 1, :index 3}\n\
+         {:type :ok, :value [[:r :x 2]], :process 1, :index 4}",
+    )
+    .unwrap();
+    assert_eq!(h.txns.len(), 2);
+    assert_eq!((h.txns[0].invoke_time, h.txns[0].complete_time), (1, Some(2)));
+    assert_eq!(h.txns[1].mops, [Mop::Read { key: "x".into(), value: Some(ReadValue::Int(2)) }]);
+
+    // Completions only (Elle's test histories), one with no process.
+    let h = parse_edn("{:type :ok, :value [[:append :x 1]], :process 0}\n{:type :ok, :value [[:r :x [1]]]}").unwrap();
+    assert_eq!(h.txns.len(), 2);
+    assert!(h.txns.iter().all(|t| t.outcome == Outcome::Ok && t.invoke_time == 0));
+    assert_ne!(h.txns[0].process, h.txns[1].process);
+
+    // Vector keys and string values, EDN and JSON alike.
+    let edn = parse_edn("{:type :ok, :process 0, :time 1, :value [[:append [:anti 1] \"a\"] [:r [:anti 1] [\"a\"]]]}")
+        .unwrap();
+    let json = parse_json_lines(
+        r#"{"type":"ok","process":0,"time":1,"value":[["append",["anti",1],"a"],["r",["anti",1],["a"]]]}"#,
+    )
+    .unwrap();
+    for h in [&edn, &json] {
+        let (Mop::Append { value, .. }, Mop::Read { value: Some(ReadValue::List(l)), .. }) =
+            (&h.txns[0].mops[0], &h.txns[0].mops[1])
+        else {
+            panic!("{h:?}")
+        };
+        assert_eq!(l, &[*value], "the string is one value wherever it appears");
+    }
+    assert_eq!(edn.txns[0].mops[0].key(), &Key::Str("[:anti 1]".into()));
+    assert_eq!(json.txns[0].mops[0].key(), &Key::Str("[\"anti\",1]".into()));
+
+    // elle-cli's JSON array, and its errors name the line the event starts on.
+    let array = "[{\"index\":0,\"process\":1,\"type\":\"invoke\",\"value\":[[\"append\",253,1]]},\n\
+                 {\"index\":1,\"process\":1,\"type\":\"ok\",\"value\":[[\"append\",253,1]]}]\n";
+    let h = parse_json_lines(array).unwrap();
+    assert_eq!((h.txns.len(), h.txns[0].outcome), (1, Outcome::Ok));
+    let e = parse_json_lines(&array.replace("\"ok\"", "\"done\"")).unwrap_err();
+    assert_eq!(e.line(), 2, "{e}");
+    let e = parse_json_lines(&array.replace("}]", "}")).unwrap_err();
+    assert_eq!(e.to_string(), "line 3: expected , or ] after an event, got the end");
 }
