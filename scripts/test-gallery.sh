@@ -14,7 +14,10 @@
 #                                    guest-images/gallery/README.md, about 50
 #                                    minutes) and the five safe configurations
 #
-# SIMCLUSTER_BIN picks the binary.
+# A safe configuration passes when simcluster exits 0 and its JSON line
+# says so: no failure, the one execution asked for ran, a trace hash.
+# SIMCLUSTER_BIN picks the binary; SAFE="CASE ..." the safe configurations
+# (CASES="CASE ...", read by scripts/bench-bugs.sh, the bugs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${SIMCLUSTER_BIN:-}
@@ -23,7 +26,7 @@ if [ -z "$bin" ]; then
   bin=${CARGO_TARGET_DIR:-target}/release/simcluster
 fi
 export SIMCLUSTER_BIN=$bin
-full= part=all
+full="" part=all
 for a in "$@"; do
   case "$a" in
     --full) full=1 ;;
@@ -34,10 +37,10 @@ for a in "$@"; do
 done
 if [ -n "$full" ]; then
   bugs=(env SEEDS=1 MAX=8 scripts/bench-bugs.sh)
-  safe="redis-wait etcd-lock-fenced postgresql-sync etcd-fsync postgresql-txn-serializable"
+  safe=${SAFE:-"redis-wait etcd-lock-fenced postgresql-sync etcd-fsync postgresql-txn-serializable"}
 else
-  bugs=(env CASES=etcd-no-fsync scripts/bench-bugs.sh --short)
-  safe="etcd-fsync"
+  bugs=(env CASES="${CASES:-etcd-no-fsync}" scripts/bench-bugs.sh --short)
+  safe=${SAFE:-etcd-fsync}
 fi
 status=0
 if [ $part != safe ]; then
@@ -50,14 +53,30 @@ guest-images/db-cluster/build.sh >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for c in $safe; do
-  if "$bin" run --quiet --images "guest-images/gallery/$c" --seed 1 --executions 1 --out "$tmp/$c" >"$tmp/$c.json" 2>"$tmp/$c.err"; then
-    python3 - "$c" "$tmp/$c.json" <<'PY'
-import json, sys
-j = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
-print(f"{sys.argv[1]}: passed, {j['virtual_seconds']:.1f} virtual s in {j['wall_seconds']:.1f} s, reached {sorted(j['reached'])}")
+  rc=0
+  "$bin" run --quiet --images "guest-images/gallery/$c" --seed 1 --executions 1 --out "$tmp/$c" >"$tmp/$c.json" 2>"$tmp/$c.err" || rc=$?
+  if ! python3 - "$c" "$tmp/$c.json" "$rc" <<'PY'
+import json, re, sys
+case, path, rc = sys.argv[1:]
+try:
+    j = json.loads(open(path).read().strip().splitlines()[-1])
+except (OSError, ValueError, IndexError) as e:
+    sys.exit(f"{case}: FAILED (exit {rc}, no JSON line: {e})")
+wrong = []
+if rc != "0":
+    wrong.append(f"exit {rc}")
+if j.get("failures") != 0:
+    wrong.append(f"failures {j.get('failures')}: {(j.get('failure') or {}).get('kind', '?')}")
+if j.get("executions") != 1:
+    wrong.append(f"executions {j.get('executions')}, not the 1 asked for")
+if not re.fullmatch(r"[0-9a-f]{64}", str(j.get("trace_hash", ""))):
+    wrong.append(f"trace hash {j.get('trace_hash')!r}")
+if wrong:
+    sys.exit(f"{case}: FAILED (a safe configuration must pass): " + "; ".join(wrong))
+print(f"{case}: passed, {j['virtual_seconds']:.1f} virtual s in {j['wall_seconds']:.1f} s, reached {sorted(j['reached'])}, trace {j['trace_hash'][:16]}")
 PY
-  else
-    echo "$c: FAILED (a safe configuration must pass):"; tail -n 20 "$tmp/$c.err"; status=1
+  then
+    tail -n 20 "$tmp/$c.err"; status=1
   fi
 done
 exit $status
