@@ -60,8 +60,8 @@ fn a_workload_that_never_ends_hits_the_virtual_time_limit() {
     assert_eq!(f["kind"], "time_limit", "{r:?}");
     assert!(f["message"].as_str().unwrap().contains("workload did not finish"), "{r:?}");
     let j = r.json();
+    // The limit is virtual time: exactly 45 s of it, whatever the host's speed.
     assert_eq!(j["virtual_seconds"].as_f64().unwrap(), 45.0);
-    assert!(j["wall_seconds"].as_f64().unwrap() < 45.0);
 }
 
 #[test]

@@ -8,7 +8,9 @@ use common::*;
 
 use std::time::{Duration, Instant};
 
-/// Polls `done` every 50 ms for up to `limit`.
+/// Polls `done` every 50 ms for up to `limit`: a watchdog, not a measure.
+/// Its expiry fails the test as "no result" (the check never got to run, or
+/// never saw its condition), never passes it.
 fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let began = Instant::now();
     while began.elapsed() < limit {
@@ -39,7 +41,7 @@ fn interrupt_a_busy_run(signal: libc::c_int, extra: &[&str], processes: usize) {
     // (their host processes are the ones that used to be left behind).
     assert!(
         wait_until(Duration::from_secs(60), || testkit::proc::below(child.id()).len() >= processes),
-        "the nodes did not come up below simcluster ({})",
+        "no result: the 60 s wall-clock watchdog fired before the nodes came up below simcluster ({})",
         child.id()
     );
     std::thread::sleep(Duration::from_secs(2));
@@ -62,7 +64,11 @@ fn interrupt_a_busy_run(signal: libc::c_int, extra: &[&str], processes: usize) {
         });
         left
     };
-    assert!(left.is_empty(), "{} of {before} processes outlived simcluster: {left:?}", left.len());
+    assert!(
+        left.is_empty(),
+        "{} of {before} processes outlived simcluster: still running when the 30 s wall-clock watchdog fired: {left:?}",
+        left.len()
+    );
     assert!(!scratch.exists(), "{} is left behind", scratch.display());
     assert!(!out.path().join("last").exists(), "a half-finished execution was written");
 }

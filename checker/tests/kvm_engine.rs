@@ -110,6 +110,20 @@ const RECORDED_TWO_NODES: &str = "20cefc00b6badab5acfdccb3dbf74b62a2da1f141ff3b1
 const RECORDED_DISK_REQUESTS: &str = "b354fd4ceddc7e87b1ac55981cb63f2e125681e802ece85aa2035912a1de50a2";
 const RECORDED_CRASH_RESTART: &str = "e278fc71d15d5296feee84d13656c9e1e3cae02e6e5f7cafa2f0154c2ba138ed";
 
+/// `engine::execute`, where a node that hit the wall-clock watchdog (a
+/// Hung event in the trace) is no result: a failure that says so, whatever
+/// the test then checks.
+fn execute(spec: &ExecutionSpec, strategy: &mut impl Strategy) -> ExecutionResult {
+    let r = engine::execute(spec, strategy).expect("engine");
+    if let Some(e) = r.trace.events().iter().find(|e| matches!(e.kind, EventKind::Hung)) {
+        panic!(
+            "no result: the {:?} wall-clock watchdog fired on node {} at {:?} (a node ran without an exit)",
+            spec.watchdog, e.node, e.time
+        );
+    }
+    r
+}
+
 /// Executes the spec `make_spec` builds (from a fresh scratch directory)
 /// `runs` times under a random walk with `weights` and seed `seed`, checks
 /// each result, and asserts every trace hash is the same; returns it. The
@@ -128,7 +142,7 @@ fn same_trace(
         std::fs::create_dir_all(&scratch).unwrap();
         let mut strategy = RandomWalk::new(seed, weights.clone());
         assert!(strategy.begin_execution(0));
-        let r = engine::execute(&make_spec(&scratch), &mut strategy).expect("engine");
+        let r = execute(&make_spec(&scratch), &mut strategy);
         if run == 0 {
             eprintln!("{}", r.trace.to_jsonl());
         }
@@ -409,7 +423,7 @@ fn kvm_volatile_writes_leave_four_crash_states() {
         std::fs::create_dir_all(&scratch).unwrap();
         let mut strategy = RandomWalk::new(3, weights.clone());
         assert!(strategy.begin_execution(0));
-        let r = engine::execute(&volatile_spec(&img, &scratch, state), &mut strategy).expect("engine");
+        let r = execute(&volatile_spec(&img, &scratch, state), &mut strategy);
         eprintln!("{}", r.trace.to_jsonl());
         assert!(matches!(&r.verdict, Verdict::Fail(f) if f.kind == engine::FailureKind::TimeLimit), "{:?}", r.verdict);
         // A boot read, W0 W1 FLUSH W3 W4, the read back; after the restart, a boot read.
@@ -548,7 +562,7 @@ fn kvm_triple_fault_fails_the_execution_as_a_reset() {
     s.network = None;
     let mut strategy = RandomWalk::new(1, KindWeights::default());
     assert!(strategy.begin_execution(0));
-    let r = engine::execute(&s, &mut strategy).expect("engine");
+    let r = execute(&s, &mut strategy);
     match &r.verdict {
         Verdict::Fail(f) if f.kind == engine::FailureKind::GuestExit => {
             assert!(f.message.starts_with("node n1 reset: its virtual CPU triple-faulted"), "{}", f.message);
@@ -608,7 +622,7 @@ fn warm_equals_cold(
         spec.boot_seed = Some(77);
         let mut strategy = RandomWalk::new(seed, weights.clone());
         assert!(strategy.begin_execution(0));
-        let cold = engine::execute(&spec, &mut strategy).expect("cold run");
+        let cold = execute(&spec, &mut strategy);
         let mut strategy = RandomWalk::new(seed, weights.clone());
         assert!(strategy.begin_execution(0));
         let forked = warm.run(&spec, &mut strategy).expect("warm run");
@@ -727,7 +741,7 @@ fn kvm_warm_start_branches_crash_state_siblings_at_the_crash() {
         spec.explore.crash_states.insert(1, s.state);
         let mut fresh = RandomWalk::new(seed, weights.clone());
         assert!(fresh.begin_execution(0));
-        let cold = engine::execute(&spec, &mut fresh).expect("cold sibling");
+        let cold = execute(&spec, &mut fresh);
         assert_eq!(s.result.trace_hash, cold.trace_hash, "state {}: branched and cold siblings differ", s.state);
         assert_eq!(s.result.verdict, cold.verdict);
         disks.insert(disk_after(&s.result));

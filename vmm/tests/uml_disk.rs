@@ -295,7 +295,10 @@ impl Boot {
                 RunOutcome::Waiting { .. } => {}
                 RunOutcome::Exited { .. } | RunOutcome::Reset { .. } => return End::Exited,
                 RunOutcome::Hung { wall } => {
-                    panic!("node hung for {wall:?}; console:\n{}", self.console)
+                    panic!(
+                        "no result: the {WATCHDOG:?} wall-clock watchdog fired (the node ran {wall:?} without an exit); console:\n{}",
+                        self.console
+                    )
                 }
             }
         }

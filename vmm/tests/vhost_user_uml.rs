@@ -78,7 +78,7 @@ impl Node {
             match listener.accept() {
                 Ok((s, _)) => break s,
                 Err(_) if began.elapsed() < Duration::from_secs(20) => std::thread::sleep(Duration::from_millis(2)),
-                Err(e) => panic!("node did not connect: {e}"),
+                Err(e) => panic!("no result: the node did not connect within the 20 s wall-clock watchdog ({e})"),
             }
         };
         tt.set_nonblocking(false).unwrap();
@@ -295,7 +295,10 @@ impl Sim {
         let began = Instant::now();
         let mut grants = 1;
         loop {
-            assert!(began.elapsed() < wall_limit, "wall-clock limit");
+            assert!(
+                began.elapsed() < wall_limit,
+                "no result: the {wall_limit:?} wall-clock watchdog fired before the node exited ({grants} grants)"
+            );
             let mut fds = vec![self.node.tt.as_raw_fd()];
             fds.extend(self.net.fds());
             fds.extend(self.blk.fds());
