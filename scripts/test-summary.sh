@@ -147,6 +147,10 @@ for t, (cause, why) in sorted(skips.items()):
     print(f"    SKIP {t} ({cause}): {why}")
 if skipped_ok:
     print(f"    ({len(skipped_ok)} of them reported ok by cargo: counted as skipped, not passed)")
+unexpected = sorted(t for t, (cause, _) in skips.items() if cause == "host-unexpected")
+if unexpected:
+    print(f"    UNEXPECTED host skips ({len(unexpected)}): not listed for this kind of host in "
+          "testkit::EXPECTED_HOST_SKIPS (a failure under CI=true): " + ", ".join(unexpected))
 if unmatched:
     print(f"    ({len(unmatched)} named no test cargo reported ok: " + ", ".join(sorted(unmatched)) + ")")
 flakes = lines("flakes")

@@ -33,7 +33,7 @@ impl Drop for SmallDisk {
 fn a_full_output_disk_is_exit_3_naming_the_file_and_leaves_nothing_half_written() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        testkit::skip(testkit::Cause::Host, "mounting a small tmpfs needs root");
+        testkit::skip(testkit::Cause::Missing, "mounting a small tmpfs needs root (the tests run as root)");
         return;
     }
     // Every execution fails: the first writes its failure files, and each
