@@ -1,0 +1,24 @@
+//! Histories as `simcluster check` reads them, and as the engine checks
+//! what a node printed: JSON lines for the register model
+//! (`History::from_json_lines`, then the linearizability search), and JSON
+//! lines or Jepsen's EDN for the transactional models
+//! (`parse_txn_history`, then txncheck for list-append and rw-register).
+//! The search's step budget is `simcluster check --max-steps 20000`: a
+//! history that exhausts it is "unknown", and the fuzzer stays fast.
+#![no_main]
+
+use checker::history::History;
+use checker::linearizability::{check, CheckOptions};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|input: &[u8]| {
+    let text = String::from_utf8_lossy(input);
+    if let Ok(h) = History::from_json_lines(&text) {
+        let _ = check(&h, &CheckOptions { max_steps_per_key: 20_000 });
+    }
+    if let Ok(h) = checker::history_check::parse_txn_history(&text) {
+        for model in [txncheck::Model::ListAppend, txncheck::Model::RwRegister] {
+            let _ = txncheck::check(&h, model, txncheck::Consistency::Serializable);
+        }
+    }
+});
