@@ -1,12 +1,15 @@
 //! A small deterministic mutation fuzzer for simcluster's trust boundaries
-//! (what a guest sends, what a user's file holds), run by `cargo test`.
+//! (what a guest sends, what a user's file holds), run by `cargo test` in
+//! every tier: the fuzz targets' regression tests.
 //!
-//! Why this and not cargo-fuzz or AFL: libFuzzer needs a nightly compiler
-//! and sanitizer runtimes, AFL its own toolchain and a long-lived process,
-//! and neither gives the same inputs twice. The suite wants a bounded,
-//! reproducible run on stable Rust on every machine: the same seed gives
-//! the same inputs, a crash names the input file that reproduces it, and
-//! the corpus (seeds and regression inputs) is plain files under `tests/`.
+//! The search for new crashes is coverage-guided: the cargo-fuzz targets
+//! in `fuzz/` (libFuzzer), which `scripts/fuzz.sh` runs for a fixed time in
+//! the full tier. This module keeps what that search found, and the seeds,
+//! checked on every `cargo test` on stable Rust without libFuzzer: the
+//! same seed gives the same inputs, a crash names the input file that
+//! reproduces it, and the corpus (seeds and regression inputs) is plain
+//! files under `tests/`. A few thousand mutants per target besides cost a
+//! few seconds and keep each target's reach assertions meaningful.
 //!
 //! [`Target::run`]: every corpus file as it is first (a crash found once
 //! and fixed stays a test there), then `iterations` mutants, each one to
@@ -16,8 +19,9 @@
 //! to `target/fuzz-crashes/` and the test fails naming it. Errors the
 //! target returns are its business (a parser refusing input is the point).
 //!
-//! Iterations: [`crate::by_tier`] of the target's short and full counts;
-//! `SIMCLUSTER_FUZZ_ITERATIONS` overrides both (a long local run).
+//! Iterations: the target's count, the same in both tiers (the full tier
+//! searches with libFuzzer instead); `SIMCLUSTER_FUZZ_ITERATIONS` overrides
+//! it (a long local run).
 //!
 //! Hangs: an input the target spends more than [`HANG_SECS`] seconds on is
 //! a hang (a guest that could stop simcluster): a watchdog thread writes it
@@ -78,11 +82,10 @@ impl<'a> Target<'a> {
         self
     }
 
-    /// Runs the corpus, then `short` mutants (`full` in the full tier) through
-    /// `f`; panics (failing the test) at the first input `f` panics on.
-    pub fn run(&self, short: u64, full: u64, mut f: impl FnMut(&[u8])) -> Summary {
-        let iterations =
-            std::env::var(ITERATIONS).ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| crate::by_tier(short, full));
+    /// Runs the corpus, then `mutants` mutants through `f`; panics (failing
+    /// the test) at the first input `f` panics on.
+    pub fn run(&self, mutants: u64, mut f: impl FnMut(&[u8])) -> Summary {
+        let iterations = std::env::var(ITERATIONS).ok().and_then(|v| v.parse().ok()).unwrap_or(mutants);
         let watchdog = Watchdog::start(self.name);
         for (name, input) in &self.corpus {
             watchdog.now_on(input);
@@ -262,7 +265,7 @@ mod tests {
         let dir = corpus();
         let seen = |n| {
             let mut inputs = Vec::new();
-            Target::new("t", dir.path()).run(n, n, |i| inputs.push(i.to_vec()));
+            Target::new("t", dir.path()).run(n, |i| inputs.push(i.to_vec()));
             inputs
         };
         let (one, two) = (seen(50), seen(50));
@@ -276,7 +279,7 @@ mod tests {
     fn a_panicking_target_fails_naming_the_input_file() {
         let dir = corpus();
         let r = catch_unwind(|| {
-            Target::new("panics", dir.path()).run(10, 10, |i| assert!(!i.starts_with(b"{"), "boom"));
+            Target::new("panics", dir.path()).run(10, |i| assert!(!i.starts_with(b"{"), "boom"));
         });
         let msg = r.unwrap_err();
         let msg = msg.downcast_ref::<String>().expect("a formatted panic");

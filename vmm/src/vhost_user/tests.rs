@@ -373,7 +373,7 @@ fn fuzz_corpus(target: &str) -> PathBuf {
 /// error ends the node as a node failure), never panic.
 #[test]
 fn fuzz_vhost_user_messages() {
-    testkit::fuzz::Target::new("vhost_user", &fuzz_corpus("vhost_user")).run(300, 20_000, |input| {
+    testkit::fuzz::Target::new("vhost_user", &fuzz_corpus("vhost_user")).run(300, |input| {
         let mut f = Front::connect("fuzz-vu", VirtioNet::new(3));
         f.setup(&[(0x1000, 16), (0x8000, 16)]);
         use std::io::Write;
@@ -401,7 +401,7 @@ fn fuzz_virtqueue_descriptors() {
     // Inputs the device took something from (a frame, a request): a fuzzer
     // whose mutants all fail before the device tests little.
     let (mut took, mut total) = (0u64, 0u64);
-    testkit::fuzz::Target::new("virtqueue", &fuzz_corpus("virtqueue")).run(300, 20_000, |input| {
+    testkit::fuzz::Target::new("virtqueue", &fuzz_corpus("virtqueue")).run(300, |input| {
         total += 1;
         let Some((&which, rest)) = input.split_first() else { return };
         let write_rings = |mem: &GuestMemoryMmap, q: &DriverQueue| {
