@@ -114,24 +114,29 @@ enum Command {
     /// one JSON line, and the explanation of a violation on stderr.
     ///
     /// --model list-append or rw-register: transactions of micro-ops,
-    /// checked as Jepsen's Elle does (dependency cycles G0, G1c, G-single,
-    /// G2-item and their -process and -realtime kinds; aborted and
-    /// intermediate reads G1a, G1b; lost updates, internal and
-    /// incompatible reads, ...) against --consistency, one of
+    /// checked as Jepsen's Elle does, with Elle's names (dependency cycles
+    /// G0, G1c, G-single-item, G-nonadjacent-item, G2-item and their
+    /// -process and -realtime kinds; aborted and intermediate reads G1a,
+    /// G1b; lost-update, future-read, internal, incompatible-order, ...;
+    /// docs/reference.md has the table of which model forbids what) against
+    /// --consistency, one of
     /// strict-serializable, strong-session-serializable, serializable (the
     /// default), strong-session-snapshot-isolation, snapshot-isolation,
     /// repeatable-read, read-committed, read-uncommitted. The file is JSON
-    /// lines, or Jepsen's history.edn (a file named *.edn, or one whose
-    /// first character is `{` followed by `:`). Prints one JSON line
+    /// lines, a JSON array of events (elle-cli's .json), or Jepsen's
+    /// history.edn (a file named *.edn, or one that starts with `{:`, `#`
+    /// or a `;` comment); what Jepsen writes reads as it is (no :f, :time or
+    /// :process needed, completions without invokes, [:r k] reads, vector
+    /// keys, string values). Prints one JSON line
     /// (history, model, consistency, valid, anomalies: name -> count of
     /// those the consistency model forbids, also_found: of those it allows,
     /// ruled_out: the consistency models the anomalies rule out, txns:
     /// counts by outcome) and on stderr the explanation: each anomaly with
     /// its cycle and the reason for each edge.
     ///
-    /// An unreadable file, or one that is not a history of the model, is
-    /// bad input (the message names the file and the line); nothing is
-    /// printed on stdout.
+    /// An unreadable file, or one with an op that is not of the model (an
+    /// append in an rw-register history, ...), is bad input, exit 2 (the
+    /// message names the file and the line); nothing is printed on stdout.
     #[command(after_help = CHECK_FORMATS)]
     Check {
         /// The history file (see the line formats below).
@@ -604,8 +609,9 @@ fn check_txn_history(
     model: txncheck::Model,
     consistency: txncheck::Consistency,
 ) -> anyhow::Result<ExitCode> {
-    let parsed = if edn { txncheck::parse_edn(text) } else { txncheck::parse_json_lines(text) };
+    let parsed = if edn { txncheck::parse_edn(text) } else { checker::history_check::parse_txn_history(text) };
     let history = parsed.map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    txncheck::check_model(&history, model).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     let report = txncheck::check(&history, model, consistency);
     let line = serde_json::json!({
         "history": path,

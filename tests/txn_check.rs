@@ -117,6 +117,26 @@ fn bad_transactional_input_exits_2_naming_file_and_line() {
     let (_d, r) = check_text("h.jsonl", &good, &[]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("h.jsonl: history line 1") && r.stderr.contains("add --model list-append"), "{r:?}");
+    // A list-append history checked as rw-register: bad input, as --help says.
+    let (_d, r) = check_text("h.jsonl", &good, &["--model", "rw-register"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("h.jsonl: line 1: op [r x []] is not rw-register"), "{r:?}");
+    assert!(r.stdout.is_empty(), "{r:?}");
+}
+
+/// What elle-cli's test data looks like (a JSON array, no `f`, no `time`)
+/// and Elle's bundled paper example: read as they are, found invalid as
+/// elle-cli's own tests expect.
+#[test]
+fn elle_cli_histories_are_read_and_judged_as_elle_does() {
+    let elle = |name: &str| repo().join("txncheck/tests/elle").join(name).to_str().unwrap().to_string();
+    for name in ["paper-example.json", "paper-example.edn"] {
+        let r = run(&["check", &elle(name), "--model", "list-append", "--consistency", "strict-serializable"]);
+        assert_eq!(r.code, 1, "{name}: {r:?}");
+        assert_eq!(r.json()["anomalies"], serde_json::json!({"G-single-item": 1}), "{name}: {r:?}");
+    }
+    let r = run(&["check", &elle("rw-register.json"), "--model", "rw-register"]);
+    assert_eq!(r.code, 0, "{r:?}");
 }
 
 #[test]

@@ -95,25 +95,17 @@ impl HistoryModel {
     }
 }
 
-/// Whether a history text is Jepsen's EDN (`{:type :invoke, ...}` or
-/// `#jepsen.history.Op{...}` lines) rather than JSON lines: its first
-/// non-blank character is `#`, or `{` followed by `:`.
+/// Whether a history text is Jepsen's EDN rather than JSON
+/// ([`txncheck::looks_like_edn`]).
 pub fn looks_like_edn(text: &str) -> bool {
-    let mut rest = text.trim_start().chars().filter(|c| !c.is_whitespace());
-    match rest.next() {
-        Some('#') => true,
-        Some('{') => rest.next() == Some(':'),
-        _ => false,
-    }
+    txncheck::looks_like_edn(text)
 }
 
-/// Parses a transactional history, EDN or JSON lines ([`looks_like_edn`]).
+/// Parses a transactional history, EDN, JSON lines or a JSON array
+/// ([`txncheck::parse_history`]): the one reader of `simcluster check` and a
+/// cluster run's `[check]`.
 pub fn parse_txn_history(text: &str) -> Result<txncheck::History, txncheck::ParseError> {
-    if looks_like_edn(text) {
-        txncheck::parse_edn(text)
-    } else {
-        txncheck::parse_json_lines(text)
-    }
+    txncheck::parse_history(text)
 }
 
 /// What the host-side check concluded.
@@ -231,7 +223,10 @@ pub fn check_txn_history(
 ) -> TxnVerdict {
     let Some(text) = history_lines(events, node) else { return TxnVerdict::Missing };
     match parse_txn_history(&text) {
-        Ok(h) => TxnVerdict::Checked(Box::new(txncheck::check(&h, model, consistency))),
+        Ok(h) => match txncheck::check_model(&h, model) {
+            Ok(()) => TxnVerdict::Checked(Box::new(txncheck::check(&h, model, consistency))),
+            Err(e) => TxnVerdict::Malformed(e.to_string()),
+        },
         Err(e) => TxnVerdict::Malformed(e.to_string()),
     }
 }

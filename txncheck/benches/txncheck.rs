@@ -40,7 +40,7 @@ fn main() {
         Err(e) => return eprintln!("cannot find this binary: {e}"),
     };
     for size in sizes.split(',').filter_map(|s| s.trim().parse::<usize>().ok()) {
-        for inject in ["none", "write-skew", "lost-update"] {
+        for inject in ["none", "write-skew", "lost-update", "unobserved"] {
             match Command::new(&exe).args(["--child", &size.to_string(), inject]).output() {
                 Ok(out) if out.status.success() => print!("{}", String::from_utf8_lossy(&out.stdout)),
                 Ok(out) => println!("{size:>8} {inject:>11} failed: {}", String::from_utf8_lossy(&out.stderr)),
@@ -50,13 +50,32 @@ fn main() {
     }
 }
 
-fn child(size: usize, inject: &str) {
-    let inject = match inject {
+/// Two transactions after the generated ones: T_b appends to p and to q, and
+/// no read ever shows q's element; T_a reads p = [1] and q empty. The
+/// G-single T_b -wr p-> T_a -rw q-> T_b exists only through the unobserved append.
+fn unobserved_g_single() -> txncheck::History {
+    let lines = [
+        r#"{"type":"invoke","f":"txn","time":1000000000000001,"process":900000,"value":[["append","p",1],["append","q",1]]}"#,
+        r#"{"type":"ok","f":"txn","time":1000000000000002,"process":900000,"value":[["append","p",1],["append","q",1]]}"#,
+        r#"{"type":"invoke","f":"txn","time":1000000000000003,"process":900001,"value":[["r","p",null],["r","q",null]]}"#,
+        r#"{"type":"ok","f":"txn","time":1000000000000004,"process":900001,"value":[["r","p",[1]],["r","q",[]]]}"#,
+    ];
+    match txncheck::parse_json_lines(&lines.join("\n")) {
+        Ok(h) => h,
+        Err(e) => panic!("the bench's own history: {e}"),
+    }
+}
+
+fn child(size: usize, name: &str) {
+    let inject = match name {
         "write-skew" => Some(Inject::WriteSkew),
         "lost-update" => Some(Inject::LostUpdate),
         _ => None,
     };
-    let h = list_append_history(42, &GenOptions { txns: size, inject, ..GenOptions::default() });
+    let mut h = list_append_history(42, &GenOptions { txns: size, inject, ..GenOptions::default() });
+    if name == "unobserved" {
+        h.txns.extend(unobserved_g_single().txns);
+    }
     let runs = (100_000 / size.max(1)).clamp(1, 9);
     let rss_before = status_kib("VmRSS");
     let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
@@ -81,7 +100,7 @@ fn child(size: usize, inject: &str) {
     println!(
         "{:>8} {:>11} {:>8} {:>6} {:>10.1} {:>16} {:>8}  {}",
         size,
-        inject.map_or("none", |i| if i == Inject::WriteSkew { "write-skew" } else { "lost-update" }),
+        name,
         h.mop_count(),
         runs,
         times[times.len() / 2],

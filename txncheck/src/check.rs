@@ -4,7 +4,7 @@
 use crate::analysis::Analysis;
 use crate::cycles;
 use crate::graph::{GEdge, Graph};
-use crate::history::{History, Outcome};
+use crate::history::{History, Mop, Outcome, ReadValue};
 use crate::model::{Consistency, Model};
 use crate::report::{explain, Anomaly, CheckReport, Cycle, EdgeKind, TxnCounts, TxnRef};
 use crate::{list_append, order, rw_register};
@@ -89,6 +89,44 @@ pub fn check(history: &History, model: Model, consistency: Consistency) -> Check
         edges: edge_counts,
         cycle_search_truncated: search.truncated,
     }
+}
+
+/// An op of a history that does not belong to the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: op [{op}] is not {model} ({expected}); is the history of the other model?")]
+pub struct ModelMismatch {
+    /// The 1-based line of the transaction's invoke (or lone completion).
+    pub line: usize,
+    /// The op, as written.
+    pub op: String,
+    /// The model asked for.
+    pub model: Model,
+    /// What that model's ops are.
+    pub expected: &'static str,
+}
+
+/// Whether every op of `history` belongs to `model`: `append` and list reads
+/// for list-append, `w` and single-value reads for rw-register (a read of nil
+/// fits both). Elle refuses a history that does not; `simcluster check` calls
+/// it bad input, and a cluster run's `[check]` a history it cannot read.
+pub fn check_model(history: &History, model: Model) -> Result<(), ModelMismatch> {
+    let fits = |m: &Mop| {
+        matches!(
+            (model, m),
+            (Model::ListAppend, Mop::Append { .. } | Mop::Read { value: None | Some(ReadValue::List(_)), .. })
+                | (Model::RwRegister, Mop::Write { .. } | Mop::Read { value: None | Some(ReadValue::Int(_)), .. })
+        )
+    };
+    let expected = match model {
+        Model::ListAppend => "append, and r of a list",
+        Model::RwRegister => "w, and r of one value",
+    };
+    for t in &history.txns {
+        if let Some(m) = t.mops.iter().find(|m| !fits(m)) {
+            return Err(ModelMismatch { line: t.line, op: m.to_string(), model, expected });
+        }
+    }
+    Ok(())
 }
 
 fn cycle(h: &History, g: &Graph, edges: &[usize]) -> Cycle {

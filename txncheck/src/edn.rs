@@ -10,13 +10,12 @@
 //! (a keyword key `:x` becomes the string key `x`) or anything else (a vector
 //! key `[:anti 1]` is the key of that text); values are integers, strings or
 //! keywords. A read may leave out its value (`[:r :x]`, the same as `nil`).
-//! An op without `:f` is a transaction; without `:process`, an op of a
-//! process of its own; without `:time`, timed by line order (when any op lacks
+//! An op without `:f` is a transaction; without `:process`, an op of one unnamed
+//! process (-1, as Elle reads them); without `:time`, timed by line order (when any op lacks
 //! `:time`, all are). Other fields (`:error`, ...) are ignored.
 
 use crate::history::{
-    anonymous_process, finish, make_kind, make_mop, Event, FieldProblem, History, Key, Mop, ParseError, RawValue,
-    ValueNames,
+    finish, make_kind, make_mop, Event, FieldProblem, History, Key, Mop, ParseError, RawValue, ValueNames, NO_PROCESS,
 };
 use clojure_reader::edn::{self, Edn};
 
@@ -103,7 +102,7 @@ fn event(
     let process = match get("process") {
         Some(Edn::Int(p)) => *p,
         Some(Edn::Key("nemesis")) => return Ok(None),
-        None | Some(Edn::Nil) => anonymous_process(line),
+        None | Some(Edn::Nil) => NO_PROCESS,
         Some(other) => return Err(field_err(line, ":process", format!("expected an integer, got {other}"))),
     };
     match get("f") {

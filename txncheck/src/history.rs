@@ -343,12 +343,10 @@ pub(crate) fn finish(mut events: Vec<Event>, untimed: bool) -> Result<History, P
     History::from_events(events)
 }
 
-/// The process of an op whose line names none: one of its own, so that a
-/// completion without a process is a transaction by itself. Jepsen numbers
-/// processes from 0; these count up from `i64::MIN`.
-pub(crate) fn anonymous_process(line: usize) -> Process {
-    i64::MIN + line as i64
-}
+/// The process of every op whose line names none, as Elle reads them (one
+/// `nil` process): an invoke pairs with the next completion that names no
+/// process either. Jepsen numbers its processes from 0.
+pub const NO_PROCESS: Process = -1;
 
 /// What is wrong with one field of a history line (shared by both
 /// parsers; each part names what it found as the format writes it).

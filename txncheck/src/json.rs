@@ -13,13 +13,12 @@
 //! integers or strings; a read may leave out its value (`["r","x"]`, the same
 //! as `null`). Lines whose `f` is not `"txn"`, and lines of the process
 //! `"nemesis"`, are skipped (they still count for the default index). A line
-//! without `f` is a transaction; without `process`, an op of a process of its
-//! own; without `time`, timed by line order (when any line lacks `time`, all
+//! without `f` is a transaction; without `process`, an op of one unnamed process (-1, as
+//! Elle reads them); without `time`, timed by line order (when any line lacks `time`, all
 //! are). An optional `"index"` field overrides the event's index.
 
 use crate::history::{
-    anonymous_process, finish, make_kind, make_mop, Event, FieldProblem, History, Key, Mop, ParseError, RawValue,
-    ValueNames,
+    finish, make_kind, make_mop, Event, FieldProblem, History, Key, Mop, ParseError, RawValue, ValueNames, NO_PROCESS,
 };
 use serde_json::{Map, Value};
 
@@ -112,7 +111,7 @@ impl Reader {
         let process = match obj.get("process") {
             Some(Value::Number(n)) => n.as_i64().ok_or_else(|| field_err(line, "process", "expected an integer"))?,
             Some(Value::String(s)) if s == "nemesis" => return Ok(()),
-            None | Some(Value::Null) => anonymous_process(line),
+            None | Some(Value::Null) => NO_PROCESS,
             Some(other) => return Err(field_err(line, "process", format!("expected an integer, got {other}"))),
         };
         match obj.get("f") {

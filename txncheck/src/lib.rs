@@ -48,9 +48,30 @@ mod order;
 pub mod report;
 mod rw_register;
 
-pub use check::check;
+pub use check::{check, check_model, ModelMismatch};
 pub use edn::parse_edn;
 pub use history::{Event, EventKind, History, Key, Mop, Outcome, ParseError, Process, ReadValue, Txn};
 pub use json::{parse_json_lines, to_json_lines};
+
+/// Whether `text` is an EDN history rather than JSON: its first character
+/// that is not blank is `;` (a comment) or `#` (a record), or `{` followed by `:`.
+pub fn looks_like_edn(text: &str) -> bool {
+    let mut rest = text.trim_start().chars().filter(|c| !c.is_whitespace());
+    match rest.next() {
+        Some('#' | ';') => true,
+        Some('{') => rest.next() == Some(':'),
+        _ => false,
+    }
+}
+
+/// Parses a history in whichever format it is written in: Jepsen's EDN
+/// ([`looks_like_edn`]), JSON lines, or a JSON array ([`parse_json_lines`]).
+pub fn parse_history(text: &str) -> Result<History, ParseError> {
+    if looks_like_edn(text) {
+        parse_edn(text)
+    } else {
+        parse_json_lines(text)
+    }
+}
 pub use model::{Consistency, Model, UnknownName};
 pub use report::{Anomaly, CheckReport, Cycle, Edge, EdgeKind, Finding, TxnCounts, TxnRef};
