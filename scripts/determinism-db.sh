@@ -14,10 +14,9 @@
 # SIMCLUSTER_DETERMINISM_MODES picks the userspace modes (default: both).
 # The short tier runs seccomp only: ptrace mode's determinism is checked
 # there on hello-cluster and the examples (tests/determinism_modes.rs),
-# and on db-cluster in the full tier. Dropping db-cluster's ptrace runs
-# brought the cold short tier back under 30 minutes on a slow host day
-# (session 20: 31:25 with them, on a host whose kernel builds took 8%
-# more CPU than at the 29:15 rehearsal).
+# and on db-cluster in the full tier (its slice 6, and --full). Its two
+# ptrace runs would add about 60 s of wall time to the cold short tier
+# (docs/figures.md, "The test suite").
 #
 #   scripts/determinism-db.sh [SEED] [RUNS]      (defaults: 1, 5)
 #   SIMCLUSTER_BIN=target/debug/simcluster scripts/determinism-db.sh   (as scripts/test.sh)

@@ -10,7 +10,8 @@
 #   cargo-results  the same per test target ("cargo:test:NAME", "cargo:units",
 #                  "cargo:doc"), summed into the stage "cargo-test"
 #   queue, tasks/N.log  the tasks, one a line, and task N's output
-#   nested.log     scripts/test-kvm-nested.sh's output (its NESTED-COUNTS line)
+#   nested.log     scripts/test-kvm-nested.sh's output (its NESTED-COUNTS line;
+#                  a slice's nested:NAME tasks leave theirs in their task logs)
 #   skips, flakes  $SIMCLUSTER_SKIP_LOG and $SIMCLUSTER_FLAKE_LOG
 #   slice          (--slice K) which slice of the full tier ran, and its checks
 #
@@ -52,10 +53,11 @@ def lines(name):
     return open(path, errors="replace").read().splitlines() if os.path.exists(path) else []
 
 stages = [l.split() for l in lines("stages") if l.strip()]
-print(f"  {'stage':<13} {'result':<8} {'wall s':>7} {'CPU s':>7}")
+w = max([13] + [len(s[0]) for s in stages])
+print(f"  {'stage':<{w}} {'result':<8} {'wall s':>7} {'CPU s':>7}")
 for s in stages:
     name, rc, wall, cpu = (s + ["-", "-", "-"])[:4]
-    print(f"  {name:<13} {'ok' if rc == '0' else 'exit ' + rc:<8} {wall:>7} {cpu:>7}")
+    print(f"  {name:<{w}} {'ok' if rc == '0' else 'exit ' + rc:<8} {wall:>7} {cpu:>7}")
 
 # --- cargo's test output, per task ---------------------------------------
 queue = lines("queue")
@@ -121,11 +123,20 @@ passed -= len(skipped_ok)
 unmatched = [t for t in skips if t not in ok and not t.startswith("L1 ") and "::" in t]
 
 # --- the nested step --------------------------------------------------------
-n_passed = n_failed = 0
-counts = [l for l in lines("nested.log") if l.startswith("NESTED-COUNTS ")]
-if counts:
-    f = counts[-1].split()
-    n_passed, n_failed = int(f[1]), int(f[2])
+# The short tier's nested step (nested.log) and a slice's nested checks
+# (tasks named nested:NAME, each a run of the step of its own).
+nested_counts = {}
+def nested_of(name, log):
+    counts = [l for l in log if l.startswith("NESTED-COUNTS ")]
+    if counts:
+        f = counts[-1].split()
+        nested_counts[name] = (int(f[1]), int(f[2]))
+nested_of("nested", lines("nested.log"))
+for n, task in enumerate(queue, 1):
+    if task.startswith("nested:"):
+        nested_of(task, lines(f"tasks/{n}.log"))
+n_passed = sum(p for p, _ in nested_counts.values())
+n_failed = sum(f for _, f in nested_counts.values())
 
 # --- failed stages ------------------------------------------------------------
 failed_stages = [s for s in stages if len(s) >= 2 and s[1] != "0"]
@@ -134,8 +145,8 @@ for s in failed_stages:
     name = s[0]
     if name == "cargo-test":
         continue  # counted test by test above
-    if name == "nested" and n_failed > 0:
-        continue  # its failures are in NESTED-COUNTS
+    if name in nested_counts and nested_counts[name][1] > 0:
+        continue  # its failures are in its NESTED-COUNTS
     stage_failures.append(name)
 total_failed = failed + len(crashed) + len(broken) + n_failed + len(stage_failures)
 if failed_stages and total_failed == 0:

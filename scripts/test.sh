@@ -4,9 +4,30 @@
 #   scripts/test.sh            the short tier: one of every kind of check (CI;
 #                              the aim is 30 minutes from cold on 2 cores, and
 #                              README "The two commands" says what it takes)
-#   scripts/test.sh --full     everything there is (over an hour): every test,
+#   scripts/test.sh --full     everything there is (over two hours): every test,
 #                              five runs per cluster in the nested L1, db-cluster
 #                              on KVM, the whole gallery table
+#   scripts/test.sh --slice K  slice K of the full tier alone (`--list-slices`
+#                              lists the slices and their checks)
+#   scripts/test.sh --with-slice K
+#                              the short tier plus slice K: what .ci/run runs,
+#                              K from the commit, so that every check of the full
+#                              tier runs at least once every N landings
+#   scripts/test.sh --checks "CHECK ..."
+#                              the named full-tier checks alone (a slice's words)
+#
+# The full tier in slices: each slice is a list of checks, each a task of
+# the queue below (both lanes take them):
+#   full:TARGET      a test target in the full tier (SIMCLUSTER_TEST_TIER=full,
+#                    its #[ignore]d tests too); `units`: every crate's unit tests
+#   det:MODE         db-cluster five times in userspace mode MODE, the last
+#                    run without lookahead, one trace hash
+#   bug:CASE:STRATEGY  a gallery bug under one strategy (seed 1, 8 executions),
+#                    found with its known kind and replayed
+#   safe:CASE        a safe gallery configuration passing
+#   nested:NAME      a run of the nested KVM step of its own (`nested_env_of`)
+# In --with-slice, a slice's full:TARGET replaces the short tier's task of
+# that target (the full form runs every test the short one does).
 #
 # Stages, in order (each one's wall and CPU seconds are in the summary):
 #   packages   Debian packages the tests use, one apt-get call (scripts/test-deps.sh)
@@ -50,13 +71,74 @@
 # fixture) fails its test (SIMCLUSTER_STRICT_SKIPS=1).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-tier=short
+# The slices of the full tier, each meant to take at most about 10 minutes
+# on 2 cores (docs/testing.md "The full tier in slices" has the figures
+# they were cut by). Every check of the full tier is in one of them.
+slices=(
+  "nested:hello-cluster full:disks full:trace_bound"
+  "nested:guest-state bug:redis-async:random bug:redis-async:pct bug:redis-async:delay"
+  "nested:reorder bug:redis-async:dfs bug:redis-async:coverage full:root_disk"
+  "nested:kvm-kernel bug:etcd-no-fsync:random bug:etcd-no-fsync:pct bug:etcd-no-fsync:delay bug:etcd-no-fsync:dfs bug:etcd-no-fsync:coverage"
+  "nested:kvm-warm-start full:packages"
+  "nested:db-cluster full:jobs full:disk_faults"
+  "det:ptrace det:seccomp"
+  "bug:postgresql-async:random bug:postgresql-async:pct bug:postgresql-async:delay"
+  "bug:postgresql-async:dfs bug:postgresql-async:coverage"
+  "bug:etcd-lock:random bug:etcd-lock:pct bug:etcd-lock:delay bug:etcd-lock:dfs bug:etcd-lock:coverage"
+  "bug:postgresql-txn-rr:random bug:postgresql-txn-rr:pct bug:postgresql-txn-rr:delay bug:postgresql-txn-rr:dfs bug:postgresql-txn-rr:coverage safe:redis-wait safe:etcd-lock-fenced safe:postgresql-sync safe:etcd-fsync safe:postgresql-txn-serializable"
+  "full:golden full:strategies full:determinism_modes full:exploration full:datagram_order full:readiness full:units"
+)
+# `nested_env_of NAME`: the environment of check nested:NAME.
+nested_env_of() {
+  case $1 in
+    hello-cluster) echo "SIMCLUSTER_NESTED_TESTS=^\$ SIMCLUSTER_NESTED_CLUSTERS=hello-cluster:5" ;;
+    guest-state) echo "SIMCLUSTER_NESTED_TESTS=^\$ SIMCLUSTER_NESTED_CLUSTERS=probes/guest-state:5" ;;
+    reorder) echo "SIMCLUSTER_NESTED_TESTS=^\$ SIMCLUSTER_NESTED_CLUSTERS=examples/reorder:5" ;;
+    # tests/kvm_kernel.rs's full tier (hello-cluster on KVM, guest-state
+    # three times), less its warm starts (their own slice: about 12 minutes).
+    kvm-kernel) echo "SIMCLUSTER_TEST_TIER=full SIMCLUSTER_NESTED_TESTS=^kvm_kernel\$ SIMCLUSTER_NESTED_CLUSTERS= SIMCLUSTER_NESTED_TEST_ARGS=--skip=warm_start_executions_equal_cold_ones_on_kvm" ;;
+    kvm-warm-start) echo "SIMCLUSTER_TEST_TIER=full SIMCLUSTER_NESTED_TESTS=^kvm_kernel\$ SIMCLUSTER_NESTED_CLUSTERS= SIMCLUSTER_NESTED_TEST_ARGS=warm_start_executions_equal_cold_ones_on_kvm" ;;
+    # db-cluster's whole run on KVM takes 1500-2200 s under the emulator,
+    # twice that for the determinism check: the slice runs it twice to 30
+    # virtual seconds (boot, etcd's election, the clients' first operations
+    # under faults; one trace hash), and --full runs it whole.
+    db-cluster) echo "SIMCLUSTER_NESTED_TESTS=^\$ SIMCLUSTER_NESTED_CLUSTERS=db-cluster:2:30s" ;;
+    *) return 1 ;;
+  esac
+}
+# `check_ok CHECK`: whether CHECK is a word of the slices' language.
+check_ok() {
+  case $1 in
+    full:?* | det:seccomp | det:ptrace | safe:?*) ;;
+    bug:?*:?*) ;;
+    nested:?*) nested_env_of "${1#nested:}" >/dev/null ;;
+    *) return 1 ;;
+  esac
+}
+tier=short slice="" checks=""
 case "${1:-}" in
   --full) tier=full ;;
+  --slice | --with-slice)
+    k=${2:-}
+    if ! [[ $k =~ ^[0-9]+$ ]] || [ "$k" -ge ${#slices[@]} ]; then
+      echo "scripts/test.sh: $1 needs a slice number from 0 to $((${#slices[@]} - 1)), not '${k}'" >&2; exit 2
+    fi
+    slice=$k checks=${slices[$k]}
+    [ "$1" = --with-slice ] || tier=slice ;;
+  --checks)
+    checks=${2:-} slice=custom tier=slice
+    [ -n "${checks// /}" ] || { echo "scripts/test.sh: --checks needs a list of checks" >&2; exit 2; } ;;
+  --list-slices)
+    for k in "${!slices[@]}"; do echo "slice $k: ${slices[$k]}"; done
+    exit 0 ;;
   "") ;;
   -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-  *) echo "scripts/test.sh: unknown option $1 (--full or nothing)" >&2; exit 2 ;;
+  *) echo "scripts/test.sh: unknown option $1 (--full, --slice K, --with-slice K, --checks LIST, --list-slices or nothing)" >&2; exit 2 ;;
 esac
+for c in $checks; do
+  check_ok "$c" || { echo "scripts/test.sh: unknown check '$c' (see the header: full:TARGET, det:MODE, bug:CASE:STRATEGY, safe:CASE, nested:NAME)" >&2; exit 2; }
+done
+has_check() { [[ " $checks " == *" $1"* ]]; }
 t_start=$(date +%s)
 work=$(mktemp -d "${TMPDIR:-/tmp}/simcluster-test.XXXXXX")
 export SIMCLUSTER_SKIP_LOG=$work/skips SIMCLUSTER_FLAKE_LOG=$work/flakes
@@ -72,8 +154,20 @@ if [ "${CI:-}" = true ]; then
   # cold build does not spend time on.
   export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0
 fi
-# Tests that repeat a check repeat it more in the full tier (testkit::by_tier).
+# Tests that repeat a check repeat it more in the full tier (testkit::by_tier;
+# a slice's full:TARGET tasks set it for themselves).
 export SIMCLUSTER_TEST_TIER=$tier
+[ $tier = slice ] && export SIMCLUSTER_TEST_TIER=short
+if [ -n "$slice" ]; then
+  {
+    if [ "$slice" = custom ]; then
+      echo "checks of the full tier: $checks"
+    else
+      echo "slice $slice of ${#slices[@]} of the full tier${SIMCLUSTER_SLICE_WHY:+ ($SIMCLUSTER_SLICE_WHY)}: $checks"
+    fi
+  } >"$work/slice"
+  echo "== $(cat "$work/slice")"
+fi
 slurm_dir=$work/slurm
 export SIMCLUSTER_SLURM_DIR=$slurm_dir
 nested_pid="" bg_pids=()
@@ -141,6 +235,8 @@ fi
 
 deps_args=()
 [ $tier = full ] && deps_args=(--full)
+# chromium, for the report's screenshot test (a unit test of the full tier).
+! has_check full:units || deps_args=(--full)
 stage packages scripts/test-deps.sh "${deps_args[@]}"
 stage fmt cargo fmt --all -- --check || echo "cargo fmt --check: run cargo fmt --all"
 # `features_unified`: the root package's build (`cargo build`, the binary
@@ -230,7 +326,13 @@ if [ -z "$(blocking)" ]; then
   echo "== uml-kernel, kvm-kernel: started in the background"
   half=$(((ncpu + 1) / 2))
   background uml-kernel "0-$((half - 1))"
-  background kvm-kernel "$((ncpu - half))-$((ncpu - 1))"
+  # A slice alone needs the KVM kernel only for its nested checks.
+  if [ $tier != slice ] || has_check nested:; then
+    background kvm-kernel "$((ncpu - half))-$((ncpu - 1))"
+  else
+    echo "no nested check in this slice: the KVM kernel is not needed" >"$work/kvm-kernel.log"
+    echo 0 >"$work/kvm-kernel.done"
+  fi
   stage build cargo test --quiet --workspace --no-run --all-targets
 fi
 if [ -n "$(blocking)" ]; then
@@ -277,7 +379,16 @@ else
     hello_cluster start_after failures determinism_host determinism_modes readiness quiet)
   mkdir -p "$work/tasks"
   queue=$work/queue
+  # A slice's checks first (its nested runs and gallery cells are the
+  # longest tasks), in its order.
+  for c in $checks; do
+    case $c in full:units) echo cargo:full-units ;; full:*) echo "cargo:full:${c#full:}" ;; *) echo "$c" ;; esac
+  done >"$queue.slice"
   {
+    cat "$queue.slice"
+    if [ $tier = slice ]; then
+      : # the slice alone
+    else
     printf '%s\n' determinism gallery-safe gallery-bugs
     cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
@@ -295,11 +406,19 @@ for n in tests[: len(longest)]:
 print("cargo:units")
 for n in tests[len(longest):]:
     print(f"cargo:test:{n}")
-print("cargo:doc")' "${longest[@]}"
+print("cargo:doc")' "${longest[@]}" | {
+      # A target the slice runs in full is not run a second time short.
+      if [ -s "$queue.slice" ]; then
+        grep -v -x -F -f <(sed -n 's/^cargo:full:/cargo:test:/p; s/^cargo:full-units$/cargo:units/p' "$queue.slice") || true
+      else
+        cat
+      fi
+    }
+    fi
   } >"$queue"
   echo "== tasks: $(wc -l <"$queue") in the queue ($(grep -c '^cargo:' "$queue") test targets)"
   # An empty list of test targets must not pass as "no test failed".
-  if ! grep -q '^cargo:test:' "$queue" || ! grep -q '^cargo:units$' "$queue"; then
+  if [ $tier != slice ] && { ! grep -q '^cargo:test:\|^cargo:full:' "$queue" || ! grep -q '^cargo:units$\|^cargo:full-units$' "$queue"; }; then
     echo "the list of test targets is empty or cut short (cargo test --no-run --message-format=json)"
     echo "test-targets 1 0 0" >>"$stages"
   fi
@@ -314,19 +433,34 @@ print("cargo:doc")' "${longest[@]}"
           scripts/determinism-db.sh 1 "$db_runs" ;;
       gallery-bugs) env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --bugs ;;
       gallery-safe) env SIMCLUSTER_BIN="$sim" scripts/test-gallery.sh "${gallery_args[@]}" --safe ;;
+      # A slice's checks (the header says what each is).
+      det:*)
+        env SIMCLUSTER_BIN="$sim" SIMCLUSTER_DETERMINISM_OFF_LAST=1 SIMCLUSTER_DETERMINISM_MODES="${1#det:}" \
+          scripts/determinism-db.sh 1 5 ;;
+      bug:*)
+        local rest=${1#bug:}
+        env SIMCLUSTER_BIN="$sim" CASES="${rest%%:*}" STRATEGIES="${rest#*:}" SEEDS=1 MAX=8 scripts/bench-bugs.sh ;;
+      safe:*) env SIMCLUSTER_BIN="$sim" SAFE="${1#safe:}" scripts/test-gallery.sh --full --safe ;;
+      nested:*)
+        wait_for kvm-kernel || { echo "the KVM kernel did not build: $1 cannot run"; return 1; }
+        # shellcheck disable=SC2046
+        env $(nested_env_of "${1#nested:}") SIMCLUSTER_NESTED_RUNS=5 SIMCLUSTER_KVM_KERNEL="$(cat "$work/kvm-kernel")" \
+          SIMCLUSTER_NESTED_TIMEOUT=3000 scripts/test-kvm-nested.sh ;;
       cargo:*)
         # Always --workspace: a `cargo test -p PACKAGE` resolves features
         # for that package alone and compiles its dependencies again (the
         # rehearsal of 11-27 spent 400 s so); with --workspace and a target
         # filter every executable is the one the build stage made.
-        local select
+        local select task_ignored=("${ignored[@]}") task_tier=$SIMCLUSTER_TEST_TIER
         case $1 in
           cargo:units) select=(--lib --bins) ;;
           cargo:doc) select=(--doc) ;;
+          cargo:full-units) select=(--lib --bins) task_ignored=(--include-ignored) task_tier=full ;;
+          cargo:full:*) select=(--test "${1#cargo:full:}") task_ignored=(--include-ignored) task_tier=full ;;
           *) select=(--test "${1#cargo:test:}") ;;
         esac
         # --no-fail-fast: a failing test does not hide the others' results.
-        cargo test --workspace --no-fail-fast "${select[@]}" -- "${ignored[@]}" ;;
+        SIMCLUSTER_TEST_TIER=$task_tier cargo test --workspace --no-fail-fast "${select[@]}" -- "${task_ignored[@]}" ;;
     esac
   }
   # `pinned CPUS CMD...`: CMD (a function too) in a subshell on CPUS.
@@ -370,7 +504,9 @@ print("cargo:doc")' "${longest[@]}"
   (
     set -m
     trap - EXIT
-    if wait_for kvm-kernel; then
+    if [ $tier = slice ]; then
+      : # a slice alone: its nested checks are tasks of the queue
+    elif wait_for kvm-kernel; then
       echo "== nested: started in the background on CPU $nested_cpus (its report follows the other stages)"
       stage nested taskset -c "$nested_cpus" env "${nested_env[@]}" SIMCLUSTER_KVM_KERNEL="$(cat "$work/kvm-kernel")" \
         SIMCLUSTER_NESTED_TIMEOUT=$nested_timeout scripts/test-kvm-nested.sh >"$nested_log" 2>&1
