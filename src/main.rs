@@ -313,8 +313,10 @@ struct RunArgs {
     depth: Option<u32>,
     /// Choice points over which PCT change points, delays and DFS prefixes
     /// are placed (about the number of choice points of one execution;
-    /// default 2000). delay and delay-all without it measure it: execution
-    /// 0 is the default schedule, and its choice points are the horizon.
+    /// default 2000). delay and delay-all count only races, the choice
+    /// points a guest can tell apart (two deliveries to one node, or a
+    /// delivery and the node's own timers), and without --horizon measure
+    /// it: execution 0 is the default schedule, and its races are the horizon.
     #[arg(long)]
     horizon: Option<u64>,
     /// Virtual-clock choice: frame deliveries, disk completions and faults

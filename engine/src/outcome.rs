@@ -154,6 +154,9 @@ pub struct ExecutionResult {
     pub decisions: Vec<crate::strategy::Decision>,
     /// Steps at which more than one action was enabled.
     pub choice_points: u64,
+    /// Of them, those whose choice a guest can tell apart
+    /// ([`crate::strategy::is_race`]): delay bounding's horizon.
+    pub race_points: u64,
     /// Every action taken and when it took effect, stretches of quiet node
     /// runs folded (see [`crate::StepLog`]): bounded by what guests saw,
     /// not by the number of grants.

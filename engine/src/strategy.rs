@@ -174,6 +174,38 @@ pub fn default_choice(enabled: &[EnabledAction]) -> usize {
     best
 }
 
+/// Whether the choice at this step can change what a guest sees: the node
+/// the default scheduler would serve next has another enabled action, and
+/// one of the two delivers something to it (a frame or a disk completion).
+/// Two deliveries to one node, or a delivery racing the node's own run (its
+/// timers), can each go first; a choice between different nodes' actions
+/// only reorders what no node can tell apart. Faults are not counted: they
+/// are choices of their own, not orders. Delay bounding counts its horizon
+/// and places its delays at these points ([`race_candidates`]).
+pub fn is_race(enabled: &[EnabledAction]) -> bool {
+    race_candidates(enabled).len() >= 2
+}
+
+/// At a race ([`is_race`]): the actions that can go first on the default
+/// choice's node, in the default order (the default choice first); else
+/// fewer than two.
+pub fn race_candidates(enabled: &[EnabledAction]) -> Vec<usize> {
+    if enabled.len() < 2 {
+        return Vec::new();
+    }
+    let node = enabled[default_choice(enabled)].node;
+    let same: Vec<usize> = default_ranking(enabled)
+        .into_iter()
+        .filter(|&i| enabled[i].node == node && !enabled[i].kind.is_fault())
+        .collect();
+    let delivers = |i: &usize| matches!(enabled[*i].kind, ActionKind::DeliverFrame | ActionKind::CompleteDisk);
+    if same.len() >= 2 && same.iter().any(delivers) {
+        same
+    } else {
+        Vec::new()
+    }
+}
+
 /// Indices sorted by the default order (stable).
 pub fn default_ranking(enabled: &[EnabledAction]) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..enabled.len()).collect();

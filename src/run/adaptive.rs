@@ -4,10 +4,9 @@
 //! - **Delay bounding with a measured horizon** (`delay`, `delay-all`
 //!   without `--horizon`): execution 0 is the default schedule (no
 //!   delays: delay bounding's first placement anyway), and its number of
-//!   choice points is the horizon of every later execution, so that delays
-//!   land inside the execution instead of after its end (the fixed default
-//!   of 2000 choice points against about 470 in a small cluster put most
-//!   of them past the end). A shard that does not run execution 0 runs it
+//!   races (choice points a guest can tell apart, `engine::strategy::is_race`)
+//!   is the horizon of every later execution, so that delays land inside
+//!   the execution instead of after its end. A shard that does not run execution 0 runs it
 //!   first on its own, unreported: every shard measures the same horizon.
 //! - **Coverage** (`coverage`): a corpus of executions kept for what they
 //!   reached first (`checker::strategy::coverage`), advanced in execution
@@ -97,7 +96,7 @@ impl Adaptive {
             if opts.shard.unit(0) != 0 {
                 let mut first = default_schedule(opts.seed);
                 let g = runner.group(0, engine::execution_seed(opts.seed, 0), &mut first, "horizon", &mut None)?;
-                let _ = h.set(choice_points(&g));
+                let _ = h.set(race_points(&g));
             }
         }
         Ok(())
@@ -150,7 +149,7 @@ impl Adaptive {
             Adaptive::None => {}
             Adaptive::Horizon(h) => {
                 if unit == 0 {
-                    let _ = h.set(choice_points(group));
+                    let _ = h.set(race_points(group));
                 }
             }
             Adaptive::Coverage(c) => {
@@ -190,7 +189,7 @@ fn default_schedule(seed: u64) -> DelayBounded {
     DelayBounded::sampling(seed, 0, 1)
 }
 
-/// The choice points of a group's execution (at least 1: a horizon).
-fn choice_points(group: &Group) -> u64 {
-    group.runs.first().map_or(1, |d| d.executed.result.choice_points.max(1))
+/// The races of a group's execution (at least 1: a horizon).
+fn race_points(group: &Group) -> u64 {
+    group.runs.first().map_or(1, |d| d.executed.result.race_points.max(1))
 }

@@ -217,6 +217,7 @@ impl<'a> Observer<'a> {
                 figures: ExecutionFigures {
                     trace_hash: result.trace_hash.clone(),
                     choice_points: result.choice_points,
+                    race_points: result.race_points,
                     trace_events: result.trace.len(),
                     grants: result.grants,
                     round_trips: result.round_trips,

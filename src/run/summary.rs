@@ -77,6 +77,10 @@ pub struct ExecutionFigures {
     pub trace_hash: String,
     /// Choice points of the execution.
     pub choice_points: u64,
+    /// Of them, races a guest can tell apart (delay bounding's horizon).
+    /// Absent in records written before it was counted, and when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub race_points: u64,
     /// Events in its trace (trace.jsonl lines): quiet grants fold (see
     /// engine::trace), so this follows what guests saw, not `grants`.
     pub trace_events: usize,
@@ -475,6 +479,10 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         coverage: records.iter().find_map(|r| r.coverage.clone()),
         out,
     })
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

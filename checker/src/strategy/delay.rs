@@ -1,18 +1,29 @@
 //! Delay-bounded scheduling (Emmi, Qadeer, Rakamarić, POPL 2011).
 //!
 //! A deterministic default scheduler (earliest time, then lowest node id:
-//! [`engine::strategy::default_order`]) is perturbed by at most d delays. A delay at
-//! step s skips the action the scheduler would run and takes the next one in
-//! default order; j delays at the same step skip j actions (clamped to the
-//! last). The skipped action stays enabled, so it usually runs one step later:
-//! a delay is a small, local reordering, and few of them reach many bugs.
+//! [`engine::strategy::default_order`]) is perturbed by at most d delays.
 //!
-//! Exhaustive mode enumerates every placement of up to d delays over steps
-//! [0, horizon) ([`DelayPlacements`]); sampling mode draws d delay steps per
-//! execution from a seeded generator.
+//! Delays are spent only where they change what a guest sees: at races
+//! ([`engine::strategy::is_race`]), where the node the scheduler would serve
+//! next has a second action enabled and one of the two delivers something
+//! to it (two frames to one node, a frame and the node's own timers, a disk
+//! completion). The races of an execution are numbered 0, 1, ...; a delay
+//! at race r skips the action the scheduler would run and takes the next of
+//! that node's actions in default order; j delays at the same race skip j
+//! (clamped to the last). Choices between different nodes' actions, which
+//! no guest can tell apart, are left to the scheduler and cost no delay.
+//! (Counting every choice point, a small cluster has hundreds, of which one
+//! or two matter, and the delays went to the rest.) The skipped action
+//! stays enabled, so it usually runs one step later: a delay is a small,
+//! local reordering, and few of them reach many bugs.
+//!
+//! Exhaustive mode enumerates every placement of up to d delays over races
+//! [0, horizon) ([`DelayPlacements`]); sampling mode draws d delay races per
+//! execution from a seeded generator. The run measures the horizon as the
+//! races of the default schedule (`ExecutionResult::race_points`).
 
 use super::{below, execution_rng};
-use engine::strategy::{default_ranking, EnabledAction, Strategy, StrategySpec};
+use engine::strategy::{default_choice, race_candidates, EnabledAction, Strategy, StrategySpec};
 use std::collections::BTreeMap;
 
 /// All multisets of at most `bound` delay steps drawn from [0, horizon), as
@@ -90,8 +101,10 @@ pub struct DelayBounded {
     bound: u32,
     horizon: u64,
     mode: Mode,
-    /// Sorted delay steps of the current execution.
+    /// Sorted delay races of the current execution.
     delays: Vec<u64>,
+    /// Races seen so far in the current execution.
+    races: u64,
 }
 
 impl DelayBounded {
@@ -103,15 +116,16 @@ impl DelayBounded {
             horizon,
             mode: Mode::Exhaustive { iter: DelayPlacements::new(bound, horizon), next_exec: 0 },
             delays: Vec::new(),
+            races: 0,
         }
     }
 
     /// `bound` delays per execution at steps drawn uniformly from [0, horizon).
     pub fn sampling(seed: u64, bound: u32, horizon: u64) -> Self {
-        DelayBounded { bound, horizon: horizon.max(1), mode: Mode::Sample { seed }, delays: Vec::new() }
+        DelayBounded { bound, horizon: horizon.max(1), mode: Mode::Sample { seed }, delays: Vec::new(), races: 0 }
     }
 
-    /// The delay steps of the current execution (sorted, may repeat).
+    /// The delay races of the current execution (sorted, may repeat).
     pub fn delays(&self) -> &[u64] {
         &self.delays
     }
@@ -129,10 +143,13 @@ impl Strategy for DelayBounded {
             }
         };
         params.insert("mode".to_string(), mode.into());
+        // What the horizon and the delays count (before, every choice point).
+        params.insert("counts".to_string(), "races".into());
         StrategySpec { name: "delay".into(), params }
     }
 
     fn begin_execution(&mut self, execution: u64) -> bool {
+        self.races = 0;
         match &mut self.mode {
             Mode::Exhaustive { iter, next_exec } => {
                 if execution != *next_exec {
@@ -169,18 +186,22 @@ impl Strategy for DelayBounded {
         }
     }
 
-    fn choose(&mut self, step: u64, enabled: &[EnabledAction]) -> usize {
-        assert!(!enabled.is_empty(), "a strategy needs at least one enabled action");
-        let skips = self.delays.iter().filter(|&&d| d == step).count();
-        let ranking = default_ranking(enabled);
-        ranking[skips.min(ranking.len() - 1)]
+    fn choose(&mut self, _step: u64, enabled: &[EnabledAction]) -> usize {
+        let candidates = race_candidates(enabled);
+        if candidates.len() < 2 {
+            return default_choice(enabled);
+        }
+        let race = self.races;
+        self.races += 1;
+        let skips = self.delays.iter().filter(|&&d| d == race).count();
+        candidates[skips.min(candidates.len() - 1)]
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::strategy::ActionKind::RunNode;
+    use engine::strategy::ActionKind::{DeliverFrame, RunNode};
     use engine::VirtualTime;
 
     #[test]
@@ -205,45 +226,77 @@ mod tests {
         }
     }
 
-    /// Three nodes each with `len` run steps at the same time; returns the order.
-    fn run(s: &mut DelayBounded, len: usize) -> Vec<u16> {
-        let mut left = [len; 3];
-        let mut order = Vec::new();
+    /// Node 0 with `len` frames to receive from each of nodes 1 to 3, all due
+    /// at once (a race at every step), and node 1 with `len` steps of its own
+    /// to run (never a race: no delivery to node 1); returns the senders of
+    /// node 0's frames in delivery order, and whether node 1 ran first.
+    fn run(s: &mut DelayBounded, len: usize) -> (Vec<u16>, bool) {
+        let mut frames = [len; 3];
+        let mut runs = len;
+        let (mut order, mut node1_first) = (Vec::new(), None);
         for step in 0.. {
-            let enabled: Vec<EnabledAction> = (0..3u16)
-                .filter(|&n| left[n as usize] > 0)
-                .map(|n| EnabledAction::new(n, RunNode, VirtualTime::from_ns(0)))
-                .collect();
+            let mut enabled: Vec<EnabledAction> = Vec::new();
+            if runs > 0 {
+                enabled.push(EnabledAction::new(1, RunNode, VirtualTime::from_ns(0)));
+            }
+            for (peer, _) in frames.iter().enumerate().filter(|(_, &n)| n > 0) {
+                let mut a = EnabledAction::new(0, DeliverFrame, VirtualTime::from_ns(0));
+                a.peer = Some(peer as u16 + 1);
+                enabled.push(a);
+            }
             if enabled.is_empty() {
                 break;
             }
             let a = enabled[s.choose(step, &enabled)];
-            left[a.node as usize] -= 1;
-            order.push(a.node);
+            if a.kind == RunNode {
+                runs -= 1;
+                node1_first.get_or_insert(true);
+            } else {
+                let peer = a.peer.unwrap();
+                frames[peer as usize - 1] -= 1;
+                order.push(peer);
+                node1_first.get_or_insert(false);
+            }
         }
-        order
+        (order, node1_first.unwrap_or(false))
     }
 
     #[test]
     fn zero_delays_is_the_default_scheduler() {
         let mut s = DelayBounded::exhaustive(0, 10);
         assert!(s.begin_execution(0));
-        assert_eq!(run(&mut s, 2), vec![0, 0, 1, 1, 2, 2]);
+        assert_eq!(run(&mut s, 2).0, vec![1, 1, 2, 2, 3, 3]);
         assert!(!s.begin_execution(1), "only one schedule with no delays");
     }
 
     #[test]
-    fn one_delay_reorders_locally() {
+    fn one_delay_reorders_one_nodes_deliveries() {
         let mut s = DelayBounded::exhaustive(1, 6);
         let mut schedules = Vec::new();
         let mut e = 0;
         while s.begin_execution(e) {
-            schedules.push(run(&mut s, 2));
+            let (order, node1_first) = run(&mut s, 2);
+            assert!(!node1_first, "a delay never goes to a choice no guest sees");
+            schedules.push(order);
             e += 1;
         }
         assert_eq!(schedules.len(), 7);
-        assert_eq!(schedules[1], vec![1, 0, 0, 1, 2, 2], "delay at step 0 lets node 1 go first");
-        assert!(schedules.contains(&vec![0, 0, 1, 2, 1, 2]));
+        assert_eq!(schedules[1], vec![2, 1, 1, 2, 3, 3], "a delay at race 0 lets node 2's frame go first");
+        assert!(schedules.contains(&vec![1, 1, 2, 3, 2, 3]));
+    }
+
+    #[test]
+    fn only_races_count() {
+        use engine::strategy::is_race;
+        let at = |node, kind| EnabledAction::new(node, kind, VirtualTime::from_ns(0));
+        // Two nodes' runs, and a frame to a node the scheduler does not serve first: no race.
+        assert!(!is_race(&[at(0, RunNode), at(1, RunNode)]));
+        assert!(!is_race(&[at(0, RunNode), at(1, DeliverFrame)]));
+        // A frame racing the node's own run, or a second frame to it: a race.
+        assert!(is_race(&[at(0, RunNode), at(0, DeliverFrame)]));
+        assert!(is_race(&[at(0, DeliverFrame), at(0, DeliverFrame), at(1, RunNode)]));
+        // A fault is a choice of its own, not an order.
+        assert!(!is_race(&[at(0, DeliverFrame), at(0, engine::strategy::ActionKind::Crash)]));
     }
 
     #[test]
@@ -297,7 +350,7 @@ mod tests {
         assert_eq!(s.delays(), &[0, 0, 0]);
         let en = [
             EnabledAction::new(0, RunNode, VirtualTime::from_ns(0)),
-            EnabledAction::new(1, RunNode, VirtualTime::from_ns(0)),
+            EnabledAction::new(0, DeliverFrame, VirtualTime::from_ns(0)),
         ];
         assert_eq!(s.choose(0, &en), 1);
     }

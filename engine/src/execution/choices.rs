@@ -8,13 +8,16 @@ use simrng::streams::BOOT_CHOICE as BOOT_CHOICE_STREAM;
 use crate::actions::Enabled;
 use crate::pending::Pending;
 use crate::steps::StepLog;
-use crate::strategy::{default_choice, Decision, EnabledAction, Strategy};
+use crate::strategy::{default_choice, is_race, Decision, EnabledAction, Strategy};
 
 /// The strategy's side of the execution: what it was asked and what it
 /// answered.
 pub(super) struct Choices {
     /// Choice points so far (steps with more than one enabled action).
     pub points: u64,
+    /// Of them, races a guest can tell apart ([`crate::strategy::is_race`]),
+    /// among those the strategy was asked about.
+    pub races: u64,
     /// Steps so far, every action counted.
     pub steps: u64,
     /// A critical-transition probe's calm continuation picks with this
@@ -42,6 +45,7 @@ impl Choices {
     pub fn new(boot_seed: Option<u64>) -> Choices {
         Choices {
             points: 0,
+            races: 0,
             steps: 0,
             calm_rng: None,
             boot_rng: boot_seed.map(|s| simrng::stream(s, BOOT_CHOICE_STREAM)),
@@ -65,6 +69,7 @@ impl Choices {
         }
         self.descs.clear();
         self.descs.extend(enabled.iter().map(|e| e.desc));
+        self.races += u64::from(is_race(&self.descs));
         let k = strategy.choose(step, &self.descs).min(enabled.len() - 1);
         if k != default_choice(&self.descs) {
             self.decisions.push(Decision { step, action: self.descs[k] });

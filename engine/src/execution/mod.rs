@@ -437,6 +437,7 @@ impl<'a> Execution<'a> {
             pcaps,
             decisions: std::mem::take(&mut self.choices.decisions),
             choice_points: self.choices.points,
+            race_points: self.choices.races,
             chosen: std::mem::take(&mut self.choices.log),
             crashes: self.faults.crashes,
             crash_points: std::mem::take(&mut self.faults.crash_points),
