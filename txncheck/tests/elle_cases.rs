@@ -431,6 +431,17 @@ fn cases() -> Vec<Case> {
             &["G2-item"],
             &["G2-item"],
         ),
+        // huge-scc-test (a real Jepsen history, 10,254 transactions): Elle
+        // reports G2-item-realtime and rules out strong snapshot isolation
+        // only; its search for G-single-item-realtime timed out there, and
+        // txncheck finds one.
+        file(
+            "histories/huge-scc.edn (huge-scc-test)",
+            LA,
+            include_str!("elle/huge-scc.edn"),
+            &["G2-item-realtime"],
+            &["G2-item-realtime", "G-single-item-realtime"],
+        ),
         // elle-cli's test.sh expects these two invalid (exit 1) at its default,
         // strict-serializable: a read of 255 misses an append that precedes,
         // through a chain of reads, the reader itself.
