@@ -26,6 +26,8 @@
 #                    found with its known kind and replayed
 #   safe:CASE        a safe gallery configuration passing
 #   nested:NAME      a run of the nested KVM step of its own (`nested_env_of`)
+#   fuzz             the coverage-guided fuzz targets, 30 s each (scripts/fuzz.sh;
+#                    --full runs them 60 s each)
 # In --with-slice, a slice's full:TARGET replaces the short tier's task of
 # that target (the full form runs every test the short one does).
 #
@@ -81,7 +83,7 @@ slices=(
   "nested:kvm-kernel bug:etcd-no-fsync:random bug:etcd-no-fsync:pct bug:etcd-no-fsync:delay bug:etcd-no-fsync:dfs bug:etcd-no-fsync:coverage"
   "nested:kvm-warm-start full:packages"
   "nested:db-cluster full:jobs full:disk_faults"
-  "det:ptrace det:seccomp"
+  "fuzz det:ptrace det:seccomp"
   "bug:postgresql-async:random bug:postgresql-async:pct bug:postgresql-async:delay"
   "bug:postgresql-async:dfs bug:postgresql-async:coverage"
   "bug:etcd-lock:random bug:etcd-lock:pct bug:etcd-lock:delay bug:etcd-lock:dfs bug:etcd-lock:coverage"
@@ -109,7 +111,7 @@ nested_env_of() {
 # `check_ok CHECK`: whether CHECK is a word of the slices' language.
 check_ok() {
   case $1 in
-    full:?* | det:seccomp | det:ptrace | safe:?*) ;;
+    full:?* | det:seccomp | det:ptrace | safe:?* | fuzz) ;;
     bug:?*:?*) ;;
     nested:?*) nested_env_of "${1#nested:}" >/dev/null ;;
     *) return 1 ;;
@@ -136,7 +138,7 @@ case "${1:-}" in
   *) echo "scripts/test.sh: unknown option $1 (--full, --slice K, --with-slice K, --checks LIST, --list-slices or nothing)" >&2; exit 2 ;;
 esac
 for c in $checks; do
-  check_ok "$c" || { echo "scripts/test.sh: unknown check '$c' (see the header: full:TARGET, det:MODE, bug:CASE:STRATEGY, safe:CASE, nested:NAME)" >&2; exit 2; }
+  check_ok "$c" || { echo "scripts/test.sh: unknown check '$c' (see the header: full:TARGET, det:MODE, bug:CASE:STRATEGY, safe:CASE, nested:NAME, fuzz)" >&2; exit 2; }
 done
 has_check() { [[ " $checks " == *" $1"* ]]; }
 t_start=$(date +%s)
@@ -365,6 +367,8 @@ else
   [ $tier = full ] && db_modes="seccomp ptrace"
   ignored=()
   [ $tier = full ] && ignored=(--include-ignored)
+  fuzz_seconds=30
+  [ $tier = full ] && fuzz_seconds=60
 
   # The tasks after the kernels, in one queue that both lanes take from
   # (`mkdir` is the claim: it succeeds once), the longest first, so that
@@ -390,6 +394,7 @@ else
       : # the slice alone
     else
     printf '%s\n' determinism gallery-safe gallery-bugs
+    [ $tier = full ] && echo fuzz
     cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 longest = sys.argv[1:]
@@ -441,6 +446,7 @@ print("cargo:doc")' "${longest[@]}" | {
         local rest=${1#bug:}
         env SIMCLUSTER_BIN="$sim" CASES="${rest%%:*}" STRATEGIES="${rest#*:}" SEEDS=1 MAX=8 scripts/bench-bugs.sh ;;
       safe:*) env SIMCLUSTER_BIN="$sim" SAFE="${1#safe:}" scripts/test-gallery.sh --full --safe ;;
+      fuzz) scripts/fuzz.sh --seconds "$fuzz_seconds" ;;
       nested:*)
         wait_for kvm-kernel || { echo "the KVM kernel did not build: $1 cannot run"; return 1; }
         # shellcheck disable=SC2046
