@@ -30,6 +30,8 @@ pub(super) enum Action {
     NetworkFault { heal: bool },
     /// Power-fail node `i`.
     Crash(usize),
+    /// Power-fail every crashable node that is up, at once.
+    PowerFailure,
     /// Boot crashed node `i` again.
     Restart(usize),
     /// Complete one outstanding disk request of node `i`.
@@ -72,6 +74,14 @@ impl Enabled {
     }
     pub fn crash(i: usize, now: VirtualTime) -> Enabled {
         Enabled { action: Action::Crash(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Crash, now) }
+    }
+    /// `first`: the 0-based index of the first node it takes down (the
+    /// node the strategy sees).
+    pub fn power_failure(first: usize, now: VirtualTime) -> Enabled {
+        Enabled {
+            action: Action::PowerFailure,
+            desc: EnabledAction::new(NodeIdx::number_of(first), ActionKind::PowerFailure, now),
+        }
     }
     /// Marks the action as falling in a window where it matters most (see
     /// [`EnabledAction::at_risk`]).

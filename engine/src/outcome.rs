@@ -163,6 +163,9 @@ pub struct ExecutionResult {
     pub chosen: crate::steps::StepLog,
     /// Nodes crashed by the engine.
     pub crashes: u32,
+    /// Coordinated power failures (`[faults.crash] power_failure`); the
+    /// nodes each took down are in `crashes` too.
+    pub power_failures: u32,
     /// The disk side of each crash (nodes with disks only).
     pub crash_points: Vec<crate::disk::CrashPoint>,
     /// Disk faults that hit requests (`[faults.disk]`), by kind.

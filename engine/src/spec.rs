@@ -31,6 +31,10 @@ pub struct ExploreSpec {
     pub max_crashes: u32,
     /// Nodes that may crash.
     pub crashable: Vec<NodeIdx>,
+    /// `[faults.crash] power_failure`: besides single crashes, a
+    /// coordinated power failure (every crashable node that is up loses
+    /// power at one instant, each a crash of the budget) is a choice.
+    pub power_failure: bool,
     /// A crashed node is enabled to restart this long after its crash.
     pub restart_after: Duration,
     /// From step `.0` on (counting every action, not only choice points),

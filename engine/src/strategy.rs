@@ -51,11 +51,14 @@ pub enum ActionKind {
     /// Jump `node`'s wall clock (once, or back and forth for a while: a
     /// strobe).
     ClockJump = 10,
+    /// Power-fail every crashable node that is up, at one instant (a rack
+    /// or a datacenter feed): `node` is the first of them.
+    PowerFailure = 11,
 }
 
 impl ActionKind {
     /// Every kind, in tie-break order.
-    pub const ALL: [ActionKind; 10] = [
+    pub const ALL: [ActionKind; 11] = [
         ActionKind::RunNode,
         ActionKind::DeliverFrame,
         ActionKind::CompleteDisk,
@@ -66,6 +69,7 @@ impl ActionKind {
         ActionKind::Pause,
         ActionKind::Resume,
         ActionKind::ClockJump,
+        ActionKind::PowerFailure,
     ];
 
     /// Is this a fault injected by the checker (as opposed to normal progress)?
@@ -79,6 +83,7 @@ impl ActionKind {
                 | ActionKind::Pause
                 | ActionKind::Resume
                 | ActionKind::ClockJump
+                | ActionKind::PowerFailure
         )
     }
 
@@ -102,6 +107,7 @@ impl ActionKind {
             ActionKind::Pause => "Pause",
             ActionKind::Resume => "Resume",
             ActionKind::ClockJump => "ClockJump",
+            ActionKind::PowerFailure => "PowerFailure",
         }
     }
 }

@@ -161,6 +161,12 @@ pub enum EventKind {
     },
     /// The node was started again after a crash.
     Restart,
+    /// A coordinated power failure (engine event): `nodes` lose power
+    /// together; each node's `crash` follows at the same instant.
+    PowerFailure {
+        /// The nodes' names, in node order.
+        nodes: Vec<String>,
+    },
     /// An invariant was checked.
     Invariant {
         /// The check's name.

@@ -100,6 +100,11 @@ pub struct CrashSection {
     /// first `span` of the workload (default "10s"), and then only at
     /// moments when the node has frames in flight or unsynced disk writes.
     pub span: Option<String>,
+    /// Also offer a coordinated power failure: every node of `nodes` that is
+    /// up loses power at one instant (each a crash of `max`), beside single
+    /// crashes (default false).
+    #[serde(default)]
+    pub power_failure: bool,
 }
 
 /// `[faults.crash]`, checked: the parts of [`ExploreSpec`] checked before
@@ -165,6 +170,7 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
         window: std::time::Duration::from_nanos(window_ns),
         max_crashes: f.crash.max,
         crashable: crashes.crashable.into_iter().map(engine::NodeIdx::new).collect(),
+        power_failure: f.crash.power_failure,
         restart_after: std::time::Duration::from_nanos(crashes.restart_after_ns),
         calm_from: None,
         crash_states: Default::default(),

@@ -198,12 +198,13 @@ pub(crate) fn execute_one(spec: &mut ExecutionSpec, strategy: &mut dyn Strategy,
     Ok(Executed { result, pcaps })
 }
 
-/// A random walk's weights: ordinary events 100, a crash, a pause and a
-/// clock jump their configured weights.
+/// A random walk's weights: ordinary events 100, a crash (and a power
+/// failure), a pause and a clock jump their configured weights.
 pub(crate) fn weights(e: &engine::ExploreSpec) -> KindWeights {
     use engine::strategy::ActionKind;
     KindWeights::default()
         .set(ActionKind::Crash, e.crash_weight)
+        .set(ActionKind::PowerFailure, e.crash_weight)
         .set(ActionKind::Pause, e.pause.weight)
         .set(ActionKind::ClockJump, e.clock.weight)
 }

@@ -222,6 +222,7 @@ impl<'a> Observer<'a> {
                     grants: result.grants,
                     round_trips: result.round_trips,
                     crashes: result.crashes,
+                    power_failures: result.power_failures,
                     lost_flushes: result.disk_faults.lost_flushes,
                     corrupt_reads: result.disk_faults.corrupt_reads,
                     write_errors: result.disk_faults.write_errors,

@@ -92,6 +92,10 @@ pub struct ExecutionFigures {
     #[serde(default)]
     pub round_trips: u64,
     pub crashes: u32,
+    /// Coordinated power failures (`[faults.crash] power_failure`); the
+    /// nodes each took down are in `crashes`. Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub power_failures: u32,
     /// Flushes acknowledged but not made durable (`[faults.disk] lost_flush`).
     #[serde(default)]
     pub lost_flushes: u32,
@@ -482,6 +486,10 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 

@@ -75,6 +75,7 @@ fn counts_json(c: &Counts) -> Map<String, Value> {
         "heal",
         "crash",
         "restart",
+        "power_failure",
         "invariant",
         "note",
         "pause",

@@ -726,3 +726,19 @@ fn an_anomaly_cycle_is_drawn() {
     let plain = render_html(&ReportMeta { history: Some((1, HistoryModel::Register)), ..meta(None) }, &events);
     assert!(!plain.contains("Anomalies"));
 }
+
+#[test]
+fn a_power_failure_is_counted_and_described() {
+    let mut b = B::new();
+    b.ev(S, ENGINE, EventKind::PowerFailure { nodes: vec!["db2".into(), "db3".into()] });
+    b.ev(S, 2, EventKind::Crash { detail: "power loss".into() });
+    b.ev(S, 3, EventKind::Crash { detail: "power loss".into() });
+    let (m, ev) = (meta(None), b.t.events().to_vec());
+    assert_eq!(describe(&m, &ev[0]), "power failure: db2, db3 lose power together");
+    let text = render_text(&m, &ev);
+    assert!(text.contains("2 crashes (1 power failures of several nodes)"), "{text}");
+    let html = render_html(&m, &ev);
+    check_html(&html).unwrap();
+    assert!(html.contains("power failures"), "the chip");
+    assert_eq!(summary_json(&m, &ev)["counts"]["power_failure"], 1);
+}

@@ -77,10 +77,14 @@ fn counts(a: &Analysis, s: &mut String) {
     );
     let _ = writeln!(
         s,
-        "faults: {} partitions, {} heals, {} crashes, {} restarts, {} disk faults{}, {} hung, {} exits ({} panics)",
+        "faults: {} partitions, {} heals, {} crashes{}, {} restarts, {} disk faults{}, {} hung, {} exits ({} panics)",
         c.kind("partition"),
         c.kind("heal"),
         c.kind("crash"),
+        match c.kind("power_failure") {
+            0 => String::new(),
+            n => format!(" ({n} power failures of several nodes)"),
+        },
         c.kind("restart"),
         c.kind("disk_fault"),
         disk_fault_kinds(events),

@@ -36,9 +36,11 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// The dependence relation used by DPOR for engine actions: two actions are
 /// dependent when they touch a common node (its `node` or `peer`), and
 /// partitions/heals are conservatively dependent with everything (they change
-/// the fate of frames sent by any node).
+/// the fate of frames sent by any node), as is a power failure (it takes
+/// down several nodes at once).
 pub fn dependent(a: &EnabledAction, b: &EnabledAction) -> bool {
-    let global = |x: &EnabledAction| matches!(x.kind, ActionKind::Partition | ActionKind::Heal);
+    let global =
+        |x: &EnabledAction| matches!(x.kind, ActionKind::Partition | ActionKind::Heal | ActionKind::PowerFailure);
     if global(a) || global(b) {
         return true;
     }

@@ -34,7 +34,11 @@ impl Default for KindWeights {
     /// partitions, pauses and clock jumps 1.
     fn default() -> Self {
         let w = |k: ActionKind| match k {
-            ActionKind::Crash | ActionKind::Partition | ActionKind::Pause | ActionKind::ClockJump => 1,
+            ActionKind::Crash
+            | ActionKind::PowerFailure
+            | ActionKind::Partition
+            | ActionKind::Pause
+            | ActionKind::ClockJump => 1,
             ActionKind::Restart | ActionKind::Heal | ActionKind::Resume => 10,
             _ => 100,
         };

@@ -27,6 +27,7 @@ impl Execution<'_> {
             }
             Action::Deliver(id) => self.deliver(id)?,
             Action::Crash(i) => self.crash(i)?,
+            Action::PowerFailure => self.power_failure()?,
             Action::Restart(i) => {
                 self.trace.push(now, NodeIdx::number_of(i), EventKind::Restart);
                 self.nodes[i].boot(self.seed)?;
@@ -77,6 +78,20 @@ impl Execution<'_> {
         if self.nodes[to].vm().deliver_frame(now, &d.frame, self.spec.watchdog)? == Delivered::Dropped {
             let text = format!("frame {} dropped: no receive buffer", d.id.0);
             self.trace.push(now, d.to.get(), EventKind::Note { text });
+        }
+        Ok(())
+    }
+
+    /// A coordinated power failure: every crashable node that is up loses
+    /// power at this instant, in node order, each disk into a crash state
+    /// of its own (each a crash of the budget, numbered in that order).
+    fn power_failure(&mut self) -> Result<(), EngineError> {
+        let down: Vec<usize> = self.power_failure_nodes();
+        self.faults.power_failures += 1;
+        let nodes: Vec<String> = down.iter().map(|&i| self.nodes[i].name.clone()).collect();
+        self.trace.push(self.now, crate::trace::ENGINE, EventKind::PowerFailure { nodes });
+        for i in down {
+            self.crash(i)?;
         }
         Ok(())
     }

@@ -93,6 +93,7 @@ impl Execution<'_> {
         if !crash_time || self.faults.crashes >= self.spec.explore.max_crashes || self.faults.calm {
             return;
         }
+        let (mut offered, mut any_at_risk) = (false, false);
         for i in self.spec.explore.crashable.iter().map(|n| n.index()) {
             let n = &self.nodes[i];
             let id = NodeIdx::new(i).net_id();
@@ -115,8 +116,23 @@ impl Execution<'_> {
             if n.is_ready() && at_stake {
                 let at_risk = flush_pending || n.flushed_since_run || n.just_sent;
                 into.push(Enabled::crash(i, self.now).at_risk(at_risk));
+                any_at_risk |= at_risk;
+                offered = true;
             }
         }
+        // A coordinated power failure: offered where a single crash is (some
+        // node has something at stake), when two or more nodes are up and
+        // the budget has a crash for each.
+        let down = self.power_failure_nodes();
+        let budget = self.spec.explore.max_crashes - self.faults.crashes;
+        if self.spec.explore.power_failure && offered && down.len() >= 2 && down.len() as u32 <= budget {
+            into.push(Enabled::power_failure(down[0], self.now).at_risk(any_at_risk));
+        }
+    }
+
+    /// The nodes a power failure now takes down: every crashable node that is up.
+    pub(crate) fn power_failure_nodes(&self) -> Vec<usize> {
+        self.spec.explore.crashable.iter().map(|n| n.index()).filter(|&i| self.nodes[i].is_up()).collect()
     }
 
     /// Pauses, then clock jumps, each by node (after every older kind, so

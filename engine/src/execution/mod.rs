@@ -440,6 +440,7 @@ impl<'a> Execution<'a> {
             race_points: self.choices.races,
             chosen: std::mem::take(&mut self.choices.log),
             crashes: self.faults.crashes,
+            power_failures: self.faults.power_failures,
             crash_points: std::mem::take(&mut self.faults.crash_points),
             disk_faults: self.faults.disk_counts,
             node_faults: self.faults.node.counts,

@@ -77,6 +77,8 @@ pub(crate) struct Faults {
     pub calm: bool,
     /// Power losses so far; the next one is number `crashes + 1`.
     pub crashes: u32,
+    /// Coordinated power failures so far (each counted in `crashes` once per node).
+    pub power_failures: u32,
     /// Crashes are enabled from this virtual time on (drawn when the
     /// workload starts; `None` before).
     pub crash_not_before: Option<VirtualTime>,
@@ -105,6 +107,7 @@ impl Faults {
             start_after_seen: false,
             calm: false,
             crashes: 0,
+            power_failures: 0,
             crash_not_before: None,
             crash_points: Vec::new(),
             forced_crash_states,

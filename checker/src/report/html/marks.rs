@@ -311,6 +311,7 @@ fn box_style(m: &ReportMeta, e: &Event) -> Option<(&'static str, String)> {
         EventKind::ClockDrift { ppm } => ("b-clock", format!("drift {ppm:+}ppm")),
         EventKind::ClockBump { delta_ns } => ("b-clock", format!("clock {}", fmt_signed(*delta_ns))),
         EventKind::ClockStrobe { delta_ns, .. } => ("b-clock", format!("strobe ±{}", fmt_dur(delta_ns.unsigned_abs()))),
+        EventKind::PowerFailure { .. } => ("b-crash", describe(m, e)),
         EventKind::Partition { .. } | EventKind::Heal | EventKind::Note { .. } => ("b-stop", describe(m, e)),
     })
 }

@@ -98,7 +98,7 @@ fn chips(p: &Page, h: &mut String) {
 }
 
 /// (label, count, hot) of each chip, in display order.
-fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 15] {
+fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 16] {
     let panics = events.iter().filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. })).count();
     let clock = c.kind("clock_offset") + c.kind("clock_drift") + c.kind("clock_bump") + c.kind("clock_strobe");
     [
@@ -109,6 +109,7 @@ fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 15] 
         ("in flight at end", c.in_flight, false),
         ("partitions", c.kind("partition"), c.kind("partition") > 0),
         ("crashes", c.kind("crash"), c.kind("crash") > 0),
+        ("power failures", c.kind("power_failure"), c.kind("power_failure") > 0),
         ("restarts", c.kind("restart"), false),
         ("disk faults", c.kind("disk_fault"), c.kind("disk_fault") > 0),
         ("pauses", c.kind("pause"), c.kind("pause") > 0),
