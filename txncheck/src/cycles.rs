@@ -150,33 +150,19 @@ impl Searcher<'_> {
         // A G-single already rules out every model a G-nonadjacent does.
         if (skip | bits) & (M_SINGLE | M_NONADJACENT) == 0
             && !rw_seeds.is_empty()
-            && self.nonadjacent(&rw_seeds, mask, scope, size)
+            && self.shortest(&rw_seeds, mask, Shape::Nonadjacent, scope, size)
         {
             bits |= M_NONADJACENT;
         }
         bits
     }
 
-    /// G-nonadjacent: for up to [`TRIES`] rw seeds A -> B, a shortest path
-    /// B -> A with rw edges, none adjacent to another or to the seed.
-    fn nonadjacent<S: Fn(u32) -> bool + Copy>(&mut self, seeds: &[usize], mask: u8, scope: S, size: u64) -> bool {
-        let mut budget = 4 * (TRIES as u64 + 1) * (size + 1);
-        let mut best: Option<Vec<usize>> = None;
-        for &seed in seeds.iter().take(TRIES) {
-            let e = *self.g.edge(seed);
-            match self.bfs.nonadjacent_path(self.g, e.to, e.from, mask, scope, &mut budget) {
-                Ok(Some(path)) => keep_shorter(&mut best, seed, path),
-                Ok(None) => {}
-                Err(Exhausted) => break,
-            }
-        }
-        best.map(|cycle| self.record(Shape::Nonadjacent, cycle)).is_some()
-    }
-
     /// Tries up to [`TRIES`] seed edges A -> B, each closed by a shortest path
-    /// B -> A over `mask`; records the shortest cycle. The budget allows that
-    /// many full searches of the component, so a seed known to lie on a cycle
-    /// is always closed.
+    /// B -> A over `mask` (for [`Shape::Nonadjacent`], rw edges in it, none
+    /// next to another or to the seed: [`Bfs::nonadjacent_path`]); records the
+    /// shortest cycle. The budget allows that many full searches of the
+    /// component (of its four states per node for a G-nonadjacent), so a seed
+    /// known to lie on a cycle is always closed.
     fn shortest<S: Fn(u32) -> bool + Copy>(
         &mut self,
         seeds: &[usize],
@@ -185,11 +171,17 @@ impl Searcher<'_> {
         scope: S,
         size: u64,
     ) -> bool {
-        let mut budget = (TRIES as u64 + 1) * (size + 1);
+        let nonadjacent = matches!(shape, Shape::Nonadjacent);
+        let mut budget = if nonadjacent { 4 } else { 1 } * (TRIES as u64 + 1) * (size + 1);
         let mut best: Option<Vec<usize>> = None;
         for &seed in seeds.iter().take(TRIES) {
             let e = *self.g.edge(seed);
-            match self.bfs.path(self.g, e.to, e.from, mask, scope, &mut budget) {
+            let found = if nonadjacent {
+                self.bfs.nonadjacent_path(self.g, e.to, e.from, mask, scope, &mut budget)
+            } else {
+                self.bfs.path(self.g, e.to, e.from, mask, scope, &mut budget)
+            };
+            match found {
                 Ok(Some(path)) => keep_shorter(&mut best, seed, path),
                 Ok(None) => {}
                 Err(Exhausted) => break,
@@ -351,6 +343,13 @@ mod tests {
         assert_eq!(names(vec![edge(0, 1, RW), edge(1, 0, RW)], 2), [(G2_ITEM, 1)]);
         assert_eq!(names(vec![edge(0, 1, PROCESS), edge(1, 0, RW)], 2), [(G_SINGLE_PROCESS, 1)]);
         assert_eq!(names(vec![edge(0, 1, REALTIME), edge(1, 0, WW)], 2), [(G0_REALTIME, 1)]);
+        // Two rw edges, apart: a long fork; together: write skew.
+        let fork = vec![edge(0, 1, RW), edge(1, 2, WR), edge(2, 3, RW), edge(3, 0, WR)];
+        assert_eq!(names(fork, 4), [(G_NONADJACENT, 1)]);
+        assert_eq!(names(vec![edge(0, 1, RW), edge(1, 2, RW), edge(2, 0, WR)], 3), [(G2_ITEM, 1)]);
+        // The long fork found by its own search when the shortest rw cycle is write skew.
+        let both = vec![edge(0, 1, RW), edge(1, 0, RW), edge(1, 2, WR), edge(2, 3, RW), edge(3, 0, WR)];
+        assert_eq!(names(both, 4), [(G_NONADJACENT, 1), (G2_ITEM, 1)]);
         // Two separate write cycles: counted once each.
         assert_eq!(names(vec![edge(0, 1, WW), edge(1, 0, WW), edge(2, 3, WW), edge(3, 2, WW)], 4), [(G0, 2)]);
     }
