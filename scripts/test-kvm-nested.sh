@@ -563,6 +563,9 @@ for spec in $clusters; do
   c=$(cluster_of "$spec")
   c_runs=$(runs_of "$spec")
   hashes=""
+  # One check per cluster: its runs passed and agreed (a run that failed
+  # or never finished fails it, not only a hash that differs).
+  before=$status
   for i in $(seq 1 "$c_runs"); do
     f=$results/run-$n-$i
     if [ ! -e "$f.rc" ]; then
@@ -584,7 +587,6 @@ for spec in $clusters; do
     fi
     hashes="$hashes ${h%% *}"
   done
-  before=$status
   if echo "$hashes" | grep -qw none; then
     say "$c: trace hashes not compared (a run gave none)"; status=1
   elif [ "$(printf '%s\n' $hashes | sort -u | wc -l)" = 1 ]; then
@@ -592,7 +594,6 @@ for spec in $clusters; do
   else
     say "$c: DIFFERENT trace hashes:$hashes"; status=1
   fi
-  # One check per cluster: its runs passed and agreed.
   if [ "$status" = "$before" ]; then n_passed=$((n_passed + 1)); else n_failed=$((n_failed + 1)); fi
 done
 if [ -n "$bench" ]; then
