@@ -199,11 +199,11 @@ pub fn race_candidates(enabled: &[EnabledAction]) -> Vec<usize> {
     if enabled.len() < 2 {
         return Vec::new();
     }
-    let node = enabled[default_choice(enabled)].node;
-    let same: Vec<usize> = default_ranking(enabled)
-        .into_iter()
-        .filter(|&i| enabled[i].node == node && !enabled[i].kind.is_fault())
-        .collect();
+    // The ranking's first is the default choice (a stable sort).
+    let ranking = default_ranking(enabled);
+    let node = enabled[ranking[0]].node;
+    let same: Vec<usize> =
+        ranking.into_iter().filter(|&i| enabled[i].node == node && !enabled[i].kind.is_fault()).collect();
     let delivers = |i: &usize| matches!(enabled[*i].kind, ActionKind::DeliverFrame | ActionKind::CompleteDisk);
     if same.len() >= 2 && same.iter().any(delivers) {
         same

@@ -123,9 +123,12 @@ impl Execution<'_> {
         // A coordinated power failure: offered where a single crash is (some
         // node has something at stake), when two or more nodes are up and
         // the budget has a crash for each.
+        if !(self.spec.explore.power_failure && offered) {
+            return;
+        }
         let down = self.power_failure_nodes();
         let budget = self.spec.explore.max_crashes - self.faults.crashes;
-        if self.spec.explore.power_failure && offered && down.len() >= 2 && down.len() as u32 <= budget {
+        if down.len() >= 2 && down.len() as u32 <= budget {
             into.push(Enabled::power_failure(down[0], self.now).at_risk(any_at_risk));
         }
     }
