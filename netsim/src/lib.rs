@@ -21,7 +21,8 @@
 //!
 //! Modules: [`addr`] (node ids, IPv4/MAC), [`config`] (`[faults.network]`),
 //! [`partition`], [`network`] (the queue), [`stats`], [`pcap`], [`frame`]
-//! (frame builders), [`rng`] (portable draws).
+//! (frame builders), [`rng`] (portable draws), [`tcp`] (TCP connections
+//! on the wire, for connection faults).
 
 #![deny(missing_docs)]
 
@@ -35,6 +36,7 @@ pub mod pcap;
 /// The portable draws (simrng's, re-exported where netsim's users look).
 pub use simrng::draw as rng;
 pub mod stats;
+pub mod tcp;
 
 pub use addr::{destination, Destination, FrameError, NodeId, MAX_NODES};
 pub use config::{
@@ -42,7 +44,7 @@ pub use config::{
     TomlKey,
 };
 pub use network::{
-    Delivery, DeliveryId, LinkDrop, LinkFate, LinkOutcome, Network, ScheduledDelivery, SendOutcome, Unrouted,
+    ConnReset, Delivery, DeliveryId, LinkDrop, LinkFate, LinkOutcome, Network, ScheduledDelivery, SendOutcome, Unrouted,
 };
 pub use partition::{Partition, PartitionError};
 pub use pcap::{Capture, PcapWriter};

@@ -19,6 +19,11 @@ use serde::{Deserialize, Serialize};
 /// Why frames were dropped. Fields in alphabetical order (see the module).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DropCounts {
+    /// In flight on a connection the engine reset (`[faults.connection]`;
+    /// absent from the JSON when 0, so lines without connection faults
+    /// keep their bytes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub connection_reset: u64,
     /// Lost on the wire (`loss` probability).
     pub loss: u64,
     /// Shorter than an Ethernet header.
@@ -36,8 +41,12 @@ pub struct DropCounts {
 impl DropCounts {
     /// Drops of frame copies that had a destination.
     pub fn on_wire(&self) -> u64 {
-        self.loss + self.partition_send + self.partition_in_flight + self.node_down
+        self.loss + self.partition_send + self.partition_in_flight + self.node_down + self.connection_reset
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Network-wide counters. Fields in alphabetical order (see the module).
@@ -65,8 +74,15 @@ mod tests {
     /// (sorted keys), and reads back.
     #[test]
     fn json_keys_are_sorted_as_the_value_map_wrote_them() {
-        let dropped =
-            DropCounts { loss: 1, malformed: 2, no_route: 3, node_down: 4, partition_in_flight: 5, partition_send: 6 };
+        let dropped = DropCounts {
+            connection_reset: 0,
+            loss: 1,
+            malformed: 2,
+            no_route: 3,
+            node_down: 4,
+            partition_in_flight: 5,
+            partition_send: 6,
+        };
         let s = NetStats { delivered: 7, dropped, duplicated: 8, offered: 9, reordered: 10, sent: 11 };
         let typed = serde_json::to_string(&s).unwrap();
         assert_eq!(
