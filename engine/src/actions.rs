@@ -42,6 +42,10 @@ pub(super) enum Action {
     Resume(usize),
     /// Bump or strobe node `i`'s wall clock.
     ClockJump(usize),
+    /// Reset a TCP connection (`[faults.connection]`).
+    ConnReset(netsim::tcp::ConnKey),
+    /// Stall a TCP connection for a while.
+    ConnStall(netsim::tcp::ConnKey),
 }
 
 /// One entry of the enabled set: the concrete action and its description.

@@ -47,6 +47,7 @@ pub mod trace;
 
 mod actions;
 mod agent;
+mod conn_faults;
 mod disk;
 mod execution;
 mod faults;
@@ -58,6 +59,7 @@ mod pending;
 mod warm;
 
 pub use agent::READY_PROBE;
+pub use conn_faults::{ConnFaultCounts, ConnFaultSpec};
 pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
 pub use execution::{CrashBranch, Execution, Step};
 pub use faults::{ClockSpec, FaultCounts, NodeClock, PauseSpec, StrobeSpec, DRIFT_ENV};

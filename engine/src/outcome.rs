@@ -172,6 +172,8 @@ pub struct ExecutionResult {
     pub disk_faults: crate::disk::DiskFaultCounts,
     /// Pauses and clock faults (`[faults.pause]`, `[faults.clock]`).
     pub node_faults: crate::faults::FaultCounts,
+    /// Connection resets and stalls (`[faults.connection]`).
+    pub conn_faults: crate::conn_faults::ConnFaultCounts,
     /// The history check's anomalies by name (transactional models), with
     /// counts: what the JSON line's `anomalies` shows.
     pub anomalies: std::collections::BTreeMap<String, u64>,

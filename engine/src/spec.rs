@@ -73,6 +73,8 @@ pub struct ExploreSpec {
     pub pause: PauseSpec,
     /// Clock offsets, drift, bumps and strobes (`[faults.clock]`).
     pub clock: ClockSpec,
+    /// Connection resets and stalls (`[faults.connection]`).
+    pub connection: crate::conn_faults::ConnFaultSpec,
 }
 
 /// Everything one execution needs; plain data so a failure file can

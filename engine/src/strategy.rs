@@ -54,11 +54,18 @@ pub enum ActionKind {
     /// Power-fail every crashable node that is up, at one instant (a rack
     /// or a datacenter feed): `node` is the first of them.
     PowerFailure = 11,
+    /// Reset a TCP connection between `node` and `peer`
+    /// (`[faults.connection]`): an RST to both ends, its frames in flight
+    /// lost.
+    ConnReset = 13,
+    /// Stall a TCP connection between `node` and `peer` for a while (one
+    /// way or both) while the others flow.
+    ConnStall = 14,
 }
 
 impl ActionKind {
     /// Every kind, in tie-break order.
-    pub const ALL: [ActionKind; 11] = [
+    pub const ALL: [ActionKind; 13] = [
         ActionKind::RunNode,
         ActionKind::DeliverFrame,
         ActionKind::CompleteDisk,
@@ -70,6 +77,8 @@ impl ActionKind {
         ActionKind::Resume,
         ActionKind::ClockJump,
         ActionKind::PowerFailure,
+        ActionKind::ConnReset,
+        ActionKind::ConnStall,
     ];
 
     /// Is this a fault injected by the checker (as opposed to normal progress)?
@@ -84,6 +93,8 @@ impl ActionKind {
                 | ActionKind::Resume
                 | ActionKind::ClockJump
                 | ActionKind::PowerFailure
+                | ActionKind::ConnReset
+                | ActionKind::ConnStall
         )
     }
 
@@ -108,6 +119,8 @@ impl ActionKind {
             ActionKind::Resume => "Resume",
             ActionKind::ClockJump => "ClockJump",
             ActionKind::PowerFailure => "PowerFailure",
+            ActionKind::ConnReset => "ConnReset",
+            ActionKind::ConnStall => "ConnStall",
         }
     }
 }

@@ -239,6 +239,32 @@ pub enum EventKind {
         /// How long the strobe lasts (ns).
         length_ns: u64,
     },
+    /// The engine reset a TCP connection (`[faults.connection]`, engine
+    /// event): its frames in flight were lost, and an RST goes to each
+    /// end (their `send`s follow).
+    ConnReset {
+        /// One end, `node:port` (the lesser).
+        a: String,
+        /// The other end.
+        b: String,
+        /// The connection's frames in flight it dropped.
+        dropped: u64,
+    },
+    /// The engine stalled a TCP connection (engine event): its frames
+    /// from `from` to `to` (both ways with `both`) arrive at `until` at
+    /// the earliest, in order; other connections flow.
+    ConnStall {
+        /// The sending end, `node:port`.
+        from: String,
+        /// The receiving end.
+        to: String,
+        /// Both ways.
+        both: bool,
+        /// When the stall ends (virtual ns).
+        until: VirtualTime,
+        /// Frames in flight it held.
+        held: u64,
+    },
 }
 
 /// Why a frame copy was lost (`Drop::cause`). The serde names are the

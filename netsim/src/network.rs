@@ -47,6 +47,23 @@
 //! pulled cable loses the bits on it). The benefit: every pending delivery
 //! is deliverable, so [`Network::pending`] is exactly the set of enabled
 //! network actions, with no phantom ones that would vanish when chosen.
+//!
+//! # Connection faults
+//! Off unless [`Network::track_connections`] turns them on; then every
+//! unicast TCP segment is read as it is sent and as it is delivered, to
+//! follow the connection it belongs to ([`crate::tcp`]). None of it draws
+//! from the RNG, so the draw order above is the same with or without it.
+//! * [`Network::reset_connection`] drops the connection's copies in flight
+//!   (`connection_reset`) and schedules an RST to each end, due at once,
+//!   with no draw (latency, loss and the partition check at send do not
+//!   apply: the network itself sends them; a partition that starts before
+//!   they arrive drops them like any copy).
+//! * [`Network::stall_connection`] holds the connection's copies one way
+//!   or both until a time: a held copy's arrival is `max(arrival, until)`,
+//!   computed after its draws, and does not move the link's
+//!   `last_arrival`, so the other connections on the link keep their FIFO
+//!   times and overtake it. Held copies keep their send order (equal times
+//!   go by id).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -416,6 +416,7 @@ mod tests {
         t.on_deliver(n(from), n(to), f);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn seg(from: u16, to: u16, sport: u16, dport: u16, seq: u32, ack: u32, flags: u8, data: &[u8]) -> Vec<u8> {
         tcp_ipv4(n(from), n(to), sport, dport, seq, ack, flags, data)
     }

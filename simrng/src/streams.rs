@@ -43,6 +43,9 @@ pub const CLOCK: u64 = 0x0063_6c6f_636b;
 pub const CLOCK_OFFSET: u64 = 0x6f66_6673_6574;
 /// Each node's clock drift ("drift").
 pub const CLOCK_DRIFT: u64 = 0x0064_7269_6674;
+/// `[faults.connection]`: when resets and stalls become possible, a
+/// stall's direction and length ("connflt").
+pub const CONNECTION: u64 = 0x0063_6f6e_6e66_6c74;
 /// `[faults.disk] lost_flush` ("diskfaul").
 pub const DISK_LOST_FLUSH: u64 = 0x6469_736b_6661_756c;
 /// `[faults.disk] write_error` ("wrt_err").
@@ -74,7 +77,7 @@ pub const STRATEGY_EXECUTION: u64 = 0x5157;
 pub const CRITICAL_WALK: u64 = 0x6372_6974;
 
 /// Every constant above, for the distinctness test.
-pub const ALL: [u64; 21] = [
+pub const ALL: [u64; 22] = [
     BOOT,
     DFS_ROUND,
     BOOT_CHOICE,
@@ -96,6 +99,7 @@ pub const ALL: [u64; 21] = [
     DFS_PREFIX,
     STRATEGY_EXECUTION,
     CRITICAL_WALK,
+    CONNECTION,
 ];
 
 /// The generator of the disk state crash number `crash` (1-based) leaves.

@@ -35,6 +35,9 @@ pub struct FaultsSection {
     /// Clocks off at boot, drifting, bumped or strobed.
     #[serde(default)]
     pub clock: ClockSection,
+    /// TCP connections reset or stalled by the engine.
+    #[serde(default)]
+    pub connection: super::conn_faults::ConnectionSection,
     /// When faults stop: "workload" (default): when the workload passes,
     /// partitions heal, the network stops losing and reordering, no crash
     /// or disk fault happens, and the invariants run `settle` later on a
@@ -184,6 +187,7 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
         faults_after,
         pause: node_faults::pause_spec(&f.pause, n, has_start)?,
         clock: node_faults::clock_spec(&f.clock, n)?,
+        connection: super::conn_faults::conn_spec(&f.connection)?,
     })
 }
 
@@ -213,7 +217,8 @@ fn quiet_settle(spec: &ClusterFile) -> Result<Option<u64>, Invalid> {
         || !f.partition.is_empty()
         || f.crash.max > 0
         || f.disk.rates().iter().any(|&(_, p)| p > 0.0)
-        || node_faults;
+        || node_faults
+        || f.connection.on();
     Ok((quiet && any_fault).then_some(settle))
 }
 

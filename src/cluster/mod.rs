@@ -21,6 +21,7 @@ pub use crate::image::kernel::KernelSeries;
 
 mod checks;
 mod cluster_section;
+mod conn_faults;
 mod disk;
 mod error;
 mod explore;

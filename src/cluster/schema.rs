@@ -59,6 +59,7 @@ pub fn tables() -> Vec<Table> {
         table::<DiskFaultsSection>("faults.disk"),
         table::<PauseSection>("faults.pause"),
         table::<ClockSection>("faults.clock"),
+        table::<super::conn_faults::ConnectionSection>("faults.connection"),
         table::<ExpectSection>("[expect]"),
     ]
 }

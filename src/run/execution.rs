@@ -207,6 +207,8 @@ pub(crate) fn weights(e: &engine::ExploreSpec) -> KindWeights {
         .set(ActionKind::PowerFailure, e.crash_weight)
         .set(ActionKind::Pause, e.pause.weight)
         .set(ActionKind::ClockJump, e.clock.weight)
+        .set(ActionKind::ConnReset, e.connection.weight)
+        .set(ActionKind::ConnStall, e.connection.weight)
 }
 
 pub(crate) fn make_strategy(o: &StrategyOptions, seed: u64, explore: &engine::ExploreSpec) -> Box<dyn Strategy> {

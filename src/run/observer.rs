@@ -223,6 +223,8 @@ impl<'a> Observer<'a> {
                     round_trips: result.round_trips,
                     crashes: result.crashes,
                     power_failures: result.power_failures,
+                    conn_resets: result.conn_faults.resets,
+                    conn_stalls: result.conn_faults.stalls,
                     lost_flushes: result.disk_faults.lost_flushes,
                     corrupt_reads: result.disk_faults.corrupt_reads,
                     write_errors: result.disk_faults.write_errors,

@@ -96,6 +96,12 @@ pub struct ExecutionFigures {
     /// nodes each took down are in `crashes`. Absent when 0.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub power_failures: u32,
+    /// TCP connections reset (`[faults.connection]`). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub conn_resets: u32,
+    /// TCP connections stalled. Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub conn_stalls: u32,
     /// Flushes acknowledged but not made durable (`[faults.disk] lost_flush`).
     #[serde(default)]
     pub lost_flushes: u32,

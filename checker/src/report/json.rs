@@ -84,6 +84,8 @@ fn counts_json(c: &Counts) -> Map<String, Value> {
         "clock_drift",
         "clock_bump",
         "clock_strobe",
+        "conn_reset",
+        "conn_stall",
     ] {
         counts.insert(k.to_string(), json!(c.kind(k)));
     }

@@ -255,6 +255,8 @@ pub fn kind_name(k: &EventKind) -> &'static str {
         EventKind::ClockDrift { .. } => "clock_drift",
         EventKind::ClockBump { .. } => "clock_bump",
         EventKind::ClockStrobe { .. } => "clock_strobe",
+        EventKind::ConnReset { .. } => "conn_reset",
+        EventKind::ConnStall { .. } => "conn_stall",
     }
 }
 
@@ -332,6 +334,14 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
             fmt_signed(*delta_ns),
             fmt_dur(*period_ns),
             fmt_dur(*length_ns)
+        ),
+        EventKind::ConnReset { a, b, dropped } => {
+            format!("connection reset: {a} <-> {b}, an RST to each end ({dropped} frames in flight lost)")
+        }
+        EventKind::ConnStall { from, to, both, until, held } => format!(
+            "connection stall: {from} {} {to} held until {} ({held} frames in flight held)",
+            if *both { "<->" } else { "->" },
+            fmt_time(until.as_ns())
         ),
     }
 }

@@ -92,6 +92,10 @@ fn counts(a: &Analysis, s: &mut String) {
         c.kind("exit"),
         events.iter().filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. })).count()
     );
+    let (resets, stalls) = (c.kind("conn_reset"), c.kind("conn_stall"));
+    if resets + stalls > 0 {
+        let _ = writeln!(s, "connection faults: {resets} resets, {stalls} stalls");
+    }
     let _ = writeln!(
         s,
         "node faults: {} pauses, {} resumes; clock: {} offsets, {} drifts, {} bumps, {} strobes",

@@ -38,7 +38,9 @@ impl Default for KindWeights {
             | ActionKind::PowerFailure
             | ActionKind::Partition
             | ActionKind::Pause
-            | ActionKind::ClockJump => 1,
+            | ActionKind::ClockJump
+            | ActionKind::ConnReset
+            | ActionKind::ConnStall => 1,
             ActionKind::Restart | ActionKind::Heal | ActionKind::Resume => 10,
             _ => 100,
         };

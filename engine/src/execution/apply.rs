@@ -37,6 +37,8 @@ impl Execution<'_> {
             Action::Pause(i) => self.pause(i)?,
             Action::Resume(i) => self.resume(i)?,
             Action::ClockJump(i) => self.clock_jump(i)?,
+            Action::ConnReset(key) => self.conn_reset(key),
+            Action::ConnStall(key) => self.conn_stall(key),
             Action::CompleteDisk(i, request) => {
                 let watchdog = self.spec.watchdog;
                 self.maybe_disk_fault(i, disksim::RequestId(request));

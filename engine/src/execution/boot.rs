@@ -92,6 +92,12 @@ pub(super) fn network(spec: &ExecutionSpec) -> Result<Option<network::NetState>,
         // own seed, when the boot ends.
         spec.explore.faults_after.is_some() || spec.boot_seed.is_some(),
     )
-    .map(Some)
+    .map(|mut ns| {
+        // Connection faults need netsim to follow the TCP connections.
+        if spec.explore.connection.on() {
+            ns.net.track_connections();
+        }
+        Some(ns)
+    })
     .map_err(|source| EngineError::Scratch { path: spec.scratch.clone(), source })
 }

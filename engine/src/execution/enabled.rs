@@ -64,6 +64,7 @@ impl Execution<'_> {
         let resumes = pending.resumes.iter().filter(|&&(_, t)| t <= horizon);
         into.extend(resumes.map(|&(i, t)| Enabled::resume(i, t)));
         self.enabled_node_faults(into);
+        self.enabled_conn_faults(into);
     }
 
     /// A crash is enabled while the workload runs, within the budget,

@@ -102,6 +102,7 @@ impl Execution<'_> {
         let mut now_enabled = Vec::new();
         self.enabled_crashes(&mut now_enabled);
         self.enabled_node_faults(&mut now_enabled);
+        self.enabled_conn_faults(&mut now_enabled);
         if !now_enabled.is_empty() {
             return None;
         }
@@ -116,7 +117,15 @@ impl Execution<'_> {
         let clock = self.faults.node.clock_not_before.filter(|_| clock_used < explore.clock.max);
         // A time already past gated nothing: the fault waits for a node
         // with something at stake, which only a visible event brings.
-        Some([crash, pause, clock].into_iter().flatten().filter(|&t| t > self.now).min().unwrap_or(VirtualTime::MAX))
+        let conn = self.conn_fault_time();
+        Some(
+            [crash, pause, clock, conn]
+                .into_iter()
+                .flatten()
+                .filter(|&t| t > self.now)
+                .min()
+                .unwrap_or(VirtualTime::MAX),
+        )
     }
 
     /// Takes in the wake-ups node `i` took by itself in the grant that

@@ -9,6 +9,7 @@
 mod apply;
 mod boot;
 mod choices;
+mod conn_faults;
 mod enabled;
 mod lookahead;
 mod node_faults;
@@ -444,6 +445,7 @@ impl<'a> Execution<'a> {
             crash_points: std::mem::take(&mut self.faults.crash_points),
             disk_faults: self.faults.disk_counts,
             node_faults: self.faults.node.counts,
+            conn_faults: self.faults.conn.counts,
             anomalies: std::mem::take(&mut self.script.anomalies),
         }
     }

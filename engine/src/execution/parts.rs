@@ -97,6 +97,8 @@ pub(crate) struct Faults {
     pub disk_counts: DiskFaultCounts,
     /// Pauses and clock jumps: their streams, times and counts.
     pub node: FaultState,
+    /// Connection resets and stalls: their stream, time and counts.
+    pub conn: crate::conn_faults::ConnFaultState,
 }
 
 impl Faults {
@@ -114,6 +116,7 @@ impl Faults {
             disk: CompletionFaults::new(seed),
             disk_counts: DiskFaultCounts::default(),
             node: FaultState::new(seed),
+            conn: crate::conn_faults::ConnFaultState::new(seed),
         }
     }
 
@@ -125,6 +128,7 @@ impl Faults {
         self.disk = CompletionFaults::new(seed);
         let counts = self.node.counts;
         self.node = FaultState::new(seed);
+        self.conn = crate::conn_faults::ConnFaultState::new(seed);
         self.node.counts = counts;
     }
 }

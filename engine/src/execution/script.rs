@@ -41,6 +41,7 @@ impl Execution<'_> {
         let after = rng.next_u64() % simtime::span_ns(self.spec.explore.crash_span).max(1);
         self.faults.crash_not_before = Some(self.now + Duration::from_nanos(after));
         self.start_node_faults();
+        self.start_conn_faults();
         if let Some(name) = &self.spec.explore.faults_after {
             if let Some(ns) = self.network.sim.as_mut() {
                 ns.start_random_partitions(self.now);

@@ -33,6 +33,8 @@ pub(super) fn is_notable(k: &EventKind) -> bool {
             | EventKind::Pause { .. }
             | EventKind::ClockBump { .. }
             | EventKind::ClockStrobe { .. }
+            | EventKind::ConnReset { .. }
+            | EventKind::ConnStall { .. }
             | EventKind::Hung
             | EventKind::Exit { .. }
             | EventKind::Invariant { ok: false, .. }
@@ -98,9 +100,10 @@ fn chips(p: &Page, h: &mut String) {
 }
 
 /// (label, count, hot) of each chip, in display order.
-fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 16] {
+fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 17] {
     let panics = events.iter().filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. })).count();
     let clock = c.kind("clock_offset") + c.kind("clock_drift") + c.kind("clock_bump") + c.kind("clock_strobe");
+    let conn = c.kind("conn_reset") + c.kind("conn_stall");
     [
         ("sent", c.sent, false),
         ("delivered", c.delivered, false),
@@ -110,6 +113,7 @@ fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 16] 
         ("partitions", c.kind("partition"), c.kind("partition") > 0),
         ("crashes", c.kind("crash"), c.kind("crash") > 0),
         ("power failures", c.kind("power_failure"), c.kind("power_failure") > 0),
+        ("connection faults", conn, conn > 0),
         ("restarts", c.kind("restart"), false),
         ("disk faults", c.kind("disk_fault"), c.kind("disk_fault") > 0),
         ("pauses", c.kind("pause"), c.kind("pause") > 0),

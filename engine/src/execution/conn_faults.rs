@@ -1,0 +1,137 @@
+//! Applying connection resets and stalls (`[faults.connection]`), and
+//! when they are enabled. What they are and their stream: `conn_faults`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use netsim::tcp::{ConnKey, Direction, Endpoint};
+
+use super::Execution;
+use crate::actions::{Action, Enabled};
+use crate::faults::{below, between};
+use crate::strategy::{ActionKind, EnabledAction};
+use crate::trace::EventKind;
+
+impl Execution<'_> {
+    /// The workload (or `start_after`) starts the faults: draw when
+    /// connection faults become possible (only when they are on).
+    pub(crate) fn start_conn_faults(&mut self) {
+        let (now, c) = (self.now, &self.spec.explore.connection);
+        if c.on() {
+            let f = &mut self.faults.conn;
+            f.not_before = Some(now + Duration::from_nanos(below(&mut f.rng, simtime::span_ns(c.span))));
+        }
+    }
+
+    /// The earliest time a connection fault can become possible, when
+    /// one is left in the budget (for lookahead's bound).
+    pub(crate) fn conn_fault_time(&self) -> Option<crate::VirtualTime> {
+        let (c, f) = (&self.spec.explore.connection, &self.faults.conn);
+        f.not_before.filter(|_| f.counts.resets < c.resets || f.counts.stalls < c.stalls)
+    }
+
+    /// Whether the node at `e` (a guest, or the host client) is up and
+    /// ready: a connection fault hits only connections between running
+    /// programs.
+    fn endpoint_ready(&self, e: &Endpoint) -> bool {
+        self.nodes.get(e.node.index()).is_none_or(|n| n.is_up() && n.is_ready())
+    }
+
+    /// A reset, then a stall, of each established connection in key order
+    /// (after every older kind, so executions without them keep their
+    /// choice indices): from the drawn time on, within each budget, not
+    /// calm, both ends up and ready; a connection already stalled is not
+    /// stalled again. The strategy sees node = the lesser end's node,
+    /// peer = the other's, and `behind` = the connection's place among
+    /// those offered between the same two nodes (so a decision names one).
+    /// A connection with frames in flight is at risk.
+    pub(crate) fn enabled_conn_faults(&self, into: &mut Vec<Enabled>) {
+        let (c, f) = (&self.spec.explore.connection, &self.faults.conn);
+        let time = f.not_before.is_some_and(|t| self.now >= t);
+        let (reset, stall) = (f.counts.resets < c.resets, f.counts.stalls < c.stalls);
+        if !time || !(reset || stall) || self.faults.calm {
+            return;
+        }
+        let Some(ns) = self.network.sim.as_ref() else { return };
+        let Some(table) = ns.net.connections() else { return };
+        let mut between_pair: BTreeMap<(u16, u16), u16> = BTreeMap::new();
+        for (key, _) in table.established() {
+            if !self.endpoint_ready(&key.a) || !self.endpoint_ready(&key.b) {
+                continue;
+            }
+            let (node, peer) = (key.a.node.get(), key.b.node.get());
+            let place = between_pair.entry((node, peer)).or_insert(0);
+            let behind = *place;
+            *place += 1;
+            let in_flight = ns.net.pending().any(|d| {
+                netsim::tcp::ends(d.from, d.to, &d.frame).is_some_and(|(s, t, _)| ConnKey::of(s, t).0 == *key)
+            });
+            let desc = |kind| {
+                let mut d = EnabledAction::new(node, kind, self.now).with_peer(peer).behind(behind);
+                d.at_risk = in_flight;
+                d
+            };
+            if reset {
+                into.push(Enabled { action: Action::ConnReset(*key), desc: desc(ActionKind::ConnReset) });
+            }
+            if stall && !ns.net.is_stalled(key, self.now) {
+                into.push(Enabled { action: Action::ConnStall(*key), desc: desc(ActionKind::ConnStall) });
+            }
+        }
+    }
+
+    /// `node:port`, with the node's name (`host` for the host client).
+    fn endpoint_name(&self, e: &Endpoint) -> String {
+        let name = self.nodes.get(e.node.index()).map_or("host", |n| n.name.as_str());
+        format!("{name}:{}", e.port)
+    }
+
+    /// The next connection fault becomes possible a drawn time from now.
+    fn next_conn_fault(&mut self) {
+        let (now, span) = (self.now, self.spec.explore.connection.span);
+        let f = &mut self.faults.conn;
+        f.not_before = Some(now + Duration::from_nanos(below(&mut f.rng, simtime::span_ns(span))));
+    }
+
+    /// Resets connection `key`: its frames in flight are lost and each end
+    /// is sent an RST it accepts (both applications see ECONNRESET).
+    pub(crate) fn conn_reset(&mut self, key: ConnKey) {
+        let now = self.now;
+        let (a, b) = (self.endpoint_name(&key.a), self.endpoint_name(&key.b));
+        let Some(ns) = self.network.sim.as_mut() else { return };
+        let Some(r) = ns.net.reset_connection(&key, now) else { return };
+        self.faults.conn.counts.resets += 1;
+        self.trace.push(now, crate::trace::ENGINE, EventKind::ConnReset { a, b, dropped: r.dropped as u64 });
+        for s in r.resets {
+            let Some(d) = ns.net.get(s.id) else { continue };
+            let (len, summary) = (d.frame.len() as u32, crate::frames::summarize(&d.frame));
+            self.trace.push(now, s.from.get(), EventKind::Send { id: s.id.0, to: s.to.get(), len, summary });
+        }
+        self.next_conn_fault();
+    }
+
+    /// Stalls connection `key` one way or both (drawn) for a drawn length.
+    pub(crate) fn conn_stall(&mut self, key: ConnKey) {
+        let (now, c) = (self.now, &self.spec.explore.connection);
+        let f = &mut self.faults.conn;
+        let dir = match below(&mut f.rng, 3) {
+            0 => Direction::AtoB,
+            1 => Direction::BtoA,
+            _ => Direction::Both,
+        };
+        let (lo, hi) = (simtime::span_ns(c.stall_for.0), simtime::span_ns(c.stall_for.1));
+        let length = between(&mut f.rng, lo as i64, hi as i64) as u64;
+        let until = now + Duration::from_nanos(length);
+        let (a, b) = (self.endpoint_name(&key.a), self.endpoint_name(&key.b));
+        let (from, to, both) = match dir {
+            Direction::AtoB => (a, b, false),
+            Direction::BtoA => (b, a, false),
+            Direction::Both => (a, b, true),
+        };
+        let Some(ns) = self.network.sim.as_mut() else { return };
+        let held = ns.net.stall_connection(&key, dir, until) as u64;
+        self.faults.conn.counts.stalls += 1;
+        self.trace.push(now, crate::trace::ENGINE, EventKind::ConnStall { from, to, both, until, held });
+        self.next_conn_fault();
+    }
+}
