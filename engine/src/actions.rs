@@ -5,7 +5,8 @@
 //! The enabled set is built in a fixed order (runs by node, the host
 //! client's poll (node N+1, after the guests), deliveries in
 //! netsim's order, the network fault, disk completions, restarts, crashes
-//! by node, then resumes, pauses and clock jumps by node), so a
+//! by node, then resumes, pauses, clock jumps, start-command restarts and
+//! kills by node), so a
 //! strategy's index means the same thing every time the same state is
 //! reached (the [`crate::strategy`] invariant).
 
@@ -46,6 +47,10 @@ pub(super) enum Action {
     ConnReset(netsim::tcp::ConnKey),
     /// Stall a TCP connection for a while.
     ConnStall(netsim::tcp::ConnKey),
+    /// SIGKILL node `i`'s start command (`[faults.kill]`).
+    Kill(usize),
+    /// Start node `i`'s killed start command again.
+    Respawn(usize),
 }
 
 /// One entry of the enabled set: the concrete action and its description.
@@ -109,6 +114,17 @@ impl Enabled {
         Enabled {
             action: Action::ClockJump(i),
             desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::ClockJump, now),
+        }
+    }
+    pub fn kill(i: usize, now: VirtualTime) -> Enabled {
+        Enabled { action: Action::Kill(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Kill, now) }
+    }
+    /// A killed start command's restart looks like a node's restart to a
+    /// strategy ([`ActionKind::Restart`]).
+    pub fn respawn(i: usize, due: VirtualTime) -> Enabled {
+        Enabled {
+            action: Action::Respawn(i),
+            desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Restart, due),
         }
     }
     pub fn complete_disk(i: usize, request: u64, due: VirtualTime) -> Enabled {

@@ -6,7 +6,9 @@
 //! after another, the read loop never waits for them), `settle SECONDS`
 //! (the next `run` starts that much later), `pause` / `resume` (SIGSTOP /
 //! SIGCONT to the start command's process group), `clock bump NS` /
-//! `clock strobe DELTA PERIOD LENGTH` (the `/sim/clock` helper), `halt`.
+//! `clock strobe DELTA PERIOD LENGTH` (the `/sim/clock` helper), `kill` /
+//! `start` (SIGKILL to the start command's process group, and the start
+//! command run again: `[faults.kill]`), `halt`.
 //! Anything else on the line (echo before the agent set the line raw, say)
 //! is ignored.
 
@@ -33,6 +35,11 @@ pub enum AgentCommand {
     /// `clock strobe DELTA PERIOD LENGTH`: the wall clock jumps forward by
     /// `delta_ns` and back every `period_ns`, for `length_ns`.
     ClockStrobe { delta_ns: i64, period_ns: u64, length_ns: u64 },
+    /// `kill`: SIGKILL to the start command's process group (an agent
+    /// built for `[faults.kill]` only).
+    Kill,
+    /// `start`: run the start command again, as at boot (after a kill).
+    Start,
 }
 
 impl std::fmt::Display for AgentCommand {
@@ -43,6 +50,8 @@ impl std::fmt::Display for AgentCommand {
             AgentCommand::Settle { ns } => write!(f, "settle {}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000),
             AgentCommand::Pause => f.write_str("pause"),
             AgentCommand::Resume => f.write_str("resume"),
+            AgentCommand::Kill => f.write_str("kill"),
+            AgentCommand::Start => f.write_str("start"),
             AgentCommand::ClockBump { delta_ns } => write!(f, "clock bump {delta_ns}"),
             AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns } => {
                 write!(f, "clock strobe {delta_ns} {period_ns} {length_ns}")
@@ -82,6 +91,8 @@ mod tests {
             AgentCommand::Resume,
             AgentCommand::ClockBump { delta_ns: -1_500_000_000 },
             AgentCommand::ClockStrobe { delta_ns: 200_000_000, period_ns: 10_000_000, length_ns: 1_000_000_000 },
+            AgentCommand::Kill,
+            AgentCommand::Start,
         ]
         .iter()
         .map(|c| String::from_utf8(c.encode()).unwrap())
@@ -96,6 +107,8 @@ mod tests {
                 "resume\n",
                 "clock bump -1500000000\n",
                 "clock strobe 200000000 10000000 1000000000\n",
+                "kill\n",
+                "start\n",
             ]
         );
     }

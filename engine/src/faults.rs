@@ -16,6 +16,11 @@
 //!   on its kernel command line and `/init` sets it with `/sim/clock drift`.
 //!   Both hold for every boot of the node (they are the node's hardware).
 //!
+//! - a kill (`ActionKind::Kill`, `[faults.kill]`) SIGKILLs a node's start
+//!   command; its restart delay is drawn when it is chosen, and the restart
+//!   is a timed action (a node `ActionKind::Restart`), sent to the agent
+//!   as `start`.
+//!
 //! The agent (`src/image/rootfs.rs`) acts on `pause`, `resume` and `clock`
 //! in its read loop while commands run in a runner of their own.
 
@@ -25,7 +30,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::time::{NodeIdx, VirtualTime, GUEST_EPOCH_NS};
 use simrng::streams::{
-    CLOCK as CLOCK_STREAM, CLOCK_DRIFT as DRIFT_STREAM, CLOCK_OFFSET as OFFSET_STREAM, PAUSE as PAUSE_STREAM,
+    CLOCK as CLOCK_STREAM, CLOCK_DRIFT as DRIFT_STREAM, CLOCK_OFFSET as OFFSET_STREAM, KILL as KILL_STREAM,
+    PAUSE as PAUSE_STREAM, RESTART_AFTER as RESTART_STREAM,
 };
 
 /// `[faults.pause]`, checked. `max` 0: off.
@@ -42,6 +48,45 @@ pub struct PauseSpec {
     pub span: Duration,
     /// Random walk weight of a pause (ordinary events: 100).
     pub weight: u32,
+}
+
+/// `[faults.kill]`, checked. `max` 0: off.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KillSpec {
+    /// Kills per execution at most.
+    pub max: u32,
+    /// Nodes whose start command may be killed.
+    pub nodes: Vec<NodeIdx>,
+    /// The start command runs again after a delay drawn uniformly from
+    /// this range (both ends equal: that delay, nothing drawn).
+    pub restart_after: (Duration, Duration),
+    /// Kills become possible at a time drawn uniformly from the first
+    /// `span` of the workload, and again after each kill from its time.
+    pub span: Duration,
+    /// Random walk weight of a kill (ordinary events: 100).
+    pub weight: u32,
+}
+
+/// `[[faults.crash.schedule]]`, checked: `nodes` lose power at virtual
+/// time `at` after faults begin, whatever the strategy does (several
+/// nodes: together, a coordinated power failure).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledCrash {
+    /// From the moment faults begin (the workload's start, or `[faults]
+    /// start_after`).
+    pub at: Duration,
+    /// The nodes, ascending.
+    pub nodes: Vec<NodeIdx>,
+}
+
+/// A delay drawn uniformly from `range` (inclusive) from `rng`; both ends
+/// equal: that delay, and nothing drawn (so a fixed delay shifts no draw).
+pub(crate) fn draw_delay(rng: &mut Xoshiro256PlusPlus, range: (Duration, Duration)) -> Duration {
+    let (lo, hi) = (simtime::span_ns(range.0), simtime::span_ns(range.1));
+    if lo >= hi {
+        return range.0;
+    }
+    Duration::from_nanos(lo + simrng::below(rng, hi - lo + 1))
 }
 
 /// A strobe: the wall clock jumps forward by `delta_ns` and back every
@@ -101,6 +146,9 @@ pub struct FaultCounts {
     pub clock_offsets: u32,
     /// Boots with a clock drift.
     pub clock_drifts: u32,
+    /// Start commands killed (`[faults.kill]`).
+    #[serde(default)]
+    pub kills: u32,
 }
 
 /// A node's clock hardware: what every boot of it starts with.
@@ -158,10 +206,15 @@ pub(super) fn node_clocks(spec: &ClockSpec, nodes: usize, seed: u64) -> Vec<Node
 pub(super) struct FaultState {
     pub(crate) pause_rng: Xoshiro256PlusPlus,
     pub(crate) clock_rng: Xoshiro256PlusPlus,
+    pub(crate) kill_rng: Xoshiro256PlusPlus,
+    /// Crash restart delays drawn from a range (`[faults.crash]
+    /// restart_after = "1s..5s"`), one draw per such crash.
+    pub(crate) restart_rng: Xoshiro256PlusPlus,
     /// Pauses are enabled from this virtual time on (`None` before the
     /// workload, or when pauses are off).
     pub(crate) pause_not_before: Option<VirtualTime>,
     pub(crate) clock_not_before: Option<VirtualTime>,
+    pub(crate) kill_not_before: Option<VirtualTime>,
     pub counts: FaultCounts,
 }
 
@@ -170,8 +223,11 @@ impl FaultState {
         FaultState {
             pause_rng: simrng::stream(seed, PAUSE_STREAM),
             clock_rng: simrng::stream(seed, CLOCK_STREAM),
+            kill_rng: simrng::stream(seed, KILL_STREAM),
+            restart_rng: simrng::stream(seed, RESTART_STREAM),
             pause_not_before: None,
             clock_not_before: None,
+            kill_not_before: None,
             counts: FaultCounts::default(),
         }
     }

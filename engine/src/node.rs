@@ -39,6 +39,11 @@ pub(super) struct Up {
     pub ready: bool,
     /// While its start command is paused: the time it resumes.
     pub paused_until: Option<VirtualTime>,
+    /// While its start command is killed: the time it runs again.
+    pub killed_until: Option<VirtualTime>,
+    /// Kills whose `@sim done start` has not come yet: that exit is the
+    /// kill's, not a failure of the start command.
+    pub kills_unanswered: u32,
 }
 
 pub(super) struct Node {
@@ -125,7 +130,7 @@ impl Node {
             Power::Up(_) => unreachable!("a node boots only while it is not up"),
         };
         let vm = runtime::spawn(self.runtime, &self.config, disk)?;
-        self.power = Power::Up(Up { vm, ready: false, paused_until: None });
+        self.power = Power::Up(Up { vm, ready: false, paused_until: None, killed_until: None, kills_unanswered: 0 });
         self.console = LineSplitter::default();
         self.control = LineSplitter::default();
         Ok(())
@@ -278,6 +283,35 @@ impl Node {
     pub fn set_paused_until(&mut self, until: Option<VirtualTime>) {
         if let Some(up) = self.up_mut() {
             up.paused_until = until;
+        }
+    }
+
+    /// While its start command is killed: the time it runs again.
+    pub fn killed_until(&self) -> Option<VirtualTime> {
+        self.up()?.killed_until
+    }
+
+    /// Its start command is killed until `until` (a kill: one more exit
+    /// to expect from it), or (`None`) started again. Only a booted node
+    /// is killed: a crash ends the kill with the node.
+    pub fn set_killed_until(&mut self, until: Option<VirtualTime>) {
+        if let Some(up) = self.up_mut() {
+            if until.is_some() {
+                up.kills_unanswered += 1;
+            }
+            up.killed_until = until;
+        }
+    }
+
+    /// The start command's exit was reported: whether it is a kill's
+    /// (then expected, and counted off).
+    pub fn start_exit_was_kill(&mut self) -> bool {
+        match self.up_mut() {
+            Some(up) if up.kills_unanswered > 0 => {
+                up.kills_unanswered -= 1;
+                true
+            }
+            _ => false,
         }
     }
 

@@ -3,7 +3,8 @@
 //! [`Pending`] is the one list of everything due at some virtual time:
 //! live nodes' requested runs, the host client's next poll, netsim's next
 //! delivery or partition, each live node's oldest pending disk request,
-//! restarts and resumes. The virtual clock reads it ([`Pending::earliest`]:
+//! restarts, resumes, killed start commands' restarts and the next
+//! scheduled crash. The virtual clock reads it ([`Pending::earliest`]:
 //! what happens next; [`Pending::min_requested`]: the horizon's clamp), and
 //! so does the enabled set (`execution::enabled`, which also fills it), so
 //! the two can never disagree about what is pending. Deliveries are the exception in form
@@ -30,6 +31,11 @@ pub(crate) struct Pending {
     pub(crate) restarts: Vec<(usize, VirtualTime)>,
     /// (0-based node, due time) of each paused live node's resume, by node.
     pub(crate) resumes: Vec<(usize, VirtualTime)>,
+    /// (0-based node, due time) of each live node's killed start command's
+    /// restart, by node.
+    pub(crate) respawns: Vec<(usize, VirtualTime)>,
+    /// The next scheduled crash (`[[faults.crash.schedule]]`).
+    pub(crate) scheduled: Option<VirtualTime>,
 }
 
 impl Pending {
@@ -50,9 +56,11 @@ impl Pending {
         let runs = self.runs.iter().filter(|&&(j, _)| Some(j) != skip).map(|&(_, t)| t);
         let restarts = self.restarts.iter().map(|&(_, t)| t);
         let resumes = self.resumes.iter().map(|&(_, t)| t);
+        let respawns = self.respawns.iter().map(|&(_, t)| t);
         let host = self.host.map(|(_, t)| t);
         let disks = self.disks.iter().map(|&(_, _, t)| t);
-        runs.chain(restarts).chain(resumes).chain(self.net).chain(host).chain(disks).min()
+        let timed = runs.chain(restarts).chain(resumes).chain(respawns).chain(self.scheduled);
+        timed.chain(self.net).chain(host).chain(disks).min()
     }
 
     /// Leaves netsim's next event out (lookahead's debug mode,
@@ -85,6 +93,8 @@ mod tests {
             disks: vec![(0, 7, t(60))],
             restarts: vec![],
             resumes: vec![(2, t(33))],
+            respawns: vec![],
+            scheduled: None,
         };
         assert_eq!(p.earliest(), Some(t(30)));
         assert_eq!(p.earliest_except_run(1), Some(t(33)), "node 2's own run at 30 does not bound it");

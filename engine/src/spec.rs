@@ -10,7 +10,7 @@ use vmm::node::NodeError;
 use vmm::runtime::RuntimeKind;
 
 use crate::disk::DiskSpec;
-use crate::faults::{ClockSpec, PauseSpec};
+use crate::faults::{ClockSpec, KillSpec, PauseSpec, ScheduledCrash};
 use crate::host::HostWorkload;
 use crate::network::NetworkSpec;
 use crate::outcome::FailureKind;
@@ -37,6 +37,13 @@ pub struct ExploreSpec {
     pub power_failure: bool,
     /// A crashed node is enabled to restart this long after its crash.
     pub restart_after: Duration,
+    /// Per node (0-based), the range a crashed node's restart delay is
+    /// drawn from at each crash (`[faults.crash] restart_after = "1s..5s"`,
+    /// `restart_after_by_node`); empty: `restart_after` for every node,
+    /// nothing drawn.
+    pub restart_ranges: Vec<(Duration, Duration)>,
+    /// Crashes at fixed virtual times (`[[faults.crash.schedule]]`), by time.
+    pub crash_schedule: Vec<ScheduledCrash>,
     /// From step `.0` on (counting every action, not only choice points),
     /// the execution is a fault-free random
     /// continuation: the engine picks uniformly at random (seeded with
@@ -73,6 +80,8 @@ pub struct ExploreSpec {
     pub pause: PauseSpec,
     /// Clock offsets, drift, bumps and strobes (`[faults.clock]`).
     pub clock: ClockSpec,
+    /// Start commands killed (`[faults.kill]`).
+    pub kill: KillSpec,
     /// Connection resets and stalls (`[faults.connection]`).
     pub connection: crate::conn_faults::ConnFaultSpec,
 }

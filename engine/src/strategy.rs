@@ -54,6 +54,10 @@ pub enum ActionKind {
     /// Power-fail every crashable node that is up, at one instant (a rack
     /// or a datacenter feed): `node` is the first of them.
     PowerFailure = 11,
+    /// SIGKILL `node`'s start command (its process group); the kernel,
+    /// page cache and disk stay; the start command runs again later
+    /// (that restart is a [`ActionKind::Restart`] of the node).
+    Kill = 12,
     /// Reset a TCP connection between `node` and `peer`
     /// (`[faults.connection]`): an RST to both ends, its frames in flight
     /// lost.
@@ -65,7 +69,7 @@ pub enum ActionKind {
 
 impl ActionKind {
     /// Every kind, in tie-break order.
-    pub const ALL: [ActionKind; 13] = [
+    pub const ALL: [ActionKind; 14] = [
         ActionKind::RunNode,
         ActionKind::DeliverFrame,
         ActionKind::CompleteDisk,
@@ -77,6 +81,7 @@ impl ActionKind {
         ActionKind::Resume,
         ActionKind::ClockJump,
         ActionKind::PowerFailure,
+        ActionKind::Kill,
         ActionKind::ConnReset,
         ActionKind::ConnStall,
     ];
@@ -93,6 +98,7 @@ impl ActionKind {
                 | ActionKind::Resume
                 | ActionKind::ClockJump
                 | ActionKind::PowerFailure
+                | ActionKind::Kill
                 | ActionKind::ConnReset
                 | ActionKind::ConnStall
         )
@@ -119,6 +125,7 @@ impl ActionKind {
             ActionKind::Resume => "Resume",
             ActionKind::ClockJump => "ClockJump",
             ActionKind::PowerFailure => "PowerFailure",
+            ActionKind::Kill => "Kill",
             ActionKind::ConnReset => "ConnReset",
             ActionKind::ConnStall => "ConnStall",
         }

@@ -265,6 +265,16 @@ pub enum EventKind {
         /// Frames in flight it held.
         held: u64,
     },
+    /// The engine killed the node's start command (SIGKILL to its process
+    /// group, `[faults.kill]`): the kernel, its page cache and the disk
+    /// stay. The start command runs again at `restart_at` (its `respawn`)
+    /// unless the node crashes first.
+    Kill {
+        /// Virtual time (ns) the start command runs again.
+        restart_at: VirtualTime,
+    },
+    /// The node's killed start command was started again.
+    Respawn,
 }
 
 /// Why a frame copy was lost (`Drop::cause`). The serde names are the

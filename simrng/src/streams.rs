@@ -43,6 +43,11 @@ pub const CLOCK: u64 = 0x0063_6c6f_636b;
 pub const CLOCK_OFFSET: u64 = 0x6f66_6673_6574;
 /// Each node's clock drift ("drift").
 pub const CLOCK_DRIFT: u64 = 0x0064_7269_6674;
+/// `[faults.kill]`: when kills become possible, their restart delays ("kill").
+pub const KILL: u64 = 0x0000_6b69_6c6c;
+/// `[faults.crash] restart_after` as a range: each crash's restart delay
+/// ("restart").
+pub const RESTART_AFTER: u64 = 0x0072_6573_7461_7274;
 /// `[faults.connection]`: when resets and stalls become possible, a
 /// stall's direction and length ("connflt").
 pub const CONNECTION: u64 = 0x0063_6f6e_6e66_6c74;
@@ -77,7 +82,7 @@ pub const STRATEGY_EXECUTION: u64 = 0x5157;
 pub const CRITICAL_WALK: u64 = 0x6372_6974;
 
 /// Every constant above, for the distinctness test.
-pub const ALL: [u64; 22] = [
+pub const ALL: [u64; 24] = [
     BOOT,
     DFS_ROUND,
     BOOT_CHOICE,
@@ -100,6 +105,8 @@ pub const ALL: [u64; 22] = [
     STRATEGY_EXECUTION,
     CRITICAL_WALK,
     CONNECTION,
+    KILL,
+    RESTART_AFTER,
 ];
 
 /// The generator of the disk state crash number `crash` (1-based) leaves.

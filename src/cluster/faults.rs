@@ -4,12 +4,15 @@
 //! [`DiskFaultRates`]. Pauses and clock faults are in `node_faults`, the
 //! network and partitions in `network`.
 
-use engine::{DiskFaultRates, ExploreSpec};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use engine::{DiskFaultRates, ExploreSpec, ScheduledCrash};
 use serde::Deserialize;
 
 use super::network::PartitionSection;
-use super::node_faults::{self, ClockSection, PauseSection, StrobeSetting};
-use super::values::optional_duration;
+use super::node_faults::{self, ClockSection, KillSection, PauseSection, StrobeSetting};
+use super::values::{duration, duration_range, optional_duration};
 use super::{parse_duration_ns, parse_node_name, ClusterFile, Invalid, KeyPath};
 
 /// `[faults]`: what may go wrong, and when.
@@ -38,6 +41,9 @@ pub struct FaultsSection {
     /// TCP connections reset or stalled by the engine.
     #[serde(default)]
     pub connection: super::conn_faults::ConnectionSection,
+    /// Start commands killed (SIGKILL) and started again by the engine.
+    #[serde(default)]
+    pub kill: KillSection,
     /// When faults stop: "workload" (default): when the workload passes,
     /// partitions heal, the network stops losing and reordering, no crash
     /// or disk fault happens, and the invariants run `settle` later on a
@@ -94,8 +100,10 @@ pub struct CrashSection {
     /// Nodes that may crash; default every node but the workload's.
     pub nodes: Option<Vec<String>>,
     /// Virtual time a crashed node stays down before it may restart
-    /// (default "1s").
+    /// (default "1s"), or a range ("1s..5s") each crash draws its delay from.
     pub restart_after: Option<String>,
+    /// `restart_after` of some nodes: `{ n2 = "10s", n3 = "1s..3s" }`.
+    pub restart_after_by_node: Option<BTreeMap<String, String>>,
     /// Random walk weight of a crash, against 100 for ordinary events
     /// (default 50).
     pub weight: Option<u32>,
@@ -108,14 +116,32 @@ pub struct CrashSection {
     /// crashes (default false).
     #[serde(default)]
     pub power_failure: bool,
+    /// Crashes at fixed virtual times (`[[faults.crash.schedule]]`).
+    #[serde(default)]
+    pub schedule: Vec<ScheduledCrashSection>,
+}
+
+/// `[[faults.crash.schedule]]`: `nodes` lose power `at` after faults
+/// begin, whatever the strategy does.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledCrashSection {
+    /// From the workload's start (or `[faults] start_after`).
+    pub at: String,
+    /// The nodes (several: together, a coordinated power failure).
+    pub nodes: Vec<String>,
 }
 
 /// `[faults.crash]`, checked: the parts of [`ExploreSpec`] checked before
 /// the rest (see [`Cluster::parse`](super::Cluster::parse) on the order).
 pub(super) struct Crashes {
     restart_after_ns: u64,
+    /// Per node, the range its restart delay is drawn from; empty: a
+    /// fixed `restart_after` for every node.
+    restart_ranges: Vec<(Duration, Duration)>,
     /// 0-based nodes that may crash, ascending.
     crashable: Vec<usize>,
+    schedule: Vec<ScheduledCrash>,
 }
 
 impl CrashSection {
@@ -123,29 +149,71 @@ impl CrashSection {
     /// which may not crash).
     pub(super) fn check(&self, n: u16, workload_node: usize) -> Result<Crashes, Invalid> {
         let at = KeyPath::table("faults.crash");
-        let restart_after_ns = optional_duration(&at.key("restart_after"), &self.restart_after, 1_000_000_000)?;
+        let default = match &self.restart_after {
+            None => (1_000_000_000, 1_000_000_000),
+            Some(s) => duration_range(&at.key("restart_after"), s)?,
+        };
         let crashable = match &self.nodes {
             None => (0..usize::from(n)).filter(|&i| i != workload_node).collect(),
-            Some(names) => {
-                let mut v = Vec::new();
-                for (k, name) in names.iter().enumerate() {
-                    let at = at.key("nodes").nth(k);
-                    let i = parse_node_name(name, n)
-                        .ok_or_else(|| at.invalid(format!(" = {name:?}: no such node (nodes are n1..n{n})")))?;
-                    if i == workload_node {
-                        return Err(at.invalid(format!(
-                            " = {name:?} runs the workload; a crash would lose the workload itself \
-                             (run the workload on a node that does not crash)"
-                        )));
-                    }
-                    v.push(i);
-                }
-                v.sort_unstable();
-                v.dedup();
-                v
-            }
+            Some(names) => crash_nodes(&at.key("nodes"), names, n, workload_node)?,
         };
-        Ok(Crashes { restart_after_ns, crashable })
+        let by_node = self.restart_after_by_node.clone().unwrap_or_default();
+        let restart_ranges = if default.0 == default.1 && by_node.is_empty() {
+            Vec::new()
+        } else {
+            let mut v = vec![default; usize::from(n)];
+            for (name, s) in &by_node {
+                let key = at.key("restart_after_by_node").key(name.clone());
+                let i = parse_node_name(name, n)
+                    .ok_or_else(|| key.invalid(format!(": {name:?} is no node (nodes are n1..n{n})")))?;
+                v[i] = duration_range(&key, s)?;
+            }
+            v.into_iter().map(|(lo, hi)| (Duration::from_nanos(lo), Duration::from_nanos(hi))).collect()
+        };
+        let mut schedule = Vec::new();
+        for (k, e) in self.schedule.iter().enumerate() {
+            let at = KeyPath::array("faults.crash.schedule").nth(k);
+            let when = duration(&at.key("at"), &e.at)?;
+            if e.nodes.is_empty() {
+                return Err(at.key("nodes").invalid(" is empty: name the nodes that lose power"));
+            }
+            let nodes = crash_nodes(&at.key("nodes"), &e.nodes, n, workload_node)?;
+            schedule.push(ScheduledCrash {
+                at: Duration::from_nanos(when),
+                nodes: nodes.into_iter().map(engine::NodeIdx::new).collect(),
+            });
+        }
+        // By time; entries at the same time stay in the order written.
+        schedule.sort_by_key(|e| e.at);
+        Ok(Crashes { restart_after_ns: default.0, restart_ranges, crashable, schedule })
+    }
+}
+
+/// The node names at `key` that may crash -> sorted 0-based indices (the
+/// workload's node may not).
+fn crash_nodes(key: &KeyPath, names: &[String], n: u16, workload_node: usize) -> Result<Vec<usize>, Invalid> {
+    let mut v = Vec::new();
+    for (k, name) in names.iter().enumerate() {
+        let at = key.nth(k);
+        let i = parse_node_name(name, n)
+            .ok_or_else(|| at.invalid(format!(" = {name:?}: no such node (nodes are n1..n{n})")))?;
+        if i == workload_node {
+            return Err(at.invalid(format!(
+                " = {name:?} runs the workload; a crash would lose the workload itself \
+                 (run the workload on a node that does not crash)"
+            )));
+        }
+        v.push(i);
+    }
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
+}
+
+impl CrashSection {
+    /// Whether crashes happen at all: a budget or a schedule.
+    fn any(&self) -> bool {
+        self.max > 0 || !self.schedule.is_empty()
     }
 }
 
@@ -175,6 +243,8 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
         crashable: crashes.crashable.into_iter().map(engine::NodeIdx::new).collect(),
         power_failure: f.crash.power_failure,
         restart_after: std::time::Duration::from_nanos(crashes.restart_after_ns),
+        restart_ranges: crashes.restart_ranges,
+        crash_schedule: crashes.schedule,
         calm_from: None,
         crash_states: Default::default(),
         crash_weight: f.crash.weight.unwrap_or(50),
@@ -188,6 +258,7 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
         pause: node_faults::pause_spec(&f.pause, n, has_start)?,
         clock: node_faults::clock_spec(&f.clock, n)?,
         connection: super::conn_faults::conn_spec(&f.connection)?,
+        kill: node_faults::kill_spec(&f.kill, n, has_start)?,
     })
 }
 
@@ -211,11 +282,12 @@ fn quiet_settle(spec: &ClusterFile) -> Result<Option<u64>, Invalid> {
     };
     // A clock offset or drift is the nodes' hardware: it never calms.
     let node_faults = f.pause.max.is_some_and(|m| m > 0)
+        || f.kill.max.is_some_and(|m| m > 0)
         || f.clock.bump.is_some()
         || matches!(f.clock.strobe, Some(StrobeSetting::On(_)));
     let any_fault = f.network.has_faults()
         || !f.partition.is_empty()
-        || f.crash.max > 0
+        || f.crash.any()
         || f.disk.rates().iter().any(|&(_, p)| p > 0.0)
         || node_faults
         || f.connection.on();

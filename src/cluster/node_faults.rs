@@ -1,5 +1,5 @@
-//! `[faults.pause]` and `[faults.clock]`: the tables, and their checks into
-//! the engine's `PauseSpec` and `ClockSpec`.
+//! `[faults.pause]`, `[faults.clock]` and `[faults.kill]`: the tables, and
+//! their checks into the engine's `PauseSpec`, `ClockSpec` and `KillSpec`.
 //!
 //! Every message starts with `[section] key` (`[faults.pause] max = -1:
 //! ...`), so the caller can name cluster.toml and the line.
@@ -7,7 +7,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use engine::{ClockSpec, PauseSpec, StrobeSpec};
+use engine::{ClockSpec, KillSpec, PauseSpec, StrobeSpec};
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
@@ -73,6 +73,26 @@ pub struct PauseSection {
     pub length: Option<Range<String>>,
     /// Pauses become possible at a time drawn from the workload's first
     /// `span` (default "10s"), and again after each pause.
+    pub span: Option<String>,
+    /// Random walk weight (ordinary events: 100; default 50).
+    pub weight: Option<i64>,
+}
+
+/// `[faults.kill]`: the start command's processes killed (SIGKILL) by the
+/// agent at engine-chosen times and started again `restart_after` later;
+/// the node's kernel, page cache and disk stay.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KillSection {
+    /// Kills per execution at most (default 0: none).
+    pub max: Option<i64>,
+    /// Nodes whose start command may be killed; default every node.
+    pub nodes: Option<Vec<String>>,
+    /// How long until the start command runs again: a duration or a range
+    /// ("1s..5s") each kill draws from (default "1s").
+    pub restart_after: Option<String>,
+    /// Kills become possible at a time drawn from the workload's first
+    /// `span` (default "10s"), and again after each kill.
     pub span: Option<String>,
     /// Random walk weight (ordinary events: 100; default 50).
     pub weight: Option<i64>,
@@ -265,6 +285,34 @@ fn strobe_spec(t: &StrobeTable) -> Result<StrobeSpec, Invalid> {
     Ok(StrobeSpec {
         delta_ns,
         period: std::time::Duration::from_nanos(period_ns),
+/// `[faults.kill]` checked; `has_start`: the nodes have a start command.
+pub fn kill_spec(k: &KillSection, n: u16, has_start: bool) -> Result<KillSpec, Invalid> {
+    let at = KeyPath::table("faults.kill");
+    let max = int_in(&at.key("max"), k.max, 0, 0, 10_000)? as u32;
+    let (lo, hi) = match &k.restart_after {
+        None => (1_000_000_000, 1_000_000_000),
+        Some(s) => super::values::duration_range(&at.key("restart_after"), s)?,
+    };
+    let spec = KillSpec {
+        max,
+        nodes: node_list(&at.key("nodes"), &k.nodes, n)?,
+        restart_after: (std::time::Duration::from_nanos(lo), std::time::Duration::from_nanos(hi)),
+        span: std::time::Duration::from_nanos(duration(&at.key("span"), &k.span, 10_000_000_000)?),
+        weight: int_in(&at.key("weight"), k.weight, 50, 0, 1_000_000)? as u32,
+    };
+    if max > 0 && !has_start {
+        return Err(at
+            .key("max")
+            .invalid(format!(" = {max}: the nodes have no start command to kill (give [node] start)")));
+    }
+    if max > 0 && spec.nodes.is_empty() {
+        return Err(at
+            .key("nodes")
+            .invalid(" is empty: no node may be killed (leave it out for every node, or set max = 0)"));
+    }
+    Ok(spec)
+}
+
         length: std::time::Duration::from_nanos(length_ns),
     })
 }

@@ -56,9 +56,11 @@ pub fn tables() -> Vec<Table> {
         table::<netsim::LinkOverride>("faults.network.links.LINK"),
         table::<PartitionSection>("[faults.partition]"),
         table::<CrashSection>("faults.crash"),
+        table::<super::faults::ScheduledCrashSection>("[faults.crash.schedule]"),
         table::<DiskFaultsSection>("faults.disk"),
         table::<PauseSection>("faults.pause"),
         table::<ClockSection>("faults.clock"),
+        table::<super::node_faults::KillSection>("faults.kill"),
         table::<super::conn_faults::ConnectionSection>("faults.connection"),
         table::<ExpectSection>("[expect]"),
     ]

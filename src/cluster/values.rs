@@ -36,3 +36,19 @@ pub(super) fn duration(key: &KeyPath, s: &str) -> Result<u64, Invalid> {
 pub(super) fn optional_duration(key: &KeyPath, v: &Option<String>, default: u64) -> Result<u64, Invalid> {
     v.as_deref().map_or(Ok(default), |s| duration(key, s))
 }
+
+/// The duration or range of durations `s` at `key`, in ns: `"2s"` (both
+/// ends 2 s) or `"1s..5s"` (min..max, min <= max).
+pub(super) fn duration_range(key: &KeyPath, s: &str) -> Result<(u64, u64), Invalid> {
+    let bad = || key.invalid(format!(" = {s:?} is not a duration or a range of them (examples: \"2s\", \"1s..5s\")"));
+    match s.split_once("..") {
+        None => parse_duration_ns(s).map(|v| (v, v)).ok_or_else(bad),
+        Some((lo, hi)) => {
+            let (lo, hi) = (parse_duration_ns(lo).ok_or_else(bad)?, parse_duration_ns(hi).ok_or_else(bad)?);
+            if lo > hi {
+                return Err(key.invalid(format!(" = {s:?}: the range's start is after its end")));
+            }
+            Ok((lo, hi))
+        }
+    }
+}

@@ -85,6 +85,9 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     if let Some(h) = &clock_helper {
         key.add_str("clock-helper").add_str(&h.key);
     }
+    if rootfs::agent_kills(cluster) {
+        key.add_str("agent-kill").add_str(rootfs::AGENT_KILL);
+    }
 
     for (guest, host) in &cluster.spec.image.files {
         let p = cluster.dir.join(host);

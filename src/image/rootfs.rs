@@ -163,6 +163,32 @@ done
 echo "simcluster agent: control line closed"
 "#;
 
+/// The agent's verbs for `[faults.kill]`, added before `halt)` only in the
+/// agent of a cluster with kills (every other image keeps the agent's bytes
+/// as they were): `kill` SIGKILLs the start command's process group, and
+/// `start` runs the start command again as at boot.
+pub const AGENT_KILL: &str = r#"    kill) start_group KILL kill ;;
+    start) if [ -f /sim/start ]; then
+        ( $SH -c 'echo $$ >/run/sim-start.pid; exec /sim/busybox setsid "$0" /sim/start' "$SH" </dev/null >/dev/console 2>&1
+          say done start $? ) &
+      fi ;;
+"#;
+
+/// Whether `cluster`'s agent has the [`AGENT_KILL`] verbs.
+pub fn agent_kills(cluster: &Cluster) -> bool {
+    cluster.spec.faults.kill.max.is_some_and(|m| m > 0)
+}
+
+/// The agent script of `cluster`: [`AGENT`], with [`AGENT_KILL`] when it
+/// has kills.
+pub fn agent_script(cluster: &Cluster) -> String {
+    if !agent_kills(cluster) {
+        return AGENT.to_string();
+    }
+    let at = AGENT.find("    halt)").expect("the agent has a halt verb");
+    format!("{}{AGENT_KILL}{}", &AGENT[..at], &AGENT[at..])
+}
+
 /// Writes init, the agent and the cluster's commands into `root`; `image`
 /// is a container image's configuration (its start command, environment
 /// and user), if the node is one; `clock_helper` the built `/sim/clock`,
@@ -182,7 +208,7 @@ pub fn write_agent_files(
         Ok(())
     };
     write("init", INIT, 0o755)?;
-    write("sim/agent", AGENT, 0o644)?;
+    write("sim/agent", &agent_script(cluster), 0o644)?;
     if let Some(helper) = clock_helper {
         let dst = root.join("sim/clock");
         std::fs::copy(helper, &dst).with_context(|| format!("copying {} into the image", helper.display()))?;

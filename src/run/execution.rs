@@ -209,6 +209,7 @@ pub(crate) fn weights(e: &engine::ExploreSpec) -> KindWeights {
         .set(ActionKind::ClockJump, e.clock.weight)
         .set(ActionKind::ConnReset, e.connection.weight)
         .set(ActionKind::ConnStall, e.connection.weight)
+        .set(ActionKind::Kill, e.kill.weight)
 }
 
 pub(crate) fn make_strategy(o: &StrategyOptions, seed: u64, explore: &engine::ExploreSpec) -> Box<dyn Strategy> {

@@ -230,6 +230,7 @@ impl<'a> Observer<'a> {
                     write_errors: result.disk_faults.write_errors,
                     misdirected_writes: result.disk_faults.misdirected_writes,
                     pauses: result.node_faults.pauses,
+                    kills: result.node_faults.kills,
                     clock_bumps: result.node_faults.clock_bumps,
                     clock_strobes: result.node_faults.clock_strobes,
                     clock_offsets: result.node_faults.clock_offsets,

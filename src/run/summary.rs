@@ -127,6 +127,9 @@ pub struct ExecutionFigures {
     pub clock_offsets: u32,
     #[serde(default)]
     pub clock_drifts: u32,
+    /// Start commands killed (`[faults.kill]`). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub kills: u32,
     /// The history check's anomalies (transactional models), by name,
     /// with counts; absent when there are none.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

@@ -21,7 +21,7 @@ pub const MAX_FAILED_INVARIANTS: usize = 100;
 ///                       "node_name", "event": "<one-line description>" },
 ///   "failed_invariants": [ { "name", "node", "time", "event_index" } ],
 ///   "nodes": [ { "node", "name", "console_lines", "last_console": [...],
-///                "crashes", "restarts", "pauses", "clock_faults", "hung",
+///                "crashes", "restarts", "pauses", "kills", "clock_faults", "hung",
 ///                "exit": null | {...} } ] }
 /// ```
 ///
@@ -103,6 +103,8 @@ fn failure_json(meta: &ReportMeta, events: &[Event], failure: Option<&FailureSpo
     match f.index {
         Some(i) => {
             let ev = &events[i];
+        "kill",
+        "respawn",
             m.insert("event_index".into(), json!(i));
             m.insert("time".into(), json!(ev.time.as_ns()));
             m.insert("node".into(), json!(ev.node));
@@ -169,3 +171,4 @@ fn node_json(meta: &ReportMeta, events: &[Event], n: u16) -> Value {
         "exit": exit,
     })
 }
+        "kills": mine().filter(|e| matches!(e.kind, EventKind::Kill { .. })).count(),

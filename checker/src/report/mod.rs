@@ -251,6 +251,8 @@ pub fn kind_name(k: &EventKind) -> &'static str {
         EventKind::DiskFault { .. } => "disk_fault",
         EventKind::Pause { .. } => "pause",
         EventKind::Resume => "resume",
+        EventKind::Kill { .. } => "kill",
+        EventKind::Respawn => "respawn",
         EventKind::ClockOffset { .. } => "clock_offset",
         EventKind::ClockDrift { .. } => "clock_drift",
         EventKind::ClockBump { .. } => "clock_bump",
@@ -328,6 +330,10 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
         EventKind::Resume => "resume: start command continued (SIGCONT)".into(),
         EventKind::ClockOffset { offset_ns } => format!("clock offset {} (wall clock at boot)", fmt_signed(*offset_ns)),
         EventKind::ClockDrift { ppm } => format!("clock drift {ppm:+} ppm"),
+        EventKind::Kill { restart_at } => {
+            format!("kill: start command killed (SIGKILL), runs again at {}", fmt_time(restart_at.as_ns()))
+        }
+        EventKind::Respawn => "respawn: start command runs again after its kill".into(),
         EventKind::ClockBump { delta_ns } => format!("clock bump {} (wall clock)", fmt_signed(*delta_ns)),
         EventKind::ClockStrobe { delta_ns, period_ns, length_ns } => format!(
             "clock strobe {} and back every {} for {} (wall clock)",

@@ -742,3 +742,23 @@ fn a_power_failure_is_counted_and_described() {
     assert!(html.contains("power failures"), "the chip");
     assert_eq!(summary_json(&m, &ev)["counts"]["power_failure"], 1);
 }
+
+#[test]
+fn a_kill_and_its_respawn_are_counted_and_described() {
+    let mut b = B::new();
+    b.ev(S, 2, EventKind::Kill { restart_at: VirtualTime::from_ns(2 * S) });
+    b.ev(S, 2, EventKind::CommandDone { name: "start".into(), status: 137 });
+    b.ev(2 * S, 2, EventKind::Respawn);
+    let (m, ev) = (meta(None), b.t.events().to_vec());
+    assert_eq!(describe(&m, &ev[0]), "kill: start command killed (SIGKILL), runs again at 2.000000s");
+    assert_eq!(describe(&m, &ev[2]), "respawn: start command runs again after its kill");
+    let text = render_text(&m, &ev);
+    assert!(text.contains("node faults: 0 pauses, 0 resumes, 1 kills, 1 respawns;"), "{text}");
+    let html = render_html(&m, &ev);
+    check_html(&html).unwrap();
+    assert!(html.contains("kills"), "the chip");
+    let j = summary_json(&m, &ev);
+    assert_eq!((j["counts"]["kill"].as_u64(), j["counts"]["respawn"].as_u64()), (Some(1), Some(1)));
+    let n2 = j["nodes"].as_array().unwrap().iter().find(|n| n["node"] == 2).expect("n2's entry");
+    assert_eq!(n2["kills"], 1, "{n2}");
+}

@@ -29,17 +29,28 @@ impl Execution<'_> {
             Some((i, r.id.0, r.submitted.saturating_add(latency)))
         }));
         into.restarts.clear();
-        let crashed = self.nodes.iter().enumerate().filter_map(|(i, n)| n.crashed_at().map(|t| (i, t + restart_after)));
+        let delays = &self.faults.restart_delays;
+        let crashed = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.crashed_at().map(|t| (i, t + delays.get(&i).copied().unwrap_or(restart_after))));
         into.restarts.extend(crashed);
         into.resumes.clear();
         into.resumes.extend(live().filter_map(|(i, n)| n.paused_until().map(|t| (i, t))));
+        into.respawns.clear();
+        into.respawns.extend(live().filter_map(|(i, n)| n.killed_until().map(|t| (i, t))));
+        into.scheduled = self.next_scheduled_crash().map(|(t, _)| t);
     }
 
     /// Every action due by `horizon`, in the fixed order the strategy
     /// contract needs: runs by node, the host client's poll, deliveries in
     /// netsim's order, the next partition/heal, disk completions by node,
     /// restarts by node, crashes by node, then resumes, pauses and clock
-    /// jumps by node.
+    /// jumps by node, then killed start commands' restarts and kills by
+    /// node (after every older kind, so executions without them keep their
+    /// choice indices). A scheduled crash is no choice: `step` applies it
+    /// when it is the earliest event.
     pub(crate) fn enabled(&self, pending: &Pending, horizon: VirtualTime, into: &mut Vec<Enabled>) {
         into.clear();
         into.extend(pending.runs.iter().filter(|&&(_, t)| t <= horizon).map(|&(i, t)| Enabled::run(i, t)));
@@ -66,6 +77,13 @@ impl Execution<'_> {
         self.enabled_node_faults(into);
         self.enabled_conn_faults(into);
     }
+        let respawns = pending.respawns.iter().filter(|&&(_, t)| t <= horizon);
+        into.extend(respawns.map(|&(i, t)| Enabled::respawn(i, t)));
+        for i in self.spec.explore.kill.nodes.iter().map(|n| n.index()) {
+            if self.kill_enabled(i) {
+                into.push(Enabled::kill(i, self.now).at_risk(self.nodes[i].just_sent));
+            }
+        }
 
     /// A crash is enabled while the workload runs, within the budget,
     /// from a virtual time drawn uniformly over the first `crash_span` of

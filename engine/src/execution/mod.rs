@@ -14,6 +14,7 @@ mod enabled;
 mod lookahead;
 mod node_faults;
 mod parts;
+mod schedule;
 mod script;
 
 use std::time::{Duration, Instant};
@@ -249,6 +250,14 @@ impl<'a> Execution<'a> {
         self.enabled(&pending, horizon, &mut enabled);
         self.choices.pending = pending;
         let chosen = enabled[self.choices.pick(&enabled, strategy)];
+        if let Some((at, k)) = self.next_scheduled_crash().filter(|&(at, _)| at <= earliest) {
+            // A scheduled crash is the earliest event: no choice.
+            self.choices.pending = pending;
+            self.now = at.max(self.now);
+            self.scheduled_crash(k)?;
+            self.advance_script()?;
+            return Ok(if self.script.verdict.is_some() { Step::Done } else { Step::Running });
+        }
         self.choices.enabled = enabled;
         self.now = effective_time(&chosen, self.now);
         self.choices.steps += 1;

@@ -1,12 +1,12 @@
-//! Applying pauses, resumes and clock jumps (`[faults.pause]`,
-//! `[faults.clock]`), and when they are enabled. What they are, their
+//! Applying pauses, resumes, clock jumps and kills (`[faults.pause]`,
+//! `[faults.clock]`, `[faults.kill]`), and when they are enabled. What they are, their
 //! streams and the clock hardware drawn per node are in `faults`.
 
 use std::time::Duration;
 
 use super::Execution;
 use crate::agent::AgentCommand;
-use crate::faults::{below, between};
+use crate::faults::{below, between, draw_delay};
 use crate::spec::EngineError;
 use crate::trace::EventKind;
 use crate::NodeIdx;
@@ -24,6 +24,9 @@ impl Execution<'_> {
         if e.clock.jumps() {
             f.clock_not_before =
                 Some(now + Duration::from_nanos(below(&mut f.clock_rng, simtime::span_ns(e.clock.span))));
+        }
+        if e.kill.max > 0 {
+            f.kill_not_before = Some(now + Duration::from_nanos(below(&mut f.kill_rng, simtime::span_ns(e.kill.span))));
         }
     }
 
@@ -57,7 +60,44 @@ impl Execution<'_> {
             && !self.faults.calm
             && n.is_ready()
             && n.paused_until().is_none()
+            && n.killed_until().is_none()
             && sending
+    }
+
+    /// Node `i`'s start command may be killed now: from the drawn time on,
+    /// within the budget, not calm, up and ready, neither paused nor killed
+    /// already. Like a clock jump, every moment of a running service is at
+    /// stake (its memory is lost); the drawn times spread the kills, and a
+    /// kill just after the node sent something (an acknowledgement) is
+    /// weighted up.
+    pub(crate) fn kill_enabled(&self, i: usize) -> bool {
+        let (k, n) = (&self.spec.explore.kill, &self.nodes[i]);
+        let time = self.faults.node.kill_not_before.is_some_and(|t| self.now >= t);
+        time && self.faults.node.counts.kills < k.max
+            && !self.faults.calm
+            && n.is_ready()
+            && n.paused_until().is_none()
+            && n.killed_until().is_none()
+    }
+
+    /// SIGKILLs node `i`'s start command; it runs again a drawn delay from now.
+    pub(crate) fn kill(&mut self, i: usize) -> Result<(), EngineError> {
+        let (now, k) = (self.now, &self.spec.explore.kill);
+        let f = &mut self.faults.node;
+        let delay = draw_delay(&mut f.kill_rng, k.restart_after);
+        f.kill_not_before = Some(now + Duration::from_nanos(below(&mut f.kill_rng, simtime::span_ns(k.span))));
+        f.counts.kills += 1;
+        let restart_at = now + delay;
+        self.nodes[i].set_killed_until(Some(restart_at));
+        self.trace.push(now, NodeIdx::number_of(i), EventKind::Kill { restart_at });
+        self.control(i, &AgentCommand::Kill)
+    }
+
+    /// Starts node `i`'s killed start command again.
+    pub(crate) fn respawn(&mut self, i: usize) -> Result<(), EngineError> {
+        self.nodes[i].set_killed_until(None);
+        self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Respawn);
+        self.control(i, &AgentCommand::Start)
     }
 
     /// Node `i`'s clock may jump now: from the drawn time on, within the

@@ -82,6 +82,14 @@ pub(crate) struct Faults {
     /// Crashes are enabled from this virtual time on (drawn when the
     /// workload starts; `None` before).
     pub crash_not_before: Option<VirtualTime>,
+    /// Each crashed node's restart delay drawn at its crash (`[faults.crash]
+    /// restart_after` as a range or per node), by 0-based node; a node
+    /// absent restarts `restart_after` after its crash.
+    pub restart_delays: BTreeMap<usize, std::time::Duration>,
+    /// When faults began: the time `[[faults.crash.schedule]]` counts from.
+    pub schedule_base: Option<VirtualTime>,
+    /// The next entry of the crash schedule to apply.
+    pub schedule_next: usize,
     /// What each crash of a node with a disk left behind.
     pub crash_points: Vec<CrashPoint>,
     /// The crash state a crash is forced into, by crash number: the
@@ -111,6 +119,9 @@ impl Faults {
             crashes: 0,
             power_failures: 0,
             crash_not_before: None,
+            restart_delays: BTreeMap::new(),
+            schedule_base: None,
+            schedule_next: 0,
             crash_points: Vec::new(),
             forced_crash_states,
             disk: CompletionFaults::new(seed),

@@ -40,6 +40,7 @@ impl Execution<'_> {
         let mut rng = simrng::stream(self.seed, simrng::streams::CRASH_TIME);
         let after = rng.next_u64() % simtime::span_ns(self.spec.explore.crash_span).max(1);
         self.faults.crash_not_before = Some(self.now + Duration::from_nanos(after));
+        self.faults.schedule_base = Some(self.now);
         self.start_node_faults();
         self.start_conn_faults();
         if let Some(name) = &self.spec.explore.faults_after {
@@ -167,7 +168,8 @@ impl Execution<'_> {
                         self.fail(FailureKind::StartCommand, Some(from), what);
                     }
                 } else if command == "workload" && self.script.phase == Phase::Workload {
-                    if status != 0 {
+                    // The exit a kill caused (`[faults.kill]`) is no failure.
+                    if status != 0 && !self.nodes[from].start_exit_was_kill() {
                         let what = format!("the workload on {name} exited with status {status}{hint}");
                         self.fail(FailureKind::Workload, Some(from), what);
                         return Ok(());

@@ -307,6 +307,8 @@ fn box_style(m: &ReportMeta, e: &Event) -> Option<(&'static str, String)> {
         EventKind::Invariant { name, ok: false } => ("b-bad", format!("✗ {name}")),
         EventKind::Pause { .. } => ("b-warn", "⏸ pause".into()),
         EventKind::Resume => ("b-ok", "▶ resume".into()),
+        EventKind::Kill { .. } => ("b-crash", "✝ kill".into()),
+        EventKind::Respawn => ("b-ok", "↻ respawn".into()),
         EventKind::ClockOffset { offset_ns } => ("b-clock", format!("clock {}", fmt_signed(*offset_ns))),
         EventKind::ClockDrift { ppm } => ("b-clock", format!("drift {ppm:+}ppm")),
         EventKind::ClockBump { delta_ns } => ("b-clock", format!("clock {}", fmt_signed(*delta_ns))),

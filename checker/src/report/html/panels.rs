@@ -31,6 +31,8 @@ pub(super) fn is_notable(k: &EventKind) -> bool {
             | EventKind::Restart
             | EventKind::DiskFault { .. }
             | EventKind::Pause { .. }
+            | EventKind::Kill { .. }
+            | EventKind::Respawn
             | EventKind::ClockBump { .. }
             | EventKind::ClockStrobe { .. }
             | EventKind::ConnReset { .. }
@@ -100,7 +102,7 @@ fn chips(p: &Page, h: &mut String) {
 }
 
 /// (label, count, hot) of each chip, in display order.
-fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 17] {
+fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 18] {
     let panics = events.iter().filter(|e| matches!(e.kind, EventKind::Exit { panic: true, .. })).count();
     let clock = c.kind("clock_offset") + c.kind("clock_drift") + c.kind("clock_bump") + c.kind("clock_strobe");
     let conn = c.kind("conn_reset") + c.kind("conn_stall");
@@ -117,6 +119,7 @@ fn chip_counts(c: &Counts, events: &[Event]) -> [(&'static str, u64, bool); 17] 
         ("restarts", c.kind("restart"), false),
         ("disk faults", c.kind("disk_fault"), c.kind("disk_fault") > 0),
         ("pauses", c.kind("pause"), c.kind("pause") > 0),
+        ("kills", c.kind("kill"), c.kind("kill") > 0),
         ("clock faults", clock, clock > 0),
         ("hung", c.kind("hung"), c.kind("hung") > 0),
         ("panics", panics as u64, panics > 0),

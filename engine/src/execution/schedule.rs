@@ -1,0 +1,52 @@
+//! Crashes at fixed virtual times (`[[faults.crash.schedule]]`): no choice
+//! of the strategy, but an event of the timeline that [`Execution::step`]
+//! applies when it is the earliest pending one (before anything else due
+//! at the same instant).
+
+use super::Execution;
+use crate::spec::EngineError;
+use crate::strategy::{ActionKind, EnabledAction};
+use crate::trace::{EventKind, ENGINE};
+use crate::{NodeIdx, VirtualTime};
+
+impl Execution<'_> {
+    /// The next scheduled crash's time and its index in the schedule, once
+    /// faults have begun (the schedule counts from that moment).
+    pub(crate) fn next_scheduled_crash(&self) -> Option<(VirtualTime, usize)> {
+        let base = self.faults.schedule_base?;
+        let k = self.faults.schedule_next;
+        let entry = self.spec.explore.crash_schedule.get(k)?;
+        Some((base + entry.at, k))
+    }
+
+    /// Applies scheduled crash `k` now: its nodes that are up lose power
+    /// (two or more: together, a coordinated power failure). A node already
+    /// down is left as it is, and once faults have stopped (the quiet
+    /// period, a calm probe) nothing happens; the trace says so.
+    pub(crate) fn scheduled_crash(&mut self, k: usize) -> Result<(), EngineError> {
+        self.faults.schedule_next = k + 1;
+        let entry = &self.spec.explore.crash_schedule[k];
+        let names = |nodes: &[usize]| nodes.iter().map(|&i| self.nodes[i].name.clone()).collect::<Vec<_>>().join(", ");
+        let all: Vec<usize> = entry.nodes.iter().map(|n| n.index()).collect();
+        let at = simtime::span_ns(entry.at) as f64 / 1e9;
+        let (up, down): (Vec<usize>, Vec<usize>) = all.iter().partition(|&&i| self.nodes[i].is_up());
+        let mut text = format!("scheduled crash of {} at {at} s ([[faults.crash.schedule]])", names(&all));
+        if self.faults.calm {
+            text.push_str(": skipped, faults have stopped");
+        } else if !down.is_empty() {
+            text.push_str(&format!("; {} already down", names(&down)));
+        }
+        self.trace.push(self.now, ENGINE, EventKind::Note { text });
+        let first = all.first().map_or(ENGINE, |&i| NodeIdx::number_of(i));
+        self.choices.log.push(self.now, EnabledAction::new(first, ActionKind::Crash, self.now), false);
+        self.choices.steps += 1;
+        if self.faults.calm {
+            return Ok(());
+        }
+        match up.len() {
+            0 => Ok(()),
+            1 => self.crash(up[0]),
+            _ => self.crash_together(up),
+        }
+    }
+}
