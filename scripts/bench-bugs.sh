@@ -30,6 +30,7 @@ declare -A kinds=(
   [etcd-no-fsync]="start_command linearizability"
   [etcd-lock]=workload
   [postgresql-txn-rr]=anomaly
+  [nats-async]=workload
 )
 short=0
 [ "${1:-}" = --short ] && short=1
@@ -39,7 +40,7 @@ if [ $short = 1 ]; then
   SEEDS=${SEEDS:-1}
   MAX=${MAX:-4}
 else
-  CASES=${CASES:-"redis-async postgresql-async etcd-no-fsync etcd-lock postgresql-txn-rr"}
+  CASES=${CASES:-"redis-async postgresql-async etcd-no-fsync etcd-lock postgresql-txn-rr nats-async"}
   STRATEGIES=${STRATEGIES:-"random pct delay dfs coverage"}
   SEEDS=${SEEDS:-"1 2 3"}
   MAX=${MAX:-10}
