@@ -95,6 +95,34 @@ fn a_killed_service_comes_back_and_keeps_what_reached_the_page_cache() {
     assert_eq!(inv["ok"], true, "the line written before the kill is there");
 }
 
+/// A kill is one of the failure file's decisions: a check the kill breaks
+/// (the service's second start appended a line) fails, and the failure
+/// replays to the same trace.
+#[test]
+fn a_failure_after_a_kill_replays() {
+    let d = service_cluster(
+        2,
+        3,
+        &format!(
+            "[faults.kill]\nmax = 1\nnodes = [\"n2\"]\nspan = \"200ms\"\nweight = 1000\nrestart_after = \"500ms\"\n{}",
+            log_holds(1)
+        ),
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &["--seed", "3"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    assert_eq!((j["failure"]["kind"].as_str(), j["kills"].as_u64()), (Some("invariant"), Some(1)), "{j}");
+    let file = j["failure_file"].as_str().unwrap().to_string();
+    let dir = std::path::Path::new(&file).parent().unwrap().to_path_buf();
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("1 kills, 1 respawns"), "{report}");
+    let rep = run(&["replay", "--quiet", &file, "--out", out.path().join("replay").to_str().unwrap()]);
+    assert_eq!(rep.code, 0, "{rep:?}");
+    assert_eq!(rep.json()["reproduced"], true, "{rep:?}");
+    assert_eq!(rep.json()["trace_hash"], j["trace_hash"]);
+}
+
 /// A scheduled crash (`[[faults.crash.schedule]]`) powers n2 off exactly
 /// `at` after the workload starts, with no crash budget: the line its
 /// service wrote without fsync is lost (the page cache went with the

@@ -261,30 +261,6 @@ pub fn pause_spec(p: &PauseSection, n: u16, has_start: bool) -> Result<PauseSpec
     Ok(spec)
 }
 
-/// `[faults.clock] strobe` with its defaults.
-fn strobe_spec(t: &StrobeTable) -> Result<StrobeSpec, Invalid> {
-    let at = KeyPath::table("faults.clock").key("strobe");
-    let delta = t.delta.clone().unwrap_or_else(|| "200ms".into());
-    let delta_ns =
-        parse_signed_duration_ns(&delta).filter(|d| *d != 0 && d.abs() <= MAX_CLOCK_NS).ok_or_else(|| {
-            at.key("delta").invalid(format!(
-                " = {delta:?} is not a non-zero duration within a year (examples: \"200ms\", \"-1s\")"
-            ))
-        })?;
-    let period_ns = duration(&at.key("period"), &t.period, 10_000_000)?;
-    let length_ns = duration(&at.key("length"), &t.length, 1_000_000_000)?;
-    if period_ns < 1_000_000 {
-        return Err(at.key("period").invalid(format!(" = {:?}: at least 1ms", t.period.as_deref().unwrap_or(""))));
-    }
-    if length_ns < period_ns || length_ns / period_ns > 100_000 {
-        return Err(at.key("length").invalid(format!(
-            " = {:?}: at least one period and at most 100000 of them",
-            t.length.as_deref().unwrap_or("1s")
-        )));
-    }
-    Ok(StrobeSpec {
-        delta_ns,
-        period: std::time::Duration::from_nanos(period_ns),
 /// `[faults.kill]` checked; `has_start`: the nodes have a start command.
 pub fn kill_spec(k: &KillSection, n: u16, has_start: bool) -> Result<KillSpec, Invalid> {
     let at = KeyPath::table("faults.kill");
@@ -313,6 +289,30 @@ pub fn kill_spec(k: &KillSection, n: u16, has_start: bool) -> Result<KillSpec, I
     Ok(spec)
 }
 
+/// `[faults.clock] strobe` with its defaults.
+fn strobe_spec(t: &StrobeTable) -> Result<StrobeSpec, Invalid> {
+    let at = KeyPath::table("faults.clock").key("strobe");
+    let delta = t.delta.clone().unwrap_or_else(|| "200ms".into());
+    let delta_ns =
+        parse_signed_duration_ns(&delta).filter(|d| *d != 0 && d.abs() <= MAX_CLOCK_NS).ok_or_else(|| {
+            at.key("delta").invalid(format!(
+                " = {delta:?} is not a non-zero duration within a year (examples: \"200ms\", \"-1s\")"
+            ))
+        })?;
+    let period_ns = duration(&at.key("period"), &t.period, 10_000_000)?;
+    let length_ns = duration(&at.key("length"), &t.length, 1_000_000_000)?;
+    if period_ns < 1_000_000 {
+        return Err(at.key("period").invalid(format!(" = {:?}: at least 1ms", t.period.as_deref().unwrap_or(""))));
+    }
+    if length_ns < period_ns || length_ns / period_ns > 100_000 {
+        return Err(at.key("length").invalid(format!(
+            " = {:?}: at least one period and at most 100000 of them",
+            t.length.as_deref().unwrap_or("1s")
+        )));
+    }
+    Ok(StrobeSpec {
+        delta_ns,
+        period: std::time::Duration::from_nanos(period_ns),
         length: std::time::Duration::from_nanos(length_ns),
     })
 }

@@ -79,6 +79,8 @@ fn counts_json(c: &Counts) -> Map<String, Value> {
         "invariant",
         "note",
         "pause",
+        "kill",
+        "respawn",
         "resume",
         "clock_offset",
         "clock_drift",
@@ -103,8 +105,6 @@ fn failure_json(meta: &ReportMeta, events: &[Event], failure: Option<&FailureSpo
     match f.index {
         Some(i) => {
             let ev = &events[i];
-        "kill",
-        "respawn",
             m.insert("event_index".into(), json!(i));
             m.insert("time".into(), json!(ev.time.as_ns()));
             m.insert("node".into(), json!(ev.node));
@@ -166,9 +166,9 @@ fn node_json(meta: &ReportMeta, events: &[Event], n: u16) -> Value {
         "crashes": mine().filter(|e| matches!(e.kind, EventKind::Crash { .. })).count(),
         "restarts": mine().filter(|e| matches!(e.kind, EventKind::Restart)).count(),
         "pauses": mine().filter(|e| matches!(e.kind, EventKind::Pause { .. })).count(),
+        "kills": mine().filter(|e| matches!(e.kind, EventKind::Kill { .. })).count(),
         "clock_faults": mine().filter(|e| is_clock_fault(&e.kind)).count(),
         "hung": mine().any(|e| matches!(e.kind, EventKind::Hung)),
         "exit": exit,
     })
 }
-        "kills": mine().filter(|e| matches!(e.kind, EventKind::Kill { .. })).count(),

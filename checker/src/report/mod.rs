@@ -250,9 +250,9 @@ pub fn kind_name(k: &EventKind) -> &'static str {
         EventKind::Disk { .. } => "disk",
         EventKind::DiskFault { .. } => "disk_fault",
         EventKind::Pause { .. } => "pause",
-        EventKind::Resume => "resume",
         EventKind::Kill { .. } => "kill",
         EventKind::Respawn => "respawn",
+        EventKind::Resume => "resume",
         EventKind::ClockOffset { .. } => "clock_offset",
         EventKind::ClockDrift { .. } => "clock_drift",
         EventKind::ClockBump { .. } => "clock_bump",
@@ -328,12 +328,12 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
             format!("pause: start command stopped (SIGSTOP) until {}", fmt_time(resume_at.as_ns()))
         }
         EventKind::Resume => "resume: start command continued (SIGCONT)".into(),
-        EventKind::ClockOffset { offset_ns } => format!("clock offset {} (wall clock at boot)", fmt_signed(*offset_ns)),
-        EventKind::ClockDrift { ppm } => format!("clock drift {ppm:+} ppm"),
         EventKind::Kill { restart_at } => {
             format!("kill: start command killed (SIGKILL), runs again at {}", fmt_time(restart_at.as_ns()))
         }
         EventKind::Respawn => "respawn: start command runs again after its kill".into(),
+        EventKind::ClockOffset { offset_ns } => format!("clock offset {} (wall clock at boot)", fmt_signed(*offset_ns)),
+        EventKind::ClockDrift { ppm } => format!("clock drift {ppm:+} ppm"),
         EventKind::ClockBump { delta_ns } => format!("clock bump {} (wall clock)", fmt_signed(*delta_ns)),
         EventKind::ClockStrobe { delta_ns, period_ns, length_ns } => format!(
             "clock strobe {} and back every {} for {} (wall clock)",

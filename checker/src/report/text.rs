@@ -101,11 +101,11 @@ fn counts(a: &Analysis, s: &mut String) {
         "node faults: {} pauses, {} resumes{}; clock: {} offsets, {} drifts, {} bumps, {} strobes",
         c.kind("pause"),
         c.kind("resume"),
-        c.kind("clock_offset"),
         match c.kind("kill") {
             0 => String::new(),
             n => format!(", {n} kills, {} respawns", c.kind("respawn")),
         },
+        c.kind("clock_offset"),
         c.kind("clock_drift"),
         c.kind("clock_bump"),
         c.kind("clock_strobe")

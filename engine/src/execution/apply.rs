@@ -37,10 +37,10 @@ impl Execution<'_> {
             Action::Pause(i) => self.pause(i)?,
             Action::Resume(i) => self.resume(i)?,
             Action::ClockJump(i) => self.clock_jump(i)?,
-            Action::Kill(i) => self.kill(i)?,
-            Action::Respawn(i) => self.respawn(i)?,
             Action::ConnReset(key) => self.conn_reset(key),
             Action::ConnStall(key) => self.conn_stall(key),
+            Action::Kill(i) => self.kill(i)?,
+            Action::Respawn(i) => self.respawn(i)?,
             Action::CompleteDisk(i, request) => {
                 let watchdog = self.spec.watchdog;
                 self.maybe_disk_fault(i, disksim::RequestId(request));
@@ -89,13 +89,13 @@ impl Execution<'_> {
     /// A coordinated power failure: every crashable node that is up loses
     /// power at this instant, in node order, each disk into a crash state
     /// of its own (each a crash of the budget, numbered in that order).
+    fn power_failure(&mut self) -> Result<(), EngineError> {
+        let down: Vec<usize> = self.power_failure_nodes();
         self.crash_together(down)
     }
 
     /// Nodes `down` (two or more) lose power at this instant, in node order.
     pub(super) fn crash_together(&mut self, down: Vec<usize>) -> Result<(), EngineError> {
-    fn power_failure(&mut self) -> Result<(), EngineError> {
-        let down: Vec<usize> = self.power_failure_nodes();
         self.faults.power_failures += 1;
         let nodes: Vec<String> = down.iter().map(|&i| self.nodes[i].name.clone()).collect();
         self.trace.push(self.now, crate::trace::ENGINE, EventKind::PowerFailure { nodes });
@@ -109,12 +109,12 @@ impl Execution<'_> {
     /// restart delays per node or drawn from a range, its delay is drawn
     /// now (nothing is drawn for a fixed one).
     pub(super) fn crash(&mut self, i: usize) -> Result<(), EngineError> {
+        let now = self.now;
+        self.faults.crashes += 1;
         if let Some(&range) = self.spec.explore.restart_ranges.get(i) {
             let delay = crate::faults::draw_delay(&mut self.faults.node.restart_rng, range);
             self.faults.restart_delays.insert(i, delay);
         }
-        let now = self.now;
-        self.faults.crashes += 1;
         let id = NodeIdx::new(i).net_id();
         let crash = self.faults.crashes;
         let name = self.nodes[i].name.clone();

@@ -76,7 +76,6 @@ impl Execution<'_> {
         into.extend(resumes.map(|&(i, t)| Enabled::resume(i, t)));
         self.enabled_node_faults(into);
         self.enabled_conn_faults(into);
-    }
         let respawns = pending.respawns.iter().filter(|&&(_, t)| t <= horizon);
         into.extend(respawns.map(|&(i, t)| Enabled::respawn(i, t)));
         for i in self.spec.explore.kill.nodes.iter().map(|n| n.index()) {
@@ -84,6 +83,7 @@ impl Execution<'_> {
                 into.push(Enabled::kill(i, self.now).at_risk(self.nodes[i].just_sent));
             }
         }
+    }
 
     /// A crash is enabled while the workload runs, within the budget,
     /// from a virtual time drawn uniformly over the first `crash_span` of

@@ -244,12 +244,6 @@ impl<'a> Execution<'a> {
             // Calming resumes paused nodes: gather again.
             self.gather_pending(&mut pending);
         }
-        let window = self.spec.explore.window;
-        let horizon = horizon(earliest, self.now, window, pending.min_requested());
-        let mut enabled = std::mem::take(&mut self.choices.enabled);
-        self.enabled(&pending, horizon, &mut enabled);
-        self.choices.pending = pending;
-        let chosen = enabled[self.choices.pick(&enabled, strategy)];
         if let Some((at, k)) = self.next_scheduled_crash().filter(|&(at, _)| at <= earliest) {
             // A scheduled crash is the earliest event: no choice.
             self.choices.pending = pending;
@@ -258,6 +252,12 @@ impl<'a> Execution<'a> {
             self.advance_script()?;
             return Ok(if self.script.verdict.is_some() { Step::Done } else { Step::Running });
         }
+        let window = self.spec.explore.window;
+        let horizon = horizon(earliest, self.now, window, pending.min_requested());
+        let mut enabled = std::mem::take(&mut self.choices.enabled);
+        self.enabled(&pending, horizon, &mut enabled);
+        self.choices.pending = pending;
+        let chosen = enabled[self.choices.pick(&enabled, strategy)];
         self.choices.enabled = enabled;
         self.now = effective_time(&chosen, self.now);
         self.choices.steps += 1;

@@ -163,13 +163,13 @@ impl Execution<'_> {
                 if command == crate::READY_PROBE {
                     self.on_probe_done(from, status);
                 } else if command == "start" {
-                    if status != 0 {
+                    // The exit a kill caused (`[faults.kill]`) is no failure.
+                    if status != 0 && !self.nodes[from].start_exit_was_kill() {
                         let what = format!("node {name}: its start command exited with status {status}{hint}");
                         self.fail(FailureKind::StartCommand, Some(from), what);
                     }
                 } else if command == "workload" && self.script.phase == Phase::Workload {
-                    // The exit a kill caused (`[faults.kill]`) is no failure.
-                    if status != 0 && !self.nodes[from].start_exit_was_kill() {
+                    if status != 0 {
                         let what = format!("the workload on {name} exited with status {status}{hint}");
                         self.fail(FailureKind::Workload, Some(from), what);
                         return Ok(());
