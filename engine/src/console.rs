@@ -6,6 +6,7 @@
 //! | line | who prints it | who reads it |
 //! |---|---|---|
 //! | `@sim ready`, `@sim done NAME STATUS` | the in-guest agent, on its control line | the engine's script ([`agent_message`]) |
+//! | `@sim role WORD` | the role probe's loop (`[roles]`), on the control line | the engine's roles ([`agent_message`]) |
 //! | `@reached NAME`, `@sometimes NAME` | the user's programs | `[faults] start_after`, `[[expect]] reached`, coverage ([`reached_name`]) |
 //! | `@history begin`, one JSON object per line, `@history end` | the workload | `[check] history` ([`history_marker`]) |
 //! | `Kernel panic - not syncing: ...` | the guest kernel | the engine: the node failed ([`is_kernel_panic`]) |
@@ -27,6 +28,9 @@ pub enum AgentMsg {
     },
     /// Any other `@sim` line (the words after `@sim`).
     Unknown(String),
+    /// `@sim role WORD`: the node's role probe printed `WORD` first (see
+    /// `crate::roles`).
+    Role(String),
 }
 
 /// The agent's message on `line`, if it is an `@sim` line.
@@ -39,6 +43,7 @@ pub fn agent_message(line: &str) -> Option<AgentMsg> {
             Ok(status) => AgentMsg::Done { command: name.to_string(), status },
             Err(_) => AgentMsg::Unknown(rest.to_string()),
         },
+        (Some("role"), Some(role), None) => AgentMsg::Role(role.to_string()),
         _ => AgentMsg::Unknown(rest.to_string()),
     })
 }
@@ -93,6 +98,8 @@ mod tests {
         assert_eq!(agent_message("log: @sim ready"), None);
         assert_eq!(agent_message("run workload"), None);
         assert_eq!(agent_message("hello"), None);
+        assert_eq!(agent_message("@sim role leader\r"), Some(AgentMsg::Role("leader".into())));
+        assert_eq!(agent_message("@sim role a b"), Some(AgentMsg::Unknown("role a b".into())));
     }
 
     #[test]

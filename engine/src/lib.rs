@@ -56,6 +56,7 @@ mod host;
 mod network;
 mod node;
 mod pending;
+mod roles;
 mod warm;
 
 pub use agent::READY_PROBE;
@@ -66,6 +67,7 @@ pub use faults::{ClockSpec, FaultCounts, KillSpec, NodeClock, PauseSpec, Schedul
 pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
+pub use roles::{valid_role, RoleSpec, ROLE_PROBE};
 pub use seeds::{boot_seed, entropy_seed, execution_seed, read_fault_seed};
 pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryCheckFn, HistoryOutcome, Lookahead};
 pub use steps::{StepLog, StepSpan};

@@ -23,6 +23,10 @@ pub struct ScheduledPartition {
     pub heal: VirtualTime,
     /// Which links it cuts.
     pub partition: Partition,
+    /// `isolate = ROLE`: when it starts, the node holding this role takes
+    /// the place of the node `partition` singles out ([`focus`]); with no
+    /// such node it does not start.
+    pub role: Option<String>,
 }
 
 /// What the network of an execution looks like.
@@ -40,7 +44,9 @@ pub struct NetworkSpec {
 
 #[derive(Debug, Clone)]
 enum Fault {
-    Start(Partition),
+    /// A partition starts; with a role, turned onto the node holding it
+    /// when it does ([`focus`]).
+    Start(Partition, Option<String>),
     Heal,
 }
 
@@ -72,6 +78,9 @@ struct RandomPartitions {
     shapes: Option<Vec<netsim::PartitionShape>>,
     nodes: u16,
     time_limit: VirtualTime,
+    /// `[faults] partition_target`: each partition is turned onto the node
+    /// holding this role when it starts.
+    target: Option<String>,
 }
 
 /// The shortest gap and the shortest length of a random partition.
@@ -90,7 +99,8 @@ impl RandomPartitions {
                 return faults;
             }
             let len = self.length.sample(&mut self.rng).max(MIN_PARTITION_SPAN);
-            faults.push((t, Fault::Start(random_partition(&mut self.rng, self.nodes, self.shapes.as_deref()))));
+            let p = random_partition(&mut self.rng, self.nodes, self.shapes.as_deref());
+            faults.push((t, Fault::Start(p, self.target.clone())));
             t = t.saturating_add(len);
             faults.push((t, Fault::Heal));
         }
@@ -151,6 +161,55 @@ fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shapes: Option<&[Parti
             }
         }
         _ => Partition::one_way([node(pick)], (1..=n).filter(|&i| i != pick).map(node)),
+    }
+}
+
+/// `p` turned onto node `on`: the node `p` singles out trades places with
+/// `on` (every other node keeps its place). The node singled out is the
+/// first of the smallest group of a symmetric partition (isolating one node:
+/// that node; halves: the smaller half, so `on` ends up split from the
+/// majority), the first sender of a one-way cut, and the node with the
+/// most cut links of a set of links (ties: the lowest).
+pub(crate) fn focus(p: &Partition, on: NodeId) -> Partition {
+    use std::collections::BTreeSet;
+    let singled = match p {
+        Partition::Symmetric { groups } => groups.iter().filter(|g| !g.is_empty()).min_by_key(|g| g.len()),
+        Partition::OneWay { from, .. } => Some(from),
+        Partition::Links { .. } => None,
+    }
+    .and_then(|g| g.first().copied())
+    .or_else(|| match p {
+        Partition::Links { cut } => {
+            let mut count = std::collections::BTreeMap::new();
+            for n in cut.iter().flat_map(|(a, b)| [*a, *b]) {
+                *count.entry(n).or_insert(0u32) += 1;
+            }
+            // The first of the most counted (a BTreeMap iterates ascending).
+            count
+                .iter()
+                .fold(None, |best: Option<(NodeId, u32)>, (&n, &c)| match best {
+                    Some((_, bc)) if bc >= c => best,
+                    _ => Some((n, c)),
+                })
+                .map(|(n, _)| n)
+        }
+        _ => None,
+    });
+    let Some(s) = singled.filter(|&s| s != on) else { return p.clone() };
+    let swap = |n: NodeId| {
+        if n == s {
+            on
+        } else if n == on {
+            s
+        } else {
+            n
+        }
+    };
+    let set = |g: &BTreeSet<NodeId>| g.iter().map(|&n| swap(n)).collect::<BTreeSet<_>>();
+    match p {
+        Partition::Symmetric { groups } => Partition::Symmetric { groups: groups.iter().map(set).collect() },
+        Partition::OneWay { from, to } => Partition::OneWay { from: set(from), to: set(to) },
+        Partition::Links { cut } => Partition::links(cut.iter().map(|&(a, b)| (swap(a), swap(b)))),
     }
 }
 
@@ -215,7 +274,8 @@ impl NetState {
     /// random partitions like any node, and its capture is `host.pcap`.
     ///
     /// Random partitions start at virtual time 0, or with `defer_random`
-    /// when [`Self::start_random_partitions`] is called.
+    /// when [`Self::start_random_partitions`] is called; with `target`,
+    /// each is turned onto the node holding that role when it starts.
     pub fn new(
         spec: &NetworkSpec,
         nodes: u16,
@@ -223,6 +283,7 @@ impl NetState {
         seed: u64,
         time_limit: VirtualTime,
         defer_random: bool,
+        target: Option<String>,
     ) -> std::io::Result<NetState> {
         let net = Network::new(&spec.config, nodes).map_err(|e| std::io::Error::other(e.to_string()))?;
         // Separate streams: a change in how many frames a guest sends must
@@ -230,7 +291,7 @@ impl NetState {
         let rng = simrng::stream(seed, LATENCY_STREAM);
         let mut faults = Vec::new();
         for s in &spec.scheduled {
-            faults.push((s.at, Fault::Start(s.partition.clone())));
+            faults.push((s.at, Fault::Start(s.partition.clone(), s.role.clone())));
             faults.push((s.heal, Fault::Heal));
         }
         let mut deferred = (spec.config.partitions && nodes > 1).then(|| RandomPartitions {
@@ -240,6 +301,7 @@ impl NetState {
             shapes: spec.config.partition_shapes.clone(),
             nodes,
             time_limit,
+            target,
         });
         if !defer_random {
             faults.extend(deferred.take().map(|r| r.timeline(VirtualTime::ZERO)).unwrap_or_default());
@@ -360,13 +422,34 @@ impl NetState {
         }
     }
 
-    /// Applies the next fault of the timeline.
-    pub fn apply_fault(&mut self, trace: &mut Trace, now: VirtualTime) {
+    /// The role the next fault of the timeline targets, if it does.
+    pub fn next_role(&self) -> Option<&str> {
+        match self.faults.get(self.next_fault) {
+            Some((_, Fault::Start(_, role))) => role.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Applies the next fault of the timeline; `holder` is the node holding
+    /// the role it targets ([`Self::next_role`]), if any.
+    pub fn apply_fault(&mut self, trace: &mut Trace, now: VirtualTime, holder: Option<NodeId>) {
         let (_, fault) = self.faults[self.next_fault].clone();
         self.next_fault += 1;
         match fault {
-            Fault::Start(p) => {
-                let description = describe_named(&p, self.host);
+            Fault::Start(p, role) => {
+                let (p, targeted) = match (role, holder) {
+                    (None, _) => (p, String::new()),
+                    (Some(role), None) => {
+                        let text = format!(
+                            "partition {} not started: no node holds role {role}",
+                            describe_named(&p, self.host)
+                        );
+                        trace.push(now, crate::trace::ENGINE, EventKind::Note { text });
+                        return;
+                    }
+                    (Some(role), Some(h)) => (focus(&p, h), format!("; role {role}: {h}")),
+                };
+                let description = format!("{}{targeted}", describe_named(&p, self.host));
                 let dropped = self.net.partition(p).unwrap_or(0);
                 let text =
                     if dropped > 0 { format!("{description} ({dropped} frames in flight lost)") } else { description };
@@ -517,6 +600,35 @@ mod shape_tests {
         assert_eq!((1..=n).filter(|&i| sees(&p, n, i).len() == 1).count(), 1);
         let Partition::OneWay { from, to } = draw(PartitionShape::OneWay, n, 1) else { panic!("one way") };
         assert_eq!((from.len(), to.len()), (1, 4));
+    }
+
+    #[test]
+    fn focus_puts_the_role_holder_where_the_partition_singles_out_a_node() {
+        let id = |k: u16| NodeId::new(k).unwrap();
+        let set = |v: &[u16]| v.iter().map(|&k| id(k)).collect::<BTreeSet<_>>();
+        // Isolating n1 becomes isolating n3; a node already singled out stays.
+        assert_eq!(focus(&Partition::isolate(id(1)), id(3)), Partition::isolate(id(3)));
+        assert_eq!(focus(&Partition::isolate(id(3)), id(3)), Partition::isolate(id(3)));
+        // Halves: the holder lands in the smaller half (split from the majority).
+        let halves = Partition::symmetric([vec![id(1), id(2)], vec![id(3), id(4), id(5)]]);
+        let Partition::Symmetric { groups } = focus(&halves, id(4)) else { panic!() };
+        assert_eq!(groups, vec![set(&[2, 4]), set(&[1, 3, 5])]);
+        // One way: the holder's frames are the ones cut.
+        let Partition::OneWay { from, to } = focus(&Partition::one_way([id(2)], [id(1), id(3)]), id(3)) else {
+            panic!()
+        };
+        assert_eq!((from, to), (set(&[3]), set(&[1, 2])));
+        // Links: the node with the most cut links (n3: two) trades with n1.
+        let links = Partition::links([(id(1), id(3)), (id(2), id(3))]);
+        assert_eq!(focus(&links, id(1)), Partition::links([(id(3), id(1)), (id(2), id(1))]));
+        for n in [3u16, 5] {
+            for seed in 0..10 {
+                for shape in [PartitionShape::IsolateOne, PartitionShape::Halves, PartitionShape::OneWay] {
+                    let p = focus(&draw(shape, n, seed), id(2));
+                    assert!(sees(&p, n, 2).len() <= usize::from(n) / 2, "{shape:?} n={n}: {p:?}");
+                }
+            }
+        }
     }
 
     #[test]

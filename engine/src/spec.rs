@@ -80,6 +80,8 @@ pub struct ExploreSpec {
     pub pause: PauseSpec,
     /// Clock offsets, drift, bumps and strobes (`[faults.clock]`).
     pub clock: ClockSpec,
+    /// `[roles]` and the faults that target a role.
+    pub roles: crate::roles::RoleSpec,
     /// Start commands killed (`[faults.kill]`).
     pub kill: KillSpec,
     /// Connection resets and stalls (`[faults.connection]`).

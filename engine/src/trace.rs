@@ -275,6 +275,12 @@ pub enum EventKind {
     },
     /// The node's killed start command was started again.
     Respawn,
+    /// The node's role probe (`[roles]`) printed `role` first, a word other
+    /// than the one it printed last since the node booted.
+    Role {
+        /// The first word the probe printed.
+        role: String,
+    },
 }
 
 /// Why a frame copy was lost (`Drop::cause`). The serde names are the

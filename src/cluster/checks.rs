@@ -65,7 +65,7 @@ pub struct ExpectSection {
 
 /// Names of the agent's own commands (`/sim/cmd/NAME` and the start
 /// command): no check may take one.
-const RESERVED: [&str; 3] = ["workload", "start", engine::READY_PROBE];
+const RESERVED: [&str; 4] = ["workload", "start", engine::READY_PROBE, engine::ROLE_PROBE];
 
 /// A named check on a node: (name, 0-based node, command or script).
 pub(super) type NodeCheck = (String, usize, String);

@@ -57,6 +57,10 @@ pub struct FaultsSection {
     /// anything is done to it. Crashes, pauses, clock jumps and random
     /// partitions; their spans count from there.
     pub start_after: Option<String>,
+    /// Each random partition (`[faults.network] partitions`) singles out
+    /// the node holding this role (`[roles]`) when it starts: isolates it,
+    /// or puts it on the minority side.
+    pub partition_target: Option<String>,
 }
 
 /// `[faults.disk]`: disk faults, each a decision drawn from the seed (see
@@ -116,6 +120,9 @@ pub struct CrashSection {
     /// crashes (default false).
     #[serde(default)]
     pub power_failure: bool,
+    /// Crash only a node whose role (`[roles]`) is this one ("kill the
+    /// leader"): offered at every step while a node holds it, weighted up.
+    pub target: Option<String>,
     /// Crashes at fixed virtual times (`[[faults.crash.schedule]]`).
     #[serde(default)]
     pub schedule: Vec<ScheduledCrashSection>,
@@ -259,6 +266,8 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
         clock: node_faults::clock_spec(&f.clock, n)?,
         connection: super::conn_faults::conn_spec(&f.connection)?,
         kill: node_faults::kill_spec(&f.kill, n, has_start)?,
+        // Checked after the rest of [faults] (`roles::role_spec`).
+        roles: Default::default(),
     })
 }
 

@@ -33,6 +33,7 @@ mod network;
 mod node_faults;
 #[cfg(test)]
 mod parse_tests;
+mod roles;
 pub mod schema;
 mod values;
 mod workload;
@@ -47,6 +48,7 @@ pub use image::{ImageSection, RootMode};
 pub use key_path::{Invalid, KeyPath};
 pub use network::PartitionSection;
 pub use node_faults::{parse_signed_duration_ns, ClockSection, PauseSection, Range, StrobeSetting, StrobeTable};
+pub use roles::RolesSection;
 pub use values::{parse_duration_ns, parse_node_name};
 pub use workload::{HostRequestSection, HostWorkloadSection, NodeSection, WorkloadSection};
 
@@ -81,6 +83,8 @@ pub struct ClusterFile {
     /// `[[expect]]`: what exploration must get to at least once.
     #[serde(default, rename = "expect")]
     pub expects: Vec<ExpectSection>,
+    /// `[roles]`: a probe that tells each node's role (absent: no roles).
+    pub roles: Option<RolesSection>,
 }
 
 /// A cluster directory, loaded and checked.
@@ -102,6 +106,8 @@ pub struct Cluster {
     pub liveness: Vec<(String, usize, String)>,
     /// `[node] ready`'s polling script (`None`: no readiness probe).
     pub ready_probe: Option<String>,
+    /// `[roles] probe`'s guest script (`None`: no roles).
+    pub role_probe: Option<String>,
     /// `[check] history`, 0-based.
     pub history_node: Option<usize>,
     /// `[check] model` and `consistency`: what that history is checked
@@ -150,6 +156,7 @@ impl Cluster {
         let invariants = checks::invariants(&spec.invariants, n).map_err(&invalid)?;
         let liveness = checks::liveness(&spec.liveness, n, &invariants).map_err(&invalid)?;
         let ready_probe = spec.node.ready_probe().map_err(&invalid)?;
+        let role_probe = roles::role_probe(spec.roles.as_ref()).map_err(&invalid)?;
         let window_ns = spec.explore.window_ns().map_err(&invalid)?;
         let crashes = spec.faults.crash.check(n, workload_node).map_err(&invalid)?;
         let disk = spec.disk.as_ref().map(DiskSection::settings).transpose().map_err(&invalid)?;
@@ -157,7 +164,8 @@ impl Cluster {
         let history_model = spec.check.history_model().map_err(&invalid)?;
         let disk_faults = faults::disk_fault_rates(&spec).map_err(&invalid)?;
         let expect_reached = checks::expect_reached(&spec.expects).map_err(&invalid)?;
-        let explore = faults::explore_spec(&spec, window_ns, crashes).map_err(&invalid)?;
+        let mut explore = faults::explore_spec(&spec, window_ns, crashes).map_err(&invalid)?;
+        explore.roles = roles::role_spec(&spec).map_err(&invalid)?;
         spec.image.check(dir).map_err(&invalid)?;
         let time_limit_ns = spec.run.time_limit_ns().map_err(&invalid)?;
         let partitions = network::partitions(&spec.faults, n, host_workload.is_some()).map_err(&invalid)?;
@@ -178,6 +186,7 @@ impl Cluster {
             time_limit_ns,
             liveness,
             ready_probe,
+            role_probe,
             history_node,
             history_model,
             disk,

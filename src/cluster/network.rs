@@ -21,6 +21,9 @@ pub struct PartitionSection {
     pub from: Vec<String>,
     #[serde(default)]
     pub to: Vec<String>,
+    /// Isolate the node holding this role (`[roles]`) when the partition
+    /// starts (none holds it: the partition does not start).
+    pub isolate: Option<String>,
 }
 
 /// `[faults.network]` (checked by netsim) and `[[faults.partition]]`, for a
@@ -59,22 +62,37 @@ impl PartitionSection {
                 })
                 .collect()
         };
-        let partition = match (p.groups.is_empty(), p.from.is_empty() && p.to.is_empty()) {
-            (false, true) => {
-                let groups = p
-                    .groups
-                    .iter()
-                    .enumerate()
-                    .map(|(k, g)| nodes_of(at.key("groups").nth(k), g))
-                    .collect::<Result<Vec<_>, _>>()?;
-                netsim::Partition::symmetric(groups)
-            }
-            (true, false) if !p.from.is_empty() && !p.to.is_empty() => {
-                netsim::Partition::one_way(nodes_of(at.key("from"), &p.from)?, nodes_of(at.key("to"), &p.to)?)
-            }
-            _ => return Err(at.invalid(": give either groups = [[...], [...]] or both from = [...] and to = [...]")),
-        };
+        let partition =
+            match (p.groups.is_empty(), p.from.is_empty() && p.to.is_empty()) {
+                // The role's holder takes n1's place when the partition starts.
+                (true, true) if p.isolate.is_some() => netsim::Partition::isolate(engine::NodeIdx::new(0).net_id()),
+                _ if p.isolate.is_some() => {
+                    return Err(at
+                        .key("isolate")
+                        .invalid(": isolates the node holding a role; give it alone, without groups, from or to"))
+                }
+                (false, true) => {
+                    let groups = p
+                        .groups
+                        .iter()
+                        .enumerate()
+                        .map(|(k, g)| nodes_of(at.key("groups").nth(k), g))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    netsim::Partition::symmetric(groups)
+                }
+                (true, false) if !p.from.is_empty() && !p.to.is_empty() => {
+                    netsim::Partition::one_way(nodes_of(at.key("from"), &p.from)?, nodes_of(at.key("to"), &p.to)?)
+                }
+                _ => return Err(at.invalid(
+                    ": give either groups = [[...], [...]], both from = [...] and to = [...], or isolate = \"ROLE\"",
+                )),
+            };
         partition.validate(n + u16::from(has_host)).map_err(|e| at.invalid(format!(": {e}")))?;
-        Ok(ScheduledPartition { at: VirtualTime::from_ns(start), heal: VirtualTime::from_ns(heal), partition })
+        Ok(ScheduledPartition {
+            at: VirtualTime::from_ns(start),
+            heal: VirtualTime::from_ns(heal),
+            partition,
+            role: p.isolate.clone(),
+        })
     }
 }

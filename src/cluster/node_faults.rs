@@ -76,6 +76,8 @@ pub struct PauseSection {
     pub span: Option<String>,
     /// Random walk weight (ordinary events: 100; default 50).
     pub weight: Option<i64>,
+    /// Pause only a node whose role (`[roles]`) is this one.
+    pub target: Option<String>,
 }
 
 /// `[faults.kill]`: the start command's processes killed (SIGKILL) by the
@@ -157,6 +159,8 @@ pub struct ClockSection {
     pub span: Option<String>,
     /// Random walk weight of a jump (ordinary events: 100; default 50).
     pub weight: Option<i64>,
+    /// Jump only the clock of a node whose role (`[roles]`) is this one.
+    pub target: Option<String>,
 }
 
 impl ClockSection {

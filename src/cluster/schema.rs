@@ -63,6 +63,7 @@ pub fn tables() -> Vec<Table> {
         table::<super::node_faults::KillSection>("faults.kill"),
         table::<super::conn_faults::ConnectionSection>("faults.connection"),
         table::<ExpectSection>("[expect]"),
+        table::<RolesSection>("roles"),
     ]
 }
 

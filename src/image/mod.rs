@@ -106,6 +106,9 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     if let Some(script) = &cluster.ready_probe {
         key.add_str("ready").add_str(script);
     }
+    if let Some(script) = &cluster.role_probe {
+        key.add_str("role-probe").add_str(script);
+    }
     if let Some(d) = &cluster.disk {
         key.add_str("disk-mount").add_str(&d.mount);
     }

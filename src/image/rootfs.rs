@@ -239,6 +239,9 @@ pub fn write_agent_files(
     if let Some(script) = &cluster.ready_probe {
         write(&format!("sim/cmd/{}", engine::READY_PROBE), script, 0o644)?;
     }
+    if let Some(script) = &cluster.role_probe {
+        write(&format!("sim/cmd/{}", engine::ROLE_PROBE), script, 0o644)?;
+    }
     for dir in ["proc", "sys", "dev", "tmp", "run", "root", "etc"] {
         std::fs::create_dir_all(root.join(dir))?;
     }
@@ -308,6 +311,9 @@ pub fn check_commands(root: &Path, cluster: &Cluster) -> Result<()> {
     }
     if let Some(r) = &cluster.spec.node.ready {
         commands.push(("[node] ready".into(), r));
+    }
+    if let Some(r) = &cluster.spec.roles {
+        commands.push(("[roles] probe".into(), &r.probe));
     }
     for (what, command) in commands {
         let Some(prog) = program_of(command) else { continue };

@@ -53,7 +53,31 @@ pub fn summary_json(meta: &ReportMeta, events: &[Event]) -> Value {
         "failure": failure_json(meta, events, a.failure.as_ref()),
         "failed_invariants": failed_invariants_json(events),
         "nodes": nodes,
+        "roles_at_faults": roles_json(meta, events),
     })
+}
+
+/// `roles_at_faults`: each fault with the role of the node it hit and every
+/// node's role then (`[roles]`); empty without roles.
+fn roles_json(meta: &ReportMeta, events: &[Event]) -> Value {
+    let faults = super::roles::faults_with_roles(events);
+    Value::Array(
+        faults
+            .iter()
+            .map(|f| {
+                let roles: Map<String, Value> =
+                    f.roles.iter().map(|(n, r)| (node_name(meta, *n), json!(sanitize(r, 64)))).collect();
+                json!({
+                    "event_index": f.index,
+                    "time": events[f.index].time.as_ns(),
+                    "node": f.node,
+                    "event": sanitize(&describe(meta, &events[f.index]), TEXT_CHARS),
+                    "role": f.role.as_deref().map(|r| sanitize(r, 64)),
+                    "roles": roles,
+                })
+            })
+            .collect(),
+    )
 }
 
 /// `counts`: every kind listed, zeros included.
@@ -88,6 +112,7 @@ fn counts_json(c: &Counts) -> Map<String, Value> {
         "clock_strobe",
         "conn_reset",
         "conn_stall",
+        "role",
     ] {
         counts.insert(k.to_string(), json!(c.kind(k)));
     }

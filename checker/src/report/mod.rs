@@ -26,6 +26,7 @@ use std::fmt::Write as _;
 mod escape;
 pub mod html;
 mod json;
+pub mod roles;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -257,6 +258,7 @@ pub fn kind_name(k: &EventKind) -> &'static str {
         EventKind::ClockDrift { .. } => "clock_drift",
         EventKind::ClockBump { .. } => "clock_bump",
         EventKind::ClockStrobe { .. } => "clock_strobe",
+        EventKind::Role { .. } => "role",
         EventKind::ConnReset { .. } => "conn_reset",
         EventKind::ConnStall { .. } => "conn_stall",
     }
@@ -349,6 +351,7 @@ pub fn describe(meta: &ReportMeta, ev: &Event) -> String {
             if *both { "<->" } else { "->" },
             fmt_time(until.as_ns())
         ),
+        EventKind::Role { role } => format!("role {role} (its role probe's first word)"),
     }
 }
 

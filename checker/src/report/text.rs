@@ -17,6 +17,7 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
     headline(&a, &mut s);
     failure(&a, &mut s);
     counts(&a, &mut s);
+    roles(&a, &mut s);
     last_events(&a, &mut s);
     s
 }
@@ -119,6 +120,26 @@ fn counts(a: &Analysis, s: &mut String) {
         c.kind("console"),
         c.kind("note")
     );
+}
+
+/// How many faults the roles section lists at most.
+const ROLE_FAULTS: usize = 20;
+
+/// Which node held which role (`[roles]`) when each fault hit; nothing
+/// without roles.
+fn roles(a: &Analysis, s: &mut String) {
+    let faults = super::roles::faults_with_roles(a.events);
+    let roles = a.events.iter().filter(|e| matches!(e.kind, EventKind::Role { .. })).count();
+    if roles == 0 {
+        return;
+    }
+    let _ = writeln!(s, "roles: {roles} changes; at each fault (up to {ROLE_FAULTS}):");
+    for f in faults.iter().take(ROLE_FAULTS) {
+        let _ = writeln!(s, "  {}", sanitize(&super::roles::describe_fault(a.meta, a.events, f), LINE_CHARS * 2));
+    }
+    if faults.is_empty() {
+        let _ = writeln!(s, "  no fault");
+    }
 }
 
 /// The last [`LAST_EVENTS_PER_NODE`] events of the engine and each node up

@@ -22,9 +22,7 @@ impl Execution<'_> {
     pub(crate) fn apply(&mut self, action: Action) -> Result<(), EngineError> {
         let now = self.now;
         match action {
-            Action::NetworkFault { .. } => {
-                self.network.sim.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now)
-            }
+            Action::NetworkFault { .. } => self.apply_network_fault(),
             Action::Deliver(id) => self.deliver(id)?,
             Action::Crash(i) => self.crash(i)?,
             Action::PowerFailure => self.power_failure()?,

@@ -91,6 +91,7 @@ pub(super) fn network(spec: &ExecutionSpec) -> Result<Option<network::NetState>,
         // In warm-start mode random partitions start with the execution's
         // own seed, when the boot ends.
         spec.explore.faults_after.is_some() || spec.boot_seed.is_some(),
+        spec.explore.roles.partition.clone(),
     )
     .map(|mut ns| {
         // Connection faults need netsim to follow the TCP connections.

@@ -72,6 +72,7 @@ impl Execution<'_> {
         let restarts = pending.restarts.iter().filter(|&&(_, t)| t <= horizon);
         into.extend(restarts.map(|&(i, t)| Enabled::restart(i, t)));
         self.enabled_crashes(into);
+        self.target_crashes(into);
         let resumes = pending.resumes.iter().filter(|&&(_, t)| t <= horizon);
         into.extend(resumes.map(|&(i, t)| Enabled::resume(i, t)));
         self.enabled_node_faults(into);
@@ -162,12 +163,12 @@ impl Execution<'_> {
     pub(crate) fn enabled_node_faults(&self, into: &mut Vec<Enabled>) {
         for i in self.spec.explore.pause.nodes.iter().map(|n| n.index()) {
             if self.pause_enabled(i) {
-                into.push(Enabled::pause(i, self.now));
+                into.push(Enabled::pause(i, self.now).at_risk(self.spec.explore.roles.pause.is_some()));
             }
         }
         for i in self.spec.explore.clock.nodes.iter().map(|n| n.index()) {
             if self.clock_jump_enabled(i) {
-                into.push(Enabled::clock_jump(i, self.now));
+                into.push(Enabled::clock_jump(i, self.now).at_risk(self.spec.explore.roles.clock.is_some()));
             }
         }
     }

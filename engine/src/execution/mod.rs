@@ -14,6 +14,7 @@ mod enabled;
 mod lookahead;
 mod node_faults;
 mod parts;
+mod roles;
 mod schedule;
 mod script;
 
@@ -104,6 +105,9 @@ pub struct Execution<'a> {
     branch_at_crash: bool,
     /// The action a step chose and left for the next one to apply.
     held: Option<Enabled>,
+    /// Each node's role, by 0-based index: the last word its role probe
+    /// printed since it booted (`[roles]`).
+    roles: std::collections::BTreeMap<usize, String>,
 }
 
 impl<'a> Execution<'a> {
@@ -132,6 +136,7 @@ impl<'a> Execution<'a> {
             wall: Wall { began, first_spawn, boot: None },
             branch_at_crash: false,
             held: None,
+            roles: std::collections::BTreeMap::new(),
         };
         for i in 0..ex.nodes.len() {
             ex.nodes[i].connect(VirtualTime::ZERO, spec.connect_timeout)?;

@@ -49,7 +49,9 @@ impl Execution<'_> {
     /// up, ready, not paused already, and with frames in flight: a pause
     /// matters while the rest of the cluster waits for the node's answers
     /// (a pause of an idle node tests nothing; offered at every step, the
-    /// budget would go on the first steps after the drawn time).
+    /// budget would go on the first steps after the drawn time). With
+    /// `[faults.pause] target`, only on a node holding that role, and
+    /// there whether or not it is sending.
     pub(crate) fn pause_enabled(&self, i: usize) -> bool {
         let p = &self.spec.explore.pause;
         let n = &self.nodes[i];
@@ -61,7 +63,10 @@ impl Execution<'_> {
             && n.is_ready()
             && n.paused_until().is_none()
             && n.killed_until().is_none()
-            && sending
+            && match self.spec.explore.roles.pause.as_deref() {
+                None => sending,
+                target => self.role_allows(target, i),
+            }
     }
 
     /// Node `i`'s start command may be killed now: from the drawn time on,
@@ -102,13 +107,17 @@ impl Execution<'_> {
 
     /// Node `i`'s clock may jump now: from the drawn time on, within the
     /// budget, not calm, up and ready. Every moment of a running node is
-    /// at stake for its clock; the drawn times spread the jumps.
+    /// at stake for its clock; the drawn times spread the jumps. With
+    /// `[faults.clock] target`, only on a node holding that role.
     pub(crate) fn clock_jump_enabled(&self, i: usize) -> bool {
         let n = &self.nodes[i];
         let time = self.faults.node.clock_not_before.is_some_and(|t| self.now >= t);
         let c = &self.spec.explore.clock;
         let used = self.faults.node.counts.clock_bumps + self.faults.node.counts.clock_strobes;
-        time && used < c.max && !self.faults.calm && n.is_ready()
+        time && used < c.max
+            && !self.faults.calm
+            && n.is_ready()
+            && self.role_allows(self.spec.explore.roles.clock.as_deref(), i)
     }
 
     /// Stops node `i`'s start command until a drawn length from now.

@@ -141,6 +141,7 @@ impl Execution<'_> {
             AgentMsg::Ready => {
                 self.nodes[from].set_ready();
                 self.trace.push(now, node, EventKind::Ready);
+                self.start_role_probe(from)?;
                 // After a restart the probe runs first: the agent runs
                 // commands in the order sent, so what waited for the node
                 // runs once it is ready again. (At boot, every node's is
@@ -162,6 +163,8 @@ impl Execution<'_> {
                 let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && i.index() == from);
                 if command == crate::READY_PROBE {
                     self.on_probe_done(from, status);
+                } else if command == crate::ROLE_PROBE {
+                    // It started the probe's loop in the background: no check.
                 } else if command == "start" {
                     // The exit a kill caused (`[faults.kill]`) is no failure.
                     if status != 0 && !self.nodes[from].start_exit_was_kill() {
@@ -194,6 +197,7 @@ impl Execution<'_> {
                     }
                 }
             }
+            AgentMsg::Role(role) => self.on_role(from, role),
             AgentMsg::Unknown(line) => {
                 self.trace.push(now, node, EventKind::Note { text: format!("agent: {line}") });
             }

@@ -314,6 +314,7 @@ fn box_style(m: &ReportMeta, e: &Event) -> Option<(&'static str, String)> {
         EventKind::ClockBump { delta_ns } => ("b-clock", format!("clock {}", fmt_signed(*delta_ns))),
         EventKind::ClockStrobe { delta_ns, .. } => ("b-clock", format!("strobe ±{}", fmt_dur(delta_ns.unsigned_abs()))),
         EventKind::PowerFailure { .. } => ("b-crash", describe(m, e)),
+        EventKind::Role { role } => ("b-cmd", format!("role {role}")),
         EventKind::ConnReset { .. } => ("b-crash", "✂ conn reset".into()),
         EventKind::ConnStall { .. } => ("b-warn", "⏸ conn stall".into()),
         EventKind::Partition { .. } | EventKind::Heal | EventKind::Note { .. } => ("b-stop", describe(m, e)),

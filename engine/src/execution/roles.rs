@@ -1,0 +1,82 @@
+//! Roles in an execution (`[roles]`, see `crate::roles`): starting each
+//! node's role probe, keeping and tracing what it says, and turning the
+//! faults that target a role onto the node that holds it.
+
+use super::Execution;
+use crate::actions::{Action, Enabled};
+use crate::agent::AgentCommand;
+use crate::spec::EngineError;
+use crate::trace::EventKind;
+use crate::NodeIdx;
+
+impl Execution<'_> {
+    /// Node `i`'s agent is ready after a boot: the node holds no role
+    /// until its probe says one, and the probe starts (before anything
+    /// else is sent: it runs in the background, so nothing waits for it).
+    pub(crate) fn start_role_probe(&mut self, i: usize) -> Result<(), EngineError> {
+        self.roles.remove(&i);
+        if !self.spec.explore.roles.probe {
+            return Ok(());
+        }
+        let name = crate::roles::ROLE_PROBE.to_string();
+        self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Command { name: name.clone() });
+        self.control(i, &AgentCommand::Run(name))
+    }
+
+    /// Node `i`'s probe printed `role` first: traced when it differs from
+    /// what the node said last since it booted.
+    pub(crate) fn on_role(&mut self, i: usize, role: String) {
+        if self.roles.get(&i) == Some(&role) {
+            return;
+        }
+        self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Role { role: role.clone() });
+        self.roles.insert(i, role);
+    }
+
+    /// Whether node `i` is up and its probe last said `role`.
+    pub(crate) fn holds_role(&self, i: usize, role: &str) -> bool {
+        self.nodes[i].is_up() && self.roles.get(&i).is_some_and(|r| r == role)
+    }
+
+    /// Whether a fault that targets `target` (`None`: no role) may hit node `i`.
+    pub(crate) fn role_allows(&self, target: Option<&str>, i: usize) -> bool {
+        target.is_none_or(|role| self.holds_role(i, role))
+    }
+
+    /// The nodes holding `role` now, ascending (0-based).
+    pub(crate) fn role_holders(&self, role: &str) -> Vec<usize> {
+        (0..self.nodes.len()).filter(|&i| self.holds_role(i, role)).collect()
+    }
+
+    /// Applies the next fault of the network's timeline; one that targets a
+    /// role is turned onto the lowest-numbered node holding it now.
+    pub(crate) fn apply_network_fault(&mut self) {
+        let now = self.now;
+        let ns = self.network.sim.as_ref().expect("faults come from the network");
+        let holder = ns.next_role().and_then(|role| self.role_holders(role).first().map(|&i| NodeIdx::new(i).net_id()));
+        self.network.sim.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now, holder);
+    }
+
+    /// `[faults.crash] target`: the crashes `enabled_crashes` offered
+    /// (`into`'s `Crash` entries, by node) become the crashes of the nodes
+    /// holding the role: a crashable node that holds it is offered at
+    /// every step from the crash time on, within the budget, and weighted
+    /// up; no other node's crash is. A coordinated power failure is left
+    /// as offered (it takes every node down).
+    pub(crate) fn target_crashes(&self, into: &mut Vec<Enabled>) {
+        let Some(role) = self.spec.explore.roles.crash.as_deref() else { return };
+        let first = into.iter().position(|e| matches!(e.action, Action::Crash(_) | Action::PowerFailure));
+        into.retain(|e| !matches!(e.action, Action::Crash(_)));
+        let crash_time = self.faults.crash_not_before.is_some_and(|t| self.now >= t);
+        if !crash_time || self.faults.crashes >= self.spec.explore.max_crashes || self.faults.calm {
+            return;
+        }
+        let at = first.unwrap_or(into.len()).min(into.len());
+        let crashes = self.spec.explore.crashable.iter().map(|n| n.index());
+        let targeted: Vec<Enabled> = crashes
+            .filter(|&i| self.nodes[i].is_ready() && self.holds_role(i, role))
+            .map(|i| Enabled::crash(i, self.now).at_risk(true))
+            .collect();
+        into.splice(at..at, targeted);
+    }
+}
