@@ -31,7 +31,7 @@ impl KindWeights {
 
 impl Default for KindWeights {
     /// Progress events 100, restarts, heals and resumes 10, crashes,
-    /// partitions, pauses and clock jumps 1.
+    /// partitions, pauses, clock jumps, connection faults and kills 1.
     fn default() -> Self {
         let w = |k: ActionKind| match k {
             ActionKind::Crash
@@ -40,7 +40,8 @@ impl Default for KindWeights {
             | ActionKind::Pause
             | ActionKind::ClockJump
             | ActionKind::ConnReset
-            | ActionKind::ConnStall => 1,
+            | ActionKind::ConnStall
+            | ActionKind::Kill => 1,
             ActionKind::Restart | ActionKind::Heal | ActionKind::Resume => 10,
             _ => 100,
         };
