@@ -11,8 +11,8 @@
 #                                    (about 3 minutes here)
 #   --bugs or --safe runs one half (scripts/test.sh runs them as two tasks)
 #   scripts/test-gallery.sh --full   every case under every strategy (the table in
-#                                    guest-images/gallery/README.md, about 50
-#                                    minutes) and the five safe configurations
+#                                    guest-images/gallery/README.md, about 55
+#                                    minutes) and the six safe configurations
 #
 # A safe configuration passes when simcluster exits 0 and its JSON line
 # says so: no failure, the execution asked for ran (with its crash-state
@@ -38,7 +38,7 @@ for a in "$@"; do
 done
 if [ -n "$full" ]; then
   bugs=(env SEEDS=1 MAX=8 scripts/bench-bugs.sh)
-  safe=${SAFE:-"redis-wait etcd-lock-fenced postgresql-sync etcd-fsync postgresql-txn-serializable"}
+  safe=${SAFE:-"redis-wait etcd-lock-fenced postgresql-sync etcd-fsync postgresql-txn-serializable nats-sync"}
 else
   bugs=(env CASES="${CASES:-etcd-no-fsync}" scripts/bench-bugs.sh --short)
   safe=${SAFE:-etcd-fsync}

@@ -89,6 +89,7 @@ slices=(
   "bug:etcd-lock:random bug:etcd-lock:pct bug:etcd-lock:delay bug:etcd-lock:dfs bug:etcd-lock:coverage"
   "bug:postgresql-txn-rr:random bug:postgresql-txn-rr:pct bug:postgresql-txn-rr:delay bug:postgresql-txn-rr:dfs bug:postgresql-txn-rr:coverage safe:redis-wait safe:etcd-lock-fenced safe:postgresql-sync safe:etcd-fsync safe:postgresql-txn-serializable"
   "full:golden full:strategies full:determinism_modes full:exploration full:datagram_order full:readiness full:units"
+  "bug:nats-async:random bug:nats-async:pct bug:nats-async:delay bug:nats-async:dfs bug:nats-async:coverage safe:nats-sync"
 )
 # `nested_env_of NAME`: the environment of check nested:NAME.
 nested_env_of() {
