@@ -22,7 +22,9 @@
 //!   run). A fault that is enabled *now* makes every step a choice point,
 //!   so then there is no lookahead at all; one whose time has come but
 //!   whose node has nothing at stake (no frames in flight, no volatile
-//!   writes) stays disabled, because only visible events change that.
+//!   writes) stays disabled, because only visible events change that
+//!   (a node's role, which a fault aimed at a role waits for, arrives on
+//!   the agent's control line: a device message).
 //! - *Nothing visible happens in a skipped step.* The node stops at its
 //!   first wake-up after anything the engine must see: console output
 //!   (the guest kernel ends its own free run, patch
@@ -101,6 +103,7 @@ impl Execution<'_> {
     fn fault_bound(&self) -> Option<VirtualTime> {
         let mut now_enabled = Vec::new();
         self.enabled_crashes(&mut now_enabled);
+        self.target_crashes(&mut now_enabled);
         self.enabled_node_faults(&mut now_enabled);
         self.enabled_conn_faults(&mut now_enabled);
         if !now_enabled.is_empty() {
