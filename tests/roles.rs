@@ -201,3 +201,30 @@ fn a_crash_aimed_at_the_redis_master_hits_the_primary() {
     assert_eq!(trace[k]["node"], 1, "{}", trace[k]);
     assert_eq!(role_before(&trace, 1, k).as_deref(), Some("master"));
 }
+
+/// Bad role settings are bad input: exit 2, the file, the line and the key
+/// named, nothing run.
+#[test]
+fn bad_role_settings_exit_2_naming_the_file_and_key() {
+    for (extra, needles) in [
+        ("[faults.crash]\nmax = 1\ntarget = \"leader\"\n", &["cluster.toml", "line 13", "[faults.crash] target"][..]),
+        ("[roles]\nprobe = \"\"\n", &["cluster.toml", "line 12", "[roles] probe is empty"]),
+        (
+            "[roles]\nprobe = \"cat /run/role\"\n[faults]\npartition_target = \"leader\"\n",
+            &["cluster.toml", "line 14", "[faults] partition_target", "no random partitions"],
+        ),
+        (
+            "[roles]\nprobe = \"cat /run/role\"\n[faults.pause]\nmax = 1\ntarget = \"two words\"\n",
+            &["cluster.toml", "line 15", "[faults.pause] target = \"two words\""],
+        ),
+    ] {
+        let d = simple(3, Some("sleep 100"), "true", extra);
+        let out = tempfile::tempdir().unwrap();
+        let r = run_cluster(d.path(), &out.path().join("o"), &[]);
+        assert_eq!(r.code, 2, "{extra}: {r:?}");
+        for n in needles {
+            assert!(r.stderr.contains(n), "{extra}: stderr lacks {n:?}: {r:?}");
+        }
+        assert!(!out.path().join("o").exists(), "output written for bad input");
+    }
+}
