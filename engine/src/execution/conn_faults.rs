@@ -1,7 +1,7 @@
 //! Applying connection resets and stalls (`[faults.connection]`), and
 //! when they are enabled. What they are and their stream: `conn_faults`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use netsim::tcp::{ConnKey, Direction, Endpoint};
@@ -53,8 +53,14 @@ impl Execution<'_> {
             return;
         }
         let Some(ns) = self.network.sim.as_ref() else { return };
-        let Some(table) = ns.net.connections() else { return };
+        let Some(table) = ns.net.connections().filter(|t| t.established().next().is_some()) else { return };
         let mut between_pair: BTreeMap<(u16, u16), u16> = BTreeMap::new();
+        // The connections with frames in flight, each frame read once.
+        let in_flight: BTreeSet<ConnKey> = ns
+            .net
+            .pending()
+            .filter_map(|d| netsim::tcp::ends(d.from, d.to, &d.frame).map(|(s, t, _)| ConnKey::of(s, t).0))
+            .collect();
         for (key, _) in table.established() {
             if !self.endpoint_ready(&key.a) || !self.endpoint_ready(&key.b) {
                 continue;
@@ -63,12 +69,9 @@ impl Execution<'_> {
             let place = between_pair.entry((node, peer)).or_insert(0);
             let behind = *place;
             *place += 1;
-            let in_flight = ns.net.pending().any(|d| {
-                netsim::tcp::ends(d.from, d.to, &d.frame).is_some_and(|(s, t, _)| ConnKey::of(s, t).0 == *key)
-            });
             let desc = |kind| {
                 let mut d = EnabledAction::new(node, kind, self.now).with_peer(peer).behind(behind);
-                d.at_risk = in_flight;
+                d.at_risk = in_flight.contains(key);
                 d
             };
             if reset {
