@@ -226,3 +226,29 @@ fn bad_kill_and_schedule_settings_exit_2_naming_the_key() {
         assert!(r.stderr.contains("cluster.toml") && r.stderr.contains(needle), "{extra}: {}", r.stderr);
     }
 }
+
+/// A scheduled crash of a node whose disk holds volatile writes is a crash
+/// point like a chosen one: its disk states are each explored, in a warm
+/// start (siblings forked at the crash) as in a cold one.
+#[test]
+fn a_scheduled_crash_point_explores_its_disk_states_warm_and_cold() {
+    let d = simple(
+        2,
+        Some("while true; do echo x >> /data/f; sync; sleep 0.01; done"),
+        "sleep 2",
+        "[disk]\nsize_mb = 16\nmount = \"/data\"\n[faults]\nsettle = \"1s\"\n[faults.crash]\nrestart_after = \"500ms\"\n\
+         [[faults.crash.schedule]]\nat = \"1s\"\nnodes = [\"n2\"]\n",
+    );
+    for mode in [&[][..], &["--warm-start", "cold"][..]] {
+        let out = tempfile::tempdir().unwrap();
+        let mut args = vec!["--seed", "1"];
+        args.extend_from_slice(mode);
+        let r = run_cluster(d.path(), out.path(), &args);
+        assert_eq!(r.code, 0, "{mode:?}: {r:?}");
+        let j = r.json();
+        let states = j["crash_points"][0]["states"].as_u64().expect("a crash point");
+        assert!(states >= 2, "{mode:?}: volatile writes at the crash: {j}");
+        assert_eq!(j["executions"].as_u64(), Some(states), "{mode:?}: one execution per state: {j}");
+        assert_eq!(j["crash_states_explored"].as_u64(), Some(states), "{mode:?}: {j}");
+    }
+}

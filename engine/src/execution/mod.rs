@@ -253,9 +253,7 @@ impl<'a> Execution<'a> {
             // A scheduled crash is the earliest event: no choice.
             self.choices.pending = pending;
             self.now = at.max(self.now);
-            self.scheduled_crash(k)?;
-            self.advance_script()?;
-            return Ok(if self.script.verdict.is_some() { Step::Done } else { Step::Running });
+            return self.scheduled_crash(k);
         }
         let window = self.spec.explore.window;
         let horizon = horizon(earliest, self.now, window, pending.min_requested());

@@ -3,7 +3,8 @@
 //! applies when it is the earliest pending one (before anything else due
 //! at the same instant).
 
-use super::Execution;
+use super::{Execution, Step};
+use crate::actions::Enabled;
 use crate::spec::EngineError;
 use crate::strategy::{ActionKind, EnabledAction};
 use crate::trace::{EventKind, ENGINE};
@@ -19,12 +20,16 @@ impl Execution<'_> {
         Some((base + entry.at, k))
     }
 
-    /// Applies scheduled crash `k` now: its nodes that are up lose power
-    /// (two or more: together, a coordinated power failure). A node already
-    /// down is left as it is, and once faults have stopped (the quiet
-    /// period, a calm probe) nothing happens; the trace says so.
-    pub(crate) fn scheduled_crash(&mut self, k: usize) -> Result<(), EngineError> {
+    /// Applies scheduled crash `k` now (a step of its own): its nodes that
+    /// are up lose power (two or more: together, a coordinated power
+    /// failure). A node already down is left as it is, and once faults have
+    /// stopped (the quiet period, a calm probe) nothing happens; the trace
+    /// says so. One node's crash is a crash point like a chosen one: with
+    /// few enough disk states, a warm start forks its siblings there
+    /// ([`Step::CrashBranch`]), as a cold run enumerates them.
+    pub(crate) fn scheduled_crash(&mut self, k: usize) -> Result<Step, EngineError> {
         self.faults.schedule_next = k + 1;
+        self.choices.steps += 1;
         let entry = &self.spec.explore.crash_schedule[k];
         let names = |nodes: &[usize]| nodes.iter().map(|&i| self.nodes[i].name.clone()).collect::<Vec<_>>().join(", ");
         let all: Vec<usize> = entry.nodes.iter().map(|n| n.index()).collect();
@@ -37,16 +42,20 @@ impl Execution<'_> {
             text.push_str(&format!("; {} already down", names(&down)));
         }
         self.trace.push(self.now, ENGINE, EventKind::Note { text });
+        if let (false, &[i]) = (self.faults.calm, up.as_slice()) {
+            let chosen = Enabled::crash(i, self.now);
+            if let Some(branch) = self.crash_branch(&chosen) {
+                self.held = Some(chosen);
+                return Ok(Step::CrashBranch(branch));
+            }
+            return self.apply_chosen(chosen);
+        }
         let first = all.first().map_or(ENGINE, |&i| NodeIdx::number_of(i));
         self.choices.log.push(self.now, EnabledAction::new(first, ActionKind::Crash, self.now), false);
-        self.choices.steps += 1;
-        if self.faults.calm {
-            return Ok(());
+        if !self.faults.calm && up.len() > 1 {
+            self.crash_together(up)?;
         }
-        match up.len() {
-            0 => Ok(()),
-            1 => self.crash(up[0]),
-            _ => self.crash_together(up),
-        }
+        self.advance_script()?;
+        Ok(if self.script.verdict.is_some() { Step::Done } else { Step::Running })
     }
 }
