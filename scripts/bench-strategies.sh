@@ -20,7 +20,7 @@ fi
 guest-images/examples/build.sh 2>/dev/null
 seeds=${SEEDS:-1 2 3}
 max=${MAX:-30}
-examples=${EXAMPLES:-reorder partition crash-primary rename-unsafe ack-unsafe stages hello-cluster}
+examples=${EXAMPLES:-reorder partition crash-primary rename-unsafe ack-unsafe ack-unsafe-lazy stages hello-cluster}
 strategies=${STRATEGIES:-random pct delay dfs coverage}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

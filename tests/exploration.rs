@@ -1,7 +1,8 @@
 //! Exploration that aims (issue 29): coverage-guided search reaches a bug
 //! behind several rare states in a row, the same way for any `--jobs`;
 //! crash points just after a node sends catch a server that acknowledges
-//! before it syncs. (Delay bounding's measured horizon: tests/datagram_order.rs.)
+//! before it syncs, whether its data sits on the disk's volatile cache or
+//! only in the guest's page cache. (Delay bounding's measured horizon: tests/datagram_order.rs.)
 //!
 //! Bounds count executions (deterministic for a seed), never wall time.
 
@@ -102,6 +103,28 @@ fn acknowledging_before_fsync_is_caught_within_12_executions() {
     };
     assert_eq!(j["failures"], 1, "no acknowledged write lost within 12 executions: {j}");
     println!("ack-unsafe: lost in execution {}", j["failing_execution"]);
+    replays(&j, out.path());
+}
+
+/// The same store with ext4 committing every 2 minutes (a store that
+/// syncs on a timer): the disk never holds a volatile write during the
+/// run, so the only place the acknowledged values are at stake is the
+/// guest's page cache. The engine sees it there (the guest kernel
+/// publishes how many files hold dirty pages), crashes n2 while it
+/// holds them, and the loss is found at once and replays. The crash point
+/// says what the power took: a file's dirty data, nothing volatile on the disk.
+#[test]
+fn acknowledging_from_the_page_cache_is_caught_without_a_disk_write() {
+    let Some((j, _, out)) = explore("ack-unsafe-lazy", &["--executions", "4", "--until-failure", "--seed", "1"]) else {
+        return;
+    };
+    assert_eq!(j["failures"], 1, "no acknowledged write lost within 4 executions: {j}");
+    println!("ack-unsafe-lazy: lost in execution {}", j["failing_execution"]);
+    let failing = j["failing_execution"].as_u64().unwrap();
+    let point =
+        j["crash_points"].as_array().unwrap().iter().find(|p| p["execution"] == failing).expect("a crash point");
+    assert!(point["dirty_files"].as_u64().unwrap() > 0, "the crash took no file's dirty data: {point}");
+    assert_eq!(point["volatile_writes"], 0, "the disk held something (ext4 committed?): {point}");
     replays(&j, out.path());
 }
 

@@ -175,6 +175,10 @@ pub struct CrashPoint {
     pub time: VirtualTime,
     /// Writes a power loss could still lose.
     pub volatile_writes: usize,
+    /// Regular files whose data the guest's page cache held dirty, lost
+    /// with the power (the disk never saw it); `None`
+    /// where the runtime cannot see the guest's page cache (KVM).
+    pub dirty_files: Option<u64>,
     /// Distinct crash states (a lower bound when counting gave up).
     pub states: u128,
     /// `states` is exact (counting did not give up).
@@ -217,12 +221,14 @@ pub(super) fn enumerable_states(disk: &Disk, spec: &DiskSpec) -> Option<u128> {
 /// Chooses and applies the crash state of a power loss. `forced` is the
 /// state index to use (an enumeration's sibling execution); otherwise the
 /// index (or, for large logs, the state) is drawn from `seed`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn crash_disk(
     disk: &mut Disk,
     spec: &DiskSpec,
     crash: u32,
     node: &str,
     time: VirtualTime,
+    dirty_files: Option<u64>,
     seed: u64,
     forced: Option<u64>,
 ) -> Result<(CrashPoint, CrashState), disksim::CrashError> {
@@ -237,6 +243,7 @@ pub(super) fn crash_disk(
         node: node.to_string(),
         time,
         volatile_writes: disk.volatile_writes().count(),
+        dirty_files,
         states,
         states_exact: exact,
         chosen: None,

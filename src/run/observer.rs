@@ -245,6 +245,7 @@ impl<'a> Observer<'a> {
                     node: p.node.clone(),
                     virtual_seconds: p.time.as_secs_f64(),
                     volatile_writes: p.volatile_writes,
+                    dirty_files: p.dirty_files,
                     states: p.states,
                     states_exact: p.states_exact,
                     explored,

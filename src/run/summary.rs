@@ -36,6 +36,9 @@ pub struct CrashPointSummary {
     pub node: String,
     pub virtual_seconds: f64,
     pub volatile_writes: usize,
+    /// Pages of file data the guest's page cache lost with the power
+    /// (`None` where the runtime cannot see it: KVM).
+    pub dirty_files: Option<u64>,
     pub states: u128,
     /// False when counting gave up and `states` is a lower bound.
     pub states_exact: bool,

@@ -24,8 +24,14 @@ impl Execution<'_> {
         match action {
             Action::NetworkFault { .. } => self.apply_network_fault(),
             Action::Deliver(id) => self.deliver(id)?,
-            Action::Crash(i) => self.crash(i)?,
-            Action::PowerFailure => self.power_failure()?,
+            Action::Crash(i) => {
+                self.crash(i)?;
+                self.draw_next_crash_time();
+            }
+            Action::PowerFailure => {
+                self.power_failure()?;
+                self.draw_next_crash_time();
+            }
             Action::Restart(i) => {
                 self.trace.push(now, NodeIdx::number_of(i), EventKind::Restart);
                 self.nodes[i].boot(self.seed)?;
@@ -128,12 +134,14 @@ impl Execution<'_> {
             let text = format!("the crash ends {name}'s pause");
             self.trace.push(now, NodeIdx::number_of(i), EventKind::Note { text });
         }
+        // What the guest's page cache held goes with the power.
+        let dirty_files = self.nodes[i].runtime().and_then(|r| r.dirty_files());
         let disk = self.nodes[i].power_off(now)?;
         let detail = match (disk, &self.spec.disk) {
             (Some(disk), Some(ds)) => {
                 let seed = self.seed;
                 let forced = self.faults.forced_crash_states.get(&crash).copied();
-                let (point, state) = disk::crash_disk(disk, ds, crash, &name, now, seed, forced)
+                let (point, state) = disk::crash_disk(disk, ds, crash, &name, now, dirty_files, seed, forced)
                     .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
                 let which = match point.chosen {
                     Some(k) => format!("crash state {} of {}", k + 1, point.states),
@@ -143,8 +151,10 @@ impl Execution<'_> {
                         point.states
                     ),
                 };
+                let cache =
+                    dirty_files.map(|f| format!("page cache: dirty data of {f} files lost; ")).unwrap_or_default();
                 let d = format!(
-                    "power loss; disk: {which}, {} of {} volatile writes persisted",
+                    "power loss; {cache}disk: {which}, {} of {} volatile writes persisted",
                     state.persisted.len(),
                     point.volatile_writes
                 );

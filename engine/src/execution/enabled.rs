@@ -91,23 +91,26 @@ impl Execution<'_> {
     /// the workload (so crashes spread over the run instead of piling up
     /// at its first opportunities), on a node with something at stake.
     ///
-    /// With data disks, that is a node holding volatile writes (a crash
-    /// there has several crash states: which of them reached the
-    /// platter), one whose flush just completed, or one whose last run
-    /// sent something. The last is where a program that acknowledges
-    /// before it syncs is caught: its data sits in the guest's page
-    /// cache, which the engine cannot see, and reaches the disk only at
-    /// the file system's next commit (ext4: 5 s later); a crash offered
-    /// only with volatile disk writes fell at that commit, after the
-    /// window (issue 29 measured 19 executions of such a server without
-    /// a loss). A crash of a node that merely has frames in flight
-    /// (etcd's heartbeats are always in flight) is not offered: those
-    /// were most crash points on db-cluster and lost nothing. Without
-    /// disks, it is a node with frames in flight (the rest of the
-    /// cluster may already believe something the node is about to lose,
-    /// such as an acknowledgement sent before a replica has the write).
-    /// Offering a crash at every step would spend nearly all of them on
-    /// idle nodes.
+    /// With data disks, that is a node whose guest holds file data a power
+    /// loss would take (files with dirty pages in its page cache, as the
+    /// guest kernel publishes when it idles), whose disk holds volatile
+    /// writes (a crash there has several crash states: which of them
+    /// reached the platter), or whose flush just completed (nothing is
+    /// volatile, and recovery must show all of it). The page cache is
+    /// where a program that acknowledges before it syncs keeps its data
+    /// until the file system's next commit (ext4: 5 s later): a crash
+    /// offered only with volatile disk writes fell at that commit, after
+    /// the window, and such a server lost nothing in 19 executions. A
+    /// crash just after the node sent something (an acknowledgement) is
+    /// weighted up. A crash of a node that merely sends is not offered: a
+    /// store that syncs before it answers (etcd) sends all the time, and
+    /// offering a crash after every send left db-cluster's crash points
+    /// with nothing volatile and one crash state each (tests/disks.rs,
+    /// full tier). Without disks, it is a node with frames in flight (the
+    /// rest of the cluster may already believe something the node is
+    /// about to lose, such as an acknowledgement sent before a replica has
+    /// the write). Offering a crash at every step would spend nearly all
+    /// of them on idle nodes.
     pub(crate) fn enabled_crashes(&self, into: &mut Vec<Enabled>) {
         let crash_time = self.faults.crash_not_before.is_some_and(|t| self.now >= t);
         if !crash_time || self.faults.crashes >= self.spec.explore.max_crashes || self.faults.calm {
@@ -125,14 +128,10 @@ impl Execution<'_> {
             // after (nothing is, and recovery must show all of it).
             let flush_pending =
                 disk.is_some_and(|d| d.pending_disk().iter().any(|r| r.kind == disksim::RequestKind::Flush));
-            // With disks, a crash is offered only while something on the
-            // disk is at stake. Not merely after a send: a store that syncs
-            // before it answers (etcd) sends all the time, and offering a
-            // crash after every send (tried in 24b49cc) left db-cluster's
-            // crash points with nothing volatile and one crash state each
-            // (tests/disks.rs, full tier). An acknowledgement sent while its
-            // writes are volatile is offered (they are) and weighted up.
-            let at_stake = if self.spec.disk.is_some() { volatile || n.flushed_since_run } else { sending };
+            // The guest's page cache: what it holds dirty goes with the
+            // power (the disk never saw it).
+            let dirty = n.runtime().is_some_and(|r| r.dirty_files().is_some_and(|f| f > 0));
+            let at_stake = if self.spec.disk.is_some() { dirty || volatile || n.flushed_since_run } else { sending };
             if n.is_ready() && at_stake {
                 let at_risk = flush_pending || n.flushed_since_run || n.just_sent;
                 into.push(Enabled::crash(i, self.now).at_risk(at_risk));

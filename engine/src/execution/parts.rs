@@ -80,7 +80,7 @@ pub(crate) struct Faults {
     /// Coordinated power failures so far (each counted in `crashes` once per node).
     pub power_failures: u32,
     /// Crashes are enabled from this virtual time on (drawn when the
-    /// workload starts; `None` before).
+    /// faults begin, and again after each crash; `None` before).
     pub crash_not_before: Option<VirtualTime>,
     /// Each crashed node's restart delay drawn at its crash (`[faults.crash]
     /// restart_after` as a range or per node), by 0-based node; a node
@@ -90,6 +90,9 @@ pub(crate) struct Faults {
     pub schedule_base: Option<VirtualTime>,
     /// The next entry of the crash schedule to apply.
     pub schedule_next: usize,
+    /// Draws taken from the crash-time stream (one at the start of the
+    /// faults, one after each crash or power failure).
+    pub crash_draws: u32,
     /// What each crash of a node with a disk left behind.
     pub crash_points: Vec<CrashPoint>,
     /// The crash state a crash is forced into, by crash number: the
@@ -122,6 +125,7 @@ impl Faults {
             restart_delays: BTreeMap::new(),
             schedule_base: None,
             schedule_next: 0,
+            crash_draws: 0,
             crash_points: Vec::new(),
             forced_crash_states,
             disk: CompletionFaults::new(seed),

@@ -33,13 +33,29 @@ impl Execution<'_> {
         Ok(())
     }
 
+    /// Draws when the next crash may come: uniformly within `crash_span`
+    /// from now, the k-th draw of the crash-time stream for the k-th (a
+    /// power failure is one). At the start of the faults and after each
+    /// crash: a crash is offered at every step while a node has something
+    /// at stake, so without a fresh draw a budget of several crashes was
+    /// spent within milliseconds of the first (three single crashes in a
+    /// row were a coordinated outage in all but name, and a power failure
+    /// was no choice of its own).
+    pub(crate) fn draw_next_crash_time(&mut self) {
+        let mut rng = simrng::stream(self.seed, simrng::streams::CRASH_TIME);
+        for _ in 0..self.faults.crash_draws {
+            rng.next_u64();
+        }
+        self.faults.crash_draws += 1;
+        let after = rng.next_u64() % simtime::span_ns(self.spec.explore.crash_span).max(1);
+        self.faults.crash_not_before = Some(self.now + Duration::from_nanos(after));
+    }
+
     /// Faults begin now: draw when crashes, pauses and clock jumps become
     /// possible, and (with `start_after`) start the random partitions.
     pub(crate) fn begin_faults(&mut self) {
         self.faults.begun = true;
-        let mut rng = simrng::stream(self.seed, simrng::streams::CRASH_TIME);
-        let after = rng.next_u64() % simtime::span_ns(self.spec.explore.crash_span).max(1);
-        self.faults.crash_not_before = Some(self.now + Duration::from_nanos(after));
+        self.draw_next_crash_time();
         self.faults.schedule_base = Some(self.now);
         self.start_node_faults();
         self.start_conn_faults();

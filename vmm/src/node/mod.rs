@@ -216,6 +216,16 @@ pub trait NodeRuntime {
     /// calls it once every agent is ready, so that each execution from one
     /// boot draws its own; nothing else the guest sees changes.
     fn reseed_devices(&mut self, entropy_seed: u64, read_faults: disksim::ReadFaults);
+    /// How many regular files have dirty pages in the guest's page cache,
+    /// as it published at its latest idle stop: data a power loss takes
+    /// besides the disk's volatile writes (the disk never saw it). Read
+    /// only while the node is stopped, so it is the same at the same point
+    /// of every execution. `None` where the
+    /// runtime cannot see into the guest (this default: the KVM runtime);
+    /// 0 from a user-mode Linux kernel without the patch that publishes it.
+    fn dirty_files(&self) -> Option<u64> {
+        None
+    }
     /// Host memory the node uses, KiB.
     fn memory_kib(&self) -> u64;
     /// Powers the node off at once (the engine's "stop the world").

@@ -194,6 +194,13 @@ impl Clock {
         Ok(crate::node::FreeRuns { count, prev, last })
     }
 
+    /// The regular files with dirty pages in the guest's page cache, as of
+    /// its latest idle stop ([`SchedShm::dirty_files`]); `None` without a shared page
+    /// (`time_travel = "messages"`).
+    pub fn dirty_files(&self) -> Option<u64> {
+        self.shm.as_ref().map(|s| s.dirty_files())
+    }
+
     /// How many wake-ups the guest has taken by itself since its last RUN
     /// (progress, for the watchdog).
     pub fn free_run_count(&self) -> u64 {

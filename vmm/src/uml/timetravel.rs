@@ -199,6 +199,10 @@ const OFF_REQ_TIME: usize = 8;
 // latest one.
 const OFF_FREE_RUNS: usize = 64;
 const OFF_FREE_PREV: usize = 72;
+// After them, what patch 7.2/0003-um-time-travel-dirty-files.patch keeps:
+// how many regular files have dirty pages in the guest's page cache, as of
+// its latest WAIT from the idle loop.
+const OFF_DIRTY_FILES: usize = 80;
 
 /// The controller's own slot, and the guest's (each node has a page of its
 /// own, so the guest is always client 1 and always "running": the engine,
@@ -356,6 +360,15 @@ impl SchedShm {
         fence(Ordering::SeqCst);
         let c = client_off(GUEST_ID);
         (self.read_u64(c + OFF_FREE_RUNS), self.read_u64(c + OFF_FREE_PREV))
+    }
+
+    /// How many regular files have dirty pages in the guest's page cache
+    /// (data a power loss would take), as it published at its latest WAIT
+    /// from the idle loop. 0 from a kernel without the patch that
+    /// publishes it.
+    pub fn dirty_files(&self) -> u64 {
+        fence(Ordering::SeqCst);
+        self.read_u64(client_off(GUEST_ID) + OFF_DIRTY_FILES)
     }
 
     /// The guest's pending run request, if it published one since its last

@@ -226,6 +226,13 @@ impl NodeRuntime for UmlNode {
         }
     }
 
+    fn dirty_files(&self) -> Option<u64> {
+        if self.exited {
+            return None;
+        }
+        self.clock.dirty_files()
+    }
+
     /// Proportional set size of the node's processes, in KiB
     /// (`uml::procfs`).
     fn memory_kib(&self) -> u64 {
