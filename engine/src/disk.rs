@@ -218,17 +218,16 @@ pub(super) fn enumerable_states(disk: &Disk, spec: &DiskSpec) -> Option<u128> {
     }
 }
 
-/// Chooses and applies the crash state of a power loss. `forced` is the
+/// Chooses and applies the crash state of a power loss (the point's
+/// `dirty_files` is the caller's: the disk cannot know it). `forced` is the
 /// state index to use (an enumeration's sibling execution); otherwise the
 /// index (or, for large logs, the state) is drawn from `seed`.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn crash_disk(
     disk: &mut Disk,
     spec: &DiskSpec,
     crash: u32,
     node: &str,
     time: VirtualTime,
-    dirty_files: Option<u64>,
     seed: u64,
     forced: Option<u64>,
 ) -> Result<(CrashPoint, CrashState), disksim::CrashError> {
@@ -243,7 +242,7 @@ pub(super) fn crash_disk(
         node: node.to_string(),
         time,
         volatile_writes: disk.volatile_writes().count(),
-        dirty_files,
+        dirty_files: None,
         states,
         states_exact: exact,
         chosen: None,

@@ -210,6 +210,9 @@ pub(super) struct FaultState {
     /// Crash restart delays drawn from a range (`[faults.crash]
     /// restart_after = "1s..5s"`), one draw per such crash.
     pub(crate) restart_rng: Xoshiro256PlusPlus,
+    /// When crashes may begin: one draw when the faults begin, one after
+    /// each crash or power failure (`Execution::draw_next_crash_time`).
+    pub(crate) crash_time_rng: Xoshiro256PlusPlus,
     /// Pauses are enabled from this virtual time on (`None` before the
     /// workload, or when pauses are off).
     pub(crate) pause_not_before: Option<VirtualTime>,
@@ -225,6 +228,7 @@ impl FaultState {
             clock_rng: simrng::stream(seed, CLOCK_STREAM),
             kill_rng: simrng::stream(seed, KILL_STREAM),
             restart_rng: simrng::stream(seed, RESTART_STREAM),
+            crash_time_rng: simrng::stream(seed, simrng::streams::CRASH_TIME),
             pause_not_before: None,
             clock_not_before: None,
             kill_not_before: None,

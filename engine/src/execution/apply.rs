@@ -141,8 +141,9 @@ impl Execution<'_> {
             (Some(disk), Some(ds)) => {
                 let seed = self.seed;
                 let forced = self.faults.forced_crash_states.get(&crash).copied();
-                let (point, state) = disk::crash_disk(disk, ds, crash, &name, now, dirty_files, seed, forced)
+                let (mut point, state) = disk::crash_disk(disk, ds, crash, &name, now, seed, forced)
                     .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
+                point.dirty_files = dirty_files;
                 let which = match point.chosen {
                     Some(k) => format!("crash state {} of {}", k + 1, point.states),
                     None => format!(

@@ -90,9 +90,6 @@ pub(crate) struct Faults {
     pub schedule_base: Option<VirtualTime>,
     /// The next entry of the crash schedule to apply.
     pub schedule_next: usize,
-    /// Draws taken from the crash-time stream (one at the start of the
-    /// faults, one after each crash or power failure).
-    pub crash_draws: u32,
     /// What each crash of a node with a disk left behind.
     pub crash_points: Vec<CrashPoint>,
     /// The crash state a crash is forced into, by crash number: the
@@ -125,7 +122,6 @@ impl Faults {
             restart_delays: BTreeMap::new(),
             schedule_base: None,
             schedule_next: 0,
-            crash_draws: 0,
             crash_points: Vec::new(),
             forced_crash_states,
             disk: CompletionFaults::new(seed),

@@ -34,20 +34,16 @@ impl Execution<'_> {
     }
 
     /// Draws when the next crash may come: uniformly within `crash_span`
-    /// from now, the k-th draw of the crash-time stream for the k-th (a
-    /// power failure is one). At the start of the faults and after each
+    /// from now, the crash-time stream's next draw (a power failure takes
+    /// one, like a crash). At the start of the faults and after each
     /// crash: a crash is offered at every step while a node has something
     /// at stake, so without a fresh draw a budget of several crashes was
     /// spent within milliseconds of the first (three single crashes in a
     /// row were a coordinated outage in all but name, and a power failure
     /// was no choice of its own).
     pub(crate) fn draw_next_crash_time(&mut self) {
-        let mut rng = simrng::stream(self.seed, simrng::streams::CRASH_TIME);
-        for _ in 0..self.faults.crash_draws {
-            rng.next_u64();
-        }
-        self.faults.crash_draws += 1;
-        let after = rng.next_u64() % simtime::span_ns(self.spec.explore.crash_span).max(1);
+        let draw = self.faults.node.crash_time_rng.next_u64();
+        let after = draw % simtime::span_ns(self.spec.explore.crash_span).max(1);
         self.faults.crash_not_before = Some(self.now + Duration::from_nanos(after));
     }
 
