@@ -32,6 +32,15 @@ pub enum HistoryModel {
         /// The consistency model whose anomalies fail the check.
         consistency: txncheck::Consistency,
     },
+    /// Adds and whole-set reads, checked as Jepsen's set-full
+    /// ([`crate::set_full`]): acknowledged adds lost.
+    Set {
+        /// Stale elements fail too (`consistency = "linearizable"`).
+        linearizable: bool,
+    },
+    /// Enqueues, dequeues and drains, checked as Jepsen's total-queue
+    /// ([`crate::total_queue`]): acknowledged enqueues lost.
+    Queue,
 }
 
 /// A `--model`/`--consistency` (or `[check]`) pair that names no check.
@@ -49,6 +58,12 @@ pub enum ModelNameError {
          is checked for linearizability"
     )]
     ConsistencyOfRegister,
+    /// A consistency other than `linearizable` with the set model, or any
+    /// with the queue model.
+    #[error(
+        "the set model takes consistency \"linearizable\" (stale reads fail too) or none; the queue model takes none"
+    )]
+    ConsistencyOfCollection,
 }
 
 impl HistoryModel {
@@ -56,13 +71,21 @@ impl HistoryModel {
     pub const DEFAULT_CONSISTENCY: txncheck::Consistency = txncheck::Consistency::Serializable;
 
     /// The model names `--model` and `[check] model` accept.
-    pub const NAMES: [&'static str; 3] = ["register", "list-append", "rw-register"];
+    pub const NAMES: [&'static str; 5] = ["register", "list-append", "rw-register", "set", "queue"];
 
     /// The model called `name` (one of [`Self::NAMES`]), checked against
     /// `consistency` (a transactional model only; `None`:
     /// [`Self::DEFAULT_CONSISTENCY`]). The error does not say where the
     /// names came from.
     pub fn from_names(name: &str, consistency: Option<&str>) -> Result<HistoryModel, ModelNameError> {
+        match (name, consistency) {
+            ("set", None | Some("linearizable")) => {
+                return Ok(HistoryModel::Set { linearizable: consistency.is_some() });
+            }
+            ("queue", None) => return Ok(HistoryModel::Queue),
+            ("set" | "queue", Some(_)) => return Err(ModelNameError::ConsistencyOfCollection),
+            _ => {}
+        }
         let model = match name {
             "register" => None,
             other => {
@@ -82,15 +105,20 @@ impl HistoryModel {
         match self {
             HistoryModel::Register => "register".into(),
             HistoryModel::Txn { model, .. } => model.to_string(),
+            HistoryModel::Set { .. } => "set".into(),
+            HistoryModel::Queue => "queue".into(),
         }
     }
 
     /// The invariant the check's verdict goes into the trace as:
-    /// `history-linearizable`, or `history-<consistency>`.
+    /// `history-linearizable`, `history-<consistency>`, `history-set-full`
+    /// or `history-total-queue`.
     pub fn invariant(self) -> String {
         match self {
             HistoryModel::Register => "history-linearizable".into(),
             HistoryModel::Txn { consistency, .. } => format!("history-{consistency}"),
+            HistoryModel::Set { .. } => "history-set-full".into(),
+            HistoryModel::Queue => "history-total-queue".into(),
         }
     }
 }
@@ -167,7 +195,11 @@ pub fn hook(node: engine::NodeIdx) -> engine::HistoryCheck {
 /// `model`: [`engine_check`] for registers (invariant
 /// `history-linearizable`, failure kind `Linearizability`),
 /// [`engine_check_txn`] for transactions (invariant
-/// `history-<consistency>`, failure kind `Anomaly`).
+/// `history-<consistency>`, failure kind `Anomaly`), and
+/// [`crate::set_full::engine_check`] and [`crate::total_queue::engine_check`]
+/// for sets and queues (invariants `history-set-full`,
+/// `history-total-queue`; failure kind `Anomaly`, the JSON line's
+/// `anomalies` counting lost, stale, unexpected, duplicated elements).
 pub fn hook_for(node: engine::NodeIdx, model: HistoryModel) -> engine::HistoryCheck {
     let invariant = model.invariant();
     match model {
@@ -182,6 +214,20 @@ pub fn hook_for(node: engine::NodeIdx, model: HistoryModel) -> engine::HistoryCh
             invariant,
             kind: engine::FailureKind::Anomaly,
             check: Arc::new(move |events: &[Event], n: u16| engine_check_txn(events, n, model, consistency)),
+        },
+        HistoryModel::Set { linearizable } => engine::HistoryCheck {
+            node,
+            invariant,
+            kind: engine::FailureKind::Anomaly,
+            check: Arc::new(move |events: &[Event], n: u16| {
+                crate::set_full::engine_check(events, n, crate::set_full::SetOptions { linearizable })
+            }),
+        },
+        HistoryModel::Queue => engine::HistoryCheck {
+            node,
+            invariant,
+            kind: engine::FailureKind::Anomaly,
+            check: Arc::new(crate::total_queue::engine_check),
         },
     }
 }
@@ -375,8 +421,26 @@ mod tests {
         let e = HistoryModel::from_names("register", Some("serializable")).unwrap_err().to_string();
         assert!(e.contains("transactional models"), "{e}");
         let e = HistoryModel::from_names("bank", None).unwrap_err().to_string();
-        assert!(e.contains("\"bank\"") && e.contains("register, list-append, rw-register"), "{e}");
-        assert_eq!(HistoryModel::NAMES.join(", "), "register, list-append, rw-register", "the error's list");
+        assert!(e.contains("\"bank\"") && e.contains("register, list-append, rw-register, set, queue"), "{e}");
+        assert_eq!(
+            HistoryModel::NAMES.join(", "),
+            "register, list-append, rw-register, set, queue",
+            "the error's list"
+        );
+        assert_eq!(HistoryModel::from_names("set", None), Ok(HistoryModel::Set { linearizable: false }));
+        let lin = HistoryModel::from_names("set", Some("linearizable")).unwrap();
+        assert_eq!((lin, lin.invariant()), (HistoryModel::Set { linearizable: true }, "history-set-full".into()));
+        assert_eq!(HistoryModel::from_names("set", Some("serializable")), Err(ModelNameError::ConsistencyOfCollection));
+        assert_eq!(
+            HistoryModel::from_names("queue", None).map(HistoryModel::invariant),
+            Ok("history-total-queue".into())
+        );
+        assert_eq!(
+            HistoryModel::from_names("queue", Some("linearizable")),
+            Err(ModelNameError::ConsistencyOfCollection)
+        );
+        let hc = hook_for(engine::NodeIdx::new(0), HistoryModel::Queue);
+        assert_eq!((hc.invariant.as_str(), hc.kind), ("history-total-queue", engine::FailureKind::Anomaly));
         let e = HistoryModel::from_names("rw-register", Some("linearizable")).unwrap_err().to_string();
         assert!(e.contains("\"linearizable\"") && e.contains("strict-serializable"), "{e}");
         assert_eq!(

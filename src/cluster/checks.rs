@@ -47,10 +47,13 @@ pub struct CheckSection {
     pub history: Option<String>,
     /// What the history's ops are: `register` (the default; read, write,
     /// cas per key, checked for linearizability), `list-append` or
-    /// `rw-register` (transactions, checked with txncheck).
+    /// `rw-register` (transactions, checked with txncheck), `set` (add and
+    /// read, checked as Jepsen's set-full) or `queue` (enqueue, dequeue,
+    /// drain, checked as Jepsen's total-queue).
     pub model: Option<String>,
     /// The consistency model of a transactional `model` (default
-    /// `serializable`): one of txncheck's `Consistency` names.
+    /// `serializable`): one of txncheck's `Consistency` names; for `set`,
+    /// `linearizable` makes stale reads fail too.
     pub consistency: Option<String>,
 }
 
