@@ -79,7 +79,11 @@ pub const TABLE: &[(&str, &[(u8, &str)])] = &[
             (NO, "it is not: the explanation is on stderr"),
             BAD,
             HOST,
-            (NO_VERDICT, "no verdict: the linearizability search ran out of --max-steps"),
+            (
+                NO_VERDICT,
+                "no verdict: the linearizability search ran out of --max-steps, or a set history has no element \
+                 both added and read",
+            ),
             INTR,
         ],
     ),

@@ -134,6 +134,20 @@ enum Command {
     /// counts by outcome) and on stderr the explanation: each anomaly with
     /// its cycle and the reason for each edge.
     ///
+    /// --model set: add and read operations, checked as Jepsen's set-full:
+    /// each element is stable, lost (acknowledged or seen, then missing
+    /// from every read that began later) or never read, stale when a read
+    /// that began after it was known missed it; latencies in ms.
+    /// Lost, unexpected (read, never added) and duplicated (twice in one
+    /// read) elements fail; stale ones too with --consistency
+    /// linearizable; no stable element at all is no verdict (exit 4).
+    /// --model queue: enqueue, dequeue and drain, checked as Jepsen's
+    /// total-queue: lost (acknowledged, never dequeued) and unexpected
+    /// (dequeued, never enqueued) elements fail; duplicated and recovered
+    /// (an enqueue that ended info, dequeued) ones are reported. Prints
+    /// one JSON line (valid, counts, the elements of each kind) and on
+    /// stderr each element found with the operations that show it.
+    ///
     /// An unreadable file, or one with an op that is not of the model (an
     /// append in an rw-register history, ...), is bad input, exit 2 (the
     /// message names the file and the line); nothing is printed on stdout.
@@ -141,15 +155,17 @@ enum Command {
     Check {
         /// The history file (see the line formats below).
         history: PathBuf,
-        /// What the history's ops are: read/write/cas registers, or
+        /// What the history's ops are: read/write/cas registers,
         /// transactions of append and r (list-append) or w and r
-        /// (rw-register) micro-ops.
+        /// (rw-register) micro-ops, a set (add, read) or a queue (enqueue,
+        /// dequeue, drain).
         #[arg(long, value_enum, default_value_t = CheckModel::Register)]
         model: CheckModel,
         /// The consistency model a transactional history is checked against
-        /// (default serializable); not for --model register.
+        /// (default serializable); not for --model register. With --model
+        /// set, `linearizable`: stale reads fail too.
         #[arg(long, value_parser = parse_consistency)]
-        consistency: Option<txncheck::Consistency>,
+        consistency: Option<ConsistencyArg>,
         /// Search steps allowed per key before giving up (--model register).
         #[arg(long, default_value_t = checker::linearizability::CheckOptions::default().max_steps_per_key)]
         max_steps: u64,
@@ -172,10 +188,20 @@ per process; times in any monotonic unit, nanoseconds in simcluster):
     {"type":"ok","process":0,"time":25,"f":"txn","value":[["append","x",1],["r","y",[1,2]]]}
   or Jepsen's history.edn:
     {:type :invoke, :f :txn, :value [[:append :x 1] [:r :y nil]], :time 10, :process 0, :index 0}
+  set (a read's ok carries the whole set):
+    {"process":0,"type":"invoke","time":10,"f":"add","value":3}
+    {"process":0,"type":"ok","time":20,"f":"add","value":3}
+    {"process":1,"type":"invoke","time":30,"f":"read","value":null}
+    {"process":1,"type":"ok","time":40,"f":"read","value":[1,2,3]}
+  queue (an ok dequeue with null found the queue empty; a drain takes all):
+    {"process":0,"type":"invoke","time":10,"f":"enqueue","value":3}
+    {"process":1,"type":"ok","time":40,"f":"dequeue","value":3}
+    {"process":1,"type":"ok","time":60,"f":"drain","value":[4,5]}
 
 Examples:
   simcluster check simcluster-out/failures/execution-3/history.jsonl
-  simcluster check history.edn --model list-append --consistency snapshot-isolation"#;
+  simcluster check history.edn --model list-append --consistency snapshot-isolation
+  simcluster check history.jsonl --model set"#;
 
 /// `--model` of `simcluster check`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
@@ -186,11 +212,26 @@ enum CheckModel {
     ListAppend,
     /// Transactions of register writes and reads.
     RwRegister,
+    /// A set: adds and whole-set reads (Jepsen's set-full).
+    Set,
+    /// A queue: enqueues, dequeues, drains (Jepsen's total-queue).
+    Queue,
+}
+
+/// `--consistency`: a transactional consistency model, or `linearizable`
+/// (for --model set).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ConsistencyArg {
+    Txn(txncheck::Consistency),
+    Linearizable,
 }
 
 /// `--consistency`: a consistency model's name.
-fn parse_consistency(s: &str) -> Result<txncheck::Consistency, txncheck::UnknownName> {
-    s.parse()
+fn parse_consistency(s: &str) -> Result<ConsistencyArg, String> {
+    if s == "linearizable" {
+        return Ok(ConsistencyArg::Linearizable);
+    }
+    s.parse().map(ConsistencyArg::Txn).map_err(|e: txncheck::UnknownName| format!("{e}, or linearizable (--model set)"))
 }
 
 #[derive(Subcommand, Debug)]
@@ -538,15 +579,29 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 fn check_history(
     path: &Path,
     model: CheckModel,
-    consistency: Option<txncheck::Consistency>,
+    consistency: Option<ConsistencyArg>,
     max_steps: u64,
 ) -> anyhow::Result<ExitCode> {
     use checker::history::History;
     use checker::linearizability::{check, CheckOptions, CheckResult};
     let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: cannot read: {e}", path.display())))?;
     let edn = path.extension().is_some_and(|e| e == "edn") || checker::history_check::looks_like_edn(&text);
+    if matches!(model, CheckModel::Set | CheckModel::Queue) {
+        return check_collection_history(path, &text, edn, model, consistency);
+    }
+    let consistency = match consistency {
+        Some(ConsistencyArg::Linearizable) => {
+            let e = "linearizable".parse::<txncheck::Consistency>().expect_err("not a transactional model");
+            return Err(BadInput(format!(
+                "--consistency: {e}; linearizable applies to --model set (stale reads fail)"
+            ))
+            .into());
+        }
+        Some(ConsistencyArg::Txn(c)) => Some(c),
+        None => None,
+    };
     let txn_model = match model {
-        CheckModel::Register => None,
+        CheckModel::Register | CheckModel::Set | CheckModel::Queue => None,
         CheckModel::ListAppend => Some(txncheck::Model::ListAppend),
         CheckModel::RwRegister => Some(txncheck::Model::RwRegister),
     };
@@ -598,6 +653,59 @@ fn check_history(
             )
         }
     };
+    println!("{line}");
+    Ok(ExitCode::from(code))
+}
+
+/// `simcluster check --model set|queue`: the verdict as one JSON line, the
+/// elements found with their operations on stderr.
+fn check_collection_history(
+    path: &Path,
+    text: &str,
+    edn: bool,
+    model: CheckModel,
+    consistency: Option<ConsistencyArg>,
+) -> anyhow::Result<ExitCode> {
+    let name = if model == CheckModel::Set { "set" } else { "queue" };
+    if edn {
+        return Err(BadInput(format!(
+            "{}: an EDN history is read with --model list-append or rw-register; --model {name} reads JSON lines",
+            path.display()
+        ))
+        .into());
+    }
+    let linearizable = match (model, consistency) {
+        (_, None) => false,
+        (CheckModel::Set, Some(ConsistencyArg::Linearizable)) => true,
+        _ => {
+            return Err(BadInput(format!(
+                "--model {name} takes {}",
+                if model == CheckModel::Set {
+                    "--consistency linearizable (stale reads fail) or none"
+                } else {
+                    "no --consistency"
+                }
+            ))
+            .into())
+        }
+    };
+    let bad = |e: checker::collection_history::CollectionHistoryError| BadInput(format!("{}: {e}", path.display()));
+    let (mut line, explanation, code) = if model == CheckModel::Set {
+        let options = checker::set_full::SetOptions { linearizable };
+        let r = checker::set_full::check_text(text, options).map_err(bad)?;
+        let code = match r.valid {
+            Some(true) => 0,
+            Some(false) => 1,
+            None => simcluster::exit_codes::NO_VERDICT,
+        };
+        (r.to_json(), r.to_string(), code)
+    } else {
+        let r = checker::total_queue::check_text(text).map_err(bad)?;
+        (r.to_json(), r.to_string(), if r.valid { 0 } else { 1 })
+    };
+    line["history"] = serde_json::json!(path);
+    line["model"] = serde_json::json!(name);
+    eprint!("{explanation}");
     println!("{line}");
     Ok(ExitCode::from(code))
 }

@@ -270,13 +270,20 @@ const SHOWN: usize = 20;
 impl fmt::Display for SetReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let op = |id: usize| self.ops[id].to_string();
+        // How the element became known: its acknowledged add, or (the add
+        // not acknowledged yet) the first read that saw it.
+        let known = |f: &mut fmt::Formatter<'_>, e: &ElementResult| -> fmt::Result {
+            match e.known {
+                Some((k, _)) if k == e.add => writeln!(f, "  acknowledged by {}", op(k)),
+                Some((k, _)) => writeln!(f, "  added by {}\n  first seen by {}", op(e.add), op(k)),
+                None => writeln!(f, "  added by {}", op(e.add)),
+            }
+        };
         writeln!(f, "{}", self.headline())?;
         let lost: Vec<_> = self.with(ElementOutcome::Lost).collect();
         for e in lost.iter().take(SHOWN) {
             writeln!(f, "lost {}:", e.element)?;
-            if let Some((k, t)) = e.known {
-                writeln!(f, "  known at {t}: {}", op(k))?;
-            }
+            known(f, e)?;
             match e.last_present {
                 Some(p) => writeln!(f, "  last seen by {}", op(p))?,
                 None => writeln!(f, "  never seen by a read")?,
@@ -286,9 +293,6 @@ impl fmt::Display for SetReport {
                     if e.missed_by > 1 { format!(" and {} later reads", e.missed_by - 1) } else { String::new() };
                 writeln!(f, "  missed by {}{more}", op(m))?;
             }
-            if e.add != e.known.map_or(usize::MAX, |k| k.0) {
-                writeln!(f, "  added by {}", op(e.add))?;
-            }
         }
         if lost.len() > SHOWN {
             writeln!(f, "... {} more lost", lost.len() - SHOWN)?;
@@ -297,9 +301,7 @@ impl fmt::Display for SetReport {
         for e in stale.iter().take(SHOWN) {
             let l = e.stable_latency.unwrap_or(0);
             writeln!(f, "stale {} (visible {} after it was known):", e.element, ms(l))?;
-            if let Some((k, t)) = e.known {
-                writeln!(f, "  known at {t}: {}", op(k))?;
-            }
+            known(f, e)?;
             if let Some(a) = e.last_absent {
                 writeln!(f, "  missed by {}", op(a))?;
             }

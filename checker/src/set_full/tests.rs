@@ -68,9 +68,9 @@ fn an_acknowledged_add_that_later_reads_miss_is_lost_with_the_reads_that_show_it
     assert_eq!(r.failing_counts(), BTreeMap::from([("lost".to_string(), 2)]));
     let text = r.to_string();
     assert!(text.starts_with("history fails set-full: 2 lost (1 3) of 3 elements added (1 stable)\n"), "{text}");
-    assert!(text.contains("lost 1:\n  known at 20: #0 p0 add 1 [10..20] ok (line 1)\n  last seen by #2 p1 read -> {1 2} [3000000..3000010] ok"), "{text}");
+    assert!(text.contains("lost 1:\n  acknowledged by #0 p0 add 1 [10..20] ok (line 1)\n  last seen by #2 p1 read -> {1 2} [3000000..3000010] ok"), "{text}");
     assert!(text.contains("  missed by #3 p1 read -> {2} [5000000..5000010] ok (line 7) and 2 later reads"), "{text}");
-    assert!(text.contains("lost 3:\n  known at 7000010: #5 p0 add 3 [7000000..7000010] ok (line 11)\n  never seen by a read\n  missed by #6"), "{text}");
+    assert!(text.contains("lost 3:\n  acknowledged by #5 p0 add 3 [7000000..7000010] ok (line 11)\n  never seen by a read\n  missed by #6"), "{text}");
     assert_eq!(r.to_json()["lost"], serde_json::json!([1, 3]));
     assert_eq!(r.to_json()["lost_latencies_ms"]["1"], serde_json::json!(2.999981));
 }
@@ -90,7 +90,7 @@ fn an_element_seen_late_is_stale_and_fails_only_a_linearizable_set() {
     assert_eq!(r.valid, Some(true), "set-full allows stale reads unless linearizable");
     assert_eq!(r.counts()["stale"], 1);
     let text = r.to_string();
-    assert!(text.contains("stale 1 (visible 1.000 ms after it was known):\n  known at 20"), "{text}");
+    assert!(text.contains("stale 1 (visible 1.000 ms after it was known):\n  acknowledged by #0"), "{text}");
     assert!(text.contains("  missed by #1 p1 read -> {} [1000000..1000010] ok (line 3)\n  seen from #2"), "{text}");
 
     let lin = check_text(&history(&rows), SetOptions { linearizable: true }).unwrap();
@@ -135,6 +135,11 @@ fn a_read_makes_an_element_known_before_its_add_completes() {
     let e = element(&r, 1);
     assert_eq!(e.known, Some((1, 30)));
     assert_eq!((e.outcome, e.lost_latency), (ElementOutcome::Lost, Some(0)), "{r}");
+    let text = r.to_string();
+    assert!(
+        text.contains("lost 1:\n  added by #0 p0 add 1 [10..] info (line 1)\n  first seen by #1 p1 read -> {1}"),
+        "{text}"
+    );
 }
 
 #[test]

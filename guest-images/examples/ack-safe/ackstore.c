@@ -20,6 +20,14 @@
  * rebooting); then asks n2 for what it holds until n2 answers.
  * `ackstore check` (the invariant) fails when an acknowledged value is
  * missing.
+ *
+ * `ackstore client set` does the same and also records what it saw as a
+ * set history (checker/src/collection_history.rs): an add per value (ok
+ * when acknowledged, info when n2 never answered) and the final dump as
+ * a read of the whole set, printed between "@history begin" and
+ * "@history end" for `[check] model = "set"` (ack-unsafe-set/,
+ * ack-safe-set/): simcluster finds a lost acknowledged value in it with
+ * no invariant of the example's own.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -81,38 +89,89 @@ static _Noreturn void server(int sync) {
     }
 }
 
-static int client(void) {
+/* The set history of `client set`: one line per event, printed at the end. */
+static char history[2 * VALUES + 2][700];
+static int events, recording;
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void record(int process, const char *type, const char *f, const char *value) {
+    if (!recording) return;
+    long long t = now_ns();
+    snprintf(history[events++], sizeof history[0], "{\"process\":%d,\"type\":\"%s\",\"time\":%lld,\"f\":\"%s\",\"value\":%s}",
+             process, type, t, f, value);
+}
+
+/* "have 1 2 2 3" as the JSON array [1,2,3]: the set the log holds. */
+static void as_set(const char *have, char *out, size_t n) {
+    int seen[VALUES + 1] = {0}, v, used = 0;
+    size_t len = (size_t)snprintf(out, n, "[");
+    for (const char *p = have + 4; sscanf(p, " %d%n", &v, &used) == 1; p += used) {
+        if (v >= 1 && v <= VALUES && seen[v]++) continue;
+        len += (size_t)snprintf(out + len, n - len, "%s%d", len > 1 ? "," : "", v);
+    }
+    snprintf(out + len, n - len, "]");
+}
+
+static int client(int set) {
     int s = udp_socket(1);
-    char buf[600], want[16];
+    recording = set;
+    int process = 0;
+    char buf[600], want[16], value[16];
     FILE *f = fopen("/tmp/acked", "w");
     for (int v = 1; v <= VALUES; v++) {
         snprintf(want, sizeof want, "ok %d", v);
+        snprintf(value, sizeof value, "%d", v);
+        record(process, "invoke", "add", value);
+        int acked = 0;
         for (long long t0 = now_ms(); now_ms() - t0 < 5000;) {
             snprintf(buf, sizeof buf, "put %d", v);
             send_to(s, 2, buf);
             if (recv_timeout(s, buf, sizeof buf, 300) && !strcmp(buf, want)) {
+                record(process, "ok", "add", value);
+                acked = 1;
                 fprintf(f, "%d\n", v);
                 fflush(f);
                 printf("n1: %d acknowledged\n", v);
                 break;
             }
         }
+        /* Unknown whether it took effect; the next op is a fresh process. */
+        if (!acked) record(process++, "info", "add", value);
         usleep(200000);
     }
     fclose(f);
     sleep(7);
+    int ok = 0;
+    record(process, "invoke", "read", "null");
     for (long long t0 = now_ms(); now_ms() - t0 < 60000;) {
         send_to(s, 2, "dump");
         if (recv_timeout(s, buf, sizeof buf, 500) && !strncmp(buf, "have", 4)) {
+            char elements[600];
+            as_set(buf, elements, sizeof elements);
+            record(process, "ok", "read", elements);
             printf("n1: n2 says %s\n", buf);
             f = fopen("/tmp/held", "w");
             fprintf(f, "%s\n", buf);
             fclose(f);
-            return 0;
+            ok = 1;
+            break;
         }
     }
-    printf("n1: n2 never answered\n");
-    return 1;
+    if (!ok) {
+        record(process, "info", "read", "null");
+        printf("n1: n2 never answered\n");
+    }
+    if (set) {
+        printf("@history begin\n");
+        for (int i = 0; i < events; i++) printf("%s\n", history[i]);
+        printf("@history end\n");
+    }
+    return ok ? 0 : 1;
 }
 
 static int check(void) {
@@ -149,8 +208,9 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     me = node_id();
     if (argc == 3 && !strcmp(argv[1], "server")) server(!strcmp(argv[2], "sync"));
-    if (argc == 2 && !strcmp(argv[1], "client")) return client();
+    if (argc == 2 && !strcmp(argv[1], "client")) return client(0);
+    if (argc == 3 && !strcmp(argv[1], "client") && !strcmp(argv[2], "set")) return client(1);
     if (argc == 2 && !strcmp(argv[1], "check")) return check();
-    fprintf(stderr, "usage: ackstore server sync|nosync | client | check\n");
+    fprintf(stderr, "usage: ackstore server sync|nosync | client [set] | check\n");
     return 2;
 }
