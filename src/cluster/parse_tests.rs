@@ -461,6 +461,18 @@ mod history_tests {
     }
 
     #[test]
+    fn set_and_queue_models_check_lost_elements() {
+        let c = parse("[check]\nhistory = \"n1\"\nmodel = \"set\"\n").unwrap();
+        assert_eq!(c.history_model, HistoryModel::Set { linearizable: false });
+        let hc = c.history_check().unwrap();
+        assert_eq!((hc.invariant.as_str(), hc.kind), ("history-set-full", engine::FailureKind::Anomaly));
+        let c = parse("[check]\nhistory = \"n1\"\nmodel = \"set\"\nconsistency = \"linearizable\"\n").unwrap();
+        assert_eq!(c.history_model, HistoryModel::Set { linearizable: true });
+        let c = parse("[check]\nhistory = \"n2\"\nmodel = \"queue\"\n").unwrap();
+        assert_eq!(c.history_check().unwrap().invariant, "history-total-queue");
+    }
+
+    #[test]
     fn bad_models_and_consistencies_name_file_line_and_key() {
         for (extra, line, needles) in [
             ("[check]\nhistory = \"n1\"\nmodel = \"bank\"\n", 8, &["[check] model = \"bank\": unknown model"][..]),
@@ -475,6 +487,16 @@ mod history_tests {
                 &["[check] consistency = \"serializable\"", "applies to the transactional models"],
             ),
             ("[check]\nmodel = \"list-append\"\n", 7, &["[check] model: there is no history to check"]),
+            (
+                "[check]\nhistory = \"n1\"\nmodel = \"set\"\nconsistency = \"serializable\"\n",
+                9,
+                &["[check] consistency = \"serializable\"", "the set model takes consistency \"linearizable\""],
+            ),
+            (
+                "[check]\nhistory = \"n1\"\nmodel = \"queue\"\nconsistency = \"linearizable\"\n",
+                9,
+                &["[check] consistency = \"linearizable\"", "the queue model takes none"],
+            ),
         ] {
             let e = parse(extra).unwrap_err();
             assert!(matches!(e, ClusterError::Invalid { .. }), "{e}");
