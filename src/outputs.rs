@@ -48,6 +48,8 @@ fn console_logs(cluster: &Cluster, result: &ExecutionResult) -> Vec<(String, Str
             _ => continue,
         };
         if let Some((_, log)) = logs.get_mut(usize::from(ev.node).wrapping_sub(1)) {
+            // Colour codes a guest program printed are left out of the log.
+            let line = report::strip_ansi(&line);
             log.push_str(&format!("[{:>14.6}] {line}\n", ev.time.as_ns() as f64 / 1e9));
         }
     }
@@ -96,7 +98,19 @@ pub fn write_report(
         history: cluster.history_node.map(|n| (engine::NodeIdx::number_of(n), cluster.history_model)),
     };
     let events = result.trace.events();
-    write_atomic(&dir.join("report.html"), report::render_html(&meta, events).as_bytes())?;
+    // report.html, and the whole run in parts under report-parts/ when the
+    // report's diagram leaves rows out (parts of an earlier report removed).
+    let parts = dir.join(report::html::PARTS_DIR);
+    if parts.is_dir() {
+        std::fs::remove_dir_all(&parts).with_context(|| format!("cannot remove {}", parts.display()))?;
+    }
+    for (name, html) in report::html::render_html_all(&meta, events) {
+        let path = dir.join(&name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        write_atomic(&path, html.as_bytes())?;
+    }
     let mut text = String::new();
     for l in extra {
         text.push_str(l);

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::cluster::Cluster;
 use crate::image::{self, Images};
-use crate::outputs::{write_execution, write_failure, write_pcaps};
+use crate::outputs::{write_execution, write_failure, write_pcaps, write_report};
 use crate::run::{execute_one, explore_for, failure_line, spec_for, Executed, OpenImages, RunOptions};
 use crate::BadInput;
 
@@ -154,6 +154,14 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
     write_pcaps(&opts.out.join("replay"), &pcaps)?;
     let reproduced = result.trace_hash == l.record.trace_hash && result.verdict.failure() == Some(&l.record.failure);
     write_execution(&opts.out.join("replay"), &l.cluster, &result)?;
+    // report.txt and report.html of the replayed execution, as `run` writes
+    // them for a failure.
+    let said = format!(
+        "replay of {}: {}",
+        file.display(),
+        if reproduced { "reproduced (same trace hash, same failure)" } else { "NOT reproduced" }
+    );
+    write_report(&opts.out.join("replay"), &l.cluster, &result, &l.record, &[said])?;
     // The recording's trace, if it is still beside the failure file, says
     // where a non-reproducing replay went its own way.
     let divergence = match std::fs::read_to_string(file.with_file_name("trace.jsonl")) {

@@ -27,14 +27,16 @@ mod escape;
 pub mod html;
 mod json;
 pub mod roles;
+mod story;
 #[cfg(test)]
 mod tests;
 mod text;
 
 pub(crate) use escape::esc_html;
-pub use escape::{clip, esc, sanitize};
+pub use escape::{clip, esc, sanitize, strip_ansi};
 pub use html::render_html;
 pub use json::summary_json;
+pub use story::{is_fault, ClientOp, OpEnd, Story};
 pub use text::render_text;
 
 /// What the report says about the execution besides its events.
@@ -155,6 +157,8 @@ pub(crate) struct Analysis<'a> {
     pub outcome: Vec<(u32, u32)>,
     pub failure: Option<FailureSpot>,
     pub counts: Counts,
+    /// The faults, the client operations, the failing key.
+    pub story: Story,
 }
 
 impl<'a> Analysis<'a> {
@@ -215,6 +219,7 @@ impl<'a> Analysis<'a> {
             outcome,
             failure: failure_spot(meta, events),
             counts,
+            story: Story::new(meta, events),
         }
     }
 
@@ -225,6 +230,27 @@ impl<'a> Analysis<'a> {
     pub fn end_time(&self) -> u64 {
         self.events.iter().map(Event::end_time).max().map_or(0, |t| t.as_ns())
     }
+}
+
+/// The failing command's console: the node, the command's name, and the
+/// node's console lines (event indices) from the command's start to the
+/// failing event. The agent sends a command's output to the node's
+/// console, so these are its output and whatever else (the service, the
+/// kernel) printed there meanwhile.
+pub(crate) fn command_output(a: &Analysis) -> Option<(u16, String, Vec<usize>)> {
+    let f = a.failure_index()?;
+    let ev = &a.events[f];
+    let name = match &ev.kind {
+        EventKind::CommandDone { name, .. } | EventKind::Invariant { name, .. } => name,
+        _ => return None,
+    };
+    let start = a.events[..f]
+        .iter()
+        .rposition(|e| e.node == ev.node && matches!(&e.kind, EventKind::Command { name: n } if n == name))?;
+    let lines = (start..f)
+        .filter(|&i| a.events[i].node == ev.node && matches!(a.events[i].kind, EventKind::Console { .. }))
+        .collect();
+    Some((ev.node, name.clone(), lines))
 }
 
 /// The serde name of an event kind (`"deliver"`, `"command_done"`, ...).

@@ -346,7 +346,8 @@ fn hostile_text_is_escaped() {
     assert!(html.contains("&lt;script&gt;alert(&quot;pwn&quot;)&lt;/script&gt;"));
     assert!(!html.contains('\u{1b}'), "terminal escape left in");
     assert!(!html.contains('\u{202e}'), "bidi override left in");
-    assert!(html.contains("\\x1b[31mred"));
+    // Colour codes are left out, the text they coloured kept.
+    assert!(html.contains(" red \\u{202e}evil") && !html.contains("[31m"), "colour codes");
 
     let text = render_text(&m, &ev);
     assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'));
@@ -378,7 +379,7 @@ fn big_trace_stays_small_and_keeps_the_failing_region() {
     assert!(html.len() < 4_000_000, "{} bytes", html.len());
     assert!(html.contains("FAILING-REGION-MARKER"));
     assert!(html.contains("id=\"failure\"") && html.contains("id=\"console-failure\""));
-    assert!(html.contains("rows (") && html.contains("not shown"), "gap marked");
+    assert!(html.contains("rows elided ("), "gap marked");
     assert!(html.contains("lines of n1 (node-1) not shown"));
     // The failure row is inside the diagram window.
     assert!(html.contains("<g class=\"failmark\">"));
@@ -500,7 +501,13 @@ fn failure_is_located() {
 
 #[test]
 fn sanitize_and_escape() {
-    assert_eq!(sanitize("a\tb\u{1b}[0m\u{7f}\u{202e}", 100), "a b\\x1b[0m\\x7f\\u{202e}");
+    assert_eq!(sanitize("a\tb\u{1b}[0m\u{7f}\u{202e}", 100), "a b\\x7f\\u{202e}");
+    // Colours, cursor moves, titles and two-character escapes are left
+    // out; an escape cut short is spelled out.
+    assert_eq!(sanitize("\u{1b}[1;31mERR\u{1b}[0m: x\u{1b}[2K", 100), "ERR: x");
+    assert_eq!(strip_ansi("\u{1b}]0;title\u{7}ok \u{1b}]8;;http://x\u{1b}\\link\u{1b}7"), "ok link");
+    assert_eq!(sanitize("x\u{1b}[3", 100), "x\\x1b[3");
+    assert_eq!(sanitize("é\u{1b}[32mü", 100), "éü");
     assert_eq!(sanitize("abcdef", 3), "abc… (+3 chars)");
     assert_eq!(esc("<a href='x'>&</a>", 100), "&lt;a href=&#39;x&#39;&gt;&amp;&lt;/a&gt;");
     assert_eq!(fmt_time(1_234_567_890), "1.234567s");
@@ -761,4 +768,148 @@ fn a_kill_and_its_respawn_are_counted_and_described() {
     assert_eq!((j["counts"]["kill"].as_u64(), j["counts"]["respawn"].as_u64()), (Some(1), Some(1)));
     let n2 = j["nodes"].as_array().unwrap().iter().find(|n| n["node"] == 2).expect("n2's entry");
     assert_eq!(n2["kills"], 1, "{n2}");
+}
+
+/// n1 primary, n2 replica, n3 a client: write k1 acknowledged at 1.2 s,
+/// n1 loses power at 1.5 s, the read of k1 at 3 s finds nothing; the
+/// history check fails on k1. The history's times are n3's wall clock.
+fn lost_write() -> (ReportMeta, Vec<Event>) {
+    let mut b = B::new();
+    for n in 1..=3 {
+        b.ev(0, n, EventKind::Boot);
+    }
+    b.ev(10 * MS, 3, EventKind::Command { name: "workload".into() });
+    for k in 0..40u64 {
+        let t = S + k * 10 * MS;
+        b.msg(t, t + MS, 3, 1, &format!("SET k{k}"));
+        b.msg(t + 2 * MS, t + 3 * MS, 1, 3, "+OK");
+    }
+    b.ev(1500 * MS, 1, EventKind::Crash { detail: "power loss".into() });
+    b.ev(2 * S, 0, EventKind::Partition { description: "{n2} | {n3}".into() });
+    b.ev(2500 * MS, 0, EventKind::Heal);
+    b.ev(3 * S + 5 * MS, 3, EventKind::CommandDone { name: "workload".into(), status: 0 });
+    let e = GUEST_EPOCH_NS;
+    let wall = |t: u64| e + t;
+    let mut lines = vec!["@history begin".to_string()];
+    for (p, ty, t, f, key, v) in [
+        (1, "invoke", wall(1200 * MS), "write", "k1", "1"),
+        (1, "ok", wall(1203 * MS), "write", "k1", "1"),
+        (1, "invoke", wall(1300 * MS), "write", "k2", "2"),
+        (1, "info", wall(1800 * MS), "write", "k2", "2"),
+        (2, "invoke", wall(3 * S), "read", "k1", "null"),
+        (2, "ok", wall(3 * S + MS), "read", "k1", "null"),
+    ] {
+        lines.push(format!(
+            "{{\"process\":{p},\"type\":\"{ty}\",\"time\":{t},\"f\":\"{f}\",\"key\":\"{key}\",\"value\":{v}}}"
+        ));
+    }
+    lines.push("@history end".into());
+    for l in &lines {
+        b.console(3 * S + 4 * MS, 3, l);
+    }
+    b.ev(3 * S + 6 * MS, 3, EventKind::Invariant { name: "history-linearizable".into(), ok: false });
+    let mut m = meta(Some(Failure::new(
+        FailureKind::Linearizability,
+        Some("n3".into()),
+        VirtualTime::from_ns(3 * S + 6 * MS),
+        "[check] history on n3: history is not linearizable: key \"k1\" is not linearizable (2 ops on it).".into(),
+    )));
+    m.node_names = vec!["n1".into(), "n2".into(), "n3".into()];
+    m.history = Some((3, crate::history_check::HistoryModel::Register));
+    (m, b.t.events().to_vec())
+}
+
+use engine::GUEST_EPOCH_NS;
+
+#[test]
+fn a_history_gets_a_timeline_with_the_faults_and_the_failing_keys_operations() {
+    let (m, ev) = lost_write();
+    let html = render_html(&m, &ev);
+    check_html(&html).unwrap();
+    assert!(html.contains("Client operations over time"), "no timeline");
+    // Three operations, one of each kind; times made virtual.
+    assert!(html.contains("3 operations of the history"), "counts");
+    assert_eq!(count(&html, "<rect class=\"op ok"), 2);
+    assert_eq!(count(&html, "<rect class=\"op info"), 1);
+    assert_eq!(count(&html, " failing\" x="), 2, "the two ops on k1 outlined");
+    assert!(html.contains("write k1 := 1, ok: 1.200000s .. 1.203000s"), "virtual times");
+    // Fault periods: n1 down from its crash to the end, the partition
+    // until its heal.
+    assert!(html.contains("<g class=\"tf down\">") && html.contains("n1 down (crash)"));
+    assert!(html.contains("<g class=\"tf part\">") && html.contains("1.500000s .. 3.006000s"));
+    // The table: the write, the crash 297 ms after it, the read.
+    assert!(html.contains("Operations on the failing key k1"));
+    let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("{s} missing"));
+    assert!(at("<code>write k1 := 1</code>") < at("n1 down (crash) (297ms after the completion above)"));
+    assert!(at("n1 down (crash) (297ms after") < at("<code>read k1 -&gt; nil</code>"));
+
+    let text = render_text(&m, &ev);
+    assert!(text.contains("history: 3 operations (2 ok, 0 fail, 1 info)"), "{text}");
+    assert!(text.contains("operations on the failing key k1 (2)"), "{text}");
+    let w = text.find("ok write k1 := 1").unwrap();
+    let c = text.find("!! t=1.500000s n1: crash: power loss (297ms after the completion above)").unwrap();
+    let r = text.find("ok read k1 -> nil").unwrap();
+    assert!(w < c && c < r, "{text}");
+    // Every fault is listed, before the failure.
+    let faults = text.find("faults in order (3):").expect("faults listed");
+    let fail = text.find(">> #").unwrap();
+    assert!(faults < text.find("crash: power loss").unwrap() && text.find("heal").unwrap() < fail, "{text}");
+
+    // Without a history: no timeline.
+    let mut plain = m.clone();
+    plain.history = None;
+    assert!(!render_html(&plain, &ev).contains("Client operations over time"));
+}
+
+#[test]
+fn the_failing_commands_console_is_in_the_failure_message() {
+    let mut b = B::new();
+    b.ev(0, 1, EventKind::Boot);
+    b.console(MS, 1, "service: started");
+    b.ev(2 * MS, 1, EventKind::Command { name: "check-balance".into() });
+    b.console(3 * MS, 1, "check-balance: balance is -5, expected >= 0");
+    b.ev(4 * MS, 1, EventKind::CommandDone { name: "check-balance".into(), status: 1 });
+    b.ev(4 * MS, 1, EventKind::Invariant { name: "check-balance".into(), ok: false });
+    let mut m = meta(Some(invariant(Some("db1"), 4 * MS, "invariant `check-balance` failed")));
+    m.node_names = vec!["db1".into()];
+    let (_, ev) = ((), b.t.events().to_vec());
+    let text = render_text(&m, &ev);
+    assert!(text.contains("console of n1 (db1) while check-balance ran"), "{text}");
+    assert!(text.contains("  | check-balance: balance is -5"), "{text}");
+    // Only what came after the command's start.
+    assert!(!text.contains("  | service: started"), "{text}");
+    let html = render_html(&m, &ev);
+    assert!(html.contains("<pre class=\"cmdout\">check-balance: balance is -5, expected &gt;= 0\n</pre>"), "html");
+}
+
+#[test]
+fn a_long_trace_shows_every_fault_and_the_whole_run_is_in_linked_parts() {
+    let (m, ev) = big(100_000);
+    let pages = super::html::render_html_all(&m, &ev);
+    let (name, html) = &pages[0];
+    assert_eq!(name, "report.html");
+    // Every fault of the run is in the report's own diagram.
+    let faults: Vec<usize> = ev.iter().enumerate().filter(|(_, e)| is_fault(&e.kind)).map(|(i, _)| i).collect();
+    assert!(faults.len() >= 40, "{} faults", faults.len());
+    for i in &faults {
+        assert!(html.contains(&format!("id=\"ev{i}\"")), "fault #{i} not in the diagram");
+    }
+    assert!(!html.contains("not in the diagram window"));
+    // The left-out stretches link into the parts, and the parts hold every
+    // row once, each linked to its neighbours.
+    let parts = &pages[1..];
+    assert!(parts.len() >= 2, "{} parts", parts.len());
+    assert!(html.contains("rows elided (") && html.contains("href=\"report-parts/part-"), "gap links");
+    for (k, (name, part)) in parts.iter().enumerate() {
+        assert_eq!(name, &format!("report-parts/part-{:03}.html", k + 1));
+        check_html(part).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(part.len() < 2_000_000, "{name}: {} bytes", part.len());
+        assert!(part.contains("href=\"../report.html\""));
+        if k + 1 < parts.len() {
+            assert!(part.contains(&format!("href=\"part-{:03}.html\">next", k + 2)), "{name}: no next");
+        }
+    }
+    let rows: usize = parts.iter().map(|(_, p)| count(p, "<div id=\"row")).sum();
+    assert!(html.contains(&format!("{rows} rows; showing 1500")), "the parts hold every row once");
+    assert!(html.contains(&format!("is in {} parts", parts.len())));
 }

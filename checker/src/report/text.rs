@@ -1,6 +1,6 @@
 //! The terminal summary.
 
-use super::{describe, fmt_time, fmt_time_ns, node_label, sanitize, Analysis, ReportMeta};
+use super::{describe, fmt_dur, fmt_time, fmt_time_ns, node_label, sanitize, Analysis, OpEnd, ReportMeta};
 use engine::trace::{Event, EventKind, ENGINE};
 use std::fmt::Write as _;
 
@@ -16,7 +16,10 @@ pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
     let mut s = String::new();
     headline(&a, &mut s);
     failure(&a, &mut s);
+    command_output(&a, &mut s);
     counts(&a, &mut s);
+    faults(&a, &mut s);
+    failing_ops(&a, &mut s);
     roles(&a, &mut s);
     last_events(&a, &mut s);
     s
@@ -65,6 +68,143 @@ fn failure(a: &Analysis, s: &mut String) {
         None => {
             let _ = writeln!(s, "passed: no failure recorded");
         }
+    }
+}
+
+/// Console lines of the failing command listed at most (the last ones).
+pub const COMMAND_LINES: usize = 20;
+/// Faults listed at most (the first and the last ones).
+pub const FAULTS_LISTED: usize = 40;
+/// Operations on the failing key listed at most.
+pub const FAILING_OPS_LISTED: usize = 30;
+
+/// The failing command's console lines (see [`super::command_output`]).
+fn command_output(a: &Analysis, s: &mut String) {
+    let Some((node, name, lines)) = super::command_output(a) else { return };
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "console of {} while {} ran (its output, and anything else the node printed), last {} of {} lines:",
+        sanitize(&node_label(a.meta, node), 40),
+        sanitize(&name, 80),
+        COMMAND_LINES.min(lines.len()),
+        lines.len()
+    );
+    for &i in &lines[lines.len().saturating_sub(COMMAND_LINES)..] {
+        if let EventKind::Console { text } = &a.events[i].kind {
+            let _ = writeln!(s, "  | {}", sanitize(text, LINE_CHARS));
+        }
+    }
+}
+
+/// Every fault (up to [`FAULTS_LISTED`]: the first half and the last half
+/// of them), the failure among them.
+fn faults(a: &Analysis, s: &mut String) {
+    let f = &a.story.faults;
+    if f.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "faults in order ({}{}):",
+        f.len(),
+        if f.len() > FAULTS_LISTED { ", the first and last" } else { "" }
+    );
+    let fail = a.failure_index();
+    let mut failure_said = fail.is_none();
+    let head = FAULTS_LISTED / 2;
+    for (k, &i) in f.iter().enumerate() {
+        if f.len() > FAULTS_LISTED && k >= head && k < f.len() - (FAULTS_LISTED - head) {
+            if k == head {
+                let _ = writeln!(s, "     ... {} more", f.len() - FAULTS_LISTED);
+            }
+            continue;
+        }
+        if !failure_said && fail.is_some_and(|x| x < i) {
+            failure_line(a, s);
+            failure_said = true;
+        }
+        let ev = &a.events[i];
+        let _ = writeln!(
+            s,
+            "     #{i:<6} t={:<16} {}: {}",
+            fmt_time(ev.time.as_ns()),
+            sanitize(&node_label(a.meta, ev.node), 40),
+            sanitize(&describe(a.meta, ev), LINE_CHARS)
+        );
+    }
+    if !failure_said {
+        failure_line(a, s);
+    }
+}
+
+fn failure_line(a: &Analysis, s: &mut String) {
+    let Some(i) = a.failure_index() else { return };
+    let ev = &a.events[i];
+    let _ = writeln!(
+        s,
+        "  >> #{i:<6} t={:<16} {}: {} (the failure)",
+        fmt_time(ev.time.as_ns()),
+        sanitize(&node_label(a.meta, ev.node), 40),
+        sanitize(&describe(a.meta, ev), LINE_CHARS)
+    );
+}
+
+/// The history's counts, and the operations on the failing key with the
+/// faults that came between them.
+fn failing_ops(a: &Analysis, s: &mut String) {
+    let st = &a.story;
+    if st.ops.is_empty() {
+        return;
+    }
+    let count = |e: OpEnd| st.ops.iter().filter(|o| o.end == e).count();
+    let _ = writeln!(
+        s,
+        "history: {} operations ({} ok, {} fail, {} info){}",
+        st.ops.len(),
+        count(OpEnd::Ok),
+        count(OpEnd::Fail),
+        count(OpEnd::Info),
+        st.clock_note.as_ref().map(|n| format!("; {}", sanitize(n, 200))).unwrap_or_default()
+    );
+    let Some(key) = &st.failing_key else { return };
+    let ops: Vec<_> = st.failing_ops().collect();
+    let _ = writeln!(
+        s,
+        "operations on the failing key {} ({}), with the faults between them:",
+        sanitize(key, 80),
+        ops.len()
+    );
+    for (k, o) in ops.iter().enumerate().take(FAILING_OPS_LISTED) {
+        let _ = writeln!(
+            s,
+            "     t={} .. {}  {} {} (process {})",
+            fmt_time(o.call),
+            if o.pending { "never".to_string() } else { fmt_time(o.ret) },
+            if o.pending { "pending" } else { o.end.name() },
+            sanitize(&o.op.to_string(), 200),
+            o.process
+        );
+        let next = ops.get(k + 1).map_or(u64::MAX, |n| n.call);
+        for &i in st.faults.iter().filter(|&&i| {
+            let t = a.events[i].time.as_ns();
+            t >= o.ret && t < next
+        }) {
+            let ev = &a.events[i];
+            let _ = writeln!(
+                s,
+                "  !! t={} {}: {} ({} after the completion above)",
+                fmt_time(ev.time.as_ns()),
+                sanitize(&node_label(a.meta, ev.node), 40),
+                sanitize(&describe(a.meta, ev), LINE_CHARS),
+                fmt_dur(ev.time.as_ns() - o.ret)
+            );
+        }
+    }
+    if ops.len() > FAILING_OPS_LISTED {
+        let _ = writeln!(s, "     ... {} more", ops.len() - FAILING_OPS_LISTED);
     }
 }
 

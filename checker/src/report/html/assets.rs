@@ -61,7 +61,17 @@ tr.ev td.l{color:#555;font-style:italic}tr.ev.bad td.l{color:#a93226;font-weight
 tr.fail td{background:#f9c6c0;font-weight:bold;border-top:2px solid #c0392b;border-bottom:2px solid #c0392b}\
 tr.after{opacity:.55}tr.elided td{color:#888;text-align:center;background:#f4f4f4;font-style:italic}\
 .ce{color:#555;font-weight:bold}\
-footer{margin-top:16px;font-size:12px;color:#777}";
+footer{margin-top:16px;font-size:12px;color:#777}\
+.panel.timeline{margin:0 0 16px}svg.tline{display:block}svg.tline text{font-size:10px}\
+rect.op.ok{fill:#58b368}rect.op.fail{fill:#e06c5f}rect.op.info{fill:#f0b341}rect.op.failing{stroke:#000;stroke-width:2}\
+.tf rect{fill-opacity:.25}.tf.part rect{fill:#f1948a}.tf.down rect{fill:#7f8c8d}.tf.pause rect{fill:#d68910}.tf.stall rect{fill:#8e44ad}\
+.tf text{fill:#a93226;font-weight:bold}.tf line{stroke:#a93226;stroke-dasharray:3 2}\
+.tfail line{stroke:#c0392b;stroke-width:2}.tfail text{fill:#c0392b;font-weight:bold;text-anchor:end}\
+.tmark line{stroke:#000;stroke-dasharray:2 2}.tmark text{fill:#000;font-weight:bold}.tick line{stroke:#999}.tick text{fill:#666;text-anchor:middle}\
+.tl-ok{color:#58b368;font-weight:bold}.tl-fail{color:#e06c5f;font-weight:bold}.tl-info{color:#f0b341;font-weight:bold}.tl-failing{outline:2px solid #000;padding:0 2px}\
+table.failing tr.fault td{color:#a93226;font-weight:bold}h3{font-size:14px;margin:10px 0 4px}\
+pre.cmdout{background:#fff;border:1px solid #e3e3e3;padding:4px 8px;max-height:320px;overflow:auto;font-size:12px;white-space:pre-wrap}\
+nav.parts{background:#fff;border:1px solid #ddd;border-radius:6px;padding:6px 10px;margin:8px 0;font-size:13px;line-height:1.8}";
 
 /// The stylesheet: [`CSS`] and one colour class per [`PALETTE`] entry
 /// (`.c0`..`.c7`, the node labels' colours).

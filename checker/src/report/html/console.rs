@@ -5,8 +5,10 @@
 //! [`CONSOLE_AFTER_FAILURE`] after it; each run of left-out lines becomes
 //! one "not shown" row.
 
-use super::layout::Page;
-use super::{CONSOLE_AFTER_FAILURE, CONSOLE_BEFORE_FAILURE, CONSOLE_HEAD, LINE_CHARS};
+use super::layout::{Page, View};
+use super::{
+    CONSOLE_AFTER_FAILURE, CONSOLE_AROUND_FOCUS, CONSOLE_BEFORE_FAILURE, CONSOLE_HEAD, CONSOLE_PART, LINE_CHARS,
+};
 use crate::report::{describe, esc, fmt_time, node_label};
 use engine::trace::EventKind;
 use std::collections::BTreeMap;
@@ -31,13 +33,24 @@ pub(super) fn console(p: &Page, h: &mut String) {
     let left_out = w.keep.iter().filter(|k| !**k).count();
     h.push_str("<section class=\"panel console\">\n<h2>Console and events by virtual time</h2>\n");
     if left_out > 0 {
-        let _ = writeln!(
-            h,
-            "<p class=\"warn\">{left_out} of {} lines not shown: per node, the first {CONSOLE_HEAD}, the last {CONSOLE_BEFORE_FAILURE} before the {} and {} are kept.</p>",
-            w.entries.len(),
-            if fail.is_some() { "failure" } else { "end" },
-            if fail.is_some() { format!("the first {CONSOLE_AFTER_FAILURE} after it") } else { "nothing after".to_string() }
-        );
+        match p.view {
+            View::Main => {
+                let _ = writeln!(
+                    h,
+                    "<p class=\"warn\">{left_out} of {} lines not shown: per node, the first {CONSOLE_HEAD}, {CONSOLE_AROUND_FOCUS} either side of each fault and failing operation, the last {CONSOLE_BEFORE_FAILURE} before the {} and {} are kept.</p>",
+                    w.entries.len(),
+                    if fail.is_some() { "failure" } else { "end" },
+                    if fail.is_some() { format!("the first {CONSOLE_AFTER_FAILURE} after it") } else { "nothing after".to_string() }
+                );
+            }
+            View::Part(_) => {
+                let _ = writeln!(
+                    h,
+                    "<p class=\"warn\">The lines of this part's time span, at most {CONSOLE_PART}; {left_out} of the run's {} lines are in other parts or left out.</p>",
+                    w.entries.len()
+                );
+            }
+        }
     }
     h.push_str("<div class=\"scroll\">\n<table class=\"console\">\n<thead><tr><th>time</th><th>node</th><th>line</th></tr></thead>\n<tbody>\n");
     rows(p, &w, h);
@@ -65,6 +78,40 @@ impl Window {
             per_node.entry(events[i].node).or_default().push(pos);
         }
         let mut keep = vec![false; entries.len()];
+        if let View::Part(_) = p.view {
+            // The entries in the part's time span.
+            let l = &p.l;
+            let shown: Vec<usize> = (0..l.rows.len()).filter(|&r| l.shown[r]).collect();
+            if let (Some(&a), Some(&b)) = (shown.first(), shown.last()) {
+                let (t0, t1) = (l.rows[a].time, l.rows[b].time);
+                let mut n = 0;
+                for (pos, &i) in entries.iter().enumerate() {
+                    let t = events[i].time.as_ns();
+                    if t >= t0 && t <= t1 && n < CONSOLE_PART {
+                        keep[pos] = true;
+                        n += 1;
+                    }
+                }
+            }
+            let mut w = Window { entries, keep, runs: BTreeMap::new() };
+            for (&n, list) in &per_node {
+                w.note_elided_runs(p, n, list);
+            }
+            return w;
+        }
+        // Event indices and times to keep lines around: the faults, the
+        // failing operations.
+        let story = &p.a.story;
+        for list in per_node.values() {
+            let by_index = |i: usize| list.partition_point(|&pos| entries[pos] < i);
+            let by_time = |t: u64| list.partition_point(|&pos| events[entries[pos]].time.as_ns() < t);
+            let centres = story.faults.iter().map(|&i| by_index(i)).chain(story.focus_times().into_iter().map(by_time));
+            for c in centres {
+                for &pos in &list[c.saturating_sub(CONSOLE_AROUND_FOCUS)..(c + CONSOLE_AROUND_FOCUS).min(list.len())] {
+                    keep[pos] = true;
+                }
+            }
+        }
         for list in per_node.values() {
             for &pos in list.iter().take(CONSOLE_HEAD) {
                 keep[pos] = true;
@@ -121,7 +168,8 @@ impl Window {
 fn rows(p: &Page, w: &Window, h: &mut String) {
     let m = p.meta();
     let fail = p.a.failure_index();
-    let mut fail_done = fail.is_none();
+    // A part shows the failure only where its lines are.
+    let mut fail_done = fail.is_none() || matches!(p.view, View::Part(_));
     for (pos, &i) in w.entries.iter().enumerate() {
         if !fail_done && fail.is_some_and(|f| i > f) {
             failure_row(p, h);

@@ -2,8 +2,9 @@
 //! backgrounds and lifelines, elided gaps and idle breaks, and the time
 //! labels in the gutter.
 
+use super::layout::View;
 use super::layout::{Page, GAP_H, GUTTER, HEAD_H, LANE_W, TOP};
-use super::{HEAD_ROWS, MAX_ROWS};
+use super::{FOCUS_CONTEXT, HEAD_ROWS, MAX_ROWS, ROWS_AFTER_FAILURE};
 use crate::report::{clip, esc_html, fmt_dur, fmt_time, node_name};
 use engine::trace::EventKind;
 use std::fmt::Write as _;
@@ -26,15 +27,29 @@ pub(super) fn intro(p: &Page, h: &mut String) {
          <span class=\"lg-clock\">clock offset/drift/bump/strobe</span>. Dotted lane: not booted; dashed: down. \
          Hover for details.</p>\n",
     );
-    if l.rows.len() > MAX_ROWS {
-        let _ = writeln!(
-            h,
-            "<p class=\"warn\">{} rows; showing the first {} and the {} around the {} (gaps are marked).</p>",
-            l.rows.len(),
-            HEAD_ROWS,
-            l.shown.iter().filter(|s| **s).count() - HEAD_ROWS,
-            if l.fail_row.is_some() { "failure" } else { "end" }
-        );
+    match p.view {
+        View::Main if l.rows.len() > MAX_ROWS => {
+            let _ = writeln!(
+                h,
+                "<p class=\"warn\">{} rows; showing {}: the first {HEAD_ROWS} (the boot), up to {FOCUS_CONTEXT} around \
+                 each fault and each operation of the failing key, {ROWS_AFTER_FAILURE} after the {} and the ones \
+                 leading up to it. Each left-out stretch is a hatched band that says how many rows it holds and \
+                 links to them.{}</p>",
+                l.rows.len(),
+                l.shown.iter().filter(|s| **s).count(),
+                if l.fail_row.is_some() { "failure" } else { "end" },
+                super::panels::parts_link(p)
+            );
+        }
+        View::Main => {}
+        View::Part(_) => {
+            let _ = writeln!(
+                h,
+                "<p class=\"warn\">Rows {} of {}; the hatched bands link to the parts before and after.</p>",
+                l.shown.iter().filter(|s| **s).count(),
+                l.rows.len()
+            );
+        }
     }
     h.push_str("<div class=\"scroll\">\n");
 }
@@ -88,20 +103,31 @@ pub(super) fn gaps_and_breaks(p: &Page, h: &mut String) {
     let (l, w) = (&p.l, p.width);
     for g in &l.gaps {
         let n_events: usize = l.rows[g.first..=g.last].iter().map(|r| r.events.len()).sum();
-        let _ = writeln!(
-            h,
-            "<g class=\"gap\"><rect x=\"4\" y=\"{}\" width=\"{}\" height=\"{}\"/>\
-             <text x=\"{}\" y=\"{}\">&#x22EF; {} rows ({} events) not shown: {} &#x2026; {} &#x22EF;</text></g>",
+        let text = format!(
+            "&#x22EF; {} rows elided ({} events): {} &#x2026; {}{} &#x22EF;",
+            g.last - g.first + 1,
+            n_events,
+            fmt_time(l.rows[g.first].time),
+            fmt_time(l.rows[g.last].time),
+            if p.parts > 0 { " (open them)" } else { "" }
+        );
+        let body = format!(
+            "<rect x=\"4\" y=\"{}\" width=\"{}\" height=\"{}\"/><text x=\"{}\" y=\"{}\">{text}</text>",
             g.y_top + 4,
             w - 8,
             GAP_H - 8,
             w / 2,
             g.y_top + GAP_H / 2 + 4,
-            g.last - g.first + 1,
-            n_events,
-            fmt_time(l.rows[g.first].time),
-            fmt_time(l.rows[g.last].time)
         );
+        if p.parts > 0 {
+            let _ = writeln!(
+                h,
+                "<a href=\"{}\"><g class=\"gap\">{body}</g></a>",
+                esc_html(&p.link_to_row(g.first, &format!("row{}", g.first)))
+            );
+        } else {
+            let _ = writeln!(h, "<g class=\"gap\">{body}</g>");
+        }
     }
     let lanes_right = p.lanes_right();
     for &(y, d) in &l.breaks {

@@ -2,7 +2,7 @@
 //! and lanes (nodes, across), and [`Page`], what every part of the page
 //! reads.
 
-use super::{HEAD_ROWS, MAX_ROWS, ROWS_AFTER_FAILURE};
+use super::{FOCUS_CONTEXT, HEAD_ROWS, MAX_ROWS, PART_ROWS, ROWS_AFTER_FAILURE};
 use crate::report::{Analysis, ReportMeta};
 use engine::trace::{Event, EventKind, ENGINE};
 use std::collections::BTreeMap;
@@ -68,11 +68,42 @@ struct Placement {
     height: i64,
 }
 
+/// Which diagram a page draws: the report's own window, or one part of
+/// the whole run ([`PART_ROWS`] consecutive rows, 0-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum View {
+    Main,
+    Part(usize),
+}
+
+/// How many parts of [`PART_ROWS`] rows the whole run takes; 0 when the
+/// report's own diagram shows every row.
+pub(super) fn part_count(rows: usize) -> usize {
+    if rows <= MAX_ROWS {
+        0
+    } else {
+        rows.div_ceil(PART_ROWS)
+    }
+}
+
+/// The part that holds `row`.
+pub(super) fn part_of(row: usize) -> usize {
+    row / PART_ROWS
+}
+
 impl Layout {
-    pub fn new(a: &Analysis) -> Layout {
+    pub fn new(a: &Analysis, view: View) -> Layout {
         let (rows, row_of) = group_rows(a);
         let fail_row = failure_row(a, &row_of, rows.len());
-        let shown = window(rows.len(), fail_row);
+        let shown = match view {
+            View::Main => window(a, &rows, &row_of, fail_row),
+            View::Part(k) => {
+                let mut shown = vec![false; rows.len()];
+                let end = ((k + 1) * PART_ROWS).min(rows.len());
+                shown[(k * PART_ROWS).min(end)..end].iter_mut().for_each(|s| *s = true);
+                shown
+            }
+        };
         let Placement { y, gaps, breaks, height } = place(&rows, &shown);
         Layout { rows, row_of, shown, y, gaps, breaks, height, fail_row }
     }
@@ -136,19 +167,48 @@ fn failure_row(a: &Analysis, row_of: &[Option<usize>], total: usize) -> Option<u
     a.failure_index().and_then(|f| (0..=f).rev().find_map(|j| row_of[j]).or_else(|| (total > 0).then_some(0)))
 }
 
-/// Which of `total` rows are shown: all of them up to [`MAX_ROWS`], else
-/// the first [`HEAD_ROWS`] and the ones up to [`ROWS_AFTER_FAILURE`] after
-/// the failure (or the end).
-fn window(total: usize, fail_row: Option<usize>) -> Vec<bool> {
+/// Which rows the report's own diagram shows: all of them up to
+/// [`MAX_ROWS`]; else the first [`HEAD_ROWS`] (the boot), every fault's
+/// row and the rows of the failing operations' invokes and completions
+/// with up to [`FOCUS_CONTEXT`] rows either side (less when there are many
+/// of them), the failure's row and [`ROWS_AFTER_FAILURE`] after it, and
+/// then, while the budget lasts, the rows leading up to the failure (or the
+/// end).
+fn window(a: &Analysis, rows: &[Row], row_of: &[Option<usize>], fail_row: Option<usize>) -> Vec<bool> {
+    let total = rows.len();
     let mut shown = vec![false; total];
     if total <= MAX_ROWS {
         shown.iter_mut().for_each(|s| *s = true);
-    } else {
-        let focus = fail_row.unwrap_or(total - 1);
-        let end = (focus + 1 + ROWS_AFTER_FAILURE).min(total);
-        let start = end.saturating_sub(MAX_ROWS - HEAD_ROWS);
-        shown[..HEAD_ROWS].iter_mut().for_each(|s| *s = true);
-        shown[start..end].iter_mut().for_each(|s| *s = true);
+        return shown;
+    }
+    let focus = fail_row.unwrap_or(total - 1);
+    // Rows to centre on: the faults' (or the closest row before one), and
+    // the rows at the failing operations' times.
+    let mut marks: Vec<usize> = a
+        .story
+        .faults
+        .iter()
+        .filter_map(|&i| (0..=i).rev().find_map(|j| row_of[j]))
+        .chain(a.story.focus_times().into_iter().map(|t| rows.partition_point(|r| r.time < t).min(total - 1)))
+        .collect();
+    marks.sort_unstable();
+    marks.dedup();
+    let budget = MAX_ROWS - HEAD_ROWS - ROWS_AFTER_FAILURE - 1;
+    let context = (budget / 2 / (2 * marks.len() + 1)).min(FOCUS_CONTEXT);
+    shown[..HEAD_ROWS].iter_mut().for_each(|s| *s = true);
+    for &m in &marks {
+        let end = (m + context + 1).min(total);
+        shown[m.saturating_sub(context)..end].iter_mut().for_each(|s| *s = true);
+    }
+    shown[focus..(focus + 1 + ROWS_AFTER_FAILURE).min(total)].iter_mut().for_each(|s| *s = true);
+    let mut count = shown.iter().filter(|s| **s).count();
+    let mut r = focus;
+    while count < MAX_ROWS && r > 0 {
+        r -= 1;
+        if !shown[r] {
+            shown[r] = true;
+            count += 1;
+        }
     }
     shown
 }
@@ -210,13 +270,19 @@ pub(super) struct Page<'a, 'b> {
     pub lane: BTreeMap<u16, usize>,
     /// Width of the diagram: gutter, lanes, notes column.
     pub width: i64,
+    /// The report's own window or a part of the whole run.
+    pub view: View,
+    /// How many parts the whole run takes (0: the report shows every row).
+    pub parts: usize,
 }
 
 impl<'a, 'b> Page<'a, 'b> {
-    pub fn new(a: &'b Analysis<'a>) -> Page<'a, 'b> {
+    pub fn new(a: &'b Analysis<'a>, view: View) -> Page<'a, 'b> {
         let lane: BTreeMap<u16, usize> = a.nodes.iter().enumerate().map(|(k, &n)| (n, k)).collect();
         let width = GUTTER + LANE_W * lane.len() as i64 + NOTES_W;
-        Page { l: Layout::new(a), a, lane, width }
+        let l = Layout::new(a, view);
+        let parts = part_count(l.rows.len());
+        Page { l, a, lane, width, view, parts }
     }
 
     /// Centre of the node's lane; `None` for the engine and unknown nodes.
@@ -258,4 +324,26 @@ impl<'a, 'b> Page<'a, 'b> {
     pub fn events(&self) -> &'a [Event] {
         self.a.events
     }
+
+    /// The link to row `row` from this page: `#<fragment>` when this page
+    /// shows it, else the part file that does (`report-parts/part-007.html`
+    /// from the report, `part-007.html` from another part).
+    pub fn link_to_row(&self, row: usize, fragment: &str) -> String {
+        if self.l.shown.get(row).copied().unwrap_or(false) || self.parts == 0 {
+            return format!("#{fragment}");
+        }
+        let file = part_file(part_of(row));
+        match self.view {
+            View::Main => format!("{PARTS_DIR}/{file}#{fragment}"),
+            View::Part(_) => format!("{file}#{fragment}"),
+        }
+    }
+}
+
+/// The folder beside report.html that holds the parts.
+pub const PARTS_DIR: &str = "report-parts";
+
+/// A part's file name (`part-001.html` for part 0).
+pub fn part_file(k: usize) -> String {
+    format!("part-{:03}.html", k + 1)
 }

@@ -161,7 +161,7 @@ pub(super) fn pause_bars(p: &Page, h: &mut String) {
 
 /// The failing row, highlighted across the diagram.
 pub(super) fn failure_row(p: &Page, h: &mut String) {
-    let Some(r) = p.l.fail_row else { return };
+    let Some(r) = p.l.fail_row.filter(|&r| p.l.shown[r]) else { return };
     let y = p.l.y[r];
     let _ = writeln!(
         h,

@@ -25,22 +25,30 @@ mod layout;
 mod marks;
 mod messages;
 mod panels;
+mod timeline;
 
 use super::{esc, esc_html, sanitize, Analysis, ReportMeta};
 use engine::trace::Event;
-use layout::{Page, PALETTE};
+pub use layout::PARTS_DIR;
+use layout::{part_file, Page, View, PALETTE};
 use std::fmt::Write as _;
 
-/// Most diagram rows shown; longer traces show the first [`HEAD_ROWS`] and
-/// the rows up to [`ROWS_AFTER_FAILURE`] after the failure (or the end),
-/// with a marked gap between.
+/// Most diagram rows the report's own diagram shows; a longer trace shows
+/// the boot, the faults, the failing operations and the lead-up to the
+/// failure (see `layout::window`), with each left-out stretch marked, and
+/// the whole run is in parts of [`PART_ROWS`] rows (files under
+/// `report-parts/`, linked from the report and from each other).
 pub const MAX_ROWS: usize = 1500;
-/// Rows shown from the start of a trace longer than [`MAX_ROWS`]; the
-/// other `MAX_ROWS - HEAD_ROWS` rows shown are the ones that end
-/// [`ROWS_AFTER_FAILURE`] rows after the failure's row (or at the last row).
-pub const HEAD_ROWS: usize = 150;
+/// Rows shown from the start of a trace longer than [`MAX_ROWS`] (the boot).
+pub const HEAD_ROWS: usize = 60;
 /// Rows shown after the failure's row in a trace longer than [`MAX_ROWS`].
-pub const ROWS_AFTER_FAILURE: usize = 150;
+pub const ROWS_AFTER_FAILURE: usize = 100;
+/// Rows shown either side of each fault and failing operation, at most
+/// (fewer when there are many of them: together they take at most half of
+/// the window).
+pub const FOCUS_CONTEXT: usize = 100;
+/// Rows per part of the whole run.
+pub const PART_ROWS: usize = 1000;
 /// Console table, per node (engine included): the first lines, the lines
 /// just before the failure (or the end) and just after it.
 pub const CONSOLE_HEAD: usize = 100;
@@ -50,6 +58,11 @@ pub const CONSOLE_BEFORE_FAILURE: usize = 300;
 /// Console lines kept per node after the failure; none past the end when
 /// the execution passed.
 pub const CONSOLE_AFTER_FAILURE: usize = 50;
+/// Console lines kept per node either side of each fault and of each
+/// failing operation's invoke and completion.
+pub const CONSOLE_AROUND_FOCUS: usize = 20;
+/// Most console lines in a part of the whole run.
+pub const CONSOLE_PART: usize = 2000;
 /// Fault/check index entries at the top of the page.
 pub const MAX_INDEX_ENTRIES: usize = 100;
 /// Most characters of guest text shown: a console line, a hover title, a
@@ -64,25 +77,64 @@ const NOTE_CHARS: usize = 44;
 /// bytes. Guest text is escaped and stripped of control characters.
 pub fn render_html(meta: &ReportMeta, events: &[Event]) -> String {
     let a = Analysis::new(meta, events);
-    let page = Page::new(&a);
+    main_page(&a)
+}
+
+/// The report and the parts of the whole run: (path relative to the
+/// report's folder, HTML); the parts are under [`PARTS_DIR`], none when
+/// the report's diagram shows every row.
+pub fn render_html_all(meta: &ReportMeta, events: &[Event]) -> Vec<(String, String)> {
+    let a = Analysis::new(meta, events);
+    let main = Page::new(&a, View::Main);
+    let mut out = vec![("report.html".to_string(), page(&main))];
+    for k in 0..main.parts {
+        let p = Page::new(&a, View::Part(k));
+        out.push((format!("{PARTS_DIR}/{}", part_file(k)), page(&p)));
+    }
+    out
+}
+
+fn main_page(a: &Analysis) -> String {
+    page(&Page::new(a, View::Main))
+}
+
+fn page(page: &Page) -> String {
+    let meta = page.meta();
     let mut h = String::with_capacity(64 * 1024);
-    head(meta, &mut h);
-    panels::header(&page, &mut h);
-    if let Some((node, model)) = meta.history {
-        anomalies::panel(events, node, model, &mut h);
+    head(meta, page.view, &mut h);
+    match page.view {
+        View::Main => {
+            panels::header(page, &mut h);
+            timeline::panel(page, &mut h);
+            if let Some((node, model)) = meta.history {
+                anomalies::panel(page.events(), node, model, &mut h);
+            }
+        }
+        View::Part(_) => panels::part_header(page, &mut h),
     }
     h.push_str("<div class=\"main\">\n");
-    diagram(&page, &mut h);
-    console::console(&page, &mut h);
+    diagram(page, &mut h);
+    console::console(page, &mut h);
     h.push_str("</div>\n");
+    if let View::Part(_) = page.view {
+        panels::part_nav(page, &mut h);
+    }
     foot(meta, &mut h);
     h
 }
 
 /// The document's head (title, stylesheet) and the opening of its body.
-fn head(meta: &ReportMeta, h: &mut String) {
-    let title =
-        format!("simcluster report: {} seed {} execution {}", sanitize(&meta.cluster, 80), meta.seed, meta.execution);
+fn head(meta: &ReportMeta, view: View, h: &mut String) {
+    let part = match view {
+        View::Main => String::new(),
+        View::Part(k) => format!(", part {}", k + 1),
+    };
+    let title = format!(
+        "simcluster report: {} seed {} execution {}{part}",
+        sanitize(&meta.cluster, 80),
+        meta.seed,
+        meta.execution
+    );
     let _ = writeln!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -130,6 +182,14 @@ fn anchors(p: &Page, h: &mut String) {
     let l = &p.l;
     if let Some(r) = l.fail_row {
         let _ = writeln!(h, "<div id=\"failure\" class=\"anchor\" style=\"top:{}px\"></div>", (l.y[r] - 300).max(0));
+    }
+    // A part is the target of the report's links to left-out rows.
+    if let View::Part(_) = p.view {
+        for (r, y) in l.y.iter().enumerate() {
+            if l.shown[r] {
+                let _ = writeln!(h, "<div id=\"row{r}\" class=\"anchor\" style=\"top:{}px\"></div>", (y - 160).max(0));
+            }
+        }
     }
     for (i, e) in p.events().iter().enumerate() {
         if panels::is_notable(&e.kind) && l.shown(i) {

@@ -2,8 +2,9 @@
 //! box, the count chips, the node table and the index of faults and failed
 //! checks.
 
-use super::layout::Page;
+use super::layout::{part_file, Page, View, PARTS_DIR};
 use super::{MAX_INDEX_ENTRIES, TITLE_CHARS};
+use crate::report::text::COMMAND_LINES;
 use crate::report::{describe, esc, exit_text, fmt_time, fmt_time_ns, node_label, node_name, Counts};
 use engine::trace::{Event, EventKind};
 use std::fmt::Write as _;
@@ -23,24 +24,8 @@ pub(super) fn header(p: &Page, h: &mut String) {
 /// Faults and failed checks: listed in the index at the top of the page,
 /// each with an anchor in the diagram.
 pub(super) fn is_notable(k: &EventKind) -> bool {
-    matches!(
-        k,
-        EventKind::Partition { .. }
-            | EventKind::Heal
-            | EventKind::Crash { .. }
-            | EventKind::Restart
-            | EventKind::DiskFault { .. }
-            | EventKind::Pause { .. }
-            | EventKind::Kill { .. }
-            | EventKind::Respawn
-            | EventKind::ClockBump { .. }
-            | EventKind::ClockStrobe { .. }
-            | EventKind::ConnReset { .. }
-            | EventKind::ConnStall { .. }
-            | EventKind::Hung
-            | EventKind::Exit { .. }
-            | EventKind::Invariant { ok: false, .. }
-    )
+    crate::report::is_fault(k)
+        || matches!(k, EventKind::Hung | EventKind::Exit { .. } | EventKind::Invariant { ok: false, .. })
 }
 
 /// The heading and the one-line facts of the execution.
@@ -89,6 +74,24 @@ fn failure(p: &Page, h: &mut String) {
             "<p><a href=\"#failure\">&#x2192; show it in the diagram</a> &#xB7; \
              <a href=\"#console-failure\">&#x2192; show it in the console log</a></p>\n",
         );
+    }
+    if let Some((node, name, lines)) = crate::report::command_output(p.a).filter(|(_, _, l)| !l.is_empty()) {
+        let shown = &lines[lines.len().saturating_sub(COMMAND_LINES)..];
+        let _ = write!(
+            h,
+            "<details open><summary>Console of {} while <code>{}</code> ran: its output, and anything else the node \
+             printed (last {} of {} lines)</summary><pre class=\"cmdout\">",
+            esc(&node_label(m, node), 80),
+            esc(&name, 80),
+            shown.len(),
+            lines.len()
+        );
+        for &i in shown {
+            if let EventKind::Console { text } = &p.events()[i].kind {
+                let _ = writeln!(h, "{}", esc(text, TITLE_CHARS * 3));
+            }
+        }
+        h.push_str("</pre></details>\n");
     }
     h.push_str("</section>\n");
 }
@@ -208,14 +211,97 @@ fn fault_index(p: &Page, h: &mut String) {
         let e = &events[i];
         let text = format!("t={} {}: {}", fmt_time(e.time.as_ns()), node_label(m, e.node), describe(m, e));
         let cls = if p.a.failure_index() == Some(i) { " class=\"failitem\"" } else { "" };
-        if p.l.shown(i) {
-            let _ = writeln!(h, "<li{cls}><a href=\"#ev{i}\">{}</a></li>", esc(&text, TITLE_CHARS));
-        } else {
-            let _ = writeln!(h, "<li{cls}>{} <i>(not in the diagram window)</i></li>", esc(&text, TITLE_CHARS));
+        match p.l.row_of[i] {
+            Some(r) if p.l.shown[r] || p.parts > 0 => {
+                let _ = writeln!(
+                    h,
+                    "<li{cls}><a href=\"{}\">{}</a>{}</li>",
+                    p.link_to_row(r, &format!("ev{i}")),
+                    esc(&text, TITLE_CHARS),
+                    if p.l.shown[r] { "" } else { " <i>(in a part of the whole run)</i>" }
+                );
+            }
+            _ => {
+                let _ = writeln!(h, "<li{cls}>{}</li>", esc(&text, TITLE_CHARS));
+            }
         }
     }
     if notable.len() > MAX_INDEX_ENTRIES {
         let _ = writeln!(h, "<li><i>… {} more not listed</i></li>", notable.len() - MAX_INDEX_ENTRIES);
     }
     h.push_str("</ol>\n</details>\n");
+}
+
+/// The top of a part of the whole run: its title, where it is, links to
+/// the neighbouring parts and back to the report.
+pub(super) fn part_header(p: &Page, h: &mut String) {
+    let m = p.meta();
+    let _ = writeln!(
+        h,
+        "<header>\n<h1>simcluster report: {}, the whole run</h1>\n<p class=\"meta\">seed <b>{}</b> &#xB7; strategy <b>{}</b> &#xB7; \
+         execution <b>{}</b> &#xB7; trace <code>{}</code></p>\n</header>",
+        esc(&m.cluster, 120),
+        m.seed,
+        esc(&m.strategy, 200),
+        m.execution,
+        esc(&m.trace_hash, 128)
+    );
+    part_nav(p, h);
+}
+
+/// Links through the parts: the report, the first, previous, next and
+/// last part, and every part by number with its time span.
+pub(super) fn part_nav(p: &Page, h: &mut String) {
+    let View::Part(k) = p.view else { return };
+    let rows = &p.l.rows;
+    let span = |j: usize| {
+        let first = j * super::PART_ROWS;
+        let last = ((j + 1) * super::PART_ROWS).min(rows.len()) - 1;
+        (first, last, rows[first].time, rows[last].time)
+    };
+    let (first, last, t0, t1) = span(k);
+    let _ = write!(h, "<nav class=\"parts\"><a href=\"../report.html\">&#x2191; the report</a> &#xB7; ");
+    let link = |j: usize, label: &str| format!("<a href=\"{}\">{label}</a>", part_file(j));
+    if k > 0 {
+        let _ = write!(h, "{} &#xB7; {} &#xB7; ", link(0, "&#xAB; first"), link(k - 1, "&#x2039; previous"));
+    }
+    let _ = write!(
+        h,
+        "<b>part {} of {}</b>: rows {}&#x2013;{} of {}, t={} &#x2026; {}",
+        k + 1,
+        p.parts,
+        first + 1,
+        last + 1,
+        rows.len(),
+        fmt_time(t0),
+        fmt_time(t1)
+    );
+    if k + 1 < p.parts {
+        let _ = write!(h, " &#xB7; {} &#xB7; {}", link(k + 1, "next &#x203A;"), link(p.parts - 1, "last &#xBB;"));
+    }
+    h.push_str("<br>");
+    for j in 0..p.parts {
+        let (_, _, a, b) = span(j);
+        let title = format!("t={} … {}", fmt_time(a), fmt_time(b));
+        if j == k {
+            let _ = write!(h, "<b title=\"{title}\">{}</b> ", j + 1);
+        } else {
+            let _ = write!(h, "<a href=\"{}\" title=\"{title}\">{}</a> ", part_file(j), j + 1);
+        }
+    }
+    h.push_str("</nav>\n");
+}
+
+/// The line under the report's diagram heading that leads into the parts.
+pub(super) fn parts_link(p: &Page) -> String {
+    if p.parts == 0 {
+        return String::new();
+    }
+    format!(
+        " The whole run, {} rows, is in {} parts: <a href=\"{PARTS_DIR}/{}\">start at part 1</a>, or follow a \
+         left-out stretch's link.",
+        p.l.rows.len(),
+        p.parts,
+        part_file(0)
+    )
 }
