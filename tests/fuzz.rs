@@ -95,6 +95,10 @@ fn history() {
         b"[:append 1 9]",
         b"[:r 1 [1 2 3]]",
         b"9223372036854775807",
+        b"\"f\":\"add\"",
+        b"\"f\":\"read\",\"value\":[1,1]",
+        b"\"f\":\"drain\"",
+        b"18446744073709551615",
     ];
     Target::new("history", &corpus("history")).dictionary(dictionary).run(2_000, |input| {
         let text = String::from_utf8_lossy(input);
@@ -111,6 +115,11 @@ fn history() {
         for model in [txncheck::Model::ListAppend, txncheck::Model::RwRegister] {
             let _ = engine_check_txn(&events, 1, model, txncheck::Consistency::Serializable);
         }
+        for linearizable in [false, true] {
+            let r = checker::set_full::engine_check(&events, 1, checker::set_full::SetOptions { linearizable });
+            let _ = r.note.len();
+        }
+        let _ = checker::total_queue::engine_check(&events, 1);
     });
 }
 

@@ -447,8 +447,8 @@ pub fn check(ops: Vec<CollectionOperation>, options: SetOptions) -> SetReport {
             } else {
                 ElementOutcome::NeverRead
             };
-            let stable_latency = stable.then(|| absent.map_or(0, |a| a.0 + 1).saturating_sub(known_time));
-            let lost_latency = lost.then(|| present.map_or(0, |p| p.0 + 1).saturating_sub(known_time));
+            let stable_latency = stable.then(|| absent.map_or(0, |a| a.0.saturating_add(1)).saturating_sub(known_time));
+            let lost_latency = lost.then(|| present.map_or(0, |p| p.0.saturating_add(1)).saturating_sub(known_time));
             ElementResult {
                 element,
                 outcome,

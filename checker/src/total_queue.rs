@@ -114,7 +114,7 @@ impl QueueReport {
     pub fn headline(&self) -> String {
         let c = self.counts();
         let seen = format!(
-            "{} enqueues attempted, {} acknowledged, {} elements dequeued",
+            "{} enqueues attempted, {} acknowledged, {} dequeued",
             self.attempt_count, self.acknowledged_count, self.dequeued_count
         );
         if self.valid {
@@ -134,7 +134,7 @@ impl QueueReport {
                 found.push(format!("{} {k} ({}{more})", total(f), which.join(" ")));
             }
         }
-        format!("history fails total-queue: {} ({seen})", found.join(", "))
+        format!("history fails total-queue: {}; {seen}", found.join(", "))
     }
 }
 
@@ -332,7 +332,7 @@ mod tests {
         assert_eq!(
             r.headline(),
             "history: 6 operations (5 ok, 0 info, 1 fail): total-queue finds every acknowledged enqueue dequeued (3 \
-             enqueues attempted, 2 acknowledged, 2 elements dequeued; 0 duplicated, 0 recovered)"
+             enqueues attempted, 2 acknowledged, 2 dequeued; 0 duplicated, 0 recovered)"
         );
     }
 
@@ -351,7 +351,7 @@ mod tests {
         let text = r.to_string();
         assert!(
             text.starts_with(
-                "history fails total-queue: 2 lost (1 2) (3 enqueues attempted, 3 acknowledged, 1 elements dequeued)\n\
+                "history fails total-queue: 2 lost (1 2); 3 enqueues attempted, 3 acknowledged, 1 dequeued\n\
                  lost 1: acknowledged by\n  #0 p0 enqueue 1 [10..11] ok (line 1)\n"
             ),
             "{text}"

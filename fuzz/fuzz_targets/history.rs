@@ -2,7 +2,9 @@
 //! what a node printed: JSON lines for the register model
 //! (`History::from_json_lines`, then the linearizability search), and JSON
 //! lines or Jepsen's EDN for the transactional models
-//! (`parse_txn_history`, then txncheck for list-append and rw-register).
+//! (`parse_txn_history`, then txncheck for list-append and rw-register);
+//! and set and queue histories (`set_full::check_text`,
+//! `total_queue::check_text`), with their reports written out.
 //! The search's step budget is `simcluster check --max-steps 20000`: a
 //! history that exhausts it is "unknown", and the fuzzer stays fast.
 #![no_main]
@@ -20,5 +22,13 @@ fuzz_target!(|input: &[u8]| {
         for model in [txncheck::Model::ListAppend, txncheck::Model::RwRegister] {
             let _ = txncheck::check(&h, model, txncheck::Consistency::Serializable);
         }
+    }
+    for linearizable in [false, true] {
+        if let Ok(r) = checker::set_full::check_text(&text, checker::set_full::SetOptions { linearizable }) {
+            let _ = (r.to_string(), r.to_json());
+        }
+    }
+    if let Ok(r) = checker::total_queue::check_text(&text) {
+        let _ = (r.to_string(), r.to_json());
     }
 });
