@@ -627,6 +627,10 @@ fn check_history(
     }
     let hint = if text.contains("\"txn\"") {
         " (a transactional history? add --model list-append or rw-register)"
+    } else if text.contains("\"add\"") {
+        " (a set history? add --model set)"
+    } else if text.contains("\"enqueue\"") || text.contains("\"dequeue\"") {
+        " (a queue history? add --model queue)"
     } else {
         ""
     };

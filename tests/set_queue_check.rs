@@ -74,6 +74,9 @@ fn check_model_set_names_the_lost_element_and_the_reads_that_show_it() {
     assert!(r.stderr.contains("history.jsonl: line 1: function \"add\" is not one of this model's"), "{r:?}");
     let (_d, r) = check_text(SET, &["--model", "set", "--consistency", "serializable"]);
     assert_eq!(r.code, 2, "{r:?}");
+    let (_d, r) = check_text(SET, &[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("history line 1: ") && r.stderr.contains("(a set history? add --model set)"), "{r:?}");
 }
 
 #[test]
