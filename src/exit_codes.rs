@@ -55,8 +55,8 @@ pub const TABLE: &[(&str, &[(u8, &str)])] = &[
     (
         "shrink",
         &[
-            (OK, "a strictly shorter failing execution was written under OUT/shrunk/"),
-            (NO, "no decision could be removed (the failure is written under OUT/shrunk/ as it was)"),
+            (OK, "a failing execution with fewer faults or decisions was written under OUT/shrunk/"),
+            (NO, "no fault or decision could be removed (the failure is written under OUT/shrunk/ as it was)"),
             BAD,
             HOST,
             INTR,

@@ -58,8 +58,17 @@ enum Command {
     Run(RunArgs),
     /// Re-run a recorded failure and confirm the same trace hash and failure.
     Replay {
-        /// A failure file written by `simcluster run` (failure.json).
+        /// A failure file written by `simcluster run` (failure.json), or a
+        /// run's --out directory with --execution.
         failure_file: PathBuf,
+        /// Replay this failing execution (0-based) of the run whose --out
+        /// directory is given.
+        #[arg(long, value_name = "I")]
+        execution: Option<u64>,
+        /// With --execution: its crash-state sibling that applied disk
+        /// crash state K.
+        #[arg(long, value_name = "K", requires = "execution")]
+        crash_state: Option<u64>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -82,19 +91,28 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
     },
-    /// Make a recorded failure smaller: drop the strategy's decisions
-    /// (delta debugging) while the execution still fails the same way.
+    /// Make a recorded failure smaller: remove whole faults, then drop the
+    /// strategy's decisions (delta debugging), while the execution still
+    /// fails the same way.
     ///
-    /// Writes the smaller execution (failure file, trace, report, pcaps)
-    /// under OUT/shrunk/. Its event trace is never longer than the
-    /// original's; "shorter" means its list of decisions (the replayable
-    /// trace) is.
+    /// Faults go first, each with its interval (a crash and its restart, a
+    /// partition and its heal, a pause and its resume; every fault of a
+    /// kind at once, then one by one); the JSON line lists the faults
+    /// left, the smallest set found that still fails. Progress on stderr,
+    /// a line per replay. Writes the smaller execution (failure file,
+    /// trace, report, pcaps) under OUT/shrunk/. Its event trace is never
+    /// longer than the original's; "shorter" means it has fewer faults or
+    /// decisions (the replayable trace).
     Shrink {
         /// A failure file written by `simcluster run` (failure.json).
         failure_file: PathBuf,
         /// Replays to spend at most.
         #[arg(long, default_value_t = 40)]
         max_executions: u64,
+        /// Stop after this much wall time (e.g. 10m) with the smallest
+        /// failing execution found so far (the JSON line's "stopped" says so).
+        #[arg(long, value_parser = parse_limit, value_name = "DURATION")]
+        time_budget: Option<u64>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -407,6 +425,13 @@ struct RunArgs {
     /// end, or not at all.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// MiB of failure files the run writes at most (default 64). Every
+    /// failing execution and crash-state sibling gets a failure file
+    /// (`simcluster replay OUT --execution I` replays it), the first with
+    /// its trace, logs and reports; beyond the budget a failing execution
+    /// gets none, and the JSON line counts it (failure_files.over_budget).
+    #[arg(long, value_name = "MIB", default_value_t = run::DEFAULT_FAILURE_BUDGET_MIB)]
+    failure_budget: u64,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -476,6 +501,7 @@ fn options(c: &CommonArgs) -> RunOptions {
         lookahead: lookahead(c.lookahead),
         jobs: Some(1),
         shard: simcluster::run::Shard::ALL,
+        failure_budget_bytes: run::DEFAULT_FAILURE_BUDGET_MIB << 20,
     }
 }
 
@@ -567,8 +593,24 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Image { command: ImageCommand::Kernel { runtime, quiet } } => image_kernel(runtime, quiet),
         Command::Run(args) => run_command(&args),
         Command::Merge { shards, out, junit } => merge(&shards, out, junit.as_deref()),
-        Command::Replay { failure_file, common } => replay_command(&failure_file, &common),
-        Command::Shrink { failure_file, max_executions, common } => shrink(&failure_file, max_executions, &common),
+        Command::Replay { failure_file, execution, crash_state, common } => {
+            let file = match execution {
+                Some(i) => run::shard::failure_file_of(&failure_file, i, crash_state)?,
+                None if failure_file.is_dir() => {
+                    return Err(BadInput(format!(
+                        "{}: a directory; pass a failure file, or a run's --out directory with --execution I",
+                        failure_file.display()
+                    ))
+                    .into())
+                }
+                None => failure_file,
+            };
+            replay_command(&file, &common)
+        }
+        Command::Shrink { failure_file, max_executions, time_budget, common } => {
+            let limits = replay::ShrinkLimits { max_executions, time_budget: time_budget.map(Duration::from_nanos) };
+            shrink(&failure_file, limits, &common)
+        }
         Command::Check { history, model, consistency, max_steps } => {
             check_history(&history, model, consistency, max_steps)
         }
@@ -835,6 +877,24 @@ fn run_command(args: &RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(p) = &summary.failure_file {
             eprintln!("replay with: simcluster replay {}", p.display());
         }
+        let others: Vec<String> = summary
+            .failing_executions
+            .iter()
+            .skip(1)
+            .filter(|f| f.failure_file.is_some())
+            .map(|f| match f.crash_state {
+                None => f.execution.to_string(),
+                Some(k) => format!("{} --crash-state {k}", f.execution),
+            })
+            .collect();
+        if !others.is_empty() {
+            let more = if others.len() > 8 { ", ..." } else { "" };
+            eprintln!(
+                "the other failing executions replay with: simcluster replay {} --execution I, I = {}{more}",
+                opts.out.display(),
+                others[..others.len().min(8)].join(", ")
+            );
+        }
     }
     report_unreached(&summary);
     println!("{}", serde_json::to_string(&summary)?);
@@ -902,18 +962,24 @@ fn replay_command(failure_file: &Path, common: &CommonArgs) -> anyhow::Result<Ex
 }
 
 /// `simcluster shrink`: exit 1 when nothing could be dropped.
-fn shrink(failure_file: &Path, max_executions: u64, common: &CommonArgs) -> anyhow::Result<ExitCode> {
+fn shrink(failure_file: &Path, limits: replay::ShrinkLimits, common: &CommonArgs) -> anyhow::Result<ExitCode> {
     pin(common)?;
-    let r = replay::shrink(failure_file, &options(common), max_executions)?;
+    let r = replay::shrink(failure_file, &options(common), limits)?;
     if !common.quiet {
         eprintln!(
-            "shrunk: {} -> {} decisions, {} -> {} trace events; written to {}",
+            "shrunk: {} -> {} faults, {} -> {} decisions, {} -> {} trace events{}; written to {}",
+            r.original_faults.len(),
+            r.faults.len(),
             r.original_decisions,
             r.decisions,
             r.original_events,
             r.events,
+            r.stopped.as_deref().map(|s| format!(" (stopped: {s})")).unwrap_or_default(),
             r.failure_file.display()
         );
+        for f in &r.faults {
+            eprintln!("  needed: {f}");
+        }
     }
     println!("{}", serde_json::to_string(&r)?);
     Ok(if r.shorter { ExitCode::SUCCESS } else { ExitCode::from(1) })

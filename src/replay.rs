@@ -7,13 +7,15 @@
 //! decisions, the engine repeats the execution exactly, whatever strategy
 //! found it, exhaustive ones included.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use checker::failure_file::{self, FailureRecord, Shrunk};
 use checker::shrink;
-use checker::strategy::Guided;
+use checker::strategy::fault_plan::{self, Fault};
+use checker::strategy::{FaultPlan, Guided};
 use engine::strategy::Decision;
 use engine::{ExecutionResult, ExploreSpec, Failure, HostClass, HostFacts, RuntimeKind};
 use serde::Serialize;
@@ -45,6 +47,7 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
     let run = &record.run;
     let mut explore = explore_for(&cluster, Some(run.window_ns), Some(run.max_crashes));
     explore.crash_states = run.crash_states.clone();
+    explore.skip_partitions = run.skip_partitions.iter().copied().collect();
     let runtime = run.runtime;
     let host = crate::run::host_facts(&cluster, runtime)?;
     if let Some(recorded) = record.host.as_ref().filter(|r| host.differs_for_replay(r)) {
@@ -74,7 +77,24 @@ fn load(file: &Path, quiet: bool) -> Result<Loaded> {
 }
 
 impl Loaded {
+    /// Runs the recorded execution with `decisions` (and the failure
+    /// file's fault plan, when shrink wrote one).
     fn execute(&self, opts: &RunOptions, decisions: &[Decision], label: &str) -> Result<Executed> {
+        let plan = self.record.run.faults.clone();
+        Ok(self.execute_planned(opts, decisions, plan, &self.explore.skip_partitions, label)?.0)
+    }
+
+    /// Runs it with `decisions`, taking only the faults of `plan` (`None`:
+    /// any) and skipping the partitions `skip`; also returns the faults
+    /// the strategy took.
+    fn execute_planned(
+        &self,
+        opts: &RunOptions,
+        decisions: &[Decision],
+        plan: Option<Vec<Fault>>,
+        skip: &BTreeSet<u32>,
+        label: &str,
+    ) -> Result<(Executed, Vec<Fault>)> {
         let seed = self.record.run.execution_seed;
         let mut spec = spec_for(
             &self.cluster,
@@ -88,8 +108,10 @@ impl Loaded {
         spec.runtime = self.runtime;
         spec.boot_seed = self.record.run.boot_seed;
         spec.lookahead = opts.lookahead;
-        let mut guided = Guided::new(decisions);
-        execute_one(&mut spec, &mut guided, label)
+        spec.explore.skip_partitions = skip.clone();
+        let mut guided = FaultPlan::new(Guided::new(decisions), plan);
+        let executed = execute_one(&mut spec, &mut guided, label)?;
+        Ok((executed, guided.taken))
     }
 }
 
@@ -201,28 +223,57 @@ pub fn replay(file: &Path, opts: &RunOptions) -> Result<ReplaySummary> {
 #[derive(Debug, Serialize)]
 pub struct ShrinkSummary {
     /// The failing execution's replayable trace (its decisions: the actions
-    /// where the schedule departs from the default) got strictly shorter.
+    /// where the schedule departs from the default) got strictly shorter,
+    /// or it kept fewer faults.
     pub shorter: bool,
     pub original_decisions: usize,
     pub decisions: usize,
+    /// The faults of the recorded execution (a crash, a power failure, a
+    /// partition, a pause, a clock jump, a kill, a connection reset or
+    /// stall; "Crash n2 at 19.150000 s"), in time order.
+    pub original_faults: Vec<String>,
+    /// The faults of the shrunk execution: the smallest set found that
+    /// still fails (every other one removed with its interval).
+    pub faults: Vec<String>,
     pub original_events: usize,
     pub events: usize,
     pub original_virtual_seconds: f64,
     pub virtual_seconds: f64,
+    /// Replays run, the original's included.
     pub executions: u64,
+    /// Why the search stopped before it was done ("time budget",
+    /// "max executions"); null when it ran to the end (every single fault
+    /// and decision left is needed, as far as it could tell).
+    pub stopped: Option<String>,
     pub failure: String,
     pub trace_hash: String,
     pub failure_file: PathBuf,
     pub wall_seconds: f64,
 }
 
-/// `simcluster shrink FILE`: drops decisions (ddmin) while the execution
-/// still fails the same way with a trace no longer than the original, within
-/// `max_executions` replays; writes the result under OUT/shrunk/.
-pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<ShrinkSummary> {
+/// `simcluster shrink`'s limits.
+#[derive(Debug, Clone, Copy)]
+pub struct ShrinkLimits {
+    /// Replays to spend at most, the original's included.
+    pub max_executions: u64,
+    /// Wall time to spend at most (`None`: no limit); the search stops
+    /// with the best execution found so far.
+    pub time_budget: Option<Duration>,
+}
+
+/// `simcluster shrink FILE`: removes whole faults first (each with its
+/// interval: a crash and its restart, a partition and its heal, a pause
+/// and its resume), then drops decisions (ddmin), while the execution
+/// still fails the same way with a trace no longer than the original,
+/// within `limits`; writes the result under OUT/shrunk/. Progress on
+/// stderr, one line per replay (none with --quiet).
+pub fn shrink(file: &Path, opts: &RunOptions, limits: ShrinkLimits) -> Result<ShrinkSummary> {
     let l = load(file, opts.quiet)?;
     let began = Instant::now();
-    let original = l.execute(opts, &l.record.actions, "shrink-original")?;
+    let names = l.cluster.node_names();
+    let plan = l.record.run.faults.clone();
+    let (original, taken) =
+        l.execute_planned(opts, &l.record.actions, plan, &l.explore.skip_partitions, "shrink-original")?;
     let original_events = original.result.trace.len();
     let original_virtual_seconds = original.result.ended_at.as_ns() as f64 / 1e9;
     if original.result.verdict.failure() != Some(&l.record.failure) {
@@ -233,28 +284,71 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
         ))
         .into());
     }
-    let Search { smallest, executions } = l.smallest_failing(opts, max_executions, original_events)?;
-    let (decisions, shrunk) = smallest.unwrap_or_else(|| (l.record.actions.clone(), original));
-    let result: &ExecutionResult = &shrunk.result;
-    let record = l.shrunk_record(&decisions, result);
-    let extra = vec![format!(
-        "Shrunk from {} decisions and {} trace events to {} decisions and {} events ({executions} executions).",
+    let original_faults = fault_plan::faults_of(&taken, original.result.trace.events());
+    let best = Best {
+        faults: original_faults.clone(),
+        decisions: l.record.actions.clone(),
+        executed: original,
+        actual_faults: original_faults.clone(),
+        plan: l.record.run.faults.clone(),
+        skip: l.explore.skip_partitions.clone(),
+    };
+    let mut search = Search {
+        l: &l,
+        opts,
+        limits,
+        began,
+        original_events,
+        all_faults: original_faults.clone(),
+        best,
+        executions: 1,
+        stopped: None,
+        host_error: None,
+        answers: Default::default(),
+    };
+    search.say(&format!(
+        "shrink: the recorded failure reproduces ({} faults, {} decisions); removing faults first",
+        original_faults.len(),
+        l.record.actions.len()
+    ));
+    search.remove_faults()?;
+    search.say(&format!(
+        "shrink: {} of {} faults needed; dropping decisions",
+        search.best.faults.len(),
+        original_faults.len()
+    ));
+    search.drop_decisions()?;
+    let Search { best, executions, stopped, .. } = search;
+    let result: &ExecutionResult = &best.executed.result;
+    let record = l.shrunk_record(&best, result);
+    let describe = |fs: &[Fault]| fs.iter().map(|f| f.describe(&names)).collect::<Vec<_>>();
+    let (faults, original_list) = (describe(&best.actual_faults), describe(&original_faults));
+    let mut extra = vec![format!(
+        "Shrunk from {} faults, {} decisions and {} trace events to {} faults, {} decisions and {} events ({executions} \
+         executions{}).",
+        original_faults.len(),
         l.record.actions.len(),
         original_events,
-        decisions.len(),
-        result.trace.len()
+        faults.len(),
+        best.decisions.len(),
+        result.trace.len(),
+        stopped.as_deref().map(|s| format!("; stopped: {s}")).unwrap_or_default()
     )];
+    extra.extend(faults.iter().map(|f| format!("  needed: {f}")));
     let dir = opts.out.join("shrunk");
-    let failure_file = write_failure(&dir, &l.cluster, result, &shrunk.pcaps, &record, &extra)?;
+    let failure_file = write_failure(&dir, &l.cluster, result, &best.executed.pcaps, &record, &extra)?;
     Ok(ShrinkSummary {
-        shorter: decisions.len() < l.record.actions.len(),
+        shorter: best.decisions.len() < l.record.actions.len() || faults.len() < original_list.len(),
         original_decisions: l.record.actions.len(),
-        decisions: decisions.len(),
+        decisions: best.decisions.len(),
+        original_faults: original_list,
+        faults,
         original_events,
         events: result.trace.len(),
         original_virtual_seconds,
         virtual_seconds: result.ended_at.as_ns() as f64 / 1e9,
         executions,
+        stopped,
         failure: record.failure.to_string(),
         trace_hash: result.trace_hash.clone(),
         failure_file,
@@ -262,78 +356,187 @@ pub fn shrink(file: &Path, opts: &RunOptions, max_executions: u64) -> Result<Shr
     })
 }
 
-/// What the shrink search found.
-struct Search {
-    /// The smallest subset of the recorded decisions found whose execution
-    /// fails the same way, with that execution; `None`: nothing smaller.
-    smallest: Option<(Vec<Decision>, Executed)>,
-    /// Executions it took, the original's included.
+/// The smallest failing execution found so far.
+struct Best {
+    /// The faults it may take (its plan): a subset of the original's.
+    faults: Vec<Fault>,
+    /// Its decisions: a subset of the original's.
+    decisions: Vec<Decision>,
+    executed: Executed,
+    /// The faults it took.
+    actual_faults: Vec<Fault>,
+    /// The plan it ran with (`None`: any fault, the original's way).
+    plan: Option<Vec<Fault>>,
+    /// The partitions it skipped.
+    skip: BTreeSet<u32>,
+}
+
+/// The shrink search: its replays, limits and best execution so far.
+struct Search<'a> {
+    l: &'a Loaded,
+    opts: &'a RunOptions,
+    limits: ShrinkLimits,
+    began: Instant,
+    original_events: usize,
+    /// Every fault of the original, in time order (what plans index).
+    all_faults: Vec<Fault>,
+    best: Best,
     executions: u64,
+    stopped: Option<String>,
+    host_error: Option<anyhow::Error>,
+    /// Answers so far, by (faults kept, decisions' steps): no candidate is
+    /// replayed twice, whichever pass asks.
+    answers: std::collections::BTreeMap<(Vec<usize>, Vec<u64>), bool>,
+}
+
+impl Search<'_> {
+    /// A progress line on stderr, unless quiet.
+    fn say(&self, line: &str) {
+        if !self.opts.quiet {
+            eprintln!("{line} [{}]", elapsed(self.began.elapsed()));
+        }
+    }
+
+    /// May another replay run? Says why not, once.
+    fn may_run(&mut self) -> bool {
+        if self.host_error.is_some() {
+            return false;
+        }
+        let why = if self.executions >= self.limits.max_executions {
+            Some(format!("max executions ({})", self.limits.max_executions))
+        } else if self.limits.time_budget.is_some_and(|b| self.began.elapsed() >= b) {
+            Some(format!("time budget ({})", elapsed(self.limits.time_budget.unwrap_or_default())))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            if self.stopped.is_none() {
+                self.say(&format!("shrink: stopping ({why}); keeping the best so far"));
+                self.stopped = Some(why);
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Replays with `faults` allowed (partitions not among them skipped)
+    /// and `decisions`: does it fail the same way, no longer? Keeps it
+    /// when it is smaller than the best.
+    fn still_fails(&mut self, faults: &[Fault], decisions: &[Decision], phase: &str) -> bool {
+        let key = (
+            faults.iter().filter_map(|f| self.all_faults.iter().position(|a| a == f)).collect(),
+            decisions.iter().map(|d| d.step).collect(),
+        );
+        if let Some(&answer) = self.answers.get(&key) {
+            return answer;
+        }
+        if !self.may_run() {
+            return false;
+        }
+        self.executions += 1;
+        let kept: BTreeSet<u32> = faults.iter().filter_map(|f| f.partition).collect();
+        let mut skip = self.l.explore.skip_partitions.clone();
+        skip.extend(self.all_faults.iter().filter_map(|f| f.partition).filter(|p| !kept.contains(p)));
+        let plan = Some(faults.to_vec());
+        let r = self.l.execute_planned(self.opts, decisions, plan.clone(), &skip, "shrink");
+        let (e, taken) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                self.host_error = Some(e);
+                return false;
+            }
+        };
+        let want = self.l.record.failure.kind;
+        let same = e.result.verdict.failure().is_some_and(|f| f.kind == want);
+        let ok = same && e.result.trace.len() <= self.original_events;
+        self.answers.insert(key, ok);
+        let smaller = (faults.len(), decisions.len()) < (self.best.faults.len(), self.best.decisions.len());
+        if ok && smaller {
+            let actual_faults = fault_plan::faults_of(&taken, e.result.trace.events());
+            self.best =
+                Best { faults: faults.to_vec(), decisions: decisions.to_vec(), executed: e, actual_faults, plan, skip };
+        }
+        self.say(&format!(
+            "shrink [{phase}]: replay {}: {} of {} faults, {} of {} decisions: {}; best: {} faults, {} decisions",
+            self.executions,
+            faults.len(),
+            self.all_faults.len(),
+            decisions.len(),
+            self.l.record.actions.len(),
+            if ok { "fails the same way" } else { "does not" },
+            self.best.faults.len(),
+            self.best.decisions.len()
+        ));
+        ok
+    }
+
+    /// Removes whole faults, the recorded decisions kept: each kind at
+    /// once (all the partitions, all the pauses...), then ddmin over the
+    /// faults left.
+    fn remove_faults(&mut self) -> Result<()> {
+        let decisions = self.l.record.actions.clone();
+        let mut kinds: Vec<engine::strategy::ActionKind> = self.all_faults.iter().map(|f| f.kind).collect();
+        kinds.sort();
+        kinds.dedup();
+        if kinds.len() > 1 {
+            for kind in kinds {
+                let without: Vec<Fault> = self.best.faults.iter().filter(|f| f.kind != kind).cloned().collect();
+                if without.len() < self.best.faults.len() {
+                    self.still_fails(&without, &decisions, "faults");
+                }
+            }
+        }
+        let start = self.best.faults.clone();
+        let known = start.len();
+        // The list it starts from is known to fail: not replayed again.
+        let _ = shrink::ddmin(&start, |c: &[Fault]| c.len() == known || self.still_fails(c, &decisions, "faults"));
+        self.host_error.take().map_or(Ok(()), |e| Err(e.context("a shrink replay could not run")))
+    }
+
+    /// Drops decisions (ddmin, the fault decisions first) with the faults
+    /// found kept.
+    fn drop_decisions(&mut self) -> Result<()> {
+        let faults = self.best.faults.clone();
+        let start = self.best.decisions.clone();
+        let known = start.len();
+        let _ = shrink::shrink_core_first(
+            &start,
+            |d| d.action.kind.is_fault(),
+            |c: &[Decision]| c.len() == known || self.still_fails(&faults, c, "decisions"),
+        );
+        self.host_error.take().map_or(Ok(()), |e| Err(e.context("a shrink replay could not run")))
+    }
+}
+
+/// "1m05s", "42s".
+fn elapsed(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
 }
 
 impl Loaded {
-    /// Searches (ddmin, faults first) for the smallest subset of the
-    /// recorded decisions whose execution fails the same way in at most
-    /// `original_events` trace events, within `max_executions`. A replay
-    /// that cannot run at all is an error.
-    fn smallest_failing(&self, opts: &RunOptions, max_executions: u64, original_events: usize) -> Result<Search> {
-        let want = self.record.failure.kind;
-        let mut executions = 1u64;
-        let mut best: Option<(Vec<Decision>, Executed)> = None;
-        let mut host_error = None;
-        let bar = if opts.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new_spinner() };
-        // The faults first: a failure needs them far more often than the
-        // scheduling choices around them (see shrink_core_first).
-        let outcome = shrink::shrink_core_first(
-            &self.record.actions,
-            |d| d.action.kind.is_fault(),
-            |candidate: &[Decision]| {
-                if executions >= max_executions || host_error.is_some() {
-                    return false;
-                }
-                executions += 1;
-                bar.set_message(format!(
-                    "shrinking: execution {executions}, trying {} of {} decisions",
-                    candidate.len(),
-                    self.record.actions.len()
-                ));
-                bar.tick();
-                match self.execute(opts, candidate, "shrink") {
-                    Ok(e) => {
-                        let same = e.result.verdict.failure().is_some_and(|f| f.kind == want);
-                        let ok = same && e.result.trace.len() <= original_events;
-                        let better = best.as_ref().is_none_or(|(d, _)| candidate.len() < d.len());
-                        if ok && better {
-                            best = Some((candidate.to_vec(), e));
-                        }
-                        ok
-                    }
-                    Err(e) => {
-                        host_error = Some(e);
-                        false
-                    }
-                }
-            },
-        );
-        bar.finish_and_clear();
-        if let Some(e) = host_error {
-            return Err(e.context("a shrink replay could not run"));
-        }
-        Ok(Search { smallest: outcome.ok().and(best), executions })
-    }
-
-    /// The failure record of the shrunk execution: `decisions` and what
-    /// they gave, marked shrunk (from how many decisions, which trace).
-    fn shrunk_record(&self, decisions: &[Decision], result: &ExecutionResult) -> FailureRecord<Decision> {
+    /// The failure record of the shrunk execution: its decisions, the
+    /// faults it may take, and what they gave, marked shrunk (from how
+    /// many decisions, which trace).
+    fn shrunk_record(&self, best: &Best, result: &ExecutionResult) -> FailureRecord<Decision> {
+        let mut run = self.record.run.clone();
+        // As it ran: a replay with the same plan and skipped partitions
+        // gives the same execution.
+        run.faults = best.plan.as_ref().map(|p| p.iter().filter(|f| f.partition.is_none()).cloned().collect());
+        run.skip_partitions = best.skip.iter().copied().collect();
         FailureRecord {
             format_version: failure_file::FORMAT_VERSION,
             images_hash: self.record.images_hash.clone(),
             cluster_dir: self.record.cluster_dir.clone(),
             seed: self.record.seed,
             strategy: self.record.strategy.clone(),
-            run: self.record.run.clone(),
+            run,
             execution_index: self.record.execution_index,
-            actions: decisions.to_vec(),
+            actions: best.decisions.clone(),
             // A candidate is kept only when it fails with the recorded kind.
             failure: result.verdict.failure().cloned().unwrap_or_else(|| self.record.failure.clone()),
             trace_hash: result.trace_hash.clone(),

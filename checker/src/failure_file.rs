@@ -63,6 +63,15 @@ pub struct RunParams {
     /// ordinary run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_seed: Option<u64>,
+    /// Written by `simcluster shrink` when it removed faults: the faults
+    /// the execution may take (the strategy refuses every other one, see
+    /// [`crate::strategy::fault_plan`]). Absent: any the decisions give.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<Vec<crate::strategy::fault_plan::Fault>>,
+    /// Written by `simcluster shrink`: partition starts (1-based) the
+    /// engine does not start (`ExploreSpec::skip_partitions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip_partitions: Vec<u32>,
 }
 
 /// Where a shrunk failure came from (`simcluster shrink`).
@@ -330,6 +339,7 @@ mod tests {
                 runtime: RuntimeKind::Uml,
                 crash_states: BTreeMap::from([(1, 3)]),
                 boot_seed: Some(0x77),
+                ..RunParams::default()
             },
             execution_index: 17,
             actions: vec![

@@ -57,6 +57,8 @@ pub(super) struct NetState {
     /// (time, fault), sorted by time; `next_fault` indexes the first not applied.
     faults: Vec<(VirtualTime, Fault)>,
     next_fault: usize,
+    /// Partition starts the timeline reached so far.
+    starts: u32,
     /// Ids for frames that were lost (they have no delivery id); the top bit
     /// keeps them apart from netsim's.
     lost_ids: u64,
@@ -310,7 +312,18 @@ impl NetState {
         faults.sort_by_key(|(t, _)| *t);
         let capture = spec.capture.then(|| new_capture(nodes));
         let any_datagram_order = spec.config.datagram_order == netsim::DatagramOrder::Any;
-        Ok(NetState { net, rng, capture, faults, next_fault: 0, lost_ids: 0, host, any_datagram_order, deferred })
+        Ok(NetState {
+            net,
+            rng,
+            capture,
+            faults,
+            next_fault: 0,
+            starts: 0,
+            lost_ids: 0,
+            host,
+            any_datagram_order,
+            deferred,
+        })
     }
 
     /// Deferred random partitions begin: their timeline is drawn from `at`
@@ -431,12 +444,30 @@ impl NetState {
     }
 
     /// Applies the next fault of the timeline; `holder` is the node holding
-    /// the role it targets ([`Self::next_role`]), if any.
-    pub fn apply_fault(&mut self, trace: &mut Trace, now: VirtualTime, holder: Option<NodeId>) {
+    /// the role it targets ([`Self::next_role`]), if any. A partition start
+    /// whose number (1-based) is in `skip` is noted, not started
+    /// (`ExploreSpec::skip_partitions`).
+    pub fn apply_fault(
+        &mut self,
+        trace: &mut Trace,
+        now: VirtualTime,
+        holder: Option<NodeId>,
+        skip: &std::collections::BTreeSet<u32>,
+    ) {
         let (_, fault) = self.faults[self.next_fault].clone();
         self.next_fault += 1;
         match fault {
+            Fault::Start(p, _) if skip.contains(&(self.starts + 1)) => {
+                self.starts += 1;
+                let text = format!(
+                    "partition {} {} not started: removed by shrink",
+                    self.starts,
+                    describe_named(&p, self.host)
+                );
+                trace.push(now, crate::trace::ENGINE, EventKind::Note { text });
+            }
             Fault::Start(p, role) => {
+                self.starts += 1;
                 let (p, targeted) = match (role, holder) {
                     (None, _) => (p, String::new()),
                     (Some(role), None) => {

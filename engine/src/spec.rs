@@ -70,6 +70,12 @@ pub struct ExploreSpec {
     /// Crash number (1-based) -> index of the disk crash state to apply, for
     /// crash points whose states are enumerated (see [`DiskSpec`]).
     pub crash_states: std::collections::BTreeMap<u32, u64>,
+    /// Partition starts (1-based, in the order the timeline reaches them)
+    /// that do not start: the timeline reaches them at their time as
+    /// usual, and notes them in the trace instead (their heals find no
+    /// partition). How `simcluster shrink` removes a partition; empty in
+    /// every other execution.
+    pub skip_partitions: std::collections::BTreeSet<u32>,
     /// Weight of a crash in random walks (ordinary events weigh 100); the
     /// run builds its strategy with it.
     pub crash_weight: u32,

@@ -254,6 +254,7 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
         crash_schedule: crashes.schedule,
         calm_from: None,
         crash_states: Default::default(),
+        skip_partitions: Default::default(),
         crash_weight: f.crash.weight.unwrap_or(50),
         crash_span: std::time::Duration::from_nanos(optional_duration(
             &KeyPath::table("faults.crash").key("span"),

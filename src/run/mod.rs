@@ -159,6 +159,9 @@ pub struct RunOptions {
     pub jobs: Option<usize>,
     /// Run only this shard of the executions.
     pub shard: Shard,
+    /// `--failure-budget`: bytes of failure files a run writes at most
+    /// (see `summary::FailureFiles`).
+    pub failure_budget_bytes: u64,
 }
 
 impl RunOptions {
@@ -178,6 +181,11 @@ pub enum WarmStartMode {
     /// Each execution boots for itself, as the forked one would have.
     Cold,
 }
+
+/// The default `--failure-budget`: 64 MiB of failure files. A gallery
+/// failure's is about 1.2 MB (7,400 decisions of a 35 s NATS execution),
+/// so about 50 of them.
+pub const DEFAULT_FAILURE_BUDGET_MIB: u64 = 64;
 
 /// Default virtual-time limit of one execution.
 pub const DEFAULT_TIME_LIMIT_NS: u64 = 600_000_000_000;
@@ -228,7 +236,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
     let exhausted = units.run(&mut obs, &bar, began)?;
     bar.finish_and_clear();
     remove_scratch();
-    let (executions, critical, last) = obs.finish();
+    let observer::Finished { executions, critical, last, files } = obs.finish();
     let (last_result, last_pcaps) = last.ok_or_else(|| anyhow::anyhow!("no execution ran"))?;
     write_pcaps(&opts.out.join("last"), &last_pcaps)?;
     write_execution(&opts.out.join("last"), &cluster, &last_result)?;
@@ -254,6 +262,7 @@ pub fn run(cluster_dir: &Path, opts: &RunOptions) -> Result<(Summary, bool)> {
         memory_per_node_mib: mean_k(&last_result.node_memory_kib),
         disk_storage_per_node_kib: disk.as_ref().map(|_| mean_k(&last_result.disk_storage_bytes)),
         out: opts.out.clone(),
+        failure_files: Some(files),
     };
     shard::write_record(&opts.out, &record)?;
     let summary =

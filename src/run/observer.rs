@@ -2,7 +2,9 @@
 //! execution and its crash-state siblings, [`UnitRunner`]); the observer
 //! takes groups in execution order ([`Observer`]), keeps a record of each,
 //! and writes the first failure out (failure file, trace, logs, pcaps,
-//! report).
+//! report) and every later one's failure file, within the run's failure
+//! file budget ([`FailureFiles`]). In execution order, so which executions
+//! get one does not depend on `--jobs`.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -17,7 +19,7 @@ use indicatif::ProgressBar;
 
 use super::execution::{execute_one, Executed, Pcaps};
 use super::parallel::Flow;
-use super::summary::{CrashPointSummary, CriticalSummary, ExecutionFigures, ExecutionRecord};
+use super::summary::{CrashPointSummary, CriticalSummary, ExecutionFigures, ExecutionRecord, FailureFiles};
 use super::warm::WarmBoot;
 use super::RunOptions;
 use crate::cluster::Cluster;
@@ -161,6 +163,14 @@ impl UnitRunner<'_> {
     }
 }
 
+/// What an observer kept of a run.
+pub(crate) struct Finished {
+    pub executions: Vec<ExecutionRecord>,
+    pub critical: Option<CriticalSummary>,
+    pub last: Option<(ExecutionResult, Pcaps)>,
+    pub files: FailureFiles,
+}
+
 /// Takes groups in execution order and keeps the run's records.
 pub(crate) struct Observer<'a> {
     cluster: &'a Cluster,
@@ -175,6 +185,8 @@ pub(crate) struct Observer<'a> {
     critical: Option<CriticalSummary>,
     /// Failing executions so far (the first one's files are written).
     failures: u64,
+    /// The failure files written so far, against the budget.
+    files: FailureFiles,
     last: Option<(ExecutionResult, Pcaps)>,
 }
 
@@ -198,6 +210,7 @@ impl<'a> Observer<'a> {
             virtual_ns_total: 0,
             critical: None,
             failures: 0,
+            files: FailureFiles { budget_bytes: opts.failure_budget_bytes, ..FailureFiles::default() },
             last: None,
         }
     }
@@ -257,9 +270,11 @@ impl<'a> Observer<'a> {
             }
             self.virtual_ns_total += result.ended_at.as_ns();
             if matches!(result.verdict, Verdict::Fail(_)) {
-                if self.failures == 0 {
-                    record.failure_file = Some(self.write_first_failure(&spec, &result, &pcaps, &record)?);
-                }
+                record.failure_file = if self.failures == 0 {
+                    Some(self.write_first_failure(&spec, &result, &pcaps, &record)?)
+                } else {
+                    self.write_later_failure(&spec, &result, &record)?
+                };
                 self.failures += 1;
             }
             let failed = record.figures.failure.is_some();
@@ -272,17 +287,15 @@ impl<'a> Observer<'a> {
         Ok(Flow::Continue)
     }
 
-    /// Writes the run's first failure: its failure file (what replays it),
-    /// and for a liveness failure the critical transition.
-    fn write_first_failure(
-        &mut self,
+    /// The failure file's record of a failing execution.
+    fn failure_record(
+        &self,
         spec: &ExecutionSpec,
         result: &ExecutionResult,
-        pcaps: &Pcaps,
         record: &ExecutionRecord,
-    ) -> Result<PathBuf> {
+    ) -> FailureRecord<engine::strategy::Decision> {
         let verdict = result.verdict.failure().expect("only a failing execution is written as a failure");
-        let failure = FailureRecord {
+        FailureRecord {
             format_version: failure_file::FORMAT_VERSION,
             images_hash: self.images.hash.clone(),
             cluster_dir: self.cluster.dir.canonicalize().unwrap_or(self.cluster.dir.clone()),
@@ -297,6 +310,7 @@ impl<'a> Observer<'a> {
                 runtime: spec.runtime,
                 crash_states: spec.explore.crash_states.clone(),
                 boot_seed: spec.boot_seed,
+                ..RunParams::default()
             },
             execution_index: record.execution,
             actions: result.decisions.clone(),
@@ -304,7 +318,64 @@ impl<'a> Observer<'a> {
             trace_hash: result.trace_hash.clone(),
             shrunk: None,
             host: Some(self.host.clone()),
-        };
+        }
+    }
+
+    /// Counts a failure file of `bytes` against the budget: false (and
+    /// said once, unless quiet) when it does not fit.
+    fn fits(&mut self, bytes: u64, label: &str) -> bool {
+        if self.files.over_budget == 0 && self.files.bytes + bytes <= self.files.budget_bytes {
+            self.files.written += 1;
+            self.files.bytes += bytes;
+            return true;
+        }
+        if self.files.over_budget == 0 && !self.opts.quiet {
+            self.bar.suspend(|| {
+                eprintln!(
+                    "note: the failure file budget ({} MiB, --failure-budget) is spent: {label} and later failing \
+                     executions get no failure file (the JSON line counts them in failure_files.over_budget)",
+                    self.files.budget_bytes >> 20
+                )
+            });
+        }
+        self.files.over_budget += 1;
+        false
+    }
+
+    /// A later failing execution: its failure file alone, in
+    /// OUT/failures/LABEL/, when the budget has room for it.
+    fn write_later_failure(
+        &mut self,
+        spec: &ExecutionSpec,
+        result: &ExecutionResult,
+        record: &ExecutionRecord,
+    ) -> Result<Option<PathBuf>> {
+        let failure = self.failure_record(spec, result, record);
+        let bytes = failure_file::encode(&failure)?.len() as u64;
+        if !self.fits(bytes, &record.label()) {
+            return Ok(None);
+        }
+        let dir = self.opts.out.join("failures").join(record.label());
+        std::fs::create_dir_all(&dir)?;
+        let file = dir.join("failure.json");
+        failure_file::save(&file, &failure)?;
+        Ok(Some(file))
+    }
+
+    /// Writes the run's first failure: its failure file (what replays it),
+    /// and for a liveness failure the critical transition. Always written;
+    /// its failure file counts against the budget.
+    fn write_first_failure(
+        &mut self,
+        spec: &ExecutionSpec,
+        result: &ExecutionResult,
+        pcaps: &Pcaps,
+        record: &ExecutionRecord,
+    ) -> Result<PathBuf> {
+        let failure = self.failure_record(spec, result, record);
+        let bytes = failure_file::encode(&failure)?.len() as u64;
+        self.files.written += 1;
+        self.files.bytes += bytes;
         let mut extra = Vec::new();
         let liveness = result.verdict.failure().is_some_and(|f| f.kind == FailureKind::Liveness);
         if liveness && self.opts.critical_walks > 0 {
@@ -338,9 +409,9 @@ impl<'a> Observer<'a> {
         )
     }
 
-    /// The records, the critical transition, and the last execution with
-    /// its pcaps.
-    pub fn finish(self) -> (Vec<ExecutionRecord>, Option<CriticalSummary>, Option<(ExecutionResult, Pcaps)>) {
-        (self.records, self.critical, self.last)
+    /// The records, the critical transition, the last execution with its
+    /// pcaps, and the failure files written.
+    pub fn finish(self) -> Finished {
+        Finished { executions: self.records, critical: self.critical, last: self.last, files: self.files }
     }
 }

@@ -56,6 +56,92 @@ pub fn read_record(path: &Path) -> Result<RunRecord, BadInput> {
     serde_json::from_value(value).map_err(|e| BadInput(format!("{}: a malformed shard result: {e}", file.display())))
 }
 
+/// `simcluster replay OUT --execution I [--crash-state K]`: the failure
+/// file of that execution of the run (or shard) whose --out is `out`,
+/// found through its record. Bad input, naming `out`: no record there, no
+/// such execution (or sibling), an execution that passed, one whose
+/// failure file was not written (the run's failure file budget) or is
+/// gone.
+pub fn failure_file_of(out: &Path, execution: u64, crash_state: Option<u64>) -> Result<PathBuf, BadInput> {
+    if !out.is_dir() {
+        return Err(BadInput(format!(
+            "{}: not a directory; --execution takes a run's --out directory (a failure file replays without it)",
+            out.display()
+        )));
+    }
+    let record = read_record(out)?;
+    let which = match crash_state {
+        None => format!("execution {execution}"),
+        Some(k) => format!("execution {execution} crash state {k}"),
+    };
+    let Some(e) = record.executions.iter().find(|e| e.execution == execution && e.crash_state == crash_state) else {
+        let ran: Vec<u64> = record.executions.iter().filter(|e| e.crash_state.is_none()).map(|e| e.execution).collect();
+        let siblings: Vec<String> = record
+            .executions
+            .iter()
+            .filter(|e| e.execution == execution)
+            .filter_map(|e| e.crash_state.map(|k| k.to_string()))
+            .collect();
+        let what = if crash_state.is_some() && ran.contains(&execution) {
+            if siblings.is_empty() {
+                format!("execution {execution} has no crash-state siblings")
+            } else {
+                format!("execution {execution}'s crash-state siblings are states {}", siblings.join(", "))
+            }
+        } else {
+            format!("the run's executions are {}", ranges(&ran))
+        };
+        return Err(BadInput(format!("{}: the run has no {which}: {what}", out.display())));
+    };
+    if e.figures.failure.is_none() {
+        return Err(BadInput(format!(
+            "{}: {which} passed (trace hash {}); only a failing execution has a failure file to replay{}",
+            out.display(),
+            e.figures.trace_hash,
+            match record.executions.iter().filter(|e| e.figures.failure.is_some()).map(|e| e.label()).next() {
+                Some(l) => format!(" (the first that failed: {l})"),
+                None => " (none of its executions failed)".into(),
+            }
+        )));
+    }
+    let file = out.join("failures").join(e.label()).join("failure.json");
+    if e.failure_file.is_none() {
+        let budget = record.failure_files.map_or(String::new(), |f| format!(" of {} MiB", f.budget_bytes >> 20));
+        return Err(BadInput(format!(
+            "{}: {which} failed, but the run wrote no failure file for it: the failure file budget{budget} was spent \
+             (run again with a larger --failure-budget)",
+            out.display()
+        )));
+    }
+    if !file.is_file() {
+        return Err(BadInput(format!(
+            "{}: {which} failed, but its failure file {} is gone",
+            out.display(),
+            file.display()
+        )));
+    }
+    Ok(file)
+}
+
+/// "0-7", "0, 2, 4-6".
+fn ranges(xs: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < xs.len() {
+        let mut j = i;
+        while j + 1 < xs.len() && xs[j + 1] == xs[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { xs[i].to_string() } else { format!("{}-{}", xs[i], xs[j]) });
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// Checks that `records` (read from `paths`) are every shard of one run,
 /// and summarises them.
 pub fn merge(paths: &[PathBuf], out: PathBuf) -> Result<Summary, BadInput> {

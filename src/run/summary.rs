@@ -63,7 +63,8 @@ pub struct ExecutionRecord {
     pub boot_wall_seconds: Option<f64>,
     #[serde(flatten)]
     pub figures: ExecutionFigures,
-    /// Its failure file, for the run's (or shard's) first failure.
+    /// Its failure file: every failing execution's within the run's
+    /// failure file budget ([`FailureFiles`]), else none.
     pub failure_file: Option<PathBuf>,
     /// The execution's first disk crash point (not on siblings).
     pub crash_point: Option<CrashPointSummary>,
@@ -301,6 +302,41 @@ pub struct RunRecord {
     pub memory_per_node_mib: f64,
     pub disk_storage_per_node_kib: Option<f64>,
     pub out: PathBuf,
+    /// The failure files it wrote (absent in records written before every
+    /// failing execution got one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_files: Option<FailureFiles>,
+}
+
+/// The failure files a run wrote: one for every failing execution and
+/// crash-state sibling, while their bytes stay within `budget_bytes`
+/// (`run --failure-budget`). The first failure's is always written, with
+/// its trace, console logs, pcaps and reports; every later one is its
+/// failure file alone (it replays to all of those:
+/// `simcluster replay OUT --execution I`). A failing execution beyond the
+/// budget gets none and is counted in `over_budget`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FailureFiles {
+    /// Failure files written.
+    pub written: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The budget.
+    pub budget_bytes: u64,
+    /// Failing executions left without one (the budget was spent).
+    pub over_budget: u64,
+}
+
+impl FailureFiles {
+    /// Several shards' files, as one run's.
+    fn add(self, o: FailureFiles) -> FailureFiles {
+        FailureFiles {
+            written: self.written + o.written,
+            bytes: self.bytes + o.bytes,
+            budget_bytes: self.budget_bytes.max(o.budget_bytes),
+            over_budget: self.over_budget + o.over_budget,
+        }
+    }
 }
 
 /// The version of `shard.json` this simcluster writes and reads.
@@ -313,8 +349,9 @@ pub struct FailingExecution {
     pub crash_state: Option<u64>,
     pub seed: u64,
     pub message: String,
-    /// Its failure file, where one was written (each run or shard writes
-    /// its first failure's).
+    /// Its failure file, where one was written (every failing execution
+    /// gets one within the run's failure file budget; records written
+    /// before that have the first failure's only).
     pub failure_file: Option<PathBuf>,
 }
 
@@ -376,6 +413,10 @@ pub struct Summary {
     #[serde(flatten)]
     pub figures: ExecutionFigures,
     pub failure_file: Option<PathBuf>,
+    /// The failure files written, their bytes and budget, and the failing
+    /// executions left without one (null for records of older runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_files: Option<FailureFiles>,
     /// Which execution (0-based) failed first.
     pub failing_execution: Option<u64>,
     /// Every failing execution, lowest index first.
@@ -470,6 +511,7 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         disk_storage_per_node_kib: mean(&mut records.iter().filter_map(|r| r.disk_storage_per_node_kib)),
         figures: shown.figures.clone(),
         failure_file: failing.first().and_then(|f| f.failure_file.clone()),
+        failure_files: records.iter().filter_map(|r| r.failure_files).reduce(FailureFiles::add),
         failing_execution: failing.first().map(|f| f.execution),
         failing_executions: failing
             .iter()

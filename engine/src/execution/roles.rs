@@ -54,7 +54,9 @@ impl Execution<'_> {
         let now = self.now;
         let ns = self.network.sim.as_ref().expect("faults come from the network");
         let holder = ns.next_role().and_then(|role| self.role_holders(role).first().map(|&i| NodeIdx::new(i).net_id()));
-        self.network.sim.as_mut().expect("faults come from the network").apply_fault(&mut self.trace, now, holder);
+        let skip = &self.spec.explore.skip_partitions;
+        let ns = self.network.sim.as_mut().expect("faults come from the network");
+        ns.apply_fault(&mut self.trace, now, holder, skip);
     }
 
     /// `[faults.crash] target`: the crashes `enabled_crashes` offered
