@@ -321,16 +321,15 @@ impl fmt::Display for SetReport {
             writeln!(f, "duplicated {v}: {n} copies in {}", op(*r))?;
         }
         let never: Vec<_> = self.with(ElementOutcome::NeverRead).collect();
-        if !never.is_empty() {
-            let list: Vec<String> = never.iter().take(SHOWN).map(|e| e.element.to_string()).collect();
-            let more = if never.len() > SHOWN { format!(" ... {} more", never.len() - SHOWN) } else { String::new() };
-            writeln!(
-                f,
-                "never read ({}: no read began after they were known, or their add did not complete ok and no read \
-                 saw them): {}{more}",
-                never.len(),
-                list.join(" ")
-            )?;
+        for e in never.iter().take(SHOWN) {
+            let why = match e.known {
+                Some(_) => "no read began after it was known",
+                None => "never known: its add did not complete ok and no read saw it",
+            };
+            writeln!(f, "never read {} ({why}): added by {}", e.element, op(e.add))?;
+        }
+        if never.len() > SHOWN {
+            writeln!(f, "... {} more never read", never.len() - SHOWN)?;
         }
         if let Some(q) = self.stable_latencies() {
             writeln!(f, "stable latencies: {q}")?;

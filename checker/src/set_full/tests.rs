@@ -122,7 +122,15 @@ fn elements_no_read_began_after_are_never_read_not_lost() {
     assert_eq!(element(&r, 4).known, Some((2, 1450)), "the add's ok, before the read's");
     assert_eq!(r.valid, Some(true));
     assert_eq!(r.counts()["never-read"], 3);
-    assert!(r.to_string().contains("never read (3: "), "{r}");
+    let text = r.to_string();
+    assert!(
+        text.contains(
+            "never read 2 (never known: its add did not complete ok and no read saw it): added by #0 p0 add 2 \
+             [1200..] info (line 1)\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("never read 5 (no read began after it was known): added by #4 p3 add 5"), "{text}");
 }
 
 #[test]
