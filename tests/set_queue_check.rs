@@ -3,7 +3,8 @@
 //! acknowledged write survives" needs no invariant of the cluster's own.
 //! The cluster tests boot guest-images/examples/ack-unsafe-set (a store
 //! that acknowledges from the page cache and loses values at a crash) and
-//! its twin ack-safe-set; the others check history files, no cluster.
+//! its twin ack-safe-set, and a one-node cluster whose guest prints a
+//! queue history; the others check history files, no cluster.
 //!
 //! Bounds count executions (deterministic for a seed), never wall time.
 
@@ -122,6 +123,44 @@ fn check_model_queue_finds_lost_unexpected_duplicated_and_recovered_elements() {
     let (_d, r) = check_text(&drained, &["--model", "queue"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["counts"]["recovered"], 1);
+}
+
+/// `[check] model = "queue"` in a cluster run: a guest prints a queue
+/// history whose drain misses an acknowledged enqueue; the run fails with
+/// kind anomaly, the JSON line counts the lost element, and the message
+/// names it with its enqueue.
+#[test]
+fn a_queue_history_a_guest_prints_is_checked_after_the_execution() {
+    let lines = [
+        r#"{"process":0,"type":"invoke","time":1000,"f":"enqueue","value":1}"#,
+        r#"{"process":0,"type":"ok","time":2000,"f":"enqueue","value":1}"#,
+        r#"{"process":0,"type":"invoke","time":3000,"f":"enqueue","value":2}"#,
+        r#"{"process":0,"type":"ok","time":4000,"f":"enqueue","value":2}"#,
+        r#"{"process":1,"type":"invoke","time":5000,"f":"drain"}"#,
+        r#"{"process":1,"type":"ok","time":6000,"f":"drain","value":[2]}"#,
+    ];
+    let mut cmd = String::from("echo '@history begin'; ");
+    for l in lines {
+        cmd.push_str(&format!("echo '{l}'; "));
+    }
+    cmd.push_str("echo '@history end'");
+    let d = simple(1, None, &cmd, "[check]\nhistory = \"n1\"\nmodel = \"queue\"\n");
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["failure"]["kind"], "anomaly", "{j}");
+    assert_eq!(j["anomalies"], serde_json::json!({"lost": 1}), "{j}");
+    let msg = j["failure"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(
+            "history fails total-queue: 1 lost (1); 2 enqueues attempted, 2 acknowledged, 1 dequeued\nlost 1: \
+             acknowledged by\n  #0 p0 enqueue 1 [1000..2000] ok (line 1)"
+        ),
+        "{msg}"
+    );
+    let trace = std::fs::read_to_string(out.path().join("last/trace.jsonl")).unwrap();
+    assert!(trace.contains(r#""name":"history-total-queue","ok":false"#), "{trace}");
 }
 
 /// ack-unsafe-set: n2 acknowledges values from the page cache; a crash
