@@ -217,7 +217,11 @@ impl SetReport {
             "stale": els(&mut self.stale()),
             "never_read": els(&mut self.with(ElementOutcome::NeverRead)),
             "unexpected": self.unexpected.iter().map(|(v, _)| v.clone()).collect::<Vec<_>>(),
-            "duplicated": self.duplicated.iter().map(|(v, n, _)| (v.to_string(), *n)).collect::<BTreeMap<_, _>>(),
+            "duplicated": self
+                .duplicated
+                .iter()
+                .map(|(v, n, _)| serde_json::json!({"element": v, "count": n}))
+                .collect::<Vec<_>>(),
             "stable_latencies_ms": self.stable_latencies().map(|q| q.to_json()),
             "lost_latencies_ms": self.lost_latencies().map(|q| q.to_json()),
         })

@@ -164,6 +164,8 @@ fn reads_of_elements_never_added_or_held_twice_fail() {
     let text = r.to_string();
     assert!(text.contains("unexpected 9: no add tried to add it, read by #1 p1 read -> {1 9}"), "{text}");
     assert!(text.contains("duplicated 1: 3 copies in #2"), "{text}");
+    assert_eq!(r.to_json()["duplicated"], serde_json::json!([{"element": 1, "count": 3}]));
+    assert_eq!(r.to_json()["unexpected"], serde_json::json!([9]));
 }
 
 #[test]
