@@ -14,8 +14,8 @@
 //! - **duplicated**: dequeued more times than attempted (and attempted at
 //!   least once);
 //! - **recovered**: dequeued, but its enqueue did not complete `ok` (it
-//!   ended `info` or never completed): an enqueue whose fate was unknown
-//!   took effect.
+//!   ended `info`, never completed, or, as Jepsen counts it, failed): an
+//!   enqueue not acknowledged took effect.
 //!
 //! Lost and unexpected elements fail the history; duplicated and
 //! recovered ones are reported and allowed, as Jepsen allows them (a queue
