@@ -201,6 +201,28 @@ impl SetReport {
         self.counts().into_iter().filter(|(k, c)| *c > 0 && failing(k)).collect()
     }
 
+    /// The operations (ids into [`Self::ops`]) that show what fails the
+    /// history: for each lost element its add, the op that made it known,
+    /// the last read that saw it and the first that missed it; for each
+    /// stale one (when stale fails) its add, the read that missed it and
+    /// the first that saw it after; the first read holding an unexpected
+    /// or duplicated element. For a report to keep in view.
+    pub fn evidence(&self) -> std::collections::BTreeSet<usize> {
+        let mut ids = std::collections::BTreeSet::new();
+        for e in &self.elements {
+            let stale_fails = self.options.linearizable && e.stale();
+            if e.outcome == ElementOutcome::Lost || stale_fails {
+                ids.insert(e.add);
+                ids.extend(e.known.map(|(k, _)| k));
+                ids.extend(e.turn);
+                ids.extend(if stale_fails { e.last_absent } else { e.last_present });
+            }
+        }
+        ids.extend(self.unexpected.iter().map(|(_, r)| *r));
+        ids.extend(self.duplicated.iter().map(|(_, _, r)| *r));
+        ids
+    }
+
     /// The report as one JSON object: verdict, counts, the elements of
     /// each kind, latency quantiles in ms.
     pub fn to_json(&self) -> serde_json::Value {

@@ -91,6 +91,19 @@ impl QueueReport {
         self.counts().into_iter().filter(|(k, c)| *c > 0 && (k == "lost" || k == "unexpected")).collect()
     }
 
+    /// The operations (ids into [`Self::ops`]) that show what fails the
+    /// history: each lost element's acknowledged enqueues, each unexpected
+    /// element's dequeues, and the last dequeue when anything was lost.
+    /// For a report to keep in view.
+    pub fn evidence(&self) -> std::collections::BTreeSet<usize> {
+        let mut ids: std::collections::BTreeSet<usize> =
+            self.lost.iter().chain(&self.unexpected).flat_map(|f| f.ops.iter().copied()).collect();
+        if !self.lost.is_empty() {
+            ids.extend(self.last_dequeue);
+        }
+        ids
+    }
+
     /// The report as one JSON object.
     pub fn to_json(&self) -> serde_json::Value {
         let list = |f: &[Found]| -> Vec<serde_json::Value> {
@@ -358,6 +371,7 @@ mod tests {
         );
         assert!(text.ends_with("the last dequeue: #3 p1 drain -> {2} [60..61] ok (line 7)\n"), "{text}");
         assert_eq!(r.to_json()["lost"], serde_json::json!([{"element": 1, "count": 1}, {"element": 2, "count": 1}]));
+        assert_eq!(r.evidence().into_iter().collect::<Vec<_>>(), vec![0, 1, 2, 3], "the enqueues and the drain");
     }
 
     #[test]

@@ -72,6 +72,9 @@ fn an_acknowledged_add_that_later_reads_miss_is_lost_with_the_reads_that_show_it
     assert!(text.contains("  missed by #3 p1 read -> {2} [5000000..5000010] ok (line 7) and 2 later reads"), "{text}");
     assert!(text.contains("lost 3:\n  acknowledged by #5 p0 add 3 [7000000..7000010] ok (line 11)\n  never seen by a read\n  missed by #6"), "{text}");
     assert_eq!(r.to_json()["lost"], serde_json::json!([1, 3]));
+    // 1: its add, the read that last saw it, the one that first missed it;
+    // 3: its add and the read that missed it.
+    assert_eq!(r.evidence().into_iter().collect::<Vec<_>>(), vec![0, 2, 3, 5, 6]);
     assert_eq!(r.to_json()["lost_latencies_ms"]["1"], serde_json::json!(2.999981));
 }
 
@@ -96,6 +99,8 @@ fn an_element_seen_late_is_stale_and_fails_only_a_linearizable_set() {
     let lin = check_text(&history(&rows), SetOptions { linearizable: true }).unwrap();
     assert_eq!(lin.valid, Some(false));
     assert_eq!(lin.failing_counts(), BTreeMap::from([("stale".to_string(), 1)]));
+    assert_eq!(lin.evidence().into_iter().collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert!(r.evidence().is_empty(), "stale passes without linearizable: nothing to show");
     assert!(lin.headline().starts_with("history fails set-full: 1 stale (1)"), "{}", lin.headline());
 }
 
