@@ -215,6 +215,8 @@ per process; times in any monotonic unit, nanoseconds in simcluster):
     {"process":0,"type":"invoke","time":10,"f":"enqueue","value":3}
     {"process":1,"type":"ok","time":40,"f":"dequeue","value":3}
     {"process":1,"type":"ok","time":60,"f":"drain","value":[4,5]}
+  or, for either, Jepsen's history.edn:
+    {:type :ok, :f :read, :value #{1 2 3}, :time 40, :process 1, :index 3}
 
 Examples:
   simcluster check simcluster-out/failures/execution-3/history.jsonl
@@ -629,7 +631,7 @@ fn check_history(
     let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: cannot read: {e}", path.display())))?;
     let edn = path.extension().is_some_and(|e| e == "edn") || checker::history_check::looks_like_edn(&text);
     if matches!(model, CheckModel::Set | CheckModel::Queue) {
-        return check_collection_history(path, &text, edn, model, consistency);
+        return check_collection_history(path, &text, model, consistency);
     }
     let consistency = match consistency {
         Some(ConsistencyArg::Linearizable) => {
@@ -708,18 +710,10 @@ fn check_history(
 fn check_collection_history(
     path: &Path,
     text: &str,
-    edn: bool,
     model: CheckModel,
     consistency: Option<ConsistencyArg>,
 ) -> anyhow::Result<ExitCode> {
     let name = if model == CheckModel::Set { "set" } else { "queue" };
-    if edn {
-        return Err(BadInput(format!(
-            "{}: an EDN history is read with --model list-append or rw-register; --model {name} reads JSON lines",
-            path.display()
-        ))
-        .into());
-    }
     let linearizable = match (model, consistency) {
         (_, None) => false,
         (CheckModel::Set, Some(ConsistencyArg::Linearizable)) => true,
@@ -853,6 +847,7 @@ fn run_command(args: &RunArgs) -> anyhow::Result<ExitCode> {
         runtime,
         jobs: args.jobs.map(|j| j as usize),
         shard: args.shard.unwrap_or(simcluster::run::Shard::ALL),
+        failure_budget_bytes: args.failure_budget.saturating_mul(1 << 20),
         ..options(&args.common)
     };
     // Checked before the run: a JUnit file that cannot be written is bad

@@ -80,6 +80,28 @@ fn check_model_set_names_the_lost_element_and_the_reads_that_show_it() {
     assert!(r.stderr.contains("history line 1: ") && r.stderr.contains("(a set history? add --model set)"), "{r:?}");
 }
 
+/// Jepsen's history.edn of a set-full test reads as its JSON lines do.
+#[test]
+fn check_model_set_reads_jepsens_edn() {
+    let edn = r#"{:type :invoke, :f :add, :value 1, :process 0, :time 1000, :index 0}
+{:type :ok, :f :add, :value 1, :process 0, :time 1100, :index 1}
+{:type :info, :f :kill, :value nil, :process :nemesis, :time 1150, :index 2}
+{:type :invoke, :f :add, :value 2, :process 0, :time 1200, :index 3}
+{:type :ok, :f :add, :value 2, :process 0, :time 1300, :index 4}
+{:type :invoke, :f :read, :value nil, :process 1, :time 3000, :index 5}
+{:type :ok, :f :read, :value #{1 2}, :process 1, :time 3100, :index 6}
+{:type :invoke, :f :read, :value nil, :process 1, :time 5000, :index 7}
+{:type :ok, :f :read, :value #{1}, :process 1, :time 5100, :index 8}
+"#;
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("history.edn");
+    std::fs::write(&f, edn).unwrap();
+    let r = run(&["check", f.to_str().unwrap(), "--model", "set"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.json()["lost"], serde_json::json!([2]));
+    assert!(r.stderr.contains("lost 2:\n  acknowledged by #1 p0 add 2 [1200..1300] ok (line 4)"), "{r:?}");
+}
+
 #[test]
 fn check_model_set_with_linearizable_fails_a_stale_read() {
     // 1 acknowledged at 1.1 µs, missed by a read that began at 2 µs, seen at 4 µs.

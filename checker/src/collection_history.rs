@@ -23,10 +23,22 @@
 //! an `ok` dequeue with `null` found the queue empty. Processes are
 //! sequential; after an `info` a process may go on (under the same id or a
 //! fresh one). Real-time order comes from `time`, line order breaks ties.
+//!
+//! Jepsen's `history.edn` reads too ([`parse_any`]), one op map per line:
+//!
+//! ```text
+//! {:type :invoke, :f :add, :value 3, :process 0, :time 100, :index 0}
+//! {:type :ok, :f :read, :value #{1 2 3}, :process 1, :time 400, :index 3}
+//! ```
+//!
+//! A read's or drain's elements may be a set, a vector or a list; a keyword
+//! element `:a` is the string `":a"`; ops of the process `:nemesis` are
+//! skipped; an op without `:time` is timed by its line number.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
+use clojure_reader::edn::Edn;
 use serde::Deserialize;
 
 use crate::history::{EventType, Outcome, ProcessId, Value};
@@ -220,20 +232,126 @@ fn op_of(kind: EventType, f: &str, value: &serde_json::Value) -> Result<Collecti
     })
 }
 
+/// An EDN value as the JSON value a JSON-lines history would carry.
+fn edn_json(v: &Edn) -> Result<serde_json::Value, String> {
+    Ok(match v {
+        Edn::Nil => serde_json::Value::Null,
+        Edn::Int(i) => serde_json::json!(i),
+        Edn::Str(s) => serde_json::json!(s),
+        Edn::Key(k) => serde_json::json!(format!(":{k}")),
+        Edn::Vector(items) | Edn::List(items) => {
+            serde_json::Value::Array(items.iter().map(edn_json).collect::<Result<_, _>>()?)
+        }
+        Edn::Set(items) => serde_json::Value::Array(items.iter().map(edn_json).collect::<Result<_, _>>()?),
+        other => {
+            return Err(format!(
+                "{other} is not an element (an integer, a string or a keyword) or a collection of them"
+            ))
+        }
+    })
+}
+
+/// One line of Jepsen's `history.edn` as the event a JSON line would be;
+/// `None` for a nemesis op.
+fn edn_event(text: &str, line: usize) -> Result<Option<RawEvent>, String> {
+    // The reader recurses per level: a line nested thousands deep would
+    // overflow the stack. An op needs three levels (map, read, element).
+    if too_deep(text, 16) {
+        return Err("nested more than 16 levels deep".into());
+    }
+    let (value, rest) = clojure_reader::edn::read(text).map_err(|e| format!("not EDN: {e}"))?;
+    if !(rest.trim().is_empty() || rest.trim().starts_with(';')) {
+        return Err(format!("unexpected text after the op: {:.40}", rest.trim()));
+    }
+    let value = match &value {
+        Edn::Tagged(_, inner) => inner.as_ref(),
+        v => v,
+    };
+    let Edn::Map(map) = value else { return Err("expected a map".into()) };
+    let get = |k: &'static str| map.get(&Edn::Key(k));
+    let process = match get("process") {
+        Some(Edn::Int(p)) if *p >= 0 => *p as u64,
+        Some(Edn::Key("nemesis")) => return Ok(None),
+        other => return Err(format!(":process must be a non-negative integer, not {}", show(other))),
+    };
+    let kind = match get("type") {
+        Some(Edn::Key("invoke")) => EventType::Invoke,
+        Some(Edn::Key("ok")) => EventType::Ok,
+        Some(Edn::Key("fail")) => EventType::Fail,
+        Some(Edn::Key("info")) => EventType::Info,
+        other => return Err(format!(":type must be :invoke, :ok, :fail or :info, not {}", show(other))),
+    };
+    let time = match get("time") {
+        Some(Edn::Int(t)) if *t >= 0 => *t as u64,
+        None | Some(Edn::Nil) => line as u64,
+        other => return Err(format!(":time must be a non-negative integer, not {}", show(other))),
+    };
+    let f = match get("f") {
+        Some(Edn::Key(f) | Edn::Symbol(f) | Edn::Str(f)) => f.to_string(),
+        other => return Err(format!(":f must be a keyword, not {}", show(other))),
+    };
+    let value = get("value").map(edn_json).transpose()?.unwrap_or(serde_json::Value::Null);
+    Ok(Some(RawEvent { process, kind, time, f, value }))
+}
+
+/// Whether brackets nest deeper than `max` in `text`, outside strings and
+/// after a backslash (an escape, or a character literal).
+fn too_deep(text: &str, max: usize) -> bool {
+    let (mut depth, mut in_string, mut chars) = (0usize, false, text.chars());
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '"' => in_string = !in_string,
+            '(' | '[' | '{' if !in_string => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            ')' | ']' | '}' if !in_string => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+fn show(v: Option<&Edn>) -> String {
+    v.map_or("nothing".to_string(), ToString::to_string)
+}
+
+/// Parses `text` as a history of `kind`, JSON lines ([`parse`]) or
+/// Jepsen's EDN (when [`txncheck::looks_like_edn`] says so).
+pub fn parse_any(text: &str, kind: Kind) -> Result<Vec<CollectionOperation>, CollectionHistoryError> {
+    pair(text, kind, txncheck::looks_like_edn(text))
+}
+
 /// Parses `text` (JSON lines; blank lines skipped) as a history of `kind`
 /// and pairs each invoke with its process's next completion. Operations
 /// come in invoke (line) order.
 pub fn parse(text: &str, kind: Kind) -> Result<Vec<CollectionOperation>, CollectionHistoryError> {
+    pair(text, kind, false)
+}
+
+fn pair(text: &str, kind: Kind, edn: bool) -> Result<Vec<CollectionOperation>, CollectionHistoryError> {
     let mut ops: Vec<CollectionOperation> = Vec::new();
     // process -> slot of its open op
     let mut open: BTreeMap<ProcessId, usize> = BTreeMap::new();
     for (i, l) in text.lines().enumerate() {
         let line = i + 1;
-        if l.trim().is_empty() {
+        if l.trim().is_empty() || (edn && l.trim().starts_with(';')) {
             continue;
         }
         let err = |what: String| CollectionHistoryError { line, what };
-        let ev: RawEvent = serde_json::from_str(l).map_err(|e| err(e.to_string()))?;
+        let ev: RawEvent = if edn {
+            match edn_event(l.trim(), line).map_err(err)? {
+                Some(ev) => ev,
+                None => continue,
+            }
+        } else {
+            serde_json::from_str(l).map_err(|e| err(e.to_string()))?
+        };
         if !kind.functions().contains(&ev.f.as_str()) {
             let fs = kind.functions().join(", ");
             return Err(err(format!("function {:?} is not one of this model's ({fs})", ev.f)));
@@ -354,6 +472,42 @@ mod tests {
         let ops = parse(q, Kind::Queue).unwrap();
         assert_eq!(ops[0].op, CollectionOp::Dequeue(None), "an empty queue");
         assert_eq!(ops[1].op, CollectionOp::Drain(Some(vec![5.into(), 6.into()])));
+    }
+
+    #[test]
+    fn jepsen_edn_reads_as_the_same_operations() {
+        let edn = r#"; a Jepsen set-full history
+{:type :invoke, :f :add, :value 3, :process 0, :time 100, :index 0}
+{:type :info, :f :start-partition, :value nil, :process :nemesis, :time 150}
+{:type :ok, :f :add, :value 3, :process 0, :time 250, :index 1}
+#jepsen.history.Op{:type :invoke, :f :read, :value nil, :process 1, :time 300, :index 2}
+{:type :ok, :f :read, :value #{1 3 "s" :k}, :process 1, :time 400, :index 3}
+"#;
+        let ops = parse_any(edn, Kind::Set).unwrap();
+        assert_eq!(ops.len(), 2, "the nemesis op is skipped");
+        assert_eq!((ops[0].op.clone(), ops[0].ret, ops[0].line), (CollectionOp::Add(3.into()), Some(250), 2));
+        let CollectionOp::Read(Some(mut read)) = ops[1].op.clone() else { panic!("{:?}", ops[1]) };
+        read.sort();
+        assert_eq!(read, vec![1.into(), 3.into(), ":k".into(), "s".into()]);
+        let json = r#"{"process":0,"type":"invoke","time":100,"f":"add","value":3}
+{"process":0,"type":"ok","time":250,"f":"add","value":3}"#;
+        assert_eq!(parse_any(json, Kind::Set).unwrap(), parse(json, Kind::Set).unwrap());
+
+        let q = "{:type :invoke, :f :drain, :process 2}\n{:type :ok, :f :drain, :value [4 5], :process 2}";
+        let ops = parse_any(q, Kind::Queue).unwrap();
+        assert_eq!(ops[0].op, CollectionOp::Drain(Some(vec![4.into(), 5.into()])));
+        assert_eq!((ops[0].call, ops[0].ret), (1, Some(2)), "untimed: timed by line");
+
+        let bad = |text: &str| parse_any(text, Kind::Set).unwrap_err().to_string();
+        assert!(bad("{:type :invoke, :f :add, :value 1.5, :process 0}").starts_with("line 1: "));
+        assert!(bad("{:type :invoke :f :add").starts_with("line 1: not EDN: "), "{}", bad("{:type :invoke :f :add"));
+        assert!(
+            bad("{:type :invoke, :f :add, :value 1, :process -1}").contains(":process must be a non-negative integer")
+        );
+        assert!(bad("{:type :begin, :f :add, :value 1, :process 0}").contains(":type must be :invoke"));
+        assert!(bad("{:type :invoke, :f :add, :value {:a 1}, :process 0}").contains("is not an element"));
+        let deep = format!("{{:type :ok, :f :read, :process 0, :value {}{}}}", "[".repeat(5000), "]".repeat(5000));
+        assert_eq!(bad(&deep), "line 1: nested more than 16 levels deep");
     }
 
     #[test]

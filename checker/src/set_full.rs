@@ -367,10 +367,10 @@ impl fmt::Display for SetReport {
     }
 }
 
-/// Parses a set history (JSON lines, see [`crate::collection_history`])
-/// and checks it.
+/// Parses a set history (JSON lines or Jepsen's EDN, see
+/// [`crate::collection_history`]) and checks it.
 pub fn check_text(text: &str, options: SetOptions) -> Result<SetReport, CollectionHistoryError> {
-    Ok(check(collection_history::parse(text, Kind::Set)?, options))
+    Ok(check(collection_history::parse_any(text, Kind::Set)?, options))
 }
 
 /// A read's elements, each with how many times the read holds it: looked

@@ -189,10 +189,10 @@ impl fmt::Display for QueueReport {
     }
 }
 
-/// Parses a queue history (JSON lines, see [`crate::collection_history`])
-/// and checks it.
+/// Parses a queue history (JSON lines or Jepsen's EDN, see
+/// [`crate::collection_history`]) and checks it.
 pub fn check_text(text: &str) -> Result<QueueReport, CollectionHistoryError> {
-    check(collection_history::parse(text, Kind::Queue)?)
+    check(collection_history::parse_any(text, Kind::Queue)?)
 }
 
 /// Checks a queue history's operations (from [`collection_history::parse`]
