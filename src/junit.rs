@@ -99,9 +99,10 @@ fn execution_case(name: String, failed: Option<&FailingExecution>) -> Case {
         let mut text = format!("{}\n\nexecution seed: {}\n", f.message, f.seed);
         match &f.failure_file {
             Some(p) => text.push_str(&format!("replay with: simcluster replay {}\n", p.display())),
-            None => {
-                text.push_str("(no failure file: a run, or a shard, writes one for its first failing execution only)\n")
-            }
+            None => text.push_str(
+                "(no failure file: the run's --failure-budget was spent, or it was recorded by a simcluster that \
+                     wrote the first failing execution's only)\n",
+            ),
         }
         ("failure", f.message.lines().next().unwrap_or("").to_string(), text)
     });
