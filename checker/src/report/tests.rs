@@ -885,7 +885,15 @@ fn the_failing_commands_console_is_in_the_failure_message() {
 #[test]
 fn a_long_trace_shows_every_fault_and_the_whole_run_is_in_linked_parts() {
     let (m, ev) = big(100_000);
+    let began = std::time::Instant::now();
     let pages = super::html::render_html_all(&m, &ev);
+    eprintln!(
+        "{} events: {} pages, {} bytes, in {:?}",
+        ev.len(),
+        pages.len(),
+        pages.iter().map(|(_, h)| h.len()).sum::<usize>(),
+        began.elapsed()
+    );
     let (name, html) = &pages[0];
     assert_eq!(name, "report.html");
     // Every fault of the run is in the report's own diagram.

@@ -61,9 +61,23 @@ impl Window {
     fn new(p: &Page) -> Window {
         let events = p.events();
         let fail = p.a.failure_index();
+        // A part's panel holds its time span only.
+        let span = match p.view {
+            View::Part(_) => {
+                let l = &p.l;
+                let first = l.shown.iter().position(|s| *s);
+                let last = l.shown.iter().rposition(|s| *s);
+                match (first, last) {
+                    (Some(a), Some(b)) => (l.rows[a].time, l.rows[b].time),
+                    _ => (1, 0),
+                }
+            }
+            View::Main => (0, u64::MAX),
+        };
         let entries: Vec<usize> = events
             .iter()
             .enumerate()
+            .filter(|(_, e)| (span.0..=span.1).contains(&e.time.as_ns()))
             .filter(|(_, e)| {
                 !matches!(
                     e.kind,

@@ -6,6 +6,7 @@ use super::{FOCUS_CONTEXT, HEAD_ROWS, MAX_ROWS, PART_ROWS, ROWS_AFTER_FAILURE};
 use crate::report::{Analysis, ReportMeta};
 use engine::trace::{Event, EventKind, ENGINE};
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 /// Height of a row, of an elided gap, of an idle break.
 pub(super) const ROW_H: i64 = 22;
@@ -46,9 +47,9 @@ pub(super) struct Gap {
 
 /// Rows, which are shown, and where.
 pub(super) struct Layout {
-    pub rows: Vec<Row>,
+    pub rows: Rc<Vec<Row>>,
     /// The row of each event; `None` for `Run` and `Console` events.
-    pub row_of: Vec<Option<usize>>,
+    pub row_of: Rc<Vec<Option<usize>>>,
     pub shown: Vec<bool>,
     /// Centre of each row (an elided row: centre of its gap).
     pub y: Vec<i64>,
@@ -91,9 +92,18 @@ pub(super) fn part_of(row: usize) -> usize {
     row / PART_ROWS
 }
 
+/// The rows of a trace and the row of each event (see [`group_rows`]),
+/// shared by the report and its parts.
+pub(super) type Rows = (Rc<Vec<Row>>, Rc<Vec<Option<usize>>>);
+
+/// The rows of `a`'s trace.
+pub(super) fn rows_of(a: &Analysis) -> Rows {
+    let (rows, row_of) = group_rows(a);
+    (Rc::new(rows), Rc::new(row_of))
+}
+
 impl Layout {
-    pub fn new(a: &Analysis, view: View) -> Layout {
-        let (rows, row_of) = group_rows(a);
+    pub fn new(a: &Analysis, view: View, (rows, row_of): Rows) -> Layout {
         let fail_row = failure_row(a, &row_of, rows.len());
         let shown = match view {
             View::Main => window(a, &rows, &row_of, fail_row),
@@ -277,10 +287,10 @@ pub(super) struct Page<'a, 'b> {
 }
 
 impl<'a, 'b> Page<'a, 'b> {
-    pub fn new(a: &'b Analysis<'a>, view: View) -> Page<'a, 'b> {
+    pub fn new(a: &'b Analysis<'a>, view: View, rows: Rows) -> Page<'a, 'b> {
         let lane: BTreeMap<u16, usize> = a.nodes.iter().enumerate().map(|(k, &n)| (n, k)).collect();
         let width = GUTTER + LANE_W * lane.len() as i64 + NOTES_W;
-        let l = Layout::new(a, view);
+        let l = Layout::new(a, view, rows);
         let parts = part_count(l.rows.len());
         Page { l, a, lane, width, view, parts }
     }

@@ -85,17 +85,18 @@ pub fn render_html(meta: &ReportMeta, events: &[Event]) -> String {
 /// the report's diagram shows every row.
 pub fn render_html_all(meta: &ReportMeta, events: &[Event]) -> Vec<(String, String)> {
     let a = Analysis::new(meta, events);
-    let main = Page::new(&a, View::Main);
+    let rows = layout::rows_of(&a);
+    let main = Page::new(&a, View::Main, rows.clone());
     let mut out = vec![("report.html".to_string(), page(&main))];
     for k in 0..main.parts {
-        let p = Page::new(&a, View::Part(k));
+        let p = Page::new(&a, View::Part(k), rows.clone());
         out.push((format!("{PARTS_DIR}/{}", part_file(k)), page(&p)));
     }
     out
 }
 
 fn main_page(a: &Analysis) -> String {
-    page(&Page::new(a, View::Main))
+    page(&Page::new(a, View::Main, layout::rows_of(a)))
 }
 
 fn page(page: &Page) -> String {
