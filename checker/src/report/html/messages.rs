@@ -25,7 +25,9 @@ pub(super) fn messages(p: &Page, h: &mut String) {
 /// when its send is not in the trace.
 fn delivery(p: &Page, i: usize, h: &mut String) {
     let l = &p.l;
-    if p.x(p.events()[i].node).is_none() {
+    // Most deliveries of a long trace are in no shown row: skip them before
+    // looking up a lane.
+    if !(l.shown(i) || p.a.partner[i].is_some_and(|s| l.shown(s))) || p.x(p.events()[i].node).is_none() {
         return;
     }
     match p.a.partner[i] {
@@ -118,14 +120,14 @@ fn loss(p: &Page, i: usize, h: &mut String) {
     let (l, m, events) = (&p.l, p.meta(), p.events());
     let e = &events[i];
     let EventKind::Drop { id, to, cause } = &e.kind else { return };
+    if !(l.shown(i) || p.a.partner[i].is_some_and(|s| l.shown(s))) {
+        return;
+    }
     let Some(x1) = p.x(e.node) else { return };
     let (sy, from_send) = match p.a.partner[i] {
         Some(s) => (l.y(s).unwrap_or(0), Some(s)),
         None => (l.y(i).unwrap_or(0), None),
     };
-    if !(l.shown(i) || from_send.is_some_and(|s| l.shown(s))) {
-        return;
-    }
     let dy = l.y(i).unwrap_or(0);
     let tx = p.x(*to).unwrap_or(x1 + LANE_W);
     let xx = if tx == x1 { x1 + 34 } else { x1 + (tx - x1) * 55 / 100 };
