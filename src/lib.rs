@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod exit_codes;
 pub mod image;
+pub mod inspect;
 pub mod junit;
 pub mod outputs;
 pub mod pin;

@@ -57,6 +57,14 @@ enum Command {
     /// checks every invariant. Prints one JSON line at the end.
     Run(RunArgs),
     /// Re-run a recorded failure and confirm the same trace hash and failure.
+    ///
+    /// With --until, stop the replay at a moment of the execution instead
+    /// and look around there: --exec runs a command on a node and prints
+    /// its output, --shell opens an interactive shell on a node. The same
+    /// moment and commands give the same output, every time.
+    ///
+    ///   simcluster replay F --until 4.2s --exec n2 "cat /data/log"
+    ///   simcluster replay F --until failure --shell n2
     Replay {
         /// A failure file written by `simcluster run` (failure.json), or a
         /// run's --out directory with --execution.
@@ -69,6 +77,8 @@ enum Command {
         /// crash state K.
         #[arg(long, value_name = "K", requires = "execution")]
         crash_state: Option<u64>,
+        #[command(flatten)]
+        inspect: InspectArgs,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -288,6 +298,33 @@ enum ImageCommand {
 enum KernelFor {
     Kvm,
     Uml,
+}
+
+/// `replay --until`: a moment of the execution to look around at.
+#[derive(clap::Args, Debug, Clone)]
+struct InspectArgs {
+    /// Stop the replay at MOMENT: a virtual time (12.5s, 800ms, 2m: before
+    /// the first event due after it), step:N (after the first N engine
+    /// steps), or failure (just before the failure's virtual time). The
+    /// cluster stays up there for --exec and --shell; with neither, the
+    /// replay only prints where it stopped.
+    #[arg(long, value_name = "MOMENT", value_parser = parse_moment)]
+    until: Option<simcluster::inspect::Moment>,
+    /// Run CMD (a line for the guest's /bin/sh, run in /) on NODE at the
+    /// moment and print its output (stdout and stderr). Repeat for more
+    /// commands, run in order; the exit status is the last one's (124: it
+    /// had not finished within --command-limit). The cluster goes on under
+    /// the default scheduler while a command runs: virtual time moves only
+    /// as far as the command needs (microseconds for reading files).
+    #[arg(long, num_args = 2, value_names = ["NODE", "CMD"], requires = "until")]
+    exec: Vec<String>,
+    /// Then open an interactive shell on NODE: each line is run there as
+    /// with --exec; :advance SPAN, :goto MOMENT, :node NAME, :where, :quit.
+    #[arg(long, value_name = "NODE", requires = "until")]
+    shell: Option<String>,
+    /// The virtual time one command may take.
+    #[arg(long, value_name = "SPAN", default_value = "10s", value_parser = parse_limit)]
+    command_limit: u64,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -596,7 +633,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Image { command: ImageCommand::Kernel { runtime, quiet } } => image_kernel(runtime, quiet),
         Command::Run(args) => run_command(&args),
         Command::Merge { shards, out, junit } => merge(&shards, out, junit.as_deref()),
-        Command::Replay { failure_file, execution, crash_state, common } => {
+        Command::Replay { failure_file, execution, crash_state, inspect, common } => {
             let file = match execution {
                 Some(i) => run::shard::failure_file_of(&failure_file, i, crash_state)?,
                 None if failure_file.is_dir() => {
@@ -608,7 +645,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 None => failure_file,
             };
-            replay_command(&file, &common)
+            match inspect.until {
+                Some(until) => inspect_command(&file, until, &inspect, &common),
+                None => replay_command(&file, &common),
+            }
         }
         Command::Shrink { failure_file, max_executions, time_budget, common } => {
             let limits = replay::ShrinkLimits { max_executions, time_budget: time_budget.map(Duration::from_nanos) };
@@ -955,6 +995,28 @@ fn replay_command(failure_file: &Path, common: &CommonArgs) -> anyhow::Result<Ex
     }
     println!("{}", serde_json::to_string(&r)?);
     Ok(if r.reproduced { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `simcluster replay --until`: exit status the last command's.
+fn inspect_command(
+    failure_file: &Path,
+    until: simcluster::inspect::Moment,
+    args: &InspectArgs,
+    common: &CommonArgs,
+) -> anyhow::Result<ExitCode> {
+    pin(common)?;
+    let req = simcluster::inspect::InspectRequest {
+        until,
+        execs: args.exec.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect(),
+        shell: args.shell.clone(),
+        command_limit: Duration::from_nanos(args.command_limit),
+    };
+    let status = simcluster::inspect::inspect(failure_file, &options(common), &req)?;
+    Ok(ExitCode::from(status))
+}
+
+fn parse_moment(s: &str) -> Result<simcluster::inspect::Moment, String> {
+    s.parse()
 }
 
 /// `simcluster shrink`: exit 1 when nothing could be dropped.

@@ -27,9 +27,9 @@ use crate::run::{execute_one, explore_for, failure_line, spec_for, Executed, Ope
 use crate::BadInput;
 
 /// A loaded failure file with the cluster and images it needs.
-struct Loaded {
-    record: FailureRecord<Decision>,
-    cluster: Cluster,
+pub(crate) struct Loaded {
+    pub(crate) record: FailureRecord<Decision>,
+    pub(crate) cluster: Cluster,
     images: Images,
     open: OpenImages,
     explore: ExploreSpec,
@@ -39,7 +39,7 @@ struct Loaded {
     host: HostFacts,
 }
 
-fn load(file: &Path, quiet: bool) -> Result<Loaded> {
+pub(crate) fn load(file: &Path, quiet: bool) -> Result<Loaded> {
     let record: FailureRecord<Decision> = failure_file::load(file).map_err(|e| BadInput(e.to_string()))?;
     let cluster = Cluster::load(&record.cluster_dir)
         .map_err(|e| BadInput(format!("{}: the cluster it was recorded on cannot be loaded: {e}", file.display())))?;
@@ -95,6 +95,15 @@ impl Loaded {
         skip: &BTreeSet<u32>,
         label: &str,
     ) -> Result<(Executed, Vec<Fault>)> {
+        let mut spec = self.spec(opts);
+        spec.explore.skip_partitions = skip.clone();
+        let mut guided = FaultPlan::new(Guided::new(decisions), plan);
+        let executed = execute_one(&mut spec, &mut guided, label)?;
+        Ok((executed, guided.taken))
+    }
+
+    /// The spec of the recorded execution, as `run` made it.
+    pub(crate) fn spec(&self, opts: &RunOptions) -> engine::ExecutionSpec {
         let seed = self.record.run.execution_seed;
         let mut spec = spec_for(
             &self.cluster,
@@ -108,10 +117,13 @@ impl Loaded {
         spec.runtime = self.runtime;
         spec.boot_seed = self.record.run.boot_seed;
         spec.lookahead = opts.lookahead;
-        spec.explore.skip_partitions = skip.clone();
-        let mut guided = FaultPlan::new(Guided::new(decisions), plan);
-        let executed = execute_one(&mut spec, &mut guided, label)?;
-        Ok((executed, guided.taken))
+        spec
+    }
+
+    /// The strategy that repeats the recorded execution: its decisions,
+    /// within the failure file's fault plan when shrink wrote one.
+    pub(crate) fn replayer(&self) -> FaultPlan<Guided> {
+        FaultPlan::new(Guided::new(&self.record.actions), self.record.run.faults.clone())
     }
 }
 

@@ -17,6 +17,9 @@
 /// or 1 when it gave up (see [`crate::ExecutionSpec::ready_probe`]).
 pub const READY_PROBE: &str = "ready";
 
+/// The name `@sim done` gives an [`AgentCommand::Exec`]'s command.
+pub const EXEC: &str = "exec";
+
 /// A line the engine sends to a node's agent. [`AgentCommand::encode`]
 /// gives its exact bytes on the control line (the agent also understands
 /// `halt`, which the engine never sends).
@@ -40,6 +43,9 @@ pub enum AgentCommand {
     Kill,
     /// `start`: run the start command again, as at boot (after a kill).
     Start,
+    /// `exec BASE64`: run this shell command at once and answer its output
+    /// (inspection: `simcluster replay --exec`).
+    Exec(String),
 }
 
 impl std::fmt::Display for AgentCommand {
@@ -52,6 +58,10 @@ impl std::fmt::Display for AgentCommand {
             AgentCommand::Resume => f.write_str("resume"),
             AgentCommand::Kill => f.write_str("kill"),
             AgentCommand::Start => f.write_str("start"),
+            AgentCommand::Exec(command) => {
+                use base64::Engine as _;
+                write!(f, "exec {}", base64::engine::general_purpose::STANDARD.encode(command))
+            }
             AgentCommand::ClockBump { delta_ns } => write!(f, "clock bump {delta_ns}"),
             AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns } => {
                 write!(f, "clock strobe {delta_ns} {period_ns} {length_ns}")
@@ -93,6 +103,7 @@ mod tests {
             AgentCommand::ClockStrobe { delta_ns: 200_000_000, period_ns: 10_000_000, length_ns: 1_000_000_000 },
             AgentCommand::Kill,
             AgentCommand::Start,
+            AgentCommand::Exec("cat /data/log\n".into()),
         ]
         .iter()
         .map(|c| String::from_utf8(c.encode()).unwrap())
@@ -109,6 +120,7 @@ mod tests {
                 "clock strobe 200000000 10000000 1000000000\n",
                 "kill\n",
                 "start\n",
+                "exec Y2F0IC9kYXRhL2xvZwo=\n",
             ]
         );
     }

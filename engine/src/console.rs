@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `@sim ready`, `@sim done NAME STATUS` | the in-guest agent, on its control line | the engine's script ([`agent_message`]) |
 //! | `@sim role WORD` | the role probe's loop (`[roles]`), on the control line | the engine's roles ([`agent_message`]) |
+//! | `@sim out CHUNK` | the agent, an inspection command's output in base64 (`exec`) | the engine's inspection (`execution/inspect.rs`) |
 //! | `@reached NAME`, `@sometimes NAME` | the user's programs | `[faults] start_after`, `[[expect]] reached`, coverage ([`reached_name`]) |
 //! | `@history begin`, one JSON object per line, `@history end` | the workload | `[check] history` ([`history_marker`]) |
 //! | `Kernel panic - not syncing: ...` | the guest kernel | the engine: the node failed ([`is_kernel_panic`]) |
@@ -31,6 +32,9 @@ pub enum AgentMsg {
     /// `@sim role WORD`: the node's role probe printed `WORD` first (see
     /// `crate::roles`).
     Role(String),
+    /// `@sim out CHUNK`: one base64 line of an inspection command's output
+    /// (`exec`, see `crate::agent`).
+    Output(String),
 }
 
 /// The agent's message on `line`, if it is an `@sim` line.
@@ -44,6 +48,7 @@ pub fn agent_message(line: &str) -> Option<AgentMsg> {
             Err(_) => AgentMsg::Unknown(rest.to_string()),
         },
         (Some("role"), Some(role), None) => AgentMsg::Role(role.to_string()),
+        (Some("out"), Some(chunk), None) => AgentMsg::Output(chunk.to_string()),
         _ => AgentMsg::Unknown(rest.to_string()),
     })
 }
@@ -100,6 +105,7 @@ mod tests {
         assert_eq!(agent_message("hello"), None);
         assert_eq!(agent_message("@sim role leader\r"), Some(AgentMsg::Role("leader".into())));
         assert_eq!(agent_message("@sim role a b"), Some(AgentMsg::Unknown("role a b".into())));
+        assert_eq!(agent_message("@sim out aGkK\r"), Some(AgentMsg::Output("aGkK".into())));
     }
 
     #[test]

@@ -62,7 +62,7 @@ mod warm;
 pub use agent::READY_PROBE;
 pub use conn_faults::{ConnFaultCounts, ConnFaultSpec};
 pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
-pub use execution::{CrashBranch, Execution, Step};
+pub use execution::{CrashBranch, ExecOutput, Execution, InspectError, Reached, Step, Until};
 pub use faults::{ClockSpec, FaultCounts, KillSpec, NodeClock, PauseSpec, ScheduledCrash, StrobeSpec, DRIFT_ENV};
 pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};

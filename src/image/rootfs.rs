@@ -117,6 +117,13 @@ exec $BB sh /sim/agent
 /// start command leads a group of its own, whose id /run/sim-start.pid
 /// holds, so neither the agent nor its commands are stopped), and `clock
 /// ...` runs the clock helper (`/sim/clock`; a strobe in the background).
+///
+/// `exec BASE64` (`simcluster replay --exec`, `--shell`) runs a shell
+/// command given in base64 at once, beside the runner (whose current
+/// command may be the workload), in `/` with no input; it answers its
+/// output, stdout and stderr together, in base64 lines (`@sim out ...`,
+/// on the control line so the console's own traffic cannot mix in), then
+/// `@sim done exec STATUS`.
 pub const AGENT: &str = r#"# simcluster agent (generated; do not edit).
 BB=/sim/busybox
 # Commands run with the image's /bin/sh, or busybox's where it has none.
@@ -156,6 +163,10 @@ while read -r verb arg <&3; do
         strobe*) /sim/clock $arg & ;;
         *) /sim/clock $arg ;;
       esac ;;
+    exec) echo "$arg" | $BB base64 -d >/run/sim-exec
+      ( cd / && $SH /run/sim-exec </dev/null >/run/sim-exec.out 2>&1; s=$?
+        $BB base64 /run/sim-exec.out | while read -r l; do say out "$l"; done
+        say done exec "$s" ) & ;;
     halt) $BB poweroff -f ;;
     *) echo "simcluster agent: unknown command: $verb $arg" ;;
   esac

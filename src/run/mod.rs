@@ -34,7 +34,7 @@ use engine::strategy::Strategy;
 use engine::RuntimeKind;
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub(crate) use execution::{execute_one, spec_for, Executed, OpenImages};
+pub(crate) use execution::{execute_one, scratch_dir, spec_for, Executed, OpenImages};
 pub use execution::{exiting, explore_for, failure_line, mark_exiting, remove_scratch, remove_scratch_now};
 pub use host_cpu::HostCpu;
 pub use host_facts::{host_facts, HostError};

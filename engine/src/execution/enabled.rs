@@ -84,6 +84,9 @@ impl Execution<'_> {
                 into.push(Enabled::kill(i, self.now).at_risk(self.nodes[i].just_sent));
             }
         }
+        if !self.offers_faults() {
+            into.retain(|e| !super::inspect::is_fault(e.desc.kind));
+        }
     }
 
     /// A crash is enabled while the workload runs, within the budget,

@@ -11,6 +11,7 @@ mod boot;
 mod choices;
 mod conn_faults;
 mod enabled;
+mod inspect;
 mod lookahead;
 mod node_faults;
 mod parts;
@@ -25,6 +26,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use self::boot::{boot_nodes, host_endpoint, network};
 use self::choices::Choices;
+pub use self::inspect::{ExecOutput, InspectError, Reached, Until};
 pub(crate) use self::parts::Phase;
 use self::parts::{Faults, Grants, Network, Script};
 use crate::actions::{effective_time, horizon, Enabled};
@@ -108,6 +110,10 @@ pub struct Execution<'a> {
     /// Each node's role, by 0-based index: the last word its role probe
     /// printed since it booted (`[roles]`).
     roles: std::collections::BTreeMap<usize, String>,
+    /// Whether a command has run in a guest for inspection (`inspect.rs`).
+    inspected: bool,
+    /// The inspection command running, if one is.
+    inspecting: Option<inspect::Inspecting>,
 }
 
 impl<'a> Execution<'a> {
@@ -137,6 +143,8 @@ impl<'a> Execution<'a> {
             branch_at_crash: false,
             held: None,
             roles: std::collections::BTreeMap::new(),
+            inspected: false,
+            inspecting: None,
         };
         for i in 0..ex.nodes.len() {
             ex.nodes[i].connect(VirtualTime::ZERO, spec.connect_timeout)?;

@@ -165,6 +165,10 @@ impl Execution<'_> {
                     self.command(from, &cmd)?;
                 }
             }
+            AgentMsg::Done { command, status } if command == crate::agent::EXEC => {
+                self.on_exec_message(from, None, Some(status));
+            }
+            AgentMsg::Output(chunk) => self.on_exec_message(from, Some(chunk), None),
             AgentMsg::Done { command, status } => {
                 let running = &mut self.nodes[from].running;
                 if let Some(k) = running.iter().position(|c| *c == command) {
