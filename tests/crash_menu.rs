@@ -252,3 +252,23 @@ fn a_scheduled_crash_point_explores_its_disk_states_warm_and_cold() {
         assert_eq!(j["crash_states_explored"].as_u64(), Some(states), "{mode:?}: {j}");
     }
 }
+
+/// A client-only node (`[cluster] clients`): out of every node's `PEERS`,
+/// still in its /etc/hosts with its own address, and the host client after
+/// it; it reaches a server by name over the simulated network.
+#[test]
+fn a_client_only_node_is_out_of_peers_and_reaches_the_servers() {
+    let check = "set -e; echo \"PEERS=$PEERS\"; cat /etc/hosts; test \"$PEERS\" = n1,n2; \
+                 grep -qx '10.0.0.3 n3' /etc/hosts; grep -qx '10.0.0.4 host' /etc/hosts; ping -c 1 -W 2 n2";
+    let dir = cluster(
+        &format!(
+            "[cluster]\nnodes = 3\nmemory_mb = 128\nclients = [\"n3\"]\n[image]\npackages = [\"busybox-static\"]\n\
+             [workload]\nnode = \"n3\"\ncommand = {check:?}\n[[invariant]]\nname = \"server-peers\"\nnode = \"n1\"\n\
+             command = \"test \\\"$PEERS\\\" = n1,n2 && grep -qx '10.0.0.3 n3' /etc/hosts\"\n"
+        ),
+        &[],
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(dir.path(), out.path(), &["--seed", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}

@@ -41,6 +41,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         kernel: image.to_path_buf(),
         initrd: image.to_path_buf(),
         node_names: vec!["n1".into(), "n2".into()],
+        clients: vec![],
         mem_mb: 8,
         workload_node: NodeIdx::new(0),
         host_workload: None,

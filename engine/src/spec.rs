@@ -108,6 +108,10 @@ pub struct ExecutionSpec {
     pub root_disk: Option<disksim::BlockStore>,
     /// n1..nN.
     pub node_names: Vec<String>,
+    /// The client-only nodes (`[cluster] clients`): left out of every
+    /// guest's `PEERS`, still in its /etc/hosts (the `NODES` variable, set
+    /// only when there are some).
+    pub clients: Vec<NodeIdx>,
     /// Each node's memory (MiB).
     pub mem_mb: u32,
     /// The workload node (unused with `host_workload`).

@@ -33,6 +33,10 @@ pub struct ClusterSection {
     /// trace is the same either way.
     #[serde(default, rename = "time_travel")]
     pub time_travel_setting: Option<TimeTravel>,
+    /// Client-only nodes: left out of `PEERS` (the servers' list), still
+    /// named in every node's /etc/hosts, and out of the crash default.
+    #[serde(default)]
+    pub clients: Vec<String>,
 }
 
 /// `[cluster] time_travel`: the time-travel protocol's transport.
@@ -88,6 +92,27 @@ impl ClusterSection {
             return Err(at.key("memory_mb").invalid(format!(" = {}: a node needs at least 128 MiB", self.memory_mb)));
         }
         Ok(n)
+    }
+
+    /// `clients` as sorted 0-based indices: each a node of the `n`, once,
+    /// and at least one node left to serve.
+    pub(super) fn client_nodes(&self, n: u16) -> Result<Vec<usize>, Invalid> {
+        let key = KeyPath::table("cluster").key("clients");
+        let mut v = Vec::new();
+        for (k, name) in self.clients.iter().enumerate() {
+            let at = key.nth(k);
+            let i = super::parse_node_name(name, n)
+                .ok_or_else(|| at.invalid(format!(" = {name:?}: no such node (nodes are n1..n{n})")))?;
+            if v.contains(&i) {
+                return Err(at.invalid(format!(" = {name:?}: named twice")));
+            }
+            v.push(i);
+        }
+        if v.len() >= usize::from(n) {
+            return Err(key.invalid(" names every node: at least one node must be a server (in PEERS)"));
+        }
+        v.sort_unstable();
+        Ok(v)
     }
 }
 

@@ -153,15 +153,15 @@ pub(super) struct Crashes {
 
 impl CrashSection {
     /// `restart_after` and `nodes` (default: every node but the workload's,
-    /// which may not crash).
-    pub(super) fn check(&self, n: u16, workload_node: usize) -> Result<Crashes, Invalid> {
+    /// which may not crash, and but the client-only nodes `clients`).
+    pub(super) fn check(&self, n: u16, workload_node: usize, clients: &[usize]) -> Result<Crashes, Invalid> {
         let at = KeyPath::table("faults.crash");
         let default = match &self.restart_after {
             None => (1_000_000_000, 1_000_000_000),
             Some(s) => duration_range(&at.key("restart_after"), s)?,
         };
         let crashable = match &self.nodes {
-            None => (0..usize::from(n)).filter(|&i| i != workload_node).collect(),
+            None => (0..usize::from(n)).filter(|&i| i != workload_node && !clients.contains(&i)).collect(),
             Some(names) => crash_nodes(&at.key("nodes"), names, n, workload_node)?,
         };
         let by_node = self.restart_after_by_node.clone().unwrap_or_default();

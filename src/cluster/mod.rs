@@ -97,6 +97,8 @@ pub struct Cluster {
     /// 0-based index of the workload node; with a host workload, the node
     /// count (the host client is node N+1, index N).
     pub workload_node: usize,
+    /// The client-only nodes (`[cluster] clients`), 0-based and sorted.
+    pub clients: Vec<usize>,
     /// `[workload.host]`, checked (`None`: the workload runs in a guest).
     pub host_workload: Option<engine::HostWorkload>,
     /// (name, 0-based node, command) for every invariant, `all` expanded.
@@ -158,7 +160,8 @@ impl Cluster {
         let ready_probe = spec.node.ready_probe().map_err(&invalid)?;
         let role_probe = roles::role_probe(spec.roles.as_ref()).map_err(&invalid)?;
         let window_ns = spec.explore.window_ns().map_err(&invalid)?;
-        let crashes = spec.faults.crash.check(n, workload_node).map_err(&invalid)?;
+        let clients = spec.cluster.client_nodes(n).map_err(&invalid)?;
+        let crashes = spec.faults.crash.check(n, workload_node, &clients).map_err(&invalid)?;
         let disk = spec.disk.as_ref().map(DiskSection::settings).transpose().map_err(&invalid)?;
         let history_node = spec.check.history_node(n).map_err(&invalid)?;
         let history_model = spec.check.history_model().map_err(&invalid)?;
@@ -182,6 +185,7 @@ impl Cluster {
             spec,
             workload_node,
             host_workload,
+            clients,
             invariants,
             time_limit_ns,
             liveness,

@@ -51,6 +51,30 @@ command = "true"
     }
 
     #[test]
+    fn client_only_nodes_are_out_of_the_crash_default_unless_named() {
+        let with = |extra: &str| {
+            parse(
+                &GOOD
+                    .replace("nodes = 3", "nodes = 4\nclients = [\"n4\"]")
+                    .replace("[node]", &format!("{extra}\n[node]")),
+            )
+        };
+        let c = with("").unwrap();
+        assert_eq!(c.clients, vec![3]);
+        // n1 runs the workload; n4 is a client.
+        assert_eq!(ix(&c.explore.crashable), vec![1, 2]);
+        let c = with("[faults.crash]\nnodes = [\"n2\", \"n4\"]").unwrap();
+        assert_eq!(ix(&c.explore.crashable), vec![1, 3], "a client named in [faults.crash] nodes may crash");
+        let e = parse(&GOOD.replace("nodes = 3", "nodes = 3\nclients = [\"n5\"]")).unwrap_err().to_string();
+        assert!(e.contains("clients") && e.contains("\"n5\": no such node"), "{e}");
+        let e = parse(&GOOD.replace("nodes = 3", "nodes = 3\nclients = [\"n2\", \"n2\"]")).unwrap_err().to_string();
+        assert!(e.contains("named twice"), "{e}");
+        let all = "nodes = 3\nclients = [\"n1\", \"n2\", \"n3\"]";
+        let e = parse(&GOOD.replace("nodes = 3", all)).unwrap_err().to_string();
+        assert!(e.contains("at least one node must be a server"), "{e}");
+    }
+
+    #[test]
     fn a_typo_names_the_key_and_line() {
         let e = parse(&GOOD.replace("command = \"sleep", "comand = \"sleep")).unwrap_err();
         let msg = e.to_string();

@@ -76,7 +76,7 @@ $BB ip link set lo up
 # Node N is 10.0.0.N on eth0 (simcluster's virtio-net, MAC 02:00:0a:00:00:N).
 echo "127.0.0.1 localhost" > /etc/hosts
 i=1
-for peer in $(echo "$PEERS" | $BB tr , ' '); do echo "10.0.0.$i $peer" >> /etc/hosts; i=$((i + 1)); done
+for peer in $(echo "${NODES:-$PEERS}" | $BB tr , ' '); do echo "10.0.0.$i $peer" >> /etc/hosts; i=$((i + 1)); done
 # The node after the guests is simcluster's host-side client ([workload.host]).
 [ "$i" -le 254 ] && echo "10.0.0.$i host" >> /etc/hosts
 if [ -e /sys/class/net/eth0 ]; then
@@ -85,7 +85,7 @@ if [ -e /sys/class/net/eth0 ]; then
   # Static neighbours: addresses are fixed, and ARP would make a one-way
   # partition two-way (the reply could not come back).
   i=1
-  for peer in $(echo "$PEERS" | $BB tr , ' '); do
+  for peer in $(echo "${NODES:-$PEERS}" | $BB tr , ' '); do
     [ "$i" = "$NODE_ID" ] || $BB arp -i eth0 -s "10.0.0.$i" "02:00:0a:00:00:$($BB printf %02x $i)"
     i=$((i + 1))
   done

@@ -130,6 +130,7 @@ pub(crate) fn spec_for(
         initrd: images.initrd.clone(),
         root_disk: open.root.clone(),
         node_names: cluster.node_names(),
+        clients: cluster.clients.iter().map(|&i| engine::NodeIdx::new(i)).collect(),
         mem_mb: cluster.spec.cluster.memory_mb,
         workload_node: NodeIdx::new(cluster.workload_node),
         host_workload: cluster.host_workload.clone(),

@@ -24,6 +24,11 @@ pub(super) fn node_config(spec: &ExecutionSpec, i: usize, peers: &str, clock: &N
         ("NODE_NAME".into(), name.clone()),
         ("PEERS".into(), peers.to_string()),
     ];
+    if !spec.clients.is_empty() {
+        // Every node, for /etc/hosts and the static neighbours; a cluster
+        // without clients boots with the environment it always had.
+        init_env.push(("NODES".into(), spec.node_names.join(",")));
+    }
     if let Some(ppm) = clock.drift_ppm {
         // `/init` sets it before anything else runs (see `faults`).
         init_env.push((DRIFT_ENV.into(), ppm.to_string()));
@@ -52,7 +57,15 @@ pub(super) fn node_config(spec: &ExecutionSpec, i: usize, peers: &str, clock: &N
 
 /// Spawns every node (not yet connected); notes the first spawn's time.
 pub(super) fn boot_nodes(spec: &ExecutionSpec, first_spawn: &mut Option<Instant>) -> Result<Vec<Node>, EngineError> {
-    let peers = spec.node_names.join(",");
+    // The servers: every node but the client-only ones.
+    let servers: Vec<&str> = spec
+        .node_names
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| !spec.clients.contains(&NodeIdx::new(i)))
+        .map(|(_, n)| n.as_str())
+        .collect();
+    let peers = servers.join(",");
     // Clock hardware is set at boot: in warm-start mode the boot seed's.
     let clocks = faults::node_clocks(&spec.explore.clock, spec.node_names.len(), spec.stream_seed());
     let mut nodes = Vec::new();
