@@ -619,7 +619,12 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<ClusterError>().is_some()
                 || e.downcast_ref::<PackageError>().is_some()
                 || e.downcast_ref::<simcluster::image::oci::ImageError>().is_some()
-                || e.chain().any(|c| c.downcast_ref::<checker::failure_file::FailureFileError>().is_some());
+                || e.chain().any(|c| {
+                    // A failure file that cannot be read is bad input; one
+                    // that cannot be written (a full disk) is the host's.
+                    use checker::failure_file::FailureFileError;
+                    c.downcast_ref::<FailureFileError>().is_some_and(|f| !matches!(f, FailureFileError::Write { .. }))
+                });
             eprintln!("simcluster: error: {e:#}");
             use simcluster::exit_codes::{BAD_INPUT, HOST_ERROR};
             ExitCode::from(if bad_input { BAD_INPUT } else { HOST_ERROR })

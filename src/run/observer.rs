@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use checker::failure_file::{self, FailureRecord, RunParams, StrategySpec};
 use checker::strategy::Guided;
 use engine::strategy::Strategy;
@@ -358,7 +358,7 @@ impl<'a> Observer<'a> {
         let dir = self.opts.out.join("failures").join(record.label());
         std::fs::create_dir_all(&dir)?;
         let file = dir.join("failure.json");
-        failure_file::save(&file, &failure)?;
+        failure_file::save(&file, &failure).with_context(|| format!("cannot write {}", file.display()))?;
         Ok(Some(file))
     }
 
