@@ -109,7 +109,7 @@ pub fn inspect(file: &Path, opts: &RunOptions, req: &InspectRequest) -> Result<u
     spec.scratch = scratch.clone();
     let session = Session { loaded: &loaded, spec, quiet: opts.quiet };
     let until = resolve(req.until, &loaded);
-    let names = node_names(&loaded);
+    let names = loaded.cluster.node_names();
     for (node, _) in &req.execs {
         node_index(&names, node, file)?;
     }
@@ -258,10 +258,6 @@ fn describe_until(until: Until) -> String {
 
 fn seconds(t: VirtualTime) -> String {
     format!("{:.6} s", t.as_ns() as f64 / 1e9)
-}
-
-fn node_names(loaded: &Loaded) -> Vec<String> {
-    loaded.cluster.node_names()
 }
 
 /// The 0-based index of node `name`, or a clear error.

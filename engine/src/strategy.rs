@@ -104,6 +104,23 @@ impl ActionKind {
         )
     }
 
+    /// Does this kind begin a faulted interval, or is it a fault that is
+    /// one event? The ends (restart, resume, heal) are not: they go with
+    /// their start (what shrink removes whole, what inspection holds back).
+    pub fn is_fault_start(self) -> bool {
+        matches!(
+            self,
+            ActionKind::Crash
+                | ActionKind::PowerFailure
+                | ActionKind::Partition
+                | ActionKind::Pause
+                | ActionKind::ClockJump
+                | ActionKind::Kill
+                | ActionKind::ConnReset
+                | ActionKind::ConnStall
+        )
+    }
+
     /// The kind's fixed number (see [`ActionKind`]): what strategies that
     /// hash a kind use, so that their draws do not depend on the variants'
     /// places.

@@ -29,17 +29,7 @@ use engine::VirtualTime;
 /// A fault that begins a faulted interval or is one event: what shrink
 /// removes whole. Ends (restart, resume, heal) are not.
 pub fn is_fault_start(kind: ActionKind) -> bool {
-    matches!(
-        kind,
-        ActionKind::Crash
-            | ActionKind::PowerFailure
-            | ActionKind::Partition
-            | ActionKind::Pause
-            | ActionKind::ClockJump
-            | ActionKind::Kill
-            | ActionKind::ConnReset
-            | ActionKind::ConnStall
-    )
+    kind.is_fault_start()
 }
 
 /// One fault an execution took.

@@ -107,10 +107,10 @@ pub(crate) struct Inspecting {
 /// offers no fault: [`Execution::offers_faults`].)
 struct DefaultScheduler;
 
-/// Whether the engine offers `kind` only as a fault to explore.
+/// Whether the engine offers `kind` only as a fault to explore: every
+/// fault start but a partition (partitions come from the timeline).
 pub(super) fn is_fault(kind: ActionKind) -> bool {
-    use ActionKind::*;
-    matches!(kind, Crash | PowerFailure | Pause | ClockJump | Kill | ConnReset | ConnStall)
+    kind.is_fault_start() && kind != ActionKind::Partition
 }
 
 impl Strategy for DefaultScheduler {
