@@ -557,8 +557,38 @@ fn pin(c: &CommonArgs) -> anyhow::Result<Option<usize>> {
     Ok(cpu)
 }
 
-/// Says which `[[expect]] reached` names no execution reached.
+/// Says which `[[expect]] reached` names no execution reached, and lists
+/// the Antithesis SDK's assertions with their counts and verdicts.
 fn report_unreached(summary: &simcluster::run::Summary) {
+    if !summary.antithesis.is_empty() {
+        eprintln!("Antithesis SDK assertions over {} executions:", summary.executions);
+    }
+    for p in summary.antithesis.values() {
+        let c = &p.count;
+        let verdict = match p.why {
+            None => "passed".to_string(),
+            Some(why) => format!("FAILED: {why}"),
+        };
+        let at = if c.location.is_empty() { String::new() } else { format!(" at {}", c.location) };
+        let nodes = if c.nodes.is_empty() { String::new() } else { format!(" on {}", c.nodes.join(",")) };
+        let first = c.first_failure.as_deref().map(|f| format!("; first failure {f}")).unwrap_or_default();
+        eprintln!(
+            "  {verdict}: {}{at}: {} passing, {} failing lines in {} executions{nodes}{first}",
+            c.title(),
+            c.passes,
+            c.fails,
+            c.executions
+        );
+    }
+    for id in &summary.antithesis_unmet {
+        let p = &summary.antithesis[id];
+        eprintln!(
+            "NOT SATISFIED: Antithesis assertion {} {} in {} executions",
+            p.count.title(),
+            p.why.unwrap_or("failed"),
+            summary.executions
+        );
+    }
     for name in &summary.unreached {
         eprintln!(
             "NOT REACHED: no execution of {} printed \"@reached {name}\" (cluster.toml [[expect]] reached = {name:?}); \

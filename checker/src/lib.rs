@@ -20,6 +20,7 @@
 //! - [`failure_file`]: failure files (format 2).
 
 #![deny(missing_docs)]
+pub mod antithesis;
 pub mod collection_history;
 pub mod failure_file;
 pub mod history;

@@ -57,6 +57,7 @@ mod network;
 mod node;
 mod pending;
 mod roles;
+pub mod sdk;
 mod warm;
 
 pub use agent::READY_PROBE;
@@ -68,6 +69,7 @@ pub use host::{HostRequest, HostWorkload};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
 pub use roles::{valid_role, RoleSpec, ROLE_PROBE};
+pub use sdk::AntithesisSpec;
 pub use seeds::{boot_seed, entropy_seed, execution_seed, read_fault_seed};
 pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryCheckFn, HistoryOutcome, Lookahead};
 pub use steps::{StepLog, StepSpan};

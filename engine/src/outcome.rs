@@ -37,6 +37,8 @@ pub enum FailureKind {
     /// The host-side check found the recorded transactional history to
     /// hold an anomaly its consistency model forbids (or could not read it).
     Anomaly,
+    /// An Antithesis SDK assertion (`always` false, `unreachable` reached).
+    Assertion,
 }
 
 /// A failed execution: what failed, where, when, and the engine's message
@@ -71,6 +73,7 @@ impl FailureKind {
             FailureKind::Liveness => "Liveness",
             FailureKind::Linearizability => "Linearizability",
             FailureKind::Anomaly => "Anomaly",
+            FailureKind::Assertion => "Assertion",
         }
     }
 }

@@ -92,6 +92,9 @@ pub struct ExploreSpec {
     pub kill: KillSpec,
     /// Connection resets and stalls (`[faults.connection]`).
     pub connection: crate::conn_faults::ConnFaultSpec,
+    /// `[antithesis]`: SDK assertions checked, and the workload waits for
+    /// `setup_complete`.
+    pub antithesis: crate::sdk::AntithesisSpec,
 }
 
 /// Everything one execution needs; plain data so a failure file can

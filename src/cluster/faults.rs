@@ -263,6 +263,7 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
         )?),
         quiet_settle: quiet_settle(spec)?.map(std::time::Duration::from_nanos),
         faults_after,
+        antithesis: Default::default(),
         pause: node_faults::pause_spec(&f.pause, n, has_start)?,
         clock: node_faults::clock_spec(&f.clock, n)?,
         connection: super::conn_faults::conn_spec(&f.connection)?,

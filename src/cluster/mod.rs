@@ -19,6 +19,7 @@ use serde::Deserialize;
 
 pub use crate::image::kernel::KernelSeries;
 
+mod antithesis;
 mod checks;
 mod cluster_section;
 mod conn_faults;
@@ -38,6 +39,7 @@ pub mod schema;
 mod values;
 mod workload;
 
+pub use antithesis::{runner as test_composer_runner, AntithesisSection, Composer, COMPOSER_END};
 pub use checks::{CheckSection, ExpectSection, InvariantSection, LivenessSection};
 pub use cluster_section::{ClusterSection, CpuidMode, TimeTravel, Userspace};
 pub use disk::{DiskSection, DiskSettings};
@@ -85,6 +87,9 @@ pub struct ClusterFile {
     pub expects: Vec<ExpectSection>,
     /// `[roles]`: a probe that tells each node's role (absent: no roles).
     pub roles: Option<RolesSection>,
+    /// `[antithesis]`: the Antithesis SDK's output and Test Composer
+    /// (absent: neither).
+    pub antithesis: Option<AntithesisSection>,
 }
 
 /// A cluster directory, loaded and checked.
@@ -125,6 +130,8 @@ pub struct Cluster {
     pub expect_reached: Vec<String>,
     /// `[faults.disk]`, checked (0 for each fault absent).
     pub disk_faults: engine::DiskFaultRates,
+    /// `[antithesis] test_composer`: the workload is Test Composer.
+    pub composer: Option<Composer>,
 }
 
 impl Cluster {
@@ -144,7 +151,7 @@ impl Cluster {
     /// Reads `text` (the contents of `file` in cluster directory `dir`) and
     /// checks it section by section.
     pub fn parse(dir: &Path, file: &Path, text: &str) -> Result<Cluster, ClusterError> {
-        let spec: ClusterFile = toml::from_str(text)
+        let mut spec: ClusterFile = toml::from_str(text)
             .map_err(|e| ClusterError::Syntax { path: file.to_path_buf(), message: describe_toml_error(text, &e) })?;
         let invalid = |problem: Invalid| ClusterError::Invalid {
             path: file.to_path_buf(),
@@ -154,8 +161,12 @@ impl Cluster {
         // A file with several mistakes gets the first in this order; keep it
         // when adding checks, so the same file keeps getting the same error.
         let n = spec.cluster.check().map_err(&invalid)?;
+        let composer = antithesis::composer(&mut spec).map_err(&invalid)?;
         let (workload_node, host_workload) = workload::check(&spec.workload, n, dir).map_err(&invalid)?;
-        let invariants = checks::invariants(&spec.invariants, n).map_err(&invalid)?;
+        let mut invariants = checks::invariants(&spec.invariants, n).map_err(&invalid)?;
+        if composer.is_some() {
+            invariants.push((COMPOSER_END.to_string(), workload_node, antithesis::END_COMMAND.to_string()));
+        }
         let liveness = checks::liveness(&spec.liveness, n, &invariants).map_err(&invalid)?;
         let ready_probe = spec.node.ready_probe().map_err(&invalid)?;
         let role_probe = roles::role_probe(spec.roles.as_ref()).map_err(&invalid)?;
@@ -169,6 +180,7 @@ impl Cluster {
         let expect_reached = checks::expect_reached(&spec.expects).map_err(&invalid)?;
         let mut explore = faults::explore_spec(&spec, window_ns, crashes).map_err(&invalid)?;
         explore.roles = roles::role_spec(&spec).map_err(&invalid)?;
+        antithesis::explore(&spec, composer.is_some(), &mut explore);
         spec.image.check(dir).map_err(&invalid)?;
         let time_limit_ns = spec.run.time_limit_ns().map_err(&invalid)?;
         let partitions = network::partitions(&spec.faults, n, host_workload.is_some()).map_err(&invalid)?;
@@ -198,6 +210,7 @@ impl Cluster {
             partitions,
             expect_reached,
             disk_faults,
+            composer,
         })
     }
 

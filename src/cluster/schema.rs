@@ -64,6 +64,7 @@ pub fn tables() -> Vec<Table> {
         table::<super::conn_faults::ConnectionSection>("faults.connection"),
         table::<ExpectSection>("[expect]"),
         table::<RolesSection>("roles"),
+        table::<AntithesisSection>("antithesis"),
     ]
 }
 

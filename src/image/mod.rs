@@ -88,6 +88,13 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     if rootfs::agent_kills(cluster) {
         key.add_str("agent-kill").add_str(rootfs::AGENT_KILL);
     }
+    // Only with [antithesis]: every other image keeps its key.
+    if cluster.explore.antithesis.sdk {
+        key.add_str("agent-sdk").add_str(rootfs::AGENT_SDK);
+    }
+    if let Some(composer) = &cluster.composer {
+        key.add_str("test-composer").add_str(&crate::cluster::test_composer_runner(composer));
+    }
 
     for (guest, host) in &cluster.spec.image.files {
         let p = cluster.dir.join(host);

@@ -185,19 +185,37 @@ pub const AGENT_KILL: &str = r#"    kill) start_group KILL kill ;;
       fi ;;
 "#;
 
+/// The agent's part for `[antithesis]`, added before the start command
+/// only in the agent of such a cluster: every program the agent starts
+/// gets `ANTITHESIS_SDK_LOCAL_OUTPUT` (and `ANTITHESIS_OUTPUT_DIR`, its
+/// directory), a FIFO the agent reads; each JSON line an SDK writes there
+/// goes to the console as `@antithesis LINE` (see `engine::sdk`). Lines
+/// up to PIPE_BUF (4096 bytes) from several writers never interleave.
+pub const AGENT_SDK: &str = r#"export ANTITHESIS_OUTPUT_DIR=/run/antithesis ANTITHESIS_SDK_LOCAL_OUTPUT=/run/antithesis/sdk.jsonl
+$BB mkdir -p /run/antithesis
+$BB mkfifo -m 666 /run/antithesis/sdk.jsonl
+( exec 5<>/run/antithesis/sdk.jsonl
+  while IFS= read -r l <&5; do echo "@antithesis $l"; done ) &
+"#;
+
 /// Whether `cluster`'s agent has the [`AGENT_KILL`] verbs.
 pub fn agent_kills(cluster: &Cluster) -> bool {
     cluster.spec.faults.kill.max.is_some_and(|m| m > 0)
 }
 
 /// The agent script of `cluster`: [`AGENT`], with [`AGENT_KILL`] when it
-/// has kills.
+/// has kills and [`AGENT_SDK`] with `[antithesis]` (its `sdk`).
 pub fn agent_script(cluster: &Cluster) -> String {
-    if !agent_kills(cluster) {
-        return AGENT.to_string();
+    let mut agent = AGENT.to_string();
+    if agent_kills(cluster) {
+        let at = agent.find("    halt)").expect("the agent has a halt verb");
+        agent.insert_str(at, AGENT_KILL);
     }
-    let at = AGENT.find("    halt)").expect("the agent has a halt verb");
-    format!("{}{AGENT_KILL}{}", &AGENT[..at], &AGENT[at..])
+    if cluster.explore.antithesis.sdk {
+        let at = agent.find("if [ -f /sim/start ]").expect("the agent starts the start command");
+        agent.insert_str(at, AGENT_SDK);
+    }
+    agent
 }
 
 /// Writes init, the agent and the cluster's commands into `root`; `image`
@@ -241,6 +259,9 @@ pub fn write_agent_files(
         write("sim/disk-mount", &format!("{}\n", d.mount), 0o644)?;
     }
     write("sim/cmd/workload", &format!("{}\n", cluster.spec.workload.command), 0o644)?;
+    if let Some(composer) = &cluster.composer {
+        write("sim/test-composer", &crate::cluster::test_composer_runner(composer), 0o644)?;
+    }
     for (name, _, command) in &cluster.invariants {
         write(&format!("sim/cmd/{name}"), &format!("{command}\n"), 0o644)?;
     }

@@ -264,6 +264,7 @@ impl<'a> Observer<'a> {
                     explored,
                 }),
                 reached: checker::reach::reached(&result.trace),
+                antithesis: checker::antithesis::properties(&result.trace, |n| format!("n{n}")),
             };
             if let Some(dir) = &self.opts.pcap {
                 write_pcaps(&dir.join(record.label()), &pcaps)?;

@@ -72,6 +72,10 @@ pub struct ExecutionRecord {
     /// name (see `checker::reach`).
     #[serde(default)]
     pub reached: BTreeMap<String, u64>,
+    /// Antithesis SDK assertions its guests declared or evaluated, by id
+    /// (see `checker::antithesis`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub antithesis: BTreeMap<String, checker::antithesis::PropertyCount>,
 }
 
 /// What the summary line reports of one execution (the first failing one,
@@ -432,6 +436,15 @@ pub struct Summary {
     pub reached: BTreeMap<String, ReachedCount>,
     /// `[[expect]] reached` names no execution showed: the run fails.
     pub unreached: Vec<String>,
+    /// Antithesis SDK assertions over every execution, by id, each with
+    /// its verdict (`[antithesis]`; absent without assertions).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub antithesis: BTreeMap<String, SdkProperty>,
+    /// Ids of SDK assertions that must be shown at least once and never
+    /// were (`sometimes` never true, `reachable` or `always` never
+    /// reached): the run fails.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub antithesis_unmet: Vec<String>,
     /// `--strategy coverage`: coverage over time (each feature, the
     /// execution that first showed it and when).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -443,8 +456,19 @@ impl Summary {
     /// A property failed in some execution, or an expected name was never
     /// reached.
     pub fn failed(&self) -> bool {
-        self.failures > 0 || !self.unreached.is_empty()
+        self.failures > 0 || !self.unreached.is_empty() || !self.antithesis_unmet.is_empty()
     }
+}
+
+/// One SDK assertion over a run: its counts and verdict.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SdkProperty {
+    #[serde(flatten)]
+    pub count: checker::antithesis::PropertyCount,
+    /// `passed`, or `failed` with `why`.
+    pub verdict: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<&'static str>,
 }
 
 /// The summary line of one run, or of shards of one run (already checked
@@ -481,6 +505,24 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         }
     }
     let unreached = id.expect_reached.iter().filter(|n| reached[n.as_str()].executions == 0).cloned().collect();
+    let mut sdk = BTreeMap::new();
+    for e in &all {
+        checker::antithesis::add(&mut sdk, &e.antithesis);
+    }
+    // Unmet: failing with no violation to show for it (a violation failed
+    // its execution already).
+    let antithesis_unmet = sdk
+        .iter()
+        .filter(|(_, p)| p.failure().is_some_and(|w| w.contains("never")))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let antithesis = sdk
+        .into_iter()
+        .map(|(id, count)| {
+            let why = count.failure();
+            (id, SdkProperty { verdict: if why.is_some() { "failed" } else { "passed" }, why, count })
+        })
+        .collect();
     Some(Summary {
         executions: all.len() as u64,
         failures: failing.len() as u64,
@@ -534,6 +576,8 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         crash_points,
         reached,
         unreached,
+        antithesis,
+        antithesis_unmet,
         coverage: records.iter().find_map(|r| r.coverage.clone()),
         out,
     })

@@ -99,6 +99,11 @@ pub fn failure_index(failure: &Failure, meta: &ReportMeta, events: &[Event]) -> 
         FailureKind::GuestExit => matches!(k, EventKind::Exit { .. }),
         FailureKind::GuestHang => matches!(k, EventKind::Hung),
         FailureKind::TimeLimit => false,
+        FailureKind::Assertion => {
+            matches!(k, EventKind::Console { text } if engine::sdk::sdk_line(text).is_some_and(|l| {
+                matches!(l, Ok(engine::sdk::SdkLine::Assert(a)) if a.violated())
+            }))
+        }
     };
     let visible = |k: &EventKind| !matches!(k, EventKind::Run { .. });
     let last = |on: Option<u16>, f: &dyn Fn(&EventKind) -> bool| {

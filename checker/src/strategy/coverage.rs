@@ -9,7 +9,10 @@
 //!   trace, each with the virtual time it first appeared: every
 //!   `@reached`/`@sometimes` name, its count in power-of-two buckets (1, 2,
 //!   3-4, 5-8, ...), each kind of fault injected, a crash while a partition
-//!   was in force, and each name first reached after a fault of each kind.
+//!   was in force, and each name first reached after a fault of each kind;
+//!   with `[antithesis]`, each SDK assertion's outcome (true, false) and
+//!   each `antithesis_guidance` value in power-of-two buckets of how far
+//!   it went the way it wants (`crate::antithesis::features`).
 //! - **Corpus** ([`Corpus`]): an execution that shows a feature no earlier
 //!   execution showed becomes an entry: its execution seed, its decisions
 //!   (departures from the default scheduler) and the time of its newest
@@ -83,6 +86,9 @@ pub fn features(trace: &Trace) -> BTreeMap<String, u64> {
                     for f in &faults_seen {
                         note(format!("reached {name} after {f}"), at);
                     }
+                }
+                for feature in crate::antithesis::features(text) {
+                    note(feature, at);
                 }
                 None
             }

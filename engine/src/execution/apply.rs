@@ -259,9 +259,13 @@ impl Execution<'_> {
                     for line in self.nodes[i].console.feed(&o.bytes) {
                         self.nodes[i].remember_line(&line);
                         let begin = self.starts_faults(&line);
+                        let sdk = self.spec.explore.antithesis.sdk.then(|| crate::sdk::sdk_line(&line)).flatten();
                         self.trace.push(o.time, node_no, EventKind::Console { text: line });
                         if begin {
                             self.begin_faults();
+                        }
+                        if let Some(sdk) = sdk {
+                            self.on_sdk_line(i, sdk);
                         }
                     }
                 }

@@ -342,6 +342,7 @@ impl<'a> Execution<'a> {
             Phase::Booting => "the nodes did not all boot",
             Phase::Probing { .. } => "the nodes were not all ready ([node] ready)",
             Phase::Ready => unreachable!("a step leaves Ready before it looks at the time"),
+            Phase::Setup => "no node's Antithesis SDK reported setup_complete ([antithesis] setup_complete)",
             Phase::Workload => "the workload did not finish",
             Phase::Checks { .. } => "the invariants did not finish",
         };
@@ -388,6 +389,9 @@ impl<'a> Execution<'a> {
             let text = "every node ready: its readiness probe passed ([node] ready)".to_string();
             self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
             self.boot_done()?;
+        }
+        if self.script.phase == Phase::Setup && self.script.setup_seen && self.script.verdict.is_none() {
+            self.start_workload()?;
         }
         if let Phase::Checks { done } = self.script.phase {
             if done == self.spec.invariants.len() + self.spec.liveness.len() && self.script.verdict.is_none() {

@@ -31,6 +31,9 @@ pub(crate) enum Phase {
     /// an execution of its own begins at the next step (or in each child
     /// of a fork: see `crate::warm`).
     Ready,
+    /// `[antithesis]`: every node is ready, and the workload waits for
+    /// some node's SDK to report `setup_complete`.
+    Setup,
     Workload,
     /// Invariants and liveness checks sent; `done` of them answered.
     Checks {
@@ -47,11 +50,13 @@ pub(crate) struct Script {
     /// What the history check found, by anomaly name (transactional
     /// models; see `HistoryOutcome::anomalies`).
     pub anomalies: BTreeMap<String, u64>,
+    /// Some node's Antithesis SDK reported `setup_complete`.
+    pub setup_seen: bool,
 }
 
 impl Script {
     pub fn new() -> Script {
-        Script { phase: Phase::Booting, verdict: None, anomalies: BTreeMap::new() }
+        Script { phase: Phase::Booting, verdict: None, anomalies: BTreeMap::new(), setup_seen: false }
     }
 }
 

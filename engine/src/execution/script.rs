@@ -19,6 +19,12 @@ impl Execution<'_> {
     /// which crashes are possible.
     pub(crate) fn start_workload(&mut self) -> Result<(), EngineError> {
         let spec = self.spec;
+        if spec.explore.antithesis.await_setup && !self.script.setup_seen {
+            self.script.phase = Phase::Setup;
+            let text = "every node ready: the workload waits for setup_complete ([antithesis])".to_string();
+            self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+            return Ok(());
+        }
         self.script.phase = Phase::Workload;
         if spec.explore.faults_after.is_none() || self.faults.start_after_seen {
             self.begin_faults();
@@ -74,6 +80,29 @@ impl Execution<'_> {
         }
         self.faults.start_after_seen = true;
         self.script.phase == Phase::Workload && !self.faults.begun && !self.faults.calm
+    }
+
+    /// Node `from` printed an Antithesis SDK line: a violated assertion
+    /// fails the execution; `setup_complete` lets a waiting workload
+    /// start (at the end of this step: see `advance_script`).
+    pub(crate) fn on_sdk_line(&mut self, from: usize, line: Result<crate::sdk::SdkLine, String>) {
+        use crate::sdk::SdkLine;
+        match line {
+            Ok(SdkLine::Assert(a)) if a.violated() && self.script.verdict.is_none() => {
+                let what = a.describe_violation(&self.nodes[from].name);
+                self.fail(FailureKind::Assertion, Some(from), what);
+            }
+            Ok(SdkLine::Setup { status }) if status == "complete" && !self.script.setup_seen => {
+                self.script.setup_seen = true;
+                let text = format!("setup_complete from {} (Antithesis SDK)", self.nodes[from].name);
+                self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+            }
+            Ok(_) => {}
+            Err(why) => {
+                let text = format!("{}: an @antithesis line that cannot be read ({why})", self.nodes[from].name);
+                self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+            }
+        }
     }
 
     pub(crate) fn fail(&mut self, kind: FailureKind, node: Option<usize>, what: String) {
