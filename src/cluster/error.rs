@@ -9,7 +9,7 @@ use super::key_path::Invalid;
 pub enum ClusterError {
     #[error("{0}: no such cluster directory")]
     NoDir(PathBuf),
-    #[error("{0}: missing (a cluster directory holds a cluster.toml)")]
+    #[error("{0}: missing (a cluster directory holds a cluster.toml, or a compose file: compose.yaml, docker-compose.yml, ...)")]
     NoFile(PathBuf),
     #[error("{path}: cannot read: {source}")]
     Read { path: PathBuf, source: std::io::Error },
@@ -19,6 +19,13 @@ pub enum ClusterError {
     /// when the file writes it (see `cluster::locate`).
     #[error("{path}: {}{problem}", line_prefix(*.line))]
     Invalid { path: PathBuf, line: Option<usize>, problem: Invalid },
+    /// A compose cluster's file (see the `compose` crate).
+    #[error(transparent)]
+    Compose(#[from] compose::ComposeError),
+    /// A compose cluster's settings: `within` is `"x-simcluster: "` for
+    /// the compose file's block, empty for a cluster.toml beside it.
+    #[error("{path}: {within}{problem}")]
+    Settings { path: PathBuf, within: &'static str, problem: String },
 }
 
 fn line_prefix(line: Option<usize>) -> String {

@@ -22,6 +22,7 @@ pub use crate::image::kernel::KernelSeries;
 mod antithesis;
 mod checks;
 mod cluster_section;
+mod compose_file;
 mod conn_faults;
 mod disk;
 mod error;
@@ -132,6 +133,9 @@ pub struct Cluster {
     pub disk_faults: engine::DiskFaultRates,
     /// `[antithesis] test_composer`: the workload is Test Composer.
     pub composer: Option<Composer>,
+    /// A compose cluster: its services, one per node (`None`: cluster.toml
+    /// describes the nodes).
+    pub compose: Option<compose::Project>,
 }
 
 impl Cluster {
@@ -140,6 +144,9 @@ impl Cluster {
             return Err(ClusterError::NoDir(dir.to_path_buf()));
         }
         let file = dir.join("cluster.toml");
+        if let Some(compose_file) = compose::find(dir)? {
+            return compose_file::load(dir, &compose_file, &file);
+        }
         if !file.is_file() {
             return Err(ClusterError::NoFile(file));
         }
@@ -211,6 +218,7 @@ impl Cluster {
             expect_reached,
             disk_faults,
             composer,
+            compose: None,
         })
     }
 
@@ -225,6 +233,9 @@ impl Cluster {
     }
 
     pub fn node_names(&self) -> Vec<String> {
+        if let Some(p) = &self.compose {
+            return p.node_names();
+        }
         (1..=self.spec.cluster.nodes).map(|i| format!("n{i}")).collect()
     }
 }

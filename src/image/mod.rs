@@ -8,6 +8,7 @@
 pub mod apt;
 pub mod cache;
 pub mod clock_helper;
+pub mod compose_root;
 pub mod cpio;
 pub mod debs;
 pub mod disk;
@@ -76,6 +77,9 @@ pub fn build(cluster: &Cluster, quiet: bool) -> Result<Images> {
     packages.add_to_key(&mut key);
     if let Some(source) = &container {
         oci::add_to_key(source, &cluster.file, &mut key)?;
+    }
+    if let Some(project) = &cluster.compose {
+        compose_root::add_to_key(project, &cluster.file, &mut key)?;
     }
     let kernel = kernel::ensure_kernel(cluster.spec.cluster.kernel, quiet)?;
     let clock_helper = match cluster.spec.faults.clock.needs_helper() {
@@ -279,6 +283,10 @@ fn build_rootfs(
                 // Init and agent name their busybox /sim/busybox.
                 std::fs::create_dir_all(root.join("sim"))?;
                 std::os::unix::fs::symlink("../bin/busybox", root.join("sim/busybox"))?;
+                if let Some(project) = &cluster.compose {
+                    report("unpacking the services' images");
+                    compose_root::unpack(cluster, project, &root, work)?;
+                }
                 None
             }
             Some(source) => {

@@ -1,0 +1,167 @@
+//! docker-compose files as clusters: two services of two images (an OCI
+//! layout and a `docker save` archive, built here with umoci and skopeo),
+//! each its own node, reach each other by service name and alias, with the
+//! compose file's command, user, working directory, environment, volume,
+//! healthcheck and depends_on; bad compose input exits 2 naming the file
+//! and the key.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+fn sh(cmd: &str, dir: &Path) {
+    let out = Command::new("sh").arg("-c").arg(cmd).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// umoci, skopeo and a static busybox (the images' only program); false,
+/// with the skip recorded, where they are missing.
+fn tools() -> bool {
+    let have = |p: &str| {
+        Command::new("sh").arg("-c").arg(format!("command -v {p}")).output().is_ok_and(|o| o.status.success())
+    };
+    let static_busybox = Command::new("sh")
+        .arg("-c")
+        .arg("file -L /bin/busybox | grep -q 'statically linked'")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if have("umoci") && have("skopeo") && static_busybox {
+        return true;
+    }
+    testkit::skip(
+        testkit::Cause::Missing,
+        "umoci, skopeo or busybox-static is not installed (as root: apt-get install umoci skopeo busybox-static)",
+    );
+    false
+}
+
+/// An OCI layout `dir/NAME` tagged v1: busybox as /bin/busybox and /bin/sh,
+/// with the host's glibc and its files NSS module (static glibc resolves
+/// names through them, as in a Debian-based image), `setup` run in its
+/// root (`r`), then `config` (umoci config flags).
+fn image(dir: &Path, name: &str, setup: &str, config: &str) {
+    sh(
+        &format!(
+            "umoci init --layout {name} && umoci new --image {name}:v1 && umoci unpack --image {name}:v1 b \
+             && r=b/rootfs && mkdir -p $r/bin $r/etc && cp /bin/busybox $r/bin/busybox && ln -s busybox $r/bin/sh \
+             && echo 'root:x:0:0:root:/root:/bin/sh' > $r/etc/passwd && echo 'root:x:0:' > $r/etc/group \
+             && mkdir -p $r/lib64 $r/lib/x86_64-linux-gnu && cp -L /lib64/ld-linux-x86-64.so.2 $r/lib64/ \
+             && cp /lib/x86_64-linux-gnu/libc.so.6 /lib/x86_64-linux-gnu/libnss_files.so.2 $r/lib/x86_64-linux-gnu/ \
+             && echo 'hosts: files' > $r/etc/nsswitch.conf \
+             && {setup} && umoci repack --image {name}:v1 b && rm -rf b \
+             && umoci config --image {name}:v1 {config}"
+        ),
+        dir,
+    );
+}
+
+/// `web` (an OCI layout serving one page over HTTP) and `client` (a docker
+/// archive whose Cmd would only print; the compose file's command runs).
+fn images(dir: &Path) -> bool {
+    if !tools() {
+        return false;
+    }
+    image(
+        dir,
+        "web",
+        "mkdir -p $r/www && echo hello-from-web > $r/www/index.html",
+        "--config.cmd=/bin/busybox --config.cmd=httpd --config.cmd=-f --config.cmd=-p --config.cmd=8080 \
+         --config.cmd=-h --config.cmd=/www",
+    );
+    image(
+        dir,
+        "client",
+        "echo 'app:x:1000:1000:app:/home/app:/bin/sh' >> $r/etc/passwd && echo 'app:x:1000:' >> $r/etc/group \
+         && mkdir -p $r/data && echo seeded > $r/data/seed",
+        "--config.cmd=/bin/busybox --config.cmd=echo --config.cmd=image-cmd --config.env=FROM_IMAGE=yes",
+    );
+    sh("skopeo --insecure-policy copy --quiet oci:client:v1 docker-archive:client.tar:simcluster/client:v1", dir);
+    true
+}
+
+const COMPOSE: &str = r#"
+name: two-images
+services:
+  web:
+    image: oci:web:v1
+    hostname: www
+    healthcheck:
+      test: ["CMD", "/bin/busybox", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/"]
+      interval: 500ms
+      timeout: 2s
+      retries: 5
+    restart: always
+  client:
+    image: docker-archive:client.tar
+    user: app
+    working_dir: /work
+    environment:
+      - TARGET=web
+    command: sh -c 'wget -q -O /tmp/got http://$$TARGET:8080/ && echo "$$(id -u) $$(pwd) $$FROM_IMAGE $$(cat /data/seed) $$(cat /tmp/got)" > /tmp/client.out; exec sleep 1000'
+    depends_on:
+      web:
+        condition: service_healthy
+    volumes:
+      - data:/data
+    ports:
+      - "8080:8080"
+volumes:
+  data:
+x-simcluster:
+  cluster:
+    memory_mb: 128
+  workload:
+    node: client
+    command: "sleep 1; cat /tmp/client.out; grep -x '1000 /work yes seeded hello-from-web' /tmp/client.out && wget -q -O- http://www:8080/ | grep -x hello-from-web"
+"#;
+
+#[test]
+fn two_services_of_two_images_talk_by_service_name() {
+    let d = tempfile::tempdir().unwrap();
+    if !images(d.path()) {
+        return;
+    }
+    std::fs::write(d.path().join("compose.yaml"), COMPOSE).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["failures"], 0, "{r:?}");
+    // The ignored keys are named, once each.
+    assert!(r.stderr.contains("services.web.restart is ignored"), "{r:?}");
+    assert!(r.stderr.contains("services.client.ports is ignored"), "{r:?}");
+}
+
+#[test]
+fn bad_compose_input_exits_2_naming_the_file_and_every_key() {
+    let d = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "services:\n  web:\n    image: oci:nowhere\n    build: .\n    privileged: true\n    network_mode: host\n",
+            &["compose.yaml", "3 problems", "services.web.build", "services.web.network_mode", "nowhere"],
+        ),
+        (
+            "services:\n  web:\n    image: postgres:16\n",
+            &["compose.yaml", "services.web.image", "postgres:16", "registry"],
+        ),
+        ("services:\n  web:\n    image: [oci:x\n", &["compose.yaml", "line 3"]),
+        (
+            "services:\n  web:\n    image: oci:.\nx-simcluster:\n  faults:\n    crashh: 1\n",
+            &["compose.yaml", "x-simcluster", "crashh"],
+        ),
+        (
+            "services:\n  web:\n    image: oci:.\n    networks:\n      default:\n        ipv4_address: 10.0.0.7\n",
+            &["compose.yaml", "ipv4_address", "10.0.0.1"],
+        ),
+    ];
+    for (yaml, needles) in cases {
+        std::fs::write(d.path().join("compose.yaml"), yaml).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let r = run_cluster(d.path(), out.path(), &[]);
+        assert_eq!(r.code, 2, "{yaml}: {r:?}");
+        for n in *needles {
+            assert!(r.stderr.contains(n), "{yaml}: stderr lacks {n:?}: {r:?}");
+        }
+        assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "{yaml}: wrote into --out");
+    }
+}
