@@ -385,7 +385,7 @@ fn lookahead(flag: OnOff) -> engine::Lookahead {
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
-    /// The cluster directory (holds cluster.toml).
+    /// The cluster directory (holds cluster.toml, or a docker-compose file).
     #[arg(long, value_name = "CLUSTER_DIR")]
     images: PathBuf,
     /// Seed of the run; execution i uses a seed derived from it and i.

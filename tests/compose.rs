@@ -117,19 +117,33 @@ x-simcluster:
 "#;
 
 #[test]
-fn two_services_of_two_images_talk_by_service_name() {
+fn two_services_of_two_images_talk_by_service_name_and_replay() {
     let d = tempfile::tempdir().unwrap();
     if !images(d.path()) {
         return;
     }
     std::fs::write(d.path().join("compose.yaml"), COMPOSE).unwrap();
+    same_trace_every_time(d.path(), 2, &[], |r, j| {
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(j["failures"], 0, "{r:?}");
+        assert_eq!(j["nodes"], 2, "{r:?}");
+        // The ignored keys are named, once each.
+        assert_eq!(r.stderr.matches("services.web.restart is ignored").count(), 1, "{r:?}");
+        assert!(r.stderr.contains("services.client.ports is ignored"), "{r:?}");
+    });
+    // A failing workload names the service's node, and its failure file
+    // replays to the same failure (the cluster is loaded from the compose
+    // file again).
+    std::fs::write(d.path().join("compose.yaml"), COMPOSE.replace("| grep -x hello-from-web", "| grep -x nothing"))
+        .unwrap();
     let out = tempfile::tempdir().unwrap();
     let r = run_cluster(d.path(), out.path(), &[]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.json()["failures"], 0, "{r:?}");
-    // The ignored keys are named, once each.
-    assert!(r.stderr.contains("services.web.restart is ignored"), "{r:?}");
-    assert!(r.stderr.contains("services.client.ports is ignored"), "{r:?}");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.json()["failure"]["node"], "client", "{r:?}");
+    let file = out.path().join("failures/execution-0/failure.json");
+    let replay = run(&["replay", "--quiet", file.to_str().unwrap()]);
+    assert_eq!(replay.json()["reproduced"], true, "{replay:?}");
+    assert_eq!(replay.json()["failure"]["node"], "client", "{replay:?}");
 }
 
 #[test]

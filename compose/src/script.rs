@@ -180,6 +180,10 @@ impl Service {
             "  [ -e \"$R/etc/resolv.conf\" ] || { $BB rm -f \"$R/etc/resolv.conf\"; : > \"$R/etc/resolv.conf\"; }\n",
         );
         e.push_str(&format!("  $BB rm -f \"$R/etc/hostname\"; echo {} > \"$R/etc/hostname\"\n", q(&hostname)));
+        // The Antithesis SDK's output ([antithesis]): the agent's FIFO.
+        e.push_str(
+            "  [ -d /run/antithesis ] && $BB mkdir -p \"$R/run/antithesis\" && $BB mount --bind /run/antithesis \"$R/run/antithesis\"\n",
+        );
         e.push_str(&format!("  $BB hostname {}\n", q(&hostname)));
         for m in &self.mounts {
             match m {
