@@ -334,3 +334,81 @@ fn the_python_sdk_from_pypi_unchanged() {
         "{r:?}"
     );
 }
+
+/// The Rust SDK's program (scripts/antithesis-rust-sdk.sh), or `None` with
+/// the skip recorded.
+fn rust_sdk_program() -> Option<std::path::PathBuf> {
+    let out = std::process::Command::new(repo().join("scripts/antithesis-rust-sdk.sh")).output().unwrap();
+    if !out.status.success() {
+        testkit::skip(
+            testkit::Cause::Missing,
+            format!(
+                "scripts/antithesis-rust-sdk.sh could not build the Rust SDK's program: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        );
+        return None;
+    }
+    Some(String::from_utf8(out.stdout).unwrap().trim().into())
+}
+
+#[test]
+fn the_rust_sdk_from_crates_io_unchanged() {
+    let Some(program) = rust_sdk_program() else { return };
+    let body = std::fs::read(&program).unwrap();
+    let with_workload = |workload: &str| {
+        let d =
+            simple(2, Some("if [ $NODE_ID = 2 ]; then /usr/local/bin/sdk-rust setup; fi"), workload, "[antithesis]\n");
+        let toml = std::fs::read_to_string(d.path().join("cluster.toml")).unwrap();
+        let toml = toml.replace(
+            "packages = [\"busybox-static\"]",
+            "packages = [\"busybox-static\"]\nfiles = { \"/usr/local/bin/sdk-rust\" = \"sdk-rust\" }",
+        );
+        std::fs::write(d.path().join("cluster.toml"), toml).unwrap();
+        std::fs::write(d.path().join("sdk-rust"), &body).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.path().join("sdk-rust"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        d
+    };
+    // Good, under the coverage strategy: exit 0; the SDK's catalog declares
+    // the unreachable assertion, which passes unreached; the numeric
+    // guidance of assert_always_greater_than is a coverage feature.
+    let d = with_workload("/usr/local/bin/sdk-rust good && /usr/local/bin/sdk-rust good");
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &["--strategy", "coverage", "--executions", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    let props = &j["antithesis"];
+    for p in ["rust program ran", "rust mode is not bad", "rust pid above 1", "rust pid positive", "rust never here"] {
+        assert_eq!(props[p]["verdict"], "passed", "{p}: {props}");
+    }
+    assert_eq!(
+        (props["rust never here"]["passes"].as_u64(), props["rust never here"]["fails"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(props["rust mode is not bad"]["location"], "src/main.rs:17", "{props}");
+    let features = j["coverage"]["first_seen"].to_string();
+    assert!(features.contains("guidance rust pid positive"), "{features}");
+    assert!(features.contains("sdk Always rust mode is not bad true"), "{features}");
+
+    // A false always: exit 1, naming it.
+    let d = with_workload("/usr/local/bin/sdk-rust bad");
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let message = r.json()["failure"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with(
+            r#"Antithesis assertion Always "rust mode is not bad" was false on n1 at src/main.rs:17; details: {"mode":"bad"}"#
+        ),
+        "{message}"
+    );
+    // An unreachable reached: exit 1, naming it.
+    let d = with_workload("/usr/local/bin/sdk-rust never");
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let message = r.json()["failure"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with(r#"Antithesis assertion Unreachable "rust never here" was reached on n1"#),
+        "{message}"
+    );
+}

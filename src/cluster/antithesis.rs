@@ -49,7 +49,9 @@ pub struct Composer {
 impl AntithesisSection {
     /// The engine's part.
     pub(super) fn spec(&self) -> engine::AntithesisSpec {
-        engine::AntithesisSpec { sdk: self.sdk.unwrap_or(true), await_setup: self.setup_complete.unwrap_or(true) }
+        // Without the SDK's lines there is no setup_complete to wait for.
+        let sdk = self.sdk.unwrap_or(true);
+        engine::AntithesisSpec { sdk, await_setup: sdk && self.setup_complete.unwrap_or(true) }
     }
 
     /// Test Composer's settings, if it is on.
