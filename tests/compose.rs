@@ -69,16 +69,27 @@ fn images(dir: &Path) -> bool {
         "--config.cmd=/bin/busybox --config.cmd=httpd --config.cmd=-f --config.cmd=-p --config.cmd=8080 \
          --config.cmd=-h --config.cmd=/www",
     );
+    std::fs::write(dir.join("tc-get"), TC_GET).unwrap();
+    std::fs::write(dir.join("tc-assert"), TC_ASSERT).unwrap();
     image(
         dir,
         "client",
         "echo 'app:x:1000:1000:app:/home/app:/bin/sh' >> $r/etc/passwd && echo 'app:x:1000:' >> $r/etc/group \
-         && mkdir -p $r/data && echo seeded > $r/data/seed",
+         && mkdir -p $r/data && echo seeded > $r/data/seed && t=$r/opt/antithesis/test/v1/basic && mkdir -p $t \
+         && cp tc-get $t/parallel_driver_get && cp tc-assert $t/eventually_assert && chmod 755 $t/*",
         "--config.cmd=/bin/busybox --config.cmd=echo --config.cmd=image-cmd --config.env=FROM_IMAGE=yes",
     );
     sh("skopeo --insecure-policy copy --quiet oci:client:v1 docker-archive:client.tar:simcluster/client:v1", dir);
     true
 }
+
+/// The client image's Test Composer template `basic`: a driver that reads
+/// the web page by service name, and a check that says whether it may
+/// (`ASSERT_OK`, from the compose file) through the Antithesis SDK's output.
+const TC_GET: &str = "#!/bin/sh\nwget -q -O- http://web:8080/ | grep -qx hello-from-web\n";
+const TC_ASSERT: &str = r#"#!/bin/sh
+echo "{\"antithesis_assert\": {\"hit\": true, \"must_hit\": true, \"assert_type\": \"always\", \"display_type\": \"Always\", \"message\": \"web-serves\", \"condition\": $ASSERT_OK, \"id\": \"web-serves\", \"location\": {\"file\": \"/opt/check\", \"begin_line\": 1}, \"details\": {\"uid\": $(id -u)}}}" > "$ANTITHESIS_SDK_LOCAL_OUTPUT"
+"#;
 
 const COMPOSE: &str = r#"
 name: two-images
@@ -144,6 +155,50 @@ fn two_services_of_two_images_talk_by_service_name_and_replay() {
     let replay = run(&["replay", "--quiet", file.to_str().unwrap()]);
     assert_eq!(replay.json()["reproduced"], true, "{replay:?}");
     assert_eq!(replay.json()["failure"]["node"], "client", "{replay:?}");
+}
+
+/// The same two services under Test Composer, with the SDK: the template
+/// lives in the client's image and runs in its container, as its user.
+const COMPOSER: &str = r#"
+services:
+  web:
+    image: oci:web:v1
+    healthcheck:
+      test: ["CMD", "/bin/busybox", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/"]
+      interval: 500ms
+  client:
+    image: docker-archive:client.tar
+    user: app
+    environment: {ASSERT_OK: "true"}
+    command: ["sh", "-c", "echo '{\"antithesis_setup\": {\"status\": \"complete\", \"details\": null}}' > $$ANTITHESIS_SDK_LOCAL_OUTPUT; exec sleep 1000"]
+    depends_on:
+      web:
+        condition: service_healthy
+x-simcluster:
+  cluster: {memory_mb: 128}
+  antithesis: {test_composer: true, template: basic, drive_for: 1s}
+  workload: {node: client}
+"#;
+
+#[test]
+fn test_composer_and_the_sdk_run_in_a_services_container() {
+    let d = tempfile::tempdir().unwrap();
+    if !images(d.path()) {
+        return;
+    }
+    std::fs::write(d.path().join("compose.yaml"), COMPOSER).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["antithesis"]["web-serves"]["passes"], 1, "{r:?}");
+    std::fs::write(d.path().join("compose.yaml"), COMPOSER.replace("ASSERT_OK: \"true\"", "ASSERT_OK: \"false\""))
+        .unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["antithesis"]["web-serves"]["verdict"], "failed", "{r:?}");
+    assert!(j["failure"]["message"].as_str().unwrap().contains("web-serves"), "{r:?}");
+    assert!(j["antithesis"]["web-serves"]["first_failure"].as_str().unwrap().contains("\"uid\":1000"), "{r:?}");
 }
 
 #[test]

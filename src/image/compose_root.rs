@@ -38,10 +38,17 @@ fn named(project: &compose::Project, image: &compose::ImageRef, e: anyhow::Error
     }
 }
 
+/// Bump when what [`unpack`] writes changes (the scripts' own source is
+/// keyed whole: [`compose::SCRIPTS_RECIPE`]).
+const RECIPE: &str = "compose-root-2";
+
+/// Where Test Composer looks for templates ([antithesis] test_composer).
+const TEST_COMPOSER_ROOT: &str = "opt/antithesis/test/v1";
+
 /// Adds every image's identity and the services to the root filesystem's
 /// cache key (only for a compose cluster: other keys stay as they were).
 pub fn add_to_key(project: &compose::Project, cluster_file: &Path, key: &mut KeyHasher) -> Result<()> {
-    key.add_str("compose").add_str(compose::SCRIPTS_RECIPE);
+    key.add_str(RECIPE).add_str(compose::SCRIPTS_RECIPE);
     for image in &project.images {
         oci::add_to_key(&source(image), cluster_file, key).map_err(|e| named(project, image, e))?;
     }
@@ -79,11 +86,50 @@ pub fn unpack(cluster: &Cluster, project: &compose::Project, root: &Path, work: 
             has_sh: std::fs::symlink_metadata(dir.join("bin/sh")).is_ok(),
         });
         let _ = std::fs::remove_dir_all(&scratch);
+        test_composer_wrappers(&dir, root)?;
     }
     for (path, body) in project.guest_files(&configs).map_err(|e| BadInput(e.to_string()))? {
         let p = root.join(path.trim_start_matches('/'));
         std::fs::create_dir_all(p.parent().unwrap())?;
         std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Test Composer's commands are in a service's image; its runner looks
+/// for them in the node's own root. For every executable
+/// `/opt/antithesis/test/v1/TEMPLATE/COMMAND` of the image unpacked at
+/// `image`, the root gets one of that name that runs it in the node's
+/// service container (the first image that has a command wins).
+fn test_composer_wrappers(image: &Path, root: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(templates) = std::fs::read_dir(image.join(TEST_COMPOSER_ROOT)) else { return Ok(()) };
+    let mut templates: Vec<_> = templates.flatten().filter(|t| t.path().is_dir()).collect();
+    templates.sort_by_key(|t| t.file_name());
+    for t in templates {
+        let mut commands: Vec<_> = std::fs::read_dir(t.path())?.flatten().collect();
+        commands.sort_by_key(|c| c.file_name());
+        for c in commands {
+            let executable = c.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+            let (Some(tn), Some(cn)) =
+                (t.file_name().to_str().map(String::from), c.file_name().to_str().map(String::from))
+            else {
+                continue;
+            };
+            let rel = format!("{TEST_COMPOSER_ROOT}/{tn}/{cn}");
+            let dst = root.join(&rel);
+            if !executable || dst.exists() {
+                continue;
+            }
+            std::fs::create_dir_all(dst.parent().unwrap())?;
+            let body = format!(
+                "#!/sim/busybox sh\nexec /sim/busybox sh {}/enter {} \"$@\"\n",
+                compose::GUEST_DIR,
+                compose::shell_quote(&format!("/{rel}"))
+            );
+            std::fs::write(&dst, body).with_context(|| format!("writing {}", dst.display()))?;
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755))?;
+        }
     }
     Ok(())
 }
