@@ -115,12 +115,13 @@ fn check_settings(t: &Table, path: &Path, prefix: &str) -> Result<(), ComposeErr
         ("node", ": each service's command, entrypoint and healthcheck say what its node runs"),
     ] {
         if t.contains_key(k) {
-            problems.push(Problem { at: format!("{prefix}{k}"), detail: format!("{why}; remove [{k}]") });
+            let at = if prefix.is_empty() { format!("[{k}]") } else { format!("{prefix}{k}") };
+            problems.push(Problem { at, detail: format!("{why}; remove it") });
         }
     }
     if t.get("cluster").and_then(|c| c.get("nodes")).is_some() {
         problems.push(Problem {
-            at: format!("{prefix}cluster.nodes"),
+            at: if prefix.is_empty() { "[cluster] nodes".into() } else { format!("{prefix}cluster.nodes") },
             detail: ": every service is a node: the compose file says how many; remove it".into(),
         });
     }

@@ -346,7 +346,7 @@ fn settings_from_a_cluster_toml_beside_and_contradictions() {
     let e = parse(d.path(), &d.path().join("compose.yaml"), yaml, Some((&beside, "[node]\nstart = \"x\"\n")))
         .unwrap_err()
         .to_string();
-    has(&e, &["cluster.toml: node", "remove [node]"]);
+    has(&e, &["cluster.toml: [node]", "remove it"]);
     let e = parse(d.path(), &d.path().join("compose.yaml"), yaml, Some((&beside, "[run\n"))).unwrap_err().to_string();
     has(&e, &["cluster.toml: ", "line 1"]);
 }

@@ -34,16 +34,27 @@ pub(super) fn load(dir: &Path, file: &Path, beside: &Path) -> Result<Cluster, Cl
         None => (file.to_path_buf(), ""),
     };
     if let Err(e) = toml::from_str::<ClusterFile>(text) {
-        let table = e.span().map(|s| table_at(text, s.start)).unwrap_or_default();
-        let (path, within) = origin(&table);
-        let at = if table.is_empty() { String::new() } else { format!("[{table}]: ") };
+        let (table, line) = e.span().map(|s| table_at(text, s.start)).unwrap_or_default();
+        let (path, within) = origin(table.split('.').next().unwrap_or_default());
+        let at = match (table.is_empty(), line.split_once(" = ")) {
+            (true, _) => String::new(),
+            (false, Some((key, value))) => format!("[{table}] {key} = {value}: "),
+            (false, None) => format!("[{table}]: "),
+        };
         return Err(ClusterError::Settings { path, within, problem: format!("{at}{}", e.message().trim_end()) });
     }
+    // Messages about node names speak of nK: say which service each is.
+    let names: Vec<String> =
+        project.services.iter().enumerate().map(|(i, s)| format!("{} = n{}", s.name, i + 1)).collect();
     let mut cluster = Cluster::parse(dir, file, text).map_err(|e| match e {
         ClusterError::Invalid { problem, .. } => {
             let table = problem.at.walk().0.first().copied().unwrap_or_default();
             let (path, within) = origin(table);
-            ClusterError::Settings { path, within, problem: problem.to_string() }
+            let mut problem = problem.to_string();
+            if problem.contains("n1..n") || problem.contains(" node") {
+                problem.push_str(&format!(" (services: {})", names.join(", ")));
+            }
+            ClusterError::Settings { path, within, problem }
         }
         other => other,
     })?;
@@ -51,12 +62,17 @@ pub(super) fn load(dir: &Path, file: &Path, beside: &Path) -> Result<Cluster, Cl
     Ok(cluster)
 }
 
-/// The top-level table of the TOML `text` that offset `at` is in.
-fn table_at(text: &str, at: usize) -> String {
-    text[..at.min(text.len())]
+/// The table (dotted) of the TOML `text` that offset `at` is in, and the
+/// text of the line there.
+fn table_at(text: &str, at: usize) -> (String, String) {
+    let at = at.min(text.len());
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or_default().trim().to_string();
+    let table = text[..at]
         .lines()
         .rev()
         .find_map(|l| l.trim().strip_prefix('['))
-        .map(|h| h.trim_start_matches('[').trim_end_matches(']').split('.').next().unwrap_or_default().to_string())
-        .unwrap_or_default()
+        .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string())
+        .unwrap_or_default();
+    (table, line)
 }
