@@ -6,7 +6,9 @@
 //! the whole message, the execution seed and the replay command as its
 //! text; one per failing crash-state sibling (`execution 7, crash state
 //! 2`); one per `[[expect]] reached` name (`expect reached NAME`), failing
-//! when no execution reached it. The run's seed, strategy, trace hash and
+//! when no execution reached it; one per Antithesis SDK assertion
+//! (`antithesis Always "MESSAGE"`), failing with its verdict's reason. The
+//! run's seed, strategy, trace hash and
 //! images hash are suite properties. The file is written whole or not at
 //! all.
 //!
@@ -48,6 +50,13 @@ pub fn report(summary: &Summary, cluster: &str, expects: &[String]) -> String {
             ("unreached", message, String::new())
         });
         cases.push(Case { name: format!("expect reached {name}"), failure });
+    }
+    for p in summary.antithesis.values() {
+        let failure = p.why.map(|why| {
+            let text = p.count.first_failure.clone().map(|f| format!("first failure {f}")).unwrap_or_default();
+            ("assertion", format!("Antithesis assertion {} {why}", p.count.title()), text)
+        });
+        cases.push(Case { name: format!("antithesis {}", p.count.title()), failure });
     }
     let failures = cases.iter().filter(|c| c.failure.is_some()).count();
     let time = summary.wall_seconds.max(0.0);

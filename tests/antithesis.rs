@@ -81,6 +81,11 @@ fn sdk_lines_are_properties_and_setup_starts_the_workload() {
         "{message}"
     );
     assert_eq!(j["antithesis"]["x is small"]["verdict"], "failed");
+    // The report lists the execution's assertions and marks the line.
+    let html = std::fs::read_to_string(out.path().join("failures/execution-0/report.html")).unwrap();
+    assert!(html.contains("Antithesis SDK assertions (1)") && html.contains("<b>was false</b>"), "report.html");
+    let txt = std::fs::read_to_string(out.path().join("failures/execution-0/report.txt")).unwrap();
+    assert!(txt.contains(">> #") && txt.contains("console: @antithesis"), "{txt}");
     // The failure replays to the same failure.
     let replay = run(&["replay", "--quiet", j["failure_file"].as_str().unwrap()]);
     assert_eq!(replay.code, 0, "{replay:?}");
@@ -95,10 +100,28 @@ fn sdk_lines_are_properties_and_setup_starts_the_workload() {
     let reachable = assert_line("reachability", "Reachable", false, false, true, "got there");
     let d = sdk_cluster(&[reachable, sometimes(false, false), sometimes(false, true)]);
     let out = tempfile::tempdir().unwrap();
-    let r = run_cluster(d.path(), out.path(), &["--executions", "2"]);
+    let xml = out.path().join("junit.xml");
+    let r = run_cluster(d.path(), out.path(), &["--executions", "2", "--junit", xml.to_str().unwrap()]);
     assert_eq!(r.code, 1, "{r:?}");
     let j = r.json();
     assert_eq!(j["failures"], 0, "no execution failed: {j}");
+    // JUnit: one case per assertion, failing with the reason.
+    let suites = junit_parser::from_reader(std::io::BufReader::new(std::fs::File::open(&xml).unwrap())).unwrap();
+    let case = |name: &str| {
+        let cases = &suites.suites[0].cases;
+        cases
+            .iter()
+            .find(|c| c.original_name == name)
+            .unwrap_or_else(|| panic!("no case {name}: {cases:?}"))
+            .status
+            .clone()
+    };
+    match case("antithesis Sometimes \"x was big\"") {
+        junit_parser::TestStatus::Failure(f) => {
+            assert_eq!(f.message, "Antithesis assertion Sometimes \"x was big\" was never true", "{f:?}")
+        }
+        other => panic!("{other:?}"),
+    }
     assert_eq!(j["antithesis_unmet"], serde_json::json!(["got there", "x was big"]), "{j}");
     assert!(
         r.stderr.contains("NOT SATISFIED: Antithesis assertion Sometimes \"x was big\" was never true in 2 executions"),

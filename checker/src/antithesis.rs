@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use engine::sdk::{sdk_line, PropertyKind, SdkLine};
-use engine::trace::{EventKind, Trace};
+use engine::trace::{Event, EventKind, Trace};
 use serde::{Deserialize, Serialize};
 
 /// One property (assertion) of one execution, or of a whole run.
@@ -80,8 +80,13 @@ fn kind_of(display_type: &str, must_hit: bool) -> PropertyKind {
 /// Every property an execution's SDKs declared or evaluated, by id;
 /// `node_name` names a node by its trace number.
 pub fn properties(trace: &Trace, node_name: impl Fn(u16) -> String) -> BTreeMap<String, PropertyCount> {
+    properties_of(trace.events(), node_name)
+}
+
+/// [`properties`] of a list of events (a report's).
+pub fn properties_of(events: &[Event], node_name: impl Fn(u16) -> String) -> BTreeMap<String, PropertyCount> {
     let mut props: BTreeMap<String, PropertyCount> = BTreeMap::new();
-    for e in trace.events() {
+    for e in events {
         let EventKind::Console { text } = &e.kind else { continue };
         let Some(Ok(SdkLine::Assert(a))) = sdk_line(text) else { continue };
         let display_type = if a.display_type.is_empty() { a.assert_type.clone() } else { a.display_type.clone() };

@@ -221,6 +221,7 @@ impl<'a> Observer<'a> {
         let explored = group.explored;
         for done in group.runs {
             let Done { spec, executed: Executed { result, pcaps }, crash_state } = done;
+            let names = self.cluster.node_names();
             let mut record = ExecutionRecord {
                 execution: index,
                 crash_state: crash_state.map(|(_, k)| k),
@@ -264,7 +265,9 @@ impl<'a> Observer<'a> {
                     explored,
                 }),
                 reached: checker::reach::reached(&result.trace),
-                antithesis: checker::antithesis::properties(&result.trace, |n| format!("n{n}")),
+                antithesis: checker::antithesis::properties(&result.trace, |n| {
+                    names.get(usize::from(n).wrapping_sub(1)).cloned().unwrap_or_else(|| format!("n{n}"))
+                }),
             };
             if let Some(dir) = &self.opts.pcap {
                 write_pcaps(&dir.join(record.label()), &pcaps)?;

@@ -18,7 +18,41 @@ pub(super) fn header(p: &Page, h: &mut String) {
     h.push_str("</p>\n<div class=\"sumrow\">\n");
     node_table(p, h);
     fault_index(p, h);
+    sdk_assertions(p, h);
     h.push_str("</div>\n</section>\n");
+}
+
+/// The Antithesis SDK's assertions of the whole execution, declared or
+/// evaluated, with their counts and this execution's verdicts (none
+/// without `@antithesis` lines).
+fn sdk_assertions(p: &Page, h: &mut String) {
+    let m = p.meta();
+    let props = crate::antithesis::properties_of(p.a.events, |n| node_name(m, n));
+    if props.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<details open><summary>Antithesis SDK assertions ({})</summary>\n<table class=\"nodes\">\n\
+         <tr><th>assertion</th><th>where</th><th>passing</th><th>failing</th><th>nodes</th><th>in this execution</th></tr>",
+        props.len()
+    );
+    for c in props.values() {
+        let verdict = match c.failure() {
+            None => "passed".to_string(),
+            Some(why) => format!("<b>{why}</b>"),
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td></tr>",
+            esc(&c.title(), TITLE_CHARS),
+            esc(&c.location, TITLE_CHARS),
+            c.passes,
+            c.fails,
+            esc(&c.nodes.join(", "), TITLE_CHARS)
+        );
+    }
+    h.push_str("</table>\n</details>\n");
 }
 
 /// Faults and failed checks: listed in the index at the top of the page,
