@@ -201,6 +201,50 @@ fn test_composer_and_the_sdk_run_in_a_services_container() {
     assert!(j["antithesis"]["web-serves"]["first_failure"].as_str().unwrap().contains("\"uid\":1000"), "{r:?}");
 }
 
+/// web records each boot in its named volume, synced; it loses power at
+/// 1 s and comes back: its healthcheck passes again, the client reaches it
+/// by name, and the volume (the node's disk) holds both boots.
+const CRASH: &str = r#"
+services:
+  web:
+    image: oci:web:v1
+    entrypoint: ["/bin/sh", "-c", "echo boot >> /data/boots; /bin/busybox sync; exec /bin/busybox httpd -f -p 8080 -h /www"]
+    volumes: ["state:/data"]
+    healthcheck:
+      test: ["CMD-SHELL", "wget -q -O /dev/null http://127.0.0.1:8080/"]
+      interval: 200ms
+  client:
+    image: docker-archive:client.tar
+    command: ["sleep", "1000"]
+volumes:
+  state:
+x-simcluster:
+  cluster: {memory_mb: 128}
+  workload:
+    node: client
+    command: "sleep 2; for i in 1 2 3 4 5; do wget -q -O- http://web:8080/ && exit 0; sleep 1; done; exit 1"
+  faults:
+    crash:
+      schedule:
+        - {at: 1s, nodes: [web]}
+      restart_after: 500ms
+  invariant:
+    - {name: booted-twice, node: web, command: "test $(wc -l < /data/boots) = 2"}
+"#;
+
+#[test]
+fn a_services_volume_survives_its_nodes_power_loss() {
+    let d = tempfile::tempdir().unwrap();
+    if !images(d.path()) {
+        return;
+    }
+    std::fs::write(d.path().join("compose.yaml"), CRASH).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["crashes"], 1, "{r:?}");
+}
+
 #[test]
 fn bad_compose_input_exits_2_naming_the_file_and_every_key() {
     let d = tempfile::tempdir().unwrap();

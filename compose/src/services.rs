@@ -187,6 +187,19 @@ pub(crate) fn read(cx: &mut Cx, doc: &Value) -> Option<Project> {
             );
             continue;
         }
+        // nK names node K wherever the settings name a node.
+        let own = format!("n{}", i + 1);
+        if name != own && name.strip_prefix('n').is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+        {
+            cx.bad(
+                &at,
+                format!(
+                    ": this service is node {} ({own}); a service named like another node (n1, n2, ...) is refused",
+                    i + 1
+                ),
+            );
+            continue;
+        }
         let Some(m) = v.as_mapping() else {
             cx.bad(&at, ": a service is a mapping of keys");
             continue;

@@ -289,6 +289,8 @@ fn bad_yaml_and_bad_shapes_name_file_line_and_problem() {
     has(&err("services: {}\n"), &["services", "at least one service"]);
     has(&err("services:\n  host:\n    image: oci:web\n"), &["services.host", "\"host\""]);
     has(&err("services:\n  a: 3\n"), &["services.a", "mapping"]);
+    has(&err("services:\n  n2:\n    image: oci:web\n"), &["services.n2", "node 1 (n1)"]);
+    ok("services:\n  n1:\n    image: oci:web\n  n2:\n    image: oci:web\n");
 }
 
 #[test]
