@@ -435,3 +435,17 @@ fn the_rust_sdk_from_crates_io_unchanged() {
         "{message}"
     );
 }
+
+#[test]
+fn a_thousand_lines_from_two_writers_all_arrive() {
+    // Two processes write 500 lines each at once; every line arrives whole.
+    let line = assert_line("always", "Always", true, true, true, "x is small");
+    let writer = format!("i=0; while [ $i -lt 500 ]; do {line}; i=$((i+1)); done");
+    let d = simple(1, None, &format!("( {writer} ) & ( {writer} ) & wait"), "[antithesis]\nsetup_complete = false\n");
+    let out = tempfile::tempdir().unwrap();
+    let r = run_cluster(d.path(), out.path(), &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["antithesis"]["x is small"]["passes"], 1000, "{r:?}");
+    let t = texts(out.path());
+    assert!(!t.iter().any(|l| l.contains("cannot be read")), "a line was cut");
+}
