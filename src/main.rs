@@ -580,6 +580,16 @@ fn report_unreached(summary: &simcluster::run::Summary) {
             c.executions
         );
     }
+    if !summary.test_composer.is_empty() {
+        eprintln!("Test Composer commands over {} executions:", summary.executions);
+    }
+    for (name, c) in &summary.test_composer {
+        let failed = match c.first_failed_status {
+            Some(s) => format!(", {} with a non-zero status (first {s})", c.failed),
+            None => String::new(),
+        };
+        eprintln!("  {name}: {} runs{failed}", c.runs);
+    }
     for id in &summary.antithesis_unmet {
         let p = &summary.antithesis[id];
         eprintln!(

@@ -190,6 +190,15 @@ fn test_composer_runs_a_template_by_the_rules() {
     assert!(first < drivers && drivers < faults && faults < driver, "{t:#?}");
     assert!(driver < quiet && quiet < eventually && eventually < finally, "{t:#?}");
     assert_eq!(t.iter().filter(|l| l.contains("start first_setup")).count(), 1, "first_ runs once");
+    let commands = &r.json()["test_composer"];
+    for name in ["first_setup", "eventually_log", "finally_done"] {
+        assert_eq!(
+            (commands[name]["runs"].as_u64(), commands[name]["failed"].as_u64()),
+            (Some(1), Some(0)),
+            "{commands}"
+        );
+    }
+    assert!(commands["parallel_driver_put"]["runs"].as_u64() >= Some(1), "{commands}");
     assert!(t.iter().any(|l| l == "first-ran") && t.iter().any(|l| l == "finally-ran"), "output on the console");
     // Nothing else starts or ends while a serial driver runs.
     for (i, _) in t.iter().enumerate().filter(|(_, l)| l.contains("serial_driver_count exited")) {
@@ -209,6 +218,13 @@ fn test_composer_runs_a_template_by_the_rules() {
     let message = r.json()["failure"]["message"].as_str().unwrap().to_string();
     assert!(message.contains("exited with status 3"), "{message}");
     assert!(message.contains("test-composer: failed: parallel_driver_broken exited 3"), "{message}");
+    let broken = &r.json()["test_composer"]["parallel_driver_broken"];
+    assert_eq!(broken["first_failed_status"], 3, "{r:?}");
+    let html = std::fs::read_to_string(out.path().join("failures/execution-0/report.html")).unwrap();
+    assert!(
+        html.contains("Test Composer commands (") && html.contains("<td>parallel_driver_broken</td>"),
+        "report.html"
+    );
     // And so does an eventually_ command, after the faults stopped.
     let d = composer_cluster(&[("eventually_zz_bad", "exit 4")]);
     let r = run_cluster(d.path(), out.path(), &["--seed", "2"]);

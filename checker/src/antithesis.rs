@@ -126,6 +126,53 @@ pub fn properties_of(events: &[Event], node_name: impl Fn(u16) -> String) -> BTr
     props
 }
 
+/// One Test Composer command over an execution or a run: how often it
+/// ended and how often with a non-zero status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandCount {
+    /// Runs that ended (`test-composer: NAME exited STATUS`).
+    pub runs: u64,
+    /// Of those, runs with a non-zero status.
+    pub failed: u64,
+    /// The first non-zero status, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failed_status: Option<i64>,
+}
+
+/// Every Test Composer command that ended in `events` (the runner's
+/// `test-composer: NAME exited STATUS` console lines), by name.
+pub fn composer_commands(events: &[Event]) -> BTreeMap<String, CommandCount> {
+    let mut commands: BTreeMap<String, CommandCount> = BTreeMap::new();
+    for e in events {
+        let EventKind::Console { text } = &e.kind else { continue };
+        let Some(rest) = text.trim().strip_prefix("test-composer: ") else { continue };
+        let Some((name, status)) = rest.split_once(" exited ") else { continue };
+        let Ok(status) = status.trim().parse::<i64>() else { continue };
+        if name.contains(' ') {
+            continue;
+        }
+        let c = commands.entry(name.to_string()).or_default();
+        c.runs += 1;
+        if status != 0 {
+            c.failed += 1;
+            c.first_failed_status.get_or_insert(status);
+        }
+    }
+    commands
+}
+
+/// Adds one execution's command counts into a run's.
+pub fn add_commands(run: &mut BTreeMap<String, CommandCount>, execution: &BTreeMap<String, CommandCount>) {
+    for (name, c) in execution {
+        let r = run.entry(name.clone()).or_default();
+        r.runs += c.runs;
+        r.failed += c.failed;
+        if r.first_failed_status.is_none() {
+            r.first_failed_status = c.first_failed_status;
+        }
+    }
+}
+
 /// Adds one execution's properties into a run's.
 pub fn add(run: &mut BTreeMap<String, PropertyCount>, execution: &BTreeMap<String, PropertyCount>) {
     for (id, p) in execution {
@@ -211,6 +258,31 @@ mod tests {
         assert_eq!(run["s"].executions, 2);
         assert_eq!(run["a"].failure(), Some("was false"));
         assert_eq!(run["a"].first_failure.as_deref(), Some(r#"on n3: {"k":1}"#));
+    }
+
+    #[test]
+    fn composer_commands_are_counted() {
+        let mut t = Trace::new();
+        let at = engine::VirtualTime::from_ns;
+        for (i, text) in [
+            "test-composer: start parallel_driver_a",
+            "test-composer: parallel_driver_a exited 0",
+            "test-composer: parallel_driver_a exited 3",
+            "test-composer: failed: parallel_driver_a exited 3",
+            "test-composer: finally_b exited 0",
+            "parallel_driver_a exited 9",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            t.push(at(i as u64), 2, EventKind::Console { text: text.into() });
+        }
+        let c = composer_commands(t.events());
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert_eq!(c["parallel_driver_a"], CommandCount { runs: 2, failed: 1, first_failed_status: Some(3) });
+        let mut run = c.clone();
+        add_commands(&mut run, &c);
+        assert_eq!(run["finally_b"], CommandCount { runs: 2, failed: 0, first_failed_status: None });
     }
 
     #[test]

@@ -268,6 +268,7 @@ impl<'a> Observer<'a> {
                 antithesis: checker::antithesis::properties(&result.trace, |n| {
                     names.get(usize::from(n).wrapping_sub(1)).cloned().unwrap_or_else(|| format!("n{n}"))
                 }),
+                test_composer: checker::antithesis::composer_commands(result.trace.events()),
             };
             if let Some(dir) = &self.opts.pcap {
                 write_pcaps(&dir.join(record.label()), &pcaps)?;

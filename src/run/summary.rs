@@ -76,6 +76,10 @@ pub struct ExecutionRecord {
     /// (see `checker::antithesis`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub antithesis: BTreeMap<String, checker::antithesis::PropertyCount>,
+    /// Test Composer's commands that ended, by name (`[antithesis]
+    /// test_composer`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub test_composer: BTreeMap<String, checker::antithesis::CommandCount>,
 }
 
 /// What the summary line reports of one execution (the first failing one,
@@ -445,6 +449,10 @@ pub struct Summary {
     /// reached): the run fails.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub antithesis_unmet: Vec<String>,
+    /// Test Composer's commands over every execution, by name: runs that
+    /// ended, how many with a non-zero status, the first such status.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub test_composer: BTreeMap<String, checker::antithesis::CommandCount>,
     /// `--strategy coverage`: coverage over time (each feature, the
     /// execution that first showed it and when).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -506,8 +514,10 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
     }
     let unreached = id.expect_reached.iter().filter(|n| reached[n.as_str()].executions == 0).cloned().collect();
     let mut sdk = BTreeMap::new();
+    let mut test_composer = BTreeMap::new();
     for e in &all {
         checker::antithesis::add(&mut sdk, &e.antithesis);
+        checker::antithesis::add_commands(&mut test_composer, &e.test_composer);
     }
     // Unmet: failing with no violation to show for it (a violation failed
     // its execution already).
@@ -578,6 +588,7 @@ pub fn summarize(records: &[RunRecord], out: PathBuf) -> Option<Summary> {
         unreached,
         antithesis,
         antithesis_unmet,
+        test_composer,
         coverage: records.iter().find_map(|r| r.coverage.clone()),
         out,
     })

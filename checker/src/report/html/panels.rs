@@ -19,6 +19,7 @@ pub(super) fn header(p: &Page, h: &mut String) {
     node_table(p, h);
     fault_index(p, h);
     sdk_assertions(p, h);
+    composer_commands(p, h);
     h.push_str("</div>\n</section>\n");
 }
 
@@ -50,6 +51,31 @@ fn sdk_assertions(p: &Page, h: &mut String) {
             c.passes,
             c.fails,
             esc(&c.nodes.join(", "), TITLE_CHARS)
+        );
+    }
+    h.push_str("</table>\n</details>\n");
+}
+
+/// Test Composer's commands of the execution: runs, non-zero exits.
+fn composer_commands(p: &Page, h: &mut String) {
+    let commands = crate::antithesis::composer_commands(p.a.events);
+    if commands.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<details open><summary>Test Composer commands ({})</summary>\n<table class=\"nodes\">\n\
+         <tr><th>command</th><th>runs</th><th>non-zero</th><th>first non-zero status</th></tr>",
+        commands.len()
+    );
+    for (name, c) in &commands {
+        let first = c.first_failed_status.map(|s| format!("<b>{s}</b>")).unwrap_or_default();
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{first}</td></tr>",
+            esc(name, TITLE_CHARS),
+            c.runs,
+            c.failed
         );
     }
     h.push_str("</table>\n</details>\n");
