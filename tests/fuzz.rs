@@ -201,3 +201,44 @@ fn oci_config() {
     // gives tens of configurations.
     assert!(read * 50 >= total, "only {read} of {total} inputs got past the JSON parser");
 }
+
+/// docker-compose files: YAML (serde_yaml_ng), every service key's forms,
+/// `x-simcluster` as cluster.toml and then `Cluster::parse` on the text the
+/// compose crate writes, as `Cluster::load` does.
+#[test]
+fn compose_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("web")).unwrap();
+    let file = dir.path().join("compose.yaml");
+    let dictionary: &[&[u8]] = &[
+        b"\n    image: oci:web\n",
+        b"\n  x:\n    image: docker-archive:/dev/zero\n",
+        b"\n    depends_on: [x]\n",
+        b"\n    healthcheck:\n      test: [\"CMD\"]\n",
+        b"<<: *a",
+        b"&a ",
+        b"${X:-",
+        b"$$",
+        b"!!binary ",
+        b"nodes: 0",
+        b"\"\\u0000\"",
+        b"\n    volumes: [\"v:/x:ro\"]\n",
+        b"\n    env_file: /dev/zero\n",
+    ];
+    let (mut checked, mut total) = (0u64, 0u64);
+    Target::new("compose_file", &corpus("compose_file")).dictionary(dictionary).run(2_000, |input| {
+        total += 1;
+        let text = String::from_utf8_lossy(input);
+        match compose::parse(dir.path(), &file, &text, None) {
+            Ok(project) => {
+                checked += 1;
+                let _ = Cluster::parse(dir.path(), &file, &project.cluster_toml);
+                let _ = project.guest_files(&vec![compose::ImageConfig::default(); project.images.len()]);
+            }
+            Err(compose::ComposeError::Invalid { .. }) => checked += 1,
+            Err(_) => {}
+        }
+    });
+    eprintln!("fuzz compose_file: {checked} of {total} inputs reached the checks");
+    assert!(checked * 20 >= total, "only {checked} of {total} inputs got past the YAML parser into the checks");
+}

@@ -531,6 +531,9 @@ fn environment(cx: &mut Cx, at: &str, v: &Value, out: &mut BTreeMap<String, Stri
     }
 }
 
+/// The largest `env_file` read.
+const ENV_FILE_MAX: u64 = 1 << 20;
+
 /// `env_file:` files (relative to the cluster directory), in order.
 fn env_files(cx: &mut Cx, at: &str, v: &Value, out: &mut BTreeMap<String, String>) {
     let entries: Vec<(String, bool)> = match v {
@@ -549,6 +552,14 @@ fn env_files(cx: &mut Cx, at: &str, v: &Value, out: &mut BTreeMap<String, String
     };
     for (path, required) in entries {
         let p = cx.dir.join(&path);
+        // A regular file of sane size: not a device or a FIFO that never ends.
+        match std::fs::metadata(&p) {
+            Ok(m) if !m.is_file() || m.len() > ENV_FILE_MAX => {
+                cx.bad(at, format!(" = {path:?}: {} is not a regular file of at most 1 MiB", p.display()));
+                continue;
+            }
+            _ => {}
+        }
         let text = match std::fs::read_to_string(&p) {
             Ok(t) => t,
             Err(_) if !required => continue,

@@ -96,6 +96,10 @@ fn environment_in_list_and_map_forms_and_env_files() {
         &err("services:\n  a:\n    image: oci:web\n    env_file: nowhere.env\n"),
         &["services.a.env_file", "nowhere.env"],
     );
+    has(
+        &err("services:\n  a:\n    image: oci:web\n    env_file: /dev/zero\n"),
+        &["services.a.env_file", "not a regular file"],
+    );
 }
 
 #[test]
