@@ -244,3 +244,47 @@ pub(super) fn explore(spec: &super::ClusterFile, composer: bool, explore: &mut e
         explore.quiet_settle.get_or_insert(std::time::Duration::ZERO);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Cluster;
+    use super::*;
+
+    fn parse(extra: &str, workload: &str) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("[cluster]\nnodes = 2\n[workload]\nnode = \"n2\"\n{workload}{extra}");
+        Cluster::parse(dir.path(), &dir.path().join("cluster.toml"), &text).unwrap()
+    }
+
+    #[test]
+    fn without_the_table_nothing_changes() {
+        let c = parse("", "command = \"true\"\n");
+        assert_eq!(c.explore.antithesis, engine::AntithesisSpec::default());
+        assert!(c.composer.is_none() && c.explore.faults_after.is_none() && c.explore.quiet_settle.is_none());
+    }
+
+    #[test]
+    fn an_empty_table_reads_the_sdk_and_waits_for_setup() {
+        let c = parse("[antithesis]\n", "command = \"true\"\n");
+        assert_eq!(c.explore.antithesis, engine::AntithesisSpec { sdk: true, await_setup: true });
+        assert!(c.composer.is_none() && c.invariants.is_empty());
+        let c = parse("[antithesis]\nsdk = false\n", "command = \"true\"\n");
+        assert_eq!(c.explore.antithesis, engine::AntithesisSpec { sdk: false, await_setup: false });
+    }
+
+    #[test]
+    fn test_composer_is_the_workload_and_a_check_after_a_quiet_period() {
+        let c = parse("[antithesis]\ntest_composer = true\ntemplate = \"it's\"\ndrive_for = \"1500ms\"\n", "");
+        assert_eq!(c.spec.workload.command, DRIVE_COMMAND);
+        assert_eq!(c.invariants, vec![(COMPOSER_END.to_string(), 1, END_COMMAND.to_string())]);
+        assert_eq!(c.explore.faults_after.as_deref(), Some(COMPOSER_DRIVERS));
+        assert_eq!(c.explore.quiet_settle, Some(std::time::Duration::ZERO));
+        let composer = c.composer.unwrap();
+        assert_eq!(composer, Composer { template: Some("it's".into()), drive_for_ns: 1_500_000_000 });
+        let script = runner(&composer);
+        assert!(script.contains("TEMPLATE='it'\\''s'\nDRIVE_CS=150\n"), "{script}");
+        // A start_after of the cluster's own stays.
+        let c = parse("[faults]\nstart_after = \"mine\"\n[antithesis]\ntest_composer = true\n", "");
+        assert_eq!(c.explore.faults_after.as_deref(), Some("mine"));
+    }
+}
