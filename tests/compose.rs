@@ -275,4 +275,19 @@ fn bad_compose_input_exits_2_naming_the_file_and_every_key() {
         }
         assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "{yaml}: wrote into --out");
     }
+    // A cluster.toml beside the compose file holds settings only, each
+    // table in one place.
+    std::fs::write(d.path().join("compose.yaml"), "services:\n  web:\n    image: oci:.\nx-simcluster:\n  run: {}\n")
+        .unwrap();
+    for (toml, needles) in [
+        ("[node]\nstart = \"x\"\n", &["cluster.toml", "[node]", "remove it"][..]),
+        ("[run]\n", &["cluster.toml", "[run]", "also given in", "x-simcluster"][..]),
+    ] {
+        std::fs::write(d.path().join("cluster.toml"), toml).unwrap();
+        let r = run(&["image", "build", "--quiet", d.path().to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{toml}: {r:?}");
+        for n in needles {
+            assert!(r.stderr.contains(n), "{toml}: stderr lacks {n:?}: {r:?}");
+        }
+    }
 }
