@@ -162,12 +162,21 @@ pub(crate) fn spec_for(
     }
 }
 
+/// `SIMCLUSTER_DEBUG_SYSCALL_CLOCK=1`: every clock read of a guest program
+/// is a system call, as before the guest kernel's vDSO answered them
+/// (patch `7.2/0004-um-time-travel-vdso-clock.patch`), for benchmarks that
+/// compare the two side by side. It changes the trace.
+pub(crate) const SYSCALL_CLOCK_ENV: &str = "SIMCLUSTER_DEBUG_SYSCALL_CLOCK";
+
 /// The kernel command-line words that carry `[cluster]`'s settings to
 /// user-mode Linux nodes.
 fn uml_args(c: &crate::cluster::ClusterSection) -> Vec<String> {
     let mut args: Vec<String> = c.userspace().kernel_arg().map(String::from).into_iter().collect();
     if !c.cpuid.virtualised() {
         args.push("host_cpuid".into());
+    }
+    if std::env::var_os(SYSCALL_CLOCK_ENV).is_some_and(|v| v == "1") {
+        args.push("time-travel-vdso-clock=off".into());
     }
     args
 }

@@ -22,6 +22,7 @@ const PATCHES_7_2: &[(&str, &str)] = &[
     patch!("7.2", "0001-um-trap-rdtsc-rdtscp-cpuid.patch"),
     patch!("7.2", "0002-um-time-travel-free-runs.patch"),
     patch!("7.2", "0003-um-time-travel-dirty-files.patch"),
+    patch!("7.2", "0004-um-time-travel-vdso-clock.patch"),
 ];
 const PATCHES_6_1: &[(&str, &str)] = &[
     patch!("6.1", "0001-um-room-for-the-host-xstate.patch"),
@@ -86,10 +87,11 @@ mod tests {
     #[test]
     fn each_series_has_its_patches() {
         let v7 = patches(KernelSeries::V7_2);
-        assert_eq!(v7.len(), 3);
+        assert_eq!(v7.len(), 4);
         assert!(v7[0].1.contains("arch/um/kernel/trap.c") && v7[0].1.contains("stub_exe.c"));
         assert!(v7[1].1.contains("time_travel_end_free_run") && v7[1].1.contains("arch/um/drivers/chan_kern.c"));
         assert!(v7[2].1.contains("TIME_TRAVEL_DIRTY_FILES_OFFSET 80") && v7[2].1.contains("PAGECACHE_TAG_DIRTY"));
+        assert!(v7[3].1.contains("time_travel_vdso_enter") && v7[3].1.contains("arch/x86/um/vdso/um_vdso.c"));
         assert_eq!(patches(KernelSeries::V6_1).len(), 3);
         assert!(KernelSeries::V7_2.has_seccomp_userspace() && !KernelSeries::V6_1.has_seccomp_userspace());
     }
