@@ -6,7 +6,7 @@
 //! could be removed), 2 bad input, 3 a simulator or host error, 4 no
 //! verdict, 130 interrupted. `--help` of each subcommand prints its rows
 //! ([`help`]), and docs/reference.md's tables are checked against them (a
-//! test in src/main.rs), so neither can drift from the code.
+//! test in src/cli/tests.rs), so neither can drift from the code.
 
 /// Success: no property failed / reproduced / valid / built.
 pub const OK: u8 = 0;
