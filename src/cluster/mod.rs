@@ -190,7 +190,8 @@ impl Cluster {
         antithesis::explore(&spec, composer.is_some(), &mut explore);
         spec.image.check(dir).map_err(&invalid)?;
         let time_limit_ns = spec.run.time_limit_ns().map_err(&invalid)?;
-        let partitions = network::partitions(&spec.faults, n, host_workload.is_some()).map_err(&invalid)?;
+        let partitions = network::partitions(&spec.faults.network, &spec.faults.partition, n, host_workload.is_some())
+            .map_err(&invalid)?;
         let name = spec.cluster.name.clone().unwrap_or_else(|| {
             dir.canonicalize()
                 .ok()

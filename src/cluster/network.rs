@@ -4,7 +4,6 @@
 use engine::{ScheduledPartition, VirtualTime};
 use serde::Deserialize;
 
-use super::faults::FaultsSection;
 use super::values::duration;
 use super::{parse_node_name, Invalid, KeyPath};
 
@@ -28,12 +27,17 @@ pub struct PartitionSection {
 
 /// `[faults.network]` (checked by netsim) and `[[faults.partition]]`, for a
 /// cluster of `n` guests, and the host client when `has_host`.
-pub(super) fn partitions(f: &FaultsSection, n: u16, has_host: bool) -> Result<Vec<ScheduledPartition>, Invalid> {
-    f.network.validate(n).map_err(|e| {
+pub(super) fn partitions(
+    network: &netsim::NetConfig,
+    partitions: &[PartitionSection],
+    n: u16,
+    has_host: bool,
+) -> Result<Vec<ScheduledPartition>, Invalid> {
+    network.validate(n).map_err(|e| {
         let at = e.key.segments().iter().fold(KeyPath::table("faults.network"), |at, seg| at.key(seg.as_str()));
         at.invalid(format!(": {}", e.problem))
     })?;
-    f.partition
+    partitions
         .iter()
         .enumerate()
         .map(|(k, p)| p.check(&KeyPath::array("faults.partition").nth(k), n, has_host))

@@ -23,11 +23,11 @@ use anyhow::Result;
 use checker::strategy::coverage::{self, Corpus, CoverageWalk, Plan, Snapshot};
 use checker::strategy::DelayBounded;
 use engine::strategy::Strategy;
-use serde::{Deserialize, Serialize};
 
 use super::execution::weights;
 use super::observer::{Group, UnitRunner};
 use super::parallel::Gate;
+use super::summary::{CoverageSummary, FirstSeen};
 use super::{RunOptions, StrategyKind};
 
 /// What a run keeps between its executions.
@@ -44,24 +44,6 @@ pub(crate) struct CoverageRun {
     corpus: Corpus,
     /// The corpus as each generation's plans see it, by generation.
     snapshots: BTreeMap<u64, Arc<Snapshot>>,
-}
-
-/// A run's coverage over time, for the summary: each feature, the
-/// execution that first showed it and when.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct CoverageSummary {
-    /// Executions kept in the corpus.
-    pub corpus: usize,
-    /// Every feature, in the order first seen.
-    pub first_seen: Vec<FirstSeen>,
-}
-
-/// A feature's first appearance.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct FirstSeen {
-    pub feature: String,
-    pub execution: u64,
-    pub virtual_seconds: f64,
 }
 
 impl Adaptive {

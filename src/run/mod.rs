@@ -18,6 +18,7 @@ mod host_facts;
 pub mod jobs;
 mod observer;
 mod parallel;
+mod record;
 mod runtime;
 pub mod shard;
 pub mod summary;
