@@ -41,12 +41,17 @@ cache="${SIMCLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/simcluster}/antithesi
 out="$cache/$key"
 
 # One Debian root as a tar: the Essential set and PACKAGES, no
-# documentation; cached by suite and packages (a change to the client's
-# files does not install the packages again).
+# documentation, and without perl: apt satisfies init-system-helpers'
+# "usrmerge | usr-is-merged" with usrmerge, whose perl (about 45 MB) would
+# convert a /usr that mmdebstrap creates merged, so usrmerge and perl are
+# purged once everything is configured (usr-is-merged stays). Cached by
+# suite and packages: a change to the client's files does not install the
+# packages again.
 root_tar() { # TAR PACKAGES
-  local opts=(--variant=essential --include="$2" --aptopt='APT::Install-Recommends "false"'
+  local opts=(--variant=essential --include="usr-is-merged,$2" --aptopt='APT::Install-Recommends "false"'
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*'
-    --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*')
+    --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*'
+    --customize-hook='chroot "$1" dpkg --purge usrmerge libfile-find-rule-perl libnumber-compare-perl libtext-glob-perl perl libperl5.36 perl-modules-5.36 >/dev/null')
   local cached
   cached="$cache/roots/$(echo "$suite ${opts[*]}" | sha256sum | cut -c1-32).tar"
   if [ ! -f "$cached" ]; then
