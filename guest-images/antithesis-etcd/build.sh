@@ -48,6 +48,8 @@ out="$cache/$key"
 # suite and packages: a change to the client's files does not install the
 # packages again.
 root_tar() { # TAR PACKAGES
+  # The hook's "$1" is mmdebstrap's (the root), not this function's.
+  # shellcheck disable=SC2016
   local opts=(--variant=essential --include="usr-is-merged,$2" --aptopt='APT::Install-Recommends "false"'
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*'
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*'
