@@ -76,10 +76,12 @@ cd "$(dirname "$0")/.." || exit 2
 # The slices of the full tier, each meant to take at most about 10 minutes
 # on 2 cores (docs/testing.md "The full tier in slices" has the figures
 # they were cut by). Every check of the full tier is in one of them, but
-# postgresql-async under dfs: a bug:CASE:STRATEGY check passes only when the
-# strategy finds the case's bug within 8 executions, and dfs does not find
-# that one (guest-images/gallery/README.md); the full tier's gallery-bugs
-# still runs it, as one of the five strategies that must find the bug.
+# postgresql-async under dfs and random: a bug:CASE:STRATEGY check passes
+# only when the strategy finds the case's bug within 8 executions; dfs does
+# not find that one, and random finds it in its 8th (2353 s of wall time,
+# guest-images/gallery/README.md): too close to the edge, and too long for
+# a slice. The full tier's gallery-bugs still runs both, as two of the five
+# strategies of which one must find the bug.
 slices=(
   "nested:hello-cluster full:disks full:trace_bound"
   "nested:guest-state bug:redis-async:random bug:redis-async:pct bug:redis-async:delay"
@@ -88,7 +90,7 @@ slices=(
   "nested:kvm-warm-start full:packages"
   "nested:db-cluster full:jobs full:disk_faults"
   "fuzz det:ptrace det:seccomp"
-  "bug:postgresql-async:random bug:postgresql-async:pct"
+  "bug:postgresql-async:pct"
   "bug:postgresql-async:delay bug:postgresql-async:coverage nested:power-failure"
   "bug:etcd-lock:random bug:etcd-lock:pct bug:etcd-lock:delay bug:etcd-lock:dfs bug:etcd-lock:coverage"
   "bug:postgresql-txn-rr:random bug:postgresql-txn-rr:pct bug:postgresql-txn-rr:delay bug:postgresql-txn-rr:dfs bug:postgresql-txn-rr:coverage safe:redis-wait safe:etcd-lock-fenced safe:postgresql-sync safe:etcd-fsync safe:postgresql-txn-serializable"
