@@ -90,7 +90,7 @@ slices=(
   "nested:kvm-warm-start full:packages"
   "nested:db-cluster full:jobs full:disk_faults"
   "fuzz det:ptrace det:seccomp"
-  "bug:postgresql-async:pct"
+  "bug:postgresql-async:pct full:antithesis_example"
   "bug:postgresql-async:delay bug:postgresql-async:coverage nested:power-failure"
   "bug:etcd-lock:random bug:etcd-lock:pct bug:etcd-lock:delay bug:etcd-lock:dfs bug:etcd-lock:coverage"
   "bug:postgresql-txn-rr:random bug:postgresql-txn-rr:pct bug:postgresql-txn-rr:delay bug:postgresql-txn-rr:dfs bug:postgresql-txn-rr:coverage safe:redis-wait safe:etcd-lock-fenced safe:postgresql-sync safe:etcd-fsync safe:postgresql-txn-serializable"

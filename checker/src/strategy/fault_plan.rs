@@ -26,12 +26,6 @@ use serde::{Deserialize, Serialize};
 use engine::strategy::{default_order, ActionKind, EnabledAction, Strategy, StrategySpec};
 use engine::VirtualTime;
 
-/// A fault that begins a faulted interval or is one event: what shrink
-/// removes whole. Ends (restart, resume, heal) are not.
-pub fn is_fault_start(kind: ActionKind) -> bool {
-    kind.is_fault_start()
-}
-
 /// One fault an execution took.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -114,7 +108,7 @@ impl<S: Strategy> FaultPlan<S> {
     }
 
     fn allowed(&self, a: &EnabledAction) -> bool {
-        a.kind == ActionKind::Partition || !is_fault_start(a.kind) || self.plan.is_none() || self.planned(a).is_some()
+        a.kind == ActionKind::Partition || !a.kind.is_fault_start() || self.plan.is_none() || self.planned(a).is_some()
     }
 }
 
@@ -147,7 +141,7 @@ impl<S: Strategy> Strategy for FaultPlan<S> {
             }
         }
         let a = enabled[k];
-        if is_fault_start(a.kind) && a.kind != ActionKind::Partition {
+        if a.kind.is_fault_start() && a.kind != ActionKind::Partition {
             if let Some(i) = self.planned(&a) {
                 self.used[i] = true;
             }
