@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use engine::{Execution, ExecutionSpec, Lookahead, Reached, Until, VirtualTime};
+use engine::{Execution, ExecutionSpec, Lookahead, NodeId, Reached, Until, VirtualTime};
 
 use crate::cluster::parse_duration_ns;
 use crate::replay::{load, Loaded};
@@ -111,19 +111,19 @@ pub fn inspect(file: &Path, opts: &RunOptions, req: &InspectRequest) -> Result<u
     let until = resolve(req.until, &loaded);
     let names = loaded.cluster.node_names();
     for (node, _) in &req.execs {
-        node_index(&names, node, file)?;
+        node_id(&names, node, file)?;
     }
     if let Some(node) = &req.shell {
-        node_index(&names, node, file)?;
+        node_id(&names, node, file)?;
     }
     let mut ex = session.stop_at(until)?;
     let mut status = 0;
     for (node, command) in &req.execs {
-        let i = node_index(&names, node, file)?;
-        status = run_command(&mut ex, i, node, command, req.command_limit, opts.quiet)?;
+        let id = node_id(&names, node, file)?;
+        status = run_command(&mut ex, id, node, command, req.command_limit, opts.quiet)?;
     }
     if let Some(node) = &req.shell {
-        shell(&session, ex, &names, node_index(&names, node, file)?, req.command_limit)?;
+        shell(&session, ex, &names, node_id(&names, node, file)?, req.command_limit)?;
     }
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(status)
@@ -133,13 +133,13 @@ pub fn inspect(file: &Path, opts: &RunOptions, req: &InspectRequest) -> Result<u
 /// status (124: it did not finish within `limit`).
 fn run_command(
     ex: &mut Execution<'_>,
-    i: usize,
+    id: NodeId,
     node: &str,
     command: &str,
     limit: Duration,
     quiet: bool,
 ) -> Result<u8> {
-    let out = ex.exec(i, command, limit).map_err(|e| BadInput(e.to_string()))?;
+    let out = ex.exec(id, command, limit).map_err(|e| BadInput(e.to_string()))?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&out.output)?;
     stdout.flush()?;
@@ -164,7 +164,7 @@ fn shell<'a>(
     session: &'a Session<'_>,
     mut ex: Execution<'a>,
     names: &[String],
-    mut node: usize,
+    mut node: NodeId,
     limit: Duration,
 ) -> Result<()> {
     let help =
@@ -177,13 +177,13 @@ fn shell<'a>(
                 \x20 :quit          leave (or end of input)";
     eprintln!(
         "simcluster shell on {} at {}: virtual time stands still between commands. :help lists the commands.",
-        names[node],
+        names[node.index()],
         seconds(ex.now())
     );
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     loop {
-        eprint!("{} @ {} $ ", names[node], seconds(ex.now()));
+        eprint!("{} @ {} $ ", names[node.index()], seconds(ex.now()));
         std::io::stderr().flush()?;
         let Some(line) = lines.next() else { break };
         let line = line?;
@@ -193,9 +193,9 @@ fn shell<'a>(
             "" => {}
             ":quit" | ":q" | ":exit" => break,
             ":help" | ":h" => eprintln!("{help}"),
-            ":where" => eprintln!("{} at {}, step {}", names[node], seconds(ex.now()), ex.steps()),
+            ":where" => eprintln!("{} at {}, step {}", names[node.index()], seconds(ex.now()), ex.steps()),
             ":node" => match names.iter().position(|n| n == arg) {
-                Some(i) => node = i,
+                Some(i) => node = NodeId::at(i),
                 None => eprintln!("no node '{arg}' (nodes: {})", names.join(", ")),
             },
             ":advance" => match parse_duration_ns(arg) {
@@ -213,7 +213,7 @@ fn shell<'a>(
                 Err(e) => eprintln!("{e}"),
             },
             w if w.starts_with(':') => eprintln!("unknown command {w}; :help lists them"),
-            _ => match run_command(&mut ex, node, &names[node], line, limit, false) {
+            _ => match run_command(&mut ex, node, &names[node.index()], line, limit, false) {
                 Ok(_) => {}
                 Err(e) => eprintln!("{e:#}"),
             },
@@ -260,9 +260,9 @@ fn seconds(t: VirtualTime) -> String {
     format!("{:.6} s", t.as_ns() as f64 / 1e9)
 }
 
-/// The 0-based index of node `name`, or a clear error.
-fn node_index(names: &[String], name: &str, file: &Path) -> Result<usize> {
-    names.iter().position(|n| n == name).ok_or_else(|| {
+/// The node named `name`, or a clear error.
+fn node_id(names: &[String], name: &str, file: &Path) -> Result<NodeId> {
+    names.iter().position(|n| n == name).map(NodeId::at).ok_or_else(|| {
         BadInput(format!("{}: the cluster has no node '{name}' (its nodes: {})", file.display(), names.join(", ")))
             .into()
     })

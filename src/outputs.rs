@@ -64,7 +64,7 @@ pub fn write_execution(dir: &Path, cluster: &Cluster, result: &ExecutionResult) 
     // history.edn when the node printed Jepsen's EDN (`simcluster check`
     // reads either by its name).
     if let Some(i) = cluster.history_node {
-        if let Some(h) = checker::history_check::history_lines(result.trace.events(), engine::NodeIdx::number_of(i)) {
+        if let Some(h) = checker::history_check::history_lines(result.trace.events(), engine::NodeId::at(i).number()) {
             let name = if checker::history_check::looks_like_edn(&h) { "history.edn" } else { "history.jsonl" };
             write_atomic(&dir.join(name), h.as_bytes())?;
         }
@@ -95,7 +95,7 @@ pub fn write_report(
         // The engine's verdict: the report marks the event it names.
         failure: result.verdict.failure().cloned(),
         node_names: report_node_names(cluster),
-        history: cluster.history_node.map(|n| (engine::NodeIdx::number_of(n), cluster.history_model)),
+        history: cluster.history_node.map(|n| (engine::NodeId::at(n).number(), cluster.history_model)),
     };
     let events = result.trace.events();
     // report.html, and the whole run in parts under report-parts/ when the

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use checker::strategy::{KindWeights, RandomWalk};
 use engine::strategy::Strategy;
-use engine::{ExecutionSpec, ExploreSpec, NetworkSpec, NodeIdx, RuntimeKind, Verdict};
+use engine::{ExecutionSpec, ExploreSpec, NetworkSpec, NodeId, RuntimeKind, Verdict};
 use netsim::{Latency, NetConfig};
 
 fn main() {
@@ -37,7 +37,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         node_names: vec!["n1".into(), "n2".into()],
         clients: vec![],
         mem_mb: 8,
-        workload_node: NodeIdx::new(1),
+        workload_node: NodeId::at(1),
         host_workload: None,
         ready_probe: false,
         invariants: vec![],

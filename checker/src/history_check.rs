@@ -187,7 +187,7 @@ pub fn history_lines(events: &[Event], node: u16) -> Option<String> {
 
 /// The engine's hook for `[check] history` on `node`, register model: the
 /// engine runs [`engine_check`] after a passing execution.
-pub fn hook(node: engine::NodeIdx) -> engine::HistoryCheck {
+pub fn hook(node: engine::NodeId) -> engine::HistoryCheck {
     hook_for(node, HistoryModel::Register)
 }
 
@@ -200,34 +200,36 @@ pub fn hook(node: engine::NodeIdx) -> engine::HistoryCheck {
 /// for sets and queues (invariants `history-set-full`,
 /// `history-total-queue`; failure kind `Anomaly`, the JSON line's
 /// `anomalies` counting lost, stale, unexpected, duplicated elements).
-pub fn hook_for(node: engine::NodeIdx, model: HistoryModel) -> engine::HistoryCheck {
+pub fn hook_for(node: engine::NodeId, model: HistoryModel) -> engine::HistoryCheck {
     let invariant = model.invariant();
     match model {
         HistoryModel::Register => engine::HistoryCheck {
             node,
             invariant,
             kind: engine::FailureKind::Linearizability,
-            check: Arc::new(engine_check),
+            check: Arc::new(|events: &[Event], n: engine::NodeId| engine_check(events, n.number())),
         },
         HistoryModel::Txn { model, consistency } => engine::HistoryCheck {
             node,
             invariant,
             kind: engine::FailureKind::Anomaly,
-            check: Arc::new(move |events: &[Event], n: u16| engine_check_txn(events, n, model, consistency)),
+            check: Arc::new(move |events: &[Event], n: engine::NodeId| {
+                engine_check_txn(events, n.number(), model, consistency)
+            }),
         },
         HistoryModel::Set { linearizable } => engine::HistoryCheck {
             node,
             invariant,
             kind: engine::FailureKind::Anomaly,
-            check: Arc::new(move |events: &[Event], n: u16| {
-                crate::set_full::engine_check(events, n, crate::set_full::SetOptions { linearizable })
+            check: Arc::new(move |events: &[Event], n: engine::NodeId| {
+                crate::set_full::engine_check(events, n.number(), crate::set_full::SetOptions { linearizable })
             }),
         },
         HistoryModel::Queue => engine::HistoryCheck {
             node,
             invariant,
             kind: engine::FailureKind::Anomaly,
-            check: Arc::new(crate::total_queue::engine_check),
+            check: Arc::new(|events: &[Event], n: engine::NodeId| crate::total_queue::engine_check(events, n.number())),
         },
     }
 }
@@ -393,25 +395,26 @@ mod tests {
 
     #[test]
     fn the_hook_carries_the_model_into_invariant_kind_and_verdict() {
-        let reg = hook(engine::NodeIdx::new(0));
+        let reg = hook(engine::NodeId::at(0));
         assert_eq!((reg.invariant.as_str(), reg.kind), ("history-linearizable", engine::FailureKind::Linearizability));
         let txn = HistoryModel::from_names("list-append", None).unwrap();
-        let hc = hook_for(engine::NodeIdx::new(0), txn);
+        let hc = hook_for(engine::NodeId::at(0), txn);
         assert_eq!((hc.invariant.as_str(), hc.kind), ("history-serializable", engine::FailureKind::Anomaly));
         let t = trace_with(&G_SINGLE.lines().collect::<Vec<_>>());
-        let out = (hc.check)(t.events(), 1);
+        let out = (hc.check)(t.events(), engine::NodeId::at(0));
         assert!(!out.ok, "{}", out.note);
         let first = out.note.lines().next().unwrap();
         assert_eq!(first, "history is not serializable (list-append): G-single-item (1)");
         assert!(out.note.contains("-rw") && out.note.contains("-wr"), "{}", out.note);
         let rc = HistoryModel::from_names("list-append", Some("read-committed")).unwrap();
-        let out = (hook_for(engine::NodeIdx::new(0), rc).check)(t.events(), 1);
+        let out = (hook_for(engine::NodeId::at(0), rc).check)(t.events(), engine::NodeId::at(0));
         assert!(out.ok, "{}", out.note);
         assert_eq!(
             out.note,
             "history: 3 transactions (3 ok, 0 info, 0 fail) show no anomaly read-committed forbids (list-append)"
         );
-        let out = (hook_for(engine::NodeIdx::new(0), rc).check)(trace_with(&["{\"type\":1}"]).events(), 1);
+        let out =
+            (hook_for(engine::NodeId::at(0), rc).check)(trace_with(&["{\"type\":1}"]).events(), engine::NodeId::at(0));
         assert!(!out.ok && out.note.starts_with("the history cannot be read: line 1:"), "{}", out.note);
     }
 
@@ -439,7 +442,7 @@ mod tests {
             HistoryModel::from_names("queue", Some("linearizable")),
             Err(ModelNameError::ConsistencyOfCollection)
         );
-        let hc = hook_for(engine::NodeIdx::new(0), HistoryModel::Queue);
+        let hc = hook_for(engine::NodeId::at(0), HistoryModel::Queue);
         assert_eq!((hc.invariant.as_str(), hc.kind), ("history-total-queue", engine::FailureKind::Anomaly));
         let e = HistoryModel::from_names("rw-register", Some("linearizable")).unwrap_err().to_string();
         assert!(e.contains("\"linearizable\"") && e.contains("strict-serializable"), "{e}");

@@ -22,7 +22,7 @@ use std::time::Duration;
 use checker::strategy::{KindWeights, RandomWalk};
 use engine::strategy::{ActionKind, Strategy};
 use engine::trace::EventKind;
-use engine::{DiskSpec, ExecutionResult, ExecutionSpec, ExploreSpec, NetworkSpec, NodeIdx, RuntimeKind, Verdict};
+use engine::{DiskSpec, ExecutionResult, ExecutionSpec, ExploreSpec, NetworkSpec, NodeId, RuntimeKind, Verdict};
 use netsim::{Latency, LinkOverride, NetConfig};
 
 /// True where /dev/kvm opens; otherwise records why the running test skips.
@@ -43,7 +43,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         node_names: vec!["n1".into(), "n2".into()],
         clients: vec![],
         mem_mb: 8,
-        workload_node: NodeIdx::new(0),
+        workload_node: NodeId::at(0),
         host_workload: None,
         ready_probe: false,
         invariants: vec![],
@@ -277,7 +277,7 @@ fn kvm_node_crash_and_restart_through_the_engine() {
         let mut spec = disk_spec(&img, scratch, 9);
         spec.explore = ExploreSpec {
             max_crashes: 1,
-            crashable: vec![NodeIdx::new(0)],
+            crashable: vec![NodeId::at(0)],
             restart_after: Duration::from_millis(1),
             crash_span: Duration::from_nanos(1),
             ..Default::default()
@@ -394,7 +394,7 @@ fn volatile_spec(image: &Path, scratch: &Path, state: u64) -> ExecutionSpec {
     s.disk.as_mut().unwrap().model = disksim::CrashModel::ATOMIC;
     s.explore = ExploreSpec {
         max_crashes: 1,
-        crashable: vec![NodeIdx::new(0)],
+        crashable: vec![NodeId::at(0)],
         restart_after: Duration::from_millis(1),
         crash_span: Duration::from_nanos(1),
         faults_after: Some("volatile".into()),
@@ -458,7 +458,7 @@ fn kvm_volatile_writes_leave_four_crash_states() {
 /// workload and sleeps `sleep_ns` first) over links of random latency, 20-80 us.
 fn stream_spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
     let mut s = spec(image, scratch, seed);
-    s.workload_node = NodeIdx::new(1);
+    s.workload_node = NodeId::at(1);
     let latency = Latency::Uniform { min: 20_000, max: 80_000 };
     s.network.as_mut().unwrap().config = NetConfig { latency, ..Default::default() };
     s

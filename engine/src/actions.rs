@@ -14,43 +14,44 @@ use std::time::Duration;
 
 use netsim::DeliveryId;
 
+use crate::network::DueDelivery;
 use crate::strategy::{ActionKind, EnabledAction};
 use crate::trace::ENGINE;
-use crate::{NodeIdx, VirtualTime};
+use crate::{NodeId, VirtualTime};
 
 /// Something the engine can do at the current instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Action {
-    /// Let node `i` (0-based) run until it waits again.
-    Run(usize),
+    /// Let the node run until it waits again.
+    Run(NodeId),
     /// Poll the host-side client (node N+1): see `host.rs`.
     RunHost,
     /// Hand a frame in flight to its receiver.
     Deliver(DeliveryId),
     /// Apply the next partition start or heal of the timeline.
     NetworkFault { heal: bool },
-    /// Power-fail node `i`.
-    Crash(usize),
+    /// Power-fail the node.
+    Crash(NodeId),
     /// Power-fail every crashable node that is up, at once.
     PowerFailure,
-    /// Boot crashed node `i` again.
-    Restart(usize),
-    /// Complete one outstanding disk request of node `i`.
-    CompleteDisk(usize, u64),
-    /// Stop node `i`'s start command (SIGSTOP to its process group).
-    Pause(usize),
-    /// Continue node `i`'s paused start command.
-    Resume(usize),
-    /// Bump or strobe node `i`'s wall clock.
-    ClockJump(usize),
+    /// Boot crashed the node again.
+    Restart(NodeId),
+    /// Complete one outstanding disk request of the node.
+    CompleteDisk(NodeId, u64),
+    /// Stop the node's start command (SIGSTOP to its process group).
+    Pause(NodeId),
+    /// Continue the node's paused start command.
+    Resume(NodeId),
+    /// Bump or strobe the node's wall clock.
+    ClockJump(NodeId),
     /// Reset a TCP connection (`[faults.connection]`).
     ConnReset(netsim::tcp::ConnKey),
     /// Stall a TCP connection for a while.
     ConnStall(netsim::tcp::ConnKey),
-    /// SIGKILL node `i`'s start command (`[faults.kill]`).
-    Kill(usize),
-    /// Start node `i`'s killed start command again.
-    Respawn(usize),
+    /// SIGKILL the node's start command (`[faults.kill]`).
+    Kill(NodeId),
+    /// Start the node's killed start command again.
+    Respawn(NodeId),
 }
 
 /// One entry of the enabled set: the concrete action and its description.
@@ -61,35 +62,34 @@ pub(super) struct Enabled {
 }
 
 impl Enabled {
-    pub fn run(i: usize, due: VirtualTime) -> Enabled {
-        Enabled { action: Action::Run(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::RunNode, due) }
+    pub fn run(node: NodeId, due: VirtualTime) -> Enabled {
+        Enabled { action: Action::Run(node), desc: EnabledAction::new(node.number(), ActionKind::RunNode, due) }
     }
     /// The host client's poll looks like a node run to a strategy: node
     /// N+1, [`ActionKind::RunNode`].
-    pub fn run_host(node: u16, due: VirtualTime) -> Enabled {
-        Enabled { action: Action::RunHost, desc: EnabledAction::new(node, ActionKind::RunNode, due) }
+    pub fn run_host(node: NodeId, due: VirtualTime) -> Enabled {
+        Enabled { action: Action::RunHost, desc: EnabledAction::new(node.number(), ActionKind::RunNode, due) }
     }
-    /// `behind`: 0 for a link's oldest frame, k for the k-th datagram
-    /// offered behind it (see `NetState::deliveries_until`).
-    pub fn deliver(id: DeliveryId, to: u16, from: u16, due: VirtualTime, behind: u16) -> Enabled {
+    pub fn deliver(d: &DueDelivery) -> Enabled {
         Enabled {
-            action: Action::Deliver(id),
-            desc: EnabledAction::new(to, ActionKind::DeliverFrame, due).with_peer(from).behind(behind),
+            action: Action::Deliver(d.id),
+            desc: EnabledAction::new(d.to.number(), ActionKind::DeliverFrame, d.due)
+                .with_peer(d.from.number())
+                .behind(d.behind),
         }
     }
     pub fn network_fault(heal: bool, due: VirtualTime) -> Enabled {
         let kind = if heal { ActionKind::Heal } else { ActionKind::Partition };
         Enabled { action: Action::NetworkFault { heal }, desc: EnabledAction::new(ENGINE, kind, due) }
     }
-    pub fn crash(i: usize, now: VirtualTime) -> Enabled {
-        Enabled { action: Action::Crash(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Crash, now) }
+    pub fn crash(node: NodeId, now: VirtualTime) -> Enabled {
+        Enabled { action: Action::Crash(node), desc: EnabledAction::new(node.number(), ActionKind::Crash, now) }
     }
-    /// `first`: the 0-based index of the first node it takes down (the
-    /// node the strategy sees).
-    pub fn power_failure(first: usize, now: VirtualTime) -> Enabled {
+    /// `first`: the first node it takes down (the node the strategy sees).
+    pub fn power_failure(first: NodeId, now: VirtualTime) -> Enabled {
         Enabled {
             action: Action::PowerFailure,
-            desc: EnabledAction::new(NodeIdx::number_of(first), ActionKind::PowerFailure, now),
+            desc: EnabledAction::new(first.number(), ActionKind::PowerFailure, now),
         }
     }
     /// Marks the action as falling in a window where it matters most (see
@@ -98,39 +98,30 @@ impl Enabled {
         self.desc.at_risk = at_risk;
         self
     }
-    pub fn restart(i: usize, due: VirtualTime) -> Enabled {
-        Enabled {
-            action: Action::Restart(i),
-            desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Restart, due),
-        }
+    pub fn restart(node: NodeId, due: VirtualTime) -> Enabled {
+        Enabled { action: Action::Restart(node), desc: EnabledAction::new(node.number(), ActionKind::Restart, due) }
     }
-    pub fn pause(i: usize, now: VirtualTime) -> Enabled {
-        Enabled { action: Action::Pause(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Pause, now) }
+    pub fn pause(node: NodeId, now: VirtualTime) -> Enabled {
+        Enabled { action: Action::Pause(node), desc: EnabledAction::new(node.number(), ActionKind::Pause, now) }
     }
-    pub fn resume(i: usize, due: VirtualTime) -> Enabled {
-        Enabled { action: Action::Resume(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Resume, due) }
+    pub fn resume(node: NodeId, due: VirtualTime) -> Enabled {
+        Enabled { action: Action::Resume(node), desc: EnabledAction::new(node.number(), ActionKind::Resume, due) }
     }
-    pub fn clock_jump(i: usize, now: VirtualTime) -> Enabled {
-        Enabled {
-            action: Action::ClockJump(i),
-            desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::ClockJump, now),
-        }
+    pub fn clock_jump(node: NodeId, now: VirtualTime) -> Enabled {
+        Enabled { action: Action::ClockJump(node), desc: EnabledAction::new(node.number(), ActionKind::ClockJump, now) }
     }
-    pub fn kill(i: usize, now: VirtualTime) -> Enabled {
-        Enabled { action: Action::Kill(i), desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Kill, now) }
+    pub fn kill(node: NodeId, now: VirtualTime) -> Enabled {
+        Enabled { action: Action::Kill(node), desc: EnabledAction::new(node.number(), ActionKind::Kill, now) }
     }
     /// A killed start command's restart looks like a node's restart to a
     /// strategy ([`ActionKind::Restart`]).
-    pub fn respawn(i: usize, due: VirtualTime) -> Enabled {
-        Enabled {
-            action: Action::Respawn(i),
-            desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::Restart, due),
-        }
+    pub fn respawn(node: NodeId, due: VirtualTime) -> Enabled {
+        Enabled { action: Action::Respawn(node), desc: EnabledAction::new(node.number(), ActionKind::Restart, due) }
     }
-    pub fn complete_disk(i: usize, request: u64, due: VirtualTime) -> Enabled {
+    pub fn complete_disk(node: NodeId, request: u64, due: VirtualTime) -> Enabled {
         Enabled {
-            action: Action::CompleteDisk(i, request),
-            desc: EnabledAction::new(NodeIdx::number_of(i), ActionKind::CompleteDisk, due),
+            action: Action::CompleteDisk(node, request),
+            desc: EnabledAction::new(node.number(), ActionKind::CompleteDisk, due),
         }
     }
 }

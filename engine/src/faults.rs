@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::time::{NodeIdx, VirtualTime, GUEST_EPOCH_NS};
+use crate::time::{NodeId, VirtualTime, GUEST_EPOCH_NS};
 use simrng::streams::{
     CLOCK as CLOCK_STREAM, CLOCK_DRIFT as DRIFT_STREAM, CLOCK_OFFSET as OFFSET_STREAM, KILL as KILL_STREAM,
     PAUSE as PAUSE_STREAM, RESTART_AFTER as RESTART_STREAM,
@@ -40,7 +40,7 @@ pub struct PauseSpec {
     /// Pauses per execution at most.
     pub max: u32,
     /// Nodes whose start command may be paused.
-    pub nodes: Vec<NodeIdx>,
+    pub nodes: Vec<NodeId>,
     /// A pause lasts a length drawn uniformly from this range.
     pub length: (Duration, Duration),
     /// Pauses become possible at a time drawn uniformly from the first
@@ -56,7 +56,7 @@ pub struct KillSpec {
     /// Kills per execution at most.
     pub max: u32,
     /// Nodes whose start command may be killed.
-    pub nodes: Vec<NodeIdx>,
+    pub nodes: Vec<NodeId>,
     /// The start command runs again after a delay drawn uniformly from
     /// this range (both ends equal: that delay, nothing drawn).
     pub restart_after: (Duration, Duration),
@@ -76,7 +76,7 @@ pub struct ScheduledCrash {
     /// start_after`).
     pub at: Duration,
     /// The nodes, ascending.
-    pub nodes: Vec<NodeIdx>,
+    pub nodes: Vec<NodeId>,
 }
 
 /// A delay drawn uniformly from `range` (inclusive) from `rng`; both ends
@@ -118,7 +118,7 @@ pub struct ClockSpec {
     /// Clock jumps (bumps and strobes) per execution at most.
     pub max: u32,
     /// Nodes whose clocks are faulty.
-    pub nodes: Vec<NodeIdx>,
+    pub nodes: Vec<NodeId>,
     /// Jumps become possible at a time drawn uniformly from the first
     /// `span` of the workload, and again after each jump from its time.
     pub span: Duration,
@@ -260,12 +260,12 @@ mod tests {
 
     #[test]
     fn node_clocks_are_drawn_only_for_faulty_nodes_and_only_when_on() {
-        let off = ClockSpec { nodes: vec![NodeIdx::new(0), NodeIdx::new(1)], ..Default::default() };
+        let off = ClockSpec { nodes: vec![NodeId::at(0), NodeId::at(1)], ..Default::default() };
         assert_eq!(node_clocks(&off, 3, 1), vec![NodeClock::default(); 3]);
         let spec = ClockSpec {
             offset_ns: Some((-3_000_000_000, 3_000_000_000)),
             drift_ppm: Some((100, 200)),
-            nodes: vec![NodeIdx::new(1), NodeIdx::new(2)],
+            nodes: vec![NodeId::at(1), NodeId::at(2)],
             ..Default::default()
         };
         let c = node_clocks(&spec, 3, 1);

@@ -50,6 +50,25 @@ enum Fault {
     Heal,
 }
 
+/// A frame in flight the strategy may deliver now
+/// ([`NetState::deliveries_until`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DueDelivery {
+    /// Which copy of the frame.
+    pub id: DeliveryId,
+    /// Its receiver.
+    pub to: NodeId,
+    /// Its sender.
+    pub from: NodeId,
+    /// When it is offered: its own due time, or for a datagram offered
+    /// ahead of older frames on its link, the link head's.
+    pub due: VirtualTime,
+    /// Its place behind its link's oldest frame: 0 for the head, k for
+    /// the k-th datagram offered behind it. It tells apart deliveries that
+    /// are otherwise alike in decisions.
+    pub behind: u16,
+}
+
 pub(super) struct NetState {
     pub net: Network,
     rng: Xoshiro256PlusPlus,
@@ -357,9 +376,9 @@ impl NetState {
     ///   network that reorders datagrams would. Each is its own action, so
     ///   every strategy sees the order of datagrams as a choice.
     ///
-    /// The last field is the datagram's place behind its link's head (0
-    /// for a head), which tells alike deliveries apart in decisions.
-    pub fn deliveries_until(&self, horizon: VirtualTime) -> Vec<(DeliveryId, u16, u16, VirtualTime, u16)> {
+    /// Each carries its place behind its link's head
+    /// ([`DueDelivery::behind`]).
+    pub fn deliveries_until(&self, horizon: VirtualTime) -> Vec<DueDelivery> {
         // Per link: (head's due time, datagrams offered behind it), `None`
         // for a link whose head is not due.
         let mut heads: std::collections::BTreeMap<(NodeId, NodeId), Option<(VirtualTime, u16)>> =
@@ -370,7 +389,7 @@ impl NetState {
             match heads.get_mut(&link) {
                 None if d.time <= horizon => {
                     heads.insert(link, Some((d.time, 0)));
-                    out.push((d.id, d.to.get(), d.from.get(), d.time, 0));
+                    out.push(DueDelivery { id: d.id, to: d.to, from: d.from, due: d.time, behind: 0 });
                 }
                 None => {
                     // Not due: nothing behind it on this link is either.
@@ -378,7 +397,7 @@ impl NetState {
                 }
                 Some(Some((head, behind))) if self.any_datagram_order && netsim::frame::is_datagram(&d.frame) => {
                     *behind = behind.saturating_add(1);
-                    out.push((d.id, d.to.get(), d.from.get(), *head, *behind));
+                    out.push(DueDelivery { id: d.id, to: d.to, from: d.from, due: *head, behind: *behind });
                 }
                 Some(_) => {}
             }
@@ -527,7 +546,11 @@ impl NetState {
         let outcome = self.net.send(time, from, bytes, &mut self.rng);
         let len = bytes.len() as u32;
         for d in outcome.copies() {
-            trace.push(time, from.get(), EventKind::Send { id: d.id.0, to: d.to.get(), len, summary: summary.clone() });
+            trace.push(
+                time,
+                from.number(),
+                EventKind::Send { id: d.id.0, to: d.to.number(), len, summary: summary.clone() },
+            );
         }
         // The links that lost the frame get an id of their own (they have
         // no delivery id), after every scheduled copy.
@@ -538,8 +561,8 @@ impl NetState {
                 netsim::LinkDrop::Partition => DropCause::Partition,
                 netsim::LinkDrop::Loss => DropCause::Loss,
             };
-            trace.push(time, from.get(), EventKind::Send { id, to: to.get(), len, summary: summary.clone() });
-            trace.push(time, from.get(), EventKind::Drop { id, to: to.get(), cause });
+            trace.push(time, from.number(), EventKind::Send { id, to: to.number(), len, summary: summary.clone() });
+            trace.push(time, from.number(), EventKind::Drop { id, to: to.number(), cause });
         }
     }
 

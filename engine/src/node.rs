@@ -13,7 +13,64 @@ use crate::faults::NodeClock;
 use crate::seeds::{entropy_seed, read_fault_seed};
 use crate::spec::EngineError;
 use crate::trace::LineSplitter;
-use crate::VirtualTime;
+use crate::{NodeId, VirtualTime};
+
+/// The cluster's nodes in node order, indexed by [`NodeId`] (node `n1`
+/// first); as a slice, by 0-based index.
+pub(super) struct Nodes(Vec<Node>);
+
+impl Nodes {
+    pub fn new(nodes: Vec<Node>) -> Nodes {
+        assert!(nodes.len() <= usize::from(NodeId::MAX), "a cluster has at most NodeId::MAX nodes");
+        Nodes(nodes)
+    }
+
+    /// Every node's id, ascending.
+    pub fn ids(&self) -> impl Iterator<Item = NodeId> + use<> {
+        NodeId::first(self.0.len())
+    }
+
+    /// Every node with its id, ascending.
+    pub fn with_ids(&self) -> impl Iterator<Item = (NodeId, &Node)> {
+        self.ids().zip(self.0.iter())
+    }
+
+    /// Every node with its id, ascending, to change.
+    pub fn with_ids_mut(&mut self) -> impl Iterator<Item = (NodeId, &mut Node)> {
+        self.ids().zip(self.0.iter_mut())
+    }
+
+    /// Node `id`, if the cluster has it (the host client's node has none).
+    pub fn get(&self, id: NodeId) -> Option<&Node> {
+        self.0.get(id.index())
+    }
+}
+
+impl std::ops::Index<NodeId> for Nodes {
+    type Output = Node;
+    fn index(&self, id: NodeId) -> &Node {
+        &self.0[id.index()]
+    }
+}
+
+impl std::ops::IndexMut<NodeId> for Nodes {
+    fn index_mut(&mut self, id: NodeId) -> &mut Node {
+        &mut self.0[id.index()]
+    }
+}
+
+impl std::ops::Deref for Nodes {
+    type Target = [Node];
+    fn deref(&self) -> &[Node] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Nodes {
+    fn deref_mut(&mut self) -> &mut [Node] {
+        &mut self.0
+    }
+}
 
 /// Lines of console output kept for failure messages.
 const TAIL_LINES: usize = 20;
@@ -121,9 +178,9 @@ impl Node {
         let run_dir = self.scratch.join(dir_name);
         std::fs::create_dir_all(&run_dir).map_err(|source| EngineError::Scratch { path: run_dir.clone(), source })?;
         self.config.run_dir = run_dir;
-        let index = u64::from(self.config.node_id.saturating_sub(1));
-        self.config.entropy_seed = entropy_seed(execution_seed, index, self.boots);
-        self.config.read_faults.seed = read_fault_seed(execution_seed, index, self.boots);
+        let node = NodeId::new(self.config.node_id).expect("a node's configuration carries its id");
+        self.config.entropy_seed = entropy_seed(execution_seed, node, self.boots);
+        self.config.read_faults.seed = read_fault_seed(execution_seed, node, self.boots);
         self.boots += 1;
         let disk = match &mut self.power {
             Power::Off { disk } | Power::Crashed { disk, .. } => disk.take(),
@@ -172,12 +229,12 @@ impl Node {
     /// `seed`, as the current boot's would have with that execution seed
     /// (warm start: see `Execution::end_boot`). A node that is down
     /// draws from `seed` at its next boot anyway.
-    pub fn reseed_devices(&mut self, seed: u64, index: u64) {
+    pub fn reseed_devices(&mut self, seed: u64, node: NodeId) {
         let boot = self.boots.saturating_sub(1);
-        self.config.read_faults.seed = read_fault_seed(seed, index, boot);
+        self.config.read_faults.seed = read_fault_seed(seed, node, boot);
         let read_faults = self.config.read_faults;
         if let Some(vm) = self.runtime_mut() {
-            vm.reseed_devices(entropy_seed(seed, index, boot), read_faults);
+            vm.reseed_devices(entropy_seed(seed, node, boot), read_faults);
         }
     }
 

@@ -48,7 +48,7 @@ pub struct Failure {
     /// Which property failed.
     pub kind: FailureKind,
     /// The node to blame, by name (`n2`, `host`), if one is. A name, not a
-    /// [`crate::NodeIdx`]: the host client is not a node, and failure
+    /// [`crate::NodeId`]: the host client is not a node, and failure
     /// files carry the name.
     pub node: Option<String>,
     /// Virtual time of the failure.

@@ -11,29 +11,29 @@
 //! only: netsim enumerates them itself up to the horizon
 //! (`NetState::deliveries_until`), and `Pending` holds its earliest.
 
-use crate::VirtualTime;
+use crate::{NodeId, VirtualTime};
 
 /// Everything due at some virtual time, as of the start of a step. One
 /// value lives as long as its execution and is refilled every step, so
 /// the step (the engine's hot path, once per grant) allocates nothing.
 #[derive(Default, Clone)]
 pub(crate) struct Pending {
-    /// (0-based node, requested time) of every live node, by node.
-    pub(crate) runs: Vec<(usize, VirtualTime)>,
-    /// The host client's next poll: (its node number, due time).
-    pub(crate) host: Option<(u16, VirtualTime)>,
+    /// (node, requested time) of every live node, by node.
+    pub(crate) runs: Vec<(NodeId, VirtualTime)>,
+    /// The host client's next poll: (its node, due time).
+    pub(crate) host: Option<(NodeId, VirtualTime)>,
     /// netsim's next delivery or partition/heal.
     pub(crate) net: Option<VirtualTime>,
-    /// (0-based node, request id, due time) of each live node's oldest
-    /// pending disk request (FIFO per disk), by node.
-    pub(crate) disks: Vec<(usize, u64, VirtualTime)>,
-    /// (0-based node, due time) of each crashed node's restart, by node.
-    pub(crate) restarts: Vec<(usize, VirtualTime)>,
-    /// (0-based node, due time) of each paused live node's resume, by node.
-    pub(crate) resumes: Vec<(usize, VirtualTime)>,
-    /// (0-based node, due time) of each live node's killed start command's
+    /// (node, request id, due time) of each live node's oldest pending
+    /// disk request (FIFO per disk), by node.
+    pub(crate) disks: Vec<(NodeId, u64, VirtualTime)>,
+    /// (node, due time) of each crashed node's restart, by node.
+    pub(crate) restarts: Vec<(NodeId, VirtualTime)>,
+    /// (node, due time) of each paused live node's resume, by node.
+    pub(crate) resumes: Vec<(NodeId, VirtualTime)>,
+    /// (node, due time) of each live node's killed start command's
     /// restart, by node.
-    pub(crate) respawns: Vec<(usize, VirtualTime)>,
+    pub(crate) respawns: Vec<(NodeId, VirtualTime)>,
     /// The next scheduled crash (`[[faults.crash.schedule]]`).
     pub(crate) scheduled: Option<VirtualTime>,
 }
@@ -45,14 +45,14 @@ impl Pending {
         self.earliest_but(None)
     }
 
-    /// The earliest due time of anything but node `i`'s own requested run
+    /// The earliest due time of anything but `node`'s own requested run
     /// (lookahead's bound); `None` when nothing else can happen.
-    pub fn earliest_except_run(&self, i: usize) -> Option<VirtualTime> {
-        self.earliest_but(Some(i))
+    pub fn earliest_except_run(&self, node: NodeId) -> Option<VirtualTime> {
+        self.earliest_but(Some(node))
     }
 
     /// The earliest due time of everything pending, node `skip`'s run left out.
-    fn earliest_but(&self, skip: Option<usize>) -> Option<VirtualTime> {
+    fn earliest_but(&self, skip: Option<NodeId>) -> Option<VirtualTime> {
         let runs = self.runs.iter().filter(|&&(j, _)| Some(j) != skip).map(|&(_, t)| t);
         let restarts = self.restarts.iter().map(|&(_, t)| t);
         let resumes = self.resumes.iter().map(|&(_, t)| t);
@@ -78,32 +78,36 @@ impl Pending {
 #[cfg(test)]
 mod tests {
     use super::Pending;
-    use crate::VirtualTime;
+    use crate::{NodeId, VirtualTime};
 
     fn t(ns: u64) -> VirtualTime {
         VirtualTime::from_ns(ns)
     }
 
+    fn n(i: usize) -> NodeId {
+        NodeId::at(i)
+    }
+
     #[test]
     fn lookahead_bound_leaves_out_only_the_nodes_own_run() {
         let p = Pending {
-            runs: vec![(0, t(50)), (1, t(30)), (2, t(40))],
-            host: Some((4, t(45))),
+            runs: vec![(n(0), t(50)), (n(1), t(30)), (n(2), t(40))],
+            host: Some((NodeId::new(4).unwrap(), t(45))),
             net: Some(t(35)),
-            disks: vec![(0, 7, t(60))],
+            disks: vec![(n(0), 7, t(60))],
             restarts: vec![],
-            resumes: vec![(2, t(33))],
+            resumes: vec![(n(2), t(33))],
             respawns: vec![],
             scheduled: None,
         };
         assert_eq!(p.earliest(), Some(t(30)));
-        assert_eq!(p.earliest_except_run(1), Some(t(33)), "node 2's own run at 30 does not bound it");
-        assert_eq!(p.earliest_except_run(0), Some(t(30)));
+        assert_eq!(p.earliest_except_run(n(1)), Some(t(33)), "node 2's own run at 30 does not bound it");
+        assert_eq!(p.earliest_except_run(n(0)), Some(t(30)));
         let mut q = p.clone();
         q.forget_network();
         q.resumes.clear();
-        assert_eq!(q.earliest_except_run(1), Some(t(40)));
-        let alone = Pending { runs: vec![(0, t(5))], ..Pending::default() };
-        assert_eq!(alone.earliest_except_run(0), None, "nothing else can happen");
+        assert_eq!(q.earliest_except_run(n(1)), Some(t(40)));
+        let alone = Pending { runs: vec![(n(0), t(5))], ..Pending::default() };
+        assert_eq!(alone.earliest_except_run(n(0)), None, "nothing else can happen");
     }
 }

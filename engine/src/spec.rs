@@ -14,7 +14,7 @@ use crate::faults::{ClockSpec, KillSpec, PauseSpec, ScheduledCrash};
 use crate::host::HostWorkload;
 use crate::network::NetworkSpec;
 use crate::outcome::FailureKind;
-use crate::time::{NodeIdx, VirtualTime};
+use crate::time::{NodeId, VirtualTime};
 use crate::trace;
 
 /// What the strategy may choose besides the order of events due together.
@@ -30,7 +30,7 @@ pub struct ExploreSpec {
     /// Crash budget of one execution.
     pub max_crashes: u32,
     /// Nodes that may crash.
-    pub crashable: Vec<NodeIdx>,
+    pub crashable: Vec<NodeId>,
     /// `[faults.crash] power_failure`: besides single crashes, a
     /// coordinated power failure (every crashable node that is up loses
     /// power at one instant, each a crash of the budget) is a choice.
@@ -114,11 +114,11 @@ pub struct ExecutionSpec {
     /// The client-only nodes (`[cluster] clients`): left out of every
     /// guest's `PEERS`, still in its /etc/hosts (the `NODES` variable, set
     /// only when there are some).
-    pub clients: Vec<NodeIdx>,
+    pub clients: Vec<NodeId>,
     /// Each node's memory (MiB).
     pub mem_mb: u32,
     /// The workload node (unused with `host_workload`).
-    pub workload_node: NodeIdx,
+    pub workload_node: NodeId,
     /// The workload runs on the host-side client (node N+1) instead of in
     /// a guest; needs `network`.
     pub host_workload: Option<HostWorkload>,
@@ -129,11 +129,11 @@ pub struct ExecutionSpec {
     /// probe that gives up fails the execution (`FailureKind::NotReady`).
     pub ready_probe: bool,
     /// (command name, node), in the order they are sent.
-    pub invariants: Vec<(String, NodeIdx)>,
+    pub invariants: Vec<(String, NodeId)>,
     /// (command name, node) of liveness checks: each polls its
     /// predicate until it holds or its deadline passes (see the image
     /// builder), sent together with the invariants.
-    pub liveness: Vec<(String, NodeIdx)>,
+    pub liveness: Vec<(String, NodeId)>,
     /// The execution fails if the workload and invariants are not done by
     /// this virtual time.
     pub time_limit: VirtualTime,
@@ -213,19 +213,19 @@ impl ExecutionSpec {
 #[derive(Clone)]
 pub struct HistoryCheck {
     /// The node whose console carries the history.
-    pub node: NodeIdx,
+    pub node: NodeId,
     /// The invariant its verdict goes into the trace as
     /// (`history-linearizable`, `history-serializable`, ...).
     pub invariant: String,
     /// The kind of the failure when the history does not pass.
     pub kind: FailureKind,
-    /// Judges the history node `node + 1` printed, from the trace's events
-    /// (given the 1-based node number).
+    /// Judges the history `node` printed, from the trace's events (given
+    /// the node).
     pub check: Arc<HistoryCheckFn>,
 }
 
 /// The function of a [`HistoryCheck`].
-pub type HistoryCheckFn = dyn Fn(&[trace::Event], u16) -> HistoryOutcome + Send + Sync;
+pub type HistoryCheckFn = dyn Fn(&[trace::Event], NodeId) -> HistoryOutcome + Send + Sync;
 
 impl std::fmt::Debug for HistoryCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -298,12 +298,13 @@ pub enum EngineError {
     /// its wake-ups after that were not grants the engine would have made,
     /// and the execution is no longer the one its seed names.
     #[error(
-        "node {node} ran ahead to virtual time {last} ns, past {bound} ns, when something else was due: \
-         a lookahead bound is wrong (run with --lookahead off to compare)"
+        "node {} ran ahead to virtual time {last} ns, past {bound} ns, when something else was due: \
+         a lookahead bound is wrong (run with --lookahead off to compare)",
+        .node.number()
     )]
     RanAhead {
-        /// The node's number.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// Its last wake-up.
         last: u64,
         /// The earliest time anything else was due.

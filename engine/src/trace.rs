@@ -43,7 +43,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::time::{NodeIdx, VirtualTime};
+use crate::time::{NodeId, VirtualTime};
 
 /// Node number 0 stands for the engine itself (partitions, notes).
 pub const ENGINE: u16 = 0;
@@ -54,9 +54,9 @@ pub const ENGINE: u16 = 0;
 pub struct Event {
     /// When it happened.
     pub time: VirtualTime,
-    /// Where: the node's number (1-based, [`NodeIdx::number`]), or
+    /// Where: the node's number (1-based, [`NodeId::number`]), or
     /// [`ENGINE`] (0) for the engine's own events. A number rather than a
-    /// [`NodeIdx`] because the engine is not a node; [`Event::node_idx`]
+    /// [`NodeId`] because the engine is not a node; [`Event::node_id`]
     /// gives the typed form.
     pub node: u16,
     /// What happened.
@@ -405,8 +405,8 @@ impl Event {
     }
 
     /// The node the event happened on; `None` for the engine's events.
-    pub fn node_idx(&self) -> Option<NodeIdx> {
-        NodeIdx::from_number(self.node)
+    pub fn node_id(&self) -> Option<NodeId> {
+        NodeId::new(self.node)
     }
 }
 

@@ -1,88 +1,21 @@
-//! Static addressing: node N owns IPv4 `10.0.0.N` and MAC `02:00:0a:00:00:NN`.
+//! Static addressing: node N owns IPv4 `10.0.0.N` and MAC `02:00:0a:00:00:NN`
+//! ([`NodeId::ipv4`], [`NodeId::mac`]).
 //!
 //! Addresses are a pure function of the node id so that no guest ever needs
 //! DHCP or any other negotiation whose timing could leak into the execution.
 //! The MAC is locally administered (`02:`) and unicast; its last four bytes
 //! repeat the IPv4 address, which makes captures easy to read.
 //!
-//! Invariant: a valid `NodeId` is in `1..=MAX_NODES` (254), so every address
+//! Invariant: a `NodeId` is in `1..=MAX_NODES` (254), so every address
 //! lives in `10.0.0.0/24` and `.255` stays the broadcast address.
 
-use core::fmt;
+pub use simtime::NodeId;
 
 /// Largest node id: keeps all nodes inside one /24 with `.255` reserved.
-pub const MAX_NODES: u16 = 254;
+pub const MAX_NODES: u16 = NodeId::MAX;
 
 /// The Ethernet broadcast address.
 pub const BROADCAST_MAC: [u8; 6] = [0xff; 6];
-
-/// A node of the cluster, 1-based like the guests' `NODE_ID`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(transparent)]
-pub struct NodeId(u16);
-
-impl NodeId {
-    /// `Some` for `1..=MAX_NODES`, `None` otherwise (0 is never a node).
-    pub const fn new(n: u16) -> Option<NodeId> {
-        if n >= 1 && n <= MAX_NODES {
-            Some(NodeId(n))
-        } else {
-            None
-        }
-    }
-
-    /// The 1-based number.
-    pub const fn get(self) -> u16 {
-        self.0
-    }
-
-    /// 0-based index, for dense per-node tables.
-    pub const fn index(self) -> usize {
-        self.0 as usize - 1
-    }
-
-    /// Inverse of [`NodeId::index`].
-    pub fn from_index(i: usize) -> Option<NodeId> {
-        u16::try_from(i + 1).ok().and_then(NodeId::new)
-    }
-
-    /// `10.0.0.N`.
-    pub const fn ipv4(self) -> [u8; 4] {
-        [10, 0, 0, self.0 as u8]
-    }
-
-    /// `02:00:0a:00:00:NN`.
-    pub const fn mac(self) -> [u8; 6] {
-        [0x02, 0x00, 0x0a, 0x00, 0x00, self.0 as u8]
-    }
-
-    /// The node owning `mac`, if it is one of ours.
-    pub fn from_mac(mac: [u8; 6]) -> Option<NodeId> {
-        match mac {
-            [0x02, 0x00, 0x0a, 0x00, 0x00, n] => NodeId::new(n as u16),
-            _ => None,
-        }
-    }
-
-    /// The node owning `ip`, if it is one of ours.
-    pub fn from_ipv4(ip: [u8; 4]) -> Option<NodeId> {
-        match ip {
-            [10, 0, 0, n] => NodeId::new(n as u16),
-            _ => None,
-        }
-    }
-
-    /// All nodes `1..=node_count` in ascending order.
-    pub fn all(node_count: u16) -> impl Iterator<Item = NodeId> {
-        (1..=node_count.min(MAX_NODES)).map(NodeId)
-    }
-}
-
-impl fmt::Display for NodeId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "n{}", self.0)
-    }
-}
 
 /// Where an Ethernet frame goes, from its destination MAC alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,19 +76,6 @@ pub fn destination(frame: &[u8]) -> Result<Destination, FrameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn addresses() {
-        let n = NodeId::new(7).unwrap();
-        assert_eq!(n.ipv4(), [10, 0, 0, 7]);
-        assert_eq!(n.mac(), [2, 0, 0x0a, 0, 0, 7]);
-        assert_eq!(NodeId::from_mac(n.mac()), Some(n));
-        assert_eq!(NodeId::from_ipv4(n.ipv4()), Some(n));
-        assert_eq!(NodeId::new(0), None);
-        assert_eq!(NodeId::new(255), None);
-        assert_eq!(NodeId::from_index(0), NodeId::new(1));
-        assert_eq!(n.to_string(), "n7");
-    }
 
     #[test]
     fn classify() {

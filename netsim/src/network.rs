@@ -339,7 +339,7 @@ impl Network {
 
     fn link_index(&self, from: NodeId, to: NodeId) -> usize {
         assert!(
-            from.get() <= self.node_count && to.get() <= self.node_count,
+            from.number() <= self.node_count && to.number() <= self.node_count,
             "node out of range: {from} -> {to} in a {}-node network",
             self.node_count
         );
@@ -380,7 +380,7 @@ impl Network {
             }
         };
         match dest {
-            Destination::Unicast(to) if to != from && to.get() <= self.node_count => {
+            Destination::Unicast(to) if to != from && to.number() <= self.node_count => {
                 if let Some(t) = &mut self.conns {
                     t.on_send(from, to, frame);
                 }

@@ -88,7 +88,7 @@ impl Partition {
     pub fn validate(&self, node_count: u16) -> Result<(), PartitionError> {
         let mut seen = BTreeSet::new();
         let check = |n: NodeId, seen: &mut BTreeSet<NodeId>| {
-            if n.get() > node_count {
+            if n.number() > node_count {
                 return Err(PartitionError::UnknownNode { node: n, node_count });
             }
             if !seen.insert(n) {
@@ -104,7 +104,7 @@ impl Partition {
             }
             Partition::Links { cut } => {
                 for n in cut.iter().flat_map(|(a, b)| [a, b]) {
-                    if n.get() > node_count {
+                    if n.number() > node_count {
                         return Err(PartitionError::UnknownNode { node: *n, node_count });
                     }
                 }

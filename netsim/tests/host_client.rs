@@ -189,7 +189,7 @@ impl Sim {
                     }
                     self.frames += 1;
                     self.hash(&now.as_ns().to_le_bytes());
-                    self.hash(&node.get().to_le_bytes());
+                    self.hash(&node.number().to_le_bytes());
                     self.hash(&f);
                     self.net.send(now, node, &f, &mut self.rng);
                     self.log.push((now, node, f));

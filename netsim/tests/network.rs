@@ -76,11 +76,11 @@ fn run(cfg: &NetConfig, seed: u64, count: u32) -> Trace {
         now += 20_000;
         while net.next_delivery_time().is_some_and(|at| at <= t(now)) {
             let d = net.pop_next().unwrap();
-            out.push((d.time.as_ns(), d.id.0, d.from.get(), d.to.get(), d.frame.to_vec(), d.duplicate));
+            out.push((d.time.as_ns(), d.id.0, d.from.number(), d.to.number(), d.frame.to_vec(), d.duplicate));
         }
     }
     for d in drain(&mut net) {
-        out.push((d.time.as_ns(), d.id.0, d.from.get(), d.to.get(), d.frame.to_vec(), d.duplicate));
+        out.push((d.time.as_ns(), d.id.0, d.from.number(), d.to.number(), d.frame.to_vec(), d.duplicate));
     }
     out
 }
@@ -231,7 +231,7 @@ fn broadcast_reaches_everyone_else() {
     let mut net = Network::new(&NetConfig::default(), 4).unwrap();
     let mut r = rng(0);
     let s = copies(net.send(t(0), n(2), &arp_request(n(2), n(3)), &mut r));
-    let mut to: Vec<u16> = s.iter().map(|d| d.to.get()).collect();
+    let mut to: Vec<u16> = s.iter().map(|d| d.to.number()).collect();
     to.sort();
     assert_eq!(to, vec![1, 3, 4]);
     assert_eq!(net.stats().offered, 3);
@@ -388,7 +388,7 @@ fn send_says_per_destination_what_became_of_the_frame() {
     let mut r = rng(3);
     let o = net.send(t(0), n(1), &arp_request(n(1), n(2)), &mut r);
     assert_eq!(o.unrouted, None);
-    let fates: Vec<(u16, LinkFate)> = o.links.iter().map(|l| (l.to.get(), l.fate)).collect();
+    let fates: Vec<(u16, LinkFate)> = o.links.iter().map(|l| (l.to.number(), l.fate)).collect();
     assert_eq!(fates.len(), 3);
     let LinkFate::Scheduled { copy, duplicate: Some(dup) } = fates[0].1 else { panic!("{fates:?}") };
     assert_eq!((fates[0].0, copy.to, dup.to, copy.duplicate, dup.duplicate), (2, n(2), n(2), false, true));

@@ -1,17 +1,20 @@
-//! simcluster's virtual time: [`VirtualTime`], a point of the cluster's
-//! virtual clock, in nanoseconds since the cluster booted.
+//! simcluster's time and identity: [`VirtualTime`], a point of the
+//! cluster's virtual clock, in nanoseconds since the cluster booted, and
+//! [`NodeId`], which node of the cluster.
 //!
-//! A crate of its own so that every crate that carries virtual time can
-//! name it: the engine, which moves the clock, and the node runtimes
-//! (`vmm`), which the engine depends on and which stamp what a node did
-//! with it.
+//! A crate of its own so that every crate that carries either can name
+//! it: the engine, which moves the clock and schedules the nodes, the
+//! network (`netsim`), which addresses them, the exploration and report
+//! crates, and the node runtimes (`vmm`), which the engine depends on and
+//! which stamp what a node did and give it its network address.
 //!
 //! Invariants: a `VirtualTime` serialises as the bare number of ns it
 //! wraps, and its `Debug` prints that number, so trace lines, failure files
 //! and JSON lines are byte for byte what a plain `u64` gave. Its arithmetic
 //! is that of the `u64` it replaced: `+` panics on overflow where `u64`'s
 //! does (debug builds), `saturating_add` saturates. Nothing here reads
-//! host time.
+//! host time. A `NodeId` serialises as the bare 1-based node number (what
+//! the `u16` it replaced wrote) and is always in `1..=NodeId::MAX`.
 
 #![deny(missing_docs)]
 
@@ -20,6 +23,10 @@ use std::ops::{Add, AddAssign, Sub};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+mod node;
+
+pub use node::NodeId;
 
 /// A point of virtual time: nanoseconds since the cluster booted. Only the
 /// engine moves it; no host time ever reaches it. No `Display`: reports

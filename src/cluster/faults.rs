@@ -187,7 +187,7 @@ impl CrashSection {
             let nodes = crash_nodes(&at.key("nodes"), &e.nodes, n, workload_node)?;
             schedule.push(ScheduledCrash {
                 at: Duration::from_nanos(when),
-                nodes: nodes.into_iter().map(engine::NodeIdx::new).collect(),
+                nodes: nodes.into_iter().map(engine::NodeId::at).collect(),
             });
         }
         // By time; entries at the same time stay in the order written.
@@ -247,7 +247,7 @@ pub(super) fn explore_spec(spec: &ClusterFile, window_ns: u64, crashes: Crashes)
     Ok(ExploreSpec {
         window: std::time::Duration::from_nanos(window_ns),
         max_crashes: f.crash.max,
-        crashable: crashes.crashable.into_iter().map(engine::NodeIdx::new).collect(),
+        crashable: crashes.crashable.into_iter().map(engine::NodeId::at).collect(),
         power_failure: f.crash.power_failure,
         restart_after: std::time::Duration::from_nanos(crashes.restart_after_ns),
         restart_ranges: crashes.restart_ranges,

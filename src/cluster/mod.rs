@@ -226,7 +226,7 @@ impl Cluster {
     /// The engine's hook for `[check] history`, checked against
     /// `[check] model` and `consistency`; `None` without `[check] history`.
     pub fn history_check(&self) -> Option<engine::HistoryCheck> {
-        self.history_node.map(|n| checker::history_check::hook_for(engine::NodeIdx::new(n), self.history_model))
+        self.history_node.map(|n| checker::history_check::hook_for(engine::NodeId::at(n), self.history_model))
     }
 
     pub fn node_count(&self) -> usize {

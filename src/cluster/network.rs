@@ -60,7 +60,7 @@ impl PartitionSection {
                 .map(|(k, name)| {
                     let i = if has_host && name == "host" { Some(usize::from(n)) } else { parse_node_name(name, n) };
                     let also = if has_host { ", and host" } else { "" };
-                    i.map(|i| engine::NodeIdx::new(i).net_id()).ok_or_else(|| {
+                    i.map(engine::NodeId::at).ok_or_else(|| {
                         key.nth(k).invalid(format!(" = {name:?}: no such node (nodes are n1..n{n}{also})"))
                     })
                 })
@@ -69,7 +69,7 @@ impl PartitionSection {
         let partition =
             match (p.groups.is_empty(), p.from.is_empty() && p.to.is_empty()) {
                 // The role's holder takes n1's place when the partition starts.
-                (true, true) if p.isolate.is_some() => netsim::Partition::isolate(engine::NodeIdx::new(0).net_id()),
+                (true, true) if p.isolate.is_some() => netsim::Partition::isolate(engine::NodeId::at(0)),
                 _ if p.isolate.is_some() => {
                     return Err(at
                         .key("isolate")

@@ -223,8 +223,8 @@ fn signed_range(key: &KeyPath, r: &Range<String>, limit: i64) -> Result<(i64, i6
 }
 
 /// The node names at `key` -> sorted 0-based indices; `None`: every node.
-fn node_list(key: &KeyPath, names: &Option<Vec<String>>, n: u16) -> Result<Vec<engine::NodeIdx>, Invalid> {
-    let Some(names) = names else { return Ok((0..usize::from(n)).map(engine::NodeIdx::new).collect()) };
+fn node_list(key: &KeyPath, names: &Option<Vec<String>>, n: u16) -> Result<Vec<engine::NodeId>, Invalid> {
+    let Some(names) = names else { return Ok((0..usize::from(n)).map(engine::NodeId::at).collect()) };
     let mut v = Vec::new();
     for (k, name) in names.iter().enumerate() {
         let i = parse_node_name(name, n)
@@ -233,7 +233,7 @@ fn node_list(key: &KeyPath, names: &Option<Vec<String>>, n: u16) -> Result<Vec<e
     }
     v.sort_unstable();
     v.dedup();
-    Ok(v.into_iter().map(engine::NodeIdx::new).collect())
+    Ok(v.into_iter().map(engine::NodeId::at).collect())
 }
 
 /// `[faults.pause]` checked; `has_start`: the nodes have a start command.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::*;
 
 /// 0-based indices of a node list, for comparing with literals.
-fn ix(nodes: &[engine::NodeIdx]) -> Vec<usize> {
+fn ix(nodes: &[engine::NodeId]) -> Vec<usize> {
     nodes.iter().map(|n| n.index()).collect()
 }
 

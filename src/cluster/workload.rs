@@ -225,7 +225,7 @@ fn host_request(at: &KeyPath, r: &HostRequestSection, n: u16, dir: &Path) -> Res
         Some(f) => Some(read_body_file(&at.key("body_file"), dir, f)?),
     };
     Ok(HostRequest {
-        node: engine::NodeIdx::number_of(i),
+        node: engine::NodeId::at(i).number(),
         port: r.port,
         method,
         path,

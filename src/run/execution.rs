@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use checker::strategy::{CoverageWalk, DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk};
 use engine::strategy::Strategy;
-use engine::{ExecutionResult, ExecutionSpec, NodeIdx, RuntimeKind, VirtualTime};
+use engine::{ExecutionResult, ExecutionSpec, NodeId, RuntimeKind, VirtualTime};
 
 use super::{StrategyKind, StrategyOptions, DEFAULT_TIME_LIMIT_NS};
 use crate::cluster::Cluster;
@@ -130,13 +130,13 @@ pub(crate) fn spec_for(
         initrd: images.initrd.clone(),
         root_disk: open.root.clone(),
         node_names: cluster.node_names(),
-        clients: cluster.clients.iter().map(|&i| engine::NodeIdx::new(i)).collect(),
+        clients: cluster.clients.iter().map(|&i| engine::NodeId::at(i)).collect(),
         mem_mb: cluster.spec.cluster.memory_mb,
-        workload_node: NodeIdx::new(cluster.workload_node),
+        workload_node: NodeId::at(cluster.workload_node),
         host_workload: cluster.host_workload.clone(),
         ready_probe: cluster.ready_probe.is_some(),
-        invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), NodeIdx::new(*i))).collect(),
-        liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), NodeIdx::new(*i))).collect(),
+        invariants: cluster.invariants.iter().map(|(n, i, _)| (n.clone(), NodeId::at(*i))).collect(),
+        liveness: cluster.liveness.iter().map(|(n, i, _)| (n.clone(), NodeId::at(*i))).collect(),
         time_limit: VirtualTime::from_ns(time_limit_ns.or(cluster.time_limit_ns).unwrap_or(DEFAULT_TIME_LIMIT_NS)),
         watchdog,
         connect_timeout: Duration::from_secs(60),

@@ -15,7 +15,7 @@ use crate::host::HostOutcome;
 use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::EngineError;
 use crate::trace::{DiskOp, DropCause, EventKind};
-use crate::NodeIdx;
+use crate::NodeId;
 
 impl Execution<'_> {
     /// Applies `action` at `self.now`.
@@ -24,40 +24,40 @@ impl Execution<'_> {
         match action {
             Action::NetworkFault { .. } => self.apply_network_fault(),
             Action::Deliver(id) => self.deliver(id)?,
-            Action::Crash(i) => {
-                self.crash(i)?;
+            Action::Crash(node) => {
+                self.crash(node)?;
                 self.draw_next_crash_time();
             }
             Action::PowerFailure => {
                 self.power_failure()?;
                 self.draw_next_crash_time();
             }
-            Action::Restart(i) => {
-                self.trace.push(now, NodeIdx::number_of(i), EventKind::Restart);
-                self.nodes[i].boot(self.seed)?;
-                self.nodes[i].connect(now, self.spec.connect_timeout)?;
-                self.record_node_clock(i);
+            Action::Restart(node) => {
+                self.trace.push(now, node.number(), EventKind::Restart);
+                self.nodes[node].boot(self.seed)?;
+                self.nodes[node].connect(now, self.spec.connect_timeout)?;
+                self.record_node_clock(node);
             }
-            Action::Pause(i) => self.pause(i)?,
-            Action::Resume(i) => self.resume(i)?,
-            Action::ClockJump(i) => self.clock_jump(i)?,
+            Action::Pause(node) => self.pause(node)?,
+            Action::Resume(node) => self.resume(node)?,
+            Action::ClockJump(node) => self.clock_jump(node)?,
             Action::ConnReset(key) => self.conn_reset(key),
             Action::ConnStall(key) => self.conn_stall(key),
-            Action::Kill(i) => self.kill(i)?,
-            Action::Respawn(i) => self.respawn(i)?,
-            Action::CompleteDisk(i, request) => {
+            Action::Kill(node) => self.kill(node)?,
+            Action::Respawn(node) => self.respawn(node)?,
+            Action::CompleteDisk(node, request) => {
                 let watchdog = self.spec.watchdog;
-                self.maybe_disk_fault(i, disksim::RequestId(request));
+                self.maybe_disk_fault(node, disksim::RequestId(request));
                 // Enabled only for a node whose disk holds the request.
-                let node = NodeIdx::number_of(i);
-                let disk = self.nodes[i].data_disk_mut().ok_or(vmm::node::NodeError::NoDisk { node })?;
+                let disk =
+                    self.nodes[node].data_disk_mut().ok_or(vmm::node::NodeError::NoDisk { node: node.number() })?;
                 let done = disk.complete_disk(now, disksim::RequestId(request), watchdog)?;
                 if done.request.kind == disksim::RequestKind::Flush {
-                    self.nodes[i].flushed_since_run = true;
+                    self.nodes[node].flushed_since_run = true;
                 }
-                self.record_disk(i, &[done]);
+                self.record_disk(node, &[done]);
             }
-            Action::Run(i) => self.run_node(i)?,
+            Action::Run(node) => self.run_node(node)?,
             Action::RunHost => self.run_host()?,
         }
         Ok(())
@@ -73,19 +73,19 @@ impl Execution<'_> {
             h.deliver(now, &d, &mut self.trace);
             return Ok(());
         }
-        let (to, from) = (d.to.index(), d.from.get());
+        let (to, from) = (d.to, d.from.number());
         // A frame for the host client's node before the client exists (in
         // warm-start mode it starts with the workload) finds nobody there.
         if self.nodes.get(to).is_none_or(|n| !n.is_up()) {
-            self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: d.to.get(), cause: DropCause::NodeDown });
+            self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: to.number(), cause: DropCause::NodeDown });
             return Ok(());
         }
         let summary = frames::summarize(&d.frame);
         let len = d.frame.len() as u32;
-        self.trace.push(now, d.to.get(), EventKind::Deliver { id: d.id.0, from, len, summary });
+        self.trace.push(now, to.number(), EventKind::Deliver { id: d.id.0, from, len, summary });
         if self.nodes[to].vm().deliver_frame(now, &d.frame, self.spec.watchdog)? == Delivered::Dropped {
             let text = format!("frame {} dropped: no receive buffer", d.id.0);
-            self.trace.push(now, d.to.get(), EventKind::Note { text });
+            self.trace.push(now, to.number(), EventKind::Note { text });
         }
         Ok(())
     }
@@ -94,49 +94,48 @@ impl Execution<'_> {
     /// power at this instant, in node order, each disk into a crash state
     /// of its own (each a crash of the budget, numbered in that order).
     fn power_failure(&mut self) -> Result<(), EngineError> {
-        let down: Vec<usize> = self.power_failure_nodes();
+        let down: Vec<NodeId> = self.power_failure_nodes();
         self.crash_together(down)
     }
 
     /// Nodes `down` (two or more) lose power at this instant, in node order.
-    pub(super) fn crash_together(&mut self, down: Vec<usize>) -> Result<(), EngineError> {
+    pub(super) fn crash_together(&mut self, down: Vec<NodeId>) -> Result<(), EngineError> {
         self.faults.power_failures += 1;
-        let nodes: Vec<String> = down.iter().map(|&i| self.nodes[i].name.clone()).collect();
+        let nodes: Vec<String> = down.iter().map(|&node| self.nodes[node].name.clone()).collect();
         self.trace.push(self.now, crate::trace::ENGINE, EventKind::PowerFailure { nodes });
-        for i in down {
-            self.crash(i)?;
+        for node in down {
+            self.crash(node)?;
         }
         Ok(())
     }
 
-    /// Power-fails node `i`: its disk falls into a crash state. With
+    /// Power-fails `node`: its disk falls into a crash state. With
     /// restart delays per node or drawn from a range, its delay is drawn
     /// now (nothing is drawn for a fixed one).
-    pub(super) fn crash(&mut self, i: usize) -> Result<(), EngineError> {
+    pub(super) fn crash(&mut self, node: NodeId) -> Result<(), EngineError> {
         let now = self.now;
         self.faults.crashes += 1;
-        if let Some(&range) = self.spec.explore.restart_ranges.get(i) {
+        if let Some(&range) = self.spec.explore.restart_ranges.get(node.index()) {
             let delay = crate::faults::draw_delay(&mut self.faults.node.restart_rng, range);
-            self.faults.restart_delays.insert(i, delay);
+            self.faults.restart_delays.insert(node, delay);
         }
-        let id = NodeIdx::new(i).net_id();
         let crash = self.faults.crashes;
-        let name = self.nodes[i].name.clone();
-        if !self.nodes[i].running.is_empty() {
+        let name = self.nodes[node].name.clone();
+        if !self.nodes[node].running.is_empty() {
             let text = format!(
                 "the crash kills {name}'s running command(s) {}; sent again once {name} is ready",
-                self.nodes[i].running.join(", ")
+                self.nodes[node].running.join(", ")
             );
-            self.trace.push(now, NodeIdx::number_of(i), EventKind::Note { text });
+            self.trace.push(now, node.number(), EventKind::Note { text });
         }
-        if self.nodes[i].paused_until().is_some() {
+        if self.nodes[node].paused_until().is_some() {
             // Its paused processes die with it (`Node::power_off`).
             let text = format!("the crash ends {name}'s pause");
-            self.trace.push(now, NodeIdx::number_of(i), EventKind::Note { text });
+            self.trace.push(now, node.number(), EventKind::Note { text });
         }
         // What the guest's page cache held goes with the power.
-        let dirty_files = self.nodes[i].runtime().and_then(|r| r.dirty_files());
-        let disk = self.nodes[i].power_off(now)?;
+        let dirty_files = self.nodes[node].runtime().and_then(|r| r.dirty_files());
+        let disk = self.nodes[node].power_off(now)?;
         let detail = match (disk, &self.spec.disk) {
             (Some(disk), Some(ds)) => {
                 let seed = self.seed;
@@ -164,48 +163,47 @@ impl Execution<'_> {
             }
             _ => "power loss".into(),
         };
-        self.trace.push(now, id.get(), EventKind::Crash { detail });
+        self.trace.push(now, node.number(), EventKind::Crash { detail });
         if let Some(ns) = self.network.sim.as_mut() {
-            ns.node_down(id);
+            ns.node_down(node);
         }
         Ok(())
     }
 
-    /// Lets node `i` run until it waits again (a grant), and takes in
+    /// Lets `node` run until it waits again (a grant), and takes in
     /// what it did: output, disk completions, frames, agent messages.
-    fn run_node(&mut self, i: usize) -> Result<(), EngineError> {
+    fn run_node(&mut self, node: NodeId) -> Result<(), EngineError> {
         let now = self.now;
-        let node_no = NodeIdx::number_of(i);
+        let node_no = node.number();
         self.trace.push(now, node_no, EventKind::run());
         self.grants.total += 1;
-        let time_of_day = self.nodes[i].clock.time_of_day();
+        let time_of_day = self.nodes[node].clock.time_of_day();
         // A grant that ends waiting has settled the node at `now` too:
         // interrupts owed for transmitted frames and control output, and
         // input that waited for receive buffers, reached it.
-        let bound = self.lookahead_bound(i);
-        let free_until = self.lookahead_given(i, bound);
-        let grant = self.nodes[i].vm().grant_ahead(now, free_until, time_of_day, self.spec.watchdog)?;
+        let bound = self.lookahead_bound(node);
+        let free_until = self.lookahead_given(node, bound);
+        let grant = self.nodes[node].vm().grant_ahead(now, free_until, time_of_day, self.spec.watchdog)?;
         self.grants.round_trips += 1;
         if grant.free_runs.count > 0 {
-            self.account_free_runs(i, grant.free_runs, bound)?;
+            self.account_free_runs(node, grant.free_runs, bound)?;
             self.grants.free_runs = Some((now, grant.free_runs));
         }
         let now = self.now;
-        self.record_output(i, grant.output);
-        self.record_disk(i, &grant.disk);
-        self.nodes[i].flushed_since_run = false;
+        self.record_output(node, grant.output);
+        self.record_disk(node, &grant.disk);
+        self.nodes[node].flushed_since_run = false;
         if let Some(ns) = self.network.sim.as_mut() {
-            let id = netsim::NodeId::new(node_no).expect("node ids fit");
-            self.nodes[i].just_sent = !grant.tx.is_empty();
-            ns.transmit(id, grant.tx, &mut self.trace);
+            self.nodes[node].just_sent = !grant.tx.is_empty();
+            ns.transmit(node, grant.tx, &mut self.trace);
             if !matches!(grant.outcome, RunOutcome::Waiting { .. }) {
-                ns.node_down(id);
+                ns.node_down(node);
             }
         }
         match grant.outcome {
             RunOutcome::Waiting { .. } => {}
             RunOutcome::Exited { .. } | RunOutcome::Reset { .. } => {
-                let n = &self.nodes[i];
+                let n = &self.nodes[node];
                 // A reset is traced as an exit without status (what it was before
                 // the outcome had its own variant: trace hashes stay as they were).
                 let (status, signal) = match grant.outcome {
@@ -225,7 +223,7 @@ impl Execution<'_> {
                     );
                     (FailureKind::GuestExit, what)
                 };
-                self.fail(kind, Some(i), what);
+                self.fail(kind, Some(node), what);
                 return Ok(());
             }
             RunOutcome::Hung { wall } => {
@@ -233,10 +231,10 @@ impl Execution<'_> {
                 let what = format!(
                     "node {} hung: it ran {:.1} s of wall time without letting virtual time advance \
                      (a guest busy loop waiting for time to pass never sees it pass)",
-                    self.nodes[i].name,
+                    self.nodes[node].name,
                     wall.as_secs_f64()
                 );
-                self.fail(FailureKind::GuestHang, Some(i), what);
+                self.fail(FailureKind::GuestHang, Some(node), what);
                 return Ok(());
             }
         }
@@ -251,13 +249,13 @@ impl Execution<'_> {
 
     /// Moves a node's stamped output into the trace: console lines as
     /// events, control lines parsed into agent messages.
-    pub(crate) fn record_output(&mut self, i: usize, output: Vec<GuestOutput>) {
-        let node_no = NodeIdx::number_of(i);
+    pub(crate) fn record_output(&mut self, node: NodeId, output: Vec<GuestOutput>) {
+        let node_no = node.number();
         for o in output {
             match o.stream {
                 OutputStream::Console => {
-                    for line in self.nodes[i].console.feed(&o.bytes) {
-                        self.nodes[i].remember_line(&line);
+                    for line in self.nodes[node].console.feed(&o.bytes) {
+                        self.nodes[node].remember_line(&line);
                         let begin = self.starts_faults(&line);
                         let sdk = self.spec.explore.antithesis.sdk.then(|| crate::sdk::sdk_line(&line)).flatten();
                         self.trace.push(o.time, node_no, EventKind::Console { text: line });
@@ -265,14 +263,14 @@ impl Execution<'_> {
                             self.begin_faults();
                         }
                         if let Some(sdk) = sdk {
-                            self.on_sdk_line(i, sdk);
+                            self.on_sdk_line(node, sdk);
                         }
                     }
                 }
                 OutputStream::Control => {
-                    for line in self.nodes[i].control.feed(&o.bytes) {
+                    for line in self.nodes[node].control.feed(&o.bytes) {
                         if let Some(m) = console::agent_message(&line) {
-                            self.msgs.push((i, m));
+                            self.msgs.push((node, m));
                         }
                     }
                 }
@@ -282,7 +280,7 @@ impl Execution<'_> {
 
     /// Moves a node's disk completions (reads done at submission, reported
     /// by its grant; a write or flush the engine completed) into the trace.
-    pub(crate) fn record_disk(&mut self, i: usize, completions: &[DiskCompletion]) {
+    pub(crate) fn record_disk(&mut self, node: NodeId, completions: &[DiskCompletion]) {
         for c in completions {
             let op = match c.request.kind {
                 disksim::RequestKind::Read => DiskOp::Read,
@@ -290,27 +288,27 @@ impl Execution<'_> {
                 disksim::RequestKind::Flush => DiskOp::Flush,
             };
             let (id, sector, sectors) = (c.request.id.0, c.request.sector, c.request.sectors);
-            self.trace.push(c.completed, NodeIdx::number_of(i), EventKind::Disk { id, op, sector, sectors });
+            self.trace.push(c.completed, node.number(), EventKind::Disk { id, op, sector, sectors });
             if let Some(f) = c.fault {
                 self.faults.disk_counts.count(&f);
                 let detail = disk::describe_fault(&f, &c.request);
                 let fault = disk::fault_kind(&f);
-                self.trace.push(c.completed, NodeIdx::number_of(i), EventKind::DiskFault { id, fault, detail });
+                self.trace.push(c.completed, node.number(), EventKind::DiskFault { id, fault, detail });
             }
         }
     }
 
     /// `[faults.disk]` lost_flush, write_error, misdirect: drawn for
-    /// pending request `id` of node `i` just before it completes (nothing
+    /// pending request `id` of `node` just before it completes (nothing
     /// while calm, nothing for a fault that is off) and injected into its
     /// disk. The completion reports it, and `record_disk` traces and counts
     /// it there, like a read's corruption.
-    pub(crate) fn maybe_disk_fault(&mut self, i: usize, id: disksim::RequestId) {
+    pub(crate) fn maybe_disk_fault(&mut self, node: NodeId, id: disksim::RequestId) {
         let Some(rates) = self.spec.disk.as_ref().map(|d| d.faults) else { return };
         if self.faults.calm || !rates.any_at_completion() {
             return;
         }
-        let Some(vm) = self.nodes[i].data_disk_mut() else { return };
+        let Some(vm) = self.nodes[node].data_disk_mut() else { return };
         let Some(r) = vm.pending_disk().into_iter().find(|r| r.id == id) else { return };
         let capacity = vm.disk().map_or(0, |d| d.capacity_sectors());
         if let Some(fault) = self.faults.disk.draw(&rates, &r, capacity) {
@@ -323,7 +321,7 @@ impl Execution<'_> {
     /// none at completions (`calm`), and the devices no longer corrupt
     /// reads, now or after a restart.
     pub(crate) fn calm_disks(&mut self) {
-        for n in &mut self.nodes {
+        for n in self.nodes.iter_mut() {
             n.stop_read_faults();
         }
     }
@@ -345,7 +343,7 @@ impl Execution<'_> {
             HostOutcome::Passed => 0,
             HostOutcome::Failed(_) => 1,
         };
-        self.trace.push(now, node.get(), EventKind::CommandDone { name: "workload".into(), status });
+        self.trace.push(now, node.number(), EventKind::CommandDone { name: "workload".into(), status });
         match outcome {
             HostOutcome::Running => {}
             HostOutcome::Passed if self.script.phase == Phase::Workload => self.start_checks()?,

@@ -14,13 +14,13 @@ use crate::node::Node;
 use crate::seeds::{entropy_seed, read_fault_seed};
 use crate::spec::{EngineError, ExecutionSpec};
 use crate::time::VirtualTime;
-use crate::NodeIdx;
+use crate::NodeId;
 
-/// Node `i`'s configuration for its first boot.
-pub(super) fn node_config(spec: &ExecutionSpec, i: usize, peers: &str, clock: &NodeClock) -> NodeConfig {
-    let name = &spec.node_names[i];
+/// `node`'s configuration for its first boot.
+pub(super) fn node_config(spec: &ExecutionSpec, node: NodeId, peers: &str, clock: &NodeClock) -> NodeConfig {
+    let name = &spec.node_names[node.index()];
     let mut init_env = vec![
-        ("NODE_ID".into(), (i + 1).to_string()),
+        ("NODE_ID".into(), node.number().to_string()),
         ("NODE_NAME".into(), name.clone()),
         ("PEERS".into(), peers.to_string()),
     ];
@@ -37,17 +37,17 @@ pub(super) fn node_config(spec: &ExecutionSpec, i: usize, peers: &str, clock: &N
         kernel: spec.kernel.clone(),
         initrd: spec.initrd.clone(),
         mem_mb: spec.mem_mb,
-        node_id: NodeIdx::number_of(i),
+        node_id: node.number(),
         run_dir: spec.scratch.join(name),
         init_env,
         extra_args: if spec.runtime == RuntimeKind::Uml { spec.uml_args.clone() } else { vec![] },
         net: spec.network.is_some(),
         // Node::boot sets it for each boot (see `entropy_seed`).
-        entropy_seed: entropy_seed(spec.stream_seed(), i as u64, 0),
+        entropy_seed: entropy_seed(spec.stream_seed(), node, 0),
         read_faults: disksim::ReadFaults {
             corrupt_read: spec.disk.as_ref().map_or(0.0, |d| d.faults.corrupt_read),
             // Node::boot sets it for each boot (see `read_fault_seed`).
-            seed: read_fault_seed(spec.stream_seed(), i as u64, 0),
+            seed: read_fault_seed(spec.stream_seed(), node, 0),
         },
         shared_clock: spec.shared_clock,
         root_disk: spec.root_disk.clone(),
@@ -61,16 +61,17 @@ pub(super) fn boot_nodes(spec: &ExecutionSpec, first_spawn: &mut Option<Instant>
     let servers: Vec<&str> = spec
         .node_names
         .iter()
-        .enumerate()
-        .filter(|&(i, _)| !spec.clients.contains(&NodeIdx::new(i)))
-        .map(|(_, n)| n.as_str())
+        .zip(NodeId::first(spec.node_names.len()))
+        .filter(|&(_, node)| !spec.clients.contains(&node))
+        .map(|(n, _)| n.as_str())
         .collect();
     let peers = servers.join(",");
     // Clock hardware is set at boot: in warm-start mode the boot seed's.
     let clocks = faults::node_clocks(&spec.explore.clock, spec.node_names.len(), spec.stream_seed());
     let mut nodes = Vec::new();
-    for (i, name) in spec.node_names.iter().enumerate() {
-        let cfg = node_config(spec, i, &peers, &clocks[i]);
+    for (node, name) in NodeId::first(spec.node_names.len()).zip(&spec.node_names) {
+        let i = node.index();
+        let cfg = node_config(spec, node, &peers, &clocks[i]);
         let disk = spec.disk.as_ref().map(|d| disksim::Disk::new(d.base.clone()));
         let mut n = Node::new(name.clone(), cfg, spec.runtime, spec.scratch.clone(), disk, clocks[i]);
         first_spawn.get_or_insert_with(Instant::now);

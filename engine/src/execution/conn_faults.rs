@@ -34,7 +34,7 @@ impl Execution<'_> {
     /// ready: a connection fault hits only connections between running
     /// programs.
     fn endpoint_ready(&self, e: &Endpoint) -> bool {
-        self.nodes.get(e.node.index()).is_none_or(|n| n.is_up() && n.is_ready())
+        self.nodes.get(e.node).is_none_or(|n| n.is_up() && n.is_ready())
     }
 
     /// A reset, then a stall, of each established connection in key order
@@ -65,7 +65,7 @@ impl Execution<'_> {
             if !self.endpoint_ready(&key.a) || !self.endpoint_ready(&key.b) {
                 continue;
             }
-            let (node, peer) = (key.a.node.get(), key.b.node.get());
+            let (node, peer) = (key.a.node.number(), key.b.node.number());
             let place = between_pair.entry((node, peer)).or_insert(0);
             let behind = *place;
             *place += 1;
@@ -85,7 +85,7 @@ impl Execution<'_> {
 
     /// `node:port`, with the node's name (`host` for the host client).
     fn endpoint_name(&self, e: &Endpoint) -> String {
-        let name = self.nodes.get(e.node.index()).map_or("host", |n| n.name.as_str());
+        let name = self.nodes.get(e.node).map_or("host", |n| n.name.as_str());
         format!("{name}:{}", e.port)
     }
 
@@ -108,7 +108,7 @@ impl Execution<'_> {
         for s in r.resets {
             let Some(d) = ns.net.get(s.id) else { continue };
             let (len, summary) = (d.frame.len() as u32, crate::frames::summarize(&d.frame));
-            self.trace.push(now, s.from.get(), EventKind::Send { id: s.id.0, to: s.to.get(), len, summary });
+            self.trace.push(now, s.from.number(), EventKind::Send { id: s.id.0, to: s.to.number(), len, summary });
         }
         self.next_conn_fault();
     }

@@ -10,17 +10,17 @@ use std::time::Duration;
 use super::Execution;
 use crate::actions::Enabled;
 use crate::pending::Pending;
-use crate::{NodeIdx, VirtualTime};
+use crate::{NodeId, VirtualTime};
 
 impl Execution<'_> {
     /// Refills `into` with the pending events of the current state.
     pub(crate) fn gather_pending(&self, into: &mut Pending) {
-        let live = || self.nodes.iter().enumerate().filter(|(_, n)| n.is_up());
+        let live = || self.nodes.with_ids().filter(|(_, n)| n.is_up());
         let restart_after = self.spec.explore.restart_after;
         let latency = self.spec.disk.as_ref().map_or(Duration::ZERO, |d| d.latency);
         into.runs.clear();
         into.runs.extend(live().map(|(i, n)| (i, n.runtime().unwrap().requested())));
-        into.host = self.network.host.as_ref().and_then(|h| h.due().map(|t| (h.node().get(), t)));
+        into.host = self.network.host.as_ref().and_then(|h| h.due().map(|t| (h.node(), t)));
         into.net = self.network.sim.as_ref().and_then(|n| n.next_time());
         into.disks.clear();
         into.disks.extend(live().filter_map(|(i, n)| {
@@ -32,8 +32,7 @@ impl Execution<'_> {
         let delays = &self.faults.restart_delays;
         let crashed = self
             .nodes
-            .iter()
-            .enumerate()
+            .with_ids()
             .filter_map(|(i, n)| n.crashed_at().map(|t| (i, t + delays.get(&i).copied().unwrap_or(restart_after))));
         into.restarts.extend(crashed);
         into.resumes.clear();
@@ -58,8 +57,8 @@ impl Execution<'_> {
             into.push(Enabled::run_host(node, due));
         }
         if let Some(ns) = &self.network.sim {
-            for (id, to, from, due, behind) in ns.deliveries_until(horizon) {
-                into.push(Enabled::deliver(id, to, from, due, behind));
+            for d in ns.deliveries_until(horizon) {
+                into.push(Enabled::deliver(&d));
             }
             if let Some((due, heal)) = ns.next_fault().filter(|(t, _)| *t <= horizon) {
                 into.push(Enabled::network_fault(heal, due));
@@ -79,7 +78,7 @@ impl Execution<'_> {
         self.enabled_conn_faults(into);
         let respawns = pending.respawns.iter().filter(|&&(_, t)| t <= horizon);
         into.extend(respawns.map(|&(i, t)| Enabled::respawn(i, t)));
-        for i in self.spec.explore.kill.nodes.iter().map(|n| n.index()) {
+        for &i in &self.spec.explore.kill.nodes {
             if self.kill_enabled(i) {
                 into.push(Enabled::kill(i, self.now).at_risk(self.nodes[i].just_sent));
             }
@@ -120,10 +119,9 @@ impl Execution<'_> {
             return;
         }
         let (mut offered, mut any_at_risk) = (false, false);
-        for i in self.spec.explore.crashable.iter().map(|n| n.index()) {
+        for &i in &self.spec.explore.crashable {
             let n = &self.nodes[i];
-            let id = NodeIdx::new(i).net_id();
-            let sending = self.network.sim.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
+            let sending = self.network.sim.as_ref().is_some_and(|ns| ns.has_in_flight_from(i));
             let disk = n.data_disk();
             let volatile = disk.and_then(|d| d.disk()).is_some_and(|d| d.volatile_writes().next().is_some());
             // The moments around a durability point: just before a
@@ -156,19 +154,19 @@ impl Execution<'_> {
     }
 
     /// The nodes a power failure now takes down: every crashable node that is up.
-    pub(crate) fn power_failure_nodes(&self) -> Vec<usize> {
-        self.spec.explore.crashable.iter().map(|n| n.index()).filter(|&i| self.nodes[i].is_up()).collect()
+    pub(crate) fn power_failure_nodes(&self) -> Vec<NodeId> {
+        self.spec.explore.crashable.iter().copied().filter(|&i| self.nodes[i].is_up()).collect()
     }
 
     /// Pauses, then clock jumps, each by node (after every older kind, so
     /// executions without them keep their choice indices).
     pub(crate) fn enabled_node_faults(&self, into: &mut Vec<Enabled>) {
-        for i in self.spec.explore.pause.nodes.iter().map(|n| n.index()) {
+        for &i in &self.spec.explore.pause.nodes {
             if self.pause_enabled(i) {
                 into.push(Enabled::pause(i, self.now).at_risk(self.spec.explore.roles.pause.is_some()));
             }
         }
-        for i in self.spec.explore.clock.nodes.iter().map(|n| n.index()) {
+        for &i in &self.spec.explore.clock.nodes {
             if self.clock_jump_enabled(i) {
                 into.push(Enabled::clock_jump(i, self.now).at_risk(self.spec.explore.roles.clock.is_some()));
             }

@@ -33,7 +33,7 @@ use crate::spec::EngineError;
 use crate::strategy::{default_choice, ActionKind, EnabledAction, Strategy, StrategySpec};
 use crate::time::VirtualTime;
 use crate::trace::EventKind;
-use crate::NodeIdx;
+use crate::NodeId;
 
 /// Where [`Execution::run_until`] stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,10 +92,10 @@ pub enum InspectError {
 }
 
 /// The command being run by [`Execution::exec`], and what came back.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Inspecting {
-    /// The node running it (0-based).
-    node: usize,
+    /// The node running it.
+    node: NodeId,
     /// Its output's base64 lines, as they arrived.
     chunks: String,
     /// Its exit status, once `@sim done exec` arrived.
@@ -162,20 +162,22 @@ impl Execution<'_> {
         self.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
-    /// Runs `command` (a shell command line) on node `node` (0-based) now,
+    /// Runs `command` (a shell command line) on `node` now,
     /// stepping the cluster on under the default scheduler until it
     /// answers or `limit` of virtual time has passed. The execution's
     /// verdict, if it had one, stays.
-    pub fn exec(&mut self, node: usize, command: &str, limit: Duration) -> Result<ExecOutput, InspectError> {
-        let Some(n) = self.nodes.get(node) else { return Err(InspectError::NoSuchNode(format!("#{}", node + 1))) };
+    pub fn exec(&mut self, node: NodeId, command: &str, limit: Duration) -> Result<ExecOutput, InspectError> {
+        let Some(n) = self.nodes.get(node) else {
+            return Err(InspectError::NoSuchNode(format!("#{}", node.number())));
+        };
         if !n.is_ready() {
             let why = if n.is_up() { "it is booting (its agent is not up)" } else { "it is powered off" };
             return Err(InspectError::NodeNotUp { node: n.name.clone(), at: self.now, why });
         }
         self.inspected = true;
         let began = self.now;
-        self.trace.push(began, NodeIdx::number_of(node), EventKind::Note { text: format!("inspect: exec {command}") });
-        self.inspecting = Some(Inspecting { node, ..Inspecting::default() });
+        self.trace.push(began, node.number(), EventKind::Note { text: format!("inspect: exec {command}") });
+        self.inspecting = Some(Inspecting { node, chunks: String::new(), status: None });
         self.control(node, &AgentCommand::Exec(command.to_string()))?;
         let deadline = began + limit;
         let first: Option<Verdict> = self.script.verdict.take();
@@ -193,20 +195,20 @@ impl Execution<'_> {
             }
         }
         self.script.verdict = first.or(later);
-        let done = self.inspecting.take().unwrap_or_default();
-        let output = decode_chunks(&done.chunks);
-        let unfinished = done.status.is_none().then(|| match self.nodes[node].crashed_at() {
+        let (chunks, status) = self.inspecting.take().map_or((String::new(), None), |i| (i.chunks, i.status));
+        let output = decode_chunks(&chunks);
+        let unfinished = status.is_none().then(|| match self.nodes[node].crashed_at() {
             Some(t) => format!("{} lost power at {:.6} s while it ran", self.nodes[node].name, t.as_ns() as f64 / 1e9),
             None if !self.nodes[node].is_up() => format!("{} went down while it ran", self.nodes[node].name),
             None => format!("it had not finished after {:.6} s of virtual time", simtime::span_ns(limit) as f64 / 1e9),
         });
-        Ok(ExecOutput { output, status: done.status, unfinished, began, ended: self.now })
+        Ok(ExecOutput { output, status, unfinished, began, ended: self.now })
     }
 
     /// An `@sim out` line or `@sim done exec` from node `from`: part of
     /// the command [`Self::exec`] runs. Anything from another node, or
     /// when no command runs, is a note in the trace.
-    pub(crate) fn on_exec_message(&mut self, from: usize, chunk: Option<String>, status: Option<i32>) {
+    pub(crate) fn on_exec_message(&mut self, from: NodeId, chunk: Option<String>, status: Option<i32>) {
         match self.inspecting.as_mut().filter(|i| i.node == from) {
             Some(i) => {
                 if let Some(c) = chunk {
@@ -218,7 +220,7 @@ impl Execution<'_> {
             }
             None => {
                 let text = format!("agent: {EXEC} output nobody asked for");
-                self.trace.push(self.now, NodeIdx::number_of(from), EventKind::Note { text });
+                self.trace.push(self.now, from.number(), EventKind::Note { text });
             }
         }
     }

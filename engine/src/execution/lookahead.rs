@@ -50,18 +50,18 @@ use std::time::Duration;
 use super::Execution;
 use crate::spec::{EngineError, Lookahead};
 use crate::strategy::{ActionKind, EnabledAction};
-use crate::{NodeIdx, VirtualTime};
+use crate::{NodeId, VirtualTime};
 
 impl Execution<'_> {
-    /// The time before which node `i` (0-based), granted now, may take its
+    /// The time before which `node`, granted now, may take its
     /// own wake-ups without stopping; `None` for a plain grant. Call in the
     /// step that runs it, after its enabled set was built: it reads that
     /// step's pending events, which the choice did not change.
-    pub(crate) fn lookahead_bound(&self, i: usize) -> Option<VirtualTime> {
+    pub(crate) fn lookahead_bound(&self, node: NodeId) -> Option<VirtualTime> {
         if !self.lookahead_allowed() {
             return None;
         }
-        self.bound_with(self.choices.pending.earliest_except_run(i))
+        self.bound_with(self.choices.pending.earliest_except_run(node))
     }
 
     /// The bound given `others`, the earliest due time of everything but
@@ -86,16 +86,16 @@ impl Execution<'_> {
         self.spec.explore.calm_from.is_none_or(|(at, _)| at < self.choices.steps)
     }
 
-    /// The bound handed to node `i`: [`Self::lookahead_bound`], or in the
+    /// The bound handed to `node`: [`Self::lookahead_bound`], or in the
     /// debug mode [`Lookahead::IgnoringFrames`] one that leaves out
     /// netsim's next event.
-    pub(crate) fn lookahead_given(&self, i: usize, bound: Option<VirtualTime>) -> Option<VirtualTime> {
+    pub(crate) fn lookahead_given(&self, node: NodeId, bound: Option<VirtualTime>) -> Option<VirtualTime> {
         if self.spec.lookahead != Lookahead::IgnoringFrames || !self.lookahead_allowed() {
             return bound;
         }
         let mut p = self.choices.pending.clone();
         p.forget_network();
-        self.bound_with(p.earliest_except_run(i))
+        self.bound_with(p.earliest_except_run(node))
     }
 
     /// The earliest time a crash, pause or clock jump can become possible;
@@ -131,23 +131,22 @@ impl Execution<'_> {
         )
     }
 
-    /// Takes in the wake-ups node `i` took by itself in the grant that
+    /// Takes in the wake-ups `node` took by itself in the grant that
     /// began at `began` (see the module docs): they were grants, and the
     /// clock is at the last of them. The step log is done by
     /// [`Self::log_free_runs`] once the step's visibility is known.
     pub(crate) fn account_free_runs(
         &mut self,
-        i: usize,
+        node: NodeId,
         free: FreeRuns,
         bound: Option<VirtualTime>,
     ) -> Result<(), EngineError> {
-        let node = NodeIdx::number_of(i);
         let bound = bound.unwrap_or(self.now);
         if free.last >= bound {
             return Err(EngineError::RanAhead { node, last: free.last.as_ns(), bound: bound.as_ns() });
         }
         let until = Some(free.last);
-        self.trace.push(free.last, node, crate::trace::EventKind::Run { grants: free.count, until });
+        self.trace.push(free.last, node.number(), crate::trace::EventKind::Run { grants: free.count, until });
         self.grants.total += free.count;
         self.now = free.last;
         Ok(())

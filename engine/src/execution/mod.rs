@@ -32,13 +32,13 @@ use self::parts::{Faults, Grants, Network, Script};
 use crate::actions::{effective_time, horizon, Enabled};
 use crate::console::AgentMsg;
 use crate::disk;
-use crate::node::Node;
+use crate::node::Nodes;
 use crate::outcome::{ExecutionResult, FailureKind, Verdict};
 use crate::spec::{EngineError, ExecutionSpec};
 use crate::strategy::{ActionKind, Strategy};
 use crate::time::VirtualTime;
 use crate::trace::{EventKind, Trace};
-use crate::NodeIdx;
+use crate::NodeId;
 
 /// What [`Execution::step`] left behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,24 +92,24 @@ pub struct Execution<'a> {
     /// The one clock: every node's time, and every event's.
     now: VirtualTime,
     trace: Trace,
-    /// The guests, by 0-based index.
-    nodes: Vec<Node>,
+    /// The guests, in node order.
+    nodes: Nodes,
     network: Network,
     script: Script,
     faults: Faults,
     grants: Grants,
     /// Agent messages of the node run being taken in (kept to reuse its
     /// buffer; empty between steps).
-    msgs: Vec<(usize, AgentMsg)>,
+    msgs: Vec<(NodeId, AgentMsg)>,
     choices: Choices,
     wall: Wall,
     /// Stop at the first enumerable power loss ([`Step::CrashBranch`]).
     branch_at_crash: bool,
     /// The action a step chose and left for the next one to apply.
     held: Option<Enabled>,
-    /// Each node's role, by 0-based index: the last word its role probe
+    /// Each node's role: the last word its role probe
     /// printed since it booted (`[roles]`).
-    roles: std::collections::BTreeMap<usize, String>,
+    roles: std::collections::BTreeMap<NodeId, String>,
     /// Whether a command has run in a guest for inspection (`inspect.rs`).
     inspected: bool,
     /// The inspection command running, if one is.
@@ -132,7 +132,7 @@ impl<'a> Execution<'a> {
             seed: spec.stream_seed(),
             now: VirtualTime::ZERO,
             trace: Trace::new(),
-            nodes,
+            nodes: Nodes::new(nodes),
             network: Network { sim: net, host },
             script: Script::new(),
             faults: Faults::new(spec.stream_seed(), spec.explore.crash_states.clone()),
@@ -146,10 +146,10 @@ impl<'a> Execution<'a> {
             inspected: false,
             inspecting: None,
         };
-        for i in 0..ex.nodes.len() {
-            ex.nodes[i].connect(VirtualTime::ZERO, spec.connect_timeout)?;
-            ex.trace.push(VirtualTime::ZERO, NodeIdx::number_of(i), EventKind::Boot);
-            ex.record_node_clock(i);
+        for node in ex.nodes.ids() {
+            ex.nodes[node].connect(VirtualTime::ZERO, spec.connect_timeout)?;
+            ex.trace.push(VirtualTime::ZERO, node.number(), EventKind::Boot);
+            ex.record_node_clock(node);
         }
         Ok(ex)
     }
@@ -182,8 +182,8 @@ impl<'a> Execution<'a> {
         if let Some(ns) = self.network.sim.as_mut() {
             ns.reseed(seed, self.now, self.spec.explore.faults_after.is_none());
         }
-        for (i, n) in self.nodes.iter_mut().enumerate() {
-            n.reseed_devices(seed, i as u64);
+        for (node, n) in self.nodes.with_ids_mut() {
+            n.reseed_devices(seed, node);
         }
         let text = "boot ends: every agent ready; the execution's own streams begin".to_string();
         self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
@@ -378,8 +378,8 @@ impl<'a> Execution<'a> {
             self.wall.boot = self.wall.first_spawn.map(|t| t.elapsed());
             if self.spec.ready_probe {
                 self.script.phase = Phase::Probing { passed: 0 };
-                for i in 0..self.nodes.len() {
-                    self.command(i, crate::READY_PROBE)?;
+                for node in self.nodes.ids() {
+                    self.command(node, crate::READY_PROBE)?;
                 }
             } else {
                 self.boot_done()?;
@@ -432,9 +432,9 @@ impl<'a> Execution<'a> {
             }
         }
         let now = self.now;
-        for (i, n) in self.nodes.iter_mut().enumerate() {
+        for (node, n) in self.nodes.with_ids_mut() {
             if let Some(line) = n.console.finish() {
-                self.trace.push(now, NodeIdx::number_of(i), EventKind::Console { text: line });
+                self.trace.push(now, node.number(), EventKind::Console { text: line });
             }
         }
         let spec = self.spec;

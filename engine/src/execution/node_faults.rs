@@ -9,7 +9,7 @@ use crate::agent::AgentCommand;
 use crate::faults::{below, between, draw_delay};
 use crate::spec::EngineError;
 use crate::trace::EventKind;
-use crate::NodeIdx;
+use crate::NodeId;
 
 impl Execution<'_> {
     /// The workload starts: draw when pauses and clock jumps become
@@ -30,21 +30,21 @@ impl Execution<'_> {
         }
     }
 
-    /// Records node `i`'s clock hardware at one of its boots.
-    pub(crate) fn record_node_clock(&mut self, i: usize) {
-        let (now, node) = (self.now, NodeIdx::number_of(i));
-        let clock = self.nodes[i].clock;
+    /// Records `node`'s clock hardware at one of its boots.
+    pub(crate) fn record_node_clock(&mut self, node: NodeId) {
+        let now = self.now;
+        let clock = self.nodes[node].clock;
         if let Some(offset_ns) = clock.offset_ns {
             self.faults.node.counts.clock_offsets += 1;
-            self.trace.push(now, node, EventKind::ClockOffset { offset_ns });
+            self.trace.push(now, node.number(), EventKind::ClockOffset { offset_ns });
         }
         if let Some(ppm) = clock.drift_ppm {
             self.faults.node.counts.clock_drifts += 1;
-            self.trace.push(now, node, EventKind::ClockDrift { ppm });
+            self.trace.push(now, node.number(), EventKind::ClockDrift { ppm });
         }
     }
 
-    /// Node `i` may be paused now: in the workload (or later, without a
+    /// `node` may be paused now: in the workload (or later, without a
     /// quiet period) from the drawn time on, within the budget, not calm,
     /// up, ready, not paused already, and with frames in flight: a pause
     /// matters while the rest of the cluster waits for the node's answers
@@ -52,12 +52,11 @@ impl Execution<'_> {
     /// budget would go on the first steps after the drawn time). With
     /// `[faults.pause] target`, only on a node holding that role, and
     /// there whether or not it is sending.
-    pub(crate) fn pause_enabled(&self, i: usize) -> bool {
+    pub(crate) fn pause_enabled(&self, node: NodeId) -> bool {
         let p = &self.spec.explore.pause;
-        let n = &self.nodes[i];
+        let n = &self.nodes[node];
         let time = self.faults.node.pause_not_before.is_some_and(|t| self.now >= t);
-        let id = NodeIdx::new(i).net_id();
-        let sending = self.network.sim.as_ref().is_some_and(|ns| ns.has_in_flight_from(id));
+        let sending = self.network.sim.as_ref().is_some_and(|ns| ns.has_in_flight_from(node));
         time && self.faults.node.counts.pauses < p.max
             && !self.faults.calm
             && n.is_ready()
@@ -65,18 +64,18 @@ impl Execution<'_> {
             && n.killed_until().is_none()
             && match self.spec.explore.roles.pause.as_deref() {
                 None => sending,
-                target => self.role_allows(target, i),
+                target => self.role_allows(target, node),
             }
     }
 
-    /// Node `i`'s start command may be killed now: from the drawn time on,
+    /// `node`'s start command may be killed now: from the drawn time on,
     /// within the budget, not calm, up and ready, neither paused nor killed
     /// already. Like a clock jump, every moment of a running service is at
     /// stake (its memory is lost); the drawn times spread the kills, and a
     /// kill just after the node sent something (an acknowledgement) is
     /// weighted up.
-    pub(crate) fn kill_enabled(&self, i: usize) -> bool {
-        let (k, n) = (&self.spec.explore.kill, &self.nodes[i]);
+    pub(crate) fn kill_enabled(&self, node: NodeId) -> bool {
+        let (k, n) = (&self.spec.explore.kill, &self.nodes[node]);
         let time = self.faults.node.kill_not_before.is_some_and(|t| self.now >= t);
         time && self.faults.node.counts.kills < k.max
             && !self.faults.calm
@@ -85,43 +84,43 @@ impl Execution<'_> {
             && n.killed_until().is_none()
     }
 
-    /// SIGKILLs node `i`'s start command; it runs again a drawn delay from now.
-    pub(crate) fn kill(&mut self, i: usize) -> Result<(), EngineError> {
+    /// SIGKILLs `node`'s start command; it runs again a drawn delay from now.
+    pub(crate) fn kill(&mut self, node: NodeId) -> Result<(), EngineError> {
         let (now, k) = (self.now, &self.spec.explore.kill);
         let f = &mut self.faults.node;
         let delay = draw_delay(&mut f.kill_rng, k.restart_after);
         f.kill_not_before = Some(now + Duration::from_nanos(below(&mut f.kill_rng, simtime::span_ns(k.span))));
         f.counts.kills += 1;
         let restart_at = now + delay;
-        self.nodes[i].set_killed_until(Some(restart_at));
-        self.trace.push(now, NodeIdx::number_of(i), EventKind::Kill { restart_at });
-        self.control(i, &AgentCommand::Kill)
+        self.nodes[node].set_killed_until(Some(restart_at));
+        self.trace.push(now, node.number(), EventKind::Kill { restart_at });
+        self.control(node, &AgentCommand::Kill)
     }
 
-    /// Starts node `i`'s killed start command again.
-    pub(crate) fn respawn(&mut self, i: usize) -> Result<(), EngineError> {
-        self.nodes[i].set_killed_until(None);
-        self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Respawn);
-        self.control(i, &AgentCommand::Start)
+    /// Starts `node`'s killed start command again.
+    pub(crate) fn respawn(&mut self, node: NodeId) -> Result<(), EngineError> {
+        self.nodes[node].set_killed_until(None);
+        self.trace.push(self.now, node.number(), EventKind::Respawn);
+        self.control(node, &AgentCommand::Start)
     }
 
-    /// Node `i`'s clock may jump now: from the drawn time on, within the
+    /// `node`'s clock may jump now: from the drawn time on, within the
     /// budget, not calm, up and ready. Every moment of a running node is
     /// at stake for its clock; the drawn times spread the jumps. With
     /// `[faults.clock] target`, only on a node holding that role.
-    pub(crate) fn clock_jump_enabled(&self, i: usize) -> bool {
-        let n = &self.nodes[i];
+    pub(crate) fn clock_jump_enabled(&self, node: NodeId) -> bool {
+        let n = &self.nodes[node];
         let time = self.faults.node.clock_not_before.is_some_and(|t| self.now >= t);
         let c = &self.spec.explore.clock;
         let used = self.faults.node.counts.clock_bumps + self.faults.node.counts.clock_strobes;
         time && used < c.max
             && !self.faults.calm
             && n.is_ready()
-            && self.role_allows(self.spec.explore.roles.clock.as_deref(), i)
+            && self.role_allows(self.spec.explore.roles.clock.as_deref(), node)
     }
 
-    /// Stops node `i`'s start command until a drawn length from now.
-    pub(crate) fn pause(&mut self, i: usize) -> Result<(), EngineError> {
+    /// Stops `node`'s start command until a drawn length from now.
+    pub(crate) fn pause(&mut self, node: NodeId) -> Result<(), EngineError> {
         let (now, p) = (self.now, &self.spec.explore.pause);
         let f = &mut self.faults.node;
         let (lo, hi) = (simtime::span_ns(p.length.0), simtime::span_ns(p.length.1));
@@ -129,32 +128,32 @@ impl Execution<'_> {
         f.pause_not_before = Some(now + Duration::from_nanos(below(&mut f.pause_rng, simtime::span_ns(p.span))));
         f.counts.pauses += 1;
         let resume_at = now + Duration::from_nanos(length);
-        self.nodes[i].set_paused_until(Some(resume_at));
-        self.trace.push(now, NodeIdx::number_of(i), EventKind::Pause { resume_at });
-        self.control(i, &AgentCommand::Pause)
+        self.nodes[node].set_paused_until(Some(resume_at));
+        self.trace.push(now, node.number(), EventKind::Pause { resume_at });
+        self.control(node, &AgentCommand::Pause)
     }
 
-    /// Continues node `i`'s paused start command.
-    pub(crate) fn resume(&mut self, i: usize) -> Result<(), EngineError> {
-        self.nodes[i].set_paused_until(None);
-        self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Resume);
-        self.control(i, &AgentCommand::Resume)
+    /// Continues `node`'s paused start command.
+    pub(crate) fn resume(&mut self, node: NodeId) -> Result<(), EngineError> {
+        self.nodes[node].set_paused_until(None);
+        self.trace.push(self.now, node.number(), EventKind::Resume);
+        self.control(node, &AgentCommand::Resume)
     }
 
     /// The quiet period or a calm probe begins: every paused node that is
     /// up continues now.
     pub(crate) fn resume_all(&mut self) -> Result<(), EngineError> {
-        for i in 0..self.nodes.len() {
-            if self.nodes[i].paused_until().is_some() && self.nodes[i].is_up() {
-                self.resume(i)?;
+        for node in self.nodes.ids() {
+            if self.nodes[node].paused_until().is_some() && self.nodes[node].is_up() {
+                self.resume(node)?;
             }
         }
         Ok(())
     }
 
-    /// Jumps node `i`'s wall clock: a bump, or a strobe (drawn when both
+    /// Jumps `node`'s wall clock: a bump, or a strobe (drawn when both
     /// are on).
-    pub(crate) fn clock_jump(&mut self, i: usize) -> Result<(), EngineError> {
+    pub(crate) fn clock_jump(&mut self, node: NodeId) -> Result<(), EngineError> {
         let (now, c) = (self.now, &self.spec.explore.clock);
         let f = &mut self.faults.node;
         let strobe = match (c.bump_ns, c.strobe) {
@@ -180,7 +179,7 @@ impl Execution<'_> {
             (None, None) => unreachable!("clock jumps are enabled only with a bump or a strobe"),
         };
         f.clock_not_before = Some(now + Duration::from_nanos(below(&mut f.clock_rng, simtime::span_ns(c.span))));
-        self.trace.push(now, NodeIdx::number_of(i), event);
-        self.control(i, &command)
+        self.trace.push(now, node.number(), event);
+        self.control(node, &command)
     }
 }

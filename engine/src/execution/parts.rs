@@ -14,7 +14,7 @@ use crate::faults::FaultState;
 use crate::host::HostEndpoint;
 use crate::network::NetState;
 use crate::outcome::Verdict;
-use crate::VirtualTime;
+use crate::{NodeId, VirtualTime};
 
 /// Progress of the cluster through its script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,9 +88,9 @@ pub(crate) struct Faults {
     /// faults begin, and again after each crash; `None` before).
     pub crash_not_before: Option<VirtualTime>,
     /// Each crashed node's restart delay drawn at its crash (`[faults.crash]
-    /// restart_after` as a range or per node), by 0-based node; a node
+    /// restart_after` as a range or per node), by node; a node
     /// absent restarts `restart_after` after its crash.
-    pub restart_delays: BTreeMap<usize, std::time::Duration>,
+    pub restart_delays: BTreeMap<NodeId, std::time::Duration>,
     /// When faults began: the time `[[faults.crash.schedule]]` counts from.
     pub schedule_base: Option<VirtualTime>,
     /// The next entry of the crash schedule to apply.

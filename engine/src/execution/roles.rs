@@ -7,45 +7,45 @@ use crate::actions::{Action, Enabled};
 use crate::agent::AgentCommand;
 use crate::spec::EngineError;
 use crate::trace::EventKind;
-use crate::NodeIdx;
+use crate::NodeId;
 
 impl Execution<'_> {
-    /// Node `i`'s agent is ready after a boot: the node holds no role
+    /// `node`'s agent is ready after a boot: the node holds no role
     /// until its probe says one, and the probe starts (before anything
     /// else is sent: it runs in the background, so nothing waits for it).
-    pub(crate) fn start_role_probe(&mut self, i: usize) -> Result<(), EngineError> {
-        self.roles.remove(&i);
+    pub(crate) fn start_role_probe(&mut self, node: NodeId) -> Result<(), EngineError> {
+        self.roles.remove(&node);
         if !self.spec.explore.roles.probe {
             return Ok(());
         }
         let name = crate::roles::ROLE_PROBE.to_string();
-        self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Command { name: name.clone() });
-        self.control(i, &AgentCommand::Run(name))
+        self.trace.push(self.now, node.number(), EventKind::Command { name: name.clone() });
+        self.control(node, &AgentCommand::Run(name))
     }
 
-    /// Node `i`'s probe printed `role` first: traced when it differs from
+    /// `node`'s probe printed `role` first: traced when it differs from
     /// what the node said last since it booted.
-    pub(crate) fn on_role(&mut self, i: usize, role: String) {
-        if self.roles.get(&i) == Some(&role) {
+    pub(crate) fn on_role(&mut self, node: NodeId, role: String) {
+        if self.roles.get(&node) == Some(&role) {
             return;
         }
-        self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Role { role: role.clone() });
-        self.roles.insert(i, role);
+        self.trace.push(self.now, node.number(), EventKind::Role { role: role.clone() });
+        self.roles.insert(node, role);
     }
 
-    /// Whether node `i` is up and its probe last said `role`.
-    pub(crate) fn holds_role(&self, i: usize, role: &str) -> bool {
-        self.nodes[i].is_up() && self.roles.get(&i).is_some_and(|r| r == role)
+    /// Whether `node` is up and its probe last said `role`.
+    pub(crate) fn holds_role(&self, node: NodeId, role: &str) -> bool {
+        self.nodes[node].is_up() && self.roles.get(&node).is_some_and(|r| r == role)
     }
 
-    /// Whether a fault that targets `target` (`None`: no role) may hit node `i`.
-    pub(crate) fn role_allows(&self, target: Option<&str>, i: usize) -> bool {
-        target.is_none_or(|role| self.holds_role(i, role))
+    /// Whether a fault that targets `target` (`None`: no role) may hit `node`.
+    pub(crate) fn role_allows(&self, target: Option<&str>, node: NodeId) -> bool {
+        target.is_none_or(|role| self.holds_role(node, role))
     }
 
-    /// The nodes holding `role` now, ascending (0-based).
-    pub(crate) fn role_holders(&self, role: &str) -> Vec<usize> {
-        (0..self.nodes.len()).filter(|&i| self.holds_role(i, role)).collect()
+    /// The nodes holding `role` now, ascending.
+    pub(crate) fn role_holders(&self, role: &str) -> Vec<NodeId> {
+        self.nodes.ids().filter(|&node| self.holds_role(node, role)).collect()
     }
 
     /// Applies the next fault of the network's timeline; one that targets a
@@ -53,7 +53,7 @@ impl Execution<'_> {
     pub(crate) fn apply_network_fault(&mut self) {
         let now = self.now;
         let ns = self.network.sim.as_ref().expect("faults come from the network");
-        let holder = ns.next_role().and_then(|role| self.role_holders(role).first().map(|&i| NodeIdx::new(i).net_id()));
+        let holder = ns.next_role().and_then(|role| self.role_holders(role).first().copied());
         let skip = &self.spec.explore.skip_partitions;
         let ns = self.network.sim.as_mut().expect("faults come from the network");
         ns.apply_fault(&mut self.trace, now, holder, skip);
@@ -74,10 +74,10 @@ impl Execution<'_> {
             return;
         }
         let at = first.unwrap_or(into.len()).min(into.len());
-        let crashes = self.spec.explore.crashable.iter().map(|n| n.index());
+        let crashes = self.spec.explore.crashable.iter().copied();
         let targeted: Vec<Enabled> = crashes
-            .filter(|&i| self.nodes[i].is_ready() && self.holds_role(i, role))
-            .map(|i| Enabled::crash(i, self.now).at_risk(true))
+            .filter(|&node| self.nodes[node].is_ready() && self.holds_role(node, role))
+            .map(|node| Enabled::crash(node, self.now).at_risk(true))
             .collect();
         into.splice(at..at, targeted);
     }

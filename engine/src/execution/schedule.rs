@@ -8,7 +8,7 @@ use crate::actions::Enabled;
 use crate::spec::EngineError;
 use crate::strategy::{ActionKind, EnabledAction};
 use crate::trace::{EventKind, ENGINE};
-use crate::{NodeIdx, VirtualTime};
+use crate::{NodeId, VirtualTime};
 
 impl Execution<'_> {
     /// The next scheduled crash's time and its index in the schedule, once
@@ -31,10 +31,10 @@ impl Execution<'_> {
         self.faults.schedule_next = k + 1;
         self.choices.steps += 1;
         let entry = &self.spec.explore.crash_schedule[k];
-        let names = |nodes: &[usize]| nodes.iter().map(|&i| self.nodes[i].name.clone()).collect::<Vec<_>>().join(", ");
-        let all: Vec<usize> = entry.nodes.iter().map(|n| n.index()).collect();
+        let names = |nodes: &[NodeId]| nodes.iter().map(|&i| self.nodes[i].name.clone()).collect::<Vec<_>>().join(", ");
+        let all: Vec<NodeId> = entry.nodes.clone();
         let at = simtime::span_ns(entry.at) as f64 / 1e9;
-        let (up, down): (Vec<usize>, Vec<usize>) = all.iter().partition(|&&i| self.nodes[i].is_up());
+        let (up, down): (Vec<NodeId>, Vec<NodeId>) = all.iter().partition(|&&i| self.nodes[i].is_up());
         let mut text = format!("scheduled crash of {} at {at} s ([[faults.crash.schedule]])", names(&all));
         if self.faults.calm {
             text.push_str(": skipped, faults have stopped");
@@ -50,7 +50,7 @@ impl Execution<'_> {
             }
             return self.apply_chosen(chosen);
         }
-        let first = all.first().map_or(ENGINE, |&i| NodeIdx::number_of(i));
+        let first = all.first().map_or(ENGINE, |i| i.number());
         self.choices.log.push(self.now, EnabledAction::new(first, ActionKind::Crash, self.now), false);
         if !self.faults.calm && up.len() > 1 {
             self.crash_together(up)?;

@@ -12,7 +12,7 @@ use crate::console::AgentMsg;
 use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::{EngineError, HistoryCheck, HistoryOutcome};
 use crate::trace::EventKind;
-use crate::NodeIdx;
+use crate::NodeId;
 
 impl Execution<'_> {
     /// Every node is ready: the workload starts, and so does the time from
@@ -34,7 +34,7 @@ impl Execution<'_> {
             None if spec.host_workload.is_some() => {
                 self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
             }
-            None => self.command(spec.workload_node.index(), "workload")?,
+            None => self.command(spec.workload_node, "workload")?,
         }
         Ok(())
     }
@@ -85,7 +85,7 @@ impl Execution<'_> {
     /// Node `from` printed an Antithesis SDK line: a violated assertion
     /// fails the execution; `setup_complete` lets a waiting workload
     /// start (at the end of this step: see `advance_script`).
-    pub(crate) fn on_sdk_line(&mut self, from: usize, line: Result<crate::sdk::SdkLine, String>) {
+    pub(crate) fn on_sdk_line(&mut self, from: NodeId, line: Result<crate::sdk::SdkLine, String>) {
         use crate::sdk::SdkLine;
         match line {
             Ok(SdkLine::Assert(a)) if a.violated() && self.script.verdict.is_none() => {
@@ -105,7 +105,7 @@ impl Execution<'_> {
         }
     }
 
-    pub(crate) fn fail(&mut self, kind: FailureKind, node: Option<usize>, what: String) {
+    pub(crate) fn fail(&mut self, kind: FailureKind, node: Option<NodeId>, what: String) {
         let (name, what) = match node {
             Some(i) => (Some(self.nodes[i].name.clone()), self.nodes[i].with_tail(what)),
             None => (None, what),
@@ -113,14 +113,14 @@ impl Execution<'_> {
         self.script.verdict = Some(Verdict::Fail(Failure::new(kind, name, self.now, what)));
     }
 
-    /// Sends an agent command to node `i`, or keeps it until the node is up
+    /// Sends an agent command to `node`, or keeps it until the node is up
     /// and ready again (it may be powered off or rebooting after a crash).
-    pub(crate) fn command(&mut self, i: usize, name: &str) -> Result<(), EngineError> {
-        if !self.nodes[i].is_ready() {
-            self.nodes[i].deferred.push(name.to_string());
+    pub(crate) fn command(&mut self, node: NodeId, name: &str) -> Result<(), EngineError> {
+        if !self.nodes[node].is_ready() {
+            self.nodes[node].deferred.push(name.to_string());
             return Ok(());
         }
-        self.trace.push(self.now, NodeIdx::number_of(i), EventKind::Command { name: name.to_string() });
+        self.trace.push(self.now, node.number(), EventKind::Command { name: name.to_string() });
         // Checks start after the quiet period's settle time, which the
         // agent sleeps in the guest's virtual time (also after a restart).
         let mut line = match (self.script.phase, self.spec.explore.quiet_settle) {
@@ -134,17 +134,17 @@ impl Execution<'_> {
         // workload does not (it would start its history over), nor does the
         // readiness probe (every restart sends it anew).
         if matches!(self.script.phase, Phase::Checks { .. }) && name != crate::READY_PROBE {
-            self.nodes[i].running.push(name.to_string());
+            self.nodes[node].running.push(name.to_string());
         }
         let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[i].vm().send_control(now, &line, watchdog)?;
+        self.nodes[node].vm().send_control(now, &line, watchdog)?;
         Ok(())
     }
 
-    /// Sends one command to node `i`'s agent now (the node is up).
-    pub(crate) fn control(&mut self, i: usize, command: &AgentCommand) -> Result<(), EngineError> {
+    /// Sends one command to `node`'s agent now (the node is up).
+    pub(crate) fn control(&mut self, node: NodeId, command: &AgentCommand) -> Result<(), EngineError> {
         let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[i].vm().send_control(now, &command.encode(), watchdog)?;
+        self.nodes[node].vm().send_control(now, &command.encode(), watchdog)?;
         Ok(())
     }
 
@@ -168,15 +168,15 @@ impl Execution<'_> {
         self.script.phase = Phase::Checks { done: 0 };
         let spec = self.spec;
         for (cmd, n) in spec.invariants.iter().chain(&spec.liveness) {
-            self.command(n.index(), cmd)?;
+            self.command(*n, cmd)?;
         }
         Ok(())
     }
 
     /// Reacts to one agent message; may decide the verdict.
-    pub(crate) fn on_agent_message(&mut self, from: usize, msg: AgentMsg) -> Result<(), EngineError> {
+    pub(crate) fn on_agent_message(&mut self, from: NodeId, msg: AgentMsg) -> Result<(), EngineError> {
         let name = self.nodes[from].name.clone();
-        let node = NodeIdx::number_of(from);
+        let node = from.number();
         let now = self.now;
         match msg {
             AgentMsg::Ready => {
@@ -205,7 +205,7 @@ impl Execution<'_> {
                 }
                 self.trace.push(now, node, EventKind::CommandDone { name: command.clone(), status });
                 let hint = agent::status_hint(status);
-                let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && i.index() == from);
+                let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && *i == from);
                 if command == crate::READY_PROBE {
                     self.on_probe_done(from, status);
                 } else if command == crate::ROLE_PROBE {
@@ -252,7 +252,7 @@ impl Execution<'_> {
 
     /// Node `from`'s readiness probe answered `status`: 0 counts it ready
     /// (at boot), anything else fails the execution.
-    fn on_probe_done(&mut self, from: usize, status: i32) {
+    fn on_probe_done(&mut self, from: NodeId, status: i32) {
         if status == 0 {
             if let Phase::Probing { passed } = self.script.phase {
                 self.script.phase = Phase::Probing { passed: passed + 1 };
@@ -274,9 +274,9 @@ impl Execution<'_> {
     /// (`history-linearizable` for registers, `history-<consistency>` for
     /// transactions).
     pub(crate) fn check_history(&mut self, hc: &HistoryCheck) {
-        let node = hc.node.index();
-        let node_no = NodeIdx::number_of(node);
-        let HistoryOutcome { ok, note, anomalies } = (hc.check)(self.trace.events(), node_no);
+        let node = hc.node;
+        let node_no = node.number();
+        let HistoryOutcome { ok, note, anomalies } = (hc.check)(self.trace.events(), node);
         self.script.anomalies = anomalies;
         let name = hc.invariant.clone();
         let now = self.now;

@@ -147,7 +147,7 @@ impl HostClient {
     pub fn new(cfg: HostConfig, now: VirtualTime) -> HostClient {
         let mut device = FrameQueue::default();
         let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(cfg.node.mac())));
-        let stream = simrng::splitmix64(cfg.seed ^ (u64::from(cfg.node.get()) << 48));
+        let stream = simrng::splitmix64(cfg.seed ^ (u64::from(cfg.node.number()) << 48));
         config.random_seed = stream;
         let mut iface = Interface::new(config, &mut device, instant(now));
         let [a, b, c, d] = cfg.node.ipv4();
