@@ -178,7 +178,7 @@ impl Node {
         let run_dir = self.scratch.join(dir_name);
         std::fs::create_dir_all(&run_dir).map_err(|source| EngineError::Scratch { path: run_dir.clone(), source })?;
         self.config.run_dir = run_dir;
-        let node = NodeId::new(self.config.node_id).expect("a node's configuration carries its id");
+        let node = self.config.node_id;
         self.config.entropy_seed = entropy_seed(execution_seed, node, self.boots);
         self.config.read_faults.seed = read_fault_seed(execution_seed, node, self.boots);
         self.boots += 1;

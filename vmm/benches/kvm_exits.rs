@@ -158,7 +158,7 @@ fn memory_per_node(tmp: &Path, full: &Path) {
 fn exits_per_grant(tmp: &Path) {
     let loop_img = asm::assemble("loop", tmp).unwrap();
     let vm = MicroVmBuilder::new().memory_mib(16).image(&loop_img).build().unwrap();
-    let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
+    let mut node = KvmNode::new(simtime::NodeId::new(1).unwrap(), vm, false, None, 1).unwrap();
     node.wait_connected(simtime::VirtualTime::ZERO, Duration::from_secs(1)).unwrap();
     let grant = |node: &mut KvmNode| {
         let g = node.grant(node.requested(), 0, Duration::from_secs(60)).unwrap();

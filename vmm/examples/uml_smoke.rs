@@ -15,7 +15,7 @@ fn main() {
         kernel: a[1].clone().into(),
         initrd: a[2].clone().into(),
         mem_mb: 128,
-        node_id: 1,
+        node_id: simtime::NodeId::new(1).unwrap(),
         run_dir: dir,
         init_env: vec![("NODE_ID".into(), "1".into())],
         extra_args: vec![],

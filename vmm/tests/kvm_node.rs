@@ -14,7 +14,7 @@ use vmm::node::{NodeRuntime, OutputStream, RunOutcome};
 /// A node of vmm/guests/NAME.S (4 MiB), connected and started at `start` ns.
 fn node_of(name: &str, start: u64) -> KvmNode {
     let vm = MicroVm::boot_image(&guest(name), 4).unwrap();
-    let mut node = KvmNode::new(1, vm, false, None, 1).unwrap();
+    let mut node = KvmNode::new(simtime::NodeId::new(1).unwrap(), vm, false, None, 1).unwrap();
     node.wait_connected(VirtualTime::from_ns(start), Duration::from_secs(1)).unwrap();
     node
 }

@@ -194,7 +194,7 @@ impl Setup {
             kernel: self.kernel.clone(),
             initrd: self.initrd.clone(),
             mem_mb: 96,
-            node_id: id,
+            node_id: simtime::NodeId::new(id).expect("a node number"),
             run_dir,
             init_env,
             extra_args,

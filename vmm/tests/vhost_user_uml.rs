@@ -407,7 +407,7 @@ fn setup(name: &str, init: &str) -> Option<Setup> {
 fn start(s: &Setup, disk_sectors: u64, respond: Responder) -> Sim {
     let net_sock = s.dir.join("net.sock");
     let blk_sock = s.dir.join("blk.sock");
-    let net = VhostUserBackend::listen(&net_sock, VirtioNet::new(1)).unwrap();
+    let net = VhostUserBackend::listen(&net_sock, VirtioNet::new(simtime::NodeId::new(1).unwrap())).unwrap();
     let disk = Disk::new(BlockStore::zeros(disk_sectors));
     let blk = VhostUserBackend::listen(&blk_sock, VirtioBlk::new(disk, BlkConfig::default())).unwrap();
     let extra = vec![

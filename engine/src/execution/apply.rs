@@ -49,8 +49,7 @@ impl Execution<'_> {
                 let watchdog = self.spec.watchdog;
                 self.maybe_disk_fault(node, disksim::RequestId(request));
                 // Enabled only for a node whose disk holds the request.
-                let disk =
-                    self.nodes[node].data_disk_mut().ok_or(vmm::node::NodeError::NoDisk { node: node.number() })?;
+                let disk = self.nodes[node].data_disk_mut().ok_or(vmm::node::NodeError::NoDisk { node })?;
                 let done = disk.complete_disk(now, disksim::RequestId(request), watchdog)?;
                 if done.request.kind == disksim::RequestKind::Flush {
                     self.nodes[node].flushed_since_run = true;

@@ -37,7 +37,7 @@ pub(super) fn node_config(spec: &ExecutionSpec, node: NodeId, peers: &str, clock
         kernel: spec.kernel.clone(),
         initrd: spec.initrd.clone(),
         mem_mb: spec.mem_mb,
-        node_id: node.number(),
+        node_id: node,
         run_dir: spec.scratch.join(name),
         init_env,
         extra_args: if spec.runtime == RuntimeKind::Uml { spec.uml_args.clone() } else { vec![] },

@@ -118,7 +118,7 @@ mod tests {
         let mem = memory(1 << 20);
         let rx = DriverQueue::new(&mem, 0x1000, 16);
         let mut tx = DriverQueue::new(&mem, 0x4000, 16);
-        let mut a = MmioAdapter::new(VirtioNet::new(4), mem.clone());
+        let mut a = MmioAdapter::new(VirtioNet::new(simtime::NodeId::new(4).unwrap()), mem.clone());
         assert_eq!(a.device_type(), 1);
         let mut mac = [0u8; 6];
         a.read_config(0, &mut mac);

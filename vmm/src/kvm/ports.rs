@@ -14,6 +14,7 @@
 //! guest transmitted is in [`NetPort::take_tx`] exactly once.
 
 use disksim::{DiskFault, RequestId};
+use simtime::NodeId;
 use vm_memory::GuestMemoryMmap;
 
 use super::mmio_adapter::MmioAdapter;
@@ -144,7 +145,7 @@ pub type NetPort = TimedPort<NetPortState>;
 
 impl NetPort {
     /// The network device of node `node` (MAC `02:00:0a:00:00:NN`) over `mem`.
-    pub fn new(node: u8, mem: GuestMemoryMmap) -> NetPort {
+    pub fn new(node: NodeId, mem: GuestMemoryMmap) -> NetPort {
         TimedPort::with(VirtioNet::new(node), NetPortState::default(), mem)
     }
 
@@ -236,7 +237,7 @@ mod tests {
     #[test]
     fn net_port_keeps_frames_until_a_buffer_is_posted() {
         let mem = GuestMemoryMmap::from_ranges(&[(vm_memory::GuestAddress(0), 1 << 20)]).unwrap();
-        let mut p = NetPort::new(1, mem);
+        let mut p = NetPort::new(simtime::NodeId::new(1).unwrap(), mem);
         // No queue is ready: the frame waits.
         assert!(!p.deliver(&[0u8; 60]).unwrap());
         assert_eq!(p.state().backlog_len(), 1);

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use simtime::NodeId;
+
 /// How to start one node. Both runtimes take the same configuration; the
 /// fields one of them has no use for are documented as such.
 #[derive(Debug, Clone)]
@@ -20,8 +22,8 @@ pub struct NodeConfig {
     pub root_disk: Option<disksim::BlockStore>,
     /// Guest memory in MiB.
     pub mem_mb: u32,
-    /// 1-based node number; also the time-travel connection id.
-    pub node_id: u16,
+    /// Which node; its number is also the time-travel connection id.
+    pub node_id: NodeId,
     /// Scratch directory owned by this node (sockets, UML's pid files,
     /// its memory backing file). Must exist and be short enough for a
     /// unix socket path.

@@ -1,6 +1,7 @@
 //! Why a node runtime failed (the host, not the guest).
 
 use disksim::RequestId;
+use simtime::NodeId;
 
 /// A node runtime failed (the host, not the guest): the engine's contract
 /// broken in a way both runtimes report alike, or the runtime's own
@@ -13,40 +14,41 @@ use disksim::RequestId;
 pub enum NodeError {
     /// A disk operation on a node started without a data disk (or whose
     /// disk was already taken).
-    #[error("node {node} has no disk")]
+    #[error("node {} has no disk", .node.number())]
     NoDisk {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
     },
     /// The engine completed a disk request the node does not have pending.
-    #[error("node {node}: disk request {id} is not pending")]
+    #[error("node {}: disk request {id} is not pending", .node.number())]
     UnknownDiskRequest {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// The request's disksim id.
         id: RequestId,
     },
     /// The engine completed a disk request of a node that has exited.
-    #[error("node {node} has exited: its disk requests died with it")]
+    #[error("node {} has exited: its disk requests died with it", .node.number())]
     DiskNodeExited {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
     },
     /// The engine asked for the disk of a node that has not exited.
-    #[error("node {node} is still running: kill it before taking its disk")]
+    #[error("node {} is still running: kill it before taking its disk", .node.number())]
     DiskInUse {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
     },
     /// A node was started on a disk with requests still outstanding from
     /// the node before it (a power loss not yet applied).
     #[error(
-        "node {node}: the disk has {outstanding} outstanding request(s) from a node that lost power; \
-         resolve them with disksim::Disk::apply_crash before starting a node on it"
+        "node {}: the disk has {outstanding} outstanding request(s) from a node that lost power; \
+         resolve them with disksim::Disk::apply_crash before starting a node on it",
+        .node.number()
     )]
     DiskBusy {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// Requests outstanding on the disk.
         outstanding: usize,
     },

@@ -16,14 +16,14 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 
-use simtime::VirtualTime;
+use simtime::{NodeId, VirtualTime};
 
 use super::error::UmlError;
 use super::timetravel::{Msg, Op, ProtocolError, SchedShm};
 
 /// One node's clock and the socket its guest talks time over.
 pub(super) struct Clock {
-    node: u16,
+    node: NodeId,
     /// Until the node connects.
     listener: Option<UnixListener>,
     conn: Option<UnixStream>,
@@ -51,7 +51,7 @@ pub(super) struct Clock {
 
 impl Clock {
     /// Listens on `tt.sock` in `run_dir` for node `node`.
-    pub fn listen(node: u16, run_dir: &Path, offer_shm: bool) -> Result<Clock, UmlError> {
+    pub fn listen(node: NodeId, run_dir: &Path, offer_shm: bool) -> Result<Clock, UmlError> {
         let io_err = |what: &'static str| move |source| UmlError::Io { node, what, source };
         let sock = run_dir.join("tt.sock");
         let _ = std::fs::remove_file(&sock);

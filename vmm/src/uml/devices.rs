@@ -10,6 +10,7 @@
 use std::os::fd::RawFd;
 
 use disksim::Disk;
+use simtime::NodeId;
 
 use super::disk::{Blk, DiskPort};
 use super::error::UmlError;
@@ -82,7 +83,7 @@ pub(super) type EntropyPort = Port<Entropy>;
 
 /// Every device of one node.
 pub(super) struct Devices {
-    node: u16,
+    node: NodeId,
     pub ctl: ControlPort,
     pub net: Option<NetPort>,
     /// The data disk (`/dev/vda`), if the node has one.

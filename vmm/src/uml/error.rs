@@ -5,6 +5,7 @@ use std::io;
 use std::path::PathBuf;
 
 use disksim::RequestId;
+use simtime::NodeId;
 
 use super::timetravel::{Msg, ProtocolError};
 use crate::node::NodeError;
@@ -30,37 +31,37 @@ pub enum UmlError {
         source: io::Error,
     },
     /// The node's jail could not be prepared or entered.
-    #[error("node {node}: {error}")]
+    #[error("node {}: {error}", .node.number())]
     Confine {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// What failed (in the message, not a `source`: printed once).
         error: super::jail::JailError,
     },
     /// A host-side I/O operation for the node failed.
-    #[error("node {node}: {what}: {source}")]
+    #[error("node {}: {what}: {source}", .node.number())]
     Io {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// What was being done ("console file", "poll", ...).
         what: &'static str,
         /// The I/O error.
         source: io::Error,
     },
     /// The node broke the time-travel protocol.
-    #[error("node {node}: time-travel protocol: {source}")]
+    #[error("node {}: time-travel protocol: {source}", .node.number())]
     Protocol {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// How.
         source: ProtocolError,
     },
     /// The node sent a well-formed time-travel message that makes no sense
     /// in the controller's current state.
-    #[error("node {node}: unexpected time-travel message {msg:?} while {state}")]
+    #[error("node {}: unexpected time-travel message {msg:?} while {state}", .node.number())]
     Unexpected {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// The message.
         msg: Msg,
         /// What the controller was doing ("connecting", "running", "taking
@@ -69,10 +70,10 @@ pub enum UmlError {
     },
     /// The kernel process exited (or closed the time-travel socket) before
     /// it sent START.
-    #[error("node {node} exited before connecting to the time controller ({status}); its stderr is in {stderr}")]
+    #[error("node {} exited before connecting to the time controller ({status}); its stderr is in {stderr}", .node.number())]
     DiedBeforeStart {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// Its exit status, or what it did instead, as text.
         status: String,
         /// The file its standard error went to.
@@ -80,10 +81,10 @@ pub enum UmlError {
     },
     /// The kernel process did not connect to the time-travel socket within
     /// the wall-clock limit.
-    #[error("node {node} did not connect to the time controller within {secs} s; its stderr is in {stderr}")]
+    #[error("node {} did not connect to the time controller within {secs} s; its stderr is in {stderr}", .node.number())]
     NoConnect {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// The limit, whole wall-clock seconds.
         secs: u64,
         /// The file its standard error went to.
@@ -91,10 +92,10 @@ pub enum UmlError {
     },
     /// A vhost-user device failed: `device` names it ("network device",
     /// "disk device", "entropy device", "control line").
-    #[error("node {node}: {device}: {source}")]
+    #[error("node {}: {device}: {source}", .node.number())]
     Device {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// Which device.
         device: &'static str,
         /// What failed.
@@ -104,12 +105,13 @@ pub enum UmlError {
     /// (a lookahead bound that let it run past a delivery), never the
     /// guest's doing.
     #[error(
-        "node {node}: an interrupt at virtual time {at} ns would arrive in its past (its clock reads {clock} ns): \
-         the engine let it run ahead too far"
+        "node {}: an interrupt at virtual time {at} ns would arrive in its past (its clock reads {clock} ns): \
+         the engine let it run ahead too far",
+        .node.number()
     )]
     InThePast {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// The interrupt's virtual time, ns.
         at: u64,
         /// The node's clock, ns.
@@ -119,12 +121,13 @@ pub enum UmlError {
     /// counted: its kernel runs ahead without telling (it lacks patch
     /// 7.2/0002), so grants would go missing from the trace.
     #[error(
-        "node {node}: its clock moved from {run_at} ns to {clock} ns inside one grant without counting the wake-ups: \
-         its kernel lacks simcluster's time-travel patch 0002 (run with --lookahead off, or use the kernel simcluster builds)"
+        "node {}: its clock moved from {run_at} ns to {clock} ns inside one grant without counting the wake-ups: \
+         its kernel lacks simcluster's time-travel patch 0002 (run with --lookahead off, or use the kernel simcluster builds)",
+        .node.number()
     )]
     UncountedFreeRuns {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// The virtual time the grant's RUN was for, ns.
         run_at: u64,
         /// Where the guest's clock stood when it stopped, ns.
@@ -132,18 +135,18 @@ pub enum UmlError {
     },
     /// The node did not acknowledge an interrupt within the wall-clock
     /// watchdog.
-    #[error("node {node} did not take an interrupt within {secs} s")]
+    #[error("node {} did not take an interrupt within {secs} s", .node.number())]
     InterruptTimeout {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// The watchdog, whole wall-clock seconds.
         secs: u64,
     },
     /// The virtio-blk device failed to complete a disk request.
-    #[error("node {node}: completing disk request {id}: {source}")]
+    #[error("node {}: completing disk request {id}: {source}", .node.number())]
     DiskComplete {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// The request's disksim id.
         id: RequestId,
         /// The device's error.

@@ -11,6 +11,8 @@
 
 use std::path::Path;
 
+use simtime::NodeId;
+
 use super::port::{Port, PortKind};
 use crate::node::{Delivered, TxFrame};
 use crate::vhost_user::VhostUserError;
@@ -35,8 +37,8 @@ pub(super) type NetPort = Port<Net>;
 
 impl Port<Net> {
     /// Listens on `path` as node `node`'s eth0 (MAC 02:00:0a:00:00:NN).
-    pub fn listen(path: &Path, node: u16) -> Result<NetPort, VhostUserError> {
-        Port::open(path, VirtioNet::new(node as u8), NetPortState::default())
+    pub fn listen(path: &Path, node: NodeId) -> Result<NetPort, VhostUserError> {
+        Port::open(path, VirtioNet::new(node), NetPortState::default())
     }
 
     /// Frames the guest transmitted since the last call, in order.

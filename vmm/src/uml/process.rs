@@ -110,9 +110,9 @@ fn command(cfg: &NodeConfig, attached: Attached, jailed: bool) -> Command {
     let id = cfg.node_id;
     let mut cmd = if jailed { Command::new(jail::KERNEL_IN_JAIL) } else { Command::new(&cfg.kernel) };
     cmd.arg(format!("mem={}M", cfg.mem_mb))
-        .arg(format!("umid=n{id}"))
+        .arg(format!("umid={id}"))
         .arg("uml_dir=.")
-        .arg(format!("time-travel=ext:{id}:tt.sock"))
+        .arg(format!("time-travel=ext:{}:tt.sock", id.number()))
         .arg(format!("initrd={ROOTFS}"))
         // con0 is output only, every other UML console and serial line
         // is null; the control line is a virtio console (hvc0).

@@ -194,7 +194,7 @@ impl<D: VirtioDevice> Front<D> {
 
 #[test]
 fn handshake_features_config_and_errors() {
-    let mut f = Front::connect("handshake", VirtioNet::new(9));
+    let mut f = Front::connect("handshake", VirtioNet::new(simtime::NodeId::new(9).unwrap()));
     let feats = f.request(req::GET_FEATURES, vec![], &[], false).unwrap();
     assert_ne!(feats & F_PROTOCOL_FEATURES, 0);
     assert_ne!(feats & crate::virtio::VIRTIO_F_VERSION_1, 0);
@@ -229,7 +229,7 @@ fn handshake_features_config_and_errors() {
 
 #[test]
 fn net_tx_frames_and_rx_delivery_with_calls() {
-    let mut f = Front::connect("net", VirtioNet::new(1));
+    let mut f = Front::connect("net", VirtioNet::new(simtime::NodeId::new(1).unwrap()));
     let mut q = f.setup(&[(0x1000, 64), (0x8000, 64)]);
     let mem = f.mem.clone();
     // TX: two frames, one kick.
@@ -320,7 +320,7 @@ fn blk_write_flush_read_through_kicks() {
 
 #[test]
 fn disconnect_resets_and_a_new_front_end_can_connect() {
-    let mut f = Front::connect("reconnect", VirtioNet::new(1));
+    let mut f = Front::connect("reconnect", VirtioNet::new(simtime::NodeId::new(1).unwrap()));
     f.setup(&[(0x1000, 64), (0x8000, 64)]);
     let path = f.be.path().to_owned();
     drop(f.sock);
@@ -374,7 +374,7 @@ fn fuzz_corpus(target: &str) -> PathBuf {
 #[test]
 fn fuzz_vhost_user_messages() {
     testkit::fuzz::Target::new("vhost_user", &fuzz_corpus("vhost_user")).run(300, |input| {
-        let mut f = Front::connect("fuzz-vu", VirtioNet::new(3));
+        let mut f = Front::connect("fuzz-vu", VirtioNet::new(simtime::NodeId::new(3).unwrap()));
         f.setup(&[(0x1000, 16), (0x8000, 16)]);
         use std::io::Write;
         // Nonblocking: a reply the back end writes must not wait for us.
@@ -413,7 +413,7 @@ fn fuzz_virtqueue_descriptors() {
             mem.write_slice(part(table + avail, 256), GuestAddress(DATA)).unwrap();
         };
         if which % 2 == 0 {
-            let mut f = Front::connect("fuzz-vq-net", VirtioNet::new(3));
+            let mut f = Front::connect("fuzz-vq-net", VirtioNet::new(simtime::NodeId::new(3).unwrap()));
             let q = f.setup(&[(0x1000, SIZE), (0x8000, SIZE)]);
             write_rings(&f.mem, &q[TX_QUEUE]);
             f.events.clear();

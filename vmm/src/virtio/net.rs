@@ -12,6 +12,7 @@
 //! the next receive buffer; the engine calls it only while the guest is
 //! stopped, then asks [`Queues::needs_interrupt`] once for the batch.
 
+use simtime::NodeId;
 use virtio_queue::{QueueOwnedT, QueueT};
 
 use super::{drain_readable, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX};
@@ -25,12 +26,6 @@ pub use super::rx_tx::{QUEUE_SIZE, RX_QUEUE, TX_QUEUE};
 /// 1500-byte MTU plus a VLAN tag; larger only with offloads we do not offer).
 pub const MAX_FRAME: usize = 1518;
 
-/// The MAC address of node `n`: `02:00:0a:00:00:NN` (locally administered;
-/// `0a` echoes the 10.0.0.0/24 the nodes live in).
-pub fn node_mac(node: u8) -> [u8; 6] {
-    [0x02, 0x00, 0x0a, 0x00, 0x00, node]
-}
-
 /// A virtio-net device.
 pub struct VirtioNet {
     mac: [u8; 6],
@@ -39,9 +34,9 @@ pub struct VirtioNet {
 }
 
 impl VirtioNet {
-    /// The network device of node `node` (its MAC is [`node_mac`]).
-    pub fn new(node: u8) -> VirtioNet {
-        VirtioNet::with_mac(node_mac(node))
+    /// The network device of `node` (its MAC is [`NodeId::mac`]).
+    pub fn new(node: NodeId) -> VirtioNet {
+        VirtioNet::with_mac(node.mac())
     }
 
     /// A network device with MAC address `mac`.
@@ -159,7 +154,7 @@ mod tests {
         let mem = memory(1 << 20);
         let rx = DriverQueue::new(&mem, 0x1000, 16);
         let tx = DriverQueue::new(&mem, 0x4000, 16);
-        let mut dev = VirtioNet::new(3);
+        let mut dev = VirtioNet::new(simtime::NodeId::new(3).unwrap());
         dev.ack_features(dev.features());
         let queues = Queues { queues: vec![rx.device_queue(QUEUE_SIZE), tx.device_queue(QUEUE_SIZE)], mem };
         (dev, queues, rx, tx)
@@ -187,7 +182,7 @@ mod tests {
 
     #[test]
     fn config_is_the_node_mac() {
-        let d = VirtioNet::new(7);
+        let d = VirtioNet::new(simtime::NodeId::new(7).unwrap());
         assert_eq!(d.config(), vec![2, 0, 10, 0, 0, 7]);
         assert_eq!(d.device_id(), 1);
     }

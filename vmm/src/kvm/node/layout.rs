@@ -109,7 +109,7 @@ mod tests {
             kernel: PathBuf::from("bzImage"),
             initrd: PathBuf::from("rootfs.cpio"),
             mem_mb: 256,
-            node_id: 2,
+            node_id: simtime::NodeId::new(2).unwrap(),
             run_dir: PathBuf::from("/tmp"),
             init_env: vec![("NODE_ID".into(), "2".into()), ("PEERS".into(), "n1,n2".into())],
             extra_args: vec!["quiet".into()],

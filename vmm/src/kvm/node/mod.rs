@@ -45,7 +45,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use disksim::{Disk, DiskFault, RequestId};
-use simtime::VirtualTime;
+use simtime::{NodeId, VirtualTime};
 
 use super::error::KvmError;
 use super::linux::LinuxBootBuilder;
@@ -75,18 +75,18 @@ pub const GRANT_SLICE_NS: u64 = 1_000_000;
 #[derive(Debug, thiserror::Error)]
 pub enum KvmNodeError {
     /// Building, running or snapshotting the VM failed.
-    #[error("node {node}: {source}")]
+    #[error("node {}: {source}", .node.number())]
     Kvm {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// What failed.
         source: KvmError,
     },
     /// A virtio device model failed (the guest broke the protocol).
-    #[error("node {node}: virtio device: {source}")]
+    #[error("node {}: virtio device: {source}", .node.number())]
     Device {
-        /// The node, 1-based.
-        node: u16,
+        /// The node.
+        node: NodeId,
         /// The device's error.
         source: DeviceError,
     },
@@ -104,7 +104,7 @@ type RootTransport = VirtioMmioTransport<MmioAdapter<VirtioBlk>>;
 
 /// One KVM microVM node under the engine.
 pub struct KvmNode {
-    id: u16,
+    id: NodeId,
     vm: MicroVm,
     requested: u64,
     exited: bool,
@@ -130,8 +130,8 @@ pub struct KvmNode {
 pub const EXIT_LOG_ENV: &str = "SIMCLUSTER_KVM_EXIT_LOG";
 
 /// The first free `n<node>-<k>.exits` in `dir`.
-fn exit_log_path(dir: &std::path::Path, node: u16) -> std::path::PathBuf {
-    (0..).map(|k| dir.join(format!("n{node}-{k}.exits"))).find(|p| !p.exists()).expect("some k is free")
+fn exit_log_path(dir: &std::path::Path, node: NodeId) -> std::path::PathBuf {
+    (0..).map(|k| dir.join(format!("{node}-{k}.exits"))).find(|p| !p.exists()).expect("some k is free")
 }
 
 impl KvmNode {
@@ -191,7 +191,7 @@ impl KvmNode {
     /// entropy device (its stream drawn from `entropy_seed`), and the network and
     /// disk devices when asked.
     pub fn new(
-        id: u16,
+        id: NodeId,
         mut vm: MicroVm,
         net: bool,
         disk: Option<Disk>,
@@ -199,7 +199,7 @@ impl KvmNode {
     ) -> Result<KvmNode, NodeError> {
         let mem = vm.memory().clone();
         if net {
-            let t = VirtioMmioTransport::new(NetPort::new(id as u8, mem.clone()), IRQ_VECTOR_BASE + NET_IRQ);
+            let t = VirtioMmioTransport::new(NetPort::new(id, mem.clone()), IRQ_VECTOR_BASE + NET_IRQ);
             vm.mmio_mut().attach(net_base(), WINDOW, Box::new(t));
         }
         let blk = disk.is_some();
@@ -493,10 +493,9 @@ impl NodeRuntime for KvmNode {
     }
 
     fn rehome(&mut self) -> Result<(), NodeError> {
-        let point = self
-            .fork_point
-            .take()
-            .ok_or_else(|| NodeError::Runtime(format!("node {}: rehome without prepare_fork", self.id).into()))?;
+        let point = self.fork_point.take().ok_or_else(|| {
+            NodeError::Runtime(format!("node {}: rehome without prepare_fork", self.id.number()).into())
+        })?;
         self.vm.rehome(&point).map_err(|e| self.kvm_err(e))?;
         // The watchdog's thread stayed in the parent: its handle here is a copy that
         // must not be joined (nor its lock trusted: the thread may have held it at

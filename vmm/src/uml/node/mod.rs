@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use disksim::{Disk, DiskFault, RequestId};
-use simtime::VirtualTime;
+use simtime::{NodeId, VirtualTime};
 
 use super::clock::Clock;
 use super::console::Console;
@@ -44,7 +44,7 @@ pub use super::process::kill_all_nodes;
 /// it, the node is blocked on the time-travel socket, waiting either for
 /// the ACK of its START or for RUN.
 pub struct UmlNode {
-    id: u16,
+    id: NodeId,
     process: Process,
     clock: Clock,
     console: Console,
@@ -99,8 +99,8 @@ impl UmlNode {
         Ok(UmlNode { id, process, clock, console, devices, exited: false })
     }
 
-    /// The node's id, 1-based.
-    pub fn id(&self) -> u16 {
+    /// Which node it is.
+    pub fn id(&self) -> NodeId {
         self.id
     }
 

@@ -11,7 +11,7 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use simtime::VirtualTime;
+use simtime::{NodeId, VirtualTime};
 
 use super::UmlNode;
 use crate::node::{GuestOutput, OutputStream, RunOutcome};
@@ -214,7 +214,7 @@ impl UmlNode {
 
 /// Polls `pfd` for readability for up to `ms` milliseconds. False when a
 /// signal interrupted the wait (poll again).
-fn poll(node: u16, pfd: &mut [libc::pollfd], ms: i32) -> Result<bool, UmlError> {
+fn poll(node: NodeId, pfd: &mut [libc::pollfd], ms: i32) -> Result<bool, UmlError> {
     // SAFETY: pfd is a valid array of pollfd.
     let n = unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, ms) };
     if n < 0 {
