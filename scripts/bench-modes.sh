@@ -20,14 +20,19 @@
 # mode's hash across rounds.
 #
 #   BENCH_ROUNDS=3 BENCH_EXECUTIONS=4 scripts/bench-modes.sh MODE MODE...
+#   BENCH_BIN=path/to/simcluster scripts/bench-modes.sh ...   that binary, no build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 2 ]; then
   echo "scripts/bench-modes.sh: needs at least two modes, each 'LABEL=VAR=VALUE ...' (an empty environment: 'LABEL=')" >&2
   exit 2
 fi
-cargo build --release --quiet
-bin=${CARGO_TARGET_DIR:-$PWD/target}/release/simcluster
+if [ -n "${BENCH_BIN:-}" ]; then
+  bin=$BENCH_BIN
+else
+  cargo build --release --quiet
+  bin=${CARGO_TARGET_DIR:-$PWD/target}/release/simcluster
+fi
 rounds=${BENCH_ROUNDS:-1}
 executions=${BENCH_EXECUTIONS:-2}
 tmp=$(mktemp -d)
