@@ -236,11 +236,11 @@ mod tests {
     fn counts_and_verdicts() {
         let mut t = Trace::new();
         let at = engine::VirtualTime::from_ns;
-        t.push(at(1), 1, line("sometimes", "Sometimes", false, false, true, "s"));
-        t.push(at(1), 1, line("reachability", "Reachable", false, false, true, "r"));
-        t.push(at(2), 2, line("always", "Always", true, true, true, "a"));
-        t.push(at(3), 1, line("sometimes", "Sometimes", false, true, true, "s"));
-        t.push(at(4), 1, line("reachability", "Unreachable", true, false, false, "u"));
+        t.push(at(1), engine::NodeId::new(1).unwrap(), line("sometimes", "Sometimes", false, false, true, "s"));
+        t.push(at(1), engine::NodeId::new(1).unwrap(), line("reachability", "Reachable", false, false, true, "r"));
+        t.push(at(2), engine::NodeId::new(2).unwrap(), line("always", "Always", true, true, true, "a"));
+        t.push(at(3), engine::NodeId::new(1).unwrap(), line("sometimes", "Sometimes", false, true, true, "s"));
+        t.push(at(4), engine::NodeId::new(1).unwrap(), line("reachability", "Unreachable", true, false, false, "u"));
         let p = properties(&t, |n| format!("n{n}"));
         assert_eq!(p.len(), 4);
         assert_eq!(p["a"].failure(), None);
@@ -250,8 +250,8 @@ mod tests {
         assert_eq!(p["u"].failure(), None, "declared, never reached");
         // A second execution where s holds and a fails.
         let mut t2 = Trace::new();
-        t2.push(at(1), 3, line("sometimes", "Sometimes", true, true, true, "s"));
-        t2.push(at(2), 3, line("always", "Always", false, true, true, "a"));
+        t2.push(at(1), engine::NodeId::new(3).unwrap(), line("sometimes", "Sometimes", true, true, true, "s"));
+        t2.push(at(2), engine::NodeId::new(3).unwrap(), line("always", "Always", false, true, true, "a"));
         let mut run = p.clone();
         add(&mut run, &properties(&t2, |n| format!("n{n}")));
         assert_eq!(run["s"].failure(), None);
@@ -275,7 +275,7 @@ mod tests {
         .into_iter()
         .enumerate()
         {
-            t.push(at(i as u64), 2, EventKind::Console { text: text.into() });
+            t.push(at(i as u64), engine::NodeId::new(2).unwrap(), EventKind::Console { text: text.into() });
         }
         let c = composer_commands(t.events());
         assert_eq!(c.len(), 2, "{c:?}");

@@ -349,7 +349,11 @@ mod tests {
     use engine::trace::Trace;
 
     fn console(t: &mut Trace, node: u16, line: &str) {
-        t.push(engine::VirtualTime::ZERO, node, EventKind::Console { text: line.to_string() });
+        t.push(
+            engine::VirtualTime::ZERO,
+            engine::NodeId::new(node).unwrap(),
+            EventKind::Console { text: line.to_string() },
+        );
     }
 
     fn trace_with(history: &[&str]) -> Trace {

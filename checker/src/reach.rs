@@ -35,10 +35,26 @@ mod tests {
     #[test]
     fn counts_every_line_of_every_node() {
         let mut t = Trace::new();
-        t.push(engine::VirtualTime::from_ns(1), 1, EventKind::Console { text: "@reached a".into() });
-        t.push(engine::VirtualTime::from_ns(2), 2, EventKind::Console { text: "@sometimes a".into() });
-        t.push(engine::VirtualTime::from_ns(3), 2, EventKind::Console { text: "@reached b".into() });
-        t.push(engine::VirtualTime::from_ns(4), 2, EventKind::Console { text: "unrelated".into() });
+        t.push(
+            engine::VirtualTime::from_ns(1),
+            engine::NodeId::new(1).unwrap(),
+            EventKind::Console { text: "@reached a".into() },
+        );
+        t.push(
+            engine::VirtualTime::from_ns(2),
+            engine::NodeId::new(2).unwrap(),
+            EventKind::Console { text: "@sometimes a".into() },
+        );
+        t.push(
+            engine::VirtualTime::from_ns(3),
+            engine::NodeId::new(2).unwrap(),
+            EventKind::Console { text: "@reached b".into() },
+        );
+        t.push(
+            engine::VirtualTime::from_ns(4),
+            engine::NodeId::new(2).unwrap(),
+            EventKind::Console { text: "unrelated".into() },
+        );
         let r = reached(&t);
         assert_eq!(r, BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 1)]));
         assert!(valid_name("a-b_c.1") && !valid_name("") && !valid_name("two words"));

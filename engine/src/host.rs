@@ -176,14 +176,14 @@ impl HostEndpoint {
 
     /// Every node is ready: the workload begins `start_after` from `now`.
     pub fn start(&mut self, now: VirtualTime, trace: &mut Trace) {
-        trace.push(now, self.node().number(), EventKind::Command { name: "workload".into() });
+        trace.push(now, self.node(), EventKind::Command { name: "workload".into() });
         self.start_at = Some(now.saturating_add(self.workload.start_after));
     }
 
     /// A frame netsim delivered to the client.
     pub fn deliver(&mut self, now: VirtualTime, d: &Delivery, trace: &mut Trace) {
         let (id, from, len) = (d.id.0, d.from.number(), d.frame.len() as u32);
-        trace.push(now, self.node().number(), EventKind::Deliver { id, from, len, summary: summarize(&d.frame) });
+        trace.push(now, self.node(), EventKind::Deliver { id, from, len, summary: summarize(&d.frame) });
         self.client.receive_frame(&d.frame);
         self.due = self.client.poll_at(now);
     }
@@ -193,7 +193,7 @@ impl HostEndpoint {
     /// frames leave at this same instant.
     /// Returns the frames to send and what became of the workload.
     pub fn poll(&mut self, now: VirtualTime, trace: &mut Trace) -> (Vec<Vec<u8>>, HostOutcome) {
-        let node = self.node().number();
+        let node = self.node();
         trace.push(now, node, EventKind::run());
         if !self.started && self.start_at.is_some_and(|t| t <= now) {
             self.started = true;
@@ -243,7 +243,7 @@ impl HostEndpoint {
                 .client
                 .http_request(to, r.port, &bytes)
                 .map_err(|why| HostFailure { what: what.clone(), problem: HostProblem::NotStarted(why) })?;
-            trace.push(now, self.node().number(), EventKind::Note { text: format!("{what}: sent") });
+            trace.push(now, self.node(), EventKind::Note { text: format!("{what}: sent") });
             self.in_flight.insert(id, (k, now));
             any = true;
         }
@@ -259,7 +259,7 @@ impl HostEndpoint {
 
     /// Takes every finished exchange, in request order, and checks it.
     fn collect(&mut self, now: VirtualTime, trace: &mut Trace) -> HostOutcome {
-        let node = self.node().number();
+        let node = self.node();
         let ids: Vec<HttpId> = self.in_flight.keys().copied().collect();
         for id in ids {
             let Some(result) = self.client.take_http(id) else { continue };

@@ -483,7 +483,7 @@ impl NetState {
                     self.starts,
                     describe_named(&p, self.host)
                 );
-                trace.push(now, crate::trace::ENGINE, EventKind::Note { text });
+                trace.push_engine(now, EventKind::Note { text });
             }
             Fault::Start(p, role) => {
                 self.starts += 1;
@@ -494,7 +494,7 @@ impl NetState {
                             "partition {} not started: no node holds role {role}",
                             describe_named(&p, self.host)
                         );
-                        trace.push(now, crate::trace::ENGINE, EventKind::Note { text });
+                        trace.push_engine(now, EventKind::Note { text });
                         return;
                     }
                     (Some(role), Some(h)) => (focus(&p, h), format!("; role {role}: {h}")),
@@ -503,12 +503,12 @@ impl NetState {
                 let dropped = self.net.partition(p).unwrap_or(0);
                 let text =
                     if dropped > 0 { format!("{description} ({dropped} frames in flight lost)") } else { description };
-                trace.push(now, crate::trace::ENGINE, EventKind::Partition { description: text });
+                trace.push_engine(now, EventKind::Partition { description: text });
             }
             Fault::Heal => {
                 if self.net.current_partition().is_some() {
                     self.net.heal();
-                    trace.push(now, crate::trace::ENGINE, EventKind::Heal);
+                    trace.push_engine(now, EventKind::Heal);
                 }
             }
         }
@@ -546,11 +546,7 @@ impl NetState {
         let outcome = self.net.send(time, from, bytes, &mut self.rng);
         let len = bytes.len() as u32;
         for d in outcome.copies() {
-            trace.push(
-                time,
-                from.number(),
-                EventKind::Send { id: d.id.0, to: d.to.number(), len, summary: summary.clone() },
-            );
+            trace.push(time, from, EventKind::Send { id: d.id.0, to: d.to.number(), len, summary: summary.clone() });
         }
         // The links that lost the frame get an id of their own (they have
         // no delivery id), after every scheduled copy.
@@ -561,8 +557,8 @@ impl NetState {
                 netsim::LinkDrop::Partition => DropCause::Partition,
                 netsim::LinkDrop::Loss => DropCause::Loss,
             };
-            trace.push(time, from.number(), EventKind::Send { id, to: to.number(), len, summary: summary.clone() });
-            trace.push(time, from.number(), EventKind::Drop { id, to: to.number(), cause });
+            trace.push(time, from, EventKind::Send { id, to: to.number(), len, summary: summary.clone() });
+            trace.push(time, from, EventKind::Drop { id, to: to.number(), cause });
         }
     }
 

@@ -454,9 +454,19 @@ impl Trace {
         Trace::default()
     }
 
-    /// Appends an event; a `Run` folds into its node's `Run` of the open
-    /// quiet stretch, if the node has one.
-    pub fn push(&mut self, time: VirtualTime, node: u16, kind: EventKind) {
+    /// Appends an event of `node`; a `Run` folds into its node's `Run` of
+    /// the open quiet stretch, if the node has one.
+    pub fn push(&mut self, time: VirtualTime, node: NodeId, kind: EventKind) {
+        self.push_at(time, node.number(), kind);
+    }
+
+    /// Appends an event of the engine's own ([`ENGINE`]: partitions, notes).
+    pub fn push_engine(&mut self, time: VirtualTime, kind: EventKind) {
+        self.push_at(time, ENGINE, kind);
+    }
+
+    /// Appends an event at `node`, a node's number or [`ENGINE`].
+    fn push_at(&mut self, time: VirtualTime, node: u16, kind: EventKind) {
         if let EventKind::Run { grants, until } = kind {
             let last = until.unwrap_or(time);
             if let Some(open) = self.events[self.sealed..].iter_mut().find(|e| e.node == node) {

@@ -17,8 +17,13 @@ impl B {
     fn new() -> B {
         B { t: Trace::new(), next_id: 1 }
     }
+    /// An event of node number `node`, or of the engine for 0.
     fn ev(&mut self, time: u64, node: u16, kind: EventKind) {
-        self.t.push(VirtualTime::from_ns(time), node, kind);
+        let time = VirtualTime::from_ns(time);
+        match engine::NodeId::new(node) {
+            Some(n) => self.t.push(time, n, kind),
+            None => self.t.push_engine(time, kind),
+        }
     }
     fn console(&mut self, time: u64, node: u16, text: &str) {
         self.ev(time, node, EventKind::Console { text: text.into() });
@@ -597,10 +602,10 @@ fn folded_quiet_runs_are_counted_and_described() {
     // prints: the trace holds two folded runs and the console line.
     let mut t = Trace::new();
     for k in 0..1_000_000u64 {
-        t.push(VirtualTime::from_ns(k * 1_000), 1, EventKind::run());
-        t.push(VirtualTime::from_ns(k * 1_000), 2, EventKind::run());
+        t.push(VirtualTime::from_ns(k * 1_000), engine::NodeId::new(1).unwrap(), EventKind::run());
+        t.push(VirtualTime::from_ns(k * 1_000), engine::NodeId::new(2).unwrap(), EventKind::run());
     }
-    t.push(VirtualTime::from_ns(2 * S), 1, EventKind::Console { text: "spun".into() });
+    t.push(VirtualTime::from_ns(2 * S), engine::NodeId::new(1).unwrap(), EventKind::Console { text: "spun".into() });
     let ev = t.events().to_vec();
     assert_eq!(ev.len(), 3);
     let m = meta(None);

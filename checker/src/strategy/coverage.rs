@@ -383,7 +383,7 @@ mod tests {
     fn trace(lines: &[(u64, EventKind)]) -> Trace {
         let mut t = Trace::new();
         for (at, k) in lines {
-            t.push(VirtualTime::from_ns(*at), 1, k.clone());
+            t.push(VirtualTime::from_ns(*at), engine::NodeId::new(1).unwrap(), k.clone());
         }
         t
     }

@@ -33,7 +33,7 @@ impl Execution<'_> {
                 self.draw_next_crash_time();
             }
             Action::Restart(node) => {
-                self.trace.push(now, node.number(), EventKind::Restart);
+                self.trace.push(now, node, EventKind::Restart);
                 self.nodes[node].boot(self.seed)?;
                 self.nodes[node].connect(now, self.spec.connect_timeout)?;
                 self.record_node_clock(node);
@@ -72,7 +72,7 @@ impl Execution<'_> {
             h.deliver(now, &d, &mut self.trace);
             return Ok(());
         }
-        let (to, from) = (d.to, d.from.number());
+        let (to, from) = (d.to, d.from);
         // A frame for the host client's node before the client exists (in
         // warm-start mode it starts with the workload) finds nobody there.
         if self.nodes.get(to).is_none_or(|n| !n.is_up()) {
@@ -81,10 +81,10 @@ impl Execution<'_> {
         }
         let summary = frames::summarize(&d.frame);
         let len = d.frame.len() as u32;
-        self.trace.push(now, to.number(), EventKind::Deliver { id: d.id.0, from, len, summary });
+        self.trace.push(now, to, EventKind::Deliver { id: d.id.0, from: from.number(), len, summary });
         if self.nodes[to].vm().deliver_frame(now, &d.frame, self.spec.watchdog)? == Delivered::Dropped {
             let text = format!("frame {} dropped: no receive buffer", d.id.0);
-            self.trace.push(now, to.number(), EventKind::Note { text });
+            self.trace.push(now, to, EventKind::Note { text });
         }
         Ok(())
     }
@@ -101,7 +101,7 @@ impl Execution<'_> {
     pub(super) fn crash_together(&mut self, down: Vec<NodeId>) -> Result<(), EngineError> {
         self.faults.power_failures += 1;
         let nodes: Vec<String> = down.iter().map(|&node| self.nodes[node].name.clone()).collect();
-        self.trace.push(self.now, crate::trace::ENGINE, EventKind::PowerFailure { nodes });
+        self.trace.push_engine(self.now, EventKind::PowerFailure { nodes });
         for node in down {
             self.crash(node)?;
         }
@@ -125,12 +125,12 @@ impl Execution<'_> {
                 "the crash kills {name}'s running command(s) {}; sent again once {name} is ready",
                 self.nodes[node].running.join(", ")
             );
-            self.trace.push(now, node.number(), EventKind::Note { text });
+            self.trace.push(now, node, EventKind::Note { text });
         }
         if self.nodes[node].paused_until().is_some() {
             // Its paused processes die with it (`Node::power_off`).
             let text = format!("the crash ends {name}'s pause");
-            self.trace.push(now, node.number(), EventKind::Note { text });
+            self.trace.push(now, node, EventKind::Note { text });
         }
         // What the guest's page cache held goes with the power.
         let dirty_files = self.nodes[node].runtime().and_then(|r| r.dirty_files());
@@ -162,7 +162,7 @@ impl Execution<'_> {
             }
             _ => "power loss".into(),
         };
-        self.trace.push(now, node.number(), EventKind::Crash { detail });
+        self.trace.push(now, node, EventKind::Crash { detail });
         if let Some(ns) = self.network.sim.as_mut() {
             ns.node_down(node);
         }
@@ -173,8 +173,7 @@ impl Execution<'_> {
     /// what it did: output, disk completions, frames, agent messages.
     fn run_node(&mut self, node: NodeId) -> Result<(), EngineError> {
         let now = self.now;
-        let node_no = node.number();
-        self.trace.push(now, node_no, EventKind::run());
+        self.trace.push(now, node, EventKind::run());
         self.grants.total += 1;
         let time_of_day = self.nodes[node].clock.time_of_day();
         // A grant that ends waiting has settled the node at `now` too:
@@ -209,7 +208,7 @@ impl Execution<'_> {
                     RunOutcome::Exited { status, signal } => (status, signal),
                     _ => (None, None),
                 };
-                self.trace.push(now, node_no, EventKind::Exit { status, signal, panic: n.saw_panic });
+                self.trace.push(now, node, EventKind::Exit { status, signal, panic: n.saw_panic });
                 let (kind, what) = if n.saw_panic {
                     let line = n.panic_line.as_deref().unwrap_or("Kernel panic");
                     (FailureKind::GuestPanic, format!("node {} panicked: {line}", n.name))
@@ -226,7 +225,7 @@ impl Execution<'_> {
                 return Ok(());
             }
             RunOutcome::Hung { wall } => {
-                self.trace.push(now, node_no, EventKind::Hung);
+                self.trace.push(now, node, EventKind::Hung);
                 let what = format!(
                     "node {} hung: it ran {:.1} s of wall time without letting virtual time advance \
                      (a guest busy loop waiting for time to pass never sees it pass)",
@@ -249,7 +248,6 @@ impl Execution<'_> {
     /// Moves a node's stamped output into the trace: console lines as
     /// events, control lines parsed into agent messages.
     pub(crate) fn record_output(&mut self, node: NodeId, output: Vec<GuestOutput>) {
-        let node_no = node.number();
         for o in output {
             match o.stream {
                 OutputStream::Console => {
@@ -257,7 +255,7 @@ impl Execution<'_> {
                         self.nodes[node].remember_line(&line);
                         let begin = self.starts_faults(&line);
                         let sdk = self.spec.explore.antithesis.sdk.then(|| crate::sdk::sdk_line(&line)).flatten();
-                        self.trace.push(o.time, node_no, EventKind::Console { text: line });
+                        self.trace.push(o.time, node, EventKind::Console { text: line });
                         if begin {
                             self.begin_faults();
                         }
@@ -287,12 +285,12 @@ impl Execution<'_> {
                 disksim::RequestKind::Flush => DiskOp::Flush,
             };
             let (id, sector, sectors) = (c.request.id.0, c.request.sector, c.request.sectors);
-            self.trace.push(c.completed, node.number(), EventKind::Disk { id, op, sector, sectors });
+            self.trace.push(c.completed, node, EventKind::Disk { id, op, sector, sectors });
             if let Some(f) = c.fault {
                 self.faults.disk_counts.count(&f);
                 let detail = disk::describe_fault(&f, &c.request);
                 let fault = disk::fault_kind(&f);
-                self.trace.push(c.completed, node.number(), EventKind::DiskFault { id, fault, detail });
+                self.trace.push(c.completed, node, EventKind::DiskFault { id, fault, detail });
             }
         }
     }
@@ -342,7 +340,7 @@ impl Execution<'_> {
             HostOutcome::Passed => 0,
             HostOutcome::Failed(_) => 1,
         };
-        self.trace.push(now, node.number(), EventKind::CommandDone { name: "workload".into(), status });
+        self.trace.push(now, node, EventKind::CommandDone { name: "workload".into(), status });
         match outcome {
             HostOutcome::Running => {}
             HostOutcome::Passed if self.script.phase == Phase::Workload => self.start_checks()?,

@@ -104,11 +104,11 @@ impl Execution<'_> {
         let Some(ns) = self.network.sim.as_mut() else { return };
         let Some(r) = ns.net.reset_connection(&key, now) else { return };
         self.faults.conn.counts.resets += 1;
-        self.trace.push(now, crate::trace::ENGINE, EventKind::ConnReset { a, b, dropped: r.dropped as u64 });
+        self.trace.push_engine(now, EventKind::ConnReset { a, b, dropped: r.dropped as u64 });
         for s in r.resets {
             let Some(d) = ns.net.get(s.id) else { continue };
             let (len, summary) = (d.frame.len() as u32, crate::frames::summarize(&d.frame));
-            self.trace.push(now, s.from.number(), EventKind::Send { id: s.id.0, to: s.to.number(), len, summary });
+            self.trace.push(now, s.from, EventKind::Send { id: s.id.0, to: s.to.number(), len, summary });
         }
         self.next_conn_fault();
     }
@@ -134,7 +134,7 @@ impl Execution<'_> {
         let Some(ns) = self.network.sim.as_mut() else { return };
         let held = ns.net.stall_connection(&key, dir, until) as u64;
         self.faults.conn.counts.stalls += 1;
-        self.trace.push(now, crate::trace::ENGINE, EventKind::ConnStall { from, to, both, until, held });
+        self.trace.push_engine(now, EventKind::ConnStall { from, to, both, until, held });
         self.next_conn_fault();
     }
 }

@@ -176,7 +176,7 @@ impl Execution<'_> {
         }
         self.inspected = true;
         let began = self.now;
-        self.trace.push(began, node.number(), EventKind::Note { text: format!("inspect: exec {command}") });
+        self.trace.push(began, node, EventKind::Note { text: format!("inspect: exec {command}") });
         self.inspecting = Some(Inspecting { node, chunks: String::new(), status: None });
         self.control(node, &AgentCommand::Exec(command.to_string()))?;
         let deadline = began + limit;
@@ -220,7 +220,7 @@ impl Execution<'_> {
             }
             None => {
                 let text = format!("agent: {EXEC} output nobody asked for");
-                self.trace.push(self.now, from.number(), EventKind::Note { text });
+                self.trace.push(self.now, from, EventKind::Note { text });
             }
         }
     }

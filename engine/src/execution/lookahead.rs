@@ -146,7 +146,7 @@ impl Execution<'_> {
             return Err(EngineError::RanAhead { node, last: free.last.as_ns(), bound: bound.as_ns() });
         }
         let until = Some(free.last);
-        self.trace.push(free.last, node.number(), crate::trace::EventKind::Run { grants: free.count, until });
+        self.trace.push(free.last, node, crate::trace::EventKind::Run { grants: free.count, until });
         self.grants.total += free.count;
         self.now = free.last;
         Ok(())

@@ -148,7 +148,7 @@ impl<'a> Execution<'a> {
         };
         for node in ex.nodes.ids() {
             ex.nodes[node].connect(VirtualTime::ZERO, spec.connect_timeout)?;
-            ex.trace.push(VirtualTime::ZERO, node.number(), EventKind::Boot);
+            ex.trace.push(VirtualTime::ZERO, node, EventKind::Boot);
             ex.record_node_clock(node);
         }
         Ok(ex)
@@ -186,7 +186,7 @@ impl<'a> Execution<'a> {
             n.reseed_devices(seed, node);
         }
         let text = "boot ends: every agent ready; the execution's own streams begin".to_string();
-        self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+        self.trace.push_engine(self.now, EventKind::Note { text });
         self.start_workload()
     }
 
@@ -387,7 +387,7 @@ impl<'a> Execution<'a> {
         }
         if self.script.phase == (Phase::Probing { passed: self.nodes.len() }) && self.script.verdict.is_none() {
             let text = "every node ready: its readiness probe passed ([node] ready)".to_string();
-            self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+            self.trace.push_engine(self.now, EventKind::Note { text });
             self.boot_done()?;
         }
         if self.script.phase == Phase::Setup && self.script.setup_seen && self.script.verdict.is_none() {
@@ -434,7 +434,7 @@ impl<'a> Execution<'a> {
         let now = self.now;
         for (node, n) in self.nodes.with_ids_mut() {
             if let Some(line) = n.console.finish() {
-                self.trace.push(now, node.number(), EventKind::Console { text: line });
+                self.trace.push(now, node, EventKind::Console { text: line });
             }
         }
         let spec = self.spec;

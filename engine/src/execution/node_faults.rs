@@ -36,11 +36,11 @@ impl Execution<'_> {
         let clock = self.nodes[node].clock;
         if let Some(offset_ns) = clock.offset_ns {
             self.faults.node.counts.clock_offsets += 1;
-            self.trace.push(now, node.number(), EventKind::ClockOffset { offset_ns });
+            self.trace.push(now, node, EventKind::ClockOffset { offset_ns });
         }
         if let Some(ppm) = clock.drift_ppm {
             self.faults.node.counts.clock_drifts += 1;
-            self.trace.push(now, node.number(), EventKind::ClockDrift { ppm });
+            self.trace.push(now, node, EventKind::ClockDrift { ppm });
         }
     }
 
@@ -93,14 +93,14 @@ impl Execution<'_> {
         f.counts.kills += 1;
         let restart_at = now + delay;
         self.nodes[node].set_killed_until(Some(restart_at));
-        self.trace.push(now, node.number(), EventKind::Kill { restart_at });
+        self.trace.push(now, node, EventKind::Kill { restart_at });
         self.control(node, &AgentCommand::Kill)
     }
 
     /// Starts `node`'s killed start command again.
     pub(crate) fn respawn(&mut self, node: NodeId) -> Result<(), EngineError> {
         self.nodes[node].set_killed_until(None);
-        self.trace.push(self.now, node.number(), EventKind::Respawn);
+        self.trace.push(self.now, node, EventKind::Respawn);
         self.control(node, &AgentCommand::Start)
     }
 
@@ -129,14 +129,14 @@ impl Execution<'_> {
         f.counts.pauses += 1;
         let resume_at = now + Duration::from_nanos(length);
         self.nodes[node].set_paused_until(Some(resume_at));
-        self.trace.push(now, node.number(), EventKind::Pause { resume_at });
+        self.trace.push(now, node, EventKind::Pause { resume_at });
         self.control(node, &AgentCommand::Pause)
     }
 
     /// Continues `node`'s paused start command.
     pub(crate) fn resume(&mut self, node: NodeId) -> Result<(), EngineError> {
         self.nodes[node].set_paused_until(None);
-        self.trace.push(self.now, node.number(), EventKind::Resume);
+        self.trace.push(self.now, node, EventKind::Resume);
         self.control(node, &AgentCommand::Resume)
     }
 
@@ -179,7 +179,7 @@ impl Execution<'_> {
             (None, None) => unreachable!("clock jumps are enabled only with a bump or a strobe"),
         };
         f.clock_not_before = Some(now + Duration::from_nanos(below(&mut f.clock_rng, simtime::span_ns(c.span))));
-        self.trace.push(now, node.number(), event);
+        self.trace.push(now, node, event);
         self.control(node, &command)
     }
 }

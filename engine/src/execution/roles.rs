@@ -19,7 +19,7 @@ impl Execution<'_> {
             return Ok(());
         }
         let name = crate::roles::ROLE_PROBE.to_string();
-        self.trace.push(self.now, node.number(), EventKind::Command { name: name.clone() });
+        self.trace.push(self.now, node, EventKind::Command { name: name.clone() });
         self.control(node, &AgentCommand::Run(name))
     }
 
@@ -29,7 +29,7 @@ impl Execution<'_> {
         if self.roles.get(&node) == Some(&role) {
             return;
         }
-        self.trace.push(self.now, node.number(), EventKind::Role { role: role.clone() });
+        self.trace.push(self.now, node, EventKind::Role { role: role.clone() });
         self.roles.insert(node, role);
     }
 

@@ -41,7 +41,7 @@ impl Execution<'_> {
         } else if !down.is_empty() {
             text.push_str(&format!("; {} already down", names(&down)));
         }
-        self.trace.push(self.now, ENGINE, EventKind::Note { text });
+        self.trace.push_engine(self.now, EventKind::Note { text });
         if let (false, &[i]) = (self.faults.calm, up.as_slice()) {
             let chosen = Enabled::crash(i, self.now);
             if let Some(branch) = self.crash_branch(&chosen) {

@@ -22,7 +22,7 @@ impl Execution<'_> {
         if spec.explore.antithesis.await_setup && !self.script.setup_seen {
             self.script.phase = Phase::Setup;
             let text = "every node ready: the workload waits for setup_complete ([antithesis])".to_string();
-            self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+            self.trace.push_engine(self.now, EventKind::Note { text });
             return Ok(());
         }
         self.script.phase = Phase::Workload;
@@ -66,7 +66,7 @@ impl Execution<'_> {
                 ns.start_random_partitions(self.now);
             }
             let text = format!("faults begin: {name} reached ([faults] start_after)");
-            self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+            self.trace.push_engine(self.now, EventKind::Note { text });
         }
     }
 
@@ -95,12 +95,12 @@ impl Execution<'_> {
             Ok(SdkLine::Setup { status }) if status == "complete" && !self.script.setup_seen => {
                 self.script.setup_seen = true;
                 let text = format!("setup_complete from {} (Antithesis SDK)", self.nodes[from].name);
-                self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+                self.trace.push_engine(self.now, EventKind::Note { text });
             }
             Ok(_) => {}
             Err(why) => {
                 let text = format!("{}: an @antithesis line that cannot be read ({why})", self.nodes[from].name);
-                self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+                self.trace.push_engine(self.now, EventKind::Note { text });
             }
         }
     }
@@ -120,7 +120,7 @@ impl Execution<'_> {
             self.nodes[node].deferred.push(name.to_string());
             return Ok(());
         }
-        self.trace.push(self.now, node.number(), EventKind::Command { name: name.to_string() });
+        self.trace.push(self.now, node, EventKind::Command { name: name.to_string() });
         // Checks start after the quiet period's settle time, which the
         // agent sleeps in the guest's virtual time (also after a restart).
         let mut line = match (self.script.phase, self.spec.explore.quiet_settle) {
@@ -159,7 +159,7 @@ impl Execution<'_> {
             ns.quiet();
         }
         let text = format!("quiet period: faults stop; checks start after {} s", simtime::span_ns(settle) as f64 / 1e9);
-        self.trace.push(self.now, crate::trace::ENGINE, EventKind::Note { text });
+        self.trace.push_engine(self.now, EventKind::Note { text });
         self.resume_all()
     }
 
@@ -176,12 +176,11 @@ impl Execution<'_> {
     /// Reacts to one agent message; may decide the verdict.
     pub(crate) fn on_agent_message(&mut self, from: NodeId, msg: AgentMsg) -> Result<(), EngineError> {
         let name = self.nodes[from].name.clone();
-        let node = from.number();
         let now = self.now;
         match msg {
             AgentMsg::Ready => {
                 self.nodes[from].set_ready();
-                self.trace.push(now, node, EventKind::Ready);
+                self.trace.push(now, from, EventKind::Ready);
                 self.start_role_probe(from)?;
                 // After a restart the probe runs first: the agent runs
                 // commands in the order sent, so what waited for the node
@@ -203,7 +202,7 @@ impl Execution<'_> {
                 if let Some(k) = running.iter().position(|c| *c == command) {
                     running.remove(k);
                 }
-                self.trace.push(now, node, EventKind::CommandDone { name: command.clone(), status });
+                self.trace.push(now, from, EventKind::CommandDone { name: command.clone(), status });
                 let hint = agent::status_hint(status);
                 let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && *i == from);
                 if command == crate::READY_PROBE {
@@ -228,7 +227,7 @@ impl Execution<'_> {
                     self.start_checks()?;
                 } else if let Phase::Checks { done } = self.script.phase {
                     let ok = status == 0;
-                    self.trace.push(now, node, EventKind::Invariant { name: command.clone(), ok });
+                    self.trace.push(now, from, EventKind::Invariant { name: command.clone(), ok });
                     self.script.phase = Phase::Checks { done: done + 1 };
                     if !ok && is_liveness {
                         let what = format!(
@@ -244,7 +243,7 @@ impl Execution<'_> {
             }
             AgentMsg::Role(role) => self.on_role(from, role),
             AgentMsg::Unknown(line) => {
-                self.trace.push(now, node, EventKind::Note { text: format!("agent: {line}") });
+                self.trace.push(now, from, EventKind::Note { text: format!("agent: {line}") });
             }
         }
         Ok(())
@@ -275,17 +274,12 @@ impl Execution<'_> {
     /// transactions).
     pub(crate) fn check_history(&mut self, hc: &HistoryCheck) {
         let node = hc.node;
-        let node_no = node.number();
         let HistoryOutcome { ok, note, anomalies } = (hc.check)(self.trace.events(), node);
         self.script.anomalies = anomalies;
         let name = hc.invariant.clone();
         let now = self.now;
-        self.trace.push(
-            now,
-            crate::trace::ENGINE,
-            EventKind::Note { text: note.lines().next().unwrap_or("").to_string() },
-        );
-        self.trace.push(now, node_no, EventKind::Invariant { name, ok });
+        self.trace.push_engine(now, EventKind::Note { text: note.lines().next().unwrap_or("").to_string() });
+        self.trace.push(now, node, EventKind::Invariant { name, ok });
         if !ok {
             let what = format!("[check] history on {}: {note}", self.nodes[node].name);
             self.script.verdict =
