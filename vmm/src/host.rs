@@ -15,8 +15,10 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::runtime::RuntimeKind;
-use crate::uml::host_cpuid::ARCH_SET_CPUID;
+use crate::node::RuntimeKind;
+
+/// `ARCH_SET_CPUID` (asm/prctl.h).
+pub(crate) const ARCH_SET_CPUID: libc::c_ulong = 0x1012;
 
 /// `SIMCLUSTER_DEBUG_NO_CPUID_FAULTING=1`: report no CPUID faulting, never
 /// turn it on for simcluster's thread (`uml::host_cpuid::enable`), and deny

@@ -286,3 +286,25 @@ pub trait NodeDisk: NodeRuntime {
     /// ([`Disk::apply_crash`]) and may start a fresh node on the result.
     fn take_disk(&mut self) -> Result<Disk, NodeError>;
 }
+
+/// Which runtime runs the nodes. Serialized as `"uml"` or `"kvm"` (the run's
+/// JSON line, failure files: a replay runs on the runtime recorded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeKind {
+    /// User-mode Linux with time-travel (any x86-64 Linux host).
+    #[default]
+    Uml,
+    /// KVM microVM (hosts whose /dev/kvm has hardware virtualization).
+    Kvm,
+}
+
+impl RuntimeKind {
+    /// `"uml"` or `"kvm"`, as in the run's JSON line.
+    pub fn name(self) -> &'static str {
+        match self {
+            RuntimeKind::Uml => "uml",
+            RuntimeKind::Kvm => "kvm",
+        }
+    }
+}

@@ -23,8 +23,8 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-/// `ARCH_SET_CPUID` (asm/prctl.h).
-pub(crate) const ARCH_SET_CPUID: libc::c_ulong = 0x1012;
+use crate::host::ARCH_SET_CPUID;
+
 /// `si_code` of a fault the kernel raised itself (a #GP).
 const SI_KERNEL: i32 = 0x80;
 const SUBLEAVES: usize = 64;

@@ -343,7 +343,8 @@ impl<D: VirtioDevice> VhostUserBackend<D> {
                 self.protocol_features = msg.u64().ok_or_else(short)? & OFFERED_PROTOCOL_FEATURES;
             }
             req::SET_MEM_TABLE => {
-                let t = MemTable::map(&msg.payload, fds).map_err(ProtocolError::from)?;
+                let regions = mem_regions(&msg.payload, fds.len()).map_err(ProtocolError::from)?;
+                let t = MemTable::map(regions, fds).map_err(ProtocolError::from)?;
                 self.queues.mem = t.mem.clone();
                 self.table = Some(t);
                 self.update_ready(events);

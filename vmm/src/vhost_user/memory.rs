@@ -12,9 +12,6 @@ use std::os::fd::OwnedFd;
 
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
-use super::message::{u32_at, u64_at};
-use super::protocol_error::MemTableError;
-
 /// One region of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Region {
@@ -42,25 +39,18 @@ pub struct MemTable {
 const PAGE: u64 = 4096;
 
 impl MemTable {
-    /// Parses `struct vhost_user_mem_regions` and maps each region from
-    /// its file descriptor (shared, read-write).
-    pub fn map(payload: &[u8], fds: Vec<OwnedFd>) -> Result<MemTable, MemTableError> {
-        let num = u32_at(payload, 0).ok_or(MemTableError::Short)? as usize;
-        if num == 0 || num != fds.len() {
-            return Err(MemTableError::RegionCount { regions: num, fds: fds.len() });
-        }
-        let mut regions = Vec::with_capacity(num);
-        let mut mapped = Vec::with_capacity(num);
-        for (i, fd) in fds.into_iter().enumerate() {
-            let at = 8 + 32 * i;
-            let field = |k: usize| u64_at(payload, at + 8 * k).ok_or(MemTableError::Short);
-            let r = Region { guest_addr: field(0)?, size: field(1)?, user_addr: field(2)?, mmap_offset: field(3)? };
+    /// Maps each region (parsed from SET_MEM_TABLE by
+    /// [`super::message::mem_regions`]) from its file descriptor (shared,
+    /// read-write), in order.
+    pub fn map(regions: Vec<Region>, fds: Vec<OwnedFd>) -> Result<MemTable, MemTableError> {
+        let mut mapped = Vec::with_capacity(regions.len());
+        for (i, (r, fd)) in regions.iter().zip(fds).enumerate() {
             // mmap needs a page-aligned file offset: map from the page
             // boundary and place the region that much lower in guest
             // space (the extra bytes are the same file, harmless).
             let delta = r.mmap_offset % PAGE;
             if delta > r.guest_addr || r.size == 0 {
-                return Err(MemTableError::Unmappable { index: i, region: r });
+                return Err(MemTableError::Unmappable { index: i, region: *r });
             }
             let file = FileOffset::new(File::from(fd), r.mmap_offset - delta);
             let region = MmapRegion::from_file(file, (r.size + delta) as usize)
@@ -68,7 +58,6 @@ impl MemTable {
             let g =
                 GuestRegionMmap::new(region, GuestAddress(r.guest_addr - delta)).ok_or(MemTableError::Overflow(i))?;
             mapped.push(g);
-            regions.push(r);
         }
         let mem = GuestMemoryMmap::from_regions(mapped).map_err(MemTableError::Layout)?;
         Ok(MemTable { regions, mem })
@@ -81,4 +70,43 @@ impl MemTable {
             .find(|r| user >= r.user_addr && user - r.user_addr < r.size)
             .map(|r| GuestAddress(user - r.user_addr + r.guest_addr))
     }
+}
+
+/// Why a SET_MEM_TABLE's regions cannot be mapped.
+#[derive(Debug, thiserror::Error)]
+pub enum MemTableError {
+    /// The payload ends inside the table.
+    #[error("short memory table")]
+    Short,
+    /// No regions, or not one file descriptor per region.
+    #[error("{regions} regions with {fds} file descriptors")]
+    RegionCount {
+        /// Regions the table announces.
+        regions: usize,
+        /// Descriptors that came with it.
+        fds: usize,
+    },
+    /// A region of size 0, or whose page-aligned mapping would start below
+    /// guest address 0.
+    #[error("region {index} {region:?} cannot be mapped")]
+    Unmappable {
+        /// The region's index in the table.
+        index: usize,
+        /// The region.
+        region: Region,
+    },
+    /// mmap of a region's descriptor failed.
+    #[error("mmap region {index}: {source}")]
+    Mmap {
+        /// The region's index in the table.
+        index: usize,
+        /// The failure.
+        source: vm_memory::mmap::MmapRegionError,
+    },
+    /// A region that runs past the end of the guest address space.
+    #[error("region {0} overflows the guest address space")]
+    Overflow(usize),
+    /// Regions that overlap, or another layout vm-memory refuses.
+    #[error("memory table: {0}")]
+    Layout(vm_memory::GuestRegionCollectionError),
 }

@@ -7,7 +7,8 @@
 //! flag bits are the protocol version (1); bit 2 marks a reply, bit 3 asks
 //! for one.
 
-use crate::vhost_user::protocol_error::ProtocolError;
+use super::memory::{MemTableError, Region};
+use super::protocol_error::ProtocolError;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -202,6 +203,22 @@ pub fn u32_at(b: &[u8], at: usize) -> Option<u32> {
 /// The little-endian u64 at byte offset `at` of `b`; `None` past the end.
 pub fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// SET_MEM_TABLE's payload (`struct vhost_user_mem_regions`): its
+/// regions, one per of the `fds` descriptors that came with it.
+pub fn mem_regions(payload: &[u8], fds: usize) -> Result<Vec<Region>, MemTableError> {
+    let num = u32_at(payload, 0).ok_or(MemTableError::Short)? as usize;
+    if num == 0 || num != fds {
+        return Err(MemTableError::RegionCount { regions: num, fds });
+    }
+    (0..num)
+        .map(|i| {
+            let at = 8 + 32 * i;
+            let field = |k: usize| u64_at(payload, at + 8 * k).ok_or(MemTableError::Short);
+            Ok(Region { guest_addr: field(0)?, size: field(1)?, user_addr: field(2)?, mmap_offset: field(3)? })
+        })
+        .collect()
 }
 
 /// `struct vhost_user_vring_state` bytes.

@@ -2,7 +2,7 @@
 //! protocol. Each is fatal to the connection and so to the node, which the
 //! engine reports as a node failure, never as simcluster's.
 
-use super::memory::Region;
+use super::memory::MemTableError;
 
 /// A message or sequence of messages this back end cannot accept.
 #[derive(Debug, thiserror::Error)]
@@ -60,43 +60,4 @@ pub enum ProtocolError {
     /// SET_MEM_TABLE's table cannot be used.
     #[error(transparent)]
     MemTable(#[from] MemTableError),
-}
-
-/// Why a SET_MEM_TABLE's regions cannot be mapped.
-#[derive(Debug, thiserror::Error)]
-pub enum MemTableError {
-    /// The payload ends inside the table.
-    #[error("short memory table")]
-    Short,
-    /// No regions, or not one file descriptor per region.
-    #[error("{regions} regions with {fds} file descriptors")]
-    RegionCount {
-        /// Regions the table announces.
-        regions: usize,
-        /// Descriptors that came with it.
-        fds: usize,
-    },
-    /// A region of size 0, or whose page-aligned mapping would start below
-    /// guest address 0.
-    #[error("region {index} {region:?} cannot be mapped")]
-    Unmappable {
-        /// The region's index in the table.
-        index: usize,
-        /// The region.
-        region: Region,
-    },
-    /// mmap of a region's descriptor failed.
-    #[error("mmap region {index}: {source}")]
-    Mmap {
-        /// The region's index in the table.
-        index: usize,
-        /// The failure.
-        source: vm_memory::mmap::MmapRegionError,
-    },
-    /// A region that runs past the end of the guest address space.
-    #[error("region {0} overflows the guest address space")]
-    Overflow(usize),
-    /// Regions that overlap, or another layout vm-memory refuses.
-    #[error("memory table: {0}")]
-    Layout(vm_memory::GuestRegionCollectionError),
 }
