@@ -21,8 +21,11 @@
 //! - [`vhost_user`]: the vhost-user back end that carries them to a
 //!   user-mode Linux guest.
 //!
-//! Dependencies point one way: `runtime → {uml, kvm} → node`, and
-//! `{uml → vhost_user, kvm::mmio_adapter} → virtio`.
+//! Dependencies point one way: `runtime → {uml, kvm} → node`, `host → node`,
+//! and `{uml → vhost_user, kvm::virtio_mmio} → virtio` (one device trait,
+//! [`virtio::VirtioDevice`], and one kick hook, [`virtio::KickHook`], for
+//! both transports). `scripts/module-cycles.py vmm/src` checks that the
+//! module graph has no circle.
 
 #![deny(missing_docs)]
 

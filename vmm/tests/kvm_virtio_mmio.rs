@@ -5,29 +5,29 @@
 mod kvm_common;
 
 use kvm_common::{guest, kvm_available};
-use vm_memory::GuestMemoryMmap;
-use vmm::kvm::virtio_mmio::{window_base, QueueConfig, Signal, VirtioDevice, VirtioMmioTransport, WINDOW};
+use vmm::kvm::virtio_mmio::{window_base, VirtioMmioTransport, WINDOW};
 use vmm::kvm::{MicroVmBuilder, RunOutcome};
+use vmm::virtio::{DeviceError, NoHook, Queues, VirtioDevice};
 
+/// A device that answers every notification with a used-buffer interrupt.
 struct Answering;
 
 impl VirtioDevice for Answering {
-    fn device_type(&self) -> u32 {
+    fn device_id(&self) -> u32 {
         0x1a
-    }
-    fn queue_max_sizes(&self) -> Vec<u16> {
-        vec![16]
     }
     fn features(&self) -> u64 {
         0
     }
-    fn read_config(&self, _offset: u64, data: &mut [u8]) {
-        data.fill(0);
+    fn ack_features(&mut self, _features: u64) {}
+    fn config(&self) -> Vec<u8> {
+        Vec::new()
     }
-    fn write_config(&mut self, _offset: u64, _data: &[u8]) {}
-    fn activate(&mut self, _features: u64, _queues: &[QueueConfig]) {}
-    fn notify(&mut self, _mem: &GuestMemoryMmap, _now: u64, _queue: u16) -> Signal {
-        Signal { used_buffer: true, config_change: false }
+    fn queue_max_sizes(&self) -> &[u16] {
+        &[16]
+    }
+    fn queue_notify(&mut self, _index: usize, _queues: &mut Queues) -> Result<bool, DeviceError> {
+        Ok(true)
     }
     fn reset(&mut self) {}
 }
@@ -38,7 +38,8 @@ fn kvm_virtio_mmio_guest_init_notify_interrupt() {
         return;
     }
     let mut vm = MicroVmBuilder::new().memory_mib(8).image(&guest("virtio")).build().unwrap();
-    assert!(vm.mmio_mut().attach(window_base(0), WINDOW, Box::new(VirtioMmioTransport::new(Answering, 0x31))));
+    let t = VirtioMmioTransport::new(Answering, NoHook::default(), vm.memory().clone(), 0x31);
+    assert!(vm.mmio_mut().attach(window_base(0), WINDOW, Box::new(t)));
     let out = vm.run_to_end(100_000).unwrap();
     let console = String::from_utf8_lossy(vm.console()).to_string();
     eprintln!("{console}stats {:?}", vm.stats());

@@ -3,16 +3,17 @@
 //! Any guest access to an address without a KVM memory slot exits to the VMM and lands
 //! here. Unclaimed reads return all ones and unclaimed writes are dropped, counted.
 
-use vm_memory::GuestMemoryMmap;
+use simtime::VirtualTime;
 
 /// A device mapped in guest physical address space.
 pub trait MmioDevice {
     /// Short name for traces and errors.
     fn name(&self) -> &'static str;
-    /// Guest load of `data.len()` bytes at `offset` into the device window.
-    fn read(&mut self, mem: &GuestMemoryMmap, now_ns: u64, offset: u64, data: &mut [u8]);
-    /// Guest store of `data` at `offset`.
-    fn write(&mut self, mem: &GuestMemoryMmap, now_ns: u64, offset: u64, data: &[u8]);
+    /// Guest load of `data.len()` bytes at `offset` into the device window, at the
+    /// exit's virtual time `now`.
+    fn read(&mut self, now: VirtualTime, offset: u64, data: &mut [u8]);
+    /// Guest store of `data` at `offset`, at the exit's virtual time `now`.
+    fn write(&mut self, now: VirtualTime, offset: u64, data: &[u8]);
     /// An interrupt vector the device raised since the last call (edge), if any.
     fn take_interrupt(&mut self) -> Option<u8> {
         None
@@ -91,9 +92,9 @@ impl MmioBus {
     }
 
     /// Dispatches a load.
-    pub fn read(&mut self, mem: &GuestMemoryMmap, now: u64, addr: u64, data: &mut [u8]) {
+    pub fn read(&mut self, now: VirtualTime, addr: u64, data: &mut [u8]) {
         match self.find(addr) {
-            Some((d, off)) => d.read(mem, now, off, data),
+            Some((d, off)) => d.read(now, off, data),
             None => {
                 self.unclaimed += 1;
                 data.fill(0xff);
@@ -102,10 +103,10 @@ impl MmioBus {
     }
 
     /// Dispatches a store.
-    pub fn write(&mut self, mem: &GuestMemoryMmap, now: u64, addr: u64, data: &[u8]) {
+    pub fn write(&mut self, now: VirtualTime, addr: u64, data: &[u8]) {
         match self.find(addr) {
             Some((d, off)) => {
-                d.write(mem, now, off, data);
+                d.write(now, off, data);
                 self.raised_hint = true;
             }
             None => self.unclaimed += 1,

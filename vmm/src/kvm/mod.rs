@@ -5,9 +5,9 @@
 //! and devices emulated in userspace:
 //! - [`devices`]: an 8250 serial subset, a paravirtual clock/timer, a power port; the
 //!   legacy 8259A/8254 pair and the CMOS clock of [`legacy`];
-//! - [`mmio`]: the MMIO bus, with the [`virtio_mmio`] transport; [`mmio_adapter`]: any
-//!   device model of [`crate::virtio`] behind it; [`ports`]: the virtio-net and
-//!   virtio-blk models stamped with virtual time.
+//! - [`mmio`]: the MMIO bus, with the [`virtio_mmio`] transport (any device model of
+//!   [`crate::virtio`] behind it, with its queues and its kick hook); [`ports`]: the
+//!   hooks that stamp virtio-net and virtio-blk with virtual time.
 //!
 //! Around it: [`node`] (the node as the engine drives it; several nodes on one
 //! timeline are the engine's business), [`linux`] (booting a Linux kernel),
@@ -54,7 +54,6 @@ pub mod host;
 pub mod legacy;
 pub mod linux;
 pub mod mmio;
-pub mod mmio_adapter;
 pub mod node;
 pub mod ports;
 pub mod probe;

@@ -1,21 +1,27 @@
-//! virtio-mmio transport (virtio 1.x, "version 2" register layout), in front of the
-//! virtio-net and virtio-blk device models ([`super::ports`]).
+//! virtio-mmio transport (virtio 1.x, "version 2" register layout) in front of a
+//! [`VirtioDevice`] of [`crate::virtio`] (net, blk, console, rng: the models the
+//! user-mode Linux runtime serves over vhost-user).
 //!
-//! The transport owns the generic state (status, feature negotiation, queue
-//! addresses, interrupt status); a [`VirtioDevice`] owns the device-specific part
-//! (config space, what a queue notification does). The guest learns about a transport
-//! from the kernel command line ([`cmdline_fragment`]: `virtio_mmio.device=4K@<base>:<irq>`).
+//! The transport owns the generic state (status, feature negotiation, the
+//! virtqueues as [`Queues`], interrupt status) and the device's [`KickHook`]
+//! ([`super::ports`]); the device owns the device-specific part (config space, what
+//! a queue notification does). The guest learns about a transport from the kernel
+//! command line ([`cmdline_fragment`]: `virtio_mmio.device=4K@<base>:<irq>`).
 //!
-//! Interrupts: when a device signals used buffers or a config change, the transport
+//! Interrupts: when the device (or its hook) adds used buffers the transport
 //! sets InterruptStatus and raises its vector once (edge); the run loop collects raised
 //! vectors from the MMIO bus ([`super::MmioBus::take_interrupts`]) and injects them.
-//! Invariant: the transport never touches guest memory itself; only the device does,
-//! at notification time, so all device effects happen at deterministic exits.
+//! Invariant: the transport touches guest memory only through the device and its
+//! hook, at a QueueNotify exit or in an engine action between runs, so all device
+//! effects happen at deterministic points.
 
-use vm_memory::GuestMemoryMmap;
+use simtime::VirtualTime;
+use virtio_queue::QueueT;
+use vm_memory::{GuestAddress, GuestMemoryMmap};
 
 use super::arch::layout;
 use super::mmio::MmioDevice;
+use crate::virtio::{read_config_padded, DeviceError, KickHook, Queues, VirtioDevice, VIRTIO_RING_F_EVENT_IDX};
 
 /// Size of one transport window.
 pub const WINDOW: u64 = 0x1000;
@@ -40,7 +46,7 @@ pub mod status {
     pub const FAILED: u32 = 0x80;
 }
 
-/// Where a virtqueue lives, as configured by the driver.
+/// Where a virtqueue lives, as the driver wrote it into the registers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueConfig {
     /// Largest size the device supports.
@@ -57,35 +63,6 @@ pub struct QueueConfig {
     pub used: u64,
 }
 
-/// What a device asks of the transport after an event.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Signal {
-    /// Used buffers were added: InterruptStatus bit 0.
-    pub used_buffer: bool,
-    /// Config space changed: InterruptStatus bit 1.
-    pub config_change: bool,
-}
-
-/// A virtio device model behind the transport.
-pub trait VirtioDevice {
-    /// Virtio device id (1 = net, 2 = block, ...).
-    fn device_type(&self) -> u32;
-    /// Maximum size of each queue; the number of queues is the slice length.
-    fn queue_max_sizes(&self) -> Vec<u16>;
-    /// Device feature bits (the transport adds [`F_VERSION_1`]).
-    fn features(&self) -> u64;
-    /// Reads device config space.
-    fn read_config(&self, offset: u64, data: &mut [u8]);
-    /// Writes device config space.
-    fn write_config(&mut self, offset: u64, data: &[u8]);
-    /// DRIVER_OK was set: the device may start using `queues` with `features`.
-    fn activate(&mut self, features: u64, queues: &[QueueConfig]);
-    /// The driver notified `queue` at virtual time `now_ns`.
-    fn notify(&mut self, mem: &GuestMemoryMmap, now_ns: u64, queue: u16) -> Signal;
-    /// The driver reset the device (status written as 0).
-    fn reset(&mut self);
-}
-
 /// The kernel command-line fragment describing a transport at `base` with `irq`.
 pub fn cmdline_fragment(base: u64, irq: u32) -> String {
     format!("virtio_mmio.device=4K@{base:#x}:{irq}")
@@ -96,35 +73,47 @@ pub fn window_base(n: u64) -> u64 {
     layout::VIRTIO_MMIO_BASE + n * WINDOW
 }
 
-/// virtio-mmio registers in front of a [`VirtioDevice`].
-pub struct VirtioMmioTransport<D: VirtioDevice> {
-    device: D,
+/// virtio-mmio registers in front of a [`VirtioDevice`], with its queues and its
+/// [`KickHook`].
+pub struct VirtioMmioTransport<H: KickHook> {
+    device: H::Device,
+    queues: Queues,
+    hook: H,
+    /// A device error (a guest breaking the protocol), kept for the engine.
+    error: Option<DeviceError>,
     vector: u8,
     status: u32,
     device_features_sel: u32,
     driver_features_sel: u32,
     driver_features: u64,
     queue_sel: u32,
-    queues: Vec<QueueConfig>,
+    configs: Vec<QueueConfig>,
     interrupt_status: u32,
     raised: bool,
     config_generation: u32,
 }
 
-impl<D: VirtioDevice> VirtioMmioTransport<D> {
-    /// Wraps `device`; interrupts are delivered as `vector`.
-    pub fn new(device: D, vector: u8) -> Self {
-        let queues =
-            device.queue_max_sizes().into_iter().map(|m| QueueConfig { max_size: m, ..Default::default() }).collect();
+impl<H: KickHook> VirtioMmioTransport<H> {
+    /// `device` with `hook` over the VM's memory `mem` (device effects outside
+    /// notifications, such as frame delivery, need it); interrupts are delivered
+    /// as `vector`.
+    pub fn new(device: H::Device, hook: H, mem: GuestMemoryMmap, vector: u8) -> Self {
+        let mut queues = Queues::new(device.queue_max_sizes());
+        queues.mem = mem;
+        let configs =
+            device.queue_max_sizes().iter().map(|&m| QueueConfig { max_size: m, ..Default::default() }).collect();
         VirtioMmioTransport {
             device,
+            queues,
+            hook,
+            error: None,
             vector,
             status: 0,
             device_features_sel: 0,
             driver_features_sel: 0,
             driver_features: 0,
             queue_sel: 0,
-            queues,
+            configs,
             interrupt_status: 0,
             raised: false,
             config_generation: 0,
@@ -132,27 +121,48 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
     }
 
     /// The device model.
-    pub fn device(&self) -> &D {
+    pub fn device(&self) -> &H::Device {
         &self.device
     }
     /// The device model, for engine actions between runs (reach the transport with
-    /// [`super::MmioBus::device_mut`]); follow them with [`Self::raise`].
-    pub fn device_mut(&mut self) -> &mut D {
+    /// [`super::MmioBus::device_mut`]); for queue work use [`Self::device_and_queues`].
+    pub fn device_mut(&mut self) -> &mut H::Device {
         &mut self.device
     }
-    /// Signals the guest from outside a notification (a frame arrived, a disk
+    /// The device with its queues, for engine actions between runs; afterwards ask
+    /// [`Queues::needs_interrupt`] and [`Self::raise`].
+    pub fn device_and_queues(&mut self) -> (&mut H::Device, &mut Queues) {
+        (&mut self.device, &mut self.queues)
+    }
+    /// The device's hook.
+    pub fn hook(&self) -> &H {
+        &self.hook
+    }
+    /// The device's hook, for engine actions between runs.
+    pub fn hook_mut(&mut self) -> &mut H {
+        &mut self.hook
+    }
+    /// The device, its queues and its hook at once.
+    pub fn parts(&mut self) -> (&mut H::Device, &mut Queues, &mut H) {
+        (&mut self.device, &mut self.queues, &mut self.hook)
+    }
+    /// The first device error (a guest breaking the protocol) since the last call.
+    pub fn take_error(&mut self) -> Option<DeviceError> {
+        self.error.take()
+    }
+    /// Signals used buffers from outside a notification (a frame arrived, a disk
     /// request completed): sets InterruptStatus and raises the vector on a 0 -> non-zero
-    /// edge, exactly as a signal returned by [`VirtioDevice::notify`] does.
-    pub fn raise(&mut self, s: Signal) {
-        self.signal(s);
+    /// edge, exactly as a notification that used buffers does.
+    pub fn raise(&mut self) {
+        self.signal(true, false);
     }
     /// Device status register.
     pub fn status(&self) -> u32 {
         self.status
     }
     /// Queue configuration as written by the driver.
-    pub fn queues(&self) -> &[QueueConfig] {
-        &self.queues
+    pub fn queue_configs(&self) -> &[QueueConfig] {
+        &self.configs
     }
     /// Features the driver accepted.
     pub fn driver_features(&self) -> u64 {
@@ -163,12 +173,12 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
         self.device.features() | F_VERSION_1
     }
 
-    fn signal(&mut self, s: Signal) {
+    fn signal(&mut self, used_buffer: bool, config_change: bool) {
         let before = self.interrupt_status;
-        if s.used_buffer {
+        if used_buffer {
             self.interrupt_status |= 1;
         }
-        if s.config_change {
+        if config_change {
             self.interrupt_status |= 2;
             self.config_generation = self.config_generation.wrapping_add(1);
         }
@@ -185,22 +195,63 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
         self.queue_sel = 0;
         self.interrupt_status = 0;
         self.raised = false;
-        for q in &mut self.queues {
+        for q in &mut self.configs {
             *q = QueueConfig { max_size: q.max_size, ..Default::default() };
         }
         self.device.reset();
+        let mem = std::mem::take(&mut self.queues.mem);
+        self.queues = Queues::new(self.device.queue_max_sizes());
+        self.queues.mem = mem;
+        self.hook.reset();
+    }
+
+    /// DRIVER_OK: the device takes the accepted features and the queues the driver
+    /// configured (a queue whose rings do not lie in memory stays not ready).
+    fn activate(&mut self) {
+        let features = self.driver_features;
+        self.device.ack_features(features);
+        for (q, c) in self.queues.queues.iter_mut().zip(&self.configs) {
+            q.set_size(c.size);
+            q.set_event_idx(features & VIRTIO_RING_F_EVENT_IDX != 0);
+            let ok = c.ready
+                && q.try_set_desc_table_address(GuestAddress(c.desc)).is_ok()
+                && q.try_set_avail_ring_address(GuestAddress(c.avail)).is_ok()
+                && q.try_set_used_ring_address(GuestAddress(c.used)).is_ok();
+            q.set_ready(ok);
+            let valid = ok && q.is_valid(&self.queues.mem);
+            q.set_ready(valid);
+        }
+    }
+
+    /// QueueNotify at `now`: the device processes the queue, then the hook sees
+    /// the kick; either may ask for the interrupt.
+    fn notify(&mut self, now: VirtualTime, queue: u16) {
+        let mut used_buffer = match self.device.queue_notify(queue.into(), &mut self.queues) {
+            Ok(irq) => irq,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                false
+            }
+        };
+        match self.hook.kicked(&mut self.device, &mut self.queues, queue, now) {
+            Ok(irq) => used_buffer |= irq,
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+        self.signal(used_buffer, false);
     }
 
     fn queue(&mut self) -> Option<&mut QueueConfig> {
-        self.queues.get_mut(self.queue_sel as usize)
+        self.configs.get_mut(self.queue_sel as usize)
     }
 
     fn reg_read(&mut self, offset: u64) -> u32 {
-        let q = self.queues.get(self.queue_sel as usize).copied().unwrap_or_default();
+        let q = self.configs.get(self.queue_sel as usize).copied().unwrap_or_default();
         match offset {
             0x000 => MAGIC,
             0x004 => 2,
-            0x008 => self.device.device_type(),
+            0x008 => self.device.device_id(),
             0x00c => 0x434d_4953, // "SIMC"
             0x010 => match self.device_features_sel {
                 0 => self.all_features() as u32,
@@ -216,7 +267,7 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
         }
     }
 
-    fn reg_write(&mut self, mem: &GuestMemoryMmap, now: u64, offset: u64, v: u32) {
+    fn reg_write(&mut self, now: VirtualTime, offset: u64, v: u32) {
         let set_lo = |x: &mut u64, v: u32| *x = (*x & !0xffff_ffff) | u64::from(v);
         let set_hi = |x: &mut u64, v: u32| *x = (*x & 0xffff_ffff) | (u64::from(v) << 32);
         match offset {
@@ -244,9 +295,8 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
                     q.ready = v == 1;
                 }
             }
-            0x050 if self.status & status::DRIVER_OK != 0 && (v as usize) < self.queues.len() => {
-                let s = self.device.notify(mem, now, v as u16);
-                self.signal(s);
+            0x050 if self.status & status::DRIVER_OK != 0 && (v as usize) < self.configs.len() => {
+                self.notify(now, v as u16);
             }
             0x064 => self.interrupt_status &= !v,
             0x070 => {
@@ -262,7 +312,7 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
                 }
                 self.status = v;
                 if !was_ok && v & status::DRIVER_OK != 0 {
-                    self.device.activate(self.driver_features, &self.queues);
+                    self.activate();
                 }
             }
             0x080 => self.queue().map_or((), |q| set_lo(&mut q.desc, v)),
@@ -276,13 +326,13 @@ impl<D: VirtioDevice> VirtioMmioTransport<D> {
     }
 }
 
-impl<D: VirtioDevice + 'static> MmioDevice for VirtioMmioTransport<D> {
+impl<H: KickHook + 'static> MmioDevice for VirtioMmioTransport<H> {
     fn name(&self) -> &'static str {
         "virtio-mmio"
     }
-    fn read(&mut self, _mem: &GuestMemoryMmap, _now: u64, offset: u64, data: &mut [u8]) {
+    fn read(&mut self, _now: VirtualTime, offset: u64, data: &mut [u8]) {
         if offset >= 0x100 {
-            self.device.read_config(offset - 0x100, data);
+            data.copy_from_slice(&read_config_padded(&self.device.config(), (offset - 0x100) as usize, data.len()));
             return;
         }
         // Registers are 32-bit; other widths read as zero per the spec's "must" rules.
@@ -293,16 +343,16 @@ impl<D: VirtioDevice + 'static> MmioDevice for VirtioMmioTransport<D> {
         let v = self.reg_read(offset);
         data.copy_from_slice(&v.to_le_bytes());
     }
-    fn write(&mut self, mem: &GuestMemoryMmap, now: u64, offset: u64, data: &[u8]) {
+    fn write(&mut self, now: VirtualTime, offset: u64, data: &[u8]) {
         if offset >= 0x100 {
-            self.device.write_config(offset - 0x100, data);
+            self.device.write_config((offset - 0x100) as u32, data);
             return;
         }
         if data.len() != 4 || !offset.is_multiple_of(4) {
             return;
         }
         let v = u32::from_le_bytes(data.try_into().unwrap());
-        self.reg_write(mem, now, offset, v);
+        self.reg_write(now, offset, v);
     }
     fn take_interrupt(&mut self) -> Option<u8> {
         std::mem::take(&mut self.raised).then_some(self.vector)
@@ -320,128 +370,231 @@ mod tests {
     use super::*;
     use crate::kvm::vm::anonymous_memory;
 
-    /// A device that counts notifications and answers each with a used-buffer signal.
+    /// A device that answers each notification with a used-buffer interrupt, and
+    /// keeps what the transport told it.
     #[derive(Default)]
     struct Counter {
-        notified: Vec<(u64, u16)>,
-        activated: Option<(u64, usize)>,
+        acked: Option<u64>,
         resets: u32,
-        config: [u8; 8],
+        config: Vec<u8>,
     }
 
     impl VirtioDevice for Counter {
-        fn device_type(&self) -> u32 {
+        fn device_id(&self) -> u32 {
             42
-        }
-        fn queue_max_sizes(&self) -> Vec<u16> {
-            vec![256, 64]
         }
         fn features(&self) -> u64 {
             1 << 5
         }
-        fn read_config(&self, offset: u64, data: &mut [u8]) {
-            for (i, b) in data.iter_mut().enumerate() {
-                *b = self.config.get(offset as usize + i).copied().unwrap_or(0);
-            }
+        fn ack_features(&mut self, features: u64) {
+            self.acked = Some(features);
         }
-        fn write_config(&mut self, offset: u64, data: &[u8]) {
+        fn config(&self) -> Vec<u8> {
+            self.config.clone()
+        }
+        fn write_config(&mut self, offset: u32, data: &[u8]) {
             for (i, b) in data.iter().enumerate() {
                 if let Some(c) = self.config.get_mut(offset as usize + i) {
                     *c = *b;
                 }
             }
         }
-        fn activate(&mut self, features: u64, queues: &[QueueConfig]) {
-            self.activated = Some((features, queues.iter().filter(|q| q.ready).count()));
+        fn queue_max_sizes(&self) -> &[u16] {
+            &[256, 64]
         }
-        fn notify(&mut self, _mem: &GuestMemoryMmap, now: u64, queue: u16) -> Signal {
-            self.notified.push((now, queue));
-            Signal { used_buffer: true, config_change: false }
+        fn queue_notify(&mut self, _: usize, _: &mut Queues) -> Result<bool, DeviceError> {
+            Ok(true)
         }
         fn reset(&mut self) {
             self.resets += 1;
         }
     }
 
-    fn r(t: &mut VirtioMmioTransport<Counter>, m: &GuestMemoryMmap, off: u64) -> u32 {
+    /// The hook: each kick with its time.
+    #[derive(Default)]
+    struct Kicks(Vec<(VirtualTime, u16)>);
+
+    impl KickHook for Kicks {
+        type Device = Counter;
+        fn kicked(
+            &mut self,
+            _: &mut Counter,
+            _: &mut Queues,
+            queue: u16,
+            time: VirtualTime,
+        ) -> Result<bool, DeviceError> {
+            self.0.push((time, queue));
+            Ok(false)
+        }
+    }
+
+    type T = VirtioMmioTransport<Kicks>;
+
+    fn transport() -> T {
+        let m = anonymous_memory(2 << 20).unwrap();
+        VirtioMmioTransport::new(Counter { config: vec![0; 8], ..Counter::default() }, Kicks::default(), m, 0x30)
+    }
+    fn r(t: &mut T, off: u64) -> u32 {
         let mut b = [0u8; 4];
-        t.read(m, 0, off, &mut b);
+        t.read(VirtualTime::ZERO, off, &mut b);
         u32::from_le_bytes(b)
     }
-    fn w(t: &mut VirtioMmioTransport<Counter>, m: &GuestMemoryMmap, off: u64, v: u32) {
-        t.write(m, 7, off, &v.to_le_bytes());
+    fn w(t: &mut T, off: u64, v: u32) {
+        t.write(VirtualTime::from_ns(7), off, &v.to_le_bytes());
     }
 
     #[test]
     fn driver_init_sequence_notify_and_interrupt() {
-        let m = anonymous_memory(2 << 20).unwrap();
-        let mut t = VirtioMmioTransport::new(Counter::default(), 0x30);
-        assert_eq!(r(&mut t, &m, 0), MAGIC);
-        assert_eq!(r(&mut t, &m, 4), 2);
-        assert_eq!(r(&mut t, &m, 8), 42);
-        w(&mut t, &m, 0x70, 0);
-        w(&mut t, &m, 0x70, status::ACKNOWLEDGE | status::DRIVER);
-        w(&mut t, &m, 0x14, 1);
-        assert_eq!(r(&mut t, &m, 0x10), 1); // VERSION_1 (bit 32)
-        w(&mut t, &m, 0x14, 0);
-        assert_eq!(r(&mut t, &m, 0x10), 1 << 5);
+        let mut t = transport();
+        assert_eq!(r(&mut t, 0), MAGIC);
+        assert_eq!(r(&mut t, 4), 2);
+        assert_eq!(r(&mut t, 8), 42);
+        w(&mut t, 0x70, 0);
+        w(&mut t, 0x70, status::ACKNOWLEDGE | status::DRIVER);
+        w(&mut t, 0x14, 1);
+        assert_eq!(r(&mut t, 0x10), 1); // VERSION_1 (bit 32)
+        w(&mut t, 0x14, 0);
+        assert_eq!(r(&mut t, 0x10), 1 << 5);
         // Driver accepts bit 5 and an unoffered bit 6 (dropped), then VERSION_1.
-        w(&mut t, &m, 0x24, 0);
-        w(&mut t, &m, 0x20, (1 << 5) | (1 << 6));
-        w(&mut t, &m, 0x24, 1);
-        w(&mut t, &m, 0x20, 1);
-        w(&mut t, &m, 0x70, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
-        assert_eq!(r(&mut t, &m, 0x70) & status::FEATURES_OK, status::FEATURES_OK);
+        w(&mut t, 0x24, 0);
+        w(&mut t, 0x20, (1 << 5) | (1 << 6));
+        w(&mut t, 0x24, 1);
+        w(&mut t, 0x20, 1);
+        w(&mut t, 0x70, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
+        assert_eq!(r(&mut t, 0x70) & status::FEATURES_OK, status::FEATURES_OK);
         assert_eq!(t.driver_features(), F_VERSION_1 | (1 << 5));
         // Queue 0.
-        w(&mut t, &m, 0x30, 0);
-        assert_eq!(r(&mut t, &m, 0x34), 256);
-        w(&mut t, &m, 0x38, 128);
-        w(&mut t, &m, 0x80, 0x1000);
-        w(&mut t, &m, 0x90, 0x2000);
-        w(&mut t, &m, 0xa0, 0x3000);
-        w(&mut t, &m, 0xa4, 1);
-        w(&mut t, &m, 0x44, 1);
+        w(&mut t, 0x30, 0);
+        assert_eq!(r(&mut t, 0x34), 256);
+        w(&mut t, 0x38, 128);
+        w(&mut t, 0x80, 0x1000);
+        w(&mut t, 0x90, 0x2000);
+        w(&mut t, 0xa0, 0x3000);
+        w(&mut t, 0xa4, 1);
+        w(&mut t, 0x44, 1);
         assert_eq!(
-            t.queues()[0],
+            t.queue_configs()[0],
             QueueConfig { max_size: 256, size: 128, ready: true, desc: 0x1000, avail: 0x2000, used: 0x1_0000_3000 }
         );
         // Notify before DRIVER_OK is ignored.
-        w(&mut t, &m, 0x50, 0);
-        assert!(t.device().notified.is_empty());
-        w(&mut t, &m, 0x70, 0xf & !status::FAILED);
-        assert_eq!(t.device().activated, Some((F_VERSION_1 | (1 << 5), 1)));
-        w(&mut t, &m, 0x50, 0);
-        assert_eq!(t.device().notified, vec![(7, 0)]);
-        assert_eq!(r(&mut t, &m, 0x60), 1);
+        w(&mut t, 0x50, 0);
+        assert!(t.hook().0.is_empty());
+        w(&mut t, 0x70, 0xf & !status::FAILED);
+        assert_eq!(t.device().acked, Some(F_VERSION_1 | (1 << 5)));
+        // The used ring lies outside the 2 MiB of memory: the queue stays not ready.
+        assert!(!t.device_and_queues().1.is_ready(0));
+        w(&mut t, 0x50, 0);
+        assert_eq!(t.hook().0, vec![(VirtualTime::from_ns(7), 0)]);
+        assert_eq!(r(&mut t, 0x60), 1);
         assert_eq!(t.take_interrupt(), Some(0x30));
         assert_eq!(t.take_interrupt(), None, "edge: raised once");
-        w(&mut t, &m, 0x50, 0);
+        w(&mut t, 0x50, 0);
         assert_eq!(t.take_interrupt(), None, "still unacknowledged: no new edge");
-        w(&mut t, &m, 0x64, 1);
-        assert_eq!(r(&mut t, &m, 0x60), 0);
+        w(&mut t, 0x64, 1);
+        assert_eq!(r(&mut t, 0x60), 0);
         // Config space.
-        t.write(&m, 0, 0x102, &[9]);
+        t.write(VirtualTime::ZERO, 0x102, &[9]);
         let mut b = [0u8; 1];
-        t.read(&m, 0, 0x102, &mut b);
+        t.read(VirtualTime::ZERO, 0x102, &mut b);
         assert_eq!(b, [9]);
         // Reset.
-        w(&mut t, &m, 0x70, 0);
+        w(&mut t, 0x70, 0);
         assert_eq!(t.status(), 0);
-        assert!(!t.queues()[0].ready);
+        assert!(!t.queue_configs()[0].ready);
         assert_eq!(t.device().resets, 2, "one reset at the start, one here");
     }
 
     #[test]
     fn features_ok_requires_version_1() {
-        let m = anonymous_memory(2 << 20).unwrap();
-        let mut t = VirtioMmioTransport::new(Counter::default(), 0x30);
-        w(&mut t, &m, 0x70, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
+        let mut t = transport();
+        w(&mut t, 0x70, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
         assert_eq!(t.status() & status::FEATURES_OK, 0);
     }
 
     #[test]
     fn cmdline() {
         assert_eq!(cmdline_fragment(window_base(1), 5), "virtio_mmio.device=4K@0xd0001000:5");
+    }
+
+    /// virtio-net and virtio-rng behind the transport: one model for both runtimes.
+    mod models {
+        use vm_memory::Bytes;
+
+        use super::super::*;
+        use crate::virtio::net::{VirtioNet, TX_QUEUE};
+        use crate::virtio::rng::{VirtioRng, REQUEST_QUEUE};
+        use crate::virtio::testing::{memory, DriverQueue};
+        use crate::virtio::NoHook;
+
+        /// Drives the transport's registers up to DRIVER_OK with `queues`.
+        fn bring_up<H: KickHook + 'static>(t: &mut VirtioMmioTransport<H>, queues: &[&DriverQueue]) {
+            let now = VirtualTime::ZERO;
+            let w = |t: &mut VirtioMmioTransport<H>, off: u64, v: u32| t.write(now, off, &v.to_le_bytes());
+            w(t, 0x70, status::ACKNOWLEDGE | status::DRIVER);
+            let features = t.device().features() | F_VERSION_1;
+            for (sel, half) in [(0u32, features as u32), (1, (features >> 32) as u32)] {
+                w(t, 0x24, sel);
+                w(t, 0x20, half);
+            }
+            w(t, 0x70, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
+            for (i, q) in queues.iter().enumerate() {
+                w(t, 0x30, i as u32);
+                w(t, 0x38, u32::from(q.size));
+                for (lo, addr) in [(0x80, q.desc), (0x90, q.avail), (0xa0, q.used)] {
+                    w(t, lo, addr as u32);
+                    w(t, lo + 4, (addr >> 32) as u32);
+                }
+                w(t, 0x44, 1);
+            }
+            w(t, 0x70, 0xf & !status::FAILED);
+        }
+
+        #[test]
+        fn net_over_mmio() {
+            let mem = memory(1 << 20);
+            let rx = DriverQueue::new(&mem, 0x1000, 16);
+            let mut tx = DriverQueue::new(&mem, 0x4000, 16);
+            let mut t = VirtioMmioTransport::new(
+                VirtioNet::new(simtime::NodeId::new(4).unwrap()),
+                NoHook::default(),
+                mem.clone(),
+                0x35,
+            );
+            let mut id = [0u8; 4];
+            t.read(VirtualTime::ZERO, 8, &mut id);
+            assert_eq!(u32::from_le_bytes(id), 1);
+            let mut mac = [0u8; 6];
+            t.read(VirtualTime::ZERO, 0x100, &mut mac);
+            assert_eq!(mac, [2, 0, 10, 0, 0, 4]);
+            bring_up(&mut t, &[&rx, &tx]);
+            let mut b = vec![0u8; 12];
+            b.extend_from_slice(b"hello");
+            mem.write_slice(&b, vm_memory::GuestAddress(0x10000)).unwrap();
+            tx.add(&mem, &[(0x10000, b.len() as u32, false)]);
+            t.write(VirtualTime::ZERO, 0x50, &(TX_QUEUE as u32).to_le_bytes());
+            assert_eq!(t.take_interrupt(), Some(0x35));
+            assert_eq!(t.device_mut().take_tx(), vec![b"hello".to_vec()]);
+            assert!(t.take_error().is_none());
+        }
+
+        #[test]
+        fn rng_over_mmio() {
+            let mem = memory(1 << 20);
+            let mut q = DriverQueue::new(&mem, 0x1000, 16);
+            let mut t = VirtioMmioTransport::new(VirtioRng::new(11), NoHook::default(), mem.clone(), 0x37);
+            bring_up(&mut t, &[&q]);
+            q.add(&mem, &[(0x10000, 24, true)]);
+            t.write(VirtualTime::ZERO, 0x50, &(REQUEST_QUEUE as u32).to_le_bytes());
+            assert_eq!(t.take_interrupt(), Some(0x37));
+            assert_eq!(q.take_used(&mem), vec![(0, 24)]);
+            let mut got = [0u8; 24];
+            mem.read_slice(&mut got, vm_memory::GuestAddress(0x10000)).unwrap();
+            // The same bytes as behind vhost-user.
+            let mut want = [0u8; 24];
+            let mut r = <rand_xoshiro::Xoshiro256PlusPlus as rand_core::SeedableRng>::seed_from_u64(11);
+            rand_core::RngCore::fill_bytes(&mut r, &mut want);
+            assert_eq!(got, want);
+            assert!(t.take_error().is_none());
+        }
     }
 }

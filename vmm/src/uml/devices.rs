@@ -14,13 +14,16 @@ use simtime::NodeId;
 
 use super::disk::{Blk, DiskPort};
 use super::error::UmlError;
-use super::net::NetPort;
-use super::port::{DevicePort, Port, PortKind};
+use super::net::{Net, NetPort};
+use simtime::VirtualTime;
+
+use super::port::{DevicePort, Port};
 use super::process::Attached;
 use crate::node::{NodeConfig, NodeError};
 use crate::vhost_user::VhostUserError;
 use crate::virtio::console::{self, VirtioConsole};
 use crate::virtio::rng::VirtioRng;
+use crate::virtio::{DeviceError, KickHook, NoHook, Queues};
 
 /// The control line (virtio-console, `ctl.sock`, `/dev/hvc0` in the
 /// guest): engine commands in, the agent's replies out.
@@ -31,13 +34,17 @@ pub(super) struct Control {
     output: Vec<u8>,
 }
 
-impl PortKind for Control {
-    type Device = VirtioConsole;
+impl Control {
+    /// The device, as errors name it.
     const NAME: &'static str = "control line";
+}
 
-    fn kicked(&mut self, dev: &mut VirtioConsole, queue: u16, _time: u64) -> u16 {
+impl KickHook for Control {
+    type Device = VirtioConsole;
+
+    fn kicked(&mut self, dev: &mut VirtioConsole, _: &mut Queues, _: u16, _: VirtualTime) -> Result<bool, DeviceError> {
         self.output.extend(dev.take_output());
-        queue
+        Ok(false)
     }
 }
 
@@ -67,19 +74,12 @@ impl Port<Control> {
 /// The entropy device (virtio-rng, `rng.sock`): fills the guest's buffers
 /// inside its kick, while the guest waits for our reply (so guest memory is
 /// quiescent and the bytes depend only on the guest's own requests); the
-/// used-buffer interrupt is owed like every other device's.
-pub(super) struct Entropy;
+/// used-buffer interrupt is owed like every other device's. Nothing beside
+/// the model.
+pub(super) type EntropyPort = Port<NoHook<VirtioRng>>;
 
-impl PortKind for Entropy {
-    type Device = VirtioRng;
-    const NAME: &'static str = "entropy device";
-
-    fn kicked(&mut self, _dev: &mut VirtioRng, queue: u16, _time: u64) -> u16 {
-        queue
-    }
-}
-
-pub(super) type EntropyPort = Port<Entropy>;
+/// The entropy device, as errors name it.
+const ENTROPY: &str = "entropy device";
 
 /// Every device of one node.
 pub(super) struct Devices {
@@ -111,11 +111,8 @@ impl Devices {
         let node = cfg.node_id;
         let dir = &cfg.run_dir;
         let err = |device: &'static str| move |source| UmlError::Device { node, device, source };
-        let net = if cfg.net {
-            Some(NetPort::listen(&dir.join("net.sock"), node).map_err(err(super::net::Net::NAME))?)
-        } else {
-            None
-        };
+        let net =
+            if cfg.net { Some(NetPort::listen(&dir.join("net.sock"), node).map_err(err(Net::NAME))?) } else { None };
         let disk = match disk {
             None => None,
             Some(d) => {
@@ -130,10 +127,10 @@ impl Devices {
             None => None,
             Some(image) => Some(DiskPort::listen_root(&dir.join("root.sock"), image.clone()).map_err(err(Blk::NAME))?),
         };
-        let ctl =
-            Port::open(&dir.join("ctl.sock"), VirtioConsole::new(), Control::default()).map_err(err(Control::NAME))?;
-        let rng =
-            Port::open(&dir.join("rng.sock"), VirtioRng::new(cfg.entropy_seed), Entropy).map_err(err(Entropy::NAME))?;
+        let ctl = Port::open(&dir.join("ctl.sock"), Control::NAME, VirtioConsole::new(), Control::default())
+            .map_err(err(Control::NAME))?;
+        let rng = Port::open(&dir.join("rng.sock"), ENTROPY, VirtioRng::new(cfg.entropy_seed), NoHook::default())
+            .map_err(err(ENTROPY))?;
         Ok(Devices { node, ctl, net, disk, rng, root })
     }
 
@@ -182,7 +179,7 @@ impl Devices {
 
     /// Serves every device that `polled` found readable, in service order;
     /// what the guest submitted is stamped with `time`.
-    pub fn serve_ready(&mut self, polled: &PollSet, time: u64) -> Result<(), UmlError> {
+    pub fn serve_ready(&mut self, polled: &PollSet, time: VirtualTime) -> Result<(), UmlError> {
         let node = self.node;
         let mut from = 1;
         for (&to, port) in polled.ends.iter().zip(self.in_service_order()) {

@@ -40,11 +40,11 @@ use std::path::Path;
 use disksim::{BlockStore, Disk, ReadFaults, RequestId};
 use simtime::VirtualTime;
 
-use super::port::{Port, PortKind};
+use super::port::Port;
 use crate::node::{DiskCompletion, DiskRequest, ROOT_DISK_SERIAL};
 use crate::vhost_user::VhostUserError;
 use crate::virtio::blk::{BlkConfig, VirtioBlk, REQUEST_QUEUE};
-use crate::virtio::DeviceError;
+use crate::virtio::{DeviceError, KickHook, Queues};
 
 /// Why a disk completion could not be applied.
 #[derive(Debug, thiserror::Error)]
@@ -69,16 +69,20 @@ pub(super) struct Blk {
     reads_done: Vec<DiskCompletion>,
 }
 
-impl PortKind for Blk {
+impl Blk {
+    /// The device, as errors name it.
+    pub const NAME: &'static str = "disk device";
+}
+
+impl KickHook for Blk {
     type Device = VirtioBlk;
-    const NAME: &'static str = "disk device";
 
     /// Requests the guest submitted are stamped with `time`, the node's
     /// current virtual time (the guest is blocked on each kick until it is
     /// answered). Reads, GET_ID and malformed requests completed inside the
-    /// kick; the interrupt they earn is the request queue's.
-    fn kicked(&mut self, dev: &mut VirtioBlk, _queue: u16, time: u64) -> u16 {
-        let time = VirtualTime::from_ns(time);
+    /// kick; the interrupt they earn is the request queue's (its only
+    /// queue).
+    fn kicked(&mut self, dev: &mut VirtioBlk, _: &mut Queues, _: u16, time: VirtualTime) -> Result<bool, DeviceError> {
         for r in dev.take_reads_done() {
             let request = DiskRequest::new(r.request, time);
             self.reads_done.push(DiskCompletion { request, completed: time, fault: r.fault });
@@ -87,13 +91,13 @@ impl PortKind for Blk {
             let r = dev.request(id).expect("an accepted request is pending until completed");
             self.pending.insert(id, DiskRequest::new(r, time));
         }
-        REQUEST_QUEUE as u16
+        Ok(false)
     }
 
     /// The device reset forgot its chains, and the interrupt owed with
     /// them; the disk keeps the requests outstanding until a crash
     /// resolves them.
-    fn disconnected(&mut self) -> bool {
+    fn reset(&mut self) -> bool {
         self.pending.clear();
         true
     }
@@ -128,7 +132,7 @@ impl Port<Blk> {
         let mut blk = VirtioBlk::new(disk, cfg);
         blk.set_reads_at_once(true);
         blk.set_read_faults(read_faults);
-        Port::open(path, blk, Blk::default())
+        Port::open(path, Blk::NAME, blk, Blk::default())
     }
 
     pub fn disk(&self) -> &Disk {

@@ -15,7 +15,7 @@
 //! - `clock`: our end of the time-travel socket and the node's clock;
 //!   [`timetravel`]: the protocol's messages and the shared page;
 //! - `console`: the console file ([`CONSOLE_FILE`]) and its stamping;
-//! - `port`: one vhost-user device, whatever its kind (`Port`, `PortKind`);
+//! - `port`: one vhost-user device, whatever its kind (`Port` and its `KickHook`);
 //!   `devices`: the node's set and the orders they are served and
 //!   interrupted in, with the control line and entropy; `net`
 //!   (virtio-net), `disk` (the data and root disks);

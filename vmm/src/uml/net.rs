@@ -11,25 +11,33 @@
 
 use std::path::Path;
 
-use simtime::NodeId;
+use simtime::{NodeId, VirtualTime};
 
-use super::port::{Port, PortKind};
+use super::port::Port;
 use crate::node::{Delivered, TxFrame};
 use crate::vhost_user::VhostUserError;
 use crate::virtio::net::{VirtioNet, RX_QUEUE};
 use crate::virtio::net_port::NetPortState;
-use crate::virtio::DeviceError;
+use crate::virtio::{DeviceError, KickHook, Queues};
 
-/// The network device's own state: the runtime-neutral port state.
-pub(super) type Net = NetPortState;
+/// The network device's own state: the runtime-neutral port state. Its
+/// backlog fills receive buffers at the node's stop
+/// ([`Port::fill_from_backlog`]), not at the guest's receive kick as under
+/// KVM, and outlives a disconnection.
+#[derive(Default)]
+pub(super) struct Net(NetPortState);
 
-impl PortKind for Net {
+impl Net {
+    /// The device, as errors name it.
+    pub const NAME: &'static str = "network device";
+}
+
+impl KickHook for Net {
     type Device = VirtioNet;
-    const NAME: &'static str = "network device";
 
-    fn kicked(&mut self, dev: &mut VirtioNet, queue: u16, time: u64) -> u16 {
-        self.stamp_tx(dev, time);
-        queue
+    fn kicked(&mut self, dev: &mut VirtioNet, _: &mut Queues, _: u16, time: VirtualTime) -> Result<bool, DeviceError> {
+        self.0.stamp_tx(dev, time);
+        Ok(false)
     }
 }
 
@@ -38,17 +46,17 @@ pub(super) type NetPort = Port<Net>;
 impl Port<Net> {
     /// Listens on `path` as node `node`'s eth0 (MAC 02:00:0a:00:00:NN).
     pub fn listen(path: &Path, node: NodeId) -> Result<NetPort, VhostUserError> {
-        Port::open(path, VirtioNet::new(node), NetPortState::default())
+        Port::open(path, Net::NAME, VirtioNet::new(node), Net::default())
     }
 
     /// Frames the guest transmitted since the last call, in order.
     pub fn take_tx(&mut self) -> Vec<TxFrame> {
-        self.kind.take_tx()
+        self.kind.0.take_tx()
     }
 
     /// Whether frames wait for the guest to post receive buffers.
     pub fn has_backlog(&self) -> bool {
-        self.kind.backlog_len() > 0
+        self.kind.0.backlog_len() > 0
     }
 
     /// Puts `frame` into a receive buffer (the node is stopped), owing the
@@ -77,10 +85,10 @@ impl Port<Net> {
             }
         };
         if result == Delivered::Queued {
-            if self.kind.backlog_full() {
+            if self.kind.0.backlog_full() {
                 return Ok(Delivered::Dropped);
             }
-            self.kind.queue(frame);
+            self.kind.0.queue(frame);
         }
         Ok(result)
     }
@@ -90,7 +98,7 @@ impl Port<Net> {
     /// how many frames moved.
     pub fn fill_from_backlog(&mut self) -> Result<usize, DeviceError> {
         let (dev, queues) = self.backend.device_and_queues();
-        let moved = self.kind.fill(dev, queues)?;
+        let moved = self.kind.0.fill(dev, queues)?;
         if moved > 0 {
             let (_, queues) = self.backend.device_and_queues();
             if queues.needs_interrupt(RX_QUEUE).unwrap_or(true) {

@@ -1,8 +1,8 @@
 //! One vhost-user device of a user-mode Linux node, whatever its kind:
-//! [`Port`] (its back end and the interrupts owed on it), [`PortKind`] (what
-//! differs between devices: what a kick does), [`DevicePort`] (the uniform
-//! face the node's loops use: poll, serve, raise owed interrupts, collect
-//! their replies).
+//! [`Port`] (its back end, the interrupts owed on it, and its [`KickHook`]:
+//! what differs between devices, what a kick does), [`DevicePort`] (the
+//! uniform face the node's loops use: poll, serve, raise owed interrupts,
+//! collect their replies).
 //!
 //! Invariant: a device's effects on guest memory happen only while the
 //! guest waits for our reply to its kick (NEED_REPLY) or is stopped; its
@@ -13,40 +13,29 @@ use std::collections::BTreeSet;
 use std::os::fd::RawFd;
 use std::path::Path;
 
-use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
-use crate::virtio::VirtioDevice;
+use simtime::VirtualTime;
 
-/// What one kind of device does with the guest's kicks, beyond answering
-/// them (the device model already processed the queue).
-pub(super) trait PortKind {
-    type Device: VirtioDevice;
-    /// The device, as errors name it.
-    const NAME: &'static str;
-    /// The guest kicked `queue` at virtual time `time` (the node's clock;
-    /// the guest waits for our reply). Returns the queue whose interrupt is
-    /// owed if the driver asked for one.
-    fn kicked(&mut self, dev: &mut Self::Device, queue: u16, time: u64) -> u16;
-    /// The driver disconnected (the device was reset). Returns whether the
-    /// interrupts owed on the device are forgotten with it.
-    fn disconnected(&mut self) -> bool {
-        false
-    }
-}
+use crate::vhost_user::{DeviceEvent, VhostUserBackend, VhostUserError};
+use crate::virtio::KickHook;
 
 /// One device of the node: its vhost-user back end, the interrupts owed on
-/// it, and its kind's own state.
-pub(super) struct Port<K: PortKind> {
+/// it, and its kind's own state: the hook its kicks go through (with the
+/// node's clock; the guest waits for our reply), whose `reset` is the
+/// front end's disconnection.
+pub(super) struct Port<K: KickHook> {
     pub backend: VhostUserBackend<K::Device>,
+    /// The device, as errors name it.
+    name: &'static str,
     /// Queues whose used-buffer interrupt is owed to the guest at its next
     /// stop, raised in queue order.
     owed: BTreeSet<u16>,
     pub kind: K,
 }
 
-impl<K: PortKind> Port<K> {
-    /// Listens on `path` with `device` behind it.
-    pub fn open(path: &Path, device: K::Device, kind: K) -> Result<Port<K>, VhostUserError> {
-        Ok(Port { backend: VhostUserBackend::listen(path, device)?, owed: BTreeSet::new(), kind })
+impl<K: KickHook> Port<K> {
+    /// Listens on `path` with `device` behind it; errors call it `name`.
+    pub fn open(path: &Path, name: &'static str, device: K::Device, kind: K) -> Result<Port<K>, VhostUserError> {
+        Ok(Port { backend: VhostUserBackend::listen(path, device)?, name, owed: BTreeSet::new(), kind })
     }
 
     /// `queue`'s interrupt is owed at the node's next stop.
@@ -63,7 +52,7 @@ pub(super) trait DevicePort {
     /// Descriptors to poll for the guest's messages.
     fn fds(&self) -> Vec<RawFd>;
     /// Answers everything the guest sent; kicks are stamped with `time`.
-    fn serve(&mut self, time: u64) -> Result<(), VhostUserError>;
+    fn serve(&mut self, time: VirtualTime) -> Result<(), VhostUserError>;
     /// Sends a call for every owed interrupt (none while disconnected:
     /// they stay owed).
     fn raise_owed(&mut self) -> Result<(), VhostUserError>;
@@ -74,26 +63,27 @@ pub(super) trait DevicePort {
     fn call_reply_fd(&self) -> Option<RawFd>;
 }
 
-impl<K: PortKind> DevicePort for Port<K> {
+impl<K: KickHook> DevicePort for Port<K> {
     fn name(&self) -> &'static str {
-        K::NAME
+        self.name
     }
 
     fn fds(&self) -> Vec<RawFd> {
         self.backend.fds()
     }
 
-    fn serve(&mut self, time: u64) -> Result<(), VhostUserError> {
+    fn serve(&mut self, time: VirtualTime) -> Result<(), VhostUserError> {
         for ev in self.backend.handle_readable()? {
             match ev {
                 DeviceEvent::Kicked { queue, interrupt } => {
-                    let queue = self.kind.kicked(self.backend.device_mut(), queue, time);
-                    if interrupt {
+                    let (dev, queues) = self.backend.device_and_queues();
+                    let more = self.kind.kicked(dev, queues, queue, time)?;
+                    if interrupt || more {
                         self.owed.insert(queue);
                     }
                 }
                 DeviceEvent::Disconnected => {
-                    if self.kind.disconnected() {
+                    if self.kind.reset() {
                         self.owed.clear();
                     }
                 }

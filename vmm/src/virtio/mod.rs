@@ -24,8 +24,9 @@
 //! - [`rx_tx`]: the receive/transmit queue pair net and console share.
 //!
 //! The transports that carry these models are elsewhere: the vhost-user
-//! back end in [`crate::vhost_user`], the virtio-mmio adapter in
-//! [`crate::kvm::mmio_adapter`].
+//! back end in [`crate::vhost_user`], the virtio-mmio transport in
+//! [`crate::kvm::virtio_mmio`]. What a runtime does at a kick beyond the
+//! model (stamp frames and requests with virtual time) is a [`KickHook`].
 
 pub mod blk;
 pub mod console;
@@ -36,6 +37,7 @@ pub mod rx_tx;
 
 use std::sync::atomic::Ordering;
 
+use simtime::VirtualTime;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryError, GuestMemoryMmap};
 
@@ -167,6 +169,53 @@ pub trait VirtioDevice {
     /// in flight. Host-side state (the disk, frames already handed out)
     /// stays.
     fn reset(&mut self);
+}
+
+/// What a runtime keeps beside a device model and does at each of the
+/// guest's kicks, after the model processed it: the one hook both
+/// transports call (the vhost-user port of `uml/port.rs` and the
+/// virtio-mmio transport of `kvm/virtio_mmio.rs`). The model does not see
+/// time; the hook gets the virtual time of the kick (the node's clock at
+/// the vhost-user message, the exit's time at the QueueNotify store).
+pub trait KickHook {
+    /// The device model behind the port.
+    type Device: VirtioDevice;
+    /// The driver kicked `queue` at `time`; the model has processed it
+    /// (the guest waits for the kick's answer, or is stopped at its exit).
+    /// Returns whether the driver wants an interrupt for `queue` for work
+    /// the hook did (buffers it filled); the model's own is the
+    /// transport's.
+    fn kicked(
+        &mut self,
+        dev: &mut Self::Device,
+        queues: &mut Queues,
+        queue: u16,
+        time: VirtualTime,
+    ) -> Result<bool, DeviceError>;
+    /// The driver reset the device (status 0 over virtio-mmio; the front
+    /// end disconnected over vhost-user). Returns whether the interrupts
+    /// owed on the device are forgotten with it. Default: nothing to
+    /// forget, and they are not.
+    fn reset(&mut self) -> bool {
+        false
+    }
+}
+
+/// The hook of a device whose kicks need nothing beyond the model's
+/// processing (the entropy device, the root disk).
+pub struct NoHook<D>(std::marker::PhantomData<D>);
+
+impl<D> Default for NoHook<D> {
+    fn default() -> NoHook<D> {
+        NoHook(std::marker::PhantomData)
+    }
+}
+
+impl<D: VirtioDevice> KickHook for NoHook<D> {
+    type Device = D;
+    fn kicked(&mut self, _: &mut D, _: &mut Queues, _: u16, _: VirtualTime) -> Result<bool, DeviceError> {
+        Ok(false)
+    }
 }
 
 /// Takes every chain the driver made available on queue `index` (a

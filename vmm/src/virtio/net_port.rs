@@ -33,8 +33,7 @@ pub struct NetPortState {
 impl NetPortState {
     /// The guest kicked its transmit queue at virtual time `time` (the model
     /// already processed it): takes the frames it sent, stamped with `time`.
-    pub fn stamp_tx(&mut self, dev: &mut VirtioNet, time: u64) {
-        let time = VirtualTime::from_ns(time);
+    pub fn stamp_tx(&mut self, dev: &mut VirtioNet, time: VirtualTime) {
         self.tx.extend(dev.take_tx().into_iter().map(|bytes| TxFrame { time, bytes }));
     }
 

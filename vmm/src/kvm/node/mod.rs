@@ -49,10 +49,9 @@ use simtime::{NodeId, VirtualTime};
 
 use super::error::KvmError;
 use super::linux::LinuxBootBuilder;
-use super::mmio_adapter::MmioAdapter;
 use super::ports::{BlkPort, NetPort};
 use super::virtio_mmio::status::DRIVER_OK;
-use super::virtio_mmio::{Signal, VirtioMmioTransport, WINDOW};
+use super::virtio_mmio::{VirtioMmioTransport, WINDOW};
 use super::vm::{ForkPoint, MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
 use super::watchdog::Watchdog;
 use crate::node::{
@@ -62,7 +61,7 @@ use crate::node::{
 use crate::virtio::blk::{BlkConfig, VirtioBlk};
 use crate::virtio::console::{self, VirtioConsole};
 use crate::virtio::rng::VirtioRng;
-use crate::virtio::DeviceError;
+use crate::virtio::{DeviceError, NoHook};
 
 pub use layout::*;
 
@@ -98,9 +97,9 @@ impl From<KvmNodeError> for NodeError {
     }
 }
 
-type CtlTransport = VirtioMmioTransport<MmioAdapter<VirtioConsole>>;
-type RngTransport = VirtioMmioTransport<MmioAdapter<VirtioRng>>;
-type RootTransport = VirtioMmioTransport<MmioAdapter<VirtioBlk>>;
+type CtlTransport = VirtioMmioTransport<NoHook<VirtioConsole>>;
+type RngTransport = VirtioMmioTransport<NoHook<VirtioRng>>;
+type RootTransport = VirtioMmioTransport<NoHook<VirtioBlk>>;
 
 /// One KVM microVM node under the engine.
 pub struct KvmNode {
@@ -163,7 +162,7 @@ impl KvmNode {
         let mut n = KvmNode::new(node, vm.map_err(kvm)?, cfg.net, disk, cfg.entropy_seed)?;
         // Before the first grant, so before the guest's first request.
         if let Some(p) = n.blk_port() {
-            p.device_mut().blk_mut().set_read_faults(cfg.read_faults);
+            p.device_mut().set_read_faults(cfg.read_faults);
         }
         if let Some(image) = &cfg.root_disk {
             n.attach_root_disk(image.clone());
@@ -182,7 +181,7 @@ impl KvmNode {
         let mut blk = VirtioBlk::new(Disk::new(image), cfg);
         blk.set_reads_at_once(true);
         let t: RootTransport =
-            VirtioMmioTransport::new(MmioAdapter::new(blk, self.vm.memory().clone()), IRQ_VECTOR_BASE + ROOT_IRQ);
+            VirtioMmioTransport::new(blk, NoHook::default(), self.vm.memory().clone(), IRQ_VECTOR_BASE + ROOT_IRQ);
         self.vm.mmio_mut().attach(root_base(), WINDOW, Box::new(t));
     }
 
@@ -199,7 +198,7 @@ impl KvmNode {
     ) -> Result<KvmNode, NodeError> {
         let mem = vm.memory().clone();
         if net {
-            let t = VirtioMmioTransport::new(NetPort::new(id, mem.clone()), IRQ_VECTOR_BASE + NET_IRQ);
+            let t = NetPort::net(id, mem.clone(), IRQ_VECTOR_BASE + NET_IRQ);
             vm.mmio_mut().attach(net_base(), WINDOW, Box::new(t));
         }
         let blk = disk.is_some();
@@ -212,18 +211,18 @@ impl KvmNode {
             // Reads complete at their kick, as under user-mode Linux (see
             // VirtioBlk::set_reads_at_once): only writes and flushes are engine actions.
             b.set_reads_at_once(true);
-            let t = VirtioMmioTransport::new(BlkPort::new(b, mem.clone()), IRQ_VECTOR_BASE + BLK_IRQ);
+            let t = BlkPort::blk(b, mem.clone(), IRQ_VECTOR_BASE + BLK_IRQ);
             vm.mmio_mut().attach(blk_base(), WINDOW, Box::new(t));
         }
         let ctl: CtlTransport =
-            VirtioMmioTransport::new(MmioAdapter::new(VirtioConsole::new(), mem), IRQ_VECTOR_BASE + CTL_IRQ);
+            VirtioMmioTransport::new(VirtioConsole::new(), NoHook::default(), mem, IRQ_VECTOR_BASE + CTL_IRQ);
         vm.mmio_mut().attach(ctl_base(), WINDOW, Box::new(ctl));
         // Fills the guest's buffers at its QueueNotify exit, so the bytes a guest
         // reads depend only on its own requests; the used-buffer interrupt is raised
         // by the transport at that exit, like every device's here.
         let mem = vm.memory().clone();
         let rng: RngTransport =
-            VirtioMmioTransport::new(MmioAdapter::new(VirtioRng::new(entropy_seed), mem), IRQ_VECTOR_BASE + RNG_IRQ);
+            VirtioMmioTransport::new(VirtioRng::new(entropy_seed), NoHook::default(), mem, IRQ_VECTOR_BASE + RNG_IRQ);
         vm.mmio_mut().attach(rng_base(), WINDOW, Box::new(rng));
         Ok(KvmNode {
             id,
@@ -254,14 +253,14 @@ impl KvmNode {
         KvmNodeError::Device { node: self.id, source }.into()
     }
 
-    fn net_port(&mut self) -> Option<&mut VirtioMmioTransport<NetPort>> {
+    fn net_port(&mut self) -> Option<&mut NetPort> {
         if !self.net {
             return None;
         }
         self.vm.mmio_mut().device_mut(net_base())
     }
 
-    fn blk_port(&mut self) -> Option<&mut VirtioMmioTransport<BlkPort>> {
+    fn blk_port(&mut self) -> Option<&mut BlkPort> {
         if !self.blk {
             return None;
         }
@@ -292,29 +291,28 @@ impl KvmNode {
         if !bytes.is_empty() {
             out.push(GuestOutput { time, stream: OutputStream::Console, bytes });
         }
-        let ctl = self.ctl_port().device_mut().device_and_queues().0.take_output();
+        let ctl = self.ctl_port().device_mut().take_output();
         if !ctl.is_empty() {
             out.push(GuestOutput { time, stream: OutputStream::Control, bytes: ctl });
         }
-        if let Some(e) = self.ctl_port().device_mut().take_error() {
+        if let Some(e) = self.ctl_port().take_error() {
             return Err(self.dev_err(e));
         }
-        if let Some(e) = self.rng_port().device_mut().take_error() {
+        if let Some(e) = self.rng_port().take_error() {
             return Err(self.dev_err(e));
         }
         if let Some(p) = self.net_port() {
-            if let Some(e) = p.device_mut().take_error() {
+            if let Some(e) = p.take_error() {
                 return Err(self.dev_err(e));
             }
         }
         let mut reads = Vec::new();
         let mut accepted = Vec::new();
         let mut err = None;
-        if let Some(p) = self.blk_port() {
-            let port = p.device_mut();
+        if let Some(port) = self.blk_port() {
             let ids = port.take_accepted();
             err = port.take_error();
-            let blk = port.blk_mut();
+            let blk = port.device_mut();
             let req = |r: crate::virtio::blk::BlkRequest, submitted| DiskRequest {
                 id: r.id,
                 kind: r.kind,
@@ -323,9 +321,7 @@ impl KvmNode {
                 submitted,
             };
             reads.extend(blk.take_reads_done().into_iter().map(|r| (req(r.request, time), r.fault)));
-            accepted.extend(
-                ids.into_iter().filter_map(|a| blk.request(a.id).map(|r| req(r, VirtualTime::from_ns(a.at_ns)))),
-            );
+            accepted.extend(ids.into_iter().filter_map(|a| blk.request(a.id).map(|r| req(r, a.at))));
         }
         self.reads_done.extend(reads.into_iter().map(|(request, fault)| DiskCompletion {
             request,
@@ -342,14 +338,14 @@ impl KvmNode {
     /// node at `t` (frames wait in [`NetPort`]'s backlog, drained at the guest's
     /// own RX kick; every other interrupt was raised at its exit).
     fn settle(&mut self, t: u64) -> Result<(), NodeError> {
-        let (dev, queues) = self.ctl_port().device_mut().device_and_queues();
+        let (dev, queues) = self.ctl_port().device_and_queues();
         if !dev.has_input() {
             return Ok(());
         }
         let moved = dev.flush_input(queues).map_err(|e| self.dev_err(e))?;
-        let (_, queues) = self.ctl_port().device_mut().device_and_queues();
+        let (_, queues) = self.ctl_port().device_and_queues();
         if moved && queues.needs_interrupt(console::RX_QUEUE).unwrap_or(true) {
-            self.ctl_port().raise(Signal { used_buffer: true, config_change: false });
+            self.ctl_port().raise();
             self.wake_at(t);
         }
         Ok(())
@@ -358,7 +354,7 @@ impl KvmNode {
     /// Frames the guest transmitted since the last call, in order.
     fn take_tx(&mut self) -> Vec<TxFrame> {
         let Some(p) = self.net_port() else { return Vec::new() };
-        p.device_mut().take_tx()
+        p.take_tx()
     }
 
     /// One grant's run (see [`NodeRuntime::grant`]); the caller arms the watchdog.
@@ -454,7 +450,7 @@ impl NodeRuntime for KvmNode {
     }
 
     fn send_control(&mut self, t: VirtualTime, bytes: &[u8], _watchdog: Duration) -> Result<(), NodeError> {
-        self.ctl_port().device_mut().device_and_queues().0.push_input(bytes);
+        self.ctl_port().device_mut().push_input(bytes);
         self.settle(t.as_ns())
     }
 
@@ -466,23 +462,23 @@ impl NodeRuntime for KvmNode {
         // As under user-mode Linux: no driver (or a backlog that is not drained) loses
         // the frame instead of keeping it forever.
         let driver_up = port.status() & DRIVER_OK != 0;
-        if !driver_up || port.device().state().backlog_full() {
+        if !driver_up || port.hook().state().backlog_full() {
             return Ok(Delivered::Dropped);
         }
         self.wake_at(t.as_ns());
         let port = self.net_port().expect("checked above");
-        let irq = port.device_mut().deliver(frame);
-        let queued = port.device().state().backlog_len() > 0;
+        let irq = port.deliver(frame);
+        let queued = port.hook().state().backlog_len() > 0;
         if irq.map_err(|e| self.dev_err(e))? {
-            self.net_port().expect("checked above").raise(Signal { used_buffer: true, config_change: false });
+            self.net_port().expect("checked above").raise();
         }
         Ok(if queued { Delivered::Queued } else { Delivered::Now })
     }
 
     fn reseed_devices(&mut self, entropy_seed: u64, read_faults: disksim::ReadFaults) {
-        self.rng_port().device_mut().device_and_queues().0.reseed(entropy_seed);
+        self.rng_port().device_mut().reseed(entropy_seed);
         if let Some(p) = self.blk_port() {
-            p.device_mut().blk_mut().set_read_faults(read_faults);
+            p.device_mut().set_read_faults(read_faults);
         }
     }
 
@@ -539,7 +535,7 @@ impl NodeDisk for KvmNode {
         }
         // The bus hands out devices mutably only; inspection goes through a shared
         // borrow of the transport.
-        self.vm.mmio_ref::<VirtioMmioTransport<BlkPort>>(blk_base()).map(|t| t.device().blk().disk())
+        self.vm.mmio_ref::<BlkPort>(blk_base()).map(|t| t.device().disk())
     }
 
     fn pending_disk(&self) -> Vec<DiskRequest> {
@@ -550,12 +546,12 @@ impl NodeDisk for KvmNode {
     }
 
     fn disk_fault(&mut self, id: RequestId, fault: DiskFault) -> bool {
-        self.blk_port().is_some_and(|p| p.device_mut().blk_mut().disk_mut().inject(id, fault))
+        self.blk_port().is_some_and(|p| p.device_mut().disk_mut().inject(id, fault))
     }
 
     fn stop_read_faults(&mut self) {
         if let Some(p) = self.blk_port() {
-            p.device_mut().blk_mut().set_read_faults(disksim::ReadFaults::default());
+            p.device_mut().set_read_faults(disksim::ReadFaults::default());
         }
     }
 
@@ -569,13 +565,13 @@ impl NodeDisk for KvmNode {
         let request = *self.pending.get(&id).ok_or(NodeError::UnknownDiskRequest { node, id })?;
         let t = VirtualTime::from_ns(self.wake_at(t.as_ns()));
         let port = self.blk_port().ok_or(NodeError::NoDisk { node })?;
-        let done = port.device_mut().complete(id);
-        if port.device_mut().blk().request(id).is_none() {
+        let done = port.complete(id);
+        if port.device().request(id).is_none() {
             self.pending.remove(&id);
         }
         let (irq, fault) = done.map_err(|e| self.dev_err(e))?;
         if irq {
-            self.blk_port().expect("checked above").raise(Signal { used_buffer: true, config_change: false });
+            self.blk_port().expect("checked above").raise();
         }
         Ok(DiskCompletion { request, completed: t, fault })
     }
@@ -589,7 +585,7 @@ impl NodeDisk for KvmNode {
             return Ok(d);
         }
         let port = self.blk_port().ok_or(NodeError::NoDisk { node })?;
-        let d = port.device_mut().blk_mut().take_disk();
+        let d = port.device_mut().take_disk();
         self.blk = false;
         Ok(d)
     }

@@ -5,6 +5,7 @@
 
 use kvm_bindings::{kvm_guest_debug, kvm_interrupt, KVM_GUESTDBG_ENABLE, KVM_GUESTDBG_SINGLESTEP};
 use kvm_ioctls::VcpuExit;
+use simtime::VirtualTime;
 use vm_memory::{Bytes, GuestAddress};
 
 use super::{Ev, MicroVm, RunLimits, RunOutcome};
@@ -243,7 +244,7 @@ impl MicroVm {
             Ok(VcpuExit::MmioWrite(addr, data)) => {
                 let now = self.clock.tick();
                 self.stats.mmio += 1;
-                self.mmio.write(&self.mem, now, addr, data);
+                self.mmio.write(VirtualTime::from_ns(now), addr, data);
                 let d = data.to_vec();
                 self.record(Ev::MmioWrite, addr, &d);
                 Exit::Io
@@ -251,7 +252,7 @@ impl MicroVm {
             Ok(VcpuExit::MmioRead(addr, data)) => {
                 let now = self.clock.tick();
                 self.stats.mmio += 1;
-                self.mmio.read(&self.mem, now, addr, data);
+                self.mmio.read(VirtualTime::from_ns(now), addr, data);
                 let d = data.to_vec();
                 self.record(Ev::MmioRead, addr, &d);
                 Exit::Io

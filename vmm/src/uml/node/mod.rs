@@ -26,7 +26,6 @@ use super::devices::Devices;
 use super::disk::CompleteError;
 use super::error::UmlError;
 use super::net::Net;
-use super::port::PortKind;
 use super::process::Process;
 use super::timetravel::Op;
 use crate::node::{

@@ -17,7 +17,6 @@ use super::UmlNode;
 use crate::node::{GuestOutput, OutputStream, RunOutcome};
 use crate::uml::error::UmlError;
 use crate::uml::net::Net;
-use crate::uml::port::PortKind;
 use crate::uml::timetravel::{Msg, Op, ProtocolError};
 use crate::vhost_user::VhostUserError;
 
@@ -118,7 +117,7 @@ impl UmlNode {
             // The guest waits for our answer to each device message (a kick
             // carries NEED_REPLY), so it is stopped while the device works,
             // and frames and disk requests are stamped with its current time.
-            self.devices.serve_ready(&polled, self.clock.time())?;
+            self.devices.serve_ready(&polled, VirtualTime::from_ns(self.clock.time()))?;
             if polled.pfd[0].revents != 0 {
                 return self.receive();
             }
