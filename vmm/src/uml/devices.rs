@@ -17,7 +17,7 @@ use super::error::UmlError;
 use super::net::{Net, NetPort};
 use simtime::VirtualTime;
 
-use super::port::{DevicePort, Port};
+use super::port::Port;
 use super::process::Attached;
 use crate::node::{NodeConfig, NodeError};
 use crate::vhost_user::VhostUserError;
@@ -104,6 +104,64 @@ fn pollin(fd: RawFd) -> libc::pollfd {
     libc::pollfd { fd, events: libc::POLLIN, revents: 0 }
 }
 
+/// Runs `$body` for each device slot in the order a wait for the guest's
+/// next message polls and serves them: control line, network, data disk,
+/// entropy, root disk; `$slot` is the slot's index, `$port` its
+/// `Option<&mut Port<_>>` (each call is of the port's own type). The
+/// orders are part of what the guest observes, and so of the recorded
+/// trace hashes: keep them.
+macro_rules! in_service_order {
+    ($devices:expr, |$slot:ident, $port:ident| $body:block) => {{
+        let d: &mut Devices = $devices;
+        {
+            let ($slot, $port) = (0usize, Some(&mut d.ctl));
+            $body
+        }
+        {
+            let ($slot, $port) = (1usize, d.net.as_mut());
+            $body
+        }
+        {
+            let ($slot, $port) = (2usize, d.disk.as_mut());
+            $body
+        }
+        {
+            let ($slot, $port) = (3usize, Some(&mut d.rng));
+            $body
+        }
+        {
+            let ($slot, $port) = (4usize, d.root.as_mut());
+            $body
+        }
+    }};
+}
+
+/// Runs `$body` for each device present, `$port` a `&mut Port<_>`, in the
+/// order owed interrupts are raised and their replies collected: control
+/// line, network, data disk, root disk, entropy.
+macro_rules! in_interrupt_order {
+    ($devices:expr, |$port:ident| $body:block) => {{
+        let d: &mut Devices = $devices;
+        {
+            let $port = &mut d.ctl;
+            $body
+        }
+        if let Some($port) = d.net.as_mut() {
+            $body
+        }
+        if let Some($port) = d.disk.as_mut() {
+            $body
+        }
+        if let Some($port) = d.root.as_mut() {
+            $body
+        }
+        {
+            let $port = &mut d.rng;
+            $body
+        }
+    }};
+}
+
 impl Devices {
     /// Listens on each device's socket in `cfg.run_dir`, with `disk` behind
     /// the data disk. (The guest connects to them only once it runs.)
@@ -139,41 +197,14 @@ impl Devices {
         Attached { net: self.net.is_some(), disk: self.disk.is_some(), root: self.root.is_some() }
     }
 
-    /// The devices in the order a wait for the guest's next message polls
-    /// and serves them: control line, network, data disk, entropy, root
-    /// disk. (The orders are part of what the guest observes, and so of
-    /// the recorded trace hashes: keep them.)
-    fn in_service_order(&mut self) -> [Option<&mut dyn DevicePort>; 5] {
-        [
-            Some(&mut self.ctl as &mut dyn DevicePort),
-            self.net.as_mut().map(|p| p as &mut dyn DevicePort),
-            self.disk.as_mut().map(|p| p as &mut dyn DevicePort),
-            Some(&mut self.rng as &mut dyn DevicePort),
-            self.root.as_mut().map(|p| p as &mut dyn DevicePort),
-        ]
-    }
-
-    /// The devices in the order owed interrupts are raised and their
-    /// replies collected: control line, network, data disk, root disk,
-    /// entropy.
-    fn in_interrupt_order(&mut self) -> [Option<&mut dyn DevicePort>; 5] {
-        [
-            Some(&mut self.ctl as &mut dyn DevicePort),
-            self.net.as_mut().map(|p| p as &mut dyn DevicePort),
-            self.disk.as_mut().map(|p| p as &mut dyn DevicePort),
-            self.root.as_mut().map(|p| p as &mut dyn DevicePort),
-            Some(&mut self.rng as &mut dyn DevicePort),
-        ]
-    }
-
     /// The poll set of a wait for the guest's next message on `conn`.
     pub fn poll_set(&mut self, conn: RawFd) -> PollSet {
         let mut pfd = vec![pollin(conn)];
         let mut ends = [0usize; 5];
-        for (end, port) in ends.iter_mut().zip(self.in_service_order()) {
+        in_service_order!(self, |slot, port| {
             pfd.extend(port.map(|p| p.fds()).unwrap_or_default().into_iter().map(pollin));
-            *end = pfd.len();
-        }
+            ends[slot] = pfd.len();
+        });
         PollSet { pfd, ends }
     }
 
@@ -181,23 +212,22 @@ impl Devices {
     /// what the guest submitted is stamped with `time`.
     pub fn serve_ready(&mut self, polled: &PollSet, time: VirtualTime) -> Result<(), UmlError> {
         let node = self.node;
-        let mut from = 1;
-        for (&to, port) in polled.ends.iter().zip(self.in_service_order()) {
-            let ready = polled.pfd[from..to].iter().any(|p| p.revents != 0);
-            from = to;
+        in_service_order!(self, |slot, port| {
+            let from = if slot == 0 { 1 } else { polled.ends[slot - 1] };
+            let ready = polled.pfd[from..polled.ends[slot]].iter().any(|p| p.revents != 0);
             if let Some(port) = port.filter(|_| ready) {
                 port.serve(time).map_err(|source| UmlError::Device { node, device: port.name(), source })?;
             }
-        }
+        });
         Ok(())
     }
 
     /// Sends a call for every interrupt owed, device by device.
     pub fn raise_owed(&mut self) -> Result<(), UmlError> {
         let node = self.node;
-        for port in self.in_interrupt_order().into_iter().flatten() {
+        in_interrupt_order!(self, |port| {
             port.raise_owed().map_err(|source| UmlError::Device { node, device: port.name(), source })?;
-        }
+        });
         Ok(())
     }
 
@@ -206,11 +236,11 @@ impl Devices {
     pub fn collect_call_replies(&mut self, fds: &mut Vec<RawFd>) -> Result<usize, UmlError> {
         let node = self.node;
         let mut in_flight = 0;
-        for port in self.in_interrupt_order().into_iter().flatten() {
+        in_interrupt_order!(self, |port| {
             in_flight +=
                 port.collect_call_replies().map_err(|source| UmlError::Device { node, device: port.name(), source })?;
             fds.extend(port.call_reply_fd());
-        }
+        });
         Ok(in_flight)
     }
 

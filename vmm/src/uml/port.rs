@@ -1,8 +1,8 @@
 //! One vhost-user device of a user-mode Linux node, whatever its kind:
-//! [`Port`] (its back end, the interrupts owed on it, and its [`KickHook`]:
-//! what differs between devices, what a kick does), [`DevicePort`] (the
-//! uniform face the node's loops use: poll, serve, raise owed interrupts,
-//! collect their replies).
+//! [`Port`]: its back end, the interrupts owed on it, and its [`KickHook`]
+//! (what differs between devices: what a kick does); and the face the
+//! node's loops use, the same for every kind: poll, serve, raise owed
+//! interrupts, collect their replies.
 //!
 //! Invariant: a device's effects on guest memory happen only while the
 //! guest waits for our reply to its kick (NEED_REPLY) or is stopped; its
@@ -44,35 +44,23 @@ impl<K: KickHook> Port<K> {
     }
 }
 
-/// A device as the node's loops see it (object-safe, so [`Devices`] can
-/// hand them out in a fixed order).
-pub(super) trait DevicePort {
+/// What the node's loops do with every device, whatever its kind (see
+/// `uml/devices.rs`, which visits them in fixed orders, each with its own
+/// type: no dynamic dispatch).
+impl<K: KickHook> Port<K> {
     /// The device, as errors name it.
-    fn name(&self) -> &'static str;
-    /// Descriptors to poll for the guest's messages.
-    fn fds(&self) -> Vec<RawFd>;
-    /// Answers everything the guest sent; kicks are stamped with `time`.
-    fn serve(&mut self, time: VirtualTime) -> Result<(), VhostUserError>;
-    /// Sends a call for every owed interrupt (none while disconnected:
-    /// they stay owed).
-    fn raise_owed(&mut self) -> Result<(), VhostUserError>;
-    /// Collects the guest's replies to calls; returns the calls still
-    /// unanswered.
-    fn collect_call_replies(&mut self) -> Result<usize, VhostUserError>;
-    /// The descriptor to poll for call replies, while calls are unanswered.
-    fn call_reply_fd(&self) -> Option<RawFd>;
-}
-
-impl<K: KickHook> DevicePort for Port<K> {
-    fn name(&self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         self.name
     }
 
-    fn fds(&self) -> Vec<RawFd> {
+    /// Descriptors to poll for the guest's messages.
+    pub fn fds(&self) -> Vec<RawFd> {
         self.backend.fds()
     }
 
-    fn serve(&mut self, time: VirtualTime) -> Result<(), VhostUserError> {
+    /// Answers everything the guest sent; kicks go through the hook with
+    /// `time`.
+    pub fn serve(&mut self, time: VirtualTime) -> Result<(), VhostUserError> {
         for ev in self.backend.handle_readable()? {
             match ev {
                 DeviceEvent::Kicked { queue, interrupt } => {
@@ -93,7 +81,9 @@ impl<K: KickHook> DevicePort for Port<K> {
         Ok(())
     }
 
-    fn raise_owed(&mut self) -> Result<(), VhostUserError> {
+    /// Sends a call for every owed interrupt (none while disconnected:
+    /// they stay owed).
+    pub fn raise_owed(&mut self) -> Result<(), VhostUserError> {
         if self.backend.is_connected() {
             for q in std::mem::take(&mut self.owed) {
                 self.backend.send_call(q)?;
@@ -102,14 +92,17 @@ impl<K: KickHook> DevicePort for Port<K> {
         Ok(())
     }
 
-    fn collect_call_replies(&mut self) -> Result<usize, VhostUserError> {
+    /// Collects the guest's replies to calls; returns the calls still
+    /// unanswered.
+    pub fn collect_call_replies(&mut self) -> Result<usize, VhostUserError> {
         if self.backend.calls_in_flight() > 0 {
             self.backend.take_call_replies()?;
         }
         Ok(self.backend.calls_in_flight())
     }
 
-    fn call_reply_fd(&self) -> Option<RawFd> {
+    /// The descriptor to poll for call replies, while calls are unanswered.
+    pub fn call_reply_fd(&self) -> Option<RawFd> {
         self.backend.call_reply_fd().filter(|_| self.backend.calls_in_flight() > 0)
     }
 }
