@@ -24,6 +24,7 @@ pub struct InvariantSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LivenessSection {
+    /// Shown in reports; unique among invariants and liveness checks.
     pub name: String,
     /// Node to evaluate it on (`n1`, ...).
     pub node: String,
@@ -63,6 +64,8 @@ pub struct CheckSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectSection {
+    /// The name a guest prints after `@reached` (one word of printable
+    /// ASCII).
     pub reached: String,
 }
 

@@ -135,6 +135,7 @@ pub enum Userspace {
 }
 
 impl Userspace {
+    /// The value as cluster.toml writes it (`"seccomp"`, `"ptrace"`).
     pub fn name(self) -> &'static str {
         match self {
             Userspace::Seccomp => "seccomp",
@@ -183,6 +184,8 @@ pub enum CpuidMode {
 }
 
 impl CpuidMode {
+    /// The value as cluster.toml writes it (`"virtual"`, `"strict"`,
+    /// `"host"`).
     pub fn name(self) -> &'static str {
         match self {
             CpuidMode::Virtual => "virtual",

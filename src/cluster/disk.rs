@@ -31,10 +31,19 @@ pub struct DiskSection {
 /// `[disk]` with defaults applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiskSettings {
+    /// Size of each node's data disk in MiB, 16 to 65536.
     pub size_mb: u64,
+    /// Absolute guest path the disk is mounted at: not `/`, and not under
+    /// `/proc`, `/sys`, `/dev`, `/sim`, `/tmp` or `/run`.
     pub mount: String,
+    /// Virtual nanoseconds from a write's or flush's submission to its
+    /// completion (default 100 us).
     pub latency_ns: u64,
+    /// Whether a crash may persist a multi-sector write in part (torn at
+    /// 512-byte sectors).
     pub torn_writes: bool,
+    /// Crash points with at most this many crash states have every state
+    /// explored; above it one is drawn from the seed (default 16).
     pub enumerate: u64,
 }
 

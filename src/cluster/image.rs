@@ -82,6 +82,7 @@ impl ImageSection {
         self.maintainer_scripts.unwrap_or_else(|| self.packages.iter().any(|p| p != crate::image::debs::AGENT_PACKAGE))
     }
 
+    /// The Debian suite packages come from: `suite`, else `"bookworm"`.
     pub fn suite(&self) -> &str {
         self.suite.as_deref().unwrap_or(crate::image::debs::DEFAULT_SUITE)
     }

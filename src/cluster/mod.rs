@@ -62,18 +62,28 @@ use locate::locate_line;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterFile {
+    /// `[cluster]`: the nodes (required: `nodes` at least).
     pub cluster: ClusterSection,
+    /// `[image]`: the root filesystem every node boots.
     #[serde(default)]
     pub image: ImageSection,
+    /// `[node]`: what every node runs at boot, and when it is ready.
     #[serde(default)]
     pub node: NodeSection,
+    /// `[workload]` (in a guest) or `[workload.host]` (HTTP from the
+    /// host): required.
     pub workload: WorkloadSection,
+    /// `[[invariant]]`: commands that must pass once the workload has
+    /// finished, in file order.
     #[serde(default, rename = "invariant")]
     pub invariants: Vec<InvariantSection>,
+    /// `[[liveness]]`: predicates that must eventually hold, in file order.
     #[serde(default, rename = "liveness")]
     pub liveness: Vec<LivenessSection>,
+    /// `[run]`: the virtual-time limit of one execution.
     #[serde(default)]
     pub run: RunSection,
+    /// `[explore]`: how exploration chooses among enabled actions.
     #[serde(default)]
     pub explore: ExploreSection,
     /// A data disk per node (absent: nodes have none).
@@ -81,6 +91,7 @@ pub struct ClusterFile {
     /// Host-side checks.
     #[serde(default)]
     pub check: CheckSection,
+    /// `[faults]` and its subtables: what goes wrong, and when.
     #[serde(default)]
     pub faults: FaultsSection,
     /// `[[expect]]`: what exploration must get to at least once.
@@ -96,9 +107,15 @@ pub struct ClusterFile {
 /// A cluster directory, loaded and checked.
 #[derive(Debug, Clone)]
 pub struct Cluster {
+    /// The cluster directory, as given.
     pub dir: PathBuf,
+    /// The file it was read from (cluster.toml, or the compose file):
+    /// every message about the cluster names it.
     pub file: PathBuf,
+    /// `[cluster] name`, else the directory's name: shown in reports.
     pub name: String,
+    /// The file as written (for a compose cluster, as translated), before
+    /// the checks below turned it into engine terms.
     pub spec: ClusterFile,
     /// 0-based index of the workload node; with a host workload, the node
     /// count (the host client is node N+1, index N).
@@ -109,6 +126,8 @@ pub struct Cluster {
     pub host_workload: Option<engine::HostWorkload>,
     /// (name, 0-based node, command) for every invariant, `all` expanded.
     pub invariants: Vec<(String, usize, String)>,
+    /// `[run] time_limit` in virtual nanoseconds (`None`: not written; the
+    /// command line's `--time-limit`, else 600 s, applies).
     pub time_limit_ns: Option<u64>,
     /// (name, 0-based node, polling script) for every `[[liveness]]`.
     pub liveness: Vec<(String, usize, String)>,
@@ -139,6 +158,9 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Reads and checks cluster directory `dir`: its compose file when it
+    /// has one (with a cluster.toml beside it as settings), else its
+    /// cluster.toml.
     pub fn load(dir: &Path) -> Result<Cluster, ClusterError> {
         if !dir.is_dir() {
             return Err(ClusterError::NoDir(dir.to_path_buf()));
@@ -229,10 +251,13 @@ impl Cluster {
         self.history_node.map(|n| checker::history_check::hook_for(engine::NodeId::at(n), self.history_model))
     }
 
+    /// `[cluster] nodes`: guests only, not the host client.
     pub fn node_count(&self) -> usize {
         usize::from(self.spec.cluster.nodes)
     }
 
+    /// What reports call each node, in node order: `n1`..`nN`, or a
+    /// compose cluster's service names.
     pub fn node_names(&self) -> Vec<String> {
         if let Some(p) = &self.compose {
             return p.node_names();

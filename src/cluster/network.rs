@@ -12,12 +12,20 @@ use super::{parse_node_name, Invalid, KeyPath};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PartitionSection {
+    /// Virtual time the partition starts, counted from boot (`"5s"`).
     pub at: String,
+    /// Virtual time it heals, after `at` (the quiet period heals it
+    /// earlier).
     pub heal: String,
+    /// A symmetric partition: nodes in different groups cannot reach each
+    /// other; `"host"` names the host client, which otherwise sides with
+    /// the unnamed nodes.
     #[serde(default)]
     pub groups: Vec<Vec<String>>,
+    /// A one-way partition: frames from these nodes to `to` are cut.
     #[serde(default)]
     pub from: Vec<String>,
+    /// The other side of a one-way partition.
     #[serde(default)]
     pub to: Vec<String>,
     /// Isolate the node holding this role (`[roles]`) when the partition

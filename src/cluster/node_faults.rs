@@ -16,7 +16,9 @@ use super::{parse_duration_ns, parse_node_name, Invalid, KeyPath};
 /// A value or a range of values: `"2s"`, or `{ min = "1s", max = "5s" }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Range<T> {
+    /// The least value drawn; a single value gives `min == max`.
     pub min: T,
+    /// The greatest value drawn.
     pub max: T,
 }
 
@@ -103,7 +105,9 @@ pub struct KillSection {
 /// `[faults.clock] strobe`: `true` (the defaults) or a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StrobeSetting {
+    /// `strobe = false`: no strobes.
     Off,
+    /// `strobe = true` (every key at its default) or a table.
     On(StrobeTable),
 }
 
@@ -112,8 +116,12 @@ pub enum StrobeSetting {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StrobeTable {
+    /// How far the wall clock jumps, forward then back (default "200ms").
     pub delta: Option<String>,
+    /// Time between jumps, at least 1ms (default "10ms").
     pub period: Option<String>,
+    /// How long the strobe lasts: at least one `period`, at most 100000 of
+    /// them (default "1s").
     pub length: Option<String>,
 }
 

@@ -12,7 +12,11 @@ use serde::Deserialize;
 /// arrays of tables are `[invariant]`, in brackets; `LINK` stands for a
 /// link's name) and the keys its struct accepts.
 pub struct Table {
+    /// The table's path: `faults.crash`, `[invariant]` for an array of
+    /// tables, `faults.network.links.LINK`.
     pub path: &'static str,
+    /// The keys its struct accepts, as a file writes them (renames
+    /// applied).
     pub keys: &'static [&'static str],
 }
 

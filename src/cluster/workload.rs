@@ -81,6 +81,7 @@ pub struct WorkloadSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostWorkloadSection {
+    /// The requests, sent in this order (at least one).
     pub requests: Vec<HostRequestSection>,
     /// Run the whole list this many times (default 1).
     #[serde(default = "one")]
@@ -103,6 +104,7 @@ pub struct HostWorkloadSection {
 pub struct HostRequestSection {
     /// Target guest (`n1`, ...).
     pub node: String,
+    /// TCP port, 1 to 65535.
     pub port: u16,
     /// Default "GET".
     pub method: Option<String>,
