@@ -5,10 +5,12 @@
 pub struct HostCpu {
     /// simcluster's own threads: the engine, its devices, the controller.
     pub simcluster_user: f64,
+    /// The same threads' time in the host kernel on their behalf.
     pub simcluster_system: f64,
     /// The node processes (guest kernels and the host processes behind
     /// guest programs) that have ended and been reaped.
     pub guests_user: f64,
+    /// The same processes' time in the host kernel.
     pub guests_system: f64,
     /// simcluster's share of all of it.
     pub simcluster_share: f64,
@@ -21,6 +23,8 @@ pub struct HostCpu {
 }
 
 impl HostCpu {
+    /// This process's CPU time so far, and that of its reaped children
+    /// (`getrusage` of self and of children); not pinned.
     pub fn now() -> HostCpu {
         fn usage(who: libc::c_int) -> (f64, f64) {
             // SAFETY: getrusage fills the zeroed struct we pass.

@@ -13,13 +13,20 @@ use crate::cluster::{Cluster, CpuidMode};
 /// the same cluster runs on another host (exit 3).
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
+    /// `[cluster] cpuid = "strict"` on a host that cannot fault CPUID.
     #[error(
         "{}: [cluster] cpuid = \"strict\": this host has no CPUID faulting ({what}), so guest programs would see \
          the host's CPUID; run it on a host whose cpu (and hypervisor) lets a process fault CPUID \
          (arch_prctl ARCH_SET_CPUID), or set cpuid = \"virtual\" to run here with native CPUID",
         cluster.display()
     )]
-    NoCpuidFaulting { cluster: PathBuf, what: String },
+    NoCpuidFaulting {
+        /// The cluster's cluster.toml, where `cpuid = "strict"` is written.
+        cluster: PathBuf,
+        /// The host: cpu vendor and model, and whether faulting was forced
+        /// off by the environment.
+        what: String,
+    },
 }
 
 /// This host's facts for `cluster`'s nodes under `runtime`. Where the

@@ -83,6 +83,8 @@ pub enum StrategyKind {
 }
 
 impl StrategyKind {
+    /// The name `--strategy` takes, and the one the JSON line, shard.json
+    /// and failure files record (`delay-all`).
     pub fn name(self) -> &'static str {
         match self {
             StrategyKind::Random => "random",
@@ -94,6 +96,9 @@ impl StrategyKind {
         }
     }
 
+    /// `--depth` when not given: PCT's bug depth 3, 2 delays for the delay
+    /// strategies, 4 choice points for DFS; 0 for the strategies that take
+    /// no bound.
     pub fn default_depth(self) -> u32 {
         match self {
             StrategyKind::Random | StrategyKind::Coverage => 0,
@@ -104,9 +109,15 @@ impl StrategyKind {
     }
 }
 
+/// How a run explores: the strategy and its bounds (`--strategy`,
+/// `--depth`, `--horizon`).
 #[derive(Debug, Clone, Copy)]
 pub struct StrategyOptions {
+    /// The strategy.
     pub kind: StrategyKind,
+    /// Its bound: PCT's bug depth, the number of delays, the choice points
+    /// DFS explores exhaustively ([`StrategyKind::default_depth`] unless
+    /// given).
     pub depth: u32,
     /// Choice points over which PCT change points, delays and DFS prefixes
     /// are placed.
@@ -123,6 +134,8 @@ pub const DEFAULT_HORIZON: u64 = 2000;
 /// Options shared by run, replay and shrink.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The run's seed (`--seed`): execution i's seed is derived from it
+    /// and i.
     pub seed: u64,
     /// At most this many executions (`None`: until the time budget ends).
     pub executions: Option<u64>,
@@ -133,12 +146,20 @@ pub struct RunOptions {
     /// `--warm-start`: executions begin from a boot drawn from the run's
     /// boot seed (see `engine::ExecutionSpec::boot_seed`).
     pub warm_start: Option<WarmStartMode>,
+    /// `--time-limit`: an execution's virtual-time limit in nanoseconds,
+    /// over `[run] time_limit` (`None`: that, else 600 s).
     pub time_limit_ns: Option<u64>,
+    /// `--out`: where traces, console logs, pcaps, failure files and
+    /// shard.json go.
     pub out: PathBuf,
+    /// `--watchdog`: wall time a node may compute without letting virtual
+    /// time advance before it is reported hung (kind `guest_hang`).
     pub watchdog: Duration,
+    /// `--quiet`: no progress on stderr.
     pub quiet: bool,
     /// Also keep every execution's pcap files under DIR/execution-I/.
     pub pcap: Option<PathBuf>,
+    /// `--strategy`, `--depth`, `--horizon`.
     pub strategy: StrategyOptions,
     /// Override `[explore] window`.
     pub window_ns: Option<u64>,

@@ -19,20 +19,32 @@ pub struct CriticalSummary {
     pub virtual_seconds: f64,
     /// What the failing execution did there.
     pub action: Option<String>,
+    /// Steps probed in the search (each probe runs `walks_per_probe`
+    /// fault-free random walks from a prefix of the failing execution).
     pub probes: u64,
+    /// Random walks per probe (`--critical-walks`).
     pub walks_per_probe: u32,
 }
 
 /// A disk crash point: how many crash states it has, how many were run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CrashPointSummary {
+    /// The execution it happened in (0-based).
     pub execution: u64,
+    /// The node that lost power (`n2`).
     pub node: String,
+    /// Virtual time of the crash, from boot.
     pub virtual_seconds: f64,
+    /// Writes the power loss could still lose: submitted, not yet made
+    /// durable by a flush. The crash states are drawn from what of them
+    /// persists.
     pub volatile_writes: usize,
-    /// Pages of file data the guest's page cache lost with the power
-    /// (`None` where the runtime cannot see it: KVM).
+    /// Regular files whose data the guest's page cache held dirty, not yet
+    /// written to the disk, lost with the power (`None` where the runtime
+    /// cannot see it: KVM).
     pub dirty_files: Option<u64>,
+    /// How many crash states it has (a lower bound when `states_exact` is
+    /// false).
     pub states: u128,
     /// False when counting gave up and `states` is a lower bound.
     pub states_exact: bool,
@@ -53,8 +65,14 @@ pub struct ExecutionRecord {
     pub crash_state: Option<u64>,
     /// The execution's own seed (derived from the run's).
     pub seed: u64,
+    /// Its virtual time from boot to its end, in nanoseconds.
     pub virtual_ns: u64,
+    /// Wall time from its first node spawn until every node's agent was
+    /// ready (`None`: they never all were). With `--warm-start`, the shared
+    /// boot's.
     pub boot_wall_seconds: Option<f64>,
+    /// The figures the summary line shows when this is the reported
+    /// execution (written flat, beside the fields above).
     #[serde(flatten)]
     pub figures: ExecutionFigures,
     /// Its failure file: every failing execution's within the run's
@@ -80,6 +98,7 @@ pub struct ExecutionRecord {
 /// else the last), as its record keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ExecutionFigures {
+    /// SHA-256 of its trace.jsonl, in hex: equal hashes, equal executions.
     pub trace_hash: String,
     /// Choice points of the execution.
     pub choice_points: u64,
@@ -97,6 +116,7 @@ pub struct ExecutionFigures {
     /// lookahead (`--lookahead`). Host-side: never part of the trace.
     #[serde(default)]
     pub round_trips: u64,
+    /// Power losses (`[faults.crash]`), a power failure's nodes included.
     pub crashes: u32,
     /// Coordinated power failures (`[faults.crash] power_failure`); the
     /// nodes each took down are in `crashes`. Absent when 0.
@@ -123,14 +143,16 @@ pub struct ExecutionFigures {
     /// Start commands paused (`[faults.pause]`).
     #[serde(default)]
     pub pauses: u32,
-    /// Wall-clock bumps and strobes (`[faults.clock]`).
+    /// Wall-clock bumps (`[faults.clock] bump`).
     #[serde(default)]
     pub clock_bumps: u32,
+    /// Wall-clock strobes (`[faults.clock] strobe`).
     #[serde(default)]
     pub clock_strobes: u32,
-    /// Boots with a clock offset, and with a clock drift.
+    /// Boots with a clock offset (`[faults.clock] offset`).
     #[serde(default)]
     pub clock_offsets: u32,
+    /// Boots with a clock drift (`[faults.clock] drift`).
     #[serde(default)]
     pub clock_drifts: u32,
     /// Start commands killed (`[faults.kill]`). Absent when 0.

@@ -20,23 +20,39 @@ pub use super::record::{CrashPointSummary, CriticalSummary, ExecutionFigures, Ex
 /// of one run must agree on all of it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunIdentity {
+    /// Hash of the kernel and root filesystem the nodes booted.
     pub images_hash: String,
+    /// The run seed (`--seed`).
     pub seed: u64,
+    /// The strategy's name (`random`, `delay-all`, ...).
     pub strategy: String,
+    /// The strategy's bound (`--depth`, or its default).
     pub depth: u32,
+    /// Choice points over which the strategy places its decisions: given,
+    /// the default, or measured on execution 0.
     pub horizon: u64,
+    /// The exploration window in virtual nanoseconds (`--window`, else
+    /// `[explore] window`).
     pub window_ns: u64,
+    /// Crashes per execution at most (`--max-crashes`, else `[faults.crash]
+    /// max`).
     pub max_crashes: u32,
+    /// An execution's virtual-time limit in nanoseconds, as applied.
     pub time_limit_ns: u64,
+    /// The node runtime: `"uml"` or `"kvm"`.
     pub runtime: String,
     /// The user-mode Linux kernel series; null on KVM.
     pub kernel: Option<String>,
     /// The user-mode Linux userspace mode; null on KVM.
     pub userspace: Option<String>,
+    /// Nodes in the cluster (`[cluster] nodes`).
     pub nodes: usize,
     /// `--executions` (null: until the time budget ends).
     pub executions: Option<u64>,
+    /// `--until-failure`: stop at the first failing execution.
     pub until_failure: bool,
+    /// Random walks per probe of a liveness failure's critical-transition
+    /// search (`--critical-walks`; 0: no search).
     pub critical_walks: u32,
     /// cluster.toml's `[[expect]] reached` names.
     #[serde(default)]
@@ -51,8 +67,9 @@ pub struct RunIdentity {
 /// execution (dfs: every round) whose index is K-1 modulo N.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Shard {
-    /// 1-based.
+    /// K of K/N: 1-based.
     pub index: u64,
+    /// N of K/N: how many shards the run is split into.
     pub count: u64,
 }
 
@@ -110,26 +127,38 @@ impl std::str::FromStr for Shard {
 pub struct RunRecord {
     /// [`RUN_RECORD_VERSION`].
     pub simcluster_run_record: u32,
+    /// What the run was; `merge` refuses shards whose identities differ.
     pub identity: RunIdentity,
+    /// Which shard this is ([`Shard::ALL`] for a whole run).
     pub shard: Shard,
     /// In the order a sequential run observes them.
     pub executions: Vec<ExecutionRecord>,
     /// An exhaustive strategy ran out of executions to explore.
     pub exhausted: bool,
+    /// The critical transition of this record's first liveness failure,
+    /// when it searched one.
     pub critical_transition: Option<CriticalSummary>,
     /// `--strategy coverage`: the corpus and every feature's first
     /// appearance (absent for other strategies and in older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<CoverageSummary>,
+    /// Executions it ran side by side.
     pub jobs: usize,
+    /// Its wall time.
     pub wall_seconds: f64,
+    /// Wall time spent building (or finding) the images.
     pub image_build_seconds: f64,
+    /// Host CPU time of the run, its own and its guests'.
     pub host_cpu: HostCpu,
     /// The host it ran on (absent in records written before hosts were).
     #[serde(default)]
     pub host: Option<HostFacts>,
+    /// Mean PSS of one node's host processes at the end of an execution.
     pub memory_per_node_mib: f64,
+    /// simcluster's storage for one node's data disk at the end of the
+    /// last execution (`None` without `[disk]`).
     pub disk_storage_per_node_kib: Option<f64>,
+    /// Its `--out` directory.
     pub out: PathBuf,
     /// The failure files it wrote (absent in records written before every
     /// failing execution got one).
@@ -181,8 +210,11 @@ pub struct CoverageSummary {
 /// A feature's first appearance.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FirstSeen {
+    /// The feature, as `--strategy coverage` names it.
     pub feature: String,
+    /// The execution that first showed it.
     pub execution: u64,
+    /// Virtual time into that execution when it showed.
     pub virtual_seconds: f64,
 }
 
@@ -192,9 +224,14 @@ pub const RUN_RECORD_VERSION: u32 = 1;
 /// A failing execution, as the summary lists them.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct FailingExecution {
+    /// Its index in the run (0-based).
     pub execution: u64,
+    /// K for the sibling that applied crash state K, null for the
+    /// execution itself.
     pub crash_state: Option<u64>,
+    /// The execution's own seed.
     pub seed: u64,
+    /// The first line of its failure message.
     pub message: String,
     /// Its failure file, where one was written (every failing execution
     /// gets one within the run's failure file budget; records written
@@ -214,14 +251,22 @@ pub struct ReachedCount {
 /// The summary printed as the last line of `run` and `merge`.
 #[derive(Debug, Serialize)]
 pub struct Summary {
+    /// Executions run, crash-state siblings included.
     pub executions: u64,
+    /// Executions that failed.
     pub failures: u64,
+    /// The reported execution's virtual time, from boot to its end (not a
+    /// sum over the run).
     pub virtual_seconds: f64,
+    /// Wall time of the run (merged: the longest shard's).
     pub wall_seconds: f64,
+    /// The run seed (`--seed`).
     pub seed: u64,
+    /// `random`, `pct`, `delay`, `delay-all`, `dfs` or `coverage`.
     pub strategy: String,
     /// An exhaustive strategy ran out of executions to explore.
     pub exhausted: bool,
+    /// `executions` × 3600 / `wall_seconds`.
     pub executions_per_hour: f64,
     /// Executions run side by side (`--jobs`; merged: the largest).
     pub jobs: usize,
@@ -230,6 +275,7 @@ pub struct Summary {
     /// `--warm-start`'s boot seed (executions began from a boot drawn from
     /// it); null for an ordinary run.
     pub boot_seed: Option<u64>,
+    /// `"uml"` or `"kvm"`.
     pub runtime: String,
     /// The user-mode Linux guest kernel series ("7.2", "6.1"); null on KVM.
     pub kernel: Option<String>,
@@ -243,13 +289,19 @@ pub struct Summary {
     pub host: Option<HostFacts>,
     /// The user-mode Linux userspace mode ("seccomp", "ptrace"); null on KVM.
     pub userspace: Option<String>,
+    /// Nodes in the cluster.
     pub nodes: usize,
+    /// Hash of the kernel and root filesystem; failure files record it.
     pub images_hash: String,
+    /// Wall time spent building (or finding) the images (merged: the
+    /// longest shard's).
     pub image_build_seconds: f64,
     /// Mean over the executions of the wall time from an execution's first
     /// node spawn until every node's agent was ready (null: none got
     /// there); image building is `image_build_seconds`, never part of it.
     pub boot_wall_seconds: Option<f64>,
+    /// Virtual seconds of every execution together, divided by
+    /// `wall_seconds`.
     pub speedup: f64,
     /// Mean PSS of one node's host processes at the end of an execution.
     pub memory_per_node_mib: f64,
@@ -259,6 +311,8 @@ pub struct Summary {
     /// The reported execution's figures (its `trace_hash` is the run's).
     #[serde(flatten)]
     pub figures: ExecutionFigures,
+    /// The first failing execution's failure.json (null: none failed, or
+    /// it got none).
     pub failure_file: Option<PathBuf>,
     /// The failure files written, their bytes and budget, and the failing
     /// executions left without one (null for records of older runs).
@@ -268,6 +322,8 @@ pub struct Summary {
     pub failing_execution: Option<u64>,
     /// Every failing execution, lowest index first.
     pub failing_executions: Vec<FailingExecution>,
+    /// The first failure's critical transition, when it is a liveness
+    /// failure that was searched (`--critical-walks`).
     pub critical_transition: Option<CriticalSummary>,
     /// Disk crash states explored, over every crash point of the run.
     pub crash_states_explored: u64,
@@ -296,6 +352,7 @@ pub struct Summary {
     /// execution that first showed it and when).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub coverage: Option<CoverageSummary>,
+    /// The `--out` directory.
     pub out: PathBuf,
 }
 
@@ -310,10 +367,14 @@ impl Summary {
 /// One SDK assertion over a run: its counts and verdict.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SdkProperty {
+    /// What the SDKs declared and evaluated of it over every execution
+    /// (written flat: `display_type`, `message`, `passes`, ...).
     #[serde(flatten)]
     pub count: checker::antithesis::PropertyCount,
     /// `passed`, or `failed` with `why`.
     pub verdict: &'static str,
+    /// Why it failed: `was false`, `was reached`, `was never true` or `was
+    /// never reached` (absent when it passed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<&'static str>,
 }
