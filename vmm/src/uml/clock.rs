@@ -40,13 +40,13 @@ pub(super) struct Clock {
     /// also the guest's offset into engine time (the page's clock when its
     /// START is acknowledged, before it ever runs; see [`Self::ack_start`]):
     /// its own clock is engine time less this.
-    boot_time: u64,
+    boot_time: VirtualTime,
     /// The node's virtual time as last granted or reported.
-    time: u64,
+    time: VirtualTime,
     /// The time of the latest RUN.
-    run_at: u64,
+    run_at: VirtualTime,
     /// The time the node asked to run at next (by message).
-    requested: u64,
+    requested: VirtualTime,
 }
 
 impl Clock {
@@ -64,10 +64,10 @@ impl Clock {
             pending_start: None,
             shm: None,
             offer_shm,
-            boot_time: 0,
-            time: 0,
-            run_at: 0,
-            requested: 0,
+            boot_time: VirtualTime::ZERO,
+            time: VirtualTime::ZERO,
+            run_at: VirtualTime::ZERO,
+            requested: VirtualTime::ZERO,
         })
     }
 
@@ -102,7 +102,7 @@ impl Clock {
     }
 
     /// The node's clock starts at engine time `t`.
-    pub fn start_at(&mut self, t: u64) {
+    pub fn start_at(&mut self, t: VirtualTime) {
         self.time = t;
         self.run_at = t;
         self.boot_time = t;
@@ -116,7 +116,7 @@ impl Clock {
     }
 
     /// The node's virtual time as last granted or reported.
-    pub fn time(&self) -> u64 {
+    pub fn time(&self) -> VirtualTime {
         self.time
     }
 
@@ -125,15 +125,15 @@ impl Clock {
     /// interrupt) instead of sending REQUEST; one it has not published
     /// since its last RUN leaves the previous request standing, as a
     /// missing REQUEST message does.
-    pub fn requested(&self) -> u64 {
-        self.shm.as_ref().and_then(|s| s.request()).unwrap_or(self.requested)
+    pub fn requested(&self) -> VirtualTime {
+        self.shm.as_ref().and_then(|s| s.request()).map(VirtualTime::from_ns).unwrap_or(self.requested)
     }
 
     /// Takes in the clock the guest published in the shared page (where it
     /// would send UPDATE), before anything is stamped with [`Self::time`].
     pub fn sync_shared_clock(&mut self) {
         if let Some(shm) = &self.shm {
-            self.time = self.time.max(shm.current_time());
+            self.time = self.time.max(VirtualTime::from_ns(shm.current_time()));
         }
     }
 
@@ -142,7 +142,7 @@ impl Clock {
     /// page and `free_until` later than that, the guest may take its own
     /// wake-ups before `free_until` without stopping (lookahead; see
     /// [`SchedShm`]); the message protocol has no such thing.
-    pub fn grant(&mut self, at: u64, free_until: Option<u64>) -> Result<(), UmlError> {
+    pub fn grant(&mut self, at: VirtualTime, free_until: Option<VirtualTime>) -> Result<(), UmlError> {
         if let Some(seq) = self.pending_start.take() {
             return self.ack_start(seq);
         }
@@ -155,12 +155,12 @@ impl Clock {
                 // own. RUN's time is not offset by the guest (7.2's
                 // time.c sets it as is), so it is sent in the guest's
                 // domain.
-                shm.set_current_time(self.time);
+                shm.set_current_time(self.time.as_ns());
                 shm.clear_free_runs();
-                shm.set_free_until(free_until.filter(|&t| t > self.time).unwrap_or(self.boot_time));
-                self.time - self.boot_time
+                shm.set_free_until(free_until.filter(|&t| t > self.time).unwrap_or(self.boot_time).as_ns());
+                self.time.as_ns() - self.boot_time.as_ns()
             }
-            None => self.time,
+            None => self.time.as_ns(),
         };
         self.send(Op::Run, 0, run_at)
     }
@@ -169,7 +169,7 @@ impl Clock {
     /// came, which the engine may have to act on before anything else.
     pub fn end_free_run(&mut self) {
         if let Some(shm) = &self.shm {
-            shm.set_free_until(self.boot_time);
+            shm.set_free_until(self.boot_time.as_ns());
         }
     }
 
@@ -182,7 +182,7 @@ impl Clock {
     pub fn free_runs(&mut self) -> Result<crate::node::FreeRuns, UmlError> {
         let Some(shm) = &self.shm else { return Ok(crate::node::FreeRuns::default()) };
         let (count, prev) = shm.free_runs();
-        let clock = shm.current_time();
+        let clock = VirtualTime::from_ns(shm.current_time());
         if count == 0 {
             if clock > self.run_at {
                 return Err(UmlError::UncountedFreeRuns { node: self.node, run_at: self.run_at, clock });
@@ -190,7 +190,7 @@ impl Clock {
             return Ok(crate::node::FreeRuns::default());
         }
         self.sync_shared_clock();
-        let (prev, last) = (VirtualTime::from_ns(prev), VirtualTime::from_ns(self.time));
+        let (prev, last) = (VirtualTime::from_ns(prev), self.time);
         Ok(crate::node::FreeRuns { count, prev, last })
     }
 
@@ -227,7 +227,7 @@ impl Clock {
         // still the start time.
         debug_assert_eq!(self.time, self.boot_time);
         let shm = SchedShm::new().map_err(|source| UmlError::Io { node, what: "shared time-travel page", source })?;
-        shm.start_at(self.boot_time);
+        shm.start_at(self.boot_time.as_ns());
         let conn = self.conn.as_ref().expect("the node is connected");
         shm.send_start_ack(conn, seq).map_err(|source| UmlError::Protocol { node, source })?;
         self.shm = Some(shm);
@@ -243,12 +243,12 @@ impl Clock {
     /// messages and 0 with the shared page, whose clock it counts from its
     /// offset).
     pub fn answer_time_of_day(&mut self, seq: u32, time_of_day: u64) -> Result<(), UmlError> {
-        self.send(Op::Ack, seq, time_of_day + self.boot_time)
+        self.send(Op::Ack, seq, time_of_day + self.boot_time.as_ns())
     }
 
     /// The node sent WAIT (sequence number `seq`): it is stopped until the
     /// next grant. Returns the time it wants to run at.
-    pub fn waited(&mut self, seq: u32) -> Result<u64, UmlError> {
+    pub fn waited(&mut self, seq: u32) -> Result<VirtualTime, UmlError> {
         // A guest that refused the page (another layout version) speaks
         // the message protocol: so do we, from now on.
         if self.shm.as_ref().is_some_and(|s| !s.guest_attached()) {
@@ -269,14 +269,14 @@ impl Clock {
     /// Nothing may reach a node in its past (its clock as it last published
     /// it): the engine bounds every node's lookahead by every delivery, so
     /// an interrupt before its clock is an engine bug, reported as one.
-    pub fn interrupt_at(&mut self, t: u64) -> Result<(), UmlError> {
+    pub fn interrupt_at(&mut self, t: VirtualTime) -> Result<(), UmlError> {
         self.sync_shared_clock();
         if let Some(shm) = &self.shm {
             if t < self.time {
                 return Err(UmlError::InThePast { node: self.node, at: t, clock: self.time });
             }
             self.time = t;
-            shm.set_current_time(self.time);
+            shm.set_current_time(self.time.as_ns());
         }
         Ok(())
     }
@@ -285,19 +285,19 @@ impl Clock {
     /// or taking an interrupt: REQUEST (its next wake-up), UPDATE (its clock
     /// moved) and GET (answered with `get_time`, which its clock moves to;
     /// never backwards). Returns false, answering nothing, for other ops.
-    pub fn answer_clock_message(&mut self, msg: &Msg, get_time: u64) -> Result<bool, UmlError> {
+    pub fn answer_clock_message(&mut self, msg: &Msg, get_time: VirtualTime) -> Result<bool, UmlError> {
         let reply = match msg.op {
             Op::Request => {
-                self.requested = msg.time;
+                self.requested = VirtualTime::from_ns(msg.time);
                 0
             }
             Op::Update => {
-                self.time = self.time.max(msg.time);
+                self.time = self.time.max(VirtualTime::from_ns(msg.time));
                 0
             }
             Op::Get => {
                 self.time = self.time.max(get_time);
-                self.time
+                self.time.as_ns()
             }
             _ => return Ok(false),
         };
@@ -305,7 +305,8 @@ impl Clock {
         Ok(true)
     }
 
-    /// Writes one message to the node's time-travel socket.
+    /// Writes one message to the node's time-travel socket: where the
+    /// node's times become the protocol's ns.
     fn send(&mut self, op: Op, seq: u32, time: u64) -> Result<(), UmlError> {
         let conn = self.conn.as_mut().expect("the node is connected");
         Msg::new(op, seq, time).write_to(conn).map_err(|source| UmlError::Protocol { node: self.node, source })

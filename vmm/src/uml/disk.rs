@@ -148,7 +148,7 @@ impl Port<Blk> {
     /// durability effect, status into the driver's buffers, chain onto the
     /// used ring, and the interrupt owed if the driver wants one. The
     /// caller delivers it while the node is stopped.
-    pub fn complete(&mut self, t: u64, id: RequestId) -> Result<DiskCompletion, CompleteError> {
+    pub fn complete(&mut self, t: VirtualTime, id: RequestId) -> Result<DiskCompletion, CompleteError> {
         let request = *self.kind.pending.get(&id).ok_or(CompleteError::Unknown)?;
         let (dev, queues) = self.backend.device_and_queues();
         let done = dev.complete(id, queues);
@@ -161,7 +161,7 @@ impl Port<Blk> {
         if queues.needs_interrupt(REQUEST_QUEUE)? {
             self.owe(REQUEST_QUEUE as u16);
         }
-        Ok(DiskCompletion { request, completed: VirtualTime::from_ns(t), fault })
+        Ok(DiskCompletion { request, completed: t, fault })
     }
 
     /// Reads completed at their kicks since the last call, in completion

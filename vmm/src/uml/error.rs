@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 
 use disksim::RequestId;
-use simtime::NodeId;
+use simtime::{NodeId, VirtualTime};
 
 use super::timetravel::{Msg, ProtocolError};
 use crate::node::NodeError;
@@ -105,33 +105,33 @@ pub enum UmlError {
     /// (a lookahead bound that let it run past a delivery), never the
     /// guest's doing.
     #[error(
-        "node {}: an interrupt at virtual time {at} ns would arrive in its past (its clock reads {clock} ns): \
+        "node {}: an interrupt at virtual time {} ns would arrive in its past (its clock reads {} ns): \
          the engine let it run ahead too far",
-        .node.number()
+        .node.number(), .at.as_ns(), .clock.as_ns()
     )]
     InThePast {
         /// The node.
         node: NodeId,
-        /// The interrupt's virtual time, ns.
-        at: u64,
-        /// The node's clock, ns.
-        clock: u64,
+        /// The interrupt's virtual time.
+        at: VirtualTime,
+        /// The node's clock.
+        clock: VirtualTime,
     },
     /// The guest's clock moved past the RUN by itself with no wake-up
     /// counted: its kernel runs ahead without telling (it lacks patch
     /// 7.2/0002), so grants would go missing from the trace.
     #[error(
-        "node {}: its clock moved from {run_at} ns to {clock} ns inside one grant without counting the wake-ups: \
+        "node {}: its clock moved from {} ns to {} ns inside one grant without counting the wake-ups: \
          its kernel lacks simcluster's time-travel patch 0002 (run with --lookahead off, or use the kernel simcluster builds)",
-        .node.number()
+        .node.number(), .run_at.as_ns(), .clock.as_ns()
     )]
     UncountedFreeRuns {
         /// The node.
         node: NodeId,
-        /// The virtual time the grant's RUN was for, ns.
-        run_at: u64,
-        /// Where the guest's clock stood when it stopped, ns.
-        clock: u64,
+        /// The virtual time the grant's RUN was for.
+        run_at: VirtualTime,
+        /// Where the guest's clock stood when it stopped.
+        clock: VirtualTime,
     },
     /// The node did not acknowledge an interrupt within the wall-clock
     /// watchdog.

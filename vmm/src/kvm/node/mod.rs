@@ -105,7 +105,7 @@ type RootTransport = VirtioMmioTransport<NoHook<VirtioBlk>>;
 pub struct KvmNode {
     id: NodeId,
     vm: MicroVm,
-    requested: u64,
+    requested: VirtualTime,
     exited: bool,
     net: bool,
     blk: bool,
@@ -226,7 +226,7 @@ impl KvmNode {
         vm.mmio_mut().attach(rng_base(), WINDOW, Box::new(rng));
         Ok(KvmNode {
             id,
-            requested: 0,
+            requested: VirtualTime::ZERO,
             exited: false,
             net,
             blk,
@@ -277,8 +277,8 @@ impl KvmNode {
 
     /// An outside event reaches the stopped node at `t`: its clock moves there if it
     /// is halted, and it must run (to take the interrupt) at its clock.
-    fn wake_at(&mut self, t: u64) -> u64 {
-        let now = self.vm.advance_halted(t);
+    fn wake_at(&mut self, t: VirtualTime) -> VirtualTime {
+        let now = VirtualTime::from_ns(self.vm.advance_halted(t.as_ns()));
         self.requested = self.requested.min(now);
         now
     }
@@ -337,7 +337,7 @@ impl KvmNode {
     /// Delivers control input that waited for a receive buffer to the stopped
     /// node at `t` (frames wait in [`NetPort`]'s backlog, drained at the guest's
     /// own RX kick; every other interrupt was raised at its exit).
-    fn settle(&mut self, t: u64) -> Result<(), NodeError> {
+    fn settle(&mut self, t: VirtualTime) -> Result<(), NodeError> {
         let (dev, queues) = self.ctl_port().device_and_queues();
         if !dev.has_input() {
             return Ok(());
@@ -358,19 +358,25 @@ impl KvmNode {
     }
 
     /// One grant's run (see [`NodeRuntime::grant`]); the caller arms the watchdog.
-    fn run_grant(&mut self, at: u64, watchdog: Duration, out: &mut Vec<GuestOutput>) -> Result<RunOutcome, NodeError> {
+    fn run_grant(
+        &mut self,
+        at: VirtualTime,
+        watchdog: Duration,
+        out: &mut Vec<GuestOutput>,
+    ) -> Result<RunOutcome, NodeError> {
         let began = Instant::now();
-        let start = self.vm.advance_halted(at.max(self.requested));
+        let start = self.vm.advance_halted(at.max(self.requested).as_ns());
         let until = start.saturating_add(GRANT_SLICE_NS);
         loop {
             if self.vm.is_halted() && !self.vm.wake_due() {
                 // Waits: for its timer, or for the engine.
-                self.requested = self.vm.timer_deadline().unwrap_or(VirtualTime::IDLE.as_ns()).max(self.vm.now_ns());
-                return Ok(RunOutcome::Waiting { requested: VirtualTime::from_ns(self.requested) });
+                let deadline = self.vm.timer_deadline().map_or(VirtualTime::IDLE, VirtualTime::from_ns);
+                self.requested = deadline.max(VirtualTime::from_ns(self.vm.now_ns()));
+                return Ok(RunOutcome::Waiting { requested: self.requested });
             }
             if self.vm.now_ns() >= until {
-                self.requested = self.vm.now_ns();
-                return Ok(RunOutcome::Waiting { requested: VirtualTime::from_ns(self.requested) });
+                self.requested = VirtualTime::from_ns(self.vm.now_ns());
+                return Ok(RunOutcome::Waiting { requested: self.requested });
             }
             if began.elapsed() > watchdog {
                 // The guest exits, but the grant outlived the watchdog.
@@ -418,12 +424,12 @@ impl NodeRuntime for KvmNode {
     fn wait_connected(&mut self, start_time: VirtualTime, _limit: Duration) -> Result<Vec<GuestOutput>, NodeError> {
         // Nothing to connect to: the VM is built and stopped at its entry point.
         self.vm.start_clock_at(start_time.as_ns());
-        self.requested = self.vm.now_ns();
+        self.requested = VirtualTime::from_ns(self.vm.now_ns());
         Ok(Vec::new())
     }
 
     fn requested(&self) -> VirtualTime {
-        VirtualTime::from_ns(self.requested)
+        self.requested
     }
 
     fn has_exited(&self) -> bool {
@@ -435,7 +441,7 @@ impl NodeRuntime for KvmNode {
         self.vm.set_time_of_day(time_of_day);
         self.watchdog.arm(watchdog);
         let mut output = Vec::new();
-        let outcome = self.run_grant(at.as_ns(), watchdog, &mut output);
+        let outcome = self.run_grant(at, watchdog, &mut output);
         self.watchdog.disarm();
         // A kick that raced with the end of the grant must not stop the next one.
         self.vm.stop_flag().store(false, std::sync::atomic::Ordering::SeqCst);
@@ -444,14 +450,14 @@ impl NodeRuntime for KvmNode {
         let tx = self.take_tx();
         if let RunOutcome::Waiting { .. } = outcome {
             // Control input that waited for a receive buffer reaches it now.
-            self.settle(at.as_ns())?;
+            self.settle(at)?;
         }
         Ok(Grant { outcome, output, disk, tx, free_runs: FreeRuns::default() })
     }
 
     fn send_control(&mut self, t: VirtualTime, bytes: &[u8], _watchdog: Duration) -> Result<(), NodeError> {
         self.ctl_port().device_mut().push_input(bytes);
-        self.settle(t.as_ns())
+        self.settle(t)
     }
 
     fn deliver_frame(&mut self, t: VirtualTime, frame: &[u8], _watchdog: Duration) -> Result<Delivered, NodeError> {
@@ -465,7 +471,7 @@ impl NodeRuntime for KvmNode {
         if !driver_up || port.hook().state().backlog_full() {
             return Ok(Delivered::Dropped);
         }
-        self.wake_at(t.as_ns());
+        self.wake_at(t);
         let port = self.net_port().expect("checked above");
         let irq = port.deliver(frame);
         let queued = port.hook().state().backlog_len() > 0;
@@ -563,7 +569,7 @@ impl NodeDisk for KvmNode {
     ) -> Result<DiskCompletion, NodeError> {
         let node = self.id;
         let request = *self.pending.get(&id).ok_or(NodeError::UnknownDiskRequest { node, id })?;
-        let t = VirtualTime::from_ns(self.wake_at(t.as_ns()));
+        let t = self.wake_at(t);
         let port = self.blk_port().ok_or(NodeError::NoDisk { node })?;
         let done = port.complete(id);
         if port.device().request(id).is_none() {

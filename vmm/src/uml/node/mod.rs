@@ -105,7 +105,7 @@ impl UmlNode {
 
     /// The node's virtual time as last granted or reported.
     pub fn time(&self) -> VirtualTime {
-        VirtualTime::from_ns(self.clock.time())
+        self.clock.time()
     }
 
     /// Where the kernel's standard error goes.
@@ -137,7 +137,7 @@ impl NodeRuntime for UmlNode {
         }
         let msg = self.read_msg(None)?;
         let mut out = Vec::new();
-        self.clock.start_at(start_time.as_ns());
+        self.clock.start_at(start_time);
         self.drain(&mut out);
         match msg {
             Some(m) if m.op == Op::Start => {
@@ -150,7 +150,7 @@ impl NodeRuntime for UmlNode {
     }
 
     fn requested(&self) -> VirtualTime {
-        VirtualTime::from_ns(self.clock.requested())
+        self.clock.requested()
     }
 
     fn has_exited(&self) -> bool {
@@ -175,9 +175,9 @@ impl NodeRuntime for UmlNode {
         time_of_day: u64,
         watchdog: Duration,
     ) -> Result<Grant, NodeError> {
-        let free_until = free_until.filter(|_| !self.devices.owes_input()).map(VirtualTime::as_ns);
+        let free_until = free_until.filter(|_| !self.devices.owes_input());
         let mut output = Vec::new();
-        let outcome = self.run_until_stop(at.as_ns(), free_until, time_of_day, watchdog, &mut output)?;
+        let outcome = self.run_until_stop(at, free_until, time_of_day, watchdog, &mut output)?;
         let free_runs = self.clock.free_runs()?;
         let disk = self.devices.disk.as_mut().map(|d| d.take_reads_done()).unwrap_or_default();
         let tx = self.devices.net.as_mut().map(|n| n.take_tx()).unwrap_or_default();
@@ -186,7 +186,7 @@ impl NodeRuntime for UmlNode {
             // output, and input that waited for buffers, reach it now: at
             // the time of its last wake-up, where it did what earned them.
             let settle_at = if free_runs.count > 0 { free_runs.last } else { at };
-            self.settle(settle_at.as_ns(), watchdog)?;
+            self.settle(settle_at, watchdog)?;
         }
         Ok(Grant { outcome, output, disk, tx, free_runs })
     }
@@ -197,7 +197,7 @@ impl NodeRuntime for UmlNode {
     /// time. Bytes the guest has no buffer for yet follow at a later stop.
     fn send_control(&mut self, t: VirtualTime, bytes: &[u8], watchdog: Duration) -> Result<(), NodeError> {
         self.devices.ctl.backend.device_mut().push_input(bytes);
-        Ok(self.settle(t.as_ns(), watchdog)?)
+        Ok(self.settle(t, watchdog)?)
     }
 
     /// Puts a frame into the guest's receive queue at virtual time `t` and
@@ -213,7 +213,7 @@ impl NodeRuntime for UmlNode {
             source: VhostUserError::Device(e),
         })?;
         if delivered != Delivered::Dropped {
-            self.raise_interrupts(t.as_ns(), watchdog)?;
+            self.raise_interrupts(t, watchdog)?;
         }
         Ok(delivered)
     }
@@ -300,7 +300,7 @@ impl NodeDisk for UmlNode {
         if self.exited {
             return Err(NodeError::DiskNodeExited { node });
         }
-        let t = t.as_ns().max(self.clock.time());
+        let t = t.max(self.clock.time());
         let d = self.devices.disk.as_mut().ok_or(NodeError::NoDisk { node })?;
         let c = d.complete(t, id).map_err(|e| match e {
             CompleteError::Unknown => NodeError::UnknownDiskRequest { node, id },

@@ -39,8 +39,8 @@ impl UmlNode {
     /// then counts from its latest one, since each is a grant of its own.
     pub(super) fn run_until_stop(
         &mut self,
-        at: u64,
-        free_until: Option<u64>,
+        at: VirtualTime,
+        free_until: Option<VirtualTime>,
         time_of_day: u64,
         watchdog: Duration,
         out: &mut Vec<GuestOutput>,
@@ -75,9 +75,7 @@ impl UmlNode {
             match msg.op {
                 Op::Ack => {} // the node's ACK of our RUN (not in shared-memory mode)
                 Op::GetTod => self.clock.answer_time_of_day(msg.seq, time_of_day)?,
-                Op::Wait => {
-                    return Ok(RunOutcome::Waiting { requested: VirtualTime::from_ns(self.clock.waited(msg.seq)?) })
-                }
+                Op::Wait => return Ok(RunOutcome::Waiting { requested: self.clock.waited(msg.seq)? }),
                 _ if self.clock.answer_clock_message(&msg, self.clock.time())? => {}
                 _ => return Err(UmlError::Unexpected { node: self.id, msg, state: "running" }),
             }
@@ -117,7 +115,7 @@ impl UmlNode {
             // The guest waits for our answer to each device message (a kick
             // carries NEED_REPLY), so it is stopped while the device works,
             // and frames and disk requests are stamped with its current time.
-            self.devices.serve_ready(&polled, VirtualTime::from_ns(self.clock.time()))?;
+            self.devices.serve_ready(&polled, self.clock.time())?;
             if polled.pfd[0].revents != 0 {
                 return self.receive();
             }
@@ -149,7 +147,7 @@ impl UmlNode {
     /// at every message boundary.
     pub(super) fn drain(&mut self, out: &mut Vec<GuestOutput>) {
         self.console.read_new();
-        let time = VirtualTime::from_ns(self.clock.time());
+        let time = self.clock.time();
         let console = self.console.take_unstamped();
         let control = self.devices.ctl.take_output();
         for (stream, bytes) in [(OutputStream::Console, console), (OutputStream::Control, control)] {
@@ -162,7 +160,7 @@ impl UmlNode {
     /// Delivers what is owed to the stopped guest at virtual time `t`:
     /// queued control input and backlogged frames that now fit, and every
     /// pending interrupt. Every grant that ends in a wait ends with this.
-    pub(super) fn settle(&mut self, t: u64, watchdog: Duration) -> Result<(), UmlError> {
+    pub(super) fn settle(&mut self, t: VirtualTime, watchdog: Duration) -> Result<(), UmlError> {
         let node = self.id;
         self.devices.flush_control_input()?;
         if let Some(net) = self.devices.net.as_mut().filter(|n| n.has_backlog()) {
@@ -179,7 +177,7 @@ impl UmlNode {
     /// `t`: each is an in-band call the guest's SIGIO handler takes by
     /// asking us the time (we answer `t`) and requesting to run at it.
     /// See `vmm::vhost_user` for the exact sequence.
-    pub(super) fn raise_interrupts(&mut self, t: u64, watchdog: Duration) -> Result<(), UmlError> {
+    pub(super) fn raise_interrupts(&mut self, t: VirtualTime, watchdog: Duration) -> Result<(), UmlError> {
         self.clock.interrupt_at(t)?;
         self.devices.raise_owed()?;
         let began = Instant::now();
