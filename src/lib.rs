@@ -5,6 +5,8 @@
 //! [`run`] drives executions through the engine (the `checker` crate) and
 //! writes what a person or a machine needs to read about them.
 
+#![deny(missing_docs)]
+
 pub mod cluster;
 pub mod exit_codes;
 pub mod image;

@@ -29,6 +29,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     written
 }
 
+/// Writes each (file name, bytes) pcap into `dir` (created if missing),
+/// each file atomically.
 pub fn write_pcaps(dir: &Path, pcaps: &[(String, Vec<u8>)]) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (name, bytes) in pcaps {

@@ -61,7 +61,9 @@ impl fmt::Display for Pin {
 #[derive(Debug, thiserror::Error)]
 #[error("--pin {cpu}: this process may not run on CPU {cpu} (allowed: {allowed:?})")]
 pub struct NoSuchCpu {
+    /// The CPU `--pin` named.
     pub cpu: usize,
+    /// The CPUs this process may run on (its affinity mask).
     pub allowed: Vec<usize>,
 }
 

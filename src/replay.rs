@@ -130,11 +130,19 @@ impl Loaded {
 /// The result of `simcluster replay`.
 #[derive(Debug, Serialize)]
 pub struct ReplaySummary {
+    /// The same trace hash and the same failure as recorded.
     pub reproduced: bool,
+    /// The replay's trace hash.
     pub trace_hash: String,
+    /// The recorded one.
     pub expected_trace_hash: String,
+    /// The replay's failure (`kind`, `node`, `time`, `message`); null when
+    /// it passed.
     pub failure: Option<Failure>,
+    /// The recorded failure.
     pub expected_failure: Failure,
+    /// The images hash is the recorded one (false: the cluster directory or
+    /// the kernel changed since).
     pub images_match: bool,
     /// Where the replayed trace first departs from the recorded one (the
     /// trace.jsonl beside the failure file), when they differ.
@@ -151,7 +159,9 @@ pub struct ReplaySummary {
     /// Why a replay that did not reproduce most likely differs (the host).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub likely_cause: Option<String>,
+    /// The replayed execution's virtual time.
     pub virtual_seconds: f64,
+    /// Wall time of the replay.
     pub wall_seconds: f64,
 }
 
@@ -238,7 +248,9 @@ pub struct ShrinkSummary {
     /// where the schedule departs from the default) got strictly shorter,
     /// or it kept fewer faults.
     pub shorter: bool,
+    /// Decisions of the recorded execution.
     pub original_decisions: usize,
+    /// Decisions of the shrunk one.
     pub decisions: usize,
     /// The faults of the recorded execution (a crash, a power failure, a
     /// partition, a pause, a clock jump, a kill, a connection reset or
@@ -247,9 +259,13 @@ pub struct ShrinkSummary {
     /// The faults of the shrunk execution: the smallest set found that
     /// still fails (every other one removed with its interval).
     pub faults: Vec<String>,
+    /// Trace events of the recorded execution.
     pub original_events: usize,
+    /// Trace events of the shrunk one.
     pub events: usize,
+    /// Virtual time of the recorded execution.
     pub original_virtual_seconds: f64,
+    /// Virtual time of the shrunk one.
     pub virtual_seconds: f64,
     /// Replays run, the original's included.
     pub executions: u64,
@@ -257,9 +273,13 @@ pub struct ShrinkSummary {
     /// "max executions"); null when it ran to the end (every single fault
     /// and decision left is needed, as far as it could tell).
     pub stopped: Option<String>,
+    /// The shrunk execution's failure, as one line.
     pub failure: String,
+    /// The shrunk execution's trace hash.
     pub trace_hash: String,
+    /// The shrunk failure file (under OUT/shrunk/).
     pub failure_file: PathBuf,
+    /// Wall time of the whole search.
     pub wall_seconds: f64,
 }
 

@@ -19,8 +19,11 @@ use super::host::{have_program, run_capture};
 /// One package pinned to an exact version and the archive's checksum.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Pin {
+    /// The Debian package name.
     pub name: String,
+    /// The exact version apt chose (`1.2-3+deb12u1`).
     pub version: String,
+    /// SHA-256 of its .deb, as the suite's package lists give it, in hex.
     pub sha256: String,
 }
 
@@ -34,12 +37,30 @@ impl Pin {
 /// Why a set of names could not be resolved: the user's input, not the host.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
+    /// A name the suite does not have.
     #[error("no Debian package named {name:?} in {suite} (checked with apt after refreshing its package lists)")]
-    Unknown { suite: String, name: String },
+    Unknown {
+        /// The suite looked in.
+        suite: String,
+        /// The name as `[image] packages` wrote it.
+        name: String,
+    },
+    /// The names exist but their dependencies conflict.
     #[error("the packages cannot be installed together in {suite}; apt says:\n{apt}")]
-    Unsatisfiable { suite: String, apt: String },
+    Unsatisfiable {
+        /// The suite.
+        suite: String,
+        /// apt's own explanation, as it printed it.
+        apt: String,
+    },
+    /// `[image] suite` names no suite the archive has.
     #[error("unknown Debian suite {suite:?}: apt-get update found no package lists for it ({apt})")]
-    UnknownSuite { suite: String, apt: String },
+    UnknownSuite {
+        /// The suite as written.
+        suite: String,
+        /// What apt-get update said.
+        apt: String,
+    },
 }
 
 /// A private apt root for one suite.
@@ -72,6 +93,7 @@ impl Archive {
         Ok(archive)
     }
 
+    /// The suite this archive resolves against.
     pub fn suite(&self) -> &str {
         &self.suite
     }

@@ -28,31 +28,40 @@ pub fn cache_root() -> PathBuf {
 pub struct KeyHasher(Sha256);
 
 impl KeyHasher {
+    /// A key whose first input is `domain` (a recipe's name and version),
+    /// so keys of different recipes never collide.
     pub fn new(domain: &str) -> KeyHasher {
         let mut k = KeyHasher(Sha256::new());
         k.add(domain.as_bytes());
         k
     }
 
+    /// Adds one input, length-prefixed.
     pub fn add(&mut self, bytes: &[u8]) -> &mut Self {
         self.0.update((bytes.len() as u64).to_le_bytes());
         self.0.update(bytes);
         self
     }
 
+    /// Adds a string's UTF-8 bytes as one input.
     pub fn add_str(&mut self, s: &str) -> &mut Self {
         self.add(s.as_bytes())
     }
 
+    /// The key: SHA-256 of the inputs so far, in lower-case hex. Does not
+    /// consume the hasher, so more inputs may follow for a longer key.
     pub fn finish(&self) -> String {
         hex::encode(self.0.clone().finalize())
     }
 }
 
+/// SHA-256 of `bytes`, in lower-case hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// SHA-256 of the file at `path`, in lower-case hex, read in 64 KiB
+/// pieces (a root image may not fit in memory twice).
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)?;
@@ -78,6 +87,7 @@ pub enum EntryError {
     Lock {
         /// The lock file.
         path: PathBuf,
+        /// The OS's reason.
         #[source]
         source: std::io::Error,
     },
@@ -86,6 +96,7 @@ pub enum EntryError {
     Create {
         /// The temporary sibling (`ENTRY.build-PID`).
         path: PathBuf,
+        /// The OS's reason.
         #[source]
         source: std::io::Error,
     },
@@ -96,6 +107,7 @@ pub enum EntryError {
         what: String,
         /// The entry.
         path: PathBuf,
+        /// The OS's reason.
         #[source]
         source: std::io::Error,
     },

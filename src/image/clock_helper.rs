@@ -32,7 +32,9 @@ const FLAGS: &[&str] = &[
 /// The built helper and its cache key (part of the root filesystem's).
 #[derive(Debug, Clone)]
 pub struct ClockHelper {
+    /// The helper binary in the cache.
     pub path: PathBuf,
+    /// Its cache key: the source, the flags and the compiler's version.
     pub key: String,
 }
 

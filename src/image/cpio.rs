@@ -19,12 +19,18 @@ const S_IFCHR: u32 = 0o020000;
 /// A device node that exists only in the archive (e.g. /dev/console, which
 /// the kernel opens for init before any devtmpfs is mounted).
 pub struct DeviceNode {
+    /// Absolute path in the archive (`/dev/console`).
     pub path: &'static str,
+    /// Permission bits (`0o600`); the writer adds the character-device type.
     pub mode: u32,
+    /// Device major number.
     pub major: u32,
+    /// Device minor number.
     pub minor: u32,
 }
 
+/// Writes a `newc` cpio archive to `out`, entry by entry, then the trailer
+/// ([`CpioWriter::finish`]).
 pub struct CpioWriter<W: Write> {
     out: W,
     written: u64,
@@ -43,6 +49,8 @@ fn archive_id(id: u32, builder: u32) -> u32 {
 }
 
 impl<W: Write> CpioWriter<W> {
+    /// A writer to `out`; the caller's uid and gid are the builder's ids,
+    /// written as root's.
     pub fn new(out: W) -> Self {
         // SAFETY: getuid and getgid have no preconditions.
         let builder = unsafe { (libc::getuid(), libc::getgid()) };
@@ -131,10 +139,13 @@ impl<W: Write> CpioWriter<W> {
         Ok(())
     }
 
+    /// Adds a character device node that exists only in the archive.
     pub fn add_device(&mut self, dev: &DeviceNode) -> io::Result<()> {
         self.entry(dev.path.trim_start_matches('/'), S_IFCHR | dev.mode, 1, (dev.major, dev.minor), &[])
     }
 
+    /// Writes the trailer, pads the archive to a multiple of 512 bytes (as
+    /// cpio(1) does), flushes and gives `out` back.
     pub fn finish(mut self) -> io::Result<W> {
         self.entry("TRAILER!!!", 0, 1, (0, 0), &[])?;
         // Pad the archive to a 512-byte multiple, as cpio(1) does.

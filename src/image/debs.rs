@@ -52,14 +52,18 @@ pub enum Base {
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: [image] packages: {problem}")]
 pub struct PackageError {
+    /// The cluster's file (cluster.toml, or the compose file).
     pub file: PathBuf,
+    /// What apt could not resolve.
     pub problem: ResolveError,
 }
 
 /// What goes into an image, pinned.
 #[derive(Debug, Clone)]
 pub struct PackageSet {
+    /// The Debian suite the packages come from (`[image] suite`).
     pub suite: String,
+    /// Unpacked or configured (`[image] maintainer_scripts`).
     pub base: Base,
     /// The names the cluster asked for (plus the agent's package).
     pub requested: Vec<String>,

@@ -48,6 +48,7 @@ pub const EXT4_TIME: u64 = 1_767_225_600;
 /// drops the journal; the upper bound keeps a typo from filling the cache
 /// (the image is sparse, but BlockStore reads it whole once for crcs).
 pub const MIN_MIB: u64 = 16;
+/// The largest size accepted, MiB (64 GiB); see [`MIN_MIB`].
 pub const MAX_MIB: u64 = 64 * 1024;
 
 /// Our mke2fs configuration, used instead of the host's: 4 KiB blocks,
@@ -74,14 +75,32 @@ pub const MKE2FS_CONF: &str = "\
 /// Errors building a disk image.
 #[derive(Debug, thiserror::Error)]
 pub enum DiskImageError {
+    /// The size asked for, MiB, is outside [`MIN_MIB`]..=[`MAX_MIB`].
     #[error("data disk size {0} MiB is outside {MIN_MIB}..={MAX_MIB} MiB")]
     BadSize(u64),
+    /// mke2fs is not on the host and installing e2fsprogs failed.
     #[error("mke2fs (e2fsprogs) is missing and could not be installed: {0:#}")]
     Install(anyhow::Error),
+    /// A file step failed.
     #[error("{what} {path}: {source}")]
-    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        /// The step: "writing", "creating", "sizing", "running".
+        what: &'static str,
+        /// The file it was done to (for "running", the program).
+        path: PathBuf,
+        /// The OS's reason.
+        source: std::io::Error,
+    },
+    /// mke2fs ran and failed.
     #[error("{mke2fs} failed ({status}): {stderr}")]
-    Mkfs { mke2fs: PathBuf, status: String, stderr: String },
+    Mkfs {
+        /// The mke2fs program run.
+        mke2fs: PathBuf,
+        /// Its exit status, as text.
+        status: String,
+        /// Its error output, trimmed.
+        stderr: String,
+    },
     /// Locking the cache entry, or creating or publishing its build.
     #[error(transparent)]
     Entry(#[from] EntryError),

@@ -14,10 +14,13 @@ pub fn run_capture(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Whether an executable file `name` is in a directory of `$PATH`.
 pub fn have_program(name: &str) -> bool {
     std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file())).unwrap_or(false)
 }
 
+/// Whether this process runs as root (effective uid 0), as installing
+/// host packages needs.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -52,6 +55,8 @@ pub fn apt_install(packages: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Refreshes the host's Debian package lists (`apt-get update`); as root
+/// only, else an error that says what to run.
 pub fn apt_update() -> Result<()> {
     if !is_root() {
         bail!("the Debian package lists need refreshing: sudo apt-get update");

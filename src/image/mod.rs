@@ -39,6 +39,7 @@ pub const INITRAMFS_ROOT_MAX: u64 = 32 << 20;
 /// What a cluster runs on.
 #[derive(Debug, Clone)]
 pub struct Images {
+    /// The kernel every node boots.
     pub kernel: PathBuf,
     /// The initramfs: the whole root filesystem, or with [`Self::root`]
     /// the boot init that mounts it.
@@ -53,10 +54,14 @@ pub struct Images {
     pub hash: String,
     /// The root filesystem's cache key (part of [`Self::hash`]).
     pub rootfs_key: String,
+    /// The kernel was in the cache already (`image build`'s JSON line:
+    /// `kernel_cached`).
     pub kernel_cached: bool,
+    /// The root filesystem was in the cache already (`rootfs_cached`).
     pub rootfs_cached: bool,
     /// The empty ext4 filesystem every node's data disk starts as.
     pub disk: Option<PathBuf>,
+    /// Wall time spent building (or finding) all of it.
     pub wall_seconds: f64,
 }
 

@@ -26,8 +26,19 @@ const CONVERTED_TAG: &str = "simcluster";
 /// Which `[image]` key named the image, and the path it gave.
 #[derive(Debug, Clone)]
 pub enum Source {
-    Layout { dir: PathBuf, tag: Option<String> },
-    DockerArchive { file: PathBuf },
+    /// `[image] oci`: an OCI image layout directory.
+    Layout {
+        /// The layout, relative paths resolved against the cluster
+        /// directory.
+        dir: PathBuf,
+        /// `[image] tag`: which of its images (`None`: the only one).
+        tag: Option<String>,
+    },
+    /// `[image] docker_archive`: a `docker save` tar file.
+    DockerArchive {
+        /// The archive, resolved against the cluster directory.
+        file: PathBuf,
+    },
 }
 
 impl Source {
@@ -59,19 +70,30 @@ impl Source {
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: [image] {key} = {path}: {problem}")]
 pub struct ImageError {
+    /// The cluster's file.
     pub file: PathBuf,
+    /// The `[image]` key that named the image: `oci` or `docker_archive`.
     pub key: &'static str,
+    /// The path it gave, resolved against the cluster directory.
     pub path: PathBuf,
+    /// What is wrong with the image.
     pub problem: String,
 }
 
 /// What the image's configuration says about running it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunConfig {
+    /// `Entrypoint`: the program and its first arguments.
     pub entrypoint: Vec<String>,
+    /// `Cmd`: arguments after the entrypoint (the whole command without
+    /// one).
     pub cmd: Vec<String>,
+    /// `Env`: `KEY=VALUE` entries.
     pub env: Vec<String>,
+    /// `WorkingDir`: the start command `cd`s there first (`None` or empty:
+    /// it starts where the agent does).
     pub working_dir: Option<String>,
+    /// `User`: the account the image asks to run as.
     pub user: Option<String>,
 }
 
@@ -108,8 +130,12 @@ impl RunConfig {
 
 /// A layout ready to unpack: where it is, the tag to unpack, its config.
 pub struct Opened {
+    /// The layout directory: the user's, or a converted archive's in a
+    /// work directory.
     pub layout: PathBuf,
+    /// The tag of the image to unpack.
     pub tag: String,
+    /// That image's configuration.
     pub config: RunConfig,
 }
 
@@ -203,22 +229,56 @@ pub fn unpack(opened: &Opened, source: &Source, cluster_file: &Path, root: &Path
 /// What is wrong with an OCI image layout's contents.
 #[derive(Debug, thiserror::Error)]
 pub enum LayoutProblem {
+    /// The directory has no `index.json` and `oci-layout`.
     #[error("not an OCI image layout (no index.json and oci-layout; `skopeo copy ... oci:DIR:TAG` writes one)")]
     NotALayout,
+    /// A JSON document of the layout does not parse.
     #[error("{what}: {source}")]
-    Unreadable { what: &'static str, source: oci_spec::OciSpecError },
+    Unreadable {
+        /// Which: "index.json", "nested index", "manifest", "image config".
+        what: &'static str,
+        /// oci-spec's reason.
+        source: oci_spec::OciSpecError,
+    },
+    /// `[image] tag` names no image of the index.
     #[error("no image tagged {tag:?} in its index.json (tags: {tags:?})")]
-    NoSuchTag { tag: String, tags: Vec<String> },
+    NoSuchTag {
+        /// The tag asked for.
+        tag: String,
+        /// The tags the index has.
+        tags: Vec<String>,
+    },
+    /// The index holds several images and no `[image] tag` says which.
     #[error("its index.json holds {} images: choose one with [image] tag (tags: {tags:?})", tags.len())]
-    WhichImage { tags: Vec<String> },
+    WhichImage {
+        /// The tags the index has.
+        tags: Vec<String>,
+    },
+    /// A multi-platform index without a linux/amd64 image.
     #[error("its image index has no linux/amd64 image (simcluster's guests are x86_64)")]
     NoAmd64,
+    /// A blob the manifest names cannot be read under `blobs/`.
     #[error("blob {digest}: {source}")]
-    MissingBlob { digest: String, source: std::io::Error },
+    MissingBlob {
+        /// Its digest (`sha256:...`).
+        digest: String,
+        /// The OS's reason.
+        source: std::io::Error,
+    },
+    /// A blob's contents do not hash to its digest.
     #[error("blob {digest} is corrupt (its sha256 differs)")]
-    CorruptBlob { digest: String },
+    CorruptBlob {
+        /// Its digest.
+        digest: String,
+    },
+    /// The image's config says it is for another platform.
     #[error("an image for {os}/{arch}: simcluster's guests are linux/amd64 (x86_64)")]
-    WrongPlatform { os: String, arch: String },
+    WrongPlatform {
+        /// The config's `os`.
+        os: String,
+        /// The config's `architecture`.
+        arch: String,
+    },
 }
 
 /// What an OCI layout's image (the one tagged `tag`, or the only one) says

@@ -55,6 +55,7 @@ pub enum KernelSeries {
 }
 
 impl KernelSeries {
+    /// The series as `[cluster] kernel` writes it (`"7.2"`, `"6.1"`).
     pub fn name(self) -> &'static str {
         match self {
             KernelSeries::V7_2 => "7.2",
@@ -103,9 +104,11 @@ impl KernelSeries {
 /// A built kernel.
 #[derive(Debug, Clone)]
 pub struct Kernel {
+    /// The kernel binary in the cache.
     pub path: PathBuf,
     /// The cache key, which names the exact recipe and inputs.
     pub key: String,
+    /// It was in the cache already (false: this call built it).
     pub cached: bool,
     /// The source series it was built from.
     pub series: KernelSeries,
