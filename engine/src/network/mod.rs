@@ -2,10 +2,7 @@
 //! and the partition timeline are engine actions, chosen at their virtual
 //! times like node runs.
 
-use std::time::Duration;
-
-use netsim::{Capture, Delivery, DeliveryId, NetConfig, Network, NodeId, Partition, PartitionShape};
-use rand_core::RngCore;
+use netsim::{Capture, Delivery, DeliveryId, NetConfig, Network, NodeId, Partition};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use vmm::runtime::TxFrame;
 
@@ -13,6 +10,12 @@ use crate::frames::summarize;
 use crate::time::VirtualTime;
 use crate::trace::{DropCause, EventKind, Trace};
 use simrng::streams::{NETWORK as LATENCY_STREAM, PARTITIONS as PARTITION_STREAM};
+
+mod partitions;
+
+pub use partitions::describe;
+pub(crate) use partitions::focus;
+use partitions::{describe_named, RandomPartitions};
 
 /// A partition at fixed virtual times (from cluster.toml).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +46,7 @@ pub struct NetworkSpec {
 }
 
 #[derive(Debug, Clone)]
-enum Fault {
+pub(super) enum Fault {
     /// A partition starts; with a role, turned onto the node holding it
     /// when it does ([`focus`]).
     Start(Partition, Option<String>),
@@ -92,203 +95,6 @@ pub(super) struct NetState {
 }
 
 /// What it takes to draw the random partition timeline from some moment on.
-struct RandomPartitions {
-    rng: Xoshiro256PlusPlus,
-    gap: netsim::Latency,
-    length: netsim::Latency,
-    shapes: Option<Vec<netsim::PartitionShape>>,
-    nodes: u16,
-    time_limit: VirtualTime,
-    /// `[faults] partition_target`: each partition is turned onto the node
-    /// holding this role when it starts.
-    target: Option<String>,
-}
-
-/// The shortest gap and the shortest length of a random partition.
-const MIN_PARTITION_SPAN: Duration = Duration::from_millis(1);
-
-impl RandomPartitions {
-    /// Alternating starts and heals from `from` until the time limit: gaps
-    /// and lengths of at least [`MIN_PARTITION_SPAN`], so a zero draw cannot
-    /// loop forever.
-    fn timeline(mut self, from: VirtualTime) -> Vec<(VirtualTime, Fault)> {
-        let mut faults = Vec::new();
-        let mut t = from;
-        loop {
-            t = t.saturating_add(self.gap.sample(&mut self.rng).max(MIN_PARTITION_SPAN));
-            if t >= self.time_limit {
-                return faults;
-            }
-            let len = self.length.sample(&mut self.rng).max(MIN_PARTITION_SPAN);
-            let p = random_partition(&mut self.rng, self.nodes, self.shapes.as_deref());
-            faults.push((t, Fault::Start(p, self.target.clone())));
-            t = t.saturating_add(len);
-            faults.push((t, Fault::Heal));
-        }
-    }
-}
-
-/// "{n1} | {n2,n3}" or "{n1} -> {n2,n3} cut".
-pub fn describe(p: &Partition) -> String {
-    describe_named(p, None)
-}
-
-/// [`describe`], with the host client's node (if any) called `host`.
-fn describe_named(p: &Partition, host: Option<NodeId>) -> String {
-    let name = |n: &NodeId| if Some(*n) == host { "host".to_string() } else { n.to_string() };
-    let set =
-        |s: &std::collections::BTreeSet<NodeId>| format!("{{{}}}", s.iter().map(name).collect::<Vec<_>>().join(","));
-    match p {
-        Partition::Symmetric { groups } => groups.iter().map(set).collect::<Vec<_>>().join(" | "),
-        Partition::OneWay { from, to } => format!("{} -> {} cut (one way)", set(from), set(to)),
-        Partition::Links { cut } => {
-            let pairs: Vec<String> = cut.iter().map(|(a, b)| format!("{}-{}", name(a), name(b))).collect();
-            format!("links {} cut", pairs.join(" "))
-        }
-    }
-}
-
-/// A random partition of `n` nodes: with `shapes`, one of them drawn
-/// uniformly ([`shaped_partition`]); without, isolate one node, split in
-/// two, or cut one node's outgoing links.
-///
-/// With a host-side workload `n` counts the host client too (node N+1), so
-/// the seed may cut the client off from some or all of the cluster, or
-/// split it from the servers it talks to: what a real client sees when its
-/// network fails, and the same exposure a guest workload node has.
-fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shapes: Option<&[PartitionShape]>) -> Partition {
-    if let Some(shapes) = shapes.filter(|s| !s.is_empty()) {
-        let shape = shapes[(rng.next_u64() % shapes.len() as u64) as usize];
-        return shaped_partition(rng, n, shape);
-    }
-    let node = |i: u16| NodeId::new(i).expect("node ids are 1..=n");
-    let pick = 1 + (rng.next_u64() % u64::from(n)) as u16;
-    match rng.next_u64() % 10 {
-        0..=4 => Partition::isolate(node(pick)),
-        5..=7 => {
-            let mut a = Vec::new();
-            let mut b = Vec::new();
-            for i in 1..=n {
-                if rng.next_u64().is_multiple_of(2) {
-                    a.push(node(i))
-                } else {
-                    b.push(node(i))
-                }
-            }
-            if a.is_empty() || b.is_empty() {
-                Partition::isolate(node(pick))
-            } else {
-                Partition::symmetric([a, b])
-            }
-        }
-        _ => Partition::one_way([node(pick)], (1..=n).filter(|&i| i != pick).map(node)),
-    }
-}
-
-/// `p` turned onto node `on`: the node `p` singles out trades places with
-/// `on` (every other node keeps its place). The node singled out is the
-/// first of the smallest group of a symmetric partition (isolating one node:
-/// that node; halves: the smaller half, so `on` ends up split from the
-/// majority), the first sender of a one-way cut, and the node with the
-/// most cut links of a set of links (ties: the lowest).
-pub(crate) fn focus(p: &Partition, on: NodeId) -> Partition {
-    use std::collections::BTreeSet;
-    let singled = match p {
-        Partition::Symmetric { groups } => groups.iter().filter(|g| !g.is_empty()).min_by_key(|g| g.len()),
-        Partition::OneWay { from, .. } => Some(from),
-        Partition::Links { .. } => None,
-    }
-    .and_then(|g| g.first().copied())
-    .or_else(|| match p {
-        Partition::Links { cut } => {
-            let mut count = std::collections::BTreeMap::new();
-            for n in cut.iter().flat_map(|(a, b)| [*a, *b]) {
-                *count.entry(n).or_insert(0u32) += 1;
-            }
-            // The first of the most counted (a BTreeMap iterates ascending).
-            count
-                .iter()
-                .fold(None, |best: Option<(NodeId, u32)>, (&n, &c)| match best {
-                    Some((_, bc)) if bc >= c => best,
-                    _ => Some((n, c)),
-                })
-                .map(|(n, _)| n)
-        }
-        _ => None,
-    });
-    let Some(s) = singled.filter(|&s| s != on) else { return p.clone() };
-    let swap = |n: NodeId| {
-        if n == s {
-            on
-        } else if n == on {
-            s
-        } else {
-            n
-        }
-    };
-    let set = |g: &BTreeSet<NodeId>| g.iter().map(|&n| swap(n)).collect::<BTreeSet<_>>();
-    match p {
-        Partition::Symmetric { groups } => Partition::Symmetric { groups: groups.iter().map(set).collect() },
-        Partition::OneWay { from, to } => Partition::OneWay { from: set(from), to: set(to) },
-        Partition::Links { cut } => Partition::links(cut.iter().map(|&(a, b)| (swap(a), swap(b)))),
-    }
-}
-
-/// Nodes 1..=n in an order drawn from `rng` (Fisher-Yates).
-fn shuffled(rng: &mut Xoshiro256PlusPlus, n: u16) -> Vec<NodeId> {
-    let mut v: Vec<NodeId> = (1..=n).map(|i| NodeId::new(i).expect("node ids are 1..=n")).collect();
-    for i in (1..v.len()).rev() {
-        v.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
-    }
-    v
-}
-
-/// A partition of `n` (at least 2) nodes of the given shape, its nodes
-/// drawn from `rng`.
-pub(super) fn shaped_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shape: PartitionShape) -> Partition {
-    let order = shuffled(rng, n);
-    let half = order.len() / 2;
-    match shape {
-        PartitionShape::IsolateOne => Partition::isolate(order[0]),
-        PartitionShape::OneWay => Partition::one_way([order[0]], order[1..].iter().copied()),
-        PartitionShape::Halves => Partition::symmetric([order[..half].to_vec(), order[half..].to_vec()]),
-        PartitionShape::Bridge => {
-            // order[0] is the bridge; the others split in two halves that
-            // each see it and not each other.
-            let rest = &order[1..];
-            let (a, b) = rest.split_at(rest.len() / 2);
-            Partition::links(a.iter().flat_map(|&x| b.iter().map(move |&y| (x, y))))
-        }
-        PartitionShape::MajoritiesRing => {
-            // On the shuffled ring each node keeps the m-1 nearest others
-            // (m = a majority), taking them alternately after and before
-            // itself; with fewer than 4 nodes every node would keep every
-            // other, so no link is cut.
-            let len = order.len();
-            let keep = len / 2; // m - 1 others, m = len / 2 + 1
-            let mut sees = vec![std::collections::BTreeSet::new(); len];
-            for (i, s) in sees.iter_mut().enumerate() {
-                for k in 0..keep {
-                    let step = k / 2 + 1;
-                    let j = if k % 2 == 0 { (i + step) % len } else { (i + len - step) % len };
-                    s.insert(j);
-                }
-            }
-            let mut cut = Vec::new();
-            for i in 0..len {
-                for j in i + 1..len {
-                    // A link stays when either end keeps the other (links
-                    // are symmetric).
-                    if !sees[i].contains(&j) && !sees[j].contains(&i) {
-                        cut.push((order[i], order[j]));
-                    }
-                }
-            }
-            Partition::links(cut)
-        }
-    }
-}
-
 impl NetState {
     /// A network of `nodes` nodes; `host` is the host-side client's node
     /// (the last one) when the workload runs on the host: it takes part in
@@ -595,98 +401,4 @@ fn new_capture(nodes: u16) -> Capture<Vec<u8>> {
     }
     c.set_network(Vec::new()).expect("a Vec takes the header");
     c
-}
-
-#[cfg(test)]
-mod shape_tests {
-    use super::*;
-    use rand_core::SeedableRng;
-    use std::collections::BTreeSet;
-
-    /// Who `i` can talk to under `p` (itself included), both ways.
-    fn sees(p: &Partition, n: u16, i: u16) -> BTreeSet<u16> {
-        let id = |k: u16| NodeId::new(k).unwrap();
-        (1..=n).filter(|&j| j == i || (!p.blocks(id(i), id(j)) && !p.blocks(id(j), id(i)))).collect()
-    }
-
-    fn draw(shape: PartitionShape, n: u16, seed: u64) -> Partition {
-        shaped_partition(&mut Xoshiro256PlusPlus::seed_from_u64(seed), n, shape)
-    }
-
-    #[test]
-    fn majorities_ring_every_node_sees_a_majority_and_no_two_the_same() {
-        for n in [4u16, 5, 6, 7, 9] {
-            for seed in 0..20 {
-                let p = draw(PartitionShape::MajoritiesRing, n, seed);
-                let views: Vec<BTreeSet<u16>> = (1..=n).map(|i| sees(&p, n, i)).collect();
-                for (i, v) in views.iter().enumerate() {
-                    assert!(v.len() > usize::from(n) / 2, "n={n}: node {} sees {v:?}", i + 1);
-                    assert!(v.len() < usize::from(n), "n={n}: node {} sees everyone", i + 1);
-                }
-                let distinct: BTreeSet<&BTreeSet<u16>> = views.iter().collect();
-                assert_eq!(distinct.len(), views.len(), "n={n}: two nodes see the same majority");
-            }
-        }
-    }
-
-    #[test]
-    fn bridge_joins_two_halves_through_one_node() {
-        for n in [3u16, 5, 6] {
-            let p = draw(PartitionShape::Bridge, n, 4);
-            let views: Vec<BTreeSet<u16>> = (1..=n).map(|i| sees(&p, n, i)).collect();
-            let bridges: Vec<usize> = (0..views.len()).filter(|&i| views[i].len() == usize::from(n)).collect();
-            assert_eq!(bridges.len(), 1, "n={n}: one node sees everyone: {views:?}");
-            assert!(views.iter().all(|v| v.len() > 1), "nobody is alone");
-        }
-    }
-
-    #[test]
-    fn halves_isolate_one_and_one_way() {
-        let n = 5;
-        let p = draw(PartitionShape::Halves, n, 1);
-        let sizes: BTreeSet<usize> = (1..=n).map(|i| sees(&p, n, i).len()).collect();
-        assert_eq!(sizes, BTreeSet::from([2, 3]));
-        let p = draw(PartitionShape::IsolateOne, n, 1);
-        assert_eq!((1..=n).filter(|&i| sees(&p, n, i).len() == 1).count(), 1);
-        let Partition::OneWay { from, to } = draw(PartitionShape::OneWay, n, 1) else { panic!("one way") };
-        assert_eq!((from.len(), to.len()), (1, 4));
-    }
-
-    #[test]
-    fn focus_puts_the_role_holder_where_the_partition_singles_out_a_node() {
-        let id = |k: u16| NodeId::new(k).unwrap();
-        let set = |v: &[u16]| v.iter().map(|&k| id(k)).collect::<BTreeSet<_>>();
-        // Isolating n1 becomes isolating n3; a node already singled out stays.
-        assert_eq!(focus(&Partition::isolate(id(1)), id(3)), Partition::isolate(id(3)));
-        assert_eq!(focus(&Partition::isolate(id(3)), id(3)), Partition::isolate(id(3)));
-        // Halves: the holder lands in the smaller half (split from the majority).
-        let halves = Partition::symmetric([vec![id(1), id(2)], vec![id(3), id(4), id(5)]]);
-        let Partition::Symmetric { groups } = focus(&halves, id(4)) else { panic!() };
-        assert_eq!(groups, vec![set(&[2, 4]), set(&[1, 3, 5])]);
-        // One way: the holder's frames are the ones cut.
-        let Partition::OneWay { from, to } = focus(&Partition::one_way([id(2)], [id(1), id(3)]), id(3)) else {
-            panic!()
-        };
-        assert_eq!((from, to), (set(&[3]), set(&[1, 2])));
-        // Links: the node with the most cut links (n3: two) trades with n1.
-        let links = Partition::links([(id(1), id(3)), (id(2), id(3))]);
-        assert_eq!(focus(&links, id(1)), Partition::links([(id(3), id(1)), (id(2), id(1))]));
-        for n in [3u16, 5] {
-            for seed in 0..10 {
-                for shape in [PartitionShape::IsolateOne, PartitionShape::Halves, PartitionShape::OneWay] {
-                    let p = focus(&draw(shape, n, seed), id(2));
-                    assert!(sees(&p, n, 2).len() <= usize::from(n) / 2, "{shape:?} n={n}: {p:?}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn shapes_are_drawn_from_the_list_only() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
-        for _ in 0..50 {
-            let p = random_partition(&mut rng, 5, Some(&[PartitionShape::MajoritiesRing]));
-            assert!(matches!(p, Partition::Links { .. }), "{p:?}");
-        }
-    }
 }
