@@ -5,7 +5,7 @@
 //! `keys` keys, each op taking effect at a random point between its invoke and
 //! completion; 1% of ops end `info` (taking effect or not, at random). The
 //! buggy variant makes one read return a stale value. Everything is seeded
-//! (rand_xoshiro), so figures compare across runs.
+//! (simrng), so figures compare across runs.
 //!
 //! Run: cargo bench -p checker --bench linearizability
 //! (`-- --side-by-side`: only the register checker against txncheck's
@@ -13,8 +13,8 @@
 
 use checker::history::{EventType, History, Op, Value};
 use checker::linearizability::{check, CheckOptions, CheckResult};
-use rand_core::{RngCore, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_core::RngCore;
+use simrng::Rng;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -33,13 +33,13 @@ struct SimOp {
     result: Option<i64>, // read value, or cas success as Some(1)/Some(0)
 }
 
-fn r(rng: &mut Xoshiro256PlusPlus, n: u64) -> u64 {
+fn r(rng: &mut Rng, n: u64) -> u64 {
     rng.next_u64() % n
 }
 
 /// Ops with timings and results from a correct register (values start at 0).
 fn simulate(seed: u64, n_ops: usize, procs: u64, keys: usize) -> Vec<SimOp> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut rng = simrng::seeded(seed);
     let mut free_at: Vec<u64> = (0..procs).map(|_| r(&mut rng, 100)).collect();
     let mut ops = Vec::with_capacity(n_ops);
     for next_value in (1i64..).take(n_ops) {
@@ -88,7 +88,7 @@ fn simulate(seed: u64, n_ops: usize, procs: u64, keys: usize) -> Vec<SimOp> {
             _ => {
                 // Half the time CAS from the current value, so many succeed.
                 // Value 0 stands for nil (never written), which a CAS cannot name.
-                o.cas_from = if *s != 0 && rng.next_u64() % 2 == 0 { *s } else { *s - 1 };
+                o.cas_from = if *s != 0 && rng.next_u64().is_multiple_of(2) { *s } else { *s - 1 };
                 let ok = *s == o.cas_from;
                 if ok && o.takes_effect {
                     *s = o.write;

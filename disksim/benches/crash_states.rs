@@ -6,13 +6,13 @@
 use std::time::Instant;
 
 use disksim::{BlockStore, CrashModel, Disk, BLOCK_SIZE};
-use rand_core::{RngCore, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_core::RngCore;
+use simrng::Rng;
 
 const DISK_SECTORS: u64 = 64 * 1024 * 1024 / 512;
 const BLOCKS: u64 = DISK_SECTORS / 8;
 
-fn block_data(rng: &mut Xoshiro256PlusPlus) -> Vec<u8> {
+fn block_data(rng: &mut Rng) -> Vec<u8> {
     let mut v = vec![0u8; BLOCK_SIZE];
     rng.fill_bytes(&mut v);
     v
@@ -20,7 +20,7 @@ fn block_data(rng: &mut Xoshiro256PlusPlus) -> Vec<u8> {
 
 /// A 64 MiB disk with 16 completed, unflushed 4 KiB writes at distinct blocks.
 fn disk_with_volatile_writes(n: usize) -> Disk {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let mut rng = simrng::seeded(1);
     let mut d = Disk::new(BlockStore::zeros(DISK_SECTORS));
     let f = d.flush();
     d.complete(f).unwrap();
@@ -92,7 +92,7 @@ fn enumerate(d: &Disk) -> u32 {
 fn sample(d: &Disk) -> u32 {
     let mut acc = 0u32;
     for m in [CrashModel::ATOMIC, CrashModel::TORN] {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+        let mut rng = simrng::seeded(2);
         let t = Instant::now();
         let n = 65536u64;
         for _ in 0..n {
@@ -107,7 +107,7 @@ fn sample(d: &Disk) -> u32 {
 
 /// Storage: 1000 random 4 KiB blocks on a 64 MiB disk.
 fn storage() {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+    let mut rng = simrng::seeded(3);
     let mut d = Disk::new(BlockStore::zeros(DISK_SECTORS));
     let t = Instant::now();
     for _ in 0..1000 {

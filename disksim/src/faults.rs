@@ -124,17 +124,15 @@ pub fn misdirect_target<R: RngCore + ?Sized>(rng: &mut R, capacity: u64, sector:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_core::SeedableRng;
-    use rand_xoshiro::Xoshiro256PlusPlus;
 
     #[test]
     fn corruption_flips_a_few_distinct_bits_and_probability_zero_draws_nothing() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut rng = simrng::seeded(7);
         let before = rng.clone();
         let mut data = vec![0u8; 4096];
         assert_eq!(maybe_corrupt(&mut rng, 0.0, &mut data), None);
         assert_eq!(rng.next_u64(), before.clone().next_u64(), "p = 0 drew");
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut rng = simrng::seeded(7);
         let mut hits = 0;
         for _ in 0..200 {
             let mut data = vec![0x5au8; 4096];
@@ -153,14 +151,14 @@ mod tests {
         assert_ne!(one[0], 0);
         // Same seed, same corruption.
         let (mut a, mut b) = (vec![0u8; 512], vec![0u8; 512]);
-        maybe_corrupt(&mut Xoshiro256PlusPlus::seed_from_u64(3), 1.0, &mut a);
-        maybe_corrupt(&mut Xoshiro256PlusPlus::seed_from_u64(3), 1.0, &mut b);
+        maybe_corrupt(&mut simrng::seeded(3), 1.0, &mut a);
+        maybe_corrupt(&mut simrng::seeded(3), 1.0, &mut b);
         assert_eq!(a, b);
     }
 
     #[test]
     fn misdirect_targets_fit_and_differ() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let mut rng = simrng::seeded(1);
         for _ in 0..1000 {
             let to = misdirect_target(&mut rng, 64, 8, 8).unwrap();
             assert!(to != 8 && to + 8 <= 64, "{to}");

@@ -3,8 +3,7 @@ use std::collections::BTreeSet;
 
 use common::*;
 use disksim::{CrashModel, CrashState, Disk, Persist, RequestId, SectorSet, StateCount, SECTOR_SIZE};
-use rand_core::{RngCore, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_core::RngCore;
 
 fn states(d: &Disk, m: CrashModel) -> Vec<CrashState> {
     d.crash_states(m).collect()
@@ -115,7 +114,7 @@ fn sampling_is_deterministic_per_seed_and_valid() {
     }
     for m in [CrashModel::ATOMIC, CrashModel::TORN] {
         let draw = |seed: u64| {
-            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+            let mut rng = simrng::seeded(seed);
             (0..50).map(|_| d.sample_crash_state(m, &mut rng)).collect::<Vec<_>>()
         };
         assert_eq!(draw(7), draw(7));
@@ -140,7 +139,7 @@ fn sampling_covers_small_state_space() {
     }
     for m in [CrashModel::ATOMIC, CrashModel::TORN] {
         let all: BTreeSet<_> = d.crash_states(m).collect();
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let mut rng = simrng::seeded(1);
         let seen: BTreeSet<_> = (0..4000).map(|_| d.sample_crash_state(m, &mut rng)).collect();
         assert_eq!(seen, all, "{m:?}");
     }
@@ -151,7 +150,7 @@ fn crash_state_serialises_and_replays() {
     let mut d = disk(64);
     write_done(&mut d, 0, &pattern(1, 4), false);
     write_done(&mut d, 2, &pattern(2, 4), false);
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(99);
+    let mut rng = simrng::seeded(99);
     let s = d.sample_crash_state(CrashModel::TORN, &mut rng);
     let json = serde_json::to_string(&s).unwrap();
     let back: CrashState = serde_json::from_str(&json).unwrap();
@@ -176,7 +175,7 @@ fn random_logs_match_brute_force() {
     const SECTORS: usize = 10;
     let mut checked = [0usize; 2];
     for seed in 0..300u64 {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut rng = simrng::seeded(seed);
         let mut d = disk(64);
         let mut issued: Vec<(RequestId, u64, Vec<u8>)> = Vec::new();
         let mut tag = 1u8;
@@ -187,7 +186,7 @@ fn random_logs_match_brute_force() {
                     let n = 1 + (rng.next_u64() % 3).min(SECTORS as u64 - s - 1) as usize;
                     let data = pattern(tag, n);
                     tag += 1;
-                    let id = d.write(s, &data, rng.next_u64() % 4 == 0).unwrap();
+                    let id = d.write(s, &data, rng.next_u64().is_multiple_of(4)).unwrap();
                     issued.push((id, s, data));
                 }
                 3 => {

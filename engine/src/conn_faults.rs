@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use rand_xoshiro::Xoshiro256PlusPlus;
+use simrng::Rng;
 
 use crate::time::VirtualTime;
 
@@ -51,7 +51,7 @@ pub struct ConnFaultCounts {
 
 /// The engine's state of connection faults in one execution.
 pub(crate) struct ConnFaultState {
-    pub(crate) rng: Xoshiro256PlusPlus,
+    pub(crate) rng: Rng,
     /// Connection faults are enabled from this virtual time on (`None`
     /// before the workload, or when they are off).
     pub(crate) not_before: Option<VirtualTime>,

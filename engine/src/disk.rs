@@ -20,8 +20,8 @@
 
 use disksim::faults::{bernoulli, misdirect_target};
 use disksim::{BlockStore, CrashModel, CrashState, Disk, DiskFault, RequestKind, StateCount};
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
+use simrng::Rng;
 use vmm::runtime::DiskRequest;
 
 use crate::VirtualTime;
@@ -97,9 +97,9 @@ impl DiskFaultCounts {
 pub(super) struct CompletionFaults {
     /// Its constant predates the others ("diskfaul"): traces recorded with
     /// lost flushes keep their draws.
-    lost_flush: Xoshiro256PlusPlus,
-    write_error: Xoshiro256PlusPlus,
-    misdirect: Xoshiro256PlusPlus,
+    lost_flush: Rng,
+    write_error: Rng,
+    misdirect: Rng,
 }
 
 impl CompletionFaults {
@@ -117,7 +117,7 @@ impl CompletionFaults {
     /// whenever it is on, so each stream depends only on the sequence of
     /// completions; a write hit by both fails (it lands nowhere).
     pub fn draw(&mut self, rates: &DiskFaultRates, r: &DiskRequest, capacity: u64) -> Option<DiskFault> {
-        let hit = |rng: &mut Xoshiro256PlusPlus, p: f64| p > 0.0 && bernoulli(rng, p);
+        let hit = |rng: &mut Rng, p: f64| p > 0.0 && bernoulli(rng, p);
         match r.kind {
             RequestKind::Flush => hit(&mut self.lost_flush, rates.lost_flush).then_some(DiskFault::LostFlush),
             RequestKind::Write { .. } => {
@@ -196,7 +196,7 @@ impl CrashPoint {
 }
 
 /// The stream crash number `crash` draws its disk state from.
-fn crash_rng(seed: u64, crash: u32) -> Xoshiro256PlusPlus {
+fn crash_rng(seed: u64, crash: u32) -> Rng {
     simrng::streams::crash_state(seed, crash)
 }
 

@@ -26,7 +26,7 @@
 
 use std::time::Duration;
 
-use rand_xoshiro::Xoshiro256PlusPlus;
+use simrng::Rng;
 
 use crate::time::{NodeId, VirtualTime, GUEST_EPOCH_NS};
 use simrng::streams::{
@@ -81,7 +81,7 @@ pub struct ScheduledCrash {
 
 /// A delay drawn uniformly from `range` (inclusive) from `rng`; both ends
 /// equal: that delay, and nothing drawn (so a fixed delay shifts no draw).
-pub(crate) fn draw_delay(rng: &mut Xoshiro256PlusPlus, range: (Duration, Duration)) -> Duration {
+pub(crate) fn draw_delay(rng: &mut Rng, range: (Duration, Duration)) -> Duration {
     let (lo, hi) = (simtime::span_ns(range.0), simtime::span_ns(range.1));
     if lo >= hi {
         return range.0;
@@ -175,7 +175,7 @@ pub const DRIFT_ENV: &str = "SIM_CLOCK_DRIFT_PPM";
 pub(crate) use simrng::between;
 
 /// Uniform in `[0, n)`; 0, drawing nothing, for `n` = 0 (a span of 0).
-pub(crate) fn below(rng: &mut Xoshiro256PlusPlus, n: u64) -> u64 {
+pub(crate) fn below(rng: &mut Rng, n: u64) -> u64 {
     if n == 0 {
         return 0;
     }
@@ -204,15 +204,15 @@ pub(super) fn node_clocks(spec: &ClockSpec, nodes: usize, seed: u64) -> Vec<Node
 
 /// The engine's state of pauses and clock jumps in one execution.
 pub(super) struct FaultState {
-    pub(crate) pause_rng: Xoshiro256PlusPlus,
-    pub(crate) clock_rng: Xoshiro256PlusPlus,
-    pub(crate) kill_rng: Xoshiro256PlusPlus,
+    pub(crate) pause_rng: Rng,
+    pub(crate) clock_rng: Rng,
+    pub(crate) kill_rng: Rng,
     /// Crash restart delays drawn from a range (`[faults.crash]
     /// restart_after = "1s..5s"`), one draw per such crash.
-    pub(crate) restart_rng: Xoshiro256PlusPlus,
+    pub(crate) restart_rng: Rng,
     /// When crashes may begin: one draw when the faults begin, one after
     /// each crash or power failure (`Execution::draw_next_crash_time`).
-    pub(crate) crash_time_rng: Xoshiro256PlusPlus,
+    pub(crate) crash_time_rng: Rng,
     /// Pauses are enabled from this virtual time on (`None` before the
     /// workload, or when pauses are off).
     pub(crate) pause_not_before: Option<VirtualTime>,
@@ -240,11 +240,10 @@ impl FaultState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_core::SeedableRng;
 
     #[test]
     fn draws_stay_in_their_ranges() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut rng = simrng::seeded(7);
         for _ in 0..1000 {
             let v = between(&mut rng, -3, 2);
             assert!((-3..=2).contains(&v), "{v}");

@@ -19,8 +19,6 @@ use std::time::{Duration, Instant};
 use netsim::config::{Latency, NetConfig};
 use netsim::host::{http, ConnId, ConnState, HostClient, HostConfig, HttpId};
 use netsim::{Network, NodeId, VirtualTime};
-use rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 
 fn n(i: u16) -> NodeId {
     NodeId::new(i).unwrap()
@@ -72,7 +70,7 @@ struct Figures {
 
 fn run(cfg: &NetConfig, requests: u64, concurrency: usize) -> Figures {
     let mut net = Network::new(cfg, 2).unwrap();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let mut rng = simrng::seeded(1);
     // The server stands in for a guest, whose TIME-WAIT sockets live in its
     // kernel; a short one keeps its socket set small, as in the real setup.
     let server_cfg = HostConfig { max_time_wait: Duration::from_millis(1), ..HostConfig::new(n(1), 7) };

@@ -11,8 +11,6 @@ use std::time::{Duration, Instant};
 use netsim::config::{Latency, NetConfig};
 use netsim::frame::{arp_request, tcp_flags, tcp_ipv4};
 use netsim::{Network, NodeId, SendOutcome, VirtualTime};
-use rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 
 const NODES: u16 = 8;
 
@@ -28,7 +26,7 @@ struct Figures {
 
 fn run(cfg: &NetConfig, payload: usize, sends: u64, broadcast_every: u64) -> Figures {
     let mut net = Network::new(cfg, NODES).unwrap();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let mut rng = simrng::seeded(1);
     // Pre-build frames so the benchmark measures netsim, not the builder.
     let frames: Vec<Vec<Vec<u8>>> = (1..=NODES)
         .map(|a| {

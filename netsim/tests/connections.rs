@@ -9,8 +9,7 @@ use netsim::config::{Latency, NetConfig};
 use netsim::frame::{internet_checksum, tcp_flags, tcp_ipv4};
 use netsim::tcp::{ConnKey, Direction, Endpoint, Segment};
 use netsim::{Delivery, Network, NodeId, VirtualTime};
-use rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
+use simrng::Rng;
 
 use tcp_flags::{ACK, PSH, RST, SYN};
 
@@ -29,8 +28,8 @@ fn net() -> Network {
     net
 }
 
-fn rng() -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(1)
+fn rng() -> Rng {
+    simrng::seeded(1)
 }
 
 /// Sends `frame` from `from` and delivers everything due by then + 1 ms.

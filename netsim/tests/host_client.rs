@@ -9,8 +9,7 @@ use std::time::Duration;
 use netsim::config::{Latency, NetConfig};
 use netsim::host::{http, ConnError, ConnId, ConnState, HostClient, HostConfig, HttpError, HttpId, HttpResponse};
 use netsim::{Network, NodeId, Partition, VirtualTime};
-use rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
+use simrng::Rng;
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
@@ -123,7 +122,7 @@ impl App {
 /// The engine in miniature: deliveries and client polls in virtual time.
 struct Sim {
     net: Network,
-    rng: Xoshiro256PlusPlus,
+    rng: Rng,
     now: VirtualTime,
     hosts: BTreeMap<NodeId, (HostClient, Option<App>)>,
     /// FNV-1a over (time, sender, frame) of every frame handed to the network.
@@ -137,7 +136,7 @@ impl Sim {
     fn new(cfg: &NetConfig, nodes: u16, seed: u64) -> Sim {
         Sim {
             net: Network::new(cfg, nodes).unwrap(),
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            rng: simrng::seeded(seed),
             now: VirtualTime::ZERO,
             hosts: BTreeMap::new(),
             frame_hash: 0xcbf2_9ce4_8422_2325,

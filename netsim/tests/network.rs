@@ -5,8 +5,7 @@ use netsim::frame::{arp_request, tcp_flags, tcp_ipv4};
 use netsim::{
     Delivery, LinkDrop, LinkFate, Network, NodeId, Partition, ScheduledDelivery, SendOutcome, Unrouted, VirtualTime,
 };
-use rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
+use simrng::Rng;
 
 fn n(i: u16) -> NodeId {
     NodeId::new(i).unwrap()
@@ -17,8 +16,8 @@ fn t(ns: u64) -> VirtualTime {
     VirtualTime::from_ns(ns)
 }
 
-fn rng(seed: u64) -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(seed)
+fn rng(seed: u64) -> Rng {
+    simrng::seeded(seed)
 }
 
 /// A frame from `a` to `b` whose TCP sequence number is `k`, so order can be read back.

@@ -7,8 +7,6 @@ use netsim::config::{Latency, NetConfig};
 use netsim::frame::{tcp_flags::*, tcp_ipv4};
 use netsim::pcap::{Capture, MAGIC_NANOS};
 use netsim::{Network, NodeId, VirtualTime};
-use rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 
 fn copies(o: netsim::SendOutcome) -> Vec<netsim::ScheduledDelivery> {
     o.into_iter().collect()
@@ -23,7 +21,7 @@ fn n(i: u16) -> NodeId {
 /// nanoseconds survive). Returns (node 1, node 2, whole network) captures.
 fn handshake() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     let mut net = Network::new(&NetConfig { latency: Latency::Fixed(100_000), ..NetConfig::default() }, 2).unwrap();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0);
+    let mut rng = simrng::seeded(0);
     let mut cap = Capture::new();
     cap.add_node(n(1), Vec::new()).unwrap();
     cap.add_node(n(2), Vec::new()).unwrap();

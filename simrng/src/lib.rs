@@ -27,4 +27,4 @@ pub mod streams;
 
 pub use draw::{below, bernoulli, between, portable_ln, shifted_exponential, uniform_inclusive, unit_f64};
 pub use mix::{finalise, splitmix64};
-pub use streams::stream;
+pub use streams::{seeded, stream, Rng};

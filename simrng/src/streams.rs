@@ -10,9 +10,28 @@
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+/// The generator every stream is: Xoshiro256++.
+pub type Rng = Xoshiro256PlusPlus;
+
 /// The generator of stream `stream` of seed `seed`.
-pub fn stream(seed: u64, stream: u64) -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(seed ^ stream)
+pub fn stream(seed: u64, stream: u64) -> Rng {
+    seeded(seed ^ stream)
+}
+
+/// The generator of a seed already derived for one use: a device's seed
+/// (engine::seeds, with [`ENTROPY`] or [`READ_FAULT`]), a calm
+/// continuation's seed, or a test's literal. Every generator in the
+/// workspace is made here or by [`stream`].
+pub fn seeded(seed: u64) -> Rng {
+    Xoshiro256PlusPlus::seed_from_u64(seed)
+}
+
+/// The generator of execution `execution` of a seeded strategy whose seed
+/// is `seed`: both mixed ([`crate::splitmix64`]), the execution's index
+/// offset by [`STRATEGY_EXECUTION`].
+pub fn strategy_execution(seed: u64, execution: u64) -> Rng {
+    use crate::mix::splitmix64;
+    seeded(splitmix64(seed) ^ splitmix64(execution.wrapping_add(STRATEGY_EXECUTION)))
 }
 
 // --- The run -----------------------------------------------------------
@@ -110,7 +129,7 @@ pub const ALL: [u64; 24] = [
 ];
 
 /// The generator of the disk state crash number `crash` (1-based) leaves.
-pub fn crash_state(seed: u64, crash: u32) -> Xoshiro256PlusPlus {
+pub fn crash_state(seed: u64, crash: u32) -> Rng {
     stream(seed, CRASH_STATE ^ (u64::from(crash) << 40))
 }
 

@@ -27,8 +27,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use disksim::{BlockStore, CrashModel, CrashState, Disk, RequestKind};
-use rand_xoshiro::rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 use simtime::VirtualTime;
 use testkit::proc::status_line;
 use testkit::Cause;
@@ -365,7 +363,7 @@ fn fsynced_rename_survives_power_loss() {
     // Crash states: only the durable writes, and sampled ones that keep
     // some volatile writes (a journal block without its commit, say).
     let mut states = vec![CrashState::none()];
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+    let mut rng = simrng::seeded(7);
     for _ in 0..32 {
         let st = disk.sample_crash_state(CrashModel::ATOMIC, &mut rng);
         if !states.contains(&st) && states.len() < 4 {

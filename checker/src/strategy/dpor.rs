@@ -298,7 +298,7 @@ impl<T: Transition, D: Fn(&T, &T) -> bool> Dpor<T, D> {
 mod tests {
     use super::*;
     use engine::VirtualTime;
-    use rand_core::{RngCore, SeedableRng};
+    use rand_core::RngCore;
 
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
     enum Ins {
@@ -430,7 +430,7 @@ mod tests {
     #[test]
     fn same_final_states_as_naive_on_random_programs() {
         use Ins::*;
-        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(2024);
+        let mut rng = simrng::seeded(2024);
         let mut saved = 0u64;
         for _ in 0..400 {
             let nprocs = 2 + (rng.next_u64() % 2) as usize;

@@ -32,8 +32,7 @@ pub use pct::Pct;
 pub use random_walk::{KindWeights, RandomWalk};
 
 use engine::strategy::{ActionKind, EnabledAction};
-use rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
+use simrng::Rng;
 
 /// The dependence relation used by DPOR for engine actions: two actions are
 /// dependent when they touch a common node (its `node` or `peer`), and
@@ -53,8 +52,8 @@ pub fn dependent(a: &EnabledAction, b: &EnabledAction) -> bool {
 pub(crate) use simrng::{below, splitmix64 as mix64};
 
 /// The generator for one execution of a seeded strategy.
-pub(crate) fn execution_rng(seed: u64, execution: u64) -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(mix64(seed) ^ mix64(execution.wrapping_add(simrng::streams::STRATEGY_EXECUTION)))
+pub(crate) fn execution_rng(seed: u64, execution: u64) -> Rng {
+    simrng::streams::strategy_execution(seed, execution)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use super::{below, execution_rng};
 use engine::strategy::{ActionKind, EnabledAction, Strategy, StrategySpec, AT_RISK_FACTOR};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use simrng::Rng;
 use std::collections::BTreeMap;
 
 /// Integer weight per action kind (integers keep the walk exact and portable).
@@ -54,7 +54,7 @@ impl Default for KindWeights {
 pub struct RandomWalk {
     seed: u64,
     weights: KindWeights,
-    rng: Xoshiro256PlusPlus,
+    rng: Rng,
 }
 
 impl RandomWalk {

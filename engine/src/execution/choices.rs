@@ -2,8 +2,8 @@
 //! strategy answered, and the step log.
 
 use rand_core::RngCore;
-use rand_xoshiro::Xoshiro256PlusPlus;
 use simrng::streams::BOOT_CHOICE as BOOT_CHOICE_STREAM;
+use simrng::Rng;
 
 use crate::actions::Enabled;
 use crate::pending::Pending;
@@ -22,11 +22,11 @@ pub(super) struct Choices {
     pub steps: u64,
     /// A critical-transition probe's calm continuation picks with this
     /// instead of asking the strategy (see `ExploreSpec::calm_from`).
-    pub calm_rng: Option<Xoshiro256PlusPlus>,
+    pub calm_rng: Option<Rng>,
     /// In warm-start mode, the boot picks with this (seeded from the boot
     /// seed) instead of asking the strategy, so every execution of a run
     /// shares one boot.
-    pub boot_rng: Option<Xoshiro256PlusPlus>,
+    pub boot_rng: Option<Rng>,
     /// Picks other than the default scheduler's.
     pub decisions: Vec<Decision>,
     /// Every action taken, quiet runs folded.

@@ -21,9 +21,6 @@ mod script;
 
 use std::time::{Duration, Instant};
 
-use rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
-
 use self::boot::{boot_nodes, host_endpoint, network};
 use self::choices::Choices;
 pub use self::inspect::{ExecOutput, InspectError, Reached, Until};
@@ -360,7 +357,7 @@ impl<'a> Execution<'a> {
         let Some((_, seed)) = self.spec.explore.calm_from.filter(|&(at, _)| at == steps) else { return Ok(false) };
         self.faults.calm = true;
         self.calm_disks();
-        self.choices.calm_rng = Some(Xoshiro256PlusPlus::seed_from_u64(seed));
+        self.choices.calm_rng = Some(simrng::seeded(seed));
         if let Some(ns) = self.network.sim.as_mut() {
             ns.calm(seed);
         }

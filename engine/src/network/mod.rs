@@ -3,7 +3,7 @@
 //! times like node runs.
 
 use netsim::{Capture, Delivery, DeliveryId, NetConfig, Network, NodeId, Partition};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use simrng::Rng;
 use vmm::runtime::TxFrame;
 
 use crate::frames::summarize;
@@ -74,7 +74,7 @@ pub(crate) struct DueDelivery {
 
 pub(super) struct NetState {
     pub net: Network,
-    rng: Xoshiro256PlusPlus,
+    rng: Rng,
     capture: Option<Capture<Vec<u8>>>,
     /// (time, fault), sorted by time; `next_fault` indexes the first not applied.
     faults: Vec<(VirtualTime, Fault)>,

@@ -1,5 +1,4 @@
 use super::*;
-use rand_core::SeedableRng;
 use std::collections::BTreeSet;
 
 /// Who `i` can talk to under `p` (itself included), both ways.
@@ -9,7 +8,7 @@ fn sees(p: &Partition, n: u16, i: u16) -> BTreeSet<u16> {
 }
 
 fn draw(shape: PartitionShape, n: u16, seed: u64) -> Partition {
-    shaped_partition(&mut Xoshiro256PlusPlus::seed_from_u64(seed), n, shape)
+    shaped_partition(&mut simrng::seeded(seed), n, shape)
 }
 
 #[test]
@@ -80,7 +79,7 @@ fn focus_puts_the_role_holder_where_the_partition_singles_out_a_node() {
 
 #[test]
 fn shapes_are_drawn_from_the_list_only() {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+    let mut rng = simrng::seeded(9);
     for _ in 0..50 {
         let p = random_partition(&mut rng, 5, Some(&[PartitionShape::MajoritiesRing]));
         assert!(matches!(p, Partition::Links { .. }), "{p:?}");

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use netsim::{NodeId, Partition, PartitionShape};
 use rand_core::RngCore;
-use rand_xoshiro::Xoshiro256PlusPlus;
+use simrng::Rng;
 
 use super::Fault;
 use crate::time::VirtualTime;
 
 pub(super) struct RandomPartitions {
-    pub(super) rng: Xoshiro256PlusPlus,
+    pub(super) rng: Rng,
     pub(super) gap: netsim::Latency,
     pub(super) length: netsim::Latency,
     pub(super) shapes: Option<Vec<netsim::PartitionShape>>,
@@ -74,7 +74,7 @@ pub(super) fn describe_named(p: &Partition, host: Option<NodeId>) -> String {
 /// the seed may cut the client off from some or all of the cluster, or
 /// split it from the servers it talks to: what a real client sees when its
 /// network fails, and the same exposure a guest workload node has.
-fn random_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shapes: Option<&[PartitionShape]>) -> Partition {
+fn random_partition(rng: &mut Rng, n: u16, shapes: Option<&[PartitionShape]>) -> Partition {
     if let Some(shapes) = shapes.filter(|s| !s.is_empty()) {
         let shape = shapes[(rng.next_u64() % shapes.len() as u64) as usize];
         return shaped_partition(rng, n, shape);
@@ -153,7 +153,7 @@ pub(crate) fn focus(p: &Partition, on: NodeId) -> Partition {
 }
 
 /// Nodes 1..=n in an order drawn from `rng` (Fisher-Yates).
-fn shuffled(rng: &mut Xoshiro256PlusPlus, n: u16) -> Vec<NodeId> {
+fn shuffled(rng: &mut Rng, n: u16) -> Vec<NodeId> {
     let mut v: Vec<NodeId> = (1..=n).map(|i| NodeId::new(i).expect("node ids are 1..=n")).collect();
     for i in (1..v.len()).rev() {
         v.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
@@ -163,7 +163,7 @@ fn shuffled(rng: &mut Xoshiro256PlusPlus, n: u16) -> Vec<NodeId> {
 
 /// A partition of `n` (at least 2) nodes of the given shape, its nodes
 /// drawn from `rng`.
-pub(super) fn shaped_partition(rng: &mut Xoshiro256PlusPlus, n: u16, shape: PartitionShape) -> Partition {
+pub(super) fn shaped_partition(rng: &mut Rng, n: u16, shape: PartitionShape) -> Partition {
     let order = shuffled(rng, n);
     let half = order.len() / 2;
     match shape {

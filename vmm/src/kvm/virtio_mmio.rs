@@ -591,7 +591,7 @@ mod tests {
             mem.read_slice(&mut got, vm_memory::GuestAddress(0x10000)).unwrap();
             // The same bytes as behind vhost-user.
             let mut want = [0u8; 24];
-            let mut r = <rand_xoshiro::Xoshiro256PlusPlus as rand_core::SeedableRng>::seed_from_u64(11);
+            let mut r = simrng::seeded(11);
             rand_core::RngCore::fill_bytes(&mut r, &mut want);
             assert_eq!(got, want);
             assert!(t.take_error().is_none());

@@ -33,8 +33,7 @@ use std::collections::BTreeMap;
 use disksim::faults::maybe_corrupt;
 use disksim::virtio::{submit, BlkOp, RequestHeader, Status, T_FLUSH, T_OUT};
 use disksim::{BlockStore, Disk, DiskFault, ReadFaults, RequestId, RequestKind, SECTOR_SIZE};
-use rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
+use simrng::Rng;
 use virtio_queue::QueueT;
 
 use super::{drain_chains, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX};
@@ -122,7 +121,7 @@ pub struct VirtioBlk {
     reads_done: Vec<BlkDone>,
     /// `[faults.disk] corrupt_read` (> 0) and the device's stream; `None`:
     /// reads are never corrupted and nothing is drawn.
-    corrupt_read: Option<(f64, Xoshiro256PlusPlus)>,
+    corrupt_read: Option<(f64, Rng)>,
 }
 
 impl VirtioBlk {
@@ -151,8 +150,7 @@ impl VirtioBlk {
     /// gives each boot of a node its own seed; [`ReadFaults::default`]
     /// turns corruption off (the quiet period).
     pub fn set_read_faults(&mut self, faults: ReadFaults) {
-        self.corrupt_read =
-            (faults.corrupt_read > 0.0).then(|| (faults.corrupt_read, Xoshiro256PlusPlus::seed_from_u64(faults.seed)));
+        self.corrupt_read = (faults.corrupt_read > 0.0).then(|| (faults.corrupt_read, simrng::seeded(faults.seed)));
     }
 
     /// Whether reads complete during acceptance, inside the kick, instead

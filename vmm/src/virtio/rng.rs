@@ -14,7 +14,7 @@
 //!
 //! Invariants:
 //! - the stream is a fixed function of the seed: the bytes of
-//!   `Xoshiro256PlusPlus::seed_from_u64(seed)`, each output word in
+//!   `simrng::seeded(seed)`, each output word in
 //!   little-endian order (what `RngCore::fill_bytes` produces for lengths
 //!   that are multiples of 8). Requests take consecutive pieces of it, so
 //!   the k-th byte handed out is the same whatever sizes the requests had;
@@ -27,8 +27,7 @@
 //!   fresh bytes, never the ones it already had. A new boot of the node
 //!   gets a new device (with the seed the engine derives for that boot).
 
-use rand_core::{RngCore, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_core::RngCore;
 use virtio_queue::QueueT;
 
 use super::{drain_chains, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX};
@@ -47,7 +46,7 @@ pub const MAX_BYTES_PER_BUFFER: usize = 64 * 1024;
 
 /// A virtio-rng device. See the module docs for its invariants.
 pub struct VirtioRng {
-    rng: Xoshiro256PlusPlus,
+    rng: simrng::Rng,
     /// Bytes of the last output word not handed out yet (`spare[spare_at..]`).
     spare: [u8; 8],
     spare_at: usize,
@@ -59,14 +58,14 @@ pub struct VirtioRng {
 impl VirtioRng {
     /// A device whose stream is drawn from `seed`.
     pub fn new(seed: u64) -> VirtioRng {
-        VirtioRng { rng: Xoshiro256PlusPlus::seed_from_u64(seed), spare: [0; 8], spare_at: 8, acked: 0, handed_out: 0 }
+        VirtioRng { rng: simrng::seeded(seed), spare: [0; 8], spare_at: 8, acked: 0, handed_out: 0 }
     }
 
     /// From now on the stream is drawn from `seed`, as if the device had
     /// been made with it (a leftover partial word is dropped). Warm start
     /// gives each execution forked from one boot a stream of its own.
     pub fn reseed(&mut self, seed: u64) {
-        self.rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        self.rng = simrng::seeded(seed);
         self.spare_at = 8;
     }
 
@@ -188,7 +187,7 @@ mod tests {
         // The stream does not depend on how requests split it.
         assert_eq!(a, requests(7, &[5, 7, 1, 51]));
         // It is the seeded PRNG's output, word by word, little-endian.
-        let mut r = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut r = simrng::seeded(7);
         let words: Vec<u8> = (0..8).flat_map(|_| r.next_u64().to_le_bytes()).collect();
         assert_eq!(a, words);
         assert!(a.iter().any(|&b| b != 0));
