@@ -126,8 +126,8 @@ pub struct Cluster {
     pub host_workload: Option<engine::HostWorkload>,
     /// (name, 0-based node, command) for every invariant, `all` expanded.
     pub invariants: Vec<(String, usize, String)>,
-    /// `[run] time_limit` in virtual nanoseconds (`None`: not written; the
-    /// command line's `--time-limit`, else 600 s, applies).
+    /// `[run] time_limit` in virtual nanoseconds (`None`: the file does not
+    /// write it). `--time-limit` overrides it; with neither, 600 s.
     pub time_limit_ns: Option<u64>,
     /// (name, 0-based node, polling script) for every `[[liveness]]`.
     pub liveness: Vec<(String, usize, String)>,
