@@ -72,6 +72,28 @@ fn a_strict_cluster_refuses_a_host_without_cpuid_faulting() {
     assert!(!out.exists(), "nothing is written under --out");
 }
 
+/// A compose cluster's `cpuid = "strict"` is refused the same way, and the
+/// message names the file the setting is in: the compose file's
+/// `x-simcluster` block, or a cluster.toml beside it.
+#[test]
+fn a_strict_compose_cluster_names_the_file_its_setting_is_in() {
+    let d = tempfile::tempdir().unwrap();
+    let services = "services:\n  web:\n    image: oci:.\n";
+    let parent = tempfile::tempdir().unwrap();
+    let out = parent.path().join("out");
+    std::fs::write(d.path().join("compose.yaml"), format!("{services}x-simcluster:\n  cluster:\n    cpuid: strict\n"))
+        .unwrap();
+    let r = run_forced_off(&run_args(d.path(), &out, &[]));
+    assert_eq!(r.code, 3, "a host error: {r:?}");
+    assert!(r.stderr.contains("compose.yaml: [cluster] cpuid = \"strict\""), "{r:?}");
+    std::fs::write(d.path().join("compose.yaml"), services).unwrap();
+    std::fs::write(d.path().join("cluster.toml"), "[cluster]\ncpuid = \"strict\"\n").unwrap();
+    let r = run_forced_off(&run_args(d.path(), &out, &[]));
+    assert_eq!(r.code, 3, "a host error: {r:?}");
+    assert!(r.stderr.contains("cluster.toml: [cluster] cpuid = \"strict\""), "{r:?}");
+    assert!(!out.exists(), "nothing is written under --out");
+}
+
 /// A failure recorded with faulting as the host has it, replayed with
 /// faulting forced off: where the host has faulting the classes differ
 /// (said up front, in the JSON), and since the cluster reads no CPUID the

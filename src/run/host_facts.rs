@@ -21,12 +21,26 @@ pub enum HostError {
         cluster.display()
     )]
     NoCpuidFaulting {
-        /// The cluster's cluster.toml, where `cpuid = "strict"` is written.
+        /// The file the cluster was read from (its cluster.toml, or its
+        /// compose file), where `cpuid = "strict"` is written.
         cluster: PathBuf,
         /// The host: cpu vendor and model, and whether faulting was forced
         /// off by the environment.
         what: String,
     },
+}
+
+/// The file `[cluster] cpuid` came from: a compose cluster's settings are
+/// in a cluster.toml beside its compose file when there is one, else in
+/// the compose file's `x-simcluster` block; a plain cluster's in its
+/// cluster.toml.
+fn cpuid_source(cluster: &Cluster) -> std::path::PathBuf {
+    let beside = cluster.dir.join("cluster.toml");
+    if beside.is_file() {
+        beside
+    } else {
+        cluster.file.clone()
+    }
 }
 
 /// This host's facts for `cluster`'s nodes under `runtime`. Where the
@@ -42,7 +56,7 @@ pub fn host_facts(cluster: &Cluster, runtime: RuntimeKind) -> Result<HostFacts, 
     }
     let what = describe(&facts);
     if mode == CpuidMode::Strict {
-        return Err(HostError::NoCpuidFaulting { cluster: cluster.dir.join("cluster.toml"), what });
+        return Err(HostError::NoCpuidFaulting { cluster: cpuid_source(cluster), what });
     }
     eprintln!(
         "note: this host cannot fault CPUID ({what}): guest programs see the host's CPUID; a program that reads it \
