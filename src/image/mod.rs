@@ -6,7 +6,7 @@
 //! -> root filesystem (seconds to a minute).
 
 pub mod apt;
-pub mod cache;
+pub use simcache as cache;
 pub mod clock_helper;
 pub mod compose_root;
 pub mod cpio;

@@ -12,7 +12,7 @@
 //! scripts/test-kvm-nested.sh does (after `apt-get update` where apt knows
 //! no version yet: a fresh machine). The cache is `$SIMCLUSTER_CACHE`, else
 //! `$XDG_CACHE_HOME/simcluster`, else `~/.cache/simcluster` (the image
-//! builder's, src/image/cache.rs).
+//! builder's: [`simcache::cache_root`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -73,23 +73,11 @@ fn find() -> Result<PathBuf, String> {
     if let Some(p) = ["/bin/busybox", "/usr/bin/busybox"].map(PathBuf::from).into_iter().find(|p| is_static_elf(p)) {
         return Ok(p);
     }
-    let cache = cache_root();
+    let cache = simcache::cache_root();
     if let Some(p) = unpacked(&cache.join("testkit")).or_else(|| unpacked(&cache.join("nested"))) {
         return Ok(p);
     }
     fetch(&cache.join("testkit"))
-}
-
-/// The cache root, as the image builder computes it (src/image/cache.rs).
-pub fn cache_root() -> PathBuf {
-    if let Some(p) = std::env::var_os("SIMCLUSTER_CACHE") {
-        return PathBuf::from(p);
-    }
-    if let Some(p) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(p).join("simcluster");
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/tmp".into());
-    home.join(".cache").join("simcluster")
 }
 
 /// The busybox of a complete `busybox-static-<version>/` under `dir` (the

@@ -4,6 +4,12 @@
 //! inputs, so a changed input builds anew and an unchanged one is reused,
 //! and nothing is ever overwritten in place: a build writes into a
 //! temporary sibling and renames it into place when complete.
+//!
+//! The image builder keeps its artefacts here (kernels, root filesystems,
+//! packages); testkit keeps what tests fetch (a static busybox) under the
+//! same [`cache_root`].
+
+#![deny(missing_docs)]
 
 use std::path::{Path, PathBuf};
 
