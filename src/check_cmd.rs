@@ -16,10 +16,10 @@ pub(crate) fn check_history(
     consistency: Option<ConsistencyArg>,
     max_steps: u64,
 ) -> anyhow::Result<ExitCode> {
-    use checker::history::History;
     use checker::linearizability::{check, CheckOptions, CheckResult};
+    use checker::register_history::History;
     let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: cannot read: {e}", path.display())))?;
-    let edn = path.extension().is_some_and(|e| e == "edn") || checker::history_check::looks_like_edn(&text);
+    let edn = path.extension().is_some_and(|e| e == "edn") || txncheck::looks_like_edn(&text);
     if matches!(model, CheckModel::Set | CheckModel::Queue) {
         return check_collection_history(path, &text, model, consistency);
     }
@@ -68,7 +68,7 @@ pub(crate) fn check_history(
     } else {
         ""
     };
-    let bad = |e: checker::history::HistoryError| BadInput(format!("{}: {e}{hint}", path.display()));
+    let bad = |e: checker::register_history::HistoryError| BadInput(format!("{}: {e}{hint}", path.display()));
     let history = History::from_json_lines(&text).map_err(bad)?;
     let verdict = check(&history, &CheckOptions { max_steps_per_key: max_steps }).map_err(bad)?;
     let (line, code) = match &verdict {
@@ -149,7 +149,7 @@ pub(crate) fn check_txn_history(
     model: txncheck::Model,
     consistency: txncheck::Consistency,
 ) -> anyhow::Result<ExitCode> {
-    let parsed = if edn { txncheck::parse_edn(text) } else { checker::history_check::parse_txn_history(text) };
+    let parsed = if edn { txncheck::parse_edn(text) } else { txncheck::parse_history(text) };
     let history = parsed.map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     txncheck::check_model(&history, model).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     let report = txncheck::check(&history, model, consistency);

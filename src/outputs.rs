@@ -67,7 +67,7 @@ pub fn write_execution(dir: &Path, cluster: &Cluster, result: &ExecutionResult) 
     // reads either by its name).
     if let Some(i) = cluster.history_node {
         if let Some(h) = checker::history_check::history_lines(result.trace.events(), engine::NodeId::at(i).number()) {
-            let name = if checker::history_check::looks_like_edn(&h) { "history.edn" } else { "history.jsonl" };
+            let name = if txncheck::looks_like_edn(&h) { "history.edn" } else { "history.jsonl" };
             write_atomic(&dir.join(name), h.as_bytes())?;
         }
     }

@@ -11,8 +11,8 @@
 //! (`-- --side-by-side`: only the register checker against txncheck's
 //! list-append check on equal operation counts, 1k to 100k).
 
-use checker::history::{EventType, History, Op, Value};
 use checker::linearizability::{check, CheckOptions, CheckResult};
+use checker::register_history::{EventType, History, Op, Value};
 use rand_core::RngCore;
 use simrng::Rng;
 use std::hint::black_box;

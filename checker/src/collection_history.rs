@@ -1,6 +1,6 @@
 //! Histories of set and queue operations, for [`crate::set_full`] and
 //! [`crate::total_queue`]: JSON lines in the shape of a register history
-//! ([`crate::history`]), with no key, whose `value` is one element (an
+//! ([`crate::register_history`]), with no key, whose `value` is one element (an
 //! integer or a string) or, on a read's or a drain's `ok`, a JSON array of
 //! elements:
 //!
@@ -41,7 +41,7 @@ use std::fmt;
 use clojure_reader::edn::Edn;
 use serde::Deserialize;
 
-use crate::history::{EventType, Outcome, ProcessId, Value};
+use crate::register_history::{EventType, Outcome, ProcessId, Value};
 
 /// What one operation of a set or queue history does.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Host-side checks on a client history a guest recorded.
 //!
 //! A workload that records its history (invoke/ok/fail/info events, see
-//! [`crate::history`]) and prints it on its console between the lines
+//! [`crate::register_history`]) and prints it on its console between the lines
 //! `@history begin` and `@history end` gets it checked by simcluster itself
 //! after the execution ([`HistoryModel`]): with the linearizability checker
 //! for a key-value register model (the default), or, for a transactional
@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
-use crate::history::{History, HistoryError, Outcome};
 use crate::linearizability::{check_operations, CheckOptions, CheckResult};
+use crate::register_history::{History, HistoryError, Outcome};
 use engine::console::{history_marker, HistoryMarker};
 use engine::trace::{Event, EventKind};
 
@@ -121,19 +121,6 @@ impl HistoryModel {
             HistoryModel::Queue => "history-total-queue".into(),
         }
     }
-}
-
-/// Whether a history text is Jepsen's EDN rather than JSON
-/// ([`txncheck::looks_like_edn`]).
-pub fn looks_like_edn(text: &str) -> bool {
-    txncheck::looks_like_edn(text)
-}
-
-/// Parses a transactional history, EDN, JSON lines or a JSON array
-/// ([`txncheck::parse_history`]): the one reader of `simcluster check` and a
-/// cluster run's `[check]`.
-pub fn parse_txn_history(text: &str) -> Result<txncheck::History, txncheck::ParseError> {
-    txncheck::parse_history(text)
 }
 
 /// What the host-side check concluded.
@@ -270,7 +257,7 @@ pub fn check_txn_history(
     consistency: txncheck::Consistency,
 ) -> TxnVerdict {
     let Some(text) = history_lines(events, node) else { return TxnVerdict::Missing };
-    match parse_txn_history(&text) {
+    match txncheck::parse_history(&text) {
         Ok(h) => match txncheck::check_model(&h, model) {
             Ok(()) => TxnVerdict::Checked(Box::new(txncheck::check(&h, model, consistency))),
             Err(e) => TxnVerdict::Malformed(e.to_string()),
@@ -454,11 +441,11 @@ mod tests {
             HistoryModel::from_names("rw-register", Some("snapshot-isolation")).unwrap().invariant(),
             "history-snapshot-isolation"
         );
-        assert!(looks_like_edn("\n  {:type :invoke}"));
-        assert!(looks_like_edn("{ :type :invoke}"));
-        assert!(looks_like_edn("#jepsen.history.Op{:type :invoke}"));
-        assert!(!looks_like_edn("{\"type\":\"invoke\"}"));
-        assert!(!looks_like_edn(""));
+        assert!(txncheck::looks_like_edn("\n  {:type :invoke}"));
+        assert!(txncheck::looks_like_edn("{ :type :invoke}"));
+        assert!(txncheck::looks_like_edn("#jepsen.history.Op{:type :invoke}"));
+        assert!(!txncheck::looks_like_edn("{\"type\":\"invoke\"}"));
+        assert!(!txncheck::looks_like_edn(""));
     }
 
     #[test]

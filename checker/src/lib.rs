@@ -6,7 +6,7 @@
 //!
 //! - [`strategy`]: the strategies (random walk, PCT, delay bounding, DPOR,
 //!   the hybrid DFS, guided replay) and the critical-transition search;
-//! - [`history`], [`history_check`], [`linearizability`]: client histories
+//! - [`register_history`], [`history_check`], [`linearizability`]: client histories
 //!   and their linearizability check, or their transactional check with
 //!   the `txncheck` crate (the engine runs either through
 //!   [`history_check::hook_for`]);
@@ -23,7 +23,7 @@
 pub mod antithesis;
 pub mod collection_history;
 pub mod failure_file;
-pub mod history;
+pub mod register_history;
 pub mod history_check;
 pub mod linearizability;
 pub mod reach;

@@ -23,7 +23,7 @@
 //! in program order (an explicit same-tick predecessor, not a list position:
 //! see [`same_tick_predecessors`]).
 
-use crate::history::{History, HistoryError, Op, Operation, Outcome, ProcessId, Value};
+use crate::register_history::{History, HistoryError, Op, Operation, Outcome, ProcessId, Value};
 use std::collections::BTreeMap;
 
 /// [`Memo`] is only looked up, never iterated, so its order cannot leak

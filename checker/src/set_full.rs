@@ -48,7 +48,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::collection_history::{self, CollectionHistoryError, CollectionOp, CollectionOperation, Kind, OutcomeCounts};
-use crate::history::{Outcome, Value};
+use crate::register_history::{Outcome, Value};
 
 /// How strict the check is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

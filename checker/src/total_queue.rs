@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::collection_history::{self, CollectionHistoryError, CollectionOp, CollectionOperation, Kind, OutcomeCounts};
-use crate::history::{Outcome, Value};
+use crate::register_history::{Outcome, Value};
 
 /// One element of a category: how many times, and the operations that
 /// show it (the enqueues of a lost or recovered element, the dequeues or

@@ -2,14 +2,14 @@
 //! what a node printed: JSON lines for the register model
 //! (`History::from_json_lines`, then the linearizability search), and JSON
 //! lines or Jepsen's EDN for the transactional models
-//! (`parse_txn_history`, then txncheck for list-append and rw-register);
+//! (`txncheck::parse_history`, then txncheck for list-append and rw-register);
 //! and set and queue histories (`set_full::check_text`,
 //! `total_queue::check_text`), with their reports written out.
 //! The search's step budget is `simcluster check --max-steps 20000`: a
 //! history that exhausts it is "unknown", and the fuzzer stays fast.
 #![no_main]
 
-use checker::history::History;
+use checker::register_history::History;
 use checker::linearizability::{check, CheckOptions};
 use libfuzzer_sys::fuzz_target;
 
@@ -18,7 +18,7 @@ fuzz_target!(|input: &[u8]| {
     if let Ok(h) = History::from_json_lines(&text) {
         let _ = check(&h, &CheckOptions { max_steps_per_key: 20_000 });
     }
-    if let Ok(h) = checker::history_check::parse_txn_history(&text) {
+    if let Ok(h) = txncheck::parse_history(&text) {
         for model in [txncheck::Model::ListAppend, txncheck::Model::RwRegister] {
             let _ = txncheck::check(&h, model, txncheck::Consistency::Serializable);
         }

@@ -3,9 +3,9 @@
 
 use crate::cycles::MAX_REPORTED;
 use crate::graph::GEdge;
-use crate::history::{History, Key, Mop, Outcome};
 use crate::model::{DUPLICATE_WRITES, MODEL_MISMATCH};
 use crate::report::{Finding, TxnRef};
+use crate::txn_history::{History, Key, Mop, Outcome};
 use std::collections::BTreeMap;
 
 /// Only ever looked up, never iterated, so its order cannot reach the output

@@ -4,9 +4,9 @@
 use crate::analysis::Analysis;
 use crate::cycles;
 use crate::graph::{GEdge, Graph};
-use crate::history::{History, Mop, Outcome, ReadValue};
 use crate::model::{Consistency, Model};
 use crate::report::{explain, Anomaly, CheckReport, Cycle, EdgeKind, TxnCounts, TxnRef};
+use crate::txn_history::{History, Mop, Outcome, ReadValue};
 use crate::{list_append, order, rw_register};
 use std::collections::BTreeMap;
 

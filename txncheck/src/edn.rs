@@ -14,7 +14,7 @@
 //! process (-1, as Elle reads them); without `:time`, timed by line order (when any op lacks
 //! `:time`, all are). Other fields (`:error`, ...) are ignored.
 
-use crate::history::{
+use crate::txn_history::{
     finish, make_kind, make_mop, Event, FieldProblem, History, Key, Mop, ParseError, RawValue, ValueNames, NO_PROCESS,
 };
 use clojure_reader::edn::{self, Edn};

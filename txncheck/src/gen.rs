@@ -12,7 +12,7 @@
 //! one snapshot, then both apply their appends. The next transaction reads the
 //! keys involved, so that the anomaly is observed.
 
-use crate::history::{Event, EventKind, History, Key, Mop, ReadValue};
+use crate::txn_history::{Event, EventKind, History, Key, Mop, ReadValue};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 

@@ -17,7 +17,7 @@
 //! Elle reads them); without `time`, timed by line order (when any line lacks `time`, all
 //! are). An optional `"index"` field overrides the event's index.
 
-use crate::history::{
+use crate::txn_history::{
     finish, make_kind, make_mop, Event, FieldProblem, History, Key, Mop, ParseError, RawValue, ValueNames, NO_PROCESS,
 };
 use serde_json::{Map, Value};
@@ -201,10 +201,10 @@ pub fn to_json_lines(events: &[Event]) -> String {
     for ev in events {
         let mut obj = Map::new();
         let kind = match ev.kind {
-            crate::history::EventKind::Invoke => "invoke",
-            crate::history::EventKind::Ok => "ok",
-            crate::history::EventKind::Fail => "fail",
-            crate::history::EventKind::Info => "info",
+            crate::txn_history::EventKind::Invoke => "invoke",
+            crate::txn_history::EventKind::Ok => "ok",
+            crate::txn_history::EventKind::Fail => "fail",
+            crate::txn_history::EventKind::Info => "info",
         };
         obj.insert("type".into(), kind.into());
         obj.insert("process".into(), ev.process.into());

@@ -26,7 +26,7 @@
 //! assert!(check(&h, Model::ListAppend, Consistency::SnapshotIsolation).valid);
 //! ```
 //!
-//! Modules: `history` (the data model and pairing), `json` and `edn` (parsers),
+//! Modules: `txn_history` (the data model and pairing), `json` and `edn` (parsers),
 //! `model` (the consistency hierarchy), `list_append` and `rw_register` (the
 //! per-model analyses), `order` (process and realtime edges), `graph` (the
 //! graph, Tarjan, BFS), `cycles` (cycle classification), `report`, `check`, and
@@ -40,18 +40,18 @@ mod cycles;
 pub mod edn;
 pub mod gen;
 mod graph;
-pub mod history;
 pub mod json;
 mod list_append;
 pub mod model;
 mod order;
 pub mod report;
 mod rw_register;
+pub mod txn_history;
 
 pub use check::{check, check_model, ModelMismatch};
 pub use edn::parse_edn;
-pub use history::{Event, EventKind, History, Key, Mop, Outcome, ParseError, Process, ReadValue, Txn};
 pub use json::{parse_json_lines, to_json_lines};
+pub use txn_history::{Event, EventKind, History, Key, Mop, Outcome, ParseError, Process, ReadValue, Txn};
 
 /// Whether `text` is an EDN history rather than JSON: its first character
 /// that is not blank is `;` (a comment) or `#` (a record), or `{` followed by `:`.

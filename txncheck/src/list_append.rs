@@ -14,11 +14,11 @@
 
 use crate::analysis::{outcome, Analysis, Findings, LookupMap, Writer, Writes};
 use crate::graph::{GEdge, RW, WR, WW};
-use crate::history::{fmt_list, History, Mop, Outcome, ReadValue};
 use crate::model::{
     DIRTY_UPDATE, DUPLICATE_ELEMENTS, FUTURE_READ, G1A, G1B, INCOMPATIBLE_ORDER, INTERNAL, LOST_UPDATE,
 };
 use crate::report::{Finding, TxnRef};
+use crate::txn_history::{fmt_list, History, Mop, Outcome, ReadValue};
 use std::collections::BTreeMap;
 
 /// A committed read of a list. `ext`: the length of its external part, the

@@ -5,7 +5,7 @@
 //! is known to follow it; it can still follow others.
 
 use crate::graph::{GEdge, NO_MOP, PROCESS, REALTIME};
-use crate::history::{History, Outcome, Process};
+use crate::txn_history::{History, Outcome, Process};
 use std::collections::BTreeMap;
 
 /// Each included transaction follows the previous committed one of its process.
@@ -65,7 +65,7 @@ pub(crate) fn realtime_edges(h: &History, included: &[bool], out: &mut Vec<GEdge
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::Txn;
+    use crate::txn_history::Txn;
 
     fn txn(process: Process, start: u64, end: Option<u64>) -> Txn {
         let outcome = if end.is_some() { Outcome::Ok } else { Outcome::Info };

@@ -2,8 +2,8 @@
 //! form that serialises to JSON and prints for a person.
 
 use crate::graph::{GEdge, NO_MOP, PROCESS, RW, WR, WW};
-use crate::history::{fmt_list, History, Key, Mop, Outcome, Process, ReadValue};
 use crate::model::{Consistency, Model};
+use crate::txn_history::{fmt_list, History, Key, Mop, Outcome, Process, ReadValue};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -205,7 +205,7 @@ pub(crate) fn explain(h: &History, e: &GEdge) -> Edge {
     Edge { from: a.index, to: b.index, kind, key, reason }
 }
 
-fn mop_at(t: &crate::history::Txn, i: u32) -> Option<&Mop> {
+fn mop_at(t: &crate::txn_history::Txn, i: u32) -> Option<&Mop> {
     if i == NO_MOP {
         None
     } else {

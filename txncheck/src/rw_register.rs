@@ -12,9 +12,9 @@
 
 use crate::analysis::{outcome, Analysis, Findings, LookupMap, Writes};
 use crate::graph::{GEdge, RW, WR, WW};
-use crate::history::{History, Mop, Outcome, ReadValue};
 use crate::model::{FUTURE_READ, G1A, G1B, INTERNAL, LOST_UPDATE};
 use crate::report::{Finding, TxnRef};
+use crate::txn_history::{History, Mop, Outcome, ReadValue};
 use std::collections::BTreeMap;
 
 /// A committed read of a key before its transaction wrote the key, the first

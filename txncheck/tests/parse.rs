@@ -181,7 +181,7 @@ fn jepsen_shapes_all_read() {
     let h = parse_edn("{:type :ok, :value [[:append :x 1]], :process 0}\n{:type :ok, :value [[:r :x [1]]]}").unwrap();
     assert_eq!(h.txns.len(), 2);
     assert!(h.txns.iter().all(|t| t.outcome == Outcome::Ok && t.invoke_time == 0));
-    assert_eq!(h.txns[1].process, txncheck::history::NO_PROCESS);
+    assert_eq!(h.txns[1].process, txncheck::txn_history::NO_PROCESS);
 
     // Vector keys and string values, EDN and JSON alike.
     let edn = parse_edn("{:type :ok, :process 0, :time 1, :value [[:append [:anti 1] \"a\"] [:r [:anti 1] [\"a\"]]]}")

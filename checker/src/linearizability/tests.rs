@@ -1,5 +1,5 @@
 use super::*;
-use crate::history::Value;
+use crate::register_history::Value;
 
 fn v(i: i64) -> Option<Value> {
     Some(Value::Int(i))

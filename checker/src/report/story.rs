@@ -5,7 +5,7 @@
 //! all read it.
 
 use super::ReportMeta;
-use crate::history::{EventType, History, Op};
+use crate::register_history::{EventType, History, Op};
 use crate::history_check::{history_lines, HistoryModel};
 use engine::trace::{Event, EventKind};
 use engine::{FailureKind, GUEST_EPOCH_NS};

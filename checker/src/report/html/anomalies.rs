@@ -13,7 +13,7 @@ use engine::trace::Event;
 use txncheck::{Anomaly, Cycle, EdgeKind, History};
 
 use super::{esc, esc_html};
-use crate::history_check::{history_lines, parse_txn_history, HistoryModel};
+use crate::history_check::{history_lines, HistoryModel};
 
 /// Cycles drawn per anomaly name (the rest are counted).
 const CYCLES_SHOWN: usize = 2;
@@ -26,7 +26,7 @@ const TOP: usize = 34;
 pub(super) fn panel(events: &[Event], node: u16, model: HistoryModel, h: &mut String) {
     let HistoryModel::Txn { model, consistency } = model else { return };
     let Some(text) = history_lines(events, node) else { return };
-    let Ok(history) = parse_txn_history(&text) else { return };
+    let Ok(history) = txncheck::parse_history(&text) else { return };
     let report = txncheck::check(&history, model, consistency);
     if report.valid {
         return;
