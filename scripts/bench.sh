@@ -2,7 +2,7 @@
 # Prints simcluster's figures for the UML runtime on this machine:
 # image build time (cold and cached), node boot time, virtual/wall speedup
 # and memory per node on hello-cluster. The component benchmarks are
-# `cargo bench` (netsim, disksim, checker, vmm).
+# `cargo bench` (netsim, disksim, checker, explore, vmm).
 #
 #   scripts/bench.sh            rootfs cold (kernel taken from the cache)
 #   BENCH_COLD_KERNEL=1 scripts/bench.sh   also a cold kernel build (minutes)

@@ -3,7 +3,7 @@
 # Linux (Debian's stock kernel) under QEMU's software emulator
 # (qemu-system-x86_64 -accel tcg -cpu max gives the guest AMD SVM with
 # nested paging), loads kvm_amd in it, and inside it runs the vmm crate's
-# KVM tests, checker/tests/kvm_engine.rs (small guests through the engine),
+# KVM tests, explore/tests/kvm_engine.rs (small guests through the engine),
 # tests/kvm_kernel.rs, hello-cluster and a networked example on
 # `--runtime kvm` (each several times, comparing trace hashes). L1 sees the
 # host's root filesystem read-only over 9p under a tmpfs overlay and chroots
@@ -197,7 +197,7 @@ bin=$(realpath "$bin")
 testlist=$(mktemp)
 trap 'rm -f "$testlist"' EXIT
 # One workspace-wide invocation, the same as scripts/test.sh's build (a
-# no-op after it): `-p vmm` or `-p checker` alone resolves features for that
+# no-op after it): `-p vmm` or `-p explore` alone resolves features for that
 # package only and compiled crates again (minutes, cold, on this lane's CPU).
 nice -n 19 cargo test --quiet --workspace --no-run --message-format=json 2>/dev/null >"$testlist.all"
 python3 - "$testlist.all" "$test_repeat" "$tests_re" >"$testlist" <<'EOF'

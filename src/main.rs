@@ -49,7 +49,7 @@ fn main() -> ExitCode {
                 || e.chain().any(|c| {
                     // A failure file that cannot be read is bad input; one
                     // that cannot be written (a full disk) is the host's.
-                    use checker::failure_file::FailureFileError;
+                    use explore::failure_file::FailureFileError;
                     c.downcast_ref::<FailureFileError>().is_some_and(|f| !matches!(f, FailureFileError::Write { .. }))
                 });
             eprintln!("simcluster: error: {e:#}");

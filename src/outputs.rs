@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use checker::failure_file::{self, FailureRecord};
-use checker::report;
 use engine::strategy::Decision;
 use engine::trace::EventKind;
 use engine::ExecutionResult;
+use explore::failure_file::{self, FailureRecord};
+use explore::report;
 
 use crate::cluster::Cluster;
 

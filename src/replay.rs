@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use checker::failure_file::{self, FailureRecord, Shrunk};
-use checker::shrink;
-use checker::strategy::fault_plan::{self, Fault};
-use checker::strategy::{FaultPlan, Guided};
 use engine::strategy::Decision;
 use engine::{ExecutionResult, ExploreSpec, Failure, HostClass, HostFacts, RuntimeKind};
+use explore::failure_file::{self, FailureRecord, Shrunk};
+use explore::shrink;
+use explore::strategy::fault_plan::{self, Fault};
+use explore::strategy::{FaultPlan, Guided};
 use serde::Serialize;
 
 use crate::cluster::Cluster;

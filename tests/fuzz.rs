@@ -59,7 +59,7 @@ fn cluster_toml() {
 fn failure_file() {
     let path = Path::new("failure.json");
     Target::new("failure_file", &corpus("failure_file")).run(3_000, |input| {
-        let _ = checker::failure_file::decode::<engine::strategy::Decision>(path, input);
+        let _ = explore::failure_file::decode::<engine::strategy::Decision>(path, input);
     });
 }
 
@@ -76,7 +76,7 @@ fn failure_payload() {
             payload.len()
         );
         let file = [header.as_bytes(), payload].concat();
-        let _ = checker::failure_file::decode::<engine::strategy::Decision>(path, &file);
+        let _ = explore::failure_file::decode::<engine::strategy::Decision>(path, &file);
     });
 }
 

@@ -107,7 +107,7 @@ fn replay_compares_the_recorded_host_class() {
     assert_eq!(r.code, 1, "{r:?}");
     let j = r.json();
     let file = j["failure_file"].as_str().unwrap().to_string();
-    let recorded: checker::failure_file::FailureRecord = checker::failure_file::load(file.as_ref()).unwrap();
+    let recorded: explore::failure_file::FailureRecord = explore::failure_file::load(file.as_ref()).unwrap();
     let host = recorded.host.clone().expect("the failure file records the host");
     assert_eq!(serde_json::to_value(&host).unwrap(), j["host"]);
 
@@ -125,7 +125,7 @@ fn replay_compares_the_recorded_host_class() {
     // The same file without a host: nothing said, nothing compared.
     let mut old = recorded;
     old.host = None;
-    checker::failure_file::save(file.as_ref(), &old).unwrap();
+    explore::failure_file::save(file.as_ref(), &old).unwrap();
     let r = run_forced_off(&args);
     assert_eq!(r.code, 0, "{r:?}");
     let rj = r.json();

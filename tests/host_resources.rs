@@ -54,7 +54,7 @@ fn a_full_output_disk_is_exit_3_naming_the_file_and_leaves_nothing_half_written(
             assert_eq!(r.code, 1, "{size}: {r:?}");
         }
         for f in all.keys().filter(|p| p.ends_with("failure.json")) {
-            checker::failure_file::load::<engine::strategy::Decision>(&out.join(f))
+            explore::failure_file::load::<engine::strategy::Decision>(&out.join(f))
                 .unwrap_or_else(|e| panic!("{size}: a failure file written before the disk filled is damaged: {e}"));
             kept_a_failure_file |= r.code == 3;
         }

@@ -419,7 +419,7 @@ impl Memo {
 }
 
 fn zobrist(op: usize) -> u64 {
-    crate::strategy::mix64(op as u64 ^ 0x6c69_6e65_6172)
+    simrng::splitmix64(op as u64 ^ 0x6c69_6e65_6172)
 }
 
 enum SearchEnd {

@@ -5,16 +5,16 @@
 //! engine's grants per frame and wall time per grant (a grant runs a node until it
 //! halts or for 1 ms of virtual time), virtual time against wall time.
 //!
-//! Run: cargo bench -p checker --bench kvm_engine (harness = false; prints). Skips
+//! Run: cargo bench -p explore --bench kvm_engine (harness = false; prints). Skips
 //! with a printed reason where /dev/kvm cannot be opened. Exits per second of one
 //! node, alone and under grants: cargo bench -p vmm --bench kvm_exits.
 
 use std::path::Path;
 use std::time::Duration;
 
-use checker::strategy::{KindWeights, RandomWalk};
 use engine::strategy::Strategy;
 use engine::{ExecutionSpec, ExploreSpec, NetworkSpec, NodeId, RuntimeKind, Verdict};
+use explore::strategy::{KindWeights, RandomWalk};
 use netsim::{Latency, NetConfig};
 
 fn main() {

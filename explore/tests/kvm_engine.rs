@@ -19,10 +19,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use checker::strategy::{KindWeights, RandomWalk};
 use engine::strategy::{ActionKind, Strategy};
 use engine::trace::EventKind;
 use engine::{DiskSpec, ExecutionResult, ExecutionSpec, ExploreSpec, NetworkSpec, NodeId, RuntimeKind, Verdict};
+use explore::strategy::{KindWeights, RandomWalk};
 use netsim::{Latency, LinkOverride, NetConfig};
 
 /// True where /dev/kvm opens; otherwise records why the running test skips.

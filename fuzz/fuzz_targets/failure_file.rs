@@ -1,5 +1,5 @@
 //! Failure files as `simcluster replay` and `shrink` read them
-//! (`checker::failure_file::decode`). The first input byte picks the form:
+//! (`explore::failure_file::decode`). The first input byte picks the form:
 //! even, the input is the whole file (header, checksum, payload); odd, the
 //! rest is a payload put behind a valid header, so that mutants get past
 //! the checksum to the record's fields.
@@ -13,7 +13,7 @@ fuzz_target!(|input: &[u8]| {
     let Some((&form, rest)) = input.split_first() else { return };
     let path = Path::new("failure.json");
     if form % 2 == 0 {
-        let _ = checker::failure_file::decode::<engine::strategy::Decision>(path, rest);
+        let _ = explore::failure_file::decode::<engine::strategy::Decision>(path, rest);
     } else {
         let header = format!(
             "{{\"simcluster_failure_file\":2,\"crc32\":\"{:08x}\",\"payload_bytes\":{}}}\n",
@@ -21,6 +21,6 @@ fuzz_target!(|input: &[u8]| {
             rest.len()
         );
         let file = [header.as_bytes(), rest].concat();
-        let _ = checker::failure_file::decode::<engine::strategy::Decision>(path, &file);
+        let _ = explore::failure_file::decode::<engine::strategy::Decision>(path, &file);
     }
 });

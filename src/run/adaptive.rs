@@ -9,7 +9,7 @@
 //!   the execution instead of after its end. A shard that does not run execution 0 runs it
 //!   first on its own, unreported: every shard measures the same horizon.
 //! - **Coverage** (`coverage`): a corpus of executions kept for what they
-//!   reached first (`checker::strategy::coverage`), advanced in execution
+//!   reached first (`explore::strategy::coverage`), advanced in execution
 //!   order one generation at a time.
 //!
 //! Either way the runner gates the units ([`Gate`]): a unit starts only
@@ -20,9 +20,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::Result;
-use checker::strategy::coverage::{self, Corpus, CoverageWalk, Plan, Snapshot};
-use checker::strategy::DelayBounded;
 use engine::strategy::Strategy;
+use explore::strategy::coverage::{self, Corpus, CoverageWalk, Plan, Snapshot};
+use explore::strategy::DelayBounded;
 
 use super::execution::weights;
 use super::observer::{Group, UnitRunner};

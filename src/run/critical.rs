@@ -1,9 +1,9 @@
 //! MaceMC's critical-transition search for a liveness failure.
 
 use anyhow::Result;
-use checker::failure_file::FailureRecord;
-use checker::strategy::{find_critical_transition, Guided};
 use engine::{ExecutionResult, ExecutionSpec, FailureKind};
+use explore::failure_file::FailureRecord;
+use explore::strategy::{find_critical_transition, Guided};
 use indicatif::ProgressBar;
 
 use super::execution::execute_one;

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use checker::strategy::{CoverageWalk, DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk};
 use engine::strategy::Strategy;
 use engine::{ExecutionResult, ExecutionSpec, NodeId, RuntimeKind, VirtualTime};
+use explore::strategy::{CoverageWalk, DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk};
 
 use super::{StrategyKind, StrategyOptions, DEFAULT_TIME_LIMIT_NS};
 use crate::cluster::Cluster;
@@ -234,7 +234,7 @@ pub(crate) fn make_strategy(o: &StrategyOptions, seed: u64, explore: &engine::Ex
         // Each execution's own walk comes from its plan (`adaptive`); this
         // one (no parent, no cut) names the strategy in failure files.
         StrategyKind::Coverage => Box::new(CoverageWalk::new(
-            &checker::strategy::coverage::Plan {
+            &explore::strategy::coverage::Plan {
                 seed,
                 parent: None,
                 decisions: Default::default(),

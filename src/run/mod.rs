@@ -30,9 +30,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use checker::strategy::HybridDfs;
 use engine::strategy::Strategy;
 use engine::RuntimeKind;
+use explore::strategy::HybridDfs;
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub(crate) use execution::{execute_one, scratch_dir, spec_for, Executed, OpenImages};
@@ -223,7 +223,7 @@ pub(crate) fn dfs_round_seed(run_seed: u64, round: u64) -> u64 {
 struct UnitOutput {
     groups: Vec<Group>,
     /// A coverage execution's plan (where it started from).
-    plan: Option<checker::strategy::coverage::Plan>,
+    plan: Option<explore::strategy::coverage::Plan>,
     /// An exhaustive strategy has nothing more to explore at this unit.
     exhausted: bool,
 }
@@ -434,7 +434,7 @@ impl Units<'_> {
 
     /// The strategy as a failure file records it (its own parameters; the
     /// run's are taken from each execution's spec).
-    fn failure_strategy_spec(&self) -> checker::failure_file::StrategySpec {
+    fn failure_strategy_spec(&self) -> explore::failure_file::StrategySpec {
         self.strategy().spec()
     }
 

@@ -11,10 +11,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use checker::failure_file::{self, FailureRecord, RunParams, StrategySpec};
-use checker::strategy::Guided;
 use engine::strategy::Strategy;
 use engine::{DiskSpec, ExecutionResult, ExecutionSpec, FailureKind, HostFacts, Verdict};
+use explore::failure_file::{self, FailureRecord, RunParams, StrategySpec};
+use explore::strategy::Guided;
 use indicatif::ProgressBar;
 
 use super::execution::{execute_one, Executed, Pcaps};

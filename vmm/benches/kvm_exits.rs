@@ -2,7 +2,7 @@
 //! memory per node, exits per second and per grant through [`KvmNode`] (the node as
 //! the engine drives it). `cargo bench -p vmm --bench kvm_exits` (harness = false;
 //! prints). Skips with a printed reason where /dev/kvm cannot be opened. Frames
-//! through the engine: `cargo bench -p checker --bench kvm_engine`.
+//! through the engine: `cargo bench -p explore --bench kvm_engine`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -154,7 +154,7 @@ fn memory_per_node(tmp: &Path, full: &Path) {
 /// Each grant runs [`GRANT_SLICE_NS`] of virtual time, one exit at a time (so every
 /// output carries its exit's time), about 1,000 exits at the default exit cost; the
 /// figure is what that costs per exit against figure 1's free run. Frames through the
-/// engine between two nodes: `cargo bench -p checker --bench kvm_engine`.
+/// engine between two nodes: `cargo bench -p explore --bench kvm_engine`.
 fn exits_per_grant(tmp: &Path) {
     let loop_img = asm::assemble("loop", tmp).unwrap();
     let vm = MicroVmBuilder::new().memory_mib(16).image(&loop_img).build().unwrap();

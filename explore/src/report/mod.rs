@@ -64,7 +64,7 @@ pub struct ReportMeta {
     /// its check gets the anomalies panel (its cycles drawn). Not
     /// serialised: the page is rendered where the cluster is known.
     #[serde(skip)]
-    pub history: Option<(u16, crate::history_check::HistoryModel)>,
+    pub history: Option<(u16, checker::history_check::HistoryModel)>,
 }
 
 /// The failure as the report shows it.

@@ -5,8 +5,8 @@
 //! all read it.
 
 use super::ReportMeta;
-use crate::register_history::{EventType, History, Op};
-use crate::history_check::{history_lines, HistoryModel};
+use checker::history_check::{history_lines, HistoryModel};
+use checker::register_history::{EventType, History, Op};
 use engine::trace::{Event, EventKind};
 use engine::{FailureKind, GUEST_EPOCH_NS};
 

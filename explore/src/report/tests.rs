@@ -712,7 +712,7 @@ fn pauses_and_clock_faults_are_drawn_counted_and_described() {
 /// and each edge's reason; a register history gets none.
 #[test]
 fn an_anomaly_cycle_is_drawn() {
-    use crate::history_check::HistoryModel;
+    use checker::history_check::HistoryModel;
     let history = include_str!("../../../tests/histories/g-single.jsonl");
     let lines: Vec<&str> =
         std::iter::once("@history begin").chain(history.lines()).chain(std::iter::once("@history end")).collect();
@@ -820,7 +820,7 @@ fn lost_write() -> (ReportMeta, Vec<Event>) {
         "[check] history on n3: history is not linearizable: key \"k1\" is not linearizable (2 ops on it).".into(),
     )));
     m.node_names = vec!["n1".into(), "n2".into(), "n3".into()];
-    m.history = Some((3, crate::history_check::HistoryModel::Register));
+    m.history = Some((3, checker::history_check::HistoryModel::Register));
     (m, b.t.events().to_vec())
 }
 

@@ -12,7 +12,7 @@
 //!   was in force, and each name first reached after a fault of each kind;
 //!   with `[antithesis]`, each SDK assertion's outcome (true, false) and
 //!   each `antithesis_guidance` value in power-of-two buckets of how far
-//!   it went the way it wants (`crate::antithesis::features`).
+//!   it went the way it wants (`checker::antithesis::features`).
 //! - **Corpus** ([`Corpus`]): an execution that shows a feature no earlier
 //!   execution showed becomes an entry: its execution seed, its decisions
 //!   (departures from the default scheduler) and the time of its newest
@@ -87,7 +87,7 @@ pub fn features(trace: &Trace) -> BTreeMap<String, u64> {
                         note(format!("reached {name} after {f}"), at);
                     }
                 }
-                for feature in crate::antithesis::features(text) {
+                for feature in checker::antithesis::features(text) {
                     note(feature, at);
                 }
                 None

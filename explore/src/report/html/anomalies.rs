@@ -13,7 +13,7 @@ use engine::trace::Event;
 use txncheck::{Anomaly, Cycle, EdgeKind, History};
 
 use super::{esc, esc_html};
-use crate::history_check::{history_lines, HistoryModel};
+use checker::history_check::{history_lines, HistoryModel};
 
 /// Cycles drawn per anomaly name (the rest are counted).
 const CYCLES_SHOWN: usize = 2;

@@ -28,7 +28,7 @@ pub(super) fn header(p: &Page, h: &mut String) {
 /// without `@antithesis` lines).
 fn sdk_assertions(p: &Page, h: &mut String) {
     let m = p.meta();
-    let props = crate::antithesis::properties_of(p.a.events, |n| node_name(m, n));
+    let props = checker::antithesis::properties_of(p.a.events, |n| node_name(m, n));
     if props.is_empty() {
         return;
     }
@@ -58,7 +58,7 @@ fn sdk_assertions(p: &Page, h: &mut String) {
 
 /// Test Composer's commands of the execution: runs, non-zero exits.
 fn composer_commands(p: &Page, h: &mut String) {
-    let commands = crate::antithesis::composer_commands(p.a.events);
+    let commands = checker::antithesis::composer_commands(p.a.events);
     if commands.is_empty() {
         return;
     }
