@@ -9,8 +9,10 @@ item a module re-exports (`pub use`, `pub(crate) use`) is followed to the
 module that defines it, and the re-export itself is no edge: a parent's
 facade does not make a circle with the child it re-exports. Inline modules
 (`mod tests { .. }`) belong to their file. Prints each strongly connected
-set of two or more files with one circle through it, and exits 1 when it
-found any.
+set of two or more files with one circle through it, then the same for the
+graph of the crate's top-level modules (each directory or file under src/
+with everything below it: what a split into crates would have to keep
+acyclic), and exits 1 when it found any.
 
     scripts/module-cycles.py            # every crate of the workspace
     scripts/module-cycles.py vmm/src    # one crate
@@ -272,6 +274,16 @@ def main():
         for comp in sccs(edges):
             found += 1
             print(f"{d}: {len(comp)} modules in a circle: " + " -> ".join(name(m) for m in circle(edges, comp)))
+        top = {}
+        for a, bs in edges.items():
+            top.setdefault(a[:1], set())
+            for b in bs:
+                if a[:1] != b[:1]:
+                    top[a[:1]].add(b[:1])
+                    top.setdefault(b[:1], set())
+        for comp in sccs(top):
+            found += 1
+            print(f"{d}: {len(comp)} top-level modules in a circle: " + " -> ".join(name(m) for m in circle(top, comp)))
     print(f"module-cycles: {len(dirs)} crate directories, {found} circles")
     sys.exit(1 if found else 0)
 

@@ -4,8 +4,6 @@
 use disksim::{DiskFault, RequestId, RequestKind};
 use simtime::VirtualTime;
 
-use crate::virtio::blk::BlkRequest;
-
 /// The root disk's virtio-blk serial (GET_ID, `/sys/block/vdX/serial` in the
 /// guest): the boot init mounts the disk that carries it as the root.
 pub const ROOT_DISK_SERIAL: &[u8] = b"simcluster-root";
@@ -24,13 +22,6 @@ pub struct DiskRequest {
     pub sectors: u64,
     /// Virtual time of the kick that submitted it.
     pub submitted: VirtualTime,
-}
-
-impl DiskRequest {
-    /// The device's request `r`, submitted at virtual time `submitted`.
-    pub fn new(r: BlkRequest, submitted: VirtualTime) -> DiskRequest {
-        DiskRequest { id: r.id, kind: r.kind, sector: r.sector, sectors: r.sectors, submitted }
-    }
 }
 
 /// A completed disk request: what the engine puts in its trace.

@@ -84,12 +84,12 @@ impl KickHook for Blk {
     /// queue).
     fn kicked(&mut self, dev: &mut VirtioBlk, _: &mut Queues, _: u16, time: VirtualTime) -> Result<bool, DeviceError> {
         for r in dev.take_reads_done() {
-            let request = DiskRequest::new(r.request, time);
+            let request = r.request.submitted_at(time);
             self.reads_done.push(DiskCompletion { request, completed: time, fault: r.fault });
         }
         for id in dev.take_accepted() {
             let r = dev.request(id).expect("an accepted request is pending until completed");
-            self.pending.insert(id, DiskRequest::new(r, time));
+            self.pending.insert(id, r.submitted_at(time));
         }
         Ok(false)
     }

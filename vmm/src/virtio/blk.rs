@@ -34,7 +34,10 @@ use disksim::faults::maybe_corrupt;
 use disksim::virtio::{submit, BlkOp, RequestHeader, Status, T_FLUSH, T_OUT};
 use disksim::{BlockStore, Disk, DiskFault, ReadFaults, RequestId, RequestKind, SECTOR_SIZE};
 use simrng::Rng;
+use simtime::VirtualTime;
 use virtio_queue::QueueT;
+
+use crate::node::DiskRequest;
 
 use super::{drain_chains, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX};
 
@@ -86,6 +89,15 @@ pub struct BlkRequest {
     pub sector: u64,
     /// Number of sectors; 0 for a flush.
     pub sectors: u64,
+}
+
+impl BlkRequest {
+    /// The request as the engine sees it, submitted at virtual time
+    /// `submitted` (the device model does not see time; both runtimes
+    /// stamp it at the kick).
+    pub fn submitted_at(self, submitted: VirtualTime) -> DiskRequest {
+        DiskRequest { id: self.id, kind: self.kind, sector: self.sector, sectors: self.sectors, submitted }
+    }
 }
 
 /// A request that completed, and the disk fault that hit it, if any.

@@ -313,15 +313,8 @@ impl KvmNode {
             let ids = port.take_accepted();
             err = port.take_error();
             let blk = port.device_mut();
-            let req = |r: crate::virtio::blk::BlkRequest, submitted| DiskRequest {
-                id: r.id,
-                kind: r.kind,
-                sector: r.sector,
-                sectors: r.sectors,
-                submitted,
-            };
-            reads.extend(blk.take_reads_done().into_iter().map(|r| (req(r.request, time), r.fault)));
-            accepted.extend(ids.into_iter().filter_map(|a| blk.request(a.id).map(|r| req(r, a.at))));
+            reads.extend(blk.take_reads_done().into_iter().map(|r| (r.request.submitted_at(time), r.fault)));
+            accepted.extend(ids.into_iter().filter_map(|a| blk.request(a.id).map(|r| r.submitted_at(a.at))));
         }
         self.reads_done.extend(reads.into_iter().map(|(request, fault)| DiskCompletion {
             request,
