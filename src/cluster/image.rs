@@ -8,6 +8,12 @@ use serde::Deserialize;
 
 use super::{Invalid, KeyPath};
 
+/// The suite images come from unless `[image] suite` says otherwise.
+pub const DEFAULT_SUITE: &str = "bookworm";
+
+/// The package the agent runs on; in every image.
+pub const AGENT_PACKAGE: &str = "busybox-static";
+
 /// `[image]`: what the nodes' root filesystem holds.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,12 +85,12 @@ impl RootMode {
 impl ImageSection {
     /// Whether packages are installed with their maintainer scripts.
     pub fn configured(&self) -> bool {
-        self.maintainer_scripts.unwrap_or_else(|| self.packages.iter().any(|p| p != crate::image::debs::AGENT_PACKAGE))
+        self.maintainer_scripts.unwrap_or_else(|| self.packages.iter().any(|p| p != AGENT_PACKAGE))
     }
 
     /// The Debian suite packages come from: `suite`, else `"bookworm"`.
     pub fn suite(&self) -> &str {
-        self.suite.as_deref().unwrap_or(crate::image::debs::DEFAULT_SUITE)
+        self.suite.as_deref().unwrap_or(DEFAULT_SUITE)
     }
 
     /// Checks the table against the cluster directory `dir` (files it
@@ -156,7 +162,7 @@ impl ImageSection {
             return Err(at.key("docker_archive").invalid(" and oci: name one container image, not two"));
         }
         if let Some((key, path)) = container {
-            if self.packages.iter().any(|p| p != crate::image::debs::AGENT_PACKAGE)
+            if self.packages.iter().any(|p| p != AGENT_PACKAGE)
                 || self.maintainer_scripts == Some(true)
                 || !self.customize.is_empty()
             {

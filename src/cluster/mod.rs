@@ -47,7 +47,7 @@ pub use disk::{DiskSection, DiskSettings};
 pub use error::ClusterError;
 pub use explore::{ExploreSection, RunSection};
 pub use faults::{CrashSection, DiskFaultsSection, FaultsSection};
-pub use image::{ImageSection, RootMode};
+pub use image::{ImageSection, RootMode, AGENT_PACKAGE, DEFAULT_SUITE};
 pub use key_path::{Invalid, KeyPath};
 pub use network::PartitionSection;
 pub use node_faults::{parse_signed_duration_ns, ClockSection, PauseSection, Range, StrobeSetting, StrobeTable};

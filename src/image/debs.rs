@@ -22,12 +22,7 @@ use super::apt::{Archive, Pin, ResolveError};
 use super::cache::{build_entry, cache_root, KeyHasher};
 use super::host::{apt_install, have_program, is_root, run_capture};
 use crate::cluster::ImageSection;
-
-/// The suite images come from unless `[image] suite` says otherwise.
-pub const DEFAULT_SUITE: &str = "bookworm";
-
-/// The package the agent runs on; in every image.
-pub const AGENT_PACKAGE: &str = "busybox-static";
+pub use crate::cluster::{AGENT_PACKAGE, DEFAULT_SUITE};
 
 /// Apt picks the first alternative of init-system-helpers' "usrmerge |
 /// usr-is-merged"; usrmerge drags in perl (46 MB) to convert a /usr that

@@ -35,9 +35,10 @@ use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 
+use super::conn::ConnError;
 use super::conn::{Conn, ConnId, ConnState, Side};
 use super::device::{syn_tuple, FrameQueue};
-use super::error::{ConnError, HostError};
+use super::error::HostError;
 use super::http::{HttpError, HttpResponse, ResponseReader};
 use crate::addr::NodeId;
 

@@ -19,7 +19,6 @@ use simtime::VirtualTime;
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp::{self, RecvError, State};
 
-use super::error::ConnError;
 use crate::addr::NodeId;
 
 /// Handle of a connection (or listener) of one `HostClient`. Issued in
@@ -31,6 +30,21 @@ impl fmt::Display for ConnId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "c{}", self.0)
     }
+}
+
+/// How a TCP connection failed. Final: a failed connection never recovers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConnError {
+    /// The peer answered the SYN with a reset: nothing listens on that port.
+    #[error("connection refused")]
+    Refused,
+    /// No answer to the SYN within the connect timeout, or no progress on
+    /// outstanding data within the I/O timeout (a partition, a dead node).
+    #[error("connection timed out")]
+    TimedOut,
+    /// The peer reset an established connection (or aborted a half-closed one).
+    #[error("connection reset by peer")]
+    Reset,
 }
 
 /// What a workload can know about a connection.

@@ -2,26 +2,12 @@
 //!
 //! Two layers, because they reach the workload in two ways: a [`HostError`]
 //! is returned synchronously by an API call that cannot be carried out (an
-//! unknown handle, no free port), while a [`ConnError`] is what the network
+//! unknown handle, no free port), while a [`ConnError`] (beside the
+//! connection state it ends, in `conn`) is what the network
 //! did to a connection, discovered during a later `poll` and reported
 //! through [`ConnState::Failed`](super::ConnState::Failed) or an HTTP result.
 
-use super::ConnId;
-
-/// How a TCP connection failed. Final: a failed connection never recovers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ConnError {
-    /// The peer answered the SYN with a reset: nothing listens on that port.
-    #[error("connection refused")]
-    Refused,
-    /// No answer to the SYN within the connect timeout, or no progress on
-    /// outstanding data within the I/O timeout (a partition, a dead node).
-    #[error("connection timed out")]
-    TimedOut,
-    /// The peer reset an established connection (or aborted a half-closed one).
-    #[error("connection reset by peer")]
-    Reset,
-}
+use super::conn::{ConnError, ConnId};
 
 /// Why an API call of [`HostClient`](super::HostClient) was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

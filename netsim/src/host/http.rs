@@ -8,7 +8,7 @@
 //! Interim 1xx responses (other than 101) are skipped. Bare-LF line ends are
 //! accepted, because a reader that rejects them gains nothing here.
 
-use super::error::ConnError;
+use super::conn::ConnError;
 use crate::addr::NodeId;
 
 /// Longest accepted response head (status line plus headers).

@@ -27,6 +27,6 @@ pub mod error;
 pub mod http;
 
 pub use client::{HostClient, HostConfig, HttpId};
-pub use conn::{ConnId, ConnState};
-pub use error::{ConnError, HostError};
+pub use conn::{ConnError, ConnId, ConnState};
+pub use error::HostError;
 pub use http::{HttpError, HttpResponse};
