@@ -48,8 +48,8 @@ use simrng::streams::HOST_CLIENT as SEED_STREAM;
 /// One HTTP request of a host workload, checked (from cluster.toml).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostRequest {
-    /// Target guest, 1-based (`n2` is 2).
-    pub node: u16,
+    /// Target guest.
+    pub node: NodeId,
     /// TCP port.
     pub port: u16,
     /// `GET`, `POST`, ... (an HTTP token).
@@ -69,7 +69,7 @@ pub struct HostRequest {
 impl HostRequest {
     /// `GET n2:8080/data`, for traces and failure messages.
     pub fn describe(&self) -> String {
-        format!("{} n{}:{}{}", self.method, self.node, self.port, self.path)
+        format!("{} {}:{}{}", self.method, self.node, self.port, self.path)
     }
 }
 
@@ -232,9 +232,8 @@ impl HostEndpoint {
             let k = self.next;
             self.next += 1;
             let r = &self.workload.requests[k % self.workload.requests.len()];
-            let to = NodeId::new(r.node).expect("checked against the cluster");
-            let host =
-                if r.port == 80 { format!("10.0.0.{}", r.node) } else { format!("10.0.0.{}:{}", r.node, r.port) };
+            let to = r.node;
+            let host = if r.port == 80 { to.ip().to_string() } else { format!("{}:{}", to.ip(), r.port) };
             let bytes = http::request(&r.method, &host, &r.path, &[], &r.body);
             let what = self.label(k);
             // Ports and targets are checked, so only "no free ephemeral
@@ -321,10 +320,10 @@ enum HostProblem {
     NotStarted(netsim::host::HostError),
     /// The node refused the connection.
     #[error(
-        "no response: connection refused (nothing listens on n{node}:{port}; if the server starts in the \
+        "no response: connection refused (nothing listens on {node}:{port}; if the server starts in the \
          background, [workload.host] start_after gives it time)"
     )]
-    Refused { node: u16, port: u16 },
+    Refused { node: NodeId, port: u16 },
     /// Any other failed exchange (reset, timeout, a malformed response).
     #[error("no response: {0}")]
     NoResponse(HttpError),
@@ -392,7 +391,7 @@ mod tests {
 
     fn req() -> HostRequest {
         HostRequest {
-            node: 2,
+            node: NodeId::new(2).unwrap(),
             port: 8080,
             method: "GET".into(),
             path: "/data".into(),
@@ -435,7 +434,7 @@ mod tests {
         let cases = [
             (HostProblem::NotStarted(netsim::host::HostError::NoFreePort), "could not start: no free ephemeral port"),
             (
-                HostProblem::Refused { node: 2, port: 8080 },
+                HostProblem::Refused { node: NodeId::new(2).unwrap(), port: 8080 },
                 "no response: connection refused (nothing listens on n2:8080; if the server starts in the \
                  background, [workload.host] start_after gives it time)",
             ),

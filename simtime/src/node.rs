@@ -4,6 +4,7 @@
 //! else.
 
 use std::fmt;
+use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -73,6 +74,12 @@ impl NodeId {
         [10, 0, 0, self.byte()]
     }
 
+    /// The node's IPv4 address as a value that prints `10.0.0.N`.
+    pub const fn ip(self) -> Ipv4Addr {
+        let [a, b, c, d] = self.ipv4();
+        Ipv4Addr::new(a, b, c, d)
+    }
+
     /// The node's MAC, `02:00:0a:00:00:NN`: locally administered and
     /// unicast, its last four bytes the IPv4 address.
     pub const fn mac(self) -> [u8; 6] {
@@ -93,6 +100,13 @@ impl NodeId {
             [10, 0, 0, n] => NodeId::new(u16::from(n)),
             _ => None,
         }
+    }
+
+    /// The node named `name` (its [`Display`](fmt::Display) form, `n3`;
+    /// nothing else, not `n03`), if there can be one.
+    pub fn from_name(name: &str) -> Option<NodeId> {
+        let n = NodeId::new(name.strip_prefix('n')?.parse().ok()?)?;
+        (n.to_string() == name).then_some(n)
     }
 
     /// Nodes `1..=node_count` (at most [`NodeId::MAX`]) in ascending order.
@@ -132,6 +146,9 @@ mod tests {
         let n = NodeId::new(7).unwrap();
         assert_eq!((n.number(), n.index(), n.to_string()), (7, 6, "n7".to_string()));
         assert_eq!(n.ipv4(), [10, 0, 0, 7]);
+        assert_eq!(n.ip().to_string(), "10.0.0.7");
+        assert_eq!(NodeId::from_name("n7"), Some(n));
+        assert_eq!([NodeId::from_name("n07"), NodeId::from_name("n0"), NodeId::from_name("7")], [None, None, None]);
         assert_eq!(n.mac(), [2, 0, 0x0a, 0, 0, 7]);
         assert_eq!(NodeId::from_mac(n.mac()), Some(n));
         assert_eq!(NodeId::from_ipv4(n.ipv4()), Some(n));

@@ -73,8 +73,8 @@ impl ClusterSection {
     pub(super) fn check(&self) -> Result<u16, Invalid> {
         let at = KeyPath::table("cluster");
         let n = self.nodes;
-        if n == 0 || n > 254 {
-            return Err(at.key("nodes").invalid(format!(" = {n}: must be between 1 and 254")));
+        if n == 0 || n > engine::NodeId::MAX {
+            return Err(at.key("nodes").invalid(format!(" = {n}: must be between 1 and {}", engine::NodeId::MAX)));
         }
         if self.userspace_setting == Some(Userspace::Seccomp) && !self.kernel.has_seccomp_userspace() {
             return Err(at.key("userspace").invalid(format!(

@@ -262,6 +262,6 @@ impl Cluster {
         if let Some(p) = &self.compose {
             return p.node_names();
         }
-        (1..=self.spec.cluster.nodes).map(|i| format!("n{i}")).collect()
+        engine::NodeId::all(self.spec.cluster.nodes).map(|n| n.to_string()).collect()
     }
 }

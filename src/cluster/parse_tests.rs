@@ -306,7 +306,10 @@ mod host_workload_tests {
         assert_eq!(c.workload_node, 2, "the host client is node N+1");
         assert_eq!((w.repeat, w.concurrency), (3, 2));
         assert_eq!((w.start_after, w.timeout), (std::time::Duration::from_secs(1), std::time::Duration::from_secs(30)));
-        assert_eq!((w.requests[0].node, w.requests[0].method.as_str(), w.requests[0].expect_status), (2, "GET", 200));
+        assert_eq!(
+            (w.requests[0].node.number(), w.requests[0].method.as_str(), w.requests[0].expect_status),
+            (2, "GET", 200)
+        );
         assert_eq!(w.requests[1].body_equals.as_deref(), Some(&b"1\n2\n"[..]));
         assert_eq!(w.requests[1].body, b"x");
         // Crashes may hit every guest: none runs the workload.

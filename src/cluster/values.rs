@@ -4,8 +4,7 @@ use super::{Invalid, KeyPath};
 
 /// Node names are n1..nN; returns the 0-based index.
 pub fn parse_node_name(name: &str, nodes: u16) -> Option<usize> {
-    let n: u16 = name.strip_prefix('n')?.parse().ok()?;
-    (n >= 1 && n <= nodes && name == format!("n{n}")).then(|| usize::from(n - 1))
+    engine::NodeId::from_name(name).filter(|n| n.number() <= nodes).map(engine::NodeId::index)
 }
 
 /// Parses "250ms", "30s", "10m", "1h" or plain seconds into nanoseconds.

@@ -227,7 +227,7 @@ fn host_request(at: &KeyPath, r: &HostRequestSection, n: u16, dir: &Path) -> Res
         Some(f) => Some(read_body_file(&at.key("body_file"), dir, f)?),
     };
     Ok(HostRequest {
-        node: engine::NodeId::at(i).number(),
+        node: engine::NodeId::at(i),
         port: r.port,
         method,
         path,
