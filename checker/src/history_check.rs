@@ -13,9 +13,9 @@
 use std::sync::Arc;
 
 use crate::linearizability::{check_operations, CheckOptions, CheckResult};
+pub use crate::printed_history::history_lines;
 use crate::register_history::{History, HistoryError, Outcome};
-use engine::console::{history_marker, HistoryMarker};
-use engine::trace::{Event, EventKind};
+use engine::trace::Event;
 
 /// What a client history is checked against (`[check] model` and
 /// `[check] consistency` in cluster.toml, `--model` and `--consistency` of
@@ -145,31 +145,6 @@ pub enum HistoryVerdict {
     Malformed(String),
     /// The search budget ran out before a verdict.
     Unknown(String),
-}
-
-/// The history lines `node` printed on its console (the last
-/// `@history begin` .. `@history end` block).
-pub fn history_lines(events: &[Event], node: u16) -> Option<String> {
-    let mut block: Option<String> = None;
-    let mut inside = false;
-    for e in events.iter().filter(|e| e.node == node) {
-        let EventKind::Console { text } = &e.kind else { continue };
-        let l = text.trim();
-        match history_marker(l) {
-            Some(HistoryMarker::Begin) => {
-                inside = true;
-                block = Some(String::new());
-            }
-            Some(HistoryMarker::End) => inside = false,
-            None if inside && l.starts_with('{') => {
-                let b = block.as_mut().expect("set at begin");
-                b.push_str(l);
-                b.push('\n');
-            }
-            None => {}
-        }
-    }
-    block
 }
 
 /// The engine's hook for `[check] history` on `node`, register model: the
@@ -333,6 +308,7 @@ fn describe(e: &HistoryError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::trace::EventKind;
     use engine::trace::Trace;
 
     fn console(t: &mut Trace, node: u16, line: &str) {

@@ -13,6 +13,8 @@
 //!   histories and their checks, after Jepsen's `set-full` and
 //!   `total-queue` (lost, stale, never-read, unexpected, duplicated and
 //!   recovered elements);
+//! - [`printed_history`]: the history block a node printed, which each
+//!   model's check reads;
 //! - [`reach`]: reachability counts over a run;
 //! - [`antithesis`]: the Antithesis SDK's assertions as properties of a
 //!   run, and their coverage features.
@@ -22,6 +24,7 @@ pub mod antithesis;
 pub mod collection_history;
 pub mod history_check;
 pub mod linearizability;
+pub mod printed_history;
 pub mod reach;
 pub mod register_history;
 pub mod set_full;

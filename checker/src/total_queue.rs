@@ -279,7 +279,7 @@ pub fn check(ops: Vec<CollectionOperation>) -> Result<QueueReport, CollectionHis
 /// The queue history `node` printed, checked as the engine reports it
 /// (`[check] model = "queue"`): the headline first, then the report.
 pub fn engine_check(events: &[engine::trace::Event], node: u16) -> engine::HistoryOutcome {
-    let Some(text) = crate::history_check::history_lines(events, node) else {
+    let Some(text) = crate::printed_history::history_lines(events, node) else {
         return engine::HistoryOutcome {
             ok: false,
             note: "no history: the node printed no \"@history begin\" .. \"@history end\" block".into(),

@@ -43,6 +43,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::console::LineSplitter;
 use crate::time::{NodeId, VirtualTime};
 
 /// Node number 0 stands for the engine itself (partitions, notes).
@@ -560,43 +561,6 @@ impl Trace {
         }
         Ok(t)
     }
-}
-
-/// Splits a byte stream into lines, keeping an unfinished line until its
-/// newline arrives. A line is stamped with the time its newline was seen,
-/// which is deterministic because the chunks themselves are.
-#[derive(Debug, Clone, Default)]
-pub struct LineSplitter {
-    partial: Vec<u8>,
-}
-
-impl LineSplitter {
-    /// Feeds bytes; returns the completed lines (lossy UTF-8, `\r` and
-    /// terminal escape noise removed).
-    pub fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
-        let mut lines = Vec::new();
-        for &b in bytes {
-            if b == b'\n' {
-                lines.push(clean(&std::mem::take(&mut self.partial)));
-            } else {
-                self.partial.push(b);
-            }
-        }
-        lines
-    }
-
-    /// The unfinished line, if any (at the end of an execution).
-    pub fn finish(&mut self) -> Option<String> {
-        if self.partial.is_empty() {
-            None
-        } else {
-            Some(clean(&std::mem::take(&mut self.partial)))
-        }
-    }
-}
-
-fn clean(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).chars().filter(|&c| c != '\r').collect()
 }
 
 #[cfg(test)]
