@@ -87,6 +87,8 @@ def modules(src_dir):
 
 def split_tree(tree):
     """Expands a use tree (`a::{b, c::d as e}`) into paths of segments."""
+    # `Item as Name` names Item (the rename is dropped before the blanks).
+    tree = re.sub(r"\s+as\s+[A-Za-z_][A-Za-z0-9_]*", "", tree)
     tree = re.sub(r"\s+", "", tree)
     out = []
 
@@ -106,7 +108,6 @@ def split_tree(tree):
                 head, rest = it.split("{", 1)
                 walk(prefix + [x for x in head.split("::") if x], rest[: rest.rfind("}")])
             else:
-                it = it.split("as")[0] if re.search(r"\bas\b", it) else it
                 segs = [x for x in re.split(r"::", it) if x]
                 out.append(prefix + segs)
 

@@ -28,8 +28,9 @@
 #            one per test target whose `cargo test` failed with neither (it
 #            did not build), plus the nested step's failed tests and checks
 #            (or one, when it failed with none counted), plus one per other
-#            failed stage (packages, fmt, features, binary, the kernels,
-#            build, determinism, gallery-*, an empty list of test targets);
+#            failed stage (packages, fmt, cycles, features, binary, the
+#            kernels, build, determinism, gallery-*, an empty list of test
+#            targets);
 #            a run that exits 1 never says "0 failed";
 #   skipped  distinct tests (and steps, e.g. the nested one) that recorded a skip.
 # Exit status: 0 when no stage failed, 1 otherwise.

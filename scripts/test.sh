@@ -34,6 +34,8 @@
 # Stages, in order (each one's wall and CPU seconds are in the summary):
 #   packages   Debian packages the tests use, one apt-get call (scripts/test-deps.sh)
 #   fmt        cargo fmt --check
+#   cycles     no import circle between a crate's modules, nor between its
+#              top-level modules (scripts/module-cycles.py, every crate)
 #   features   `cargo build` and `cargo test --workspace` give every shared
 #              crate one feature set (so the test build compiles nothing twice)
 #   binary     cargo build: the simcluster binary the kernels build with.
@@ -217,10 +219,10 @@ stage() {
   return $rc
 }
 failed() { awk '$2 != 0 {print $1}' "$stages"; }
-# A failed packages, fmt or features check is reported (and counted as
-# failed) but stops nothing: without a package the tests that need it say
+# A failed packages, fmt, cycles or features check is reported (and counted
+# as failed) but stops nothing: without a package the tests that need it say
 # why they skip. Any other failed stage stops what comes after it.
-blocking() { failed | grep -v -x -e packages -e fmt -e features; }
+blocking() { failed | grep -v -x -e packages -e fmt -e cycles -e features; }
 
 # CPUs: QEMU's emulator (one host thread) gets the last one, the rest of
 # the suite the others, so neither waits for the other; on one CPU both share it.
@@ -250,6 +252,7 @@ deps_args=()
 ! has_check full:units || deps_args=(--full)
 stage packages scripts/test-deps.sh "${deps_args[@]}"
 stage fmt cargo fmt --all -- --check || echo "cargo fmt --check: run cargo fmt --all"
+stage cycles python3 scripts/module-cycles.py || echo "scripts/module-cycles.py: an import circle (above); cut it"
 # `features_unified`: the root package's build (`cargo build`, the binary
 # stage) and the workspace's test build (`cargo test --workspace`) give
 # every crate they share one feature set, so that the test build reuses

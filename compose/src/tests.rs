@@ -447,5 +447,6 @@ fn durations_and_words() {
     assert_eq!(parse_duration("soon"), None);
     assert_eq!(split_words("  a  'b c'd \"e\\\\f\" "), Some(vec!["a".into(), "b cd".into(), "e\\f".into()]));
     assert_eq!(split_words("a 'b"), None);
+    assert_eq!(shell_quote("a b"), "'a b'");
     assert_eq!(shell_quote("it's"), "'it'\\''s'");
 }

@@ -194,7 +194,7 @@ esac
 /// The runner for `composer`.
 pub fn runner(composer: &Composer) -> String {
     RUNNER
-        .replace("@TEMPLATE@", &crate::image::debs::shell_quote(composer.template.as_deref().unwrap_or("")))
+        .replace("@TEMPLATE@", &compose::shell_quote(composer.template.as_deref().unwrap_or("")))
         .replace("@DRIVE_CS@", &(composer.drive_for_ns / 10_000_000).max(1).to_string())
 }
 

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::{Invalid, KernelSeries, KeyPath};
+use super::{Invalid, KeyPath};
 
 /// `[cluster]`: the nodes and the machines they run on.
 #[derive(Debug, Clone, Deserialize)]
@@ -202,4 +202,42 @@ impl CpuidMode {
 
 fn default_memory_mb() -> u32 {
     256
+}
+
+/// Which kernel a cluster's nodes run (`[cluster] kernel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+pub enum KernelSeries {
+    /// linux-source-7.2 (trixie-backports), seccomp userspace available.
+    #[default]
+    #[serde(rename = "7.2")]
+    V7_2,
+    /// linux-source-6.1 (bookworm): the previous kernel, for comparisons.
+    #[serde(rename = "6.1")]
+    V6_1,
+}
+
+impl KernelSeries {
+    /// The series as `[cluster] kernel` writes it (`"7.2"`, `"6.1"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelSeries::V7_2 => "7.2",
+            KernelSeries::V6_1 => "6.1",
+        }
+    }
+
+    /// Whether the series has UML's seccomp userspace (Linux 6.16+).
+    pub fn has_seccomp_userspace(self) -> bool {
+        self == KernelSeries::V7_2
+    }
+
+    /// Whether the series speaks time travel's shared-memory mode (6.11+).
+    pub fn has_shared_clock(self) -> bool {
+        self == KernelSeries::V7_2
+    }
+
+    /// Whether the kernel, trapping its guest programs' CPUID, keeps CPUID
+    /// faulting on for its own process too (the 7.2 patch; see its text).
+    pub fn faults_cpuid_itself(self) -> bool {
+        self == KernelSeries::V7_2
+    }
 }

@@ -17,8 +17,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-pub use crate::image::kernel::KernelSeries;
-
 mod antithesis;
 mod checks;
 mod cluster_section;
@@ -42,7 +40,7 @@ mod workload;
 
 pub use antithesis::{runner as test_composer_runner, AntithesisSection, Composer, COMPOSER_END};
 pub use checks::{CheckSection, ExpectSection, InvariantSection, LivenessSection};
-pub use cluster_section::{ClusterSection, CpuidMode, TimeTravel, Userspace};
+pub use cluster_section::{ClusterSection, CpuidMode, KernelSeries, TimeTravel, Userspace};
 pub use disk::{DiskSection, DiskSettings};
 pub use error::ClusterError;
 pub use explore::{ExploreSection, RunSection};

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use compose::shell_quote;
 
 use super::apt::{Archive, Pin, ResolveError};
 use super::cache::{build_entry, cache_root, KeyHasher};
@@ -295,20 +296,4 @@ pub fn remove_matching(root: &Path, globs: &[String]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Single-quotes `s` for sh.
-pub fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shell_quote;
-
-    #[test]
-    fn quotes_for_the_shell() {
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-    }
 }

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
+use compose::shell_quote;
 use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest, MediaType};
 
 use super::cache::{sha256_file, KeyHasher};
-use super::debs::shell_quote;
 use super::host::{apt_install, have_program};
 use crate::cluster::Cluster;
 

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::debs::shell_quote;
 use super::oci::RunConfig;
 use crate::cluster::Cluster;
+use compose::shell_quote;
 
 /// The boot init, PID 1 of the initramfs: mounts the node's root
 /// filesystem, a read-only squashfs image on simcluster's root disk (a

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::source::{ensure_source, source_version};
+use super::source::{ensure_source, package, source_version};
 use super::{ensure_build_deps, Kernel, KernelSeries, Recipe, REPRODUCIBLE_BUILD_ENV};
 use crate::image::cache::{build_entry, cache_root, Entry};
 use crate::image::host::run_capture;
@@ -37,7 +37,7 @@ pub(super) fn ensure_built(
             ensure_build_deps(recipe)?;
             let (tarball, fetched) = ensure_source(series)?;
             if fetched != version {
-                bail!("{} is {fetched} now, not {version}: run the build again", series.package());
+                bail!("{} is {fetched} now, not {version}: run the build again", package(series));
             }
             build(recipe, work, series, &tarball, &version, quiet)
         },
@@ -61,7 +61,7 @@ fn build(
     std::fs::create_dir_all(&staged)?;
     std::fs::copy(work.join("src").join(recipe.artifact), staged.join(recipe.output))?;
     std::fs::write(staged.join("config"), std::fs::read(work.join("src/.config"))?)?;
-    std::fs::write(staged.join("source-version"), format!("{} {version}\n", series.package()))?;
+    std::fs::write(staged.join("source-version"), format!("{} {version}\n", package(series)))?;
     // The symbol table, for reading a guest's instruction pointers (a panic's
     // backtrace, an exit log's rip): a few hundred KiB, kept beside the kernel.
     let map = work.join("src/System.map");
@@ -79,7 +79,7 @@ fn build_in(
     version: &str,
     quiet: bool,
 ) -> Result<()> {
-    let package = series.package();
+    let package = package(series);
     let pb = if quiet { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
     pb.set_style(ProgressStyle::with_template(&format!("{{spinner}} {}: {{msg}}", recipe.label)).unwrap());
     pb.enable_steady_tick(std::time::Duration::from_millis(200));

@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::build::ensure_built;
+use super::source::{source, Source};
 use super::{Kernel, KernelSeries, Recipe};
 use crate::image::cache::{cache_root, KeyHasher};
 
@@ -78,9 +79,9 @@ pub fn ensure_kvm_kernel(quiet: bool) -> Result<Kernel> {
 
 /// The built KVM kernel if the cache holds it; never builds or fetches.
 pub fn kvm_kernel_path_if_cached() -> Option<PathBuf> {
-    let version = match SERIES.source() {
-        super::Source::Pinned { version, .. } => version,
-        super::Source::HostPackage { .. } => return None,
+    let version = match source(SERIES) {
+        Source::Pinned { version, .. } => version,
+        Source::HostPackage { .. } => return None,
     };
     let path = cache_root().join("kernel").join(kvm_kernel_key(version)).join(OUTPUT);
     path.is_file().then_some(path)

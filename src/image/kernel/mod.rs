@@ -6,7 +6,8 @@
 //!   runtime, built on first use by a KVM run or `simcluster image kernel
 //!   --runtime kvm`.
 //!
-//! Two source series are known ([`KernelSeries`]):
+//! Two source series are known ([`KernelSeries`], a `[cluster]` setting;
+//! where each one's source comes from is in `source.rs`):
 //! - 7.2 (the default): `linux-source-7.2` from Debian's trixie-backports,
 //!   fetched by package name with apt's own tools through a private root
 //!   (its own sources list, lists and archive directories under the cache;
@@ -36,70 +37,11 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::image::host::{apt_install, have_program};
-use source::Source;
 
+pub use crate::cluster::KernelSeries;
 pub use build::verify_config;
 pub use kvm::{ensure_kvm_kernel, kvm_kernel_key, kvm_kernel_path_if_cached, KVM_CONFIG_FRAGMENT};
 pub use uml::{ensure_kernel, kernel_key, UML_CONFIG_FRAGMENT};
-
-/// Which kernel a cluster's nodes run (`[cluster] kernel`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
-pub enum KernelSeries {
-    /// linux-source-7.2 (trixie-backports), seccomp userspace available.
-    #[default]
-    #[serde(rename = "7.2")]
-    V7_2,
-    /// linux-source-6.1 (bookworm): the previous kernel, for comparisons.
-    #[serde(rename = "6.1")]
-    V6_1,
-}
-
-impl KernelSeries {
-    /// The series as `[cluster] kernel` writes it (`"7.2"`, `"6.1"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            KernelSeries::V7_2 => "7.2",
-            KernelSeries::V6_1 => "6.1",
-        }
-    }
-
-    /// The Debian source package; it unpacks to a directory of this name.
-    fn package(self) -> &'static str {
-        match self {
-            KernelSeries::V7_2 => "linux-source-7.2",
-            KernelSeries::V6_1 => "linux-source-6.1",
-        }
-    }
-
-    fn source(self) -> Source {
-        match self {
-            // Pinned like guest packages: the exact version and the
-            // archive's checksum (apt-cache show in the private root).
-            KernelSeries::V7_2 => Source::Pinned {
-                suite: "trixie-backports",
-                version: "7.2.12-1~bpo13+1",
-                sha256: "73ca6c22599ba411ab3179642d33501ca2c90174e13c3c8d86e996ea1cbf2a8f",
-            },
-            KernelSeries::V6_1 => Source::HostPackage { tarball: "/usr/src/linux-source-6.1.tar.xz" },
-        }
-    }
-
-    /// Whether the series has UML's seccomp userspace (Linux 6.16+).
-    pub fn has_seccomp_userspace(self) -> bool {
-        self == KernelSeries::V7_2
-    }
-
-    /// Whether the series speaks time travel's shared-memory mode (6.11+).
-    pub fn has_shared_clock(self) -> bool {
-        self == KernelSeries::V7_2
-    }
-
-    /// Whether the kernel, trapping its guest programs' CPUID, keeps CPUID
-    /// faulting on for its own process too (the 7.2 patch; see its text).
-    pub fn faults_cpuid_itself(self) -> bool {
-        self == KernelSeries::V7_2
-    }
-}
 
 /// A built kernel.
 #[derive(Debug, Clone)]

@@ -17,12 +17,35 @@ pub(super) enum Source {
     Pinned { suite: &'static str, version: &'static str, sha256: &'static str },
 }
 
+/// The Debian source package of `series`; it unpacks to a directory of
+/// this name.
+pub(super) fn package(series: KernelSeries) -> &'static str {
+    match series {
+        KernelSeries::V7_2 => "linux-source-7.2",
+        KernelSeries::V6_1 => "linux-source-6.1",
+    }
+}
+
+/// Where the source of `series` comes from.
+pub(super) fn source(series: KernelSeries) -> Source {
+    match series {
+        // Pinned like guest packages: the exact version and the
+        // archive's checksum (apt-cache show in the private root).
+        KernelSeries::V7_2 => Source::Pinned {
+            suite: "trixie-backports",
+            version: "7.2.12-1~bpo13+1",
+            sha256: "73ca6c22599ba411ab3179642d33501ca2c90174e13c3c8d86e996ea1cbf2a8f",
+        },
+        KernelSeries::V6_1 => Source::HostPackage { tarball: "/usr/src/linux-source-6.1.tar.xz" },
+    }
+}
+
 /// The exact source version of `series`, without fetching anything where
 /// it is pinned (so a cached kernel needs neither network nor root).
 pub(super) fn source_version(series: KernelSeries) -> Result<String> {
-    match series.source() {
+    match source(series) {
         Source::Pinned { version, .. } => Ok(version.to_string()),
-        Source::HostPackage { tarball } => match installed_version(series.package()) {
+        Source::HostPackage { tarball } => match installed_version(package(series)) {
             Some(v) if Path::new(tarball).is_file() => Ok(v),
             _ => ensure_source(series).map(|(_, v)| v),
         },
@@ -33,28 +56,28 @@ pub(super) fn source_version(series: KernelSeries) -> Result<String> {
 /// if needed. For a pinned source this needs the network once; afterwards
 /// the tarball is in the cache.
 pub(super) fn ensure_source(series: KernelSeries) -> Result<(PathBuf, String)> {
-    match series.source() {
+    match source(series) {
         Source::HostPackage { tarball } => {
-            let version = match installed_version(series.package()) {
+            let version = match installed_version(package(series)) {
                 Some(v) if Path::new(tarball).is_file() => v,
                 _ => {
-                    apt_install(&[series.package()])?;
-                    installed_version(series.package())
-                        .with_context(|| format!("{} is not installed after apt-get install", series.package()))?
+                    apt_install(&[package(series)])?;
+                    installed_version(package(series))
+                        .with_context(|| format!("{} is not installed after apt-get install", package(series)))?
                 }
             };
             Ok((PathBuf::from(tarball), version))
         }
         Source::Pinned { suite, version, sha256 } => {
             let dir = cache_root().join("sources");
-            let tarball = dir.join(format!("{}_{}.tar.xz", series.package(), version.replace('~', "_")));
-            let what = format!("the {} source", series.package());
+            let tarball = dir.join(format!("{}_{}.tar.xz", package(series), version.replace('~', "_")));
+            let what = format!("the {} source", package(series));
             build_entry(
                 &tarball,
                 &what,
                 true,
                 || tarball.is_file(),
-                |work| fetch_pinned(series.package(), suite, version, sha256, work),
+                |work| fetch_pinned(package(series), suite, version, sha256, work),
             )?;
             Ok((tarball, version.to_string()))
         }
@@ -76,7 +99,7 @@ fn fetch_pinned(package: &str, suite: &str, version: &str, sha256: &str, work: &
         Err(_) => {
             archive.update()?;
             archive.fetch(std::slice::from_ref(&pin)).with_context(|| {
-                format!("downloading {package} {version} from {suite}: the pinned version may have left the archive; pin the current one in src/image/kernel/mod.rs")
+                format!("downloading {package} {version} from {suite}: the pinned version may have left the archive; pin the current one in src/image/kernel/source.rs")
             })?.into_iter().next().expect("one pin, one file")
         }
     };
