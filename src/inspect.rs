@@ -15,7 +15,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use engine::{Execution, ExecutionSpec, Lookahead, NodeId, Reached, Until, VirtualTime};
+use engine::{Execution, ExecutionSpec, Lookahead, NodeId, Reached, Until};
+use simtime::VirtualTime;
 
 use crate::cluster::parse_duration_ns;
 use crate::replay::{load, Loaded};

@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use engine::trace::{Event, EventKind};
-use engine::VirtualTime;
 use simcluster::cluster::Cluster;
+use simtime::VirtualTime;
 use testkit::fuzz::Target;
 
 fn corpus(target: &str) -> PathBuf {

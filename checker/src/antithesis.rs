@@ -235,7 +235,7 @@ mod tests {
     #[test]
     fn counts_and_verdicts() {
         let mut t = Trace::new();
-        let at = engine::VirtualTime::from_ns;
+        let at = simtime::VirtualTime::from_ns;
         t.push(at(1), engine::NodeId::new(1).unwrap(), line("sometimes", "Sometimes", false, false, true, "s"));
         t.push(at(1), engine::NodeId::new(1).unwrap(), line("reachability", "Reachable", false, false, true, "r"));
         t.push(at(2), engine::NodeId::new(2).unwrap(), line("always", "Always", true, true, true, "a"));
@@ -263,7 +263,7 @@ mod tests {
     #[test]
     fn composer_commands_are_counted() {
         let mut t = Trace::new();
-        let at = engine::VirtualTime::from_ns;
+        let at = simtime::VirtualTime::from_ns;
         for (i, text) in [
             "test-composer: start parallel_driver_a",
             "test-composer: parallel_driver_a exited 0",

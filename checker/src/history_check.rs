@@ -313,7 +313,7 @@ mod tests {
 
     fn console(t: &mut Trace, node: u16, line: &str) {
         t.push(
-            engine::VirtualTime::ZERO,
+            simtime::VirtualTime::ZERO,
             engine::NodeId::new(node).unwrap(),
             EventKind::Console { text: line.to_string() },
         );

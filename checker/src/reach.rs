@@ -36,22 +36,22 @@ mod tests {
     fn counts_every_line_of_every_node() {
         let mut t = Trace::new();
         t.push(
-            engine::VirtualTime::from_ns(1),
+            simtime::VirtualTime::from_ns(1),
             engine::NodeId::new(1).unwrap(),
             EventKind::Console { text: "@reached a".into() },
         );
         t.push(
-            engine::VirtualTime::from_ns(2),
+            simtime::VirtualTime::from_ns(2),
             engine::NodeId::new(2).unwrap(),
             EventKind::Console { text: "@sometimes a".into() },
         );
         t.push(
-            engine::VirtualTime::from_ns(3),
+            simtime::VirtualTime::from_ns(3),
             engine::NodeId::new(2).unwrap(),
             EventKind::Console { text: "@reached b".into() },
         );
         t.push(
-            engine::VirtualTime::from_ns(4),
+            simtime::VirtualTime::from_ns(4),
             engine::NodeId::new(2).unwrap(),
             EventKind::Console { text: "unrelated".into() },
         );

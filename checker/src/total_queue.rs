@@ -424,7 +424,7 @@ mod tests {
             .chain([enq(0, 10, 1, "ok"), enq(0, 20, 2, "ok"), drain(1, 30, "[2, 9]")].concat())
             .chain(["@history end".to_string()]);
         for l in lines {
-            t.push(engine::VirtualTime::ZERO, engine::NodeId::new(1).unwrap(), EventKind::Console { text: l });
+            t.push(simtime::VirtualTime::ZERO, engine::NodeId::new(1).unwrap(), EventKind::Console { text: l });
         }
         let out = engine_check(t.events(), 1);
         assert!(!out.ok);

@@ -17,7 +17,8 @@ use netsim::DeliveryId;
 use crate::network::DueDelivery;
 use crate::strategy::{ActionKind, EnabledAction};
 use crate::trace::ENGINE;
-use crate::{NodeId, VirtualTime};
+use crate::NodeId;
+use simtime::VirtualTime;
 
 /// Something the engine can do at the current instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

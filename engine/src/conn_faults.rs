@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use simrng::Rng;
 
-use crate::time::VirtualTime;
+use simtime::VirtualTime;
 
 /// `[faults.connection]`, checked. `resets` and `stalls` 0: off.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use simrng::Rng;
 use vmm::runtime::DiskRequest;
 
-use crate::VirtualTime;
+use simtime::VirtualTime;
 
 /// The data disk every node gets.
 #[derive(Debug, Clone)]
@@ -267,7 +267,7 @@ mod tests {
     use disksim::RequestId;
 
     fn request(kind: RequestKind) -> DiskRequest {
-        DiskRequest { id: RequestId(1), kind, sector: 64, sectors: 8, submitted: crate::VirtualTime::ZERO }
+        DiskRequest { id: RequestId(1), kind, sector: 64, sectors: 8, submitted: simtime::VirtualTime::ZERO }
     }
 
     /// The faults drawn for `n` completions alternating write, flush.

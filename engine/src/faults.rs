@@ -28,11 +28,12 @@ use std::time::Duration;
 
 use simrng::Rng;
 
-use crate::time::{NodeId, VirtualTime, GUEST_EPOCH_NS};
+use crate::time::{NodeId, GUEST_EPOCH_NS};
 use simrng::streams::{
     CLOCK as CLOCK_STREAM, CLOCK_DRIFT as DRIFT_STREAM, CLOCK_OFFSET as OFFSET_STREAM, KILL as KILL_STREAM,
     PAUSE as PAUSE_STREAM, RESTART_AFTER as RESTART_STREAM,
 };
+use simtime::VirtualTime;
 
 /// `[faults.pause]`, checked. `max` 0: off.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -41,9 +41,9 @@ use netsim::host::{http, HostClient, HostConfig, HttpError, HttpId, HttpResponse
 use netsim::{Delivery, NodeId};
 
 use crate::frames::summarize;
-use crate::time::VirtualTime;
 use crate::trace::{EventKind, Trace};
 use simrng::streams::HOST_CLIENT as SEED_STREAM;
+use simtime::VirtualTime;
 
 /// One HTTP request of a host workload, checked (from cluster.toml).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,7 @@
 //! | [`outcome`] | [`ExecutionResult`], [`Verdict`], [`Failure`], [`FailureKind`] |
 //! | [`steps`] | [`StepLog`]: the actions taken, quiet runs folded |
 //! | [`seeds`] | the execution's seed and the per-node device streams |
-//! | [`time`] | [`VirtualTime`] and [`NodeId`] (the `simtime` crate's, re-exported) |
+//! | [`time`] | [`NodeId`] (the `simtime` crate's, re-exported) and the guests' epoch; `VirtualTime` is named `simtime::VirtualTime` everywhere |
 //! | [`trace`] | the trace and its hash |
 //! | [`strategy`] | the strategy vocabulary: [`strategy::Strategy`], [`strategy::EnabledAction`], [`strategy::Decision`] |
 //! | [`console`] | the guest console protocol: `@sim`, `@reached`, `@history` lines, kernel panics |
@@ -73,7 +73,7 @@ pub use sdk::AntithesisSpec;
 pub use seeds::{boot_seed, entropy_seed, execution_seed, read_fault_seed};
 pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryCheckFn, HistoryOutcome, Lookahead};
 pub use steps::{StepLog, StepSpan};
-pub use time::{NodeId, VirtualTime, GUEST_EPOCH_NS};
+pub use time::{NodeId, GUEST_EPOCH_NS};
 pub use vmm::host::{GuestCpuid, HostClass, HostFacts};
 pub use vmm::runtime::RuntimeKind;
 pub use warm::{Boot, Forked, Sibling, WarmStart};

@@ -13,7 +13,8 @@ use crate::faults::NodeClock;
 use crate::seeds::{entropy_seed, read_fault_seed};
 use crate::spec::EngineError;
 use crate::trace::LineSplitter;
-use crate::{NodeId, VirtualTime};
+use crate::NodeId;
+use simtime::VirtualTime;
 
 /// The cluster's nodes in node order, indexed by [`NodeId`] (node `n1`
 /// first); as a slice, by 0-based index.

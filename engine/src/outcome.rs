@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::time::VirtualTime;
 use crate::trace::Trace;
+use simtime::VirtualTime;
 
 /// Which property failed. A guest that panics or hangs is a finding about
 /// the guest, never a simulator crash.

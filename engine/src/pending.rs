@@ -11,7 +11,8 @@
 //! only: netsim enumerates them itself up to the horizon
 //! (`NetState::deliveries_until`), and `Pending` holds its earliest.
 
-use crate::{NodeId, VirtualTime};
+use crate::NodeId;
+use simtime::VirtualTime;
 
 /// Everything due at some virtual time, as of the start of a step. One
 /// value lives as long as its execution and is refilled every step, so
@@ -78,7 +79,8 @@ impl Pending {
 #[cfg(test)]
 mod tests {
     use super::Pending;
-    use crate::{NodeId, VirtualTime};
+    use crate::NodeId;
+    use simtime::VirtualTime;
 
     fn t(ns: u64) -> VirtualTime {
         VirtualTime::from_ns(ns)

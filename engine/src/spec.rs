@@ -14,8 +14,9 @@ use crate::faults::{ClockSpec, KillSpec, PauseSpec, ScheduledCrash};
 use crate::host::HostWorkload;
 use crate::network::NetworkSpec;
 use crate::outcome::FailureKind;
-use crate::time::{NodeId, VirtualTime};
+use crate::time::NodeId;
 use crate::trace;
+use simtime::VirtualTime;
 
 /// What the strategy may choose besides the order of events due together.
 #[derive(Debug, Clone, Default)]

@@ -10,7 +10,7 @@
 //! indices stay exact: entry `e` covers steps `e.first .. e.first + e.steps`.
 
 use crate::strategy::EnabledAction;
-use crate::VirtualTime;
+use simtime::VirtualTime;
 
 /// One step, or a stretch of quiet steps.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

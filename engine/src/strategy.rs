@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use crate::VirtualTime;
+use simtime::VirtualTime;
 
 /// What an enabled action does. The order of variants is the tie-break
 /// order of the default scheduler.

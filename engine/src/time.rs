@@ -1,12 +1,13 @@
-//! The engine's two identity types, both defined in the `simtime` crate
-//! (so that the network and the node runtimes carry the same ones) and
-//! re-exported here: [`VirtualTime`], a point of the cluster's virtual
-//! clock, and [`NodeId`], which node.
+//! The engine's node identity, [`NodeId`], defined in the `simtime` crate
+//! (so that the network and the node runtimes carry the same one) and
+//! re-exported here, and the date guests believe they booted at. Virtual
+//! time itself is `simtime::VirtualTime`, named by that one path in every
+//! crate.
 //!
-//! Both serialise as the bare number they wrap, so trace lines, failure
-//! files and JSON lines are byte for byte what plain `u64`/`u16` gave.
+//! A `NodeId` serialises as the bare number it wraps, so trace lines,
+//! failure files and JSON lines are byte for byte what a plain `u16` gave.
 
-pub use simtime::{NodeId, VirtualTime};
+pub use simtime::NodeId;
 
 /// The wall-clock date guests believe they booted at (GET_TOD):
 /// 2026-01-01T00:00:00Z. Fixed, so that `date` in a guest is deterministic.

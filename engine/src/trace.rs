@@ -44,7 +44,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use crate::console::LineSplitter;
-use crate::time::{NodeId, VirtualTime};
+use crate::time::NodeId;
+use simtime::VirtualTime;
 
 /// Node number 0 stands for the engine itself (partitions, notes).
 pub const ENGINE: u16 = 0;

@@ -42,7 +42,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         ready_probe: false,
         invariants: vec![],
         liveness: vec![],
-        time_limit: engine::VirtualTime::from_ns(10_000_000_000),
+        time_limit: simtime::VirtualTime::from_ns(10_000_000_000),
         watchdog: Duration::from_secs(120),
         connect_timeout: Duration::from_secs(10),
         seed,

@@ -5,7 +5,7 @@ fn failure() -> Failure {
     Failure::new(
         FailureKind::Invariant,
         Some("n2".into()),
-        engine::VirtualTime::from_ns(12_000_000_000),
+        simtime::VirtualTime::from_ns(12_000_000_000),
         "invariant `check-replicas` exited 1: replica 2 lost key k7".into(),
     )
 }
@@ -283,8 +283,8 @@ fn a_file_whose_weights_name_fire_timer_loads_and_replays() {
         .map(|step| {
             let t = step * 1_000_000;
             let enabled = [
-                EnabledAction::new(1, ActionKind::RunNode, engine::VirtualTime::from_ns(t)),
-                EnabledAction::new(2, ActionKind::RunNode, engine::VirtualTime::from_ns(t)),
+                EnabledAction::new(1, ActionKind::RunNode, simtime::VirtualTime::from_ns(t)),
+                EnabledAction::new(2, ActionKind::RunNode, simtime::VirtualTime::from_ns(t)),
             ];
             enabled[g.choose(step, &enabled)].node
         })

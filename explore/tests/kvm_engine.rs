@@ -48,7 +48,7 @@ fn spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         ready_probe: false,
         invariants: vec![],
         liveness: vec![],
-        time_limit: engine::VirtualTime::from_ns(10_000_000_000),
+        time_limit: simtime::VirtualTime::from_ns(10_000_000_000),
         watchdog: Duration::from_secs(120),
         connect_timeout: Duration::from_secs(10),
         seed,
@@ -89,7 +89,7 @@ fn disk_spec(image: &Path, scratch: &Path, seed: u64) -> ExecutionSpec {
         enumerate: 64,
         faults: Default::default(),
     });
-    s.time_limit = engine::VirtualTime::from_ns(1_000_000_000);
+    s.time_limit = simtime::VirtualTime::from_ns(1_000_000_000);
     s
 }
 

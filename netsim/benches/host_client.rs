@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use netsim::config::{Latency, NetConfig};
 use netsim::host::{http, ConnId, ConnState, HostClient, HostConfig, HttpId};
-use netsim::{Network, NodeId, VirtualTime};
+use netsim::{Network, NodeId};
+use simtime::VirtualTime;
 
 fn n(i: u16) -> NodeId {
     NodeId::new(i).unwrap()

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use netsim::config::{Latency, NetConfig};
 use netsim::frame::{arp_request, tcp_flags, tcp_ipv4};
-use netsim::{Network, NodeId, SendOutcome, VirtualTime};
+use netsim::{Network, NodeId, SendOutcome};
+use simtime::VirtualTime;
 
 const NODES: u16 = 8;
 

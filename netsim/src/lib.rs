@@ -48,6 +48,4 @@ pub use network::{
 };
 pub use partition::{Partition, PartitionError};
 pub use pcap::{Capture, PcapWriter};
-/// Points of virtual time (simtime's, re-exported where netsim's users look).
-pub use simtime::VirtualTime;
 pub use stats::{DropCounts, NetStats};

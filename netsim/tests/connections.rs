@@ -8,8 +8,9 @@
 use netsim::config::{Latency, NetConfig};
 use netsim::frame::{internet_checksum, tcp_flags, tcp_ipv4};
 use netsim::tcp::{ConnKey, Direction, Endpoint, Segment};
-use netsim::{Delivery, Network, NodeId, VirtualTime};
+use netsim::{Delivery, Network, NodeId};
 use simrng::Rng;
+use simtime::VirtualTime;
 
 use tcp_flags::{ACK, PSH, RST, SYN};
 

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use netsim::config::{Latency, NetConfig};
 use netsim::host::{http, ConnError, ConnId, ConnState, HostClient, HostConfig, HttpError, HttpId, HttpResponse};
-use netsim::{Network, NodeId, Partition, VirtualTime};
+use netsim::{Network, NodeId, Partition};
 use simrng::Rng;
+use simtime::VirtualTime;
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);

@@ -2,10 +2,9 @@
 
 use netsim::config::{Latency, LinkOverride, NetConfig};
 use netsim::frame::{arp_request, tcp_flags, tcp_ipv4};
-use netsim::{
-    Delivery, LinkDrop, LinkFate, Network, NodeId, Partition, ScheduledDelivery, SendOutcome, Unrouted, VirtualTime,
-};
+use netsim::{Delivery, LinkDrop, LinkFate, Network, NodeId, Partition, ScheduledDelivery, SendOutcome, Unrouted};
 use simrng::Rng;
+use simtime::VirtualTime;
 
 fn n(i: u16) -> NodeId {
     NodeId::new(i).unwrap()

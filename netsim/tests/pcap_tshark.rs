@@ -6,7 +6,8 @@ use std::process::Command;
 use netsim::config::{Latency, NetConfig};
 use netsim::frame::{tcp_flags::*, tcp_ipv4};
 use netsim::pcap::{Capture, MAGIC_NANOS};
-use netsim::{Network, NodeId, VirtualTime};
+use netsim::{Network, NodeId};
+use simtime::VirtualTime;
 
 fn copies(o: netsim::SendOutcome) -> Vec<netsim::ScheduledDelivery> {
     o.into_iter().collect()

@@ -1,8 +1,9 @@
 //! The network's faults: `[faults.network]` (netsim's `NetConfig`, which
 //! checks itself) and partitions at fixed times (`[[faults.partition]]`).
 
-use engine::{ScheduledPartition, VirtualTime};
+use engine::ScheduledPartition;
 use serde::Deserialize;
+use simtime::VirtualTime;
 
 use super::values::duration;
 use super::{parse_node_name, Invalid, KeyPath};

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use engine::strategy::Strategy;
-use engine::{ExecutionResult, ExecutionSpec, NodeId, RuntimeKind, VirtualTime};
+use engine::{ExecutionResult, ExecutionSpec, NodeId, RuntimeKind};
 use explore::strategy::{CoverageWalk, DelayBounded, HybridDfs, KindWeights, Pct, RandomWalk};
+use simtime::VirtualTime;
 
 use super::{StrategyKind, StrategyOptions, DEFAULT_TIME_LIMIT_NS};
 use crate::cluster::Cluster;

@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use engine::{Failure, FailureKind, VirtualTime};
+use engine::{Failure, FailureKind};
 use serde::{Deserialize, Serialize};
+use simtime::VirtualTime;
 
 /// MaceMC's answer for a liveness failure.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

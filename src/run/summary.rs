@@ -542,7 +542,7 @@ mod tests {
         let failure = Failure::new(
             FailureKind::TimeLimit,
             None,
-            engine::VirtualTime::from_ns(120_000_000_000),
+            simtime::VirtualTime::from_ns(120_000_000_000),
             "a \"quoted\"\nline".into(),
         );
         let mut typed = Vec::new();

@@ -192,7 +192,7 @@ fn string_elements_and_the_engine_hook() {
     ]);
     let lines = ["@history begin"].into_iter().chain(h.lines()).chain(["@history end"]);
     for l in lines {
-        t.push(engine::VirtualTime::ZERO, engine::NodeId::new(1).unwrap(), EventKind::Console { text: l.to_string() });
+        t.push(simtime::VirtualTime::ZERO, engine::NodeId::new(1).unwrap(), EventKind::Console { text: l.to_string() });
     }
     let out = engine_check(t.events(), 1, SetOptions::default());
     assert!(!out.ok);

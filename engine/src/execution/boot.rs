@@ -13,8 +13,8 @@ use crate::network;
 use crate::node::Node;
 use crate::seeds::{entropy_seed, read_fault_seed};
 use crate::spec::{EngineError, ExecutionSpec};
-use crate::time::VirtualTime;
 use crate::NodeId;
+use simtime::VirtualTime;
 
 /// `node`'s configuration for its first boot.
 pub(super) fn node_config(spec: &ExecutionSpec, node: NodeId, peers: &str, clock: &NodeClock) -> NodeConfig {

@@ -25,7 +25,7 @@ impl Execution<'_> {
 
     /// The earliest time a connection fault can become possible, when
     /// one is left in the budget (for lookahead's bound).
-    pub(crate) fn conn_fault_time(&self) -> Option<crate::VirtualTime> {
+    pub(crate) fn conn_fault_time(&self) -> Option<simtime::VirtualTime> {
         let (c, f) = (&self.spec.explore.connection, &self.faults.conn);
         f.not_before.filter(|_| f.counts.resets < c.resets || f.counts.stalls < c.stalls)
     }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use super::Execution;
 use crate::actions::Enabled;
 use crate::pending::Pending;
-use crate::{NodeId, VirtualTime};
+use crate::NodeId;
+use simtime::VirtualTime;
 
 impl Execution<'_> {
     /// Refills `into` with the pending events of the current state.

@@ -31,9 +31,9 @@ use crate::agent::{AgentCommand, EXEC};
 use crate::outcome::Verdict;
 use crate::spec::EngineError;
 use crate::strategy::{default_choice, ActionKind, EnabledAction, Strategy, StrategySpec};
-use crate::time::VirtualTime;
 use crate::trace::EventKind;
 use crate::NodeId;
+use simtime::VirtualTime;
 
 /// Where [`Execution::run_until`] stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -50,7 +50,8 @@ use std::time::Duration;
 use super::Execution;
 use crate::spec::{EngineError, Lookahead};
 use crate::strategy::{ActionKind, EnabledAction};
-use crate::{NodeId, VirtualTime};
+use crate::NodeId;
+use simtime::VirtualTime;
 
 impl Execution<'_> {
     /// The time before which `node`, granted now, may take its

@@ -33,9 +33,9 @@ use crate::node::Nodes;
 use crate::outcome::{ExecutionResult, FailureKind, Verdict};
 use crate::spec::{EngineError, ExecutionSpec};
 use crate::strategy::{ActionKind, Strategy};
-use crate::time::VirtualTime;
 use crate::trace::{EventKind, Trace};
 use crate::NodeId;
+use simtime::VirtualTime;
 
 /// What [`Execution::step`] left behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

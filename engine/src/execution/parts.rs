@@ -14,7 +14,8 @@ use crate::faults::FaultState;
 use crate::host::HostEndpoint;
 use crate::network::NetState;
 use crate::outcome::Verdict;
-use crate::{NodeId, VirtualTime};
+use crate::NodeId;
+use simtime::VirtualTime;
 
 /// Progress of the cluster through its script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

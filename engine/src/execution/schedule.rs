@@ -8,7 +8,8 @@ use crate::actions::Enabled;
 use crate::spec::EngineError;
 use crate::strategy::{ActionKind, EnabledAction};
 use crate::trace::{EventKind, ENGINE};
-use crate::{NodeId, VirtualTime};
+use crate::NodeId;
+use simtime::VirtualTime;
 
 impl Execution<'_> {
     /// The next scheduled crash's time and its index in the schedule, once

@@ -7,9 +7,9 @@ use simrng::Rng;
 use vmm::runtime::TxFrame;
 
 use crate::frames::summarize;
-use crate::time::VirtualTime;
 use crate::trace::{DropCause, EventKind, Trace};
 use simrng::streams::{NETWORK as LATENCY_STREAM, PARTITIONS as PARTITION_STREAM};
+use simtime::VirtualTime;
 
 mod partitions;
 

@@ -8,7 +8,7 @@ use rand_core::RngCore;
 use simrng::Rng;
 
 use super::Fault;
-use crate::time::VirtualTime;
+use simtime::VirtualTime;
 
 pub(super) struct RandomPartitions {
     pub(super) rng: Rng,

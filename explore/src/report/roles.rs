@@ -72,7 +72,7 @@ pub fn describe_fault(meta: &ReportMeta, events: &[Event], f: &FaultRoles) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::VirtualTime;
+    use simtime::VirtualTime;
 
     fn ev(s: u64, node: u16, kind: EventKind) -> Event {
         Event { time: VirtualTime::from_ns(s * 1_000_000_000), node, kind }

@@ -1,6 +1,7 @@
 use super::*;
 use engine::trace::{Event, EventKind, Trace};
-use engine::{Failure, FailureKind, VirtualTime};
+use engine::{Failure, FailureKind};
+use simtime::VirtualTime;
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;

@@ -378,7 +378,7 @@ impl Strategy for CoverageWalk {
 mod tests {
     use super::*;
     use engine::strategy::{default_choice, ActionKind::*};
-    use engine::VirtualTime;
+    use simtime::VirtualTime;
 
     fn trace(lines: &[(u64, EventKind)]) -> Trace {
         let mut t = Trace::new();

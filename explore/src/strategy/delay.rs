@@ -202,7 +202,7 @@ impl Strategy for DelayBounded {
 mod tests {
     use super::*;
     use engine::strategy::ActionKind::{DeliverFrame, RunNode};
-    use engine::VirtualTime;
+    use simtime::VirtualTime;
 
     #[test]
     fn placements_enumerate_multisets() {

@@ -297,8 +297,8 @@ impl<T: Transition, D: Fn(&T, &T) -> bool> Dpor<T, D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::VirtualTime;
     use rand_core::RngCore;
+    use simtime::VirtualTime;
 
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
     enum Ins {

@@ -24,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use engine::strategy::{default_order, ActionKind, EnabledAction, Strategy, StrategySpec};
-use engine::VirtualTime;
+use simtime::VirtualTime;
 
 /// One fault an execution took.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -64,7 +64,7 @@ mod tests {
     use super::*;
     use crate::strategy::RandomWalk;
     use engine::strategy::ActionKind::*;
-    use engine::VirtualTime;
+    use simtime::VirtualTime;
 
     fn set(t: u64) -> Vec<EnabledAction> {
         vec![

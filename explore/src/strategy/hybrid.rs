@@ -127,7 +127,7 @@ impl Strategy for HybridDfs {
 mod tests {
     use super::*;
     use engine::strategy::ActionKind::RunNode;
-    use engine::VirtualTime;
+    use simtime::VirtualTime;
     use std::collections::BTreeSet;
 
     /// Three independent nodes with two steps each, all due together.

@@ -59,7 +59,7 @@ pub(crate) fn execution_rng(seed: u64, execution: u64) -> Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::VirtualTime;
+    use simtime::VirtualTime;
     use ActionKind::*;
 
     #[test]

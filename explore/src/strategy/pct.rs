@@ -120,7 +120,7 @@ impl Strategy for Pct {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::VirtualTime;
+    use simtime::VirtualTime;
     use ActionKind::RunNode;
 
     /// Two nodes with `len` steps each; returns the node order of an execution.

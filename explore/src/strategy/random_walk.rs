@@ -104,7 +104,7 @@ impl Strategy for RandomWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::VirtualTime;
+    use simtime::VirtualTime;
     use ActionKind::*;
 
     fn enabled() -> Vec<EnabledAction> {
