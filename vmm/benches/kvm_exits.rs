@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use vm_memory::{Bytes, GuestAddress};
-use vmm::kvm::node::{KvmNode, GRANT_SLICE_NS};
+use vmm::kvm::node::{KvmNode, GRANT_SLICE};
 use vmm::kvm::{asm, MicroVm, MicroVmBuilder, RunLimits, RunOutcome};
 use vmm::node::{NodeRuntime, RunOutcome as NodeOutcome};
 
@@ -47,10 +47,10 @@ fn exits_per_second(tmp: &Path) {
     for n in vm.notes() {
         println!("note: {n}");
     }
-    vm.run(RunLimits { max_exits: Some(1000), until_ns: None }).unwrap(); // warm up
+    vm.run(RunLimits { max_exits: Some(1000), until: None }).unwrap(); // warm up
     let n = 200_000u64;
     let t = Instant::now();
-    let out = vm.run(RunLimits { max_exits: Some(1000 + n), until_ns: None }).unwrap();
+    let out = vm.run(RunLimits { max_exits: Some(1000 + n), until: None }).unwrap();
     let dt = t.elapsed().as_secs_f64();
     assert_eq!(out, RunOutcome::ExitLimit);
     println!("exits: {n} port writes in {dt:.3} s = {:.0} exits/s ({:.2} us/exit)", n as f64 / dt, dt * 1e6 / n as f64);
@@ -61,7 +61,7 @@ fn exits_per_second(tmp: &Path) {
 fn snapshot_and_restore(tmp: &Path) -> PathBuf {
     let timer_img = asm::assemble("timer", tmp).unwrap();
     let mut vm = MicroVmBuilder::new().memory_mib(256).image(&timer_img).build().unwrap();
-    vm.run(RunLimits { max_exits: Some(300), until_ns: None }).unwrap();
+    vm.run(RunLimits { max_exits: Some(300), until: None }).unwrap();
     let sparse = tmp.join("snap-sparse");
     let t = Instant::now();
     let info = vm.snapshot(&sparse).unwrap();
@@ -151,7 +151,7 @@ fn memory_per_node(tmp: &Path, full: &Path) {
 
 /// Figure 4, exits through the engine's node runtime: the loop guest of figure 1 as a
 /// [`KvmNode`], granted again and again as the engine grants a node that never halts.
-/// Each grant runs [`GRANT_SLICE_NS`] of virtual time, one exit at a time (so every
+/// Each grant runs [`GRANT_SLICE`] of virtual time, one exit at a time (so every
 /// output carries its exit's time), about 1,000 exits at the default exit cost; the
 /// figure is what that costs per exit against figure 1's free run. Frames through the
 /// engine between two nodes: `cargo bench -p explore --bench kvm_engine`.
@@ -177,7 +177,7 @@ fn exits_per_grant(tmp: &Path) {
     let exits = node.vm().stats().exits - exits0;
     println!(
         "KvmNode grants ({} ms slices): {grants} grants in {dt:.3} s = {:.0} grants/s, {:.0} exits per grant, {:.0} exits/s ({:.2} us/exit)",
-        GRANT_SLICE_NS / 1_000_000,
+        GRANT_SLICE.as_millis(),
         grants as f64 / dt,
         exits as f64 / grants as f64,
         exits as f64 / dt,

@@ -10,7 +10,7 @@ use vmm::kvm::{MicroVmBuilder, RunOutcome};
 fn run_once(image: &[u8], exit_cost_ns: u64) -> (String, Vec<u8>, u64, u64) {
     let mut vm = MicroVmBuilder::new().memory_mib(8).exit_cost_ns(exit_cost_ns).image(image).build().unwrap();
     assert_eq!(vm.run_to_end(1_000_000).unwrap(), RunOutcome::PoweredOff(0));
-    (vm.trace_hash_hex(), vm.console().to_vec(), vm.now_ns(), vm.stats().exits)
+    (vm.trace_hash_hex(), vm.console().to_vec(), vm.now().as_ns(), vm.stats().exits)
 }
 
 #[test]

@@ -12,7 +12,12 @@ use vmm::kvm::{MicroVm, MicroVmBuilder, RunLimits, RunOutcome};
 fn finish(vm: &mut MicroVm) -> String {
     let outcome = vm.run_to_end(1_000_000).unwrap();
     let console = String::from_utf8_lossy(vm.console()).replace('\n', "|");
-    format!("{outcome:?} t={} exits={} trace={} console={console}", vm.now_ns(), vm.stats().exits, vm.trace_hash_hex())
+    format!(
+        "{outcome:?} t={} exits={} trace={} console={console}",
+        vm.now().as_ns(),
+        vm.stats().exits,
+        vm.trace_hash_hex()
+    )
 }
 
 /// Forks; the child rehomes `vm` and finishes it: its end line.
@@ -41,8 +46,8 @@ fn kvm_forked_children_continue_exactly_as_the_parent() {
     // Stop mid-run (inside the work loop's output, timer armed), fork three children
     // one after the other, each finishing on its own, then finish the parent too.
     let mut vm = timer_vm();
-    assert_eq!(vm.run(RunLimits { max_exits: Some(300), until_ns: None }).unwrap(), RunOutcome::ExitLimit);
-    let at_fork = vm.now_ns();
+    assert_eq!(vm.run(RunLimits { max_exits: Some(300), until: None }).unwrap(), RunOutcome::ExitLimit);
+    let at_fork = vm.now().as_ns();
     // Each child runs to its end before the next is forked.
     let results: Vec<String> = (0..3).map(|_| fork_and_finish(&mut vm)).collect();
     for (i, r) in results.iter().enumerate() {
@@ -64,7 +69,7 @@ fn kvm_fork_of_a_halted_node_waiting_for_its_timer() {
     // halted flag and the deadline (both in the VMM's memory, not in KVM).
     let mut out = RunOutcome::ExitLimit;
     for _ in 0..10_000 {
-        out = vm.run(RunLimits { max_exits: Some(vm.stats().exits + 1), until_ns: None }).unwrap();
+        out = vm.run(RunLimits { max_exits: Some(vm.stats().exits + 1), until: None }).unwrap();
         if vm.stats().hlt > 0 {
             break;
         }

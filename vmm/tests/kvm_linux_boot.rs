@@ -43,7 +43,7 @@ fn kvm_linux_boots_to_console() {
         LinuxBootBuilder::new(std::path::Path::new(&kernel)).cmdline(&cmdline).memory_mib(256).build().unwrap();
     let mut budget = 2_000_000u64;
     while budget > 0 && !String::from_utf8_lossy(vm.console()).contains("Linux version") {
-        let limits = RunLimits { max_exits: Some(vm.stats().exits + 10_000), until_ns: None };
+        let limits = RunLimits { max_exits: Some(vm.stats().exits + 10_000), until: None };
         match vm.run(limits) {
             Ok(RunOutcome::ExitLimit) => budget = budget.saturating_sub(10_000),
             Ok(other) => {

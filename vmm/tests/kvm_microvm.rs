@@ -17,7 +17,7 @@ fn kvm_hello_prints_and_halts() {
     }
     let out = vm.run_to_end(10_000).unwrap();
     let console = String::from_utf8_lossy(vm.console()).to_string();
-    eprintln!("{console}stats {:?} t={}ns", vm.stats(), vm.now_ns());
+    eprintln!("{console}stats {:?} t={}ns", vm.stats(), vm.now().as_ns());
     assert_eq!(out, RunOutcome::Halted);
     let prefix = "hello from a 64-bit guest at t=";
     assert!(console.starts_with(prefix), "{console:?}");
@@ -36,7 +36,7 @@ fn kvm_timer_interrupts_and_window() {
     let mut vm = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
     let out = vm.run_to_end(1_000_000).unwrap();
     let console = String::from_utf8_lossy(vm.console()).to_string();
-    eprintln!("{console}stats {:?} t={}ns", vm.stats(), vm.now_ns());
+    eprintln!("{console}stats {:?} t={}ns", vm.stats(), vm.now().as_ns());
     assert_eq!(out, RunOutcome::PoweredOff(0), "{console}");
     assert!(console.starts_with("timer guest\n"));
     assert!(console.contains("masked\ntick 0000000000000006"), "{console}");
@@ -69,9 +69,9 @@ fn kvm_time_limit_stops_a_halted_guest_exactly() {
         return;
     }
     let mut vm = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
-    let out = vm.run(RunLimits { max_exits: None, until_ns: Some(2_500_000) }).unwrap();
+    let out = vm.run(RunLimits { max_exits: None, until: Some(simtime::VirtualTime::from_ns(2_500_000)) }).unwrap();
     assert_eq!(out, RunOutcome::TimeLimit);
-    assert_eq!(vm.now_ns(), 2_500_000);
+    assert_eq!(vm.now().as_ns(), 2_500_000);
     let ticks = String::from_utf8_lossy(vm.console()).matches("tick ").count();
     assert_eq!(ticks, 2);
     assert_eq!(vm.run_to_end(1_000_000).unwrap(), RunOutcome::PoweredOff(0));

@@ -38,7 +38,7 @@ fn grant_until_end(node: &mut KvmNode, max: usize) -> (String, Option<RunOutcome
 fn grant_out(node: &mut KvmNode, max: usize) -> String {
     let (text, end) = grant_until_end(node, max);
     let end = end.map_or("grants left".to_string(), |o| format!("{o:?}"));
-    format!("{end} t={} trace={} out={text}", node.vm().now_ns(), node.vm().trace_hash_hex())
+    format!("{end} t={} trace={} out={text}", node.vm().now().as_ns(), node.vm().trace_hash_hex())
 }
 
 /// A guest spinning without exits is stopped by the wall-clock watchdog and

@@ -30,7 +30,7 @@ fn finish(vm: &mut MicroVm) -> End {
     End {
         outcome,
         console: vm.console().to_vec(),
-        now_ns: vm.now_ns(),
+        now_ns: vm.now().as_ns(),
         exits: vm.stats().exits,
         hash: vm.trace_hash_hex(),
     }
@@ -48,9 +48,9 @@ fn kvm_snapshot_restores_100_identical_continuations() {
     let dir = scratch("snap");
     let mut vm = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
     // Stop in the middle: after the second tick, inside the work loop's output.
-    let out = vm.run(RunLimits { max_exits: Some(300), until_ns: None }).unwrap();
+    let out = vm.run(RunLimits { max_exits: Some(300), until: None }).unwrap();
     assert_eq!(out, RunOutcome::ExitLimit);
-    let at_snapshot = (vm.now_ns(), vm.console().len());
+    let at_snapshot = (vm.now().as_ns(), vm.console().len());
     let info = vm.snapshot(&dir).unwrap();
     eprintln!("snapshot at t={} ns: {info:?}", at_snapshot.0);
     assert!(info.memory_bytes_written > 0);
@@ -66,7 +66,7 @@ fn kvm_snapshot_restores_100_identical_continuations() {
 
     for i in 0..100 {
         let mut r = MicroVm::restore(&dir).unwrap();
-        assert_eq!((r.now_ns(), r.console().len()), at_snapshot, "restore {i}");
+        assert_eq!((r.now().as_ns(), r.console().len()), at_snapshot, "restore {i}");
         let end = finish(&mut r);
         assert_eq!(end, reference, "restore {i} diverged");
     }
@@ -88,11 +88,14 @@ fn kvm_snapshot_of_a_halted_node_with_pending_timer() {
     let dir = scratch("snap-halt");
     let mut vm = MicroVmBuilder::new().memory_mib(8).image(&guest("timer")).build().unwrap();
     // Stop while halted waiting for the third tick.
-    assert_eq!(vm.run(RunLimits { max_exits: None, until_ns: Some(2_500_000) }).unwrap(), RunOutcome::TimeLimit);
+    assert_eq!(
+        vm.run(RunLimits { max_exits: None, until: Some(simtime::VirtualTime::from_ns(2_500_000)) }).unwrap(),
+        RunOutcome::TimeLimit
+    );
     vm.snapshot(&dir).unwrap();
     let reference = finish(&mut vm);
     let mut r = MicroVm::restore(&dir).unwrap();
-    assert_eq!(r.now_ns(), 2_500_000);
+    assert_eq!(r.now().as_ns(), 2_500_000);
     assert!(r.is_halted());
     assert_eq!(finish(&mut r), reference);
     // Stopping at a time limit while halted is invisible to the guest: same console

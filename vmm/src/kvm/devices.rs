@@ -20,6 +20,10 @@
 //!
 //! Reads from unclaimed ports return all ones, writes are dropped (as on a PC bus).
 
+use std::time::Duration;
+
+use simtime::VirtualTime;
+
 use super::error::{KvmError, Result};
 pub use super::legacy::{Pic, Pit, Rtc};
 
@@ -37,9 +41,9 @@ pub trait PioDevice {
     /// Short name for traces and errors.
     fn name(&self) -> &'static str;
     /// Guest `in`: fill `data` (1, 2 or 4 bytes).
-    fn read(&mut self, now_ns: u64, offset: u16, data: &mut [u8]);
+    fn read(&mut self, now: VirtualTime, offset: u16, data: &mut [u8]);
     /// Guest `out` of `data`.
-    fn write(&mut self, now_ns: u64, offset: u16, data: &[u8]) -> DeviceEvent;
+    fn write(&mut self, now: VirtualTime, offset: u16, data: &[u8]) -> DeviceEvent;
     /// Register state as bytes (for snapshots).
     fn save(&self) -> Vec<u8>;
     /// Inverse of [`PioDevice::save`].
@@ -101,7 +105,7 @@ impl PioDevice for Serial {
     fn name(&self) -> &'static str {
         "serial"
     }
-    fn read(&mut self, _now: u64, offset: u16, data: &mut [u8]) {
+    fn read(&mut self, _now: VirtualTime, offset: u16, data: &mut [u8]) {
         let dlab = self.lcr & Self::DLAB != 0;
         let v = match offset {
             0 if dlab => self.dll,
@@ -119,7 +123,7 @@ impl PioDevice for Serial {
         data.fill(0);
         data[0] = v;
     }
-    fn write(&mut self, _now: u64, offset: u16, data: &[u8]) -> DeviceEvent {
+    fn write(&mut self, _now: VirtualTime, offset: u16, data: &[u8]) -> DeviceEvent {
         let v = data[0];
         let dlab = self.lcr & Self::DLAB != 0;
         match offset {
@@ -167,21 +171,21 @@ impl PioDevice for Serial {
 /// Invariant: when the timer fires the run loop disarms it and injects `vector` once.
 #[derive(Debug, Clone)]
 pub struct PvClock {
-    latched: u64,
+    latched: VirtualTime,
     staged_low: u32,
-    deadline: Option<u64>,
+    deadline: Option<VirtualTime>,
     vector: u8,
 }
 
 impl Default for PvClock {
     fn default() -> Self {
-        PvClock { latched: 0, staged_low: 0, deadline: None, vector: 0x20 }
+        PvClock { latched: VirtualTime::ZERO, staged_low: 0, deadline: None, vector: 0x20 }
     }
 }
 
 impl PvClock {
-    /// The armed deadline in virtual ns, if any.
-    pub fn deadline(&self) -> Option<u64> {
+    /// The armed deadline, if any.
+    pub fn deadline(&self) -> Option<VirtualTime> {
         self.deadline
     }
     /// The vector the timer delivers.
@@ -199,25 +203,25 @@ impl PioDevice for PvClock {
     fn name(&self) -> &'static str {
         "pvclock"
     }
-    fn read(&mut self, now: u64, offset: u16, data: &mut [u8]) {
+    fn read(&mut self, now: VirtualTime, offset: u16, data: &mut [u8]) {
         let v = match offset {
             0 => {
                 self.latched = now;
-                now & 0xffff_ffff
+                now.as_ns() & 0xffff_ffff
             }
-            4 => self.latched >> 32,
+            4 => self.latched.as_ns() >> 32,
             8 => u64::from(self.deadline.is_some()),
             0x14 => u64::from(self.vector),
             _ => u64::MAX,
         };
         fill_le(data, v);
     }
-    fn write(&mut self, now: u64, offset: u16, data: &[u8]) -> DeviceEvent {
+    fn write(&mut self, now: VirtualTime, offset: u16, data: &[u8]) -> DeviceEvent {
         let v = le_value(data);
         match offset {
-            8 => self.deadline = Some(now.saturating_add(v & 0xffff_ffff)),
+            8 => self.deadline = Some(now.saturating_add(Duration::from_nanos(v & 0xffff_ffff))),
             0xc => self.staged_low = v as u32,
-            0x10 => self.deadline = Some(((v & 0xffff_ffff) << 32) | u64::from(self.staged_low)),
+            0x10 => self.deadline = Some(VirtualTime::from_ns(((v & 0xffff_ffff) << 32) | u64::from(self.staged_low))),
             0x14 => self.vector = v as u8,
             0x18 => self.deadline = None,
             _ => {}
@@ -226,9 +230,9 @@ impl PioDevice for PvClock {
     }
     fn save(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(22);
-        v.extend_from_slice(&self.latched.to_le_bytes());
+        v.extend_from_slice(&self.latched.as_ns().to_le_bytes());
         v.extend_from_slice(&self.staged_low.to_le_bytes());
-        v.extend_from_slice(&self.deadline.unwrap_or(u64::MAX).to_le_bytes());
+        v.extend_from_slice(&self.deadline.unwrap_or(VirtualTime::MAX).as_ns().to_le_bytes());
         v.push(u8::from(self.deadline.is_some()));
         v.push(self.vector);
         v
@@ -237,10 +241,10 @@ impl PioDevice for PvClock {
         if b.len() != 22 {
             return Err(bad_state("pvclock", b.len()));
         }
-        self.latched = u64::from_le_bytes(b[0..8].try_into().unwrap());
+        self.latched = VirtualTime::from_ns(u64::from_le_bytes(b[0..8].try_into().unwrap()));
         self.staged_low = u32::from_le_bytes(b[8..12].try_into().unwrap());
         let d = u64::from_le_bytes(b[12..20].try_into().unwrap());
-        self.deadline = (b[20] != 0).then_some(d);
+        self.deadline = (b[20] != 0).then_some(VirtualTime::from_ns(d));
         self.vector = b[21];
         Ok(())
     }
@@ -254,10 +258,10 @@ impl PioDevice for PowerPort {
     fn name(&self) -> &'static str {
         "power"
     }
-    fn read(&mut self, _now: u64, _offset: u16, data: &mut [u8]) {
+    fn read(&mut self, _now: VirtualTime, _offset: u16, data: &mut [u8]) {
         data.fill(0);
     }
-    fn write(&mut self, _now: u64, _offset: u16, data: &[u8]) -> DeviceEvent {
+    fn write(&mut self, _now: VirtualTime, _offset: u16, data: &[u8]) -> DeviceEvent {
         DeviceEvent::PowerOff(le_value(data) as u32)
     }
     fn save(&self) -> Vec<u8> {
@@ -301,7 +305,7 @@ impl PioBus {
 
     /// The earliest virtual time a timer (paravirtual clock or PIT channel 0)
     /// interrupts.
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub fn next_deadline(&self) -> Option<VirtualTime> {
         match (self.clock.deadline(), self.pit.deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -309,7 +313,7 @@ impl PioBus {
     }
 
     /// Dispatches a guest `in`.
-    pub fn read(&mut self, now: u64, port: u16, data: &mut [u8]) {
+    pub fn read(&mut self, now: VirtualTime, port: u16, data: &mut [u8]) {
         match port {
             0x20 | 0x21 | 0xa0 | 0xa1 => {
                 data.fill(0);
@@ -344,7 +348,7 @@ impl PioBus {
     }
 
     /// Dispatches a guest `out`.
-    pub fn write(&mut self, now: u64, port: u16, data: &[u8]) -> DeviceEvent {
+    pub fn write(&mut self, now: VirtualTime, port: u16, data: &[u8]) -> DeviceEvent {
         match port {
             0x20 | 0x21 | 0xa0 | 0xa1 => {
                 self.pic.write(port, data[0]);
@@ -428,18 +432,23 @@ impl PioBus {
 mod tests {
     use super::*;
 
+    /// Virtual time `ns` after the boot.
+    fn at(ns: u64) -> VirtualTime {
+        VirtualTime::from_ns(ns)
+    }
+
     #[test]
     fn serial_captures_thr_and_reports_ready() {
         let mut bus = PioBus::default();
-        bus.write(0, 0x3f8, b"h");
+        bus.write(at(0), 0x3f8, b"h");
         let mut lsr = [0u8];
-        bus.read(0, 0x3fd, &mut lsr);
+        bus.read(at(0), 0x3fd, &mut lsr);
         assert_eq!(lsr[0] & 0x20, 0x20);
         // DLAB set: THR offset is the divisor latch.
-        bus.write(0, 0x3fb, &[0x80]);
-        bus.write(0, 0x3f8, &[1]);
-        bus.write(0, 0x3fb, &[0x03]);
-        bus.write(0, 0x3f8, b"i");
+        bus.write(at(0), 0x3fb, &[0x80]);
+        bus.write(at(0), 0x3f8, &[1]);
+        bus.write(at(0), 0x3fb, &[0x03]);
+        bus.write(at(0), 0x3f8, b"i");
         assert_eq!(bus.serial.output, b"hi");
     }
 
@@ -449,28 +458,28 @@ mod tests {
         let mut lo = [0u8; 4];
         let mut hi = [0u8; 4];
         let t = 0x1_2345_6789u64;
-        bus.read(t, 0x520, &mut lo);
-        bus.read(t + 99, 0x524, &mut hi);
+        bus.read(at(t), 0x520, &mut lo);
+        bus.read(at(t + 99), 0x524, &mut hi);
         assert_eq!(u64::from(u32::from_le_bytes(hi)) << 32 | u64::from(u32::from_le_bytes(lo)), t);
-        bus.write(100, 0x528, &1000u32.to_le_bytes());
-        assert_eq!(bus.clock.deadline(), Some(1100));
-        bus.write(100, 0x52c, &5u32.to_le_bytes());
-        bus.write(100, 0x530, &1u32.to_le_bytes());
-        assert_eq!(bus.clock.deadline(), Some((1 << 32) | 5));
-        assert_eq!(bus.write(0, 0x5f0, &7u32.to_le_bytes()), DeviceEvent::PowerOff(7));
+        bus.write(at(100), 0x528, &1000u32.to_le_bytes());
+        assert_eq!(bus.clock.deadline(), Some(at(1100)));
+        bus.write(at(100), 0x52c, &5u32.to_le_bytes());
+        bus.write(at(100), 0x530, &1u32.to_le_bytes());
+        assert_eq!(bus.clock.deadline(), Some(at((1 << 32) | 5)));
+        assert_eq!(bus.write(at(0), 0x5f0, &7u32.to_le_bytes()), DeviceEvent::PowerOff(7));
     }
 
     #[test]
     fn bus_state_roundtrip() {
         let mut bus = PioBus::default();
-        bus.write(0, 0x3f8, b"abc");
-        bus.write(0, 0x528, &10u32.to_le_bytes());
-        bus.write(0, 0x80, &[1]);
+        bus.write(at(0), 0x3f8, b"abc");
+        bus.write(at(0), 0x528, &10u32.to_le_bytes());
+        bus.write(at(0), 0x80, &[1]);
         let saved = bus.save();
         let mut other = PioBus::default();
         other.restore(&saved).unwrap();
         assert_eq!(other.save(), saved);
-        assert_eq!(other.clock.deadline(), Some(10));
+        assert_eq!(other.clock.deadline(), Some(at(10)));
         assert_eq!(other.unclaimed, 1);
     }
 }

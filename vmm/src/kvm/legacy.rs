@@ -16,6 +16,10 @@
 //! time at boot, as the engine gives it ([`crate::node::NodeRuntime::grant`]'s
 //! `time_of_day`) plus virtual time; BCD, 24-hour, never "update in progress".
 
+use std::time::Duration;
+
+use simtime::{span_ns, VirtualTime};
+
 use super::error::{KvmError, Result};
 
 /// PIT input clock, Hz.
@@ -28,6 +32,16 @@ fn ns_to_ticks(ns: u64) -> u64 {
 /// Virtual ns of `ticks` PIT ticks, rounded up (the tick has happened by then).
 fn ticks_to_ns(ticks: u64) -> u64 {
     (u128::from(ticks) * 1_000_000_000).div_ceil(u128::from(PIT_HZ)) as u64
+}
+
+/// Whole PIT ticks from `start` to `now` (none if `now` is earlier).
+fn ticks_since(now: VirtualTime, start: VirtualTime) -> u64 {
+    ns_to_ticks(span_ns(now.saturating_duration_since(start)))
+}
+
+/// `ticks` PIT ticks as a span of virtual time.
+fn ticks_span(ticks: u64) -> Duration {
+    Duration::from_nanos(ticks_to_ns(ticks))
 }
 
 /// One 8259A.
@@ -240,8 +254,8 @@ struct Channel {
     reload: u16,
     /// The low byte of a lo/hi write in progress.
     low: Option<u8>,
-    /// Virtual ns at which counting started (the count was loaded); `None`: idle.
-    start: Option<u64>,
+    /// Virtual time at which counting started (the count was loaded); `None`: idle.
+    start: Option<VirtualTime>,
     latched: Option<u16>,
     /// Next byte of a lo/hi read is the high byte.
     read_high: bool,
@@ -264,10 +278,10 @@ impl Channel {
     }
 
     /// The count at `now`.
-    fn count(&self, now: u64) -> u16 {
+    fn count(&self, now: VirtualTime) -> u16 {
         let Some(start) = self.start else { return self.reload };
         let p = self.period_ticks();
-        let t = ns_to_ticks(now.saturating_sub(start));
+        let t = ticks_since(now, start);
         if self.periodic() {
             (p - t % p) as u16
         } else {
@@ -276,24 +290,24 @@ impl Channel {
     }
 
     /// Output of a mode-0 channel (high once the count reached zero).
-    fn out(&self, now: u64) -> bool {
+    fn out(&self, now: VirtualTime) -> bool {
         match self.start {
             None => true,
-            Some(start) if !self.periodic() => now >= start + ticks_to_ns(self.period_ticks()),
-            Some(start) => ns_to_ticks(now.saturating_sub(start)) % self.period_ticks() != self.period_ticks() - 1,
+            Some(start) if !self.periodic() => now >= start + ticks_span(self.period_ticks()),
+            Some(start) => ticks_since(now, start) % self.period_ticks() != self.period_ticks() - 1,
         }
     }
 
     /// The virtual time of the next interrupt (channel 0).
-    fn next_irq(&self) -> Option<u64> {
+    fn next_irq(&self) -> Option<VirtualTime> {
         let start = self.start?;
         if !self.periodic() && self.fired > 0 {
             return None;
         }
-        Some(start + ticks_to_ns(self.period_ticks() * (self.fired + 1)))
+        Some(start + ticks_span(self.period_ticks() * (self.fired + 1)))
     }
 
-    fn write_count(&mut self, now: u64, v: u8) {
+    fn write_count(&mut self, now: VirtualTime, v: u8) {
         let value = match self.access {
             1 => Some(u16::from(v)),
             2 => Some(u16::from(v) << 8),
@@ -312,7 +326,7 @@ impl Channel {
         }
     }
 
-    fn read_count(&mut self, now: u64) -> u8 {
+    fn read_count(&mut self, now: VirtualTime) -> u8 {
         let c = self.latched.unwrap_or_else(|| self.count(now));
         let byte = match self.access {
             1 => c as u8,
@@ -339,7 +353,7 @@ impl Channel {
         out.push(self.low.map_or(0, |_| 1));
         out.push(self.low.unwrap_or(0));
         out.push(u8::from(self.start.is_some()));
-        out.extend_from_slice(&self.start.unwrap_or(0).to_le_bytes());
+        out.extend_from_slice(&self.start.map_or(0, VirtualTime::as_ns).to_le_bytes());
         out.push(u8::from(self.latched.is_some()));
         out.extend_from_slice(&self.latched.unwrap_or(0).to_le_bytes());
         out.push(u8::from(self.read_high));
@@ -354,7 +368,7 @@ impl Channel {
             access: b[1],
             reload: u16::from_le_bytes([b[2], b[3]]),
             low: (b[4] != 0).then_some(b[5]),
-            start: (b[6] != 0).then(|| u64::from_le_bytes(b[7..15].try_into().unwrap())),
+            start: (b[6] != 0).then(|| VirtualTime::from_ns(u64::from_le_bytes(b[7..15].try_into().unwrap()))),
             latched: (b[15] != 0).then(|| u16::from_le_bytes([b[16], b[17]])),
             read_high: b[18] != 0,
             fired: u64::from_le_bytes(b[19..27].try_into().unwrap()),
@@ -372,7 +386,7 @@ pub struct Pit {
 
 impl Pit {
     /// Port access: 0x40-0x43, 0x61.
-    pub fn write(&mut self, now: u64, port: u16, v: u8) {
+    pub fn write(&mut self, now: VirtualTime, port: u16, v: u8) {
         match port {
             0x40..=0x42 => self.ch[usize::from(port - 0x40)].write_count(now, v),
             0x43 => {
@@ -402,10 +416,10 @@ impl Pit {
         }
     }
 
-    /// Port read at virtual time `now` (ns): a channel's count (or latched
+    /// Port read at virtual time `now`: a channel's count (or latched
     /// count) at 0x40-0x42, port 0x61 with channel 2's output in bit 5;
     /// 0xff elsewhere.
-    pub fn read(&mut self, now: u64, port: u16) -> u8 {
+    pub fn read(&mut self, now: VirtualTime, port: u16) -> u8 {
         match port {
             0x40..=0x42 => self.ch[usize::from(port - 0x40)].read_count(now),
             0x61 => {
@@ -417,19 +431,19 @@ impl Pit {
     }
 
     /// When channel 0 next interrupts (IRQ 0), if it is programmed.
-    pub fn deadline(&self) -> Option<u64> {
+    pub fn deadline(&self) -> Option<VirtualTime> {
         self.ch[0].next_irq()
     }
 
     /// Called by the run loop when `now` reached [`Pit::deadline`]: counts the
     /// interrupt (one per call, even if several periods passed: a late tick is
     /// delivered once, as lost ticks are on real hardware).
-    pub fn fire(&mut self, now: u64) {
+    pub fn fire(&mut self, now: VirtualTime) {
         let c = &mut self.ch[0];
         let Some(start) = c.start else { return };
         if c.periodic() {
             let p = c.period_ticks();
-            let elapsed = ns_to_ticks(now.saturating_sub(start)) / p;
+            let elapsed = ticks_since(now, start) / p;
             c.fired = elapsed.max(c.fired + 1);
         } else {
             c.fired = 1;
@@ -496,14 +510,14 @@ impl Rtc {
         }
     }
 
-    /// Port read at virtual time `now` (ns): at 0x71 the selected register
+    /// Port read at virtual time `now`: at 0x71 the selected register
     /// (time and date in BCD, 24-hour; fixed status registers), 0xff at any
     /// other port.
-    pub fn read(&self, now: u64, port: u16) -> u8 {
+    pub fn read(&self, now: VirtualTime, port: u16) -> u8 {
         if port != 0x71 {
             return 0xff;
         }
-        let secs = (self.epoch_ns.saturating_add(now) / 1_000_000_000) as i64;
+        let secs = (self.epoch_ns.saturating_add(now.as_ns()) / 1_000_000_000) as i64;
         let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400) as u32);
         let (y, m, d) = civil_from_days(days);
         match self.index {

@@ -23,11 +23,13 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kvm_bindings::{
     kvm_cpuid_entry2, kvm_fpu, kvm_msr_entry, kvm_regs, kvm_sregs, kvm_vcpu_events, kvm_xcrs, CpuId, Msrs,
 };
 use sha2::{Digest, Sha256};
+use simtime::VirtualTime;
 use vm_memory::{GuestAddress, GuestMemoryBackend};
 
 use super::error::{ioctl, KvmError, Result};
@@ -179,7 +181,7 @@ impl MicroVm {
         sections.extend(vcpu.sections.iter().cloned());
         sections.extend([
             self.bus.save(),
-            words(&[self.clock.now()]),
+            words(&[self.clock.now().as_ns()]),
             pending,
             words(&self.stats.to_words()),
             digest.to_vec(),
@@ -321,10 +323,10 @@ impl MicroVm {
     /// Sections 9-13: the virtual clock, pending interrupts and halt state,
     /// exit statistics, the trace digest and the MMIO counters.
     fn restore_engine_state(&mut self, sections: &[&[u8]], p: &Path) -> Result<()> {
-        let exit_cost_ns = self.config.exit_cost_ns;
+        let exit_cost = Duration::from_nanos(self.config.exit_cost_ns);
         let [now] = read_words::<1>(sections[9], p, "clock")?;
-        self.clock = VirtualClock::new(exit_cost_ns);
-        self.clock.jump_to(now);
+        self.clock = VirtualClock::new(exit_cost);
+        self.clock.jump_to(VirtualTime::from_ns(now));
         let sec = sections[10];
         if sec.len() != 33 || sec[32] > 1 {
             return Err(bad(p, "pending interrupt section".into()));

@@ -1,5 +1,10 @@
 use super::*;
 
+/// Virtual time `ns` after the boot.
+fn at(ns: u64) -> VirtualTime {
+    VirtualTime::from_ns(ns)
+}
+
 /// Linux's init_8259A: ICW1-4 on both chips, then masks.
 fn linux_pic() -> Pic {
     let mut p = Pic::default();
@@ -57,43 +62,43 @@ fn slave_lines_cascade_through_irq2() {
 #[test]
 fn periodic_channel_0_interrupts_every_period() {
     let mut t = Pit::default();
-    t.write(1_000, 0x43, 0x34); // ch0, lo/hi, mode 2
-    t.write(1_000, 0x40, 0x9c); // 11932 = 0x2e9c: 100 Hz
-    t.write(1_000, 0x40, 0x2e);
+    t.write(at(1_000), 0x43, 0x34); // ch0, lo/hi, mode 2
+    t.write(at(1_000), 0x40, 0x9c); // 11932 = 0x2e9c: 100 Hz
+    t.write(at(1_000), 0x40, 0x2e);
     let period = ticks_to_ns(11_932);
     assert!((period as i64 - 10_000_000).abs() < 1_000, "{period}");
-    assert_eq!(t.deadline(), Some(1_000 + period));
-    t.fire(1_000 + period);
-    assert_eq!(t.deadline(), Some(1_000 + ticks_to_ns(2 * 11_932)));
+    assert_eq!(t.deadline(), Some(at(1_000 + period)));
+    t.fire(at(1_000 + period));
+    assert_eq!(t.deadline(), Some(at(1_000 + ticks_to_ns(2 * 11_932))));
     // Late by three periods: one interrupt, then back on the grid.
-    t.fire(1_000 + ticks_to_ns(5 * 11_932) + 5);
-    assert_eq!(t.deadline(), Some(1_000 + ticks_to_ns(6 * 11_932)));
+    t.fire(at(1_000 + ticks_to_ns(5 * 11_932) + 5));
+    assert_eq!(t.deadline(), Some(at(1_000 + ticks_to_ns(6 * 11_932))));
 }
 
 #[test]
 fn one_shot_fires_once_and_latched_count_reads() {
     let mut t = Pit::default();
-    t.write(0, 0x43, 0x30); // ch0, lo/hi, mode 0
-    t.write(0, 0x40, 0xe8);
-    t.write(0, 0x40, 0x03); // 1000 ticks
-    assert_eq!(t.deadline(), Some(ticks_to_ns(1000)));
-    t.write(ticks_to_ns(100), 0x43, 0x00); // latch
-    let lo = t.read(ticks_to_ns(500), 0x40);
-    let hi = t.read(ticks_to_ns(500), 0x40);
+    t.write(at(0), 0x43, 0x30); // ch0, lo/hi, mode 0
+    t.write(at(0), 0x40, 0xe8);
+    t.write(at(0), 0x40, 0x03); // 1000 ticks
+    assert_eq!(t.deadline(), Some(at(ticks_to_ns(1000))));
+    t.write(at(ticks_to_ns(100)), 0x43, 0x00); // latch
+    let lo = t.read(at(ticks_to_ns(500)), 0x40);
+    let hi = t.read(at(ticks_to_ns(500)), 0x40);
     assert_eq!(u16::from(lo) | u16::from(hi) << 8, 900, "the latched count, not the live one");
-    t.fire(ticks_to_ns(1000));
+    t.fire(at(ticks_to_ns(1000)));
     assert_eq!(t.deadline(), None);
 }
 
 #[test]
 fn channel_2_output_on_port_61_for_calibration() {
     let mut t = Pit::default();
-    t.write(0, 0x61, 0x01); // gate on, speaker off
-    t.write(0, 0x43, 0xb0); // ch2, lo/hi, mode 0
-    t.write(0, 0x42, 0xff);
-    t.write(0, 0x42, 0xff);
-    assert_eq!(t.read(1_000, 0x61) & 0x20, 0);
-    assert_eq!(t.read(ticks_to_ns(0xffff), 0x61) & 0x20, 0x20);
+    t.write(at(0), 0x61, 0x01); // gate on, speaker off
+    t.write(at(0), 0x43, 0xb0); // ch2, lo/hi, mode 0
+    t.write(at(0), 0x42, 0xff);
+    t.write(at(0), 0x42, 0xff);
+    assert_eq!(t.read(at(1_000), 0x61) & 0x20, 0);
+    assert_eq!(t.read(at(ticks_to_ns(0xffff)), 0x61) & 0x20, 0x20);
     assert_eq!(t.deadline(), None, "channel 2 raises no interrupt");
 }
 
@@ -101,10 +106,10 @@ fn channel_2_output_on_port_61_for_calibration() {
 fn rtc_reads_the_engine_date_plus_virtual_time() {
     // 2026-01-01T00:00:00Z, the engine's guest epoch; 90061 s later.
     let mut r = Rtc { epoch_ns: 1_767_225_600 * 1_000_000_000, index: 0 };
-    let at = 90_061 * 1_000_000_000 + 5;
+    let now = at(90_061 * 1_000_000_000 + 5);
     let reg = |r: &mut Rtc, i: u8| {
         r.write(0x70, 0x80 | i);
-        r.read(at, 0x71)
+        r.read(now, 0x71)
     };
     assert_eq!(reg(&mut r, 0x00), 0x01);
     assert_eq!(reg(&mut r, 0x02), 0x01);
@@ -127,8 +132,8 @@ fn state_survives_save_and_restore() {
     q.restore(&p.save()).unwrap();
     assert_eq!(p, q);
     let mut t = Pit::default();
-    t.write(7, 0x43, 0x34);
-    t.write(7, 0x40, 0x10);
+    t.write(at(7), 0x43, 0x34);
+    t.write(at(7), 0x40, 0x10);
     let mut u = Pit::default();
     u.restore(&t.save()).unwrap();
     assert_eq!(t, u);

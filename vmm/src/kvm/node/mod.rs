@@ -10,7 +10,7 @@
 //! exit and jumps when the guest halts. A grant ([`NodeRuntime::grant`]) runs the guest
 //! from `at` until it halts with nothing due (it then asks to run at its timer's
 //! deadline, or [`VirtualTime::IDLE`] when only an outside event can wake it), powers off, or has
-//! run [`GRANT_SLICE_NS`] of virtual time (it then asks to run again at once, so the
+//! run [`GRANT_SLICE`] of virtual time (it then asks to run again at once, so the
 //! engine can interleave other nodes: a guest that computes without halting is
 //! preempted at its exits, deterministically). A halted node's clock jumps to the
 //! time of the engine's next event for it (a grant, a frame, a disk completion,
@@ -66,7 +66,7 @@ use crate::virtio::{DeviceError, NoHook};
 pub use layout::*;
 
 /// The most virtual time one grant runs a guest that does not halt.
-pub const GRANT_SLICE_NS: u64 = 1_000_000;
+pub const GRANT_SLICE: Duration = Duration::from_millis(1);
 
 /// Errors of a KVM node; each names the node (1-based). Errors of the engine's
 /// contract that both runtimes share are [`NodeError`]s; this one converts into
@@ -278,14 +278,14 @@ impl KvmNode {
     /// An outside event reaches the stopped node at `t`: its clock moves there if it
     /// is halted, and it must run (to take the interrupt) at its clock.
     fn wake_at(&mut self, t: VirtualTime) -> VirtualTime {
-        let now = VirtualTime::from_ns(self.vm.advance_halted(t.as_ns()));
+        let now = self.vm.advance_halted(t);
         self.requested = self.requested.min(now);
         now
     }
 
     /// What the guest produced at the exit just taken, stamped with the clock.
     fn collect(&mut self, out: &mut Vec<GuestOutput>) -> Result<(), NodeError> {
-        let time = VirtualTime::from_ns(self.vm.now_ns());
+        let time = self.vm.now();
         // Taken out of the serial device, so a long run does not accumulate its console.
         let bytes = std::mem::take(&mut self.vm.bus.serial.output);
         if !bytes.is_empty() {
@@ -358,17 +358,17 @@ impl KvmNode {
         out: &mut Vec<GuestOutput>,
     ) -> Result<RunOutcome, NodeError> {
         let began = Instant::now();
-        let start = self.vm.advance_halted(at.max(self.requested).as_ns());
-        let until = start.saturating_add(GRANT_SLICE_NS);
+        let start = self.vm.advance_halted(at.max(self.requested));
+        let until = start.saturating_add(GRANT_SLICE);
         loop {
             if self.vm.is_halted() && !self.vm.wake_due() {
                 // Waits: for its timer, or for the engine.
-                let deadline = self.vm.timer_deadline().map_or(VirtualTime::IDLE, VirtualTime::from_ns);
-                self.requested = deadline.max(VirtualTime::from_ns(self.vm.now_ns()));
+                let deadline = self.vm.timer_deadline().unwrap_or(VirtualTime::IDLE);
+                self.requested = deadline.max(self.vm.now());
                 return Ok(RunOutcome::Waiting { requested: self.requested });
             }
-            if self.vm.now_ns() >= until {
-                self.requested = VirtualTime::from_ns(self.vm.now_ns());
+            if self.vm.now() >= until {
+                self.requested = self.vm.now();
                 return Ok(RunOutcome::Waiting { requested: self.requested });
             }
             if began.elapsed() > watchdog {
@@ -376,7 +376,7 @@ impl KvmNode {
                 return Ok(RunOutcome::Hung { wall: began.elapsed() });
             }
             // One exit at a time, so output and device effects carry their exit's time.
-            let limits = RunLimits { max_exits: Some(self.vm.stats().exits + 1), until_ns: Some(until) };
+            let limits = RunLimits { max_exits: Some(self.vm.stats().exits + 1), until: Some(until) };
             let r = self.vm.run(limits).map_err(|e| self.kvm_err(e));
             let r = match r {
                 Ok(r) => r,
@@ -416,8 +416,8 @@ impl KvmNode {
 impl NodeRuntime for KvmNode {
     fn wait_connected(&mut self, start_time: VirtualTime, _limit: Duration) -> Result<Vec<GuestOutput>, NodeError> {
         // Nothing to connect to: the VM is built and stopped at its entry point.
-        self.vm.start_clock_at(start_time.as_ns());
-        self.requested = VirtualTime::from_ns(self.vm.now_ns());
+        self.vm.start_clock_at(start_time);
+        self.requested = self.vm.now();
         Ok(Vec::new())
     }
 

@@ -27,9 +27,12 @@ mod builder;
 mod fork;
 mod run;
 
+use std::time::Duration;
+
 use kvm_bindings::{kvm_userspace_memory_region, CpuId, KVM_MAX_CPUID_ENTRIES};
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use sha2::{Digest, Sha256};
+use simtime::VirtualTime;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 use super::arch::{self, CpuidShaping};
@@ -42,37 +45,37 @@ pub(crate) use builder::{anonymous_memory, private_file_memory};
 pub use builder::{read_image, MicroVmBuilder, VmConfig};
 pub use fork::ForkPoint;
 
-/// Virtual time of one node, in nanoseconds.
+/// Virtual time of one node.
 ///
-/// Invariant: `now_ns` never decreases and only changes through [`VirtualClock::tick`]
+/// Invariant: `now` never decreases and only changes through [`VirtualClock::tick`]
 /// (one exit) or [`VirtualClock::jump_to`] (idle until an event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VirtualClock {
-    now_ns: u64,
-    exit_cost_ns: u64,
+    now: VirtualTime,
+    exit_cost: Duration,
 }
 
 impl VirtualClock {
-    /// A clock at 0 charging `exit_cost_ns` per exit.
-    pub fn new(exit_cost_ns: u64) -> Self {
-        VirtualClock { now_ns: 0, exit_cost_ns }
+    /// A clock at 0 charging `exit_cost` per exit.
+    pub fn new(exit_cost: Duration) -> Self {
+        VirtualClock { now: VirtualTime::ZERO, exit_cost }
     }
     /// Current virtual time.
-    pub fn now(&self) -> u64 {
-        self.now_ns
+    pub fn now(&self) -> VirtualTime {
+        self.now
     }
     /// The fixed cost charged per exit.
-    pub fn exit_cost(&self) -> u64 {
-        self.exit_cost_ns
+    pub fn exit_cost(&self) -> Duration {
+        self.exit_cost
     }
     /// Charges one exit; returns the new time.
-    pub fn tick(&mut self) -> u64 {
-        self.now_ns += self.exit_cost_ns;
-        self.now_ns
+    pub fn tick(&mut self) -> VirtualTime {
+        self.now += self.exit_cost;
+        self.now
     }
     /// Moves time forward to `t` (never backwards).
-    pub fn jump_to(&mut self, t: u64) {
-        self.now_ns = self.now_ns.max(t);
+    pub fn jump_to(&mut self, t: VirtualTime) {
+        self.now = self.now.max(t);
     }
 }
 
@@ -135,7 +138,7 @@ pub struct RunLimits {
     pub max_exits: Option<u64>,
     /// Stop once virtual time reaches this (a halted guest waiting for a later timer
     /// is advanced exactly to it).
-    pub until_ns: Option<u64>,
+    pub until: Option<VirtualTime>,
 }
 
 /// Why [`MicroVm::run`] returned. Calling `run` again continues the guest.
@@ -151,7 +154,7 @@ pub enum RunOutcome {
     Shutdown,
     /// [`RunLimits::max_exits`] reached.
     ExitLimit,
-    /// [`RunLimits::until_ns`] reached.
+    /// [`RunLimits::until`] reached.
     TimeLimit,
     /// The stop flag ([`MicroVm::stop_flag`]) was set from another thread, which
     /// signalled the vCPU thread out of KVM_RUN (the wall-clock watchdog,
@@ -242,7 +245,7 @@ impl MicroVm {
             vm,
             vcpu,
             mem,
-            clock: VirtualClock::new(config.exit_cost_ns),
+            clock: VirtualClock::new(Duration::from_nanos(config.exit_cost_ns)),
             config,
             cpuid,
             cpuid_shaping,
@@ -267,8 +270,8 @@ impl MicroVm {
     pub fn console(&self) -> &[u8] {
         &self.bus.serial.output
     }
-    /// Current virtual time in ns.
-    pub fn now_ns(&self) -> u64 {
+    /// Current virtual time.
+    pub fn now(&self) -> VirtualTime {
         self.clock.now()
     }
     /// Exit counters.
@@ -333,7 +336,7 @@ impl MicroVm {
 
     fn record(&mut self, ev: Ev, arg: u64, data: &[u8]) {
         self.trace.update([ev as u8]);
-        self.trace.update(self.clock.now().to_le_bytes());
+        self.trace.update(self.clock.now().as_ns().to_le_bytes());
         self.trace.update(arg.to_le_bytes());
         self.trace.update([data.len() as u8]);
         self.trace.update(data);
@@ -356,7 +359,11 @@ impl MicroVm {
         use std::io::Write;
         let rip = self.vcpu.get_regs().map(|r| r.rip).unwrap_or(u64::MAX);
         let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
-        let line = format!("{} {ev:?} t={} arg={arg:#x} rip={rip:#x} data={hex}\n", self.stats.exits, self.clock.now());
+        let line = format!(
+            "{} {ev:?} t={} arg={arg:#x} rip={rip:#x} data={hex}\n",
+            self.stats.exits,
+            self.clock.now().as_ns()
+        );
         if let Some(w) = self.exit_log.as_mut() {
             // A debugging aid: a full disk ends the log, never the run.
             if w.write_all(line.as_bytes()).is_err() {

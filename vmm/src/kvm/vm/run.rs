@@ -107,7 +107,7 @@ impl MicroVm {
     }
 
     /// The vCPU executed `hlt`: wake it with a pending interrupt, or move time to the
-    /// timer deadline (bounded by `limits.until_ns`). Returns `Some(outcome)` when the
+    /// timer deadline (bounded by `limits.until`). Returns `Some(outcome)` when the
     /// guest stays halted (it remains so on the next [`MicroVm::run`]).
     fn wait_halted(&mut self, limits: &RunLimits) -> Result<Option<RunOutcome>> {
         self.collect_interrupts();
@@ -119,15 +119,15 @@ impl MicroVm {
                 // (until a device interrupt is raised from outside).
                 return Ok(Some(RunOutcome::Halted));
             };
-            if let Some(until) = limits.until_ns.filter(|&u| deadline > u) {
+            if let Some(until) = limits.until.filter(|&u| deadline > u) {
                 if self.clock.now() < until {
                     self.clock.jump_to(until);
-                    self.record(Ev::TimerJump, until, &[]);
+                    self.record(Ev::TimerJump, until.as_ns(), &[]);
                 }
                 return Ok(Some(RunOutcome::TimeLimit));
             }
             self.clock.jump_to(deadline);
-            self.record(Ev::TimerJump, deadline, &[]);
+            self.record(Ev::TimerJump, deadline.as_ns(), &[]);
         }
         self.halted = false;
         Ok(None)
@@ -141,7 +141,7 @@ impl MicroVm {
     }
 
     /// The armed timer's deadline, if any.
-    pub fn timer_deadline(&self) -> Option<u64> {
+    pub fn timer_deadline(&self) -> Option<VirtualTime> {
         self.bus.next_deadline()
     }
 
@@ -149,10 +149,10 @@ impl MicroVm {
     /// also past an armed timer, which then fires late, at `t`: the engine granted the
     /// node later than it asked, or an outside event reaches it. A running (not
     /// halted) vCPU's clock only moves by its exits. Returns the clock.
-    pub fn advance_halted(&mut self, t: u64) -> u64 {
+    pub fn advance_halted(&mut self, t: VirtualTime) -> VirtualTime {
         if self.halted && t > self.clock.now() {
             self.clock.jump_to(t);
-            self.record(Ev::TimerJump, t, &[]);
+            self.record(Ev::TimerJump, t.as_ns(), &[]);
         }
         self.clock.now()
     }
@@ -165,7 +165,7 @@ impl MicroVm {
 
     /// Starts the clock of a VM that has not run yet at `t` (a node booted, or booted
     /// again after a crash, at engine time `t`).
-    pub fn start_clock_at(&mut self, t: u64) {
+    pub fn start_clock_at(&mut self, t: VirtualTime) {
         if self.stats.exits == 0 && t > self.clock.now() {
             self.clock.jump_to(t);
         }
@@ -183,7 +183,7 @@ impl MicroVm {
             if limits.max_exits.is_some_and(|m| self.stats.exits >= m) {
                 return Ok(RunOutcome::ExitLimit);
             }
-            if limits.until_ns.is_some_and(|t| self.clock.now() >= t) {
+            if limits.until.is_some_and(|t| self.clock.now() >= t) {
                 return Ok(RunOutcome::TimeLimit);
             }
             if self.stop.swap(false, std::sync::atomic::Ordering::SeqCst) {
@@ -244,7 +244,7 @@ impl MicroVm {
             Ok(VcpuExit::MmioWrite(addr, data)) => {
                 let now = self.clock.tick();
                 self.stats.mmio += 1;
-                self.mmio.write(VirtualTime::from_ns(now), addr, data);
+                self.mmio.write(now, addr, data);
                 let d = data.to_vec();
                 self.record(Ev::MmioWrite, addr, &d);
                 Exit::Io
@@ -252,7 +252,7 @@ impl MicroVm {
             Ok(VcpuExit::MmioRead(addr, data)) => {
                 let now = self.clock.tick();
                 self.stats.mmio += 1;
-                self.mmio.read(VirtualTime::from_ns(now), addr, data);
+                self.mmio.read(now, addr, data);
                 let d = data.to_vec();
                 self.record(Ev::MmioRead, addr, &d);
                 Exit::Io
@@ -370,6 +370,6 @@ impl MicroVm {
     /// Runs until the guest halts or powers off; fails on any other outcome within
     /// `max_exits` (a convenience for tests).
     pub fn run_to_end(&mut self, max_exits: u64) -> Result<RunOutcome> {
-        self.run(RunLimits { max_exits: Some(self.stats.exits + max_exits), until_ns: None })
+        self.run(RunLimits { max_exits: Some(self.stats.exits + max_exits), until: None })
     }
 }
