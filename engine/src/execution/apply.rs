@@ -3,18 +3,16 @@
 //! jumps are in `node_faults`), and recording what it produced in the
 //! trace.
 
-use netsim::DeliveryId;
-use vmm::node::{Delivered, DiskCompletion, GuestOutput, OutputStream, RunOutcome};
+use vmm::node::{DiskCompletion, GuestOutput, OutputStream, RunOutcome};
 
 use super::{Execution, Phase};
 use crate::actions::Action;
 use crate::console;
 use crate::disk;
-use crate::frames;
 use crate::host::HostOutcome;
 use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::EngineError;
-use crate::trace::{DiskOp, DropCause, EventKind};
+use crate::trace::{DiskOp, EventKind};
 use crate::NodeId;
 
 impl Execution<'_> {
@@ -23,7 +21,7 @@ impl Execution<'_> {
         let now = self.now;
         match action {
             Action::NetworkFault { .. } => self.apply_network_fault(),
-            Action::Deliver(id) => self.deliver(id)?,
+            Action::Deliver(id) => self.wire.deliver(id, now, &mut self.nodes, &mut self.trace, self.spec.watchdog)?,
             Action::Crash(node) => {
                 self.crash(node)?;
                 self.draw_next_crash_time();
@@ -58,33 +56,6 @@ impl Execution<'_> {
             }
             Action::Run(node) => self.run_node(node)?,
             Action::RunHost => self.run_host()?,
-        }
-        Ok(())
-    }
-
-    /// Hands frame `id` to its receiver (the host client, a node, or
-    /// nobody: a node that is down drops it).
-    fn deliver(&mut self, id: DeliveryId) -> Result<(), EngineError> {
-        let now = self.now;
-        let ns = self.network.sim.as_mut().expect("deliveries come from the network");
-        let Some(d) = ns.take(id) else { return Ok(()) };
-        if let Some(h) = self.network.host.as_mut().filter(|h| h.node() == d.to) {
-            h.deliver(now, &d, &mut self.trace);
-            return Ok(());
-        }
-        let (to, from) = (d.to, d.from);
-        // A frame for the host client's node before the client exists (in
-        // warm-start mode it starts with the workload) finds nobody there.
-        if self.nodes.get(to).is_none_or(|n| !n.is_up()) {
-            self.trace.push(now, from, EventKind::Drop { id: d.id.0, to: to.number(), cause: DropCause::NodeDown });
-            return Ok(());
-        }
-        let summary = frames::summarize(&d.frame);
-        let len = d.frame.len() as u32;
-        self.trace.push(now, to, EventKind::Deliver { id: d.id.0, from: from.number(), len, summary });
-        if self.nodes[to].vm().deliver_frame(now, &d.frame, self.spec.watchdog)? == Delivered::Dropped {
-            let text = format!("frame {} dropped: no receive buffer", d.id.0);
-            self.trace.push(now, to, EventKind::Note { text });
         }
         Ok(())
     }
@@ -163,9 +134,7 @@ impl Execution<'_> {
             _ => "power loss".into(),
         };
         self.trace.push(now, node, EventKind::Crash { detail });
-        if let Some(ns) = self.network.sim.as_mut() {
-            ns.node_down(node);
-        }
+        self.wire.node_down(node);
         Ok(())
     }
 
@@ -191,12 +160,12 @@ impl Execution<'_> {
         self.record_output(node, grant.output);
         self.record_disk(node, &grant.disk);
         self.nodes[node].flushed_since_run = false;
-        if let Some(ns) = self.network.sim.as_mut() {
+        if self.wire.is_on() {
             self.nodes[node].just_sent = !grant.tx.is_empty();
-            ns.transmit(node, grant.tx, &mut self.trace);
-            if !matches!(grant.outcome, RunOutcome::Waiting { .. }) {
-                ns.node_down(node);
-            }
+        }
+        self.wire.transmit(node, grant.tx, &mut self.trace);
+        if !matches!(grant.outcome, RunOutcome::Waiting { .. }) {
+            self.wire.node_down(node);
         }
         match grant.outcome {
             RunOutcome::Waiting { .. } => {}
@@ -327,12 +296,7 @@ impl Execution<'_> {
     /// act on the workload's end (invariants next, or the failure).
     fn run_host(&mut self) -> Result<(), EngineError> {
         let now = self.now;
-        let Some(h) = self.network.host.as_mut() else { return Ok(()) };
-        let node = h.node();
-        let (tx, outcome) = h.poll(now, &mut self.trace);
-        if let Some(ns) = self.network.sim.as_mut() {
-            ns.transmit_frames(node, now, tx, &mut self.trace);
-        }
+        let Some((node, outcome)) = self.wire.poll_host(now, &mut self.trace) else { return Ok(()) };
         // The workload's end comes after the frames of its last poll, so
         // that a report finds it as the failing event.
         let status = match outcome {

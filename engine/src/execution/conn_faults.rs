@@ -52,12 +52,11 @@ impl Execution<'_> {
         if !time || !(reset || stall) || self.faults.calm {
             return;
         }
-        let Some(ns) = self.network.sim.as_ref() else { return };
-        let Some(table) = ns.net.connections().filter(|t| t.established().next().is_some()) else { return };
+        let Some(net) = self.wire.netsim() else { return };
+        let Some(table) = net.connections().filter(|t| t.established().next().is_some()) else { return };
         let mut between_pair: BTreeMap<(u16, u16), u16> = BTreeMap::new();
         // The connections with frames in flight, each frame read once.
-        let in_flight: BTreeSet<ConnKey> = ns
-            .net
+        let in_flight: BTreeSet<ConnKey> = net
             .pending()
             .filter_map(|d| netsim::tcp::ends(d.from, d.to, &d.frame).map(|(s, t, _)| ConnKey::of(s, t).0))
             .collect();
@@ -77,7 +76,7 @@ impl Execution<'_> {
             if reset {
                 into.push(Enabled { action: Action::ConnReset(*key), desc: desc(ActionKind::ConnReset) });
             }
-            if stall && !ns.net.is_stalled(key, self.now) {
+            if stall && !net.is_stalled(key, self.now) {
                 into.push(Enabled { action: Action::ConnStall(*key), desc: desc(ActionKind::ConnStall) });
             }
         }
@@ -101,15 +100,10 @@ impl Execution<'_> {
     pub(crate) fn conn_reset(&mut self, key: ConnKey) {
         let now = self.now;
         let (a, b) = (self.endpoint_name(&key.a), self.endpoint_name(&key.b));
-        let Some(ns) = self.network.sim.as_mut() else { return };
-        let Some(r) = ns.net.reset_connection(&key, now) else { return };
+        let Some(r) = self.wire.reset_connection(&key, now) else { return };
         self.faults.conn.counts.resets += 1;
         self.trace.push_engine(now, EventKind::ConnReset { a, b, dropped: r.dropped as u64 });
-        for s in r.resets {
-            let Some(d) = ns.net.get(s.id) else { continue };
-            let (len, summary) = (d.frame.len() as u32, crate::frames::summarize(&d.frame));
-            self.trace.push(now, s.from, EventKind::Send { id: s.id.0, to: s.to.number(), len, summary });
-        }
+        self.wire.trace_resets(&r.resets, now, &mut self.trace);
         self.next_conn_fault();
     }
 
@@ -131,8 +125,8 @@ impl Execution<'_> {
             Direction::BtoA => (b, a, false),
             Direction::Both => (a, b, true),
         };
-        let Some(ns) = self.network.sim.as_mut() else { return };
-        let held = ns.net.stall_connection(&key, dir, until) as u64;
+        let Some(held) = self.wire.stall_connection(&key, dir, until) else { return };
+        let held = held as u64;
         self.faults.conn.counts.stalls += 1;
         self.trace.push_engine(now, EventKind::ConnStall { from, to, both, until, held });
         self.next_conn_fault();

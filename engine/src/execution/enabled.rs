@@ -21,8 +21,8 @@ impl Execution<'_> {
         let latency = self.spec.disk.as_ref().map_or(Duration::ZERO, |d| d.latency);
         into.runs.clear();
         into.runs.extend(live().map(|(i, n)| (i, n.runtime().unwrap().requested())));
-        into.host = self.network.host.as_ref().and_then(|h| h.due().map(|t| (h.node(), t)));
-        into.net = self.network.sim.as_ref().and_then(|n| n.next_time());
+        into.host = self.wire.host_due();
+        into.net = self.wire.next_time();
         into.disks.clear();
         into.disks.extend(live().filter_map(|(i, n)| {
             let requests = n.data_disk()?.pending_disk();
@@ -57,13 +57,11 @@ impl Execution<'_> {
         if let Some((node, due)) = pending.host.filter(|&(_, t)| t <= horizon) {
             into.push(Enabled::run_host(node, due));
         }
-        if let Some(ns) = &self.network.sim {
-            for d in ns.deliveries_until(horizon) {
-                into.push(Enabled::deliver(&d));
-            }
-            if let Some((due, heal)) = ns.next_fault().filter(|(t, _)| *t <= horizon) {
-                into.push(Enabled::network_fault(heal, due));
-            }
+        for d in self.wire.deliveries_until(horizon) {
+            into.push(Enabled::deliver(&d));
+        }
+        if let Some((due, heal)) = self.wire.next_fault().filter(|(t, _)| *t <= horizon) {
+            into.push(Enabled::network_fault(heal, due));
         }
         if self.spec.disk.is_some() {
             let due = pending.disks.iter().filter(|&&(_, _, t)| t <= horizon);
@@ -122,7 +120,7 @@ impl Execution<'_> {
         let (mut offered, mut any_at_risk) = (false, false);
         for &i in &self.spec.explore.crashable {
             let n = &self.nodes[i];
-            let sending = self.network.sim.as_ref().is_some_and(|ns| ns.has_in_flight_from(i));
+            let sending = self.wire.has_in_flight_from(i);
             let disk = n.data_disk();
             let volatile = disk.and_then(|d| d.disk()).is_some_and(|d| d.volatile_writes().next().is_some());
             // The moments around a durability point: just before a

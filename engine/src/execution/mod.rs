@@ -18,6 +18,7 @@ mod parts;
 mod roles;
 mod schedule;
 mod script;
+mod wire;
 
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,8 @@ use self::boot::{boot_nodes, host_endpoint, network};
 use self::choices::Choices;
 pub use self::inspect::{ExecOutput, InspectError, Reached, Until};
 pub(crate) use self::parts::Phase;
-use self::parts::{Faults, Grants, Network, Script};
+use self::parts::{Faults, Grants, Script};
+use self::wire::Wire;
 use crate::actions::{effective_time, horizon, Enabled};
 use crate::console::AgentMsg;
 use crate::disk;
@@ -91,7 +93,7 @@ pub struct Execution<'a> {
     trace: Trace,
     /// The guests, in node order.
     nodes: Nodes,
-    network: Network,
+    wire: Wire,
     script: Script,
     faults: Faults,
     grants: Grants,
@@ -130,7 +132,7 @@ impl<'a> Execution<'a> {
             now: VirtualTime::ZERO,
             trace: Trace::new(),
             nodes: Nodes::new(nodes),
-            network: Network { sim: net, host },
+            wire: Wire::new(net, host),
             script: Script::new(),
             faults: Faults::new(spec.stream_seed(), spec.explore.crash_states.clone()),
             grants: Grants::default(),
@@ -175,10 +177,8 @@ impl<'a> Execution<'a> {
         self.seed = seed;
         self.choices.boot_rng = None;
         self.faults.reseed(seed);
-        self.network.host = host_endpoint(self.spec, seed, self.now);
-        if let Some(ns) = self.network.sim.as_mut() {
-            ns.reseed(seed, self.now, self.spec.explore.faults_after.is_none());
-        }
+        let host = host_endpoint(self.spec, seed, self.now);
+        self.wire.reseed(host, seed, self.now, self.spec.explore.faults_after.is_none());
         for (node, n) in self.nodes.with_ids_mut() {
             n.reseed_devices(seed, node);
         }
@@ -358,9 +358,7 @@ impl<'a> Execution<'a> {
         self.faults.calm = true;
         self.calm_disks();
         self.choices.calm_rng = Some(simrng::seeded(seed));
-        if let Some(ns) = self.network.sim.as_mut() {
-            ns.calm(seed);
-        }
+        self.wire.calm(seed);
         self.resume_all()?;
         Ok(true)
     }
@@ -438,11 +436,7 @@ impl<'a> Execution<'a> {
         if let (Some(hc), None | Some(Verdict::Pass)) = (&spec.history, &self.script.verdict) {
             self.check_history(hc);
         }
-        let net = self.network.sim.as_mut();
-        let (network, pcaps) = match net {
-            Some(n) => (Some(n.finish()), n.take_pcaps()),
-            None => (None, Vec::new()),
-        };
+        let (network, pcaps) = self.wire.finish();
         let trace = std::mem::take(&mut self.trace);
         ExecutionResult {
             verdict: self.script.verdict.take().unwrap_or(Verdict::Pass),

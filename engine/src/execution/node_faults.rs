@@ -56,7 +56,7 @@ impl Execution<'_> {
         let p = &self.spec.explore.pause;
         let n = &self.nodes[node];
         let time = self.faults.node.pause_not_before.is_some_and(|t| self.now >= t);
-        let sending = self.network.sim.as_ref().is_some_and(|ns| ns.has_in_flight_from(node));
+        let sending = self.wire.has_in_flight_from(node);
         time && self.faults.node.counts.pauses < p.max
             && !self.faults.calm
             && n.is_ready()

@@ -11,8 +11,6 @@ use std::collections::BTreeMap;
 use crate::disk::CrashPoint;
 use crate::disk::{CompletionFaults, DiskFaultCounts};
 use crate::faults::FaultState;
-use crate::host::HostEndpoint;
-use crate::network::NetState;
 use crate::outcome::Verdict;
 use crate::NodeId;
 use simtime::VirtualTime;
@@ -59,14 +57,6 @@ impl Script {
     pub fn new() -> Script {
         Script { phase: Phase::Booting, verdict: None, anomalies: BTreeMap::new(), setup_seen: false }
     }
-}
-
-/// The simulated network and the host-side client on it.
-pub(crate) struct Network {
-    /// netsim and its partitions; `None` for a cluster without a network.
-    pub sim: Option<NetState>,
-    /// The host-side client, with a host workload.
-    pub host: Option<HostEndpoint>,
 }
 
 /// Every fault the engine injects (crashes, disk faults, pauses, clock

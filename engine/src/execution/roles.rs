@@ -52,11 +52,9 @@ impl Execution<'_> {
     /// role is turned onto the lowest-numbered node holding it now.
     pub(crate) fn apply_network_fault(&mut self) {
         let now = self.now;
-        let ns = self.network.sim.as_ref().expect("faults come from the network");
-        let holder = ns.next_role().and_then(|role| self.role_holders(role).first().copied());
+        let holder = self.wire.next_role().and_then(|role| self.role_holders(role).first().copied());
         let skip = &self.spec.explore.skip_partitions;
-        let ns = self.network.sim.as_mut().expect("faults come from the network");
-        ns.apply_fault(&mut self.trace, now, holder, skip);
+        self.wire.apply_fault(&mut self.trace, now, holder, skip);
     }
 
     /// `[faults.crash] target`: the crashes `enabled_crashes` offered

@@ -29,12 +29,12 @@ impl Execution<'_> {
         if spec.explore.faults_after.is_none() || self.faults.start_after_seen {
             self.begin_faults();
         }
-        match self.network.host.as_mut() {
-            Some(h) => h.start(self.now, &mut self.trace),
-            None if spec.host_workload.is_some() => {
-                self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
-            }
-            None => self.command(spec.workload_node, "workload")?,
+        if self.wire.start_host(self.now, &mut self.trace) {
+            // The host client runs the workload.
+        } else if spec.host_workload.is_some() {
+            self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
+        } else {
+            self.command(spec.workload_node, "workload")?
         }
         Ok(())
     }
@@ -62,9 +62,7 @@ impl Execution<'_> {
         self.start_node_faults();
         self.start_conn_faults();
         if let Some(name) = &self.spec.explore.faults_after {
-            if let Some(ns) = self.network.sim.as_mut() {
-                ns.start_random_partitions(self.now);
-            }
+            self.wire.start_random_partitions(self.now);
             let text = format!("faults begin: {name} reached ([faults] start_after)");
             self.trace.push_engine(self.now, EventKind::Note { text });
         }
@@ -155,9 +153,7 @@ impl Execution<'_> {
     fn begin_quiet(&mut self, settle: Duration) -> Result<(), EngineError> {
         self.faults.calm = true;
         self.calm_disks();
-        if let Some(ns) = self.network.sim.as_mut() {
-            ns.quiet();
-        }
+        self.wire.quiet();
         let text = format!("quiet period: faults stop; checks start after {} s", simtime::span_ns(settle) as f64 / 1e9);
         self.trace.push_engine(self.now, EventKind::Note { text });
         self.resume_all()
