@@ -129,7 +129,7 @@ pub const EXPECTED_HOST_SKIPS: &[(&str, HostKind, &str)] = &[
         "inside a guest the helper may set the clock",
     ),
     ("confinement::a_jail_that_cannot_be_made_is_a_host_error", HostKind::NoUserNamespaces, "needs user namespaces"),
-    ("vmm::uml::jail::tests::*", HostKind::NoUserNamespaces, "needs user namespaces"),
+    ("jail::tests::*", HostKind::NoUserNamespaces, "needs user namespaces"),
     ("uml_disk::*", HostKind::DebugUnconfined, "a debugging switch turns the jail off"),
 ];
 

@@ -465,13 +465,13 @@ fn descendants() -> Vec<u32> {
     testkit::proc::below(std::process::id()).into_iter().map(|(pid, _)| pid).collect()
 }
 
-/// A real node's kernel runs in its jail (vmm::uml::jail): pid 2 of its
+/// A real node's kernel runs in its jail (the jail crate): pid 2 of its
 /// own namespace, the node's uid without capabilities, a root holding only
 /// what the jail shows (its kernel, image, sockets, loader and libraries,
 /// UML's own files), other namespaces than ours.
 #[test]
 fn a_node_kernel_runs_in_its_jail() {
-    if !vmm::uml::jail::enabled() {
+    if !jail::enabled() {
         testkit::skip(Cause::Host, "SIMCLUSTER_DEBUG_UNCONFINED=1 is set");
         return;
     }
@@ -492,7 +492,7 @@ fn a_node_kernel_runs_in_its_jail() {
         })
         .expect("the node's kernel is pid 2 of a namespace below this process");
     // SAFETY: geteuid cannot fail.
-    let uid = if unsafe { libc::geteuid() } == 0 { vmm::uml::jail::NODE_UID } else { unsafe { libc::geteuid() } };
+    let uid = if unsafe { libc::geteuid() } == 0 { jail::NODE_UID } else { unsafe { libc::geteuid() } };
     assert_eq!(status_line(kernel, "Uid:").split_whitespace().next(), Some(uid.to_string().as_str()));
     for key in ["CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
         assert_eq!(status_line(kernel, key), "0000000000000000", "{key}");

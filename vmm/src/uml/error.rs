@@ -36,7 +36,7 @@ pub enum UmlError {
         /// The node.
         node: NodeId,
         /// What failed (in the message, not a `source`: printed once).
-        error: super::jail::JailError,
+        error: jail::JailError,
     },
     /// A host-side I/O operation for the node failed.
     #[error("node {}: {what}: {source}", .node.number())]

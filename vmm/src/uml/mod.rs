@@ -10,7 +10,7 @@
 //!   ([`crate::node::NodeRuntime`]); `node/run.rs`: a grant, the wait for
 //!   the node's next message, interrupts delivered to it while stopped;
 //! - `process`: the host process group (spawn, confinement, kill, reap,
-//!   [`kill_all_nodes`]); [`jail`]: what the process can reach on the
+//!   [`kill_all_nodes`]); the [`jail`] crate: what the process can reach on the
 //!   host; `procfs`: its memory, from /proc;
 //! - `clock`: our end of the time-travel socket and the node's clock;
 //!   [`timetravel`]: the protocol's messages and the shared page;
@@ -57,7 +57,6 @@ mod devices;
 mod disk;
 mod error;
 pub mod host_cpuid;
-pub mod jail;
 mod net;
 pub mod node;
 mod port;

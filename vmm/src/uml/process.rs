@@ -8,7 +8,7 @@
 //! - [`Process::spawn`]: the kernel command line ([`Attached`] devices,
 //!   run-directory-relative names only), a fixed environment, and
 //!   [`confine`] between fork and exec, with the node's jail
-//!   ([`super::jail`]) unless `SIMCLUSTER_DEBUG_UNCONFINED=1`;
+//!   ([`jail`]) unless `SIMCLUSTER_DEBUG_UNCONFINED=1`;
 //! - [`LIVE_GROUPS`] and [`kill_all_nodes`]: no node outlives simcluster;
 //! - [`Process::reap`], [`Process::kill_and_reap`]: a group is signalled
 //!   only while its leader is not reaped.
@@ -23,8 +23,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::error::UmlError;
-use super::jail::{self, Jail};
 use crate::node::NodeConfig;
+use jail::{self, Jail};
 
 /// Process groups of this process's nodes that are not reaped yet. A node
 /// is a process group (the kernel process and the host processes behind
@@ -267,7 +267,7 @@ impl Process {
         Ok(Process { child, stderr_path, jailed: jail.is_some() })
     }
 
-    /// Whether the kernel runs in a jail ([`super::jail`]): then it and
+    /// Whether the kernel runs in a jail ([`jail`]): then it and
     /// UML's helpers are in a pid namespace of their own (and a process
     /// group of their own, which UML makes), which ends with the group.
     pub fn jailed(&self) -> bool {

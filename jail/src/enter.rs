@@ -13,7 +13,7 @@ use super::{Ids, Jail, Step, MAX_OPEN_FILES, MAX_PROCESSES};
 /// outer process and the pid namespace's init never return (they wait and
 /// exit). A failed step writes its number (and a bind's index) to
 /// `report` before returning the error.
-pub(in crate::uml) fn enter(jail: &Jail, report: RawFd) -> io::Result<()> {
+pub fn enter(jail: &Jail, report: RawFd) -> io::Result<()> {
     let step = Stepper { report };
     if let Ids::Caller { .. } = jail.ids {
         // Unprivileged: a user namespace first, which owns the namespaces

@@ -1,6 +1,10 @@
-//! A user-mode Linux node's confinement: what a program that escapes the
-//! guest (a guest program that breaks out of UML's stub, or a hostile
-//! guest kernel, which is host code) can reach on the host.
+//! A user-mode Linux node's confinement, and nothing else: what a program
+//! that escapes the guest (a guest program that breaks out of UML's stub,
+//! or a hostile guest kernel, which is host code) can reach on the host.
+//! The node runtime (`vmm::uml`) plans a jail with [`plan`] and enters it
+//! with [`enter`] between fork and exec of the kernel process; this crate
+//! knows nothing of the runtime (the way Firecracker's jailer stands apart
+//! from its VMM).
 //!
 //! The node's kernel process runs as three processes, one process group:
 //!
@@ -49,6 +53,8 @@
 //! allocates; everything it needs (paths, mount options, map lines) is
 //! prepared by [`plan`] in the parent.
 
+#![deny(missing_docs)]
+
 mod enter;
 mod libraries;
 #[cfg(test)]
@@ -59,7 +65,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-pub(super) use enter::enter;
+pub use enter::enter;
 
 /// `SIMCLUSTER_DEBUG_UNCONFINED=1`: nodes run as simcluster's own user in
 /// its namespaces, as before confinement existed.
@@ -97,7 +103,7 @@ pub fn enabled() -> bool {
 
 /// A host path to show in the jail at `target` (relative to its root).
 #[derive(Debug, Clone)]
-pub(super) struct Bind {
+pub(crate) struct Bind {
     source: CString,
     target: CString,
     /// The directories to create for `target`, parents first (relative).
@@ -111,7 +117,7 @@ pub(super) struct Bind {
 
 /// Whose ids the node runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Ids {
+pub(crate) enum Ids {
     /// simcluster is root: mounts as root, then the node becomes
     /// [`NODE_UID`].
     FromRoot {
@@ -141,8 +147,8 @@ impl Ids {
 
 /// Everything [`enter`] needs, prepared in the parent.
 #[derive(Debug, Clone)]
-pub(super) struct Jail {
-    pub(super) ids: Ids,
+pub struct Jail {
+    pub(crate) ids: Ids,
     /// `<run dir>/jail`, absolute.
     staging: CString,
     /// tmpfs options: size, mode, owner.
@@ -158,7 +164,7 @@ pub(super) struct Jail {
 /// (one byte over a pipe, with the bind's index where it is one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub(super) enum Step {
+pub(crate) enum Step {
     CallerUserNamespace = 1,
     CallerIdMaps,
     Namespaces,
@@ -236,13 +242,17 @@ impl Step {
 /// What a node's jail shows: host files, read-only, at the names given
 /// (the kernel at [`KERNEL_IN_JAIL`], the root filesystem), and sockets
 /// in the run directory (names relative to it, shown at the same names).
-pub(super) struct Contents<'a> {
+pub struct Contents<'a> {
     /// The kernel binary (its loader and libraries are shown too).
     pub kernel: &'a Path,
     /// Host files and their absolute names in the jail; the kernel first.
     pub files: &'a [(&'a Path, &'a str)],
+    /// The node's run directory, where the sockets are and the jail's
+    /// tmpfs is staged.
     pub run_dir: &'a Path,
+    /// Sockets in `run_dir` (names relative to it) to show at the same names.
     pub sockets: &'a [&'a str],
+    /// The node's memory (MiB): the tmpfs holds UML's memory file.
     pub mem_mb: u32,
 }
 
@@ -281,7 +291,7 @@ pub enum JailError {
 
 /// Prepares the jail of a node: resolves every path, lists the kernel's
 /// libraries, and (as root) gives the sockets to the node's uid.
-pub(super) fn plan(c: &Contents) -> Result<Jail, JailError> {
+pub fn plan(c: &Contents) -> Result<Jail, JailError> {
     // SAFETY: geteuid and getegid cannot fail.
     let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let ids =
@@ -392,7 +402,7 @@ fn cstring(p: &Path) -> CString {
 
 impl Jail {
     /// The error of a failed [`enter`], from the byte(s) it reported.
-    pub(super) fn failure(&self, report: &[u8], source: io::Error) -> JailError {
+    pub fn failure(&self, report: &[u8], source: io::Error) -> JailError {
         let step = match report.first().copied().and_then(Step::from_byte) {
             Some(s @ (Step::Bind | Step::ReadOnly | Step::MountPoint)) => {
                 match report.get(1).and_then(|i| self.binds.get(*i as usize)) {
