@@ -16,8 +16,7 @@ use netsim::DeliveryId;
 
 use crate::network::DueDelivery;
 use crate::strategy::{ActionKind, EnabledAction};
-use crate::trace::ENGINE;
-use crate::NodeId;
+use crate::{Actor, NodeId};
 use simtime::VirtualTime;
 
 /// Something the engine can do at the current instant.
@@ -64,34 +63,29 @@ pub(super) struct Enabled {
 
 impl Enabled {
     pub fn run(node: NodeId, due: VirtualTime) -> Enabled {
-        Enabled { action: Action::Run(node), desc: EnabledAction::new(node.number(), ActionKind::RunNode, due) }
+        Enabled { action: Action::Run(node), desc: EnabledAction::new(node, ActionKind::RunNode, due) }
     }
     /// The host client's poll looks like a node run to a strategy: node
     /// N+1, [`ActionKind::RunNode`].
     pub fn run_host(node: NodeId, due: VirtualTime) -> Enabled {
-        Enabled { action: Action::RunHost, desc: EnabledAction::new(node.number(), ActionKind::RunNode, due) }
+        Enabled { action: Action::RunHost, desc: EnabledAction::new(node, ActionKind::RunNode, due) }
     }
     pub fn deliver(d: &DueDelivery) -> Enabled {
         Enabled {
             action: Action::Deliver(d.id),
-            desc: EnabledAction::new(d.to.number(), ActionKind::DeliverFrame, d.due)
-                .with_peer(d.from.number())
-                .behind(d.behind),
+            desc: EnabledAction::new(d.to, ActionKind::DeliverFrame, d.due).with_peer(d.from).behind(d.behind),
         }
     }
     pub fn network_fault(heal: bool, due: VirtualTime) -> Enabled {
         let kind = if heal { ActionKind::Heal } else { ActionKind::Partition };
-        Enabled { action: Action::NetworkFault { heal }, desc: EnabledAction::new(ENGINE, kind, due) }
+        Enabled { action: Action::NetworkFault { heal }, desc: EnabledAction::new(Actor::Engine, kind, due) }
     }
     pub fn crash(node: NodeId, now: VirtualTime) -> Enabled {
-        Enabled { action: Action::Crash(node), desc: EnabledAction::new(node.number(), ActionKind::Crash, now) }
+        Enabled { action: Action::Crash(node), desc: EnabledAction::new(node, ActionKind::Crash, now) }
     }
     /// `first`: the first node it takes down (the node the strategy sees).
     pub fn power_failure(first: NodeId, now: VirtualTime) -> Enabled {
-        Enabled {
-            action: Action::PowerFailure,
-            desc: EnabledAction::new(first.number(), ActionKind::PowerFailure, now),
-        }
+        Enabled { action: Action::PowerFailure, desc: EnabledAction::new(first, ActionKind::PowerFailure, now) }
     }
     /// Marks the action as falling in a window where it matters most (see
     /// [`EnabledAction::at_risk`]).
@@ -100,29 +94,29 @@ impl Enabled {
         self
     }
     pub fn restart(node: NodeId, due: VirtualTime) -> Enabled {
-        Enabled { action: Action::Restart(node), desc: EnabledAction::new(node.number(), ActionKind::Restart, due) }
+        Enabled { action: Action::Restart(node), desc: EnabledAction::new(node, ActionKind::Restart, due) }
     }
     pub fn pause(node: NodeId, now: VirtualTime) -> Enabled {
-        Enabled { action: Action::Pause(node), desc: EnabledAction::new(node.number(), ActionKind::Pause, now) }
+        Enabled { action: Action::Pause(node), desc: EnabledAction::new(node, ActionKind::Pause, now) }
     }
     pub fn resume(node: NodeId, due: VirtualTime) -> Enabled {
-        Enabled { action: Action::Resume(node), desc: EnabledAction::new(node.number(), ActionKind::Resume, due) }
+        Enabled { action: Action::Resume(node), desc: EnabledAction::new(node, ActionKind::Resume, due) }
     }
     pub fn clock_jump(node: NodeId, now: VirtualTime) -> Enabled {
-        Enabled { action: Action::ClockJump(node), desc: EnabledAction::new(node.number(), ActionKind::ClockJump, now) }
+        Enabled { action: Action::ClockJump(node), desc: EnabledAction::new(node, ActionKind::ClockJump, now) }
     }
     pub fn kill(node: NodeId, now: VirtualTime) -> Enabled {
-        Enabled { action: Action::Kill(node), desc: EnabledAction::new(node.number(), ActionKind::Kill, now) }
+        Enabled { action: Action::Kill(node), desc: EnabledAction::new(node, ActionKind::Kill, now) }
     }
     /// A killed start command's restart looks like a node's restart to a
     /// strategy ([`ActionKind::Restart`]).
     pub fn respawn(node: NodeId, due: VirtualTime) -> Enabled {
-        Enabled { action: Action::Respawn(node), desc: EnabledAction::new(node.number(), ActionKind::Restart, due) }
+        Enabled { action: Action::Respawn(node), desc: EnabledAction::new(node, ActionKind::Restart, due) }
     }
     pub fn complete_disk(node: NodeId, request: u64, due: VirtualTime) -> Enabled {
         Enabled {
             action: Action::CompleteDisk(node, request),
-            desc: EnabledAction::new(node.number(), ActionKind::CompleteDisk, due),
+            desc: EnabledAction::new(node, ActionKind::CompleteDisk, due),
         }
     }
 }

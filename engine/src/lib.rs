@@ -73,7 +73,7 @@ pub use sdk::AntithesisSpec;
 pub use seeds::{boot_seed, entropy_seed, execution_seed, read_fault_seed};
 pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryCheckFn, HistoryOutcome, Lookahead};
 pub use steps::{StepLog, StepSpan};
-pub use time::{NodeId, GUEST_EPOCH_NS};
+pub use time::{Actor, NodeId, GUEST_EPOCH_NS};
 pub use vmm::host::{GuestCpuid, HostClass, HostFacts};
 pub use vmm::runtime::RuntimeKind;
 pub use warm::{Boot, Forked, Sibling, WarmStart};

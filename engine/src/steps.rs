@@ -10,6 +10,7 @@
 //! indices stay exact: entry `e` covers steps `e.first .. e.first + e.steps`.
 
 use crate::strategy::EnabledAction;
+use crate::Actor;
 use simtime::VirtualTime;
 
 /// One step, or a stretch of quiet steps.
@@ -29,7 +30,7 @@ pub struct StepSpan {
     pub quiet: bool,
     /// For a quiet stretch: the nodes it ran, ascending (at most every
     /// node and the host client). Empty otherwise.
-    pub nodes: Vec<u16>,
+    pub nodes: Vec<Actor>,
 }
 
 /// Every step of an execution, quiet stretches folded.
@@ -67,7 +68,7 @@ impl StepLog {
     /// Records `n` more quiet steps of `node` after a quiet one, the last
     /// at `until` (the wake-ups a node took by itself under lookahead: the
     /// same entry as `n` pushes of quiet runs would make).
-    pub fn push_quiet(&mut self, n: u64, until: VirtualTime, node: u16) {
+    pub fn push_quiet(&mut self, n: u64, until: VirtualTime, node: Actor) {
         if n == 0 {
             return;
         }
@@ -104,9 +105,14 @@ impl StepLog {
 mod tests {
     use super::*;
     use crate::strategy::ActionKind::{DeliverFrame, RunNode};
+    use crate::NodeId;
+
+    fn n(number: u16) -> NodeId {
+        NodeId::new(number).unwrap()
+    }
 
     fn run(node: u16, ns: u64) -> EnabledAction {
-        EnabledAction::new(node, RunNode, t(ns))
+        EnabledAction::new(n(node), RunNode, t(ns))
     }
 
     fn t(ns: u64) -> VirtualTime {
@@ -120,18 +126,18 @@ mod tests {
         for k in 0..1_000_000u64 {
             log.push(t(10 + k), run(1 + (k % 2) as u16, 10 + k), true); // steps 1..=1_000_000
         }
-        log.push(t(2_000_000), EnabledAction::new(2, DeliverFrame, t(2_000_000)).with_peer(1), false);
+        log.push(t(2_000_000), EnabledAction::new(n(2), DeliverFrame, t(2_000_000)).with_peer(n(1)), false);
         log.push(t(2_000_001), run(3, 2_000_001), true);
         assert_eq!(log.steps(), 1_000_003);
         assert_eq!(log.spans().len(), 4, "a million quiet grants are one entry");
         let q = log.at(500_000).unwrap();
         assert_eq!((q.first, q.steps, q.time, q.until, q.quiet), (1, 1_000_000, t(10), t(10 + 999_999), true));
-        assert_eq!(q.nodes, vec![1, 2]);
+        assert_eq!(q.nodes, [n(1), n(2)]);
         assert_eq!(log.at(0).unwrap().first, 0);
         assert_eq!(log.at(1).unwrap().first, 1);
         assert_eq!(log.at(1_000_000).unwrap().first, 1);
         assert_eq!(log.at(1_000_001).unwrap().action.kind, DeliverFrame);
-        assert_eq!(log.at(1_000_002).unwrap().nodes, vec![3]);
+        assert_eq!(log.at(1_000_002).unwrap().nodes, [n(3)]);
         assert!(log.at(1_000_003).is_none());
     }
 
@@ -141,18 +147,18 @@ mod tests {
         // printed at 14, after a grant at 10 (lookahead), against the same
         // steps pushed one by one.
         let mut one_by_one = StepLog::new();
-        one_by_one.push(t(5), EnabledAction::new(2, DeliverFrame, t(5)).with_peer(1), false);
+        one_by_one.push(t(5), EnabledAction::new(n(2), DeliverFrame, t(5)).with_peer(n(1)), false);
         for ns in 10..14 {
             one_by_one.push(t(ns), run(1, ns), true);
         }
         one_by_one.push(t(14), run(1, 14), false);
         let mut at_once = StepLog::new();
-        at_once.push(t(5), EnabledAction::new(2, DeliverFrame, t(5)).with_peer(1), false);
+        at_once.push(t(5), EnabledAction::new(n(2), DeliverFrame, t(5)).with_peer(n(1)), false);
         at_once.push(t(10), run(1, 10), true);
-        at_once.push_quiet(3, t(13), 1);
+        at_once.push_quiet(3, t(13), n(1).into());
         at_once.push(t(14), run(1, 14), false);
         assert_eq!(at_once, one_by_one);
-        at_once.push_quiet(0, t(99), 1);
+        at_once.push_quiet(0, t(99), n(1).into());
         assert_eq!(at_once, one_by_one, "nothing to add changes nothing");
     }
 

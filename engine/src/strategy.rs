@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use crate::{Actor, NodeId};
 use simtime::VirtualTime;
 
 /// What an enabled action does. The order of variants is the tie-break
@@ -152,14 +153,16 @@ impl ActionKind {
 /// An abstract enabled action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct EnabledAction {
-    /// The node the action happens on (for a frame: the receiver).
-    pub node: u16,
+    /// The node the action happens on (for a frame: the receiver), or the
+    /// engine (a partition, a heal). Serialised as its number, 0 for the
+    /// engine.
+    pub node: Actor,
     /// What it does.
     pub kind: ActionKind,
     /// Virtual time at which the action is due (serialised as its ns).
     pub time: VirtualTime,
-    /// The other node involved: a frame's sender, a partition's other side.
-    pub peer: Option<u16>,
+    /// The other node involved: a frame's sender, a connection's other end.
+    pub peer: Option<NodeId>,
     /// For a datagram offered ahead of older frames on its link: its place
     /// behind the link's oldest frame (1, 2, ...); 0 for every other action.
     /// It tells apart deliveries that are otherwise alike (same receiver,
@@ -183,12 +186,13 @@ fn is_zero(n: &u16) -> bool {
 }
 
 impl EnabledAction {
-    /// An action of `kind` on node number `node`, due at `time`.
-    pub fn new(node: u16, kind: ActionKind, time: VirtualTime) -> Self {
-        EnabledAction { node, kind, time, peer: None, behind: 0, at_risk: false }
+    /// An action of `kind` on `node` (a [`NodeId`] or an [`Actor`]), due at
+    /// `time`.
+    pub fn new(node: impl Into<Actor>, kind: ActionKind, time: VirtualTime) -> Self {
+        EnabledAction { node: node.into(), kind, time, peer: None, behind: 0, at_risk: false }
     }
     /// With the other node involved.
-    pub fn with_peer(mut self, peer: u16) -> Self {
+    pub fn with_peer(mut self, peer: NodeId) -> Self {
         self.peer = Some(peer);
         self
     }
@@ -308,15 +312,33 @@ mod tests {
     use super::*;
     use ActionKind::*;
 
+    fn at(node: u16, kind: ActionKind, ns: u64) -> EnabledAction {
+        EnabledAction::new(Actor::from_number(node).unwrap(), kind, VirtualTime::from_ns(ns))
+    }
+
     #[test]
     fn default_choice_is_earliest_then_lowest_node() {
-        let e = [
-            EnabledAction::new(2, RunNode, VirtualTime::from_ns(10)),
-            EnabledAction::new(1, CompleteDisk, VirtualTime::from_ns(10)),
-            EnabledAction::new(0, DeliverFrame, VirtualTime::from_ns(11)),
-            EnabledAction::new(1, RunNode, VirtualTime::from_ns(10)),
-        ];
+        let e = [at(2, RunNode, 10), at(1, CompleteDisk, 10), at(0, DeliverFrame, 11), at(1, RunNode, 10)];
         assert_eq!(default_choice(&e), 3);
         assert_eq!(default_ranking(&e), vec![3, 1, 0, 2]);
+    }
+
+    /// A decision as failure files have always written it (the engine as
+    /// node 0, peers as bare numbers) loads and writes back byte for byte.
+    #[test]
+    fn decisions_keep_their_bytes() {
+        let lines = [
+            r#"{"step":3,"action":{"node":0,"kind":"Partition","time":5,"peer":null}}"#,
+            r#"{"step":4,"action":{"node":2,"kind":"DeliverFrame","time":7,"peer":3,"behind":1}}"#,
+            r#"{"step":9,"action":{"node":1,"kind":"Crash","time":9,"peer":null,"at_risk":true}}"#,
+        ];
+        for line in lines {
+            let d: Decision = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&d).unwrap(), line);
+        }
+        let d: Decision = serde_json::from_str(lines[1]).unwrap();
+        assert_eq!((d.action.node, d.action.peer), (Actor::Node(NodeId::new(2).unwrap()), NodeId::new(3)));
+        let bad = r#"{"step":1,"action":{"node":1,"kind":"DeliverFrame","time":7,"peer":0}}"#;
+        assert!(serde_json::from_str::<Decision>(bad).is_err(), "0 is no node's number");
     }
 }

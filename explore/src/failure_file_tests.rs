@@ -283,10 +283,18 @@ fn a_file_whose_weights_name_fire_timer_loads_and_replays() {
         .map(|step| {
             let t = step * 1_000_000;
             let enabled = [
-                EnabledAction::new(1, ActionKind::RunNode, simtime::VirtualTime::from_ns(t)),
-                EnabledAction::new(2, ActionKind::RunNode, simtime::VirtualTime::from_ns(t)),
+                EnabledAction::new(
+                    engine::NodeId::new(1).unwrap(),
+                    ActionKind::RunNode,
+                    simtime::VirtualTime::from_ns(t),
+                ),
+                EnabledAction::new(
+                    engine::NodeId::new(2).unwrap(),
+                    ActionKind::RunNode,
+                    simtime::VirtualTime::from_ns(t),
+                ),
             ];
-            enabled[g.choose(step, &enabled)].node
+            enabled[g.choose(step, &enabled)].node.number()
         })
         .collect();
     assert_eq!(picks, [2, 2, 1, 1, 2, 1, 2, 1]);

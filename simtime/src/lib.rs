@@ -1,6 +1,6 @@
 //! simcluster's time and identity: [`VirtualTime`], a point of the
 //! cluster's virtual clock, in nanoseconds since the cluster booted, and
-//! [`NodeId`], which node of the cluster.
+//! [`NodeId`], which node of the cluster ([`Actor`]: a node or the engine).
 //!
 //! A crate of its own so that every crate that carries either can name
 //! it: the engine, which moves the clock and schedules the nodes, the
@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 mod node;
 
-pub use node::NodeId;
+pub use node::{Actor, NodeId};
 
 /// A point of virtual time: nanoseconds since the cluster booted. Only the
 /// engine moves it; no host time ever reaches it. No `Display`: reports

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::net::Ipv4Addr;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A node of the cluster: the 1-based number the guests see as `NODE_ID`,
 /// the trace records and the network addresses by (node N owns IPv4
@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// Invariant: the number is in `1..=NodeId::MAX` (254), so every address
 /// lives in `10.0.0.0/24`, `.255` stays the broadcast address, and the
 /// number fits the MAC's last byte. 0 is never a node (the trace uses it
-/// for the engine itself, outside this type).
+/// for the engine itself: see [`Actor`]).
 ///
 /// Serialised as the bare number (what the `u16` it replaced wrote);
 /// reading one back checks the range. Displayed as its name, `n3`, the
@@ -137,6 +137,92 @@ impl<'de> Deserialize<'de> for NodeId {
     }
 }
 
+/// Who an event or an action belongs to: a node, or the engine itself
+/// (a partition, a heal, a note). Ordered as the numbers it stands for:
+/// the engine first, then nodes by number.
+///
+/// Serialised as that number, what traces and failure files have always
+/// carried: the node's number, 0 for the engine. Reading one back checks
+/// the range. Displayed as the node's name (`n3`) or `engine`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Actor {
+    /// The engine itself (number 0).
+    Engine,
+    /// A node (its number, `1..=NodeId::MAX`).
+    Node(NodeId),
+}
+
+impl Actor {
+    /// The actor numbered `number`: 0 is the engine, `1..=NodeId::MAX` a
+    /// node, anything else `None`.
+    pub const fn from_number(number: u16) -> Option<Actor> {
+        match NodeId::new(number) {
+            Some(n) => Some(Actor::Node(n)),
+            None if number == 0 => Some(Actor::Engine),
+            None => None,
+        }
+    }
+
+    /// The number it is written as: the node's, 0 for the engine.
+    pub const fn number(self) -> u16 {
+        match self {
+            Actor::Engine => 0,
+            Actor::Node(n) => n.number(),
+        }
+    }
+
+    /// The node, or `None` for the engine.
+    pub const fn node(self) -> Option<NodeId> {
+        match self {
+            Actor::Engine => None,
+            Actor::Node(n) => Some(n),
+        }
+    }
+
+    /// Whether it is the engine.
+    pub const fn is_engine(self) -> bool {
+        matches!(self, Actor::Engine)
+    }
+}
+
+impl From<NodeId> for Actor {
+    fn from(n: NodeId) -> Actor {
+        Actor::Node(n)
+    }
+}
+
+impl PartialEq<NodeId> for Actor {
+    fn eq(&self, n: &NodeId) -> bool {
+        *self == Actor::Node(*n)
+    }
+}
+
+impl fmt::Display for Actor {
+    /// The node's name (`n3`), or `engine`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Actor::Engine => f.write_str("engine"),
+            Actor::Node(n) => n.fmt(f),
+        }
+    }
+}
+
+impl Serialize for Actor {
+    /// The bare number (0 for the engine).
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u16(self.number())
+    }
+}
+
+impl<'de> Deserialize<'de> for Actor {
+    /// The bare number, checked to be the engine's or a node's.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Actor, D::Error> {
+        let n = u16::deserialize(d)?;
+        Actor::from_number(n)
+            .ok_or_else(|| serde::de::Error::custom(format_args!("node number {n} is outside 0..={}", NodeId::MAX)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +254,24 @@ mod tests {
         assert_eq!(serde_json::from_str::<NodeId>("3").unwrap(), n);
         assert!(serde_json::from_str::<NodeId>("0").unwrap_err().to_string().contains("outside 1..=254"));
         assert!(serde_json::from_str::<NodeId>("255").is_err());
+    }
+
+    #[test]
+    fn actor_is_the_number_traces_carry() {
+        let n3 = NodeId::new(3).unwrap();
+        for (a, json, shown) in [(Actor::Engine, "0", "engine"), (Actor::Node(n3), "3", "n3")] {
+            assert_eq!(serde_json::to_string(&a).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Actor>(json).unwrap(), a);
+            assert_eq!(Actor::from_number(a.number()), Some(a));
+            assert_eq!(a.to_string(), shown);
+        }
+        assert_eq!(serde_json::to_string(&[Some(n3), None]).unwrap(), "[3,null]");
+        assert!(serde_json::from_str::<Actor>("255").unwrap_err().to_string().contains("outside 0..=254"));
+        assert_eq!(Actor::from_number(255), None);
+        assert!(
+            Actor::Engine < Actor::Node(NodeId::new(1).unwrap())
+                && Actor::Node(n3) < Actor::Node(NodeId::new(4).unwrap())
+        );
+        assert!(Actor::Node(n3) == n3 && Actor::Engine.node().is_none() && Actor::Engine.is_engine());
     }
 }

@@ -70,7 +70,7 @@ fn describe_span(s: &engine::StepSpan) -> String {
     if s.steps == 1 {
         return describe_action(&s.action);
     }
-    let nodes: Vec<String> = s.nodes.iter().map(|n| format!("n{n}")).collect();
+    let nodes: Vec<String> = s.nodes.iter().map(|n| n.to_string()).collect();
     format!(
         "one of {} quiet runs of {} (steps {}..={}, {:.6}..{:.6} s virtual), none of which showed anything to a guest",
         s.steps,
@@ -86,13 +86,13 @@ fn describe_span(s: &engine::StepSpan) -> String {
 pub fn describe_action(a: &engine::strategy::EnabledAction) -> String {
     use engine::strategy::ActionKind::*;
     match (a.kind, a.peer) {
-        (DeliverFrame, Some(p)) => format!("frame delivery to n{} from n{p}", a.node),
-        (RunNode, _) => format!("n{} runs", a.node),
-        (Crash, _) => format!("crash of n{}", a.node),
-        (Restart, _) => format!("restart of n{}", a.node),
+        (DeliverFrame, Some(p)) => format!("frame delivery to {} from {p}", a.node),
+        (RunNode, _) => format!("{} runs", a.node),
+        (Crash, _) => format!("crash of {}", a.node),
+        (Restart, _) => format!("restart of {}", a.node),
         (Partition, _) => "partition starts".into(),
         (Heal, _) => "partition heals".into(),
-        (CompleteDisk, _) => format!("disk request of n{} completes", a.node),
-        (k, _) => format!("{} on n{}", k.name(), a.node),
+        (CompleteDisk, _) => format!("disk request of {} completes", a.node),
+        (k, _) => format!("{} on {}", k.name(), a.node),
     }
 }

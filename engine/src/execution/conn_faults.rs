@@ -11,6 +11,7 @@ use crate::actions::{Action, Enabled};
 use crate::faults::{below, between};
 use crate::strategy::{ActionKind, EnabledAction};
 use crate::trace::EventKind;
+use crate::NodeId;
 
 impl Execution<'_> {
     /// The workload (or `start_after`) starts the faults: draw when
@@ -54,7 +55,7 @@ impl Execution<'_> {
         }
         let Some(net) = self.wire.netsim() else { return };
         let Some(table) = net.connections().filter(|t| t.established().next().is_some()) else { return };
-        let mut between_pair: BTreeMap<(u16, u16), u16> = BTreeMap::new();
+        let mut between_pair: BTreeMap<(NodeId, NodeId), u16> = BTreeMap::new();
         // The connections with frames in flight, each frame read once.
         let in_flight: BTreeSet<ConnKey> = net
             .pending()
@@ -64,7 +65,7 @@ impl Execution<'_> {
             if !self.endpoint_ready(&key.a) || !self.endpoint_ready(&key.b) {
                 continue;
             }
-            let (node, peer) = (key.a.node.number(), key.b.node.number());
+            let (node, peer) = (key.a.node, key.b.node);
             let place = between_pair.entry((node, peer)).or_insert(0);
             let behind = *place;
             *place += 1;

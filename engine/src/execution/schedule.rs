@@ -7,8 +7,8 @@ use super::{Execution, Step};
 use crate::actions::Enabled;
 use crate::spec::EngineError;
 use crate::strategy::{ActionKind, EnabledAction};
-use crate::trace::{EventKind, ENGINE};
-use crate::NodeId;
+use crate::trace::EventKind;
+use crate::{Actor, NodeId};
 use simtime::VirtualTime;
 
 impl Execution<'_> {
@@ -51,7 +51,7 @@ impl Execution<'_> {
             }
             return self.apply_chosen(chosen);
         }
-        let first = all.first().map_or(ENGINE, |i| i.number());
+        let first = all.first().map_or(Actor::Engine, |&i| Actor::Node(i));
         self.choices.log.push(self.now, EnabledAction::new(first, ActionKind::Crash, self.now), false);
         if !self.faults.calm && up.len() > 1 {
             self.crash_together(up)?;

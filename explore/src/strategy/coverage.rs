@@ -377,6 +377,7 @@ impl Strategy for CoverageWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::strategy::actor;
     use engine::strategy::{default_choice, ActionKind::*};
     use simtime::VirtualTime;
 
@@ -487,11 +488,12 @@ mod tests {
     fn the_walk_replays_the_parent_until_the_cut() {
         let set = |t: u64| {
             vec![
-                EnabledAction::new(1, RunNode, VirtualTime::from_ns(t)),
-                EnabledAction::new(2, RunNode, VirtualTime::from_ns(t + 1)),
+                EnabledAction::new(actor(1), RunNode, VirtualTime::from_ns(t)),
+                EnabledAction::new(actor(2), RunNode, VirtualTime::from_ns(t + 1)),
             ]
         };
-        let parent = vec![Decision { step: 0, action: EnabledAction::new(2, RunNode, VirtualTime::from_ns(11)) }];
+        let parent =
+            vec![Decision { step: 0, action: EnabledAction::new(actor(2), RunNode, VirtualTime::from_ns(11)) }];
         let p = Plan { seed: 1, parent: Some(0), decisions: Arc::new(parent), cut: 1000, walk_seed: 9 };
         let mut w = CoverageWalk::new(&p, KindWeights::uniform());
         assert_eq!(w.choose(0, &set(10)), 1, "the parent's decision");

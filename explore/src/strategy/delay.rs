@@ -201,6 +201,7 @@ impl Strategy for DelayBounded {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::strategy::actor;
     use engine::strategy::ActionKind::{DeliverFrame, RunNode};
     use simtime::VirtualTime;
 
@@ -237,11 +238,11 @@ mod tests {
         for step in 0.. {
             let mut enabled: Vec<EnabledAction> = Vec::new();
             if runs > 0 {
-                enabled.push(EnabledAction::new(1, RunNode, VirtualTime::from_ns(0)));
+                enabled.push(EnabledAction::new(actor(1), RunNode, VirtualTime::from_ns(0)));
             }
             for (peer, _) in frames.iter().enumerate().filter(|(_, &n)| n > 0) {
-                let mut a = EnabledAction::new(0, DeliverFrame, VirtualTime::from_ns(0));
-                a.peer = Some(peer as u16 + 1);
+                let mut a = EnabledAction::new(actor(0), DeliverFrame, VirtualTime::from_ns(0));
+                a.peer = engine::NodeId::new(peer as u16 + 1);
                 enabled.push(a);
             }
             if enabled.is_empty() {
@@ -253,8 +254,8 @@ mod tests {
                 node1_first.get_or_insert(true);
             } else {
                 let peer = a.peer.unwrap();
-                frames[peer as usize - 1] -= 1;
-                order.push(peer);
+                frames[peer.index()] -= 1;
+                order.push(peer.number());
                 node1_first.get_or_insert(false);
             }
         }
@@ -288,7 +289,7 @@ mod tests {
     #[test]
     fn only_races_count() {
         use engine::strategy::is_race;
-        let at = |node, kind| EnabledAction::new(node, kind, VirtualTime::from_ns(0));
+        let at = |node, kind| EnabledAction::new(actor(node), kind, VirtualTime::from_ns(0));
         // Two nodes' runs, and a frame to a node the scheduler does not serve first: no race.
         assert!(!is_race(&[at(0, RunNode), at(1, RunNode)]));
         assert!(!is_race(&[at(0, RunNode), at(1, DeliverFrame)]));
@@ -349,8 +350,8 @@ mod tests {
         }
         assert_eq!(s.delays(), &[0, 0, 0]);
         let en = [
-            EnabledAction::new(0, RunNode, VirtualTime::from_ns(0)),
-            EnabledAction::new(0, DeliverFrame, VirtualTime::from_ns(0)),
+            EnabledAction::new(actor(0), RunNode, VirtualTime::from_ns(0)),
+            EnabledAction::new(actor(0), DeliverFrame, VirtualTime::from_ns(0)),
         ];
         assert_eq!(s.choose(0, &en), 1);
     }

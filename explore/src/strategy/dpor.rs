@@ -42,6 +42,7 @@
 //! short executions of exhaustive mode.
 
 use engine::strategy::{ActionKind, EnabledAction};
+use engine::{Actor, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
@@ -55,7 +56,7 @@ pub trait Transition: Clone + PartialEq + Debug {
 }
 
 impl Transition for EnabledAction {
-    type Process = (u16, ActionKind, Option<u16>);
+    type Process = (Actor, ActionKind, Option<NodeId>);
     /// A node's runs, a channel's deliveries (FIFO per sender), a node's disk.
     fn process(&self) -> Self::Process {
         (self.node, self.kind, self.peer)
@@ -297,6 +298,7 @@ impl<T: Transition, D: Fn(&T, &T) -> bool> Dpor<T, D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::strategy::actor;
     use rand_core::RngCore;
     use simtime::VirtualTime;
 
@@ -526,14 +528,14 @@ mod tests {
             loop {
                 let en: Vec<EnabledAction> = (0..2u16)
                     .filter(|&n| left[n as usize] > 0)
-                    .map(|n| EnabledAction::new(n, RunNode, VirtualTime::from_ns(0)))
+                    .map(|n| EnabledAction::new(actor(n), RunNode, VirtualTime::from_ns(0)))
                     .collect();
                 if en.is_empty() {
                     runs += 1;
                     break;
                 }
                 let Some(i) = d.choose(&en).unwrap() else { break };
-                left[en[i].node as usize] -= 1;
+                left[usize::from(en[i].node.number())] -= 1;
             }
         }
         assert_eq!(runs, 1);

@@ -24,6 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use engine::strategy::{default_order, ActionKind, EnabledAction, Strategy, StrategySpec};
+use engine::{Actor, NodeId};
 use simtime::VirtualTime;
 
 /// One fault an execution took.
@@ -33,11 +34,11 @@ pub struct Fault {
     /// What it is.
     pub kind: ActionKind,
     /// The node (a power failure: the first node it takes down; a
-    /// partition: 0, the engine).
-    pub node: u16,
+    /// partition: the engine, written 0).
+    pub node: Actor,
     /// The other node (a connection's other end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peer: Option<u16>,
+    pub peer: Option<NodeId>,
     /// When it was taken (serialised as its ns).
     pub time: VirtualTime,
     /// A partition's number (1-based) among the partition starts of the
@@ -57,12 +58,14 @@ impl Fault {
     /// "Crash n2 at 19.150000 s", with the node names given (1-based
     /// numbers index `names`).
     pub fn describe(&self, names: &[String]) -> String {
-        let name = |n: u16| names.get(usize::from(n).wrapping_sub(1)).cloned().unwrap_or_else(|| format!("node {n}"));
+        let name = |a: Actor| {
+            a.node().and_then(|n| names.get(n.index()).cloned()).unwrap_or_else(|| format!("node {}", a.number()))
+        };
         let at = self.time.as_ns() as f64 / 1e9;
         match (self.kind, self.partition) {
             (ActionKind::Partition, Some(k)) => format!("Partition {k} {} at {at:.6} s", self.detail),
             _ => {
-                let peer = self.peer.map(|p| format!("-{}", name(p))).unwrap_or_default();
+                let peer = self.peer.map(|p| format!("-{}", name(p.into()))).unwrap_or_default();
                 format!("{} {}{peer} at {at:.6} s", self.kind.name(), name(self.node))
             }
         }
@@ -179,7 +182,7 @@ pub fn partitions_in(events: &[engine::trace::Event]) -> Vec<Fault> {
         };
         out.push(Some(Fault {
             kind: ActionKind::Partition,
-            node: 0,
+            node: Actor::Engine,
             peer: None,
             time: e.time,
             partition: None,
@@ -202,14 +205,22 @@ pub fn faults_of(taken: &[Fault], events: &[engine::trace::Event]) -> Vec<Fault>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::strategy::actor;
     use crate::strategy::Guided;
 
     fn at(node: u16, kind: ActionKind, t: u64) -> EnabledAction {
-        EnabledAction::new(node, kind, VirtualTime::from_ns(t))
+        EnabledAction::new(actor(node), kind, VirtualTime::from_ns(t))
     }
 
     fn fault(node: u16, kind: ActionKind, t: u64) -> Fault {
-        Fault { kind, node, peer: None, time: VirtualTime::from_ns(t), partition: None, detail: String::new() }
+        Fault {
+            kind,
+            node: actor(node),
+            peer: None,
+            time: VirtualTime::from_ns(t),
+            partition: None,
+            detail: String::new(),
+        }
     }
 
     #[test]

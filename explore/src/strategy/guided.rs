@@ -62,27 +62,28 @@ impl Strategy for Guided {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::strategy::actor;
     use crate::strategy::RandomWalk;
     use engine::strategy::ActionKind::*;
     use simtime::VirtualTime;
 
     fn set(t: u64) -> Vec<EnabledAction> {
         vec![
-            EnabledAction::new(1, RunNode, VirtualTime::from_ns(t)),
-            EnabledAction::new(2, RunNode, VirtualTime::from_ns(t + 1)),
-            EnabledAction::new(3, Crash, VirtualTime::from_ns(t)),
+            EnabledAction::new(actor(1), RunNode, VirtualTime::from_ns(t)),
+            EnabledAction::new(actor(2), RunNode, VirtualTime::from_ns(t + 1)),
+            EnabledAction::new(actor(3), Crash, VirtualTime::from_ns(t)),
         ]
     }
 
     #[test]
     fn follows_decisions_and_defaults_elsewhere() {
-        let d = [Decision { step: 1, action: EnabledAction::new(3, Crash, VirtualTime::from_ns(7)) }];
+        let d = [Decision { step: 1, action: EnabledAction::new(actor(3), Crash, VirtualTime::from_ns(7)) }];
         let mut g = Guided::new(&d);
         g.begin_execution(0);
         assert_eq!(g.choose(0, &set(5)), 0, "no decision: default (earliest)");
         assert_eq!(g.choose(1, &set(5)), 2, "matched by node, kind and peer even at another time");
         assert_eq!(g.skipped, 0);
-        let d = [Decision { step: 0, action: EnabledAction::new(9, Crash, VirtualTime::from_ns(0)) }];
+        let d = [Decision { step: 0, action: EnabledAction::new(actor(9), Crash, VirtualTime::from_ns(0)) }];
         let mut g = Guided::new(&d);
         assert_eq!(g.choose(0, &set(5)), 0, "a decision that is not enabled is skipped");
         assert_eq!(g.skipped, 1);

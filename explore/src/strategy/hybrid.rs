@@ -126,6 +126,7 @@ impl Strategy for HybridDfs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::strategy::actor;
     use engine::strategy::ActionKind::RunNode;
     use simtime::VirtualTime;
     use std::collections::BTreeSet;
@@ -137,14 +138,14 @@ mod tests {
         for step in 0.. {
             let enabled: Vec<EnabledAction> = (0..3u16)
                 .filter(|&n| left[n as usize] > 0)
-                .map(|n| EnabledAction::new(n + 1, RunNode, VirtualTime::from_ns(0)))
+                .map(|n| EnabledAction::new(actor(n + 1), RunNode, VirtualTime::from_ns(0)))
                 .collect();
             if enabled.is_empty() {
                 break;
             }
             let a = enabled[h.choose(step, &enabled)];
-            left[(a.node - 1) as usize] -= 1;
-            order.push(a.node);
+            left[usize::from(a.node.number() - 1)] -= 1;
+            order.push(a.node.number());
         }
         order
     }

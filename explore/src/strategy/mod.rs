@@ -32,6 +32,7 @@ pub use pct::Pct;
 pub use random_walk::{KindWeights, RandomWalk};
 
 use engine::strategy::{ActionKind, EnabledAction};
+use engine::NodeId;
 use simrng::Rng;
 
 /// The dependence relation used by DPOR for engine actions: two actions are
@@ -45,11 +46,17 @@ pub fn dependent(a: &EnabledAction, b: &EnabledAction) -> bool {
     if global(a) || global(b) {
         return true;
     }
-    let touches = |x: &EnabledAction, n: u16| x.node == n || x.peer == Some(n);
-    touches(b, a.node) || a.peer.is_some_and(|p| touches(b, p))
+    let touches = |x: &EnabledAction, n: NodeId| x.node == n || x.peer == Some(n);
+    a.node.node().is_some_and(|n| touches(b, n)) || a.peer.is_some_and(|p| touches(b, p))
 }
 
 pub(crate) use simrng::{below, splitmix64 as mix64};
+
+/// The engine (0) or node `number`, for the tests' enabled sets.
+#[cfg(test)]
+pub(crate) fn actor(number: u16) -> engine::Actor {
+    engine::Actor::from_number(number).expect("0..=254")
+}
 
 /// The generator for one execution of a seeded strategy.
 pub(crate) fn execution_rng(seed: u64, execution: u64) -> Rng {
@@ -64,17 +71,18 @@ mod tests {
 
     #[test]
     fn dependence() {
-        let run0 = EnabledAction::new(0, RunNode, VirtualTime::from_ns(0));
-        let run1 = EnabledAction::new(1, RunNode, VirtualTime::from_ns(0));
-        let frame_0_to_1 = EnabledAction::new(1, DeliverFrame, VirtualTime::from_ns(0)).with_peer(0);
-        let disk2 = EnabledAction::new(2, CompleteDisk, VirtualTime::from_ns(0));
-        let part = EnabledAction::new(3, Partition, VirtualTime::from_ns(0)).with_peer(4);
-        assert!(!dependent(&run0, &run1));
-        assert!(dependent(&frame_0_to_1, &run1));
-        assert!(dependent(&frame_0_to_1, &run0), "the sender is touched too");
-        assert!(dependent(&run1, &frame_0_to_1), "symmetric");
-        assert!(!dependent(&frame_0_to_1, &disk2));
-        assert!(dependent(&part, &disk2) && dependent(&disk2, &part));
+        let n = |number| NodeId::new(number).unwrap();
+        let run1 = EnabledAction::new(n(1), RunNode, VirtualTime::from_ns(0));
+        let run2 = EnabledAction::new(n(2), RunNode, VirtualTime::from_ns(0));
+        let frame_1_to_2 = EnabledAction::new(n(2), DeliverFrame, VirtualTime::from_ns(0)).with_peer(n(1));
+        let disk3 = EnabledAction::new(n(3), CompleteDisk, VirtualTime::from_ns(0));
+        let part = EnabledAction::new(actor(0), Partition, VirtualTime::from_ns(0));
+        assert!(!dependent(&run1, &run2));
+        assert!(dependent(&frame_1_to_2, &run2));
+        assert!(dependent(&frame_1_to_2, &run1), "the sender is touched too");
+        assert!(dependent(&run2, &frame_1_to_2), "symmetric");
+        assert!(!dependent(&frame_1_to_2, &disk3));
+        assert!(dependent(&part, &disk3) && dependent(&disk3, &part));
     }
 
     #[test]

@@ -16,9 +16,10 @@
 
 use super::{below, execution_rng, mix64};
 use engine::strategy::{default_order, ActionKind, EnabledAction, Strategy, StrategySpec};
+use engine::Actor;
 use std::collections::BTreeMap;
 
-type Thread = (u16, ActionKind);
+type Thread = (Actor, ActionKind);
 
 /// The PCT strategy: random thread priorities, lowered at `depth - 1`
 /// random change points per execution.
@@ -55,7 +56,7 @@ impl Pct {
         }
         // The kind's fixed code, not its place among the variants: a kind
         // added or removed must not move every other thread's priority.
-        let code = ((t.0 as u64) << 8) | t.1.code();
+        let code = (u64::from(t.0.number()) << 8) | t.1.code();
         // Initial priorities live in [d, 2^63 + d): above every lowered one.
         self.depth as u64 + (mix64(self.salt ^ mix64(code)) >> 1)
     }
@@ -120,6 +121,7 @@ impl Strategy for Pct {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::strategy::actor;
     use simtime::VirtualTime;
     use ActionKind::RunNode;
 
@@ -132,14 +134,14 @@ mod tests {
         loop {
             let enabled: Vec<EnabledAction> = (0..2u16)
                 .filter(|&n| left[n as usize] > 0)
-                .map(|n| EnabledAction::new(n, RunNode, VirtualTime::from_ns(step)))
+                .map(|n| EnabledAction::new(actor(n), RunNode, VirtualTime::from_ns(step)))
                 .collect();
             if enabled.is_empty() {
                 return order;
             }
             let a = enabled[p.choose(step, &enabled)];
-            left[a.node as usize] -= 1;
-            order.push(a.node);
+            left[usize::from(a.node.number())] -= 1;
+            order.push(a.node.number());
             step += 1;
         }
     }
@@ -184,8 +186,9 @@ mod tests {
         // executions both orders occur.
         let mut p = Pct::new(1, 1, 10);
         let e = [
-            EnabledAction::new(0, RunNode, VirtualTime::from_ns(0)),
-            EnabledAction::new(0, ActionKind::DeliverFrame, VirtualTime::from_ns(0)).with_peer(1),
+            EnabledAction::new(actor(0), RunNode, VirtualTime::from_ns(0)),
+            EnabledAction::new(actor(0), ActionKind::DeliverFrame, VirtualTime::from_ns(0))
+                .with_peer(engine::NodeId::new(1).unwrap()),
         ];
         let picks: Vec<usize> = (0..32)
             .map(|x| {
@@ -207,7 +210,7 @@ mod tests {
         let enabled: Vec<EnabledAction> = kinds
             .iter()
             .enumerate()
-            .map(|(i, &k)| EnabledAction::new(i as u16 % 3, k, VirtualTime::from_ns(5)))
+            .map(|(i, &k)| EnabledAction::new(actor(i as u16 % 3), k, VirtualTime::from_ns(5)))
             .collect();
         let recorded: [(u64, [usize; 40]); 3] = [
             (

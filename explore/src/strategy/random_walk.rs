@@ -104,15 +104,17 @@ impl Strategy for RandomWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::strategy::actor;
     use simtime::VirtualTime;
     use ActionKind::*;
 
     fn enabled() -> Vec<EnabledAction> {
         vec![
-            EnabledAction::new(0, RunNode, VirtualTime::from_ns(5)),
-            EnabledAction::new(1, RunNode, VirtualTime::from_ns(5)),
-            EnabledAction::new(2, Crash, VirtualTime::from_ns(5)),
-            EnabledAction::new(1, DeliverFrame, VirtualTime::from_ns(7)).with_peer(0),
+            EnabledAction::new(actor(0), RunNode, VirtualTime::from_ns(5)),
+            EnabledAction::new(actor(1), RunNode, VirtualTime::from_ns(5)),
+            EnabledAction::new(actor(2), Crash, VirtualTime::from_ns(5)),
+            EnabledAction::new(actor(1), DeliverFrame, VirtualTime::from_ns(7))
+                .with_peer(engine::NodeId::new(2).unwrap()),
         ]
     }
 
@@ -137,10 +139,10 @@ mod tests {
 
     #[test]
     fn an_at_risk_fault_weighs_more_than_its_kind() {
-        let mut crash = EnabledAction::new(2, Crash, VirtualTime::from_ns(5));
-        let plain = [EnabledAction::new(0, RunNode, VirtualTime::from_ns(5)), crash];
+        let mut crash = EnabledAction::new(actor(2), Crash, VirtualTime::from_ns(5));
+        let plain = [EnabledAction::new(actor(0), RunNode, VirtualTime::from_ns(5)), crash];
         crash.at_risk = true;
-        let risky = [EnabledAction::new(0, RunNode, VirtualTime::from_ns(5)), crash];
+        let risky = [EnabledAction::new(actor(0), RunNode, VirtualTime::from_ns(5)), crash];
         let picks = |enabled: &[EnabledAction]| {
             let mut w = RandomWalk::new(3, KindWeights::uniform());
             (0..4000).filter(|&s| w.choose(s, enabled) == 1).count()
@@ -172,8 +174,8 @@ mod tests {
         let mut s = RandomWalk::new(3, w);
         assert!(!walk(&mut s, 0, 2000).contains(&2));
         let only_crash = [
-            EnabledAction::new(0, Crash, VirtualTime::from_ns(0)),
-            EnabledAction::new(1, Crash, VirtualTime::from_ns(0)),
+            EnabledAction::new(actor(0), Crash, VirtualTime::from_ns(0)),
+            EnabledAction::new(actor(1), Crash, VirtualTime::from_ns(0)),
         ];
         let picks: Vec<usize> = (0..100).map(|i| s.choose(i, &only_crash)).collect();
         assert!(picks.contains(&0) && picks.contains(&1));
@@ -200,10 +202,10 @@ mod tests {
         let mut e: Vec<EnabledAction> = [RunNode, DeliverFrame, CompleteDisk, Crash, Restart, Partition, Heal, Pause]
             .iter()
             .enumerate()
-            .map(|(i, &k)| EnabledAction::new(i as u16 % 3, k, VirtualTime::from_ns(5 + i as u64)))
+            .map(|(i, &k)| EnabledAction::new(actor(i as u16 % 3), k, VirtualTime::from_ns(5 + i as u64)))
             .collect();
-        e.push(EnabledAction::new(1, Resume, VirtualTime::from_ns(9)));
-        e.push(EnabledAction::new(2, ClockJump, VirtualTime::from_ns(9)));
+        e.push(EnabledAction::new(actor(1), Resume, VirtualTime::from_ns(9)));
+        e.push(EnabledAction::new(actor(2), ClockJump, VirtualTime::from_ns(9)));
         e[3].at_risk = true;
         e
     }
