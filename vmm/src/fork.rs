@@ -1,6 +1,6 @@
 //! Running a closure in a child of fork(2) and getting its bytes back: the
 //! process-level half of warm start (the node-level half is
-//! [`crate::node::NodeRuntime::prepare_fork`] and `rehome`).
+//! [`nodeapi::NodeRuntime::prepare_fork`] and `rehome`).
 //!
 //! Why fork: it copies everything the simulator holds for an execution at
 //! once (engine state, devices, netsim, disksim, the trace), with guest RAM

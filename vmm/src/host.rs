@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::RuntimeKind;
+use nodeapi::RuntimeKind;
 
 /// `ARCH_SET_CPUID` (asm/prctl.h).
 pub(crate) const ARCH_SET_CPUID: libc::c_ulong = 0x1012;

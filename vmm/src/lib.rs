@@ -7,7 +7,7 @@
 //!
 //! - [`host`]: facts about the host (cpu, CPUID faulting) for the record
 //!   and for replay; nothing of it reaches a guest.
-//! - [`node`]: what both runtimes share: the [`node::NodeRuntime`] trait
+//! - [`node`] (the `nodeapi` crate, re-exported): what both runtimes share: the [`node::NodeRuntime`] trait
 //!   the engine drives, a node's configuration, what a node produces
 //!   (output, frames, disk requests) and how its host side fails.
 //! - [`runtime`]: choosing a runtime ([`runtime::RuntimeKind`]) and
@@ -32,7 +32,7 @@
 pub mod fork;
 pub mod host;
 pub mod kvm;
-pub mod node;
+pub use nodeapi as node;
 pub mod runtime;
 pub mod uml;
 pub mod vhost_user;

@@ -1,18 +1,18 @@
-//! Choosing a runtime: [`RuntimeKind`] (defined in [`crate::node`], so
+//! Choosing a runtime: [`RuntimeKind`] (defined in [`nodeapi`], so
 //! that [`crate::host`] can name it) and [`spawn`].
 //!
-//! The runtime-neutral vocabulary ([`crate::node::NodeRuntime`],
-//! [`crate::node::NodeConfig`], ...) lives in [`crate::node`]; it is also
+//! The runtime-neutral vocabulary ([`nodeapi::NodeRuntime`],
+//! [`nodeapi::NodeConfig`], ...) lives in [`nodeapi`]; it is also
 //! re-exported here, under the paths other crates have used.
 
 use disksim::Disk;
 
 use crate::kvm::node::KvmNode;
-pub use crate::node::{
+use crate::uml::UmlNode;
+pub use nodeapi::{
     Delivered, DiskCompletion, DiskRequest, GuestOutput, NodeConfig, NodeError, NodeRuntime, OutputStream, RunOutcome,
     RuntimeKind, TxFrame,
 };
-use crate::uml::UmlNode;
 
 /// Starts a node of `kind` with `cfg`, on `disk` if it has one.
 pub fn spawn(kind: RuntimeKind, cfg: &NodeConfig, disk: Option<Disk>) -> Result<Box<dyn NodeRuntime>, NodeError> {

@@ -13,7 +13,7 @@
 //! No special mask mode, rotation, polling, or PIT read-back command.
 //!
 //! Also the CMOS real-time clock (ports 0x70-0x71, [`Rtc`]): the guest's wall-clock
-//! time at boot, as the engine gives it ([`crate::node::NodeRuntime::grant`]'s
+//! time at boot, as the engine gives it ([`nodeapi::NodeRuntime::grant`]'s
 //! `time_of_day`) plus virtual time; BCD, 24-hour, never "update in progress".
 
 use std::time::Duration;

@@ -39,7 +39,7 @@
 //! - **MONITOR/MWAIT, UMWAIT/TPAUSE** (WAITPKG) wake on host time: hidden by CPUID.
 //!
 //! [`node::KvmNode`] is this runtime as the engine drives it (the
-//! [`crate::node::NodeRuntime`] trait, shared with user-mode Linux).
+//! [`nodeapi::NodeRuntime`] trait, shared with user-mode Linux).
 //!
 //! # Under PVM (kvm_pvm, no vmx/svm)
 //! Guest ring 3 runs natively, guest ring 0 is emulated about 1000x slower; the test

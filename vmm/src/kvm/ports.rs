@@ -18,11 +18,11 @@ use simtime::{NodeId, VirtualTime};
 use vm_memory::GuestMemoryMmap;
 
 use super::virtio_mmio::VirtioMmioTransport;
-use crate::node::TxFrame;
 use crate::virtio::blk::VirtioBlk;
 use crate::virtio::net::{VirtioNet, RX_QUEUE, TX_QUEUE};
 use crate::virtio::net_port::NetPortState;
 use crate::virtio::{DeviceError, KickHook, Queues};
+use nodeapi::TxFrame;
 
 /// The network port's hook: frames out stamped at their TX notification, frames in
 /// through the receive backlog, drained at the driver's RX notification (under

@@ -33,7 +33,7 @@ pub(super) struct Clock {
     /// [`SchedShm`]); set when the guest's START is acknowledged with it.
     shm: Option<SchedShm>,
     /// Whether to offer the page at START
-    /// ([`crate::node::NodeConfig::shared_clock`]).
+    /// ([`nodeapi::NodeConfig::shared_clock`]).
     offer_shm: bool,
     /// The engine time the node was started at ([`Self::start_at`]): 0 for
     /// a node that boots with the cluster. In shared-memory mode it is
@@ -179,19 +179,19 @@ impl Clock {
     /// A guest clock past the RUN with nothing counted is a guest that ran
     /// ahead without counting (a kernel without patch 7.2/0002): its trace
     /// would silently lose grants, so that is an error, not a result.
-    pub fn free_runs(&mut self) -> Result<crate::node::FreeRuns, UmlError> {
-        let Some(shm) = &self.shm else { return Ok(crate::node::FreeRuns::default()) };
+    pub fn free_runs(&mut self) -> Result<nodeapi::FreeRuns, UmlError> {
+        let Some(shm) = &self.shm else { return Ok(nodeapi::FreeRuns::default()) };
         let (count, prev) = shm.free_runs();
         let clock = VirtualTime::from_ns(shm.current_time());
         if count == 0 {
             if clock > self.run_at {
                 return Err(UmlError::UncountedFreeRuns { node: self.node, run_at: self.run_at, clock });
             }
-            return Ok(crate::node::FreeRuns::default());
+            return Ok(nodeapi::FreeRuns::default());
         }
         self.sync_shared_clock();
         let (prev, last) = (VirtualTime::from_ns(prev), self.time);
-        Ok(crate::node::FreeRuns { count, prev, last })
+        Ok(nodeapi::FreeRuns { count, prev, last })
     }
 
     /// The regular files with dirty pages in the guest's page cache, as of

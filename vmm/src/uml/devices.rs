@@ -19,11 +19,11 @@ use simtime::VirtualTime;
 
 use super::port::Port;
 use super::process::Attached;
-use crate::node::{NodeConfig, NodeError};
 use crate::vhost_user::VhostUserError;
 use crate::virtio::console::{self, VirtioConsole};
 use crate::virtio::rng::VirtioRng;
 use crate::virtio::{DeviceError, KickHook, NoHook, Queues};
+use nodeapi::{NodeConfig, NodeError};
 
 /// The control line (virtio-console, `ctl.sock`, `/dev/hvc0` in the
 /// guest): engine commands in, the agent's replies out.

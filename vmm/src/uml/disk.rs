@@ -1,7 +1,7 @@
 //! A user-mode Linux node's disks: virtio-blk over a [`disksim::Disk`],
 //! served as a vhost-user back end: the data disk
 //! (`virtio_uml.device=blk.sock:2`, the guest's `/dev/vda`) and the
-//! read-only root disk (`root.sock`, [`crate::node::NodeConfig::root_disk`]).
+//! read-only root disk (`root.sock`, [`nodeapi::NodeConfig::root_disk`]).
 //!
 //! Every disk effect the guest can observe is an engine action:
 //! - *submission*: the guest kicks the request queue while it runs; the
@@ -9,7 +9,7 @@
 //!   requests (see [`crate::vhost_user`]). Each accepted request is stamped
 //!   with the node's virtual time at the kick.
 //! - *writes and flushes* stay pending, with nothing written to guest
-//!   memory, until the engine calls [`crate::node::NodeRuntime::complete_disk`]
+//!   memory, until the engine calls [`nodeapi::NodeRuntime::complete_disk`]
 //!   while the node is stopped. That call applies the durability effect in
 //!   the disk's write log, puts the status into the driver's buffers and
 //!   delivers the used-buffer interrupt in-band at the virtual time the
@@ -17,21 +17,21 @@
 //! - *reads* complete during the kick (see
 //!   [`crate::virtio::VirtioBlk::set_reads_at_once`] for why that is sound);
 //!   their interrupt is owed and reaches the guest at the node's next stop
-//!   (the end of [`crate::node::NodeRuntime::grant`]), at a time the engine
+//!   (the end of [`nodeapi::NodeRuntime::grant`]), at a time the engine
 //!   picks.
 //!
 //! Durability (disksim's write log, virtio-blk with a volatile write
 //! cache): a completed write is volatile; a completed flush makes durable
 //! every write that completed before the flush was issued. After power
-//! loss ([`crate::node::NodeRuntime::kill`], then
-//! [`crate::node::NodeRuntime::take_disk`]) the engine chooses which volatile
+//! loss ([`nodeapi::NodeRuntime::kill`], then
+//! [`nodeapi::NodeRuntime::take_disk`]) the engine chooses which volatile
 //! writes survive ([`disksim::Disk::crash_states`],
 //! [`disksim::Disk::apply_crash`]) and starts a fresh node on the result.
 //!
 //! Disk faults: reads may be corrupted at their kick (the device's seeded
 //! stream, [`crate::virtio::VirtioBlk::set_read_faults`]); writes and
 //! flushes suffer what the engine injected before completing them
-//! ([`crate::node::NodeRuntime::disk_fault`]). Each completion carries its fault
+//! ([`nodeapi::NodeRuntime::disk_fault`]). Each completion carries its fault
 //! ([`DiskCompletion::fault`]) for the engine's trace.
 
 use std::collections::BTreeMap;
@@ -41,10 +41,10 @@ use disksim::{BlockStore, Disk, ReadFaults, RequestId};
 use simtime::VirtualTime;
 
 use super::port::Port;
-use crate::node::{DiskCompletion, DiskRequest, ROOT_DISK_SERIAL};
 use crate::vhost_user::VhostUserError;
 use crate::virtio::blk::{BlkConfig, VirtioBlk, REQUEST_QUEUE};
 use crate::virtio::{DeviceError, KickHook, Queues};
+use nodeapi::{DiskCompletion, DiskRequest, ROOT_DISK_SERIAL};
 
 /// Why a disk completion could not be applied.
 #[derive(Debug, thiserror::Error)]

@@ -8,8 +8,8 @@ use disksim::RequestId;
 use simtime::{NodeId, VirtualTime};
 
 use super::timetravel::{Msg, ProtocolError};
-use crate::node::NodeError;
 use crate::vhost_user::VhostUserError;
+use nodeapi::NodeError;
 
 /// A user-mode Linux node failed. Errors of the engine's contract that
 /// both runtimes share (no disk, a request that is not pending, ...) are

@@ -7,7 +7,7 @@
 //! (the ACK of START, or RUN) and its next WAIT.
 //!
 //! - [`node`]: [`UmlNode`], the node as the engine drives it
-//!   ([`crate::node::NodeRuntime`]); `node/run.rs`: a grant, the wait for
+//!   ([`nodeapi::NodeRuntime`]); `node/run.rs`: a grant, the wait for
 //!   the node's next message, interrupts delivered to it while stopped;
 //! - `process`: the host process group (spawn, confinement, kill, reap,
 //!   [`kill_all_nodes`]); the [`jail`] crate: what the process can reach on the

@@ -14,11 +14,11 @@ use std::path::Path;
 use simtime::{NodeId, VirtualTime};
 
 use super::port::Port;
-use crate::node::{Delivered, TxFrame};
 use crate::vhost_user::VhostUserError;
 use crate::virtio::net::{VirtioNet, RX_QUEUE};
 use crate::virtio::net_port::NetPortState;
 use crate::virtio::{DeviceError, KickHook, Queues};
+use nodeapi::{Delivered, TxFrame};
 
 /// The network device's own state: the runtime-neutral port state. Its
 /// backlog fills receive buffers at the node's stop

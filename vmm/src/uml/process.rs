@@ -23,8 +23,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::error::UmlError;
-use crate::node::NodeConfig;
 use jail::{self, Jail};
+use nodeapi::NodeConfig;
 
 /// Process groups of this process's nodes that are not reaped yet. A node
 /// is a process group (the kernel process and the host processes behind

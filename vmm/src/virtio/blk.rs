@@ -37,7 +37,7 @@ use simrng::Rng;
 use simtime::VirtualTime;
 use virtio_queue::QueueT;
 
-use crate::node::DiskRequest;
+use nodeapi::DiskRequest;
 
 use super::{drain_chains, Chain, DeviceError, Queues, VirtioDevice, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX};
 

@@ -17,7 +17,7 @@ use simtime::VirtualTime;
 
 use super::net::VirtioNet;
 use super::{DeviceError, Queues};
-use crate::node::TxFrame;
+use nodeapi::TxFrame;
 
 /// Frames kept for a guest that has no free receive buffer, at most.
 pub const RX_BACKLOG: usize = 1024;

@@ -21,7 +21,7 @@
 use crate::kvm::devices::PVCLOCK_BASE;
 use crate::kvm::linux::DEFAULT_CMDLINE;
 use crate::kvm::virtio_mmio::window_base;
-use crate::node::NodeConfig;
+use nodeapi::NodeConfig;
 
 /// Legacy IRQ of each device (vector `0x30 + IRQ`): virtio-net's.
 pub const NET_IRQ: u8 = 5;

@@ -1,4 +1,4 @@
-//! A KVM microVM as an engine node ([`crate::node::NodeRuntime`]): the same
+//! A KVM microVM as an engine node ([`nodeapi::NodeRuntime`]): the same
 //! operations, virtio device models and trace events as the user-mode Linux runtime.
 //!
 //! - here: [`KvmNode`], its construction and the engine's actions on it;
@@ -54,14 +54,14 @@ use super::virtio_mmio::status::DRIVER_OK;
 use super::virtio_mmio::{VirtioMmioTransport, WINDOW};
 use super::vm::{ForkPoint, MicroVm, MicroVmBuilder, RunLimits, RunOutcome as VmOutcome};
 use super::watchdog::Watchdog;
-use crate::node::{
-    Delivered, DiskCompletion, DiskRequest, FreeRuns, Grant, GuestOutput, NodeConfig, NodeDisk, NodeError, NodeRuntime,
-    OutputStream, RunOutcome, TxFrame, ROOT_DISK_SERIAL,
-};
 use crate::virtio::blk::{BlkConfig, VirtioBlk};
 use crate::virtio::console::{self, VirtioConsole};
 use crate::virtio::rng::VirtioRng;
 use crate::virtio::{DeviceError, NoHook};
+use nodeapi::{
+    Delivered, DiskCompletion, DiskRequest, FreeRuns, Grant, GuestOutput, NodeConfig, NodeDisk, NodeError, NodeRuntime,
+    OutputStream, RunOutcome, TxFrame, ROOT_DISK_SERIAL,
+};
 
 pub use layout::*;
 

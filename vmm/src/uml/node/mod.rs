@@ -28,11 +28,11 @@ use super::error::UmlError;
 use super::net::Net;
 use super::process::Process;
 use super::timetravel::Op;
-use crate::node::{
+use crate::vhost_user::VhostUserError;
+use nodeapi::{
     Delivered, DiskCompletion, DiskRequest, Grant, GuestOutput, NodeConfig, NodeDisk, NodeError, NodeRuntime,
     RunOutcome,
 };
-use crate::vhost_user::VhostUserError;
 
 /// Where it has always been (the command line's signal handler uses it).
 pub use super::process::kill_all_nodes;

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use simtime::{NodeId, VirtualTime};
 
 use super::UmlNode;
-use crate::node::{GuestOutput, OutputStream, RunOutcome};
 use crate::uml::error::UmlError;
 use crate::uml::net::Net;
 use crate::uml::timetravel::{Msg, Op, ProtocolError};
 use crate::vhost_user::VhostUserError;
+use nodeapi::{GuestOutput, OutputStream, RunOutcome};
 
 /// How long one wait in `poll` lasts at most, ms (the watchdogs are checked
 /// in between).
@@ -35,7 +35,7 @@ impl UmlNode {
     /// waits, exits, or trips the wall-clock `watchdog`; its output goes to
     /// `out`, stamped. `time_of_day` answers GET_TOD. With `free_until`,
     /// the node may take its own wake-ups before it without stopping
-    /// (lookahead, [`crate::node::NodeRuntime::grant_ahead`]); the watchdog
+    /// (lookahead, [`nodeapi::NodeRuntime::grant_ahead`]); the watchdog
     /// then counts from its latest one, since each is a grant of its own.
     pub(super) fn run_until_stop(
         &mut self,

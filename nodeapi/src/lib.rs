@@ -1,11 +1,13 @@
-//! The node runtime as the engine sees it: the vocabulary both runtimes
-//! share and the one trait over them.
+//! The node runtime as the engine sees it, and nothing else: the
+//! vocabulary both runtimes share and the one trait over them. The
+//! runtimes (`vmm`) implement it; the engine drives it; neither is named
+//! here.
 //!
 //! - [`NodeConfig`] ([`config`]): how to start a node.
 //! - [`NodeRuntime`]: what the engine does with a node; implemented by
-//!   [`crate::uml::UmlNode`] (user-mode Linux) and
-//!   [`crate::kvm::node::KvmNode`] (the KVM microVM), each in its own
-//!   module. [`crate::runtime::spawn`] starts either.
+//!   `vmm::uml::UmlNode` (user-mode Linux) and
+//!   `vmm::kvm::node::KvmNode` (the KVM microVM), each in its own
+//!   module. `vmm::runtime::spawn` starts either.
 //! - What a node produces, stamped with its virtual time: [`GuestOutput`]
 //!   (console and control line, [`OutputStream`]), [`TxFrame`] (frames it
 //!   sent), [`DiskRequest`] and [`DiskCompletion`] ([`disk`]: its data
@@ -31,6 +33,8 @@
 //! booted); a runtime keeps its own clock in whatever form suits it and
 //! converts at this trait. The time of day a grant passes is a wall-clock
 //! date, not a virtual time, and stays ns since the Unix epoch.
+
+#![deny(missing_docs)]
 
 pub mod config;
 pub mod disk;

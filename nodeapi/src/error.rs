@@ -5,7 +5,7 @@ use simtime::NodeId;
 
 /// A node runtime failed (the host, not the guest): the engine's contract
 /// broken in a way both runtimes report alike, or the runtime's own
-/// failure ([`crate::uml::UmlError`], [`crate::kvm::node::KvmNodeError`]).
+/// failure (`vmm::uml::UmlError`, `vmm::kvm::node::KvmNodeError`).
 ///
 /// The runtime's own error is boxed so that this vocabulary names no
 /// runtime (each runtime converts its error into this one, never the other

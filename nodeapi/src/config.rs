@@ -38,7 +38,7 @@ pub struct NodeConfig {
     pub net: bool,
     /// Seed of the node's entropy device (virtio-rng, both runtimes): the
     /// guest's random bytes are this seed's stream (see
-    /// [`crate::virtio::rng`]). The engine derives it from the execution
+    /// `vmm::virtio::rng`). The engine derives it from the execution
     /// seed, the node and the boot, so the same execution gives every
     /// guest the same bytes.
     pub entropy_seed: u64,
@@ -55,7 +55,7 @@ pub struct NodeConfig {
     /// User-mode Linux only: the guest kernel keeps CPUID faulting on for
     /// its own process (the 7.2 patch, unless `host_cpuid`): the thread
     /// that drives the node then turns it on too
-    /// ([`crate::uml::host_cpuid`]), so the host does not rewrite an MSR at
+    /// (`vmm::uml::host_cpuid`), so the host does not rewrite an MSR at
     /// each switch between them.
     pub kernel_faults_cpuid: bool,
 }
