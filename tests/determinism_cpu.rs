@@ -241,10 +241,10 @@ fn host_flags() -> String {
 #[test]
 fn cpuid_hides_host_randomness_and_the_host_cpu() {
     // Whether guest programs can have virtual CPUID is a fact of the host,
-    // read before any run (vmm::host, as `simcluster run` reads it): a run
+    // read before any run (hostfacts, as `simcluster run` reads it): a run
     // that then fails is a failure, never a skip.
-    let facts = vmm::host::HostFacts::probe(vmm::runtime::RuntimeKind::Uml, true);
-    if facts.guest_cpuid == vmm::host::GuestCpuid::Host {
+    let facts = hostfacts::HostFacts::probe(vmm::runtime::RuntimeKind::Uml, true);
+    if facts.guest_cpuid == hostfacts::GuestCpuid::Host {
         testkit::skip(testkit::Cause::Host, "this host cpu cannot fault CPUID in user mode; guests see its answers");
         return;
     }

@@ -66,6 +66,7 @@ pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
 pub use execution::{CrashBranch, ExecOutput, Execution, InspectError, Reached, Step, Until};
 pub use faults::{ClockSpec, FaultCounts, KillSpec, NodeClock, PauseSpec, ScheduledCrash, StrobeSpec, DRIFT_ENV};
 pub use host::{HostRequest, HostWorkload};
+pub use hostfacts::{GuestCpuid, HostClass, HostFacts};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
 pub use roles::{valid_role, RoleSpec, ROLE_PROBE};
@@ -74,7 +75,6 @@ pub use seeds::{boot_seed, entropy_seed, execution_seed, read_fault_seed};
 pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryCheckFn, HistoryOutcome, Lookahead};
 pub use steps::{StepLog, StepSpan};
 pub use time::{Actor, NodeId, GUEST_EPOCH_NS};
-pub use vmm::host::{GuestCpuid, HostClass, HostFacts};
 pub use vmm::runtime::RuntimeKind;
 pub use warm::{Boot, Forked, Sibling, WarmStart};
 

@@ -5,10 +5,8 @@
 //! guest-visible event, and never lets host time or host scheduling reach
 //! the guest.
 //!
-//! - [`host`]: facts about the host (cpu, CPUID faulting) for the record
-//!   and for replay; nothing of it reaches a guest.
-//! - [`node`] (the `nodeapi` crate, re-exported): what both runtimes share: the [`node::NodeRuntime`] trait
-//!   the engine drives, a node's configuration, what a node produces
+//! - [`node`] (the `nodeapi` crate, re-exported): what both runtimes
+//!   share: the [`node::NodeRuntime`] trait the engine drives, a node's configuration, what a node produces
 //!   (output, frames, disk requests) and how its host side fails.
 //! - [`runtime`]: choosing a runtime ([`runtime::RuntimeKind`]) and
 //!   starting a node in it ([`runtime::spawn`]).
@@ -30,7 +28,6 @@
 #![deny(missing_docs)]
 
 pub mod fork;
-pub mod host;
 pub mod kvm;
 pub use nodeapi as node;
 pub mod runtime;

@@ -1,5 +1,5 @@
 //! Choosing a runtime: [`RuntimeKind`] (defined in [`nodeapi`], so
-//! that [`crate::host`] can name it) and [`spawn`].
+//! that [`hostfacts`] can name it) and [`spawn`].
 //!
 //! The runtime-neutral vocabulary ([`nodeapi::NodeRuntime`],
 //! [`nodeapi::NodeConfig`], ...) lives in [`nodeapi`]; it is also

@@ -51,7 +51,7 @@ impl HostCaps {
 
 /// `vmx` or `svm` among the CPU flags in /proc/cpuinfo.
 pub fn has_hardware_virt() -> bool {
-    crate::host::CpuInfo::read().hardware_virt
+    hostfacts::CpuInfo::read().hardware_virt
 }
 
 /// perf_event_attr, version 0 layout (64 bytes): all the fields we set.

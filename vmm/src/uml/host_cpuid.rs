@@ -23,7 +23,7 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use crate::host::ARCH_SET_CPUID;
+use hostfacts::ARCH_SET_CPUID;
 
 /// `si_code` of a fault the kernel raised itself (a #GP).
 const SI_KERNEL: i32 = 0x80;
@@ -96,7 +96,7 @@ pub fn enable() -> bool {
     if ON.with(Cell::get) {
         return true;
     }
-    if crate::host::cpuid_faulting_forced_off() {
+    if hostfacts::cpuid_faulting_forced_off() {
         return false;
     }
     TABLE.get_or_init(Table::read);

@@ -141,7 +141,7 @@ fn command(cfg: &NodeConfig, attached: Attached, jailed: bool) -> Command {
 /// by `SIMCLUSTER_DEBUG_NO_CPUID_FAULTING`, no CPUID faulting).
 fn confine(cmd: &mut Command, jail: Option<Jail>, report: libc::c_int) {
     // Read here: the environment is not safe to read after fork.
-    let no_cpuid_faulting = crate::host::cpuid_faulting_forced_off();
+    let no_cpuid_faulting = hostfacts::cpuid_faulting_forced_off();
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {

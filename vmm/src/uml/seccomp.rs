@@ -7,7 +7,7 @@
 //! for the UML process and everything it forks; the guest kernel then seeds
 //! its pool only from what it observes, which the engine fixes.
 //!
-//! With `SIMCLUSTER_DEBUG_NO_CPUID_FAULTING=1` (`crate::host`) a second
+//! With `SIMCLUSTER_DEBUG_NO_CPUID_FAULTING=1` (`hostfacts`) a second
 //! filter also answers `arch_prctl(ARCH_SET_CPUID, ...)` with ENODEV, what a
 //! host cpu without CPUID faulting answers, so the guest kernel and its
 //! stubs (which inherit the filter) run as on such a host.
@@ -165,7 +165,7 @@ print(call(0x1012, 0), call(0x100001012, 0), call(0x1011, 0), g, sep=',')";
         assert_eq!(filtered, want);
         // The default filter leaves ARCH_SET_CPUID to the host.
         let plain = arch_prctl_probe(Some(super::deny_getrandom)).unwrap();
-        let host = if crate::host::cpuid_faulting_native() { "0 0".to_string() } else { enodev };
+        let host = if hostfacts::cpuid_faulting_native() { "0 0".to_string() } else { enodev };
         assert_eq!(plain[0], host, "{plain:?}");
         assert_eq!(plain[2..], want[2..]);
     }

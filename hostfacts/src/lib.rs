@@ -1,4 +1,5 @@
-//! Facts about the host a run ran on, for the record and for replay.
+//! Facts about the host a run ran on, for the record and for replay, and
+//! nothing else: nothing of it reaches a guest.
 //!
 //! Why: the same seed gives the same execution only where guests see the
 //! same machine. Under user-mode Linux that holds where the host cpu can
@@ -11,6 +12,8 @@
 //! [`NO_CPUID_FAULTING_ENV`] makes a host with CPUID faulting behave as
 //! one without, to test that case where it cannot be had otherwise.
 
+#![deny(missing_docs)]
+
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
@@ -18,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use nodeapi::RuntimeKind;
 
 /// `ARCH_SET_CPUID` (asm/prctl.h).
-pub(crate) const ARCH_SET_CPUID: libc::c_ulong = 0x1012;
+pub const ARCH_SET_CPUID: libc::c_ulong = 0x1012;
 
 /// `SIMCLUSTER_DEBUG_NO_CPUID_FAULTING=1`: report no CPUID faulting, never
 /// turn it on for simcluster's thread (`uml::host_cpuid::enable`), and deny
@@ -34,7 +37,7 @@ pub fn cpuid_faulting_forced_off() -> bool {
 /// Whether the host cpu (and hypervisor) can fault CPUID: tried once, in
 /// a thread of its own, since the setting is per thread and the caller's
 /// must not change; turned back off there at once.
-pub(crate) fn cpuid_faulting_native() -> bool {
+pub fn cpuid_faulting_native() -> bool {
     static CAN: OnceLock<bool> = OnceLock::new();
     *CAN.get_or_init(|| {
         std::thread::spawn(|| {
