@@ -12,10 +12,6 @@
 
 use std::time::Duration;
 
-use simrng::Rng;
-
-use simtime::VirtualTime;
-
 /// `[faults.connection]`, checked. `resets` and `stalls` 0: off.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnFaultSpec {
@@ -47,23 +43,4 @@ pub struct ConnFaultCounts {
     pub resets: u32,
     /// Connections stalled.
     pub stalls: u32,
-}
-
-/// The engine's state of connection faults in one execution.
-pub(crate) struct ConnFaultState {
-    pub(crate) rng: Rng,
-    /// Connection faults are enabled from this virtual time on (`None`
-    /// before the workload, or when they are off).
-    pub(crate) not_before: Option<VirtualTime>,
-    pub counts: ConnFaultCounts,
-}
-
-impl ConnFaultState {
-    pub fn new(seed: u64) -> ConnFaultState {
-        ConnFaultState {
-            rng: simrng::stream(seed, simrng::streams::CONNECTION),
-            not_before: None,
-            counts: ConnFaultCounts::default(),
-        }
-    }
 }

@@ -29,11 +29,7 @@ use std::time::Duration;
 use simrng::Rng;
 
 use crate::time::{NodeId, GUEST_EPOCH_NS};
-use simrng::streams::{
-    CLOCK as CLOCK_STREAM, CLOCK_DRIFT as DRIFT_STREAM, CLOCK_OFFSET as OFFSET_STREAM, KILL as KILL_STREAM,
-    PAUSE as PAUSE_STREAM, RESTART_AFTER as RESTART_STREAM,
-};
-use simtime::VirtualTime;
+use simrng::streams::{CLOCK_DRIFT as DRIFT_STREAM, CLOCK_OFFSET as OFFSET_STREAM};
 
 /// `[faults.pause]`, checked. `max` 0: off.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -201,41 +197,6 @@ pub(super) fn node_clocks(spec: &ClockSpec, nodes: usize, seed: u64) -> Vec<Node
         }
     }
     clocks
-}
-
-/// The engine's state of pauses and clock jumps in one execution.
-pub(super) struct FaultState {
-    pub(crate) pause_rng: Rng,
-    pub(crate) clock_rng: Rng,
-    pub(crate) kill_rng: Rng,
-    /// Crash restart delays drawn from a range (`[faults.crash]
-    /// restart_after = "1s..5s"`), one draw per such crash.
-    pub(crate) restart_rng: Rng,
-    /// When crashes may begin: one draw when the faults begin, one after
-    /// each crash or power failure (`Execution::draw_next_crash_time`).
-    pub(crate) crash_time_rng: Rng,
-    /// Pauses are enabled from this virtual time on (`None` before the
-    /// workload, or when pauses are off).
-    pub(crate) pause_not_before: Option<VirtualTime>,
-    pub(crate) clock_not_before: Option<VirtualTime>,
-    pub(crate) kill_not_before: Option<VirtualTime>,
-    pub counts: FaultCounts,
-}
-
-impl FaultState {
-    pub fn new(seed: u64) -> FaultState {
-        FaultState {
-            pause_rng: simrng::stream(seed, PAUSE_STREAM),
-            clock_rng: simrng::stream(seed, CLOCK_STREAM),
-            kill_rng: simrng::stream(seed, KILL_STREAM),
-            restart_rng: simrng::stream(seed, RESTART_STREAM),
-            crash_time_rng: simrng::stream(seed, simrng::streams::CRASH_TIME),
-            pause_not_before: None,
-            clock_not_before: None,
-            kill_not_before: None,
-            counts: FaultCounts::default(),
-        }
-    }
 }
 
 #[cfg(test)]

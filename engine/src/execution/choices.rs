@@ -4,6 +4,8 @@
 use rand_core::RngCore;
 use simrng::streams::BOOT_CHOICE as BOOT_CHOICE_STREAM;
 use simrng::Rng;
+use simtime::VirtualTime;
+use vmm::node::FreeRuns;
 
 use crate::actions::Enabled;
 use crate::pending::Pending;
@@ -14,29 +16,29 @@ use crate::strategy::{default_choice, is_race, Decision, EnabledAction, Strategy
 /// answered.
 pub(super) struct Choices {
     /// Choice points so far (steps with more than one enabled action).
-    pub points: u64,
+    points: u64,
     /// Of them, races a guest can tell apart ([`crate::strategy::is_race`]),
     /// among those the strategy was asked about.
-    pub races: u64,
+    races: u64,
     /// Steps so far, every action counted.
-    pub steps: u64,
+    steps: u64,
     /// A critical-transition probe's calm continuation picks with this
     /// instead of asking the strategy (see `ExploreSpec::calm_from`).
-    pub calm_rng: Option<Rng>,
+    calm_rng: Option<Rng>,
     /// In warm-start mode, the boot picks with this (seeded from the boot
     /// seed) instead of asking the strategy, so every execution of a run
     /// shares one boot.
-    pub boot_rng: Option<Rng>,
+    boot_rng: Option<Rng>,
     /// Picks other than the default scheduler's.
-    pub decisions: Vec<Decision>,
+    decisions: Vec<Decision>,
     /// Every action taken, quiet runs folded.
-    pub log: StepLog,
+    log: StepLog,
     /// The enabled set of the current step (kept to reuse its buffer).
-    pub enabled: Vec<Enabled>,
+    enabled: Vec<Enabled>,
     /// Its descriptions, as the strategy sees them.
-    pub descs: Vec<EnabledAction>,
+    descs: Vec<EnabledAction>,
     /// The pending events of the current step (kept to reuse its buffers).
-    pub pending: Pending,
+    pending: Pending,
 }
 
 impl Choices {
@@ -55,6 +57,73 @@ impl Choices {
             descs: Vec::new(),
             pending: Pending::default(),
         }
+    }
+
+    /// Steps so far, every action counted.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// `n` more steps were taken.
+    pub fn count_steps(&mut self, n: u64) {
+        self.steps += n;
+    }
+
+    /// The pending events of the current step.
+    pub fn pending(&self) -> &Pending {
+        &self.pending
+    }
+
+    /// Takes the pending-events buffer out, to refill it.
+    pub fn take_pending(&mut self) -> Pending {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Puts the pending events of the current step back.
+    pub fn put_pending(&mut self, pending: Pending) {
+        self.pending = pending;
+    }
+
+    /// Takes the enabled-set buffer out, to refill it.
+    pub fn take_enabled(&mut self) -> Vec<Enabled> {
+        std::mem::take(&mut self.enabled)
+    }
+
+    /// Puts the enabled-set buffer back (kept to reuse it).
+    pub fn put_enabled(&mut self, enabled: Vec<Enabled>) {
+        self.enabled = enabled;
+    }
+
+    /// The step log: `desc` was taken at `at`; `quiet` when it added
+    /// nothing visible to the trace.
+    pub fn log(&mut self, at: VirtualTime, desc: EnabledAction, quiet: bool) {
+        self.log.push(at, desc, quiet);
+    }
+
+    /// The step log's side of a node run that took `free` wake-ups by
+    /// itself in a grant at `began` (`desc`): that grant and every wake-up
+    /// but the last were quiet steps (the last is logged as the step's own).
+    pub fn log_free_runs(&mut self, began: VirtualTime, desc: EnabledAction, free: FreeRuns) {
+        self.log.push(began, desc, true);
+        self.log.push_quiet(free.count - 1, free.prev, desc.node);
+        self.steps += free.count;
+    }
+
+    /// A warm start's boot ended: the strategy makes the choices from now on.
+    pub fn end_boot(&mut self) {
+        self.boot_rng = None;
+    }
+
+    /// A critical-transition probe's calm continuation begins: choices are
+    /// drawn from `seed` from now on.
+    pub fn calm(&mut self, seed: u64) {
+        self.calm_rng = Some(simrng::seeded(seed));
+    }
+
+    /// What the strategy decided, the choice and race points, and the step
+    /// log, at the end.
+    pub fn finish(&mut self) -> (Vec<Decision>, u64, u64, StepLog) {
+        (std::mem::take(&mut self.decisions), self.points, self.races, std::mem::take(&mut self.log))
     }
 
     /// The index of the action to take among `enabled` (non-empty).

@@ -1,17 +1,82 @@
 //! Applying connection resets and stalls (`[faults.connection]`), and
-//! when they are enabled. What they are and their stream: `conn_faults`.
+//! when they are enabled. What they are: `crate::conn_faults`.
+//!
+//! Invariant: their stream is their own (`simrng::streams::CONNECTION`):
+//! when they become possible, and a stall's direction and length. One that
+//! is off draws nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use netsim::tcp::{ConnKey, Direction, Endpoint};
+use simrng::Rng;
 
 use super::Execution;
 use crate::actions::{Action, Enabled};
+use crate::conn_faults::{ConnFaultCounts, ConnFaultSpec};
 use crate::faults::{below, between};
 use crate::strategy::{ActionKind, EnabledAction};
 use crate::trace::EventKind;
 use crate::NodeId;
+use simtime::VirtualTime;
+
+/// Connection resets and stalls in one execution: their stream, when the
+/// next becomes possible, and how many happened.
+pub(super) struct ConnFaults {
+    rng: Rng,
+    /// Connection faults are enabled from this virtual time on (`None`
+    /// before the workload, or when they are off).
+    not_before: Option<VirtualTime>,
+    counts: ConnFaultCounts,
+}
+
+impl ConnFaults {
+    /// No fault yet; the stream drawn from `seed`.
+    pub fn new(seed: u64) -> ConnFaults {
+        ConnFaults {
+            rng: simrng::stream(seed, simrng::streams::CONNECTION),
+            not_before: None,
+            counts: ConnFaultCounts::default(),
+        }
+    }
+
+    /// How many happened so far.
+    pub fn counts(&self) -> ConnFaultCounts {
+        self.counts
+    }
+
+    /// The next connection fault becomes possible a drawn time within
+    /// `span` from `now`.
+    fn draw_next_time(&mut self, now: VirtualTime, span: Duration) {
+        self.not_before = Some(now + Duration::from_nanos(below(&mut self.rng, simtime::span_ns(span))));
+    }
+
+    /// When a connection fault becomes possible, if `c`'s budget has one
+    /// left.
+    fn next_possible(&self, c: &ConnFaultSpec) -> Option<VirtualTime> {
+        self.not_before.filter(|_| self.counts.resets < c.resets || self.counts.stalls < c.stalls)
+    }
+
+    /// Whether a reset and a stall may come at `now` within `c`'s budget;
+    /// `None` when neither may.
+    fn due(&self, now: VirtualTime, c: &ConnFaultSpec) -> Option<(bool, bool)> {
+        let time = self.not_before.is_some_and(|t| now >= t);
+        let (reset, stall) = (self.counts.resets < c.resets, self.counts.stalls < c.stalls);
+        (time && (reset || stall)).then_some((reset, stall))
+    }
+
+    /// A stall is chosen at `now`: its direction and its end (drawn).
+    fn draw_stall(&mut self, now: VirtualTime, c: &ConnFaultSpec) -> (Direction, VirtualTime) {
+        let dir = match below(&mut self.rng, 3) {
+            0 => Direction::AtoB,
+            1 => Direction::BtoA,
+            _ => Direction::Both,
+        };
+        let (lo, hi) = (simtime::span_ns(c.stall_for.0), simtime::span_ns(c.stall_for.1));
+        let length = between(&mut self.rng, lo as i64, hi as i64) as u64;
+        (dir, now + Duration::from_nanos(length))
+    }
+}
 
 impl Execution<'_> {
     /// The workload (or `start_after`) starts the faults: draw when
@@ -19,16 +84,14 @@ impl Execution<'_> {
     pub(crate) fn start_conn_faults(&mut self) {
         let (now, c) = (self.now, &self.spec.explore.connection);
         if c.on() {
-            let f = &mut self.faults.conn;
-            f.not_before = Some(now + Duration::from_nanos(below(&mut f.rng, simtime::span_ns(c.span))));
+            self.conn_faults.draw_next_time(now, c.span);
         }
     }
 
     /// The earliest time a connection fault can become possible, when
     /// one is left in the budget (for lookahead's bound).
-    pub(crate) fn conn_fault_time(&self) -> Option<simtime::VirtualTime> {
-        let (c, f) = (&self.spec.explore.connection, &self.faults.conn);
-        f.not_before.filter(|_| f.counts.resets < c.resets || f.counts.stalls < c.stalls)
+    pub(crate) fn conn_fault_time(&self) -> Option<VirtualTime> {
+        self.conn_faults.next_possible(&self.spec.explore.connection)
     }
 
     /// Whether the node at `e` (a guest, or the host client) is up and
@@ -47,10 +110,8 @@ impl Execution<'_> {
     /// those offered between the same two nodes (so a decision names one).
     /// A connection with frames in flight is at risk.
     pub(crate) fn enabled_conn_faults(&self, into: &mut Vec<Enabled>) {
-        let (c, f) = (&self.spec.explore.connection, &self.faults.conn);
-        let time = f.not_before.is_some_and(|t| self.now >= t);
-        let (reset, stall) = (f.counts.resets < c.resets, f.counts.stalls < c.stalls);
-        if !time || !(reset || stall) || self.faults.calm {
+        let Some((reset, stall)) = self.conn_faults.due(self.now, &self.spec.explore.connection) else { return };
+        if self.fault_period.is_calm() {
             return;
         }
         let Some(net) = self.wire.netsim() else { return };
@@ -91,9 +152,7 @@ impl Execution<'_> {
 
     /// The next connection fault becomes possible a drawn time from now.
     fn next_conn_fault(&mut self) {
-        let (now, span) = (self.now, self.spec.explore.connection.span);
-        let f = &mut self.faults.conn;
-        f.not_before = Some(now + Duration::from_nanos(below(&mut f.rng, simtime::span_ns(span))));
+        self.conn_faults.draw_next_time(self.now, self.spec.explore.connection.span);
     }
 
     /// Resets connection `key`: its frames in flight are lost and each end
@@ -102,7 +161,7 @@ impl Execution<'_> {
         let now = self.now;
         let (a, b) = (self.endpoint_name(&key.a), self.endpoint_name(&key.b));
         let Some(r) = self.wire.reset_connection(&key, now) else { return };
-        self.faults.conn.counts.resets += 1;
+        self.conn_faults.counts.resets += 1;
         self.trace.push_engine(now, EventKind::ConnReset { a, b, dropped: r.dropped as u64 });
         self.wire.trace_resets(&r.resets, now, &mut self.trace);
         self.next_conn_fault();
@@ -110,16 +169,8 @@ impl Execution<'_> {
 
     /// Stalls connection `key` one way or both (drawn) for a drawn length.
     pub(crate) fn conn_stall(&mut self, key: ConnKey) {
-        let (now, c) = (self.now, &self.spec.explore.connection);
-        let f = &mut self.faults.conn;
-        let dir = match below(&mut f.rng, 3) {
-            0 => Direction::AtoB,
-            1 => Direction::BtoA,
-            _ => Direction::Both,
-        };
-        let (lo, hi) = (simtime::span_ns(c.stall_for.0), simtime::span_ns(c.stall_for.1));
-        let length = between(&mut f.rng, lo as i64, hi as i64) as u64;
-        let until = now + Duration::from_nanos(length);
+        let now = self.now;
+        let (dir, until) = self.conn_faults.draw_stall(now, &self.spec.explore.connection);
         let (a, b) = (self.endpoint_name(&key.a), self.endpoint_name(&key.b));
         let (from, to, both) = match dir {
             Direction::AtoB => (a, b, false),
@@ -128,7 +179,7 @@ impl Execution<'_> {
         };
         let Some(held) = self.wire.stall_connection(&key, dir, until) else { return };
         let held = held as u64;
-        self.faults.conn.counts.stalls += 1;
+        self.conn_faults.counts.stalls += 1;
         self.trace.push_engine(now, EventKind::ConnStall { from, to, both, until, held });
         self.next_conn_fault();
     }

@@ -30,11 +30,11 @@ impl Execution<'_> {
             Some((i, r.id.0, r.submitted.saturating_add(latency)))
         }));
         into.restarts.clear();
-        let delays = &self.faults.restart_delays;
+        let crashes = &self.crashes;
         let crashed = self
             .nodes
             .with_ids()
-            .filter_map(|(i, n)| n.crashed_at().map(|t| (i, t + delays.get(&i).copied().unwrap_or(restart_after))));
+            .filter_map(|(i, n)| n.crashed_at().map(|t| (i, crashes.restart_at(i, t, restart_after))));
         into.restarts.extend(crashed);
         into.resumes.clear();
         into.resumes.extend(live().filter_map(|(i, n)| n.paused_until().map(|t| (i, t))));
@@ -113,8 +113,7 @@ impl Execution<'_> {
     /// the write). Offering a crash at every step would spend nearly all
     /// of them on idle nodes.
     pub(crate) fn enabled_crashes(&self, into: &mut Vec<Enabled>) {
-        let crash_time = self.faults.crash_not_before.is_some_and(|t| self.now >= t);
-        if !crash_time || self.faults.crashes >= self.spec.explore.max_crashes || self.faults.calm {
+        if !self.crashes.due(self.now, self.spec.explore.max_crashes) || self.fault_period.is_calm() {
             return;
         }
         let (mut offered, mut any_at_risk) = (false, false);
@@ -146,7 +145,7 @@ impl Execution<'_> {
             return;
         }
         let down = self.power_failure_nodes();
-        let budget = self.spec.explore.max_crashes - self.faults.crashes;
+        let budget = self.spec.explore.max_crashes - self.crashes.count();
         if down.len() >= 2 && down.len() as u32 <= budget {
             into.push(Enabled::power_failure(down[0], self.now).at_risk(any_at_risk));
         }

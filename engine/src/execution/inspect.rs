@@ -131,11 +131,11 @@ impl Execution<'_> {
     /// that time (nothing is due before it).
     pub fn run_until(&mut self, strategy: &mut dyn Strategy, until: Until) -> Result<Reached, EngineError> {
         loop {
-            if self.script.verdict.is_some() {
+            if self.script.is_decided() {
                 return Ok(Reached::Verdict);
             }
             match until {
-                Until::Steps(n) if self.choices.steps >= n => return Ok(Reached::Moment),
+                Until::Steps(n) if self.choices.steps() >= n => return Ok(Reached::Moment),
                 Until::Time(t) if self.held.is_none() && self.next_due().is_none_or(|e| e > t) => {
                     self.now = self.now.max(t);
                     return Ok(Reached::Moment);
@@ -148,7 +148,7 @@ impl Execution<'_> {
 
     /// The engine steps taken so far.
     pub fn steps(&self) -> u64 {
-        self.choices.steps
+        self.choices.steps()
     }
 
     /// Whether a command has run ([`Self::exec`]): from then on the
@@ -180,7 +180,7 @@ impl Execution<'_> {
         self.inspecting = Some(Inspecting { node, chunks: String::new(), status: None });
         self.control(node, &AgentCommand::Exec(command.to_string()))?;
         let deadline = began + limit;
-        let first: Option<Verdict> = self.script.verdict.take();
+        let first: Option<Verdict> = self.script.take_verdict();
         let mut later = None;
         let mut scheduler = DefaultScheduler;
         while self.inspecting.as_ref().is_some_and(|i| i.status.is_none()) && self.now <= deadline {
@@ -190,11 +190,11 @@ impl Execution<'_> {
             self.step(&mut scheduler)?;
             // A verdict reached meanwhile (the workload ending, say) does
             // not stop the command: the first one is kept.
-            if let Some(v) = self.script.verdict.take() {
+            if let Some(v) = self.script.take_verdict() {
                 later.get_or_insert(v);
             }
         }
-        self.script.verdict = first.or(later);
+        self.script.restore_verdict(first.or(later));
         let (chunks, status) = self.inspecting.take().map_or((String::new(), None), |i| (i.chunks, i.status));
         let output = decode_chunks(&chunks);
         let unfinished = status.is_none().then(|| match self.nodes[node].crashed_at() {
@@ -236,10 +236,10 @@ impl Execution<'_> {
 
     /// The earliest time anything is due, as [`Self::step`] would gather it.
     fn next_due(&mut self) -> Option<VirtualTime> {
-        let mut pending = std::mem::take(&mut self.choices.pending);
+        let mut pending = self.choices.take_pending();
         self.gather_pending(&mut pending);
         let earliest = pending.earliest();
-        self.choices.pending = pending;
+        self.choices.put_pending(pending);
         earliest
     }
 }

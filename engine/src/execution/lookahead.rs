@@ -62,7 +62,7 @@ impl Execution<'_> {
         if !self.lookahead_allowed() {
             return None;
         }
-        self.bound_with(self.choices.pending.earliest_except_run(node))
+        self.bound_with(self.choices.pending().earliest_except_run(node))
     }
 
     /// The bound given `others`, the earliest due time of everything but
@@ -84,7 +84,7 @@ impl Execution<'_> {
         // step counter already counts this one, so the next step starts at
         // `choices.steps`: a node running ahead from here would carry the
         // count past `at` and the calm would never begin.
-        self.spec.explore.calm_from.is_none_or(|(at, _)| at < self.choices.steps)
+        self.spec.explore.calm_from.is_none_or(|(at, _)| at < self.choices.steps())
     }
 
     /// The bound handed to `node`: [`Self::lookahead_bound`], or in the
@@ -94,7 +94,7 @@ impl Execution<'_> {
         if self.spec.lookahead != Lookahead::IgnoringFrames || !self.lookahead_allowed() {
             return bound;
         }
-        let mut p = self.choices.pending.clone();
+        let mut p = self.choices.pending().clone();
         p.forget_network();
         self.bound_with(p.earliest_except_run(node))
     }
@@ -110,15 +110,12 @@ impl Execution<'_> {
         if !now_enabled.is_empty() {
             return None;
         }
-        if self.faults.calm {
+        if self.fault_period.is_calm() {
             return Some(VirtualTime::MAX);
         }
         let explore = &self.spec.explore;
-        let counts = &self.faults.node.counts;
-        let crash = self.faults.crash_not_before.filter(|_| self.faults.crashes < explore.max_crashes);
-        let pause = self.faults.node.pause_not_before.filter(|_| counts.pauses < explore.pause.max);
-        let clock_used = counts.clock_bumps + counts.clock_strobes;
-        let clock = self.faults.node.clock_not_before.filter(|_| clock_used < explore.clock.max);
+        let crash = self.crashes.next_possible(explore.max_crashes);
+        let [pause, clock] = self.node_faults.next_possible(explore);
         // A time already past gated nothing: the fault waits for a node
         // with something at stake, which only a visible event brings.
         let conn = self.conn_fault_time();
@@ -133,8 +130,8 @@ impl Execution<'_> {
     }
 
     /// Takes in the wake-ups `node` took by itself in the grant that
-    /// began at `began` (see the module docs): they were grants, and the
-    /// clock is at the last of them. The step log is done by
+    /// began at `began` (see the module docs): they were grants (counted
+    /// by `Grants::ran_free`), and the clock is at the last of them. The step log is done by
     /// [`Self::log_free_runs`] once the step's visibility is known.
     pub(crate) fn account_free_runs(
         &mut self,
@@ -148,7 +145,6 @@ impl Execution<'_> {
         }
         let until = Some(free.last);
         self.trace.push(free.last, node, crate::trace::EventKind::Run { grants: free.count, until });
-        self.grants.total += free.count;
         self.now = free.last;
         Ok(())
     }
@@ -158,10 +154,7 @@ impl Execution<'_> {
     /// the last is the step being logged now, as the run it would have
     /// been. Returns that step's description.
     pub(crate) fn log_free_runs(&mut self, desc: EnabledAction, began: VirtualTime, free: FreeRuns) -> EnabledAction {
-        let log = &mut self.choices.log;
-        log.push(began, desc, true);
-        log.push_quiet(free.count - 1, free.prev, desc.node);
-        self.choices.steps += free.count;
+        self.choices.log_free_runs(began, desc, free);
         EnabledAction::new(desc.node, ActionKind::RunNode, free.last)
     }
 }

@@ -5,17 +5,30 @@
 //! compute the enabled set, ask the strategy, apply its pick, move the
 //! cluster's script on); [`Execution::finish`] takes the nodes down and
 //! gives the [`ExecutionResult`]. [`crate::execute`] loops them.
+//!
+//! Its state is in parts, each with private fields and the methods that
+//! change them: the wire (`wire.rs`: netsim and the host client), the
+//! power losses (`crashes.rs`), the disk faults (`disks.rs`), pauses, clock
+//! jumps and kills (`node_faults.rs`), connection faults
+//! (`conn_faults.rs`), when faults may happen at all, the script's
+//! progress and the grants (`parts.rs`), and the strategy's side
+//! (`choices.rs`). Applying a chosen action (`apply.rs`) is one call into
+//! the part it belongs to; a node's run and the host client's poll, which
+//! touch several, are in `run.rs`.
 
 mod apply;
 mod boot;
 mod choices;
 mod conn_faults;
+mod crashes;
+mod disks;
 mod enabled;
 mod inspect;
 mod lookahead;
 mod node_faults;
 mod parts;
 mod roles;
+mod run;
 mod schedule;
 mod script;
 mod wire;
@@ -24,9 +37,13 @@ use std::time::{Duration, Instant};
 
 use self::boot::{boot_nodes, host_endpoint, network};
 use self::choices::Choices;
+use self::conn_faults::ConnFaults;
+use self::crashes::Crashes;
+use self::disks::DiskFaults;
 pub use self::inspect::{ExecOutput, InspectError, Reached, Until};
+use self::node_faults::NodeFaults;
 pub(crate) use self::parts::Phase;
-use self::parts::{Faults, Grants, Script};
+use self::parts::{FaultPeriod, Grants, Script};
 use self::wire::Wire;
 use crate::actions::{effective_time, horizon, Enabled};
 use crate::console::AgentMsg;
@@ -95,7 +112,12 @@ pub struct Execution<'a> {
     nodes: Nodes,
     wire: Wire,
     script: Script,
-    faults: Faults,
+    /// When faults may happen at all.
+    fault_period: FaultPeriod,
+    crashes: Crashes,
+    disk_faults: DiskFaults,
+    node_faults: NodeFaults,
+    conn_faults: ConnFaults,
     grants: Grants,
     /// Agent messages of the node run being taken in (kept to reuse its
     /// buffer; empty between steps).
@@ -134,7 +156,11 @@ impl<'a> Execution<'a> {
             nodes: Nodes::new(nodes),
             wire: Wire::new(net, host),
             script: Script::new(),
-            faults: Faults::new(spec.stream_seed(), spec.explore.crash_states.clone()),
+            fault_period: FaultPeriod::default(),
+            crashes: Crashes::new(spec.stream_seed(), spec.explore.crash_states.clone()),
+            disk_faults: DiskFaults::new(spec.stream_seed()),
+            node_faults: NodeFaults::new(spec.stream_seed()),
+            conn_faults: ConnFaults::new(spec.stream_seed()),
             grants: Grants::default(),
             msgs: Vec::new(),
             choices: Choices::new(spec.boot_seed),
@@ -162,7 +188,7 @@ impl<'a> Execution<'a> {
     /// started: the point where every execution of a run begins from the
     /// same boot (see [`ExecutionSpec::boot_seed`]).
     pub fn is_booted(&self) -> bool {
-        self.script.phase == Phase::Ready
+        self.script.phase() == Phase::Ready
     }
 
     /// Ends a warm-start boot ([`Self::is_booted`]) for the execution with
@@ -173,10 +199,14 @@ impl<'a> Execution<'a> {
     /// does this at its first step after the boot, a forked child before
     /// its first step, so both go on alike.
     pub(crate) fn end_boot(&mut self, seed: u64) -> Result<(), EngineError> {
-        debug_assert_eq!(self.script.phase, Phase::Ready);
+        debug_assert_eq!(self.script.phase(), Phase::Ready);
         self.seed = seed;
-        self.choices.boot_rng = None;
-        self.faults.reseed(seed);
+        self.choices.end_boot();
+        // Only the streams start again: what the boot counted stays.
+        self.crashes.reseed(seed);
+        self.disk_faults.reseed(seed);
+        self.node_faults.reseed(seed);
+        self.conn_faults = ConnFaults::new(seed);
         let host = host_endpoint(self.spec, seed, self.now);
         self.wire.reseed(host, seed, self.now, self.spec.explore.faults_after.is_none());
         for (node, n) in self.nodes.with_ids_mut() {
@@ -227,7 +257,7 @@ impl<'a> Execution<'a> {
     /// time, and move the cluster's script on (workload, checks, verdict).
     /// Returns [`Step::Done`] once the execution has its verdict.
     pub fn step(&mut self, strategy: &mut dyn Strategy) -> Result<Step, EngineError> {
-        if self.script.verdict.is_some() {
+        if self.script.is_decided() {
             return Ok(Step::Done);
         }
         if self.spec.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
@@ -237,10 +267,10 @@ impl<'a> Execution<'a> {
         if let Some(chosen) = self.held.take() {
             return self.apply_chosen(chosen);
         }
-        if self.script.phase == Phase::Ready {
+        if self.script.phase() == Phase::Ready {
             self.end_boot(self.spec.seed)?;
         }
-        let mut pending = std::mem::take(&mut self.choices.pending);
+        let mut pending = self.choices.take_pending();
         self.gather_pending(&mut pending);
         let Some(earliest) = pending.earliest() else {
             self.fail(FailureKind::GuestExit, None, "every node has exited".into());
@@ -256,19 +286,19 @@ impl<'a> Execution<'a> {
         }
         if let Some((at, k)) = self.next_scheduled_crash().filter(|&(at, _)| at <= earliest) {
             // A scheduled crash is the earliest event: no choice.
-            self.choices.pending = pending;
+            self.choices.put_pending(pending);
             self.now = at.max(self.now);
             return self.scheduled_crash(k);
         }
         let window = self.spec.explore.window;
         let horizon = horizon(earliest, self.now, window, pending.min_requested());
-        let mut enabled = std::mem::take(&mut self.choices.enabled);
+        let mut enabled = self.choices.take_enabled();
         self.enabled(&pending, horizon, &mut enabled);
-        self.choices.pending = pending;
+        self.choices.put_pending(pending);
         let chosen = enabled[self.choices.pick(&enabled, strategy)];
-        self.choices.enabled = enabled;
+        self.choices.put_enabled(enabled);
         self.now = effective_time(&chosen, self.now);
-        self.choices.steps += 1;
+        self.choices.count_steps(1);
         if let Some(branch) = self.crash_branch(&chosen) {
             self.held = Some(chosen);
             return Ok(Step::CrashBranch(branch));
@@ -282,16 +312,16 @@ impl<'a> Execution<'a> {
         let visible = self.trace.visible();
         self.apply(chosen.action)?;
         let mut desc = chosen.desc;
-        if let Some((began, free)) = self.grants.free_runs.take() {
+        if let Some((began, free)) = self.grants.take_free_runs() {
             // The node ran ahead: this step is its last wake-up.
             desc = self.log_free_runs(desc, began, free);
         }
         // Quiet: a node run that added nothing to the trace but its (folded)
         // `Run`; the step log folds those as the trace does.
         let quiet = desc.kind == ActionKind::RunNode && self.trace.visible() == visible;
-        self.choices.log.push(self.now, desc, quiet);
+        self.choices.log(self.now, desc, quiet);
         self.advance_script()?;
-        Ok(if self.script.verdict.is_some() { Step::Done } else { Step::Running })
+        Ok(if self.script.is_decided() { Step::Done } else { Step::Running })
     }
 
     /// With [`Self::branch_at_crash`]: whether `chosen` is the execution's
@@ -300,13 +330,10 @@ impl<'a> Execution<'a> {
     /// of a run are those of the first crash point).
     fn crash_branch(&self, chosen: &Enabled) -> Option<CrashBranch> {
         let crate::actions::Action::Crash(i) = chosen.action else { return None };
-        if !self.branch_at_crash || !self.faults.crash_points.is_empty() {
+        if !self.branch_at_crash {
             return None;
         }
-        let crash = self.faults.crashes + 1;
-        if self.faults.forced_crash_states.contains_key(&crash) {
-            return None;
-        }
+        let crash = self.crashes.first_unforced()?;
         let states = disk::enumerable_states(self.nodes[i].data_disk()?.disk()?, self.spec.disk.as_ref()?)?;
         let chosen = disk::drawn_state(self.seed, crash, states);
         Some(CrashBranch { crash, states: states as u64, chosen })
@@ -323,19 +350,19 @@ impl<'a> Execution<'a> {
     /// becomes that state's sibling. The state is part of the execution's
     /// spec (`explore.crash_states`), as a cold sibling's is.
     pub fn force_crash_state(&mut self, crash: u32, state: u64) {
-        self.faults.forced_crash_states.insert(crash, state);
+        self.crashes.force_state(crash, state);
     }
 
     /// The run's own spec in place of the boot's, in a warm start's forked
     /// child (`crate::warm`): its forced crash states with it.
     pub(crate) fn use_spec(&mut self, spec: &'a ExecutionSpec) {
         self.spec = spec;
-        self.faults.forced_crash_states = spec.explore.crash_states.clone();
+        self.crashes.set_forced(spec.explore.crash_states.clone());
     }
 
     /// The earliest pending event is past the virtual-time limit.
     fn time_limit(&mut self) {
-        let what = match self.script.phase {
+        let what = match self.script.phase() {
             Phase::Booting => "the nodes did not all boot",
             Phase::Probing { .. } => "the nodes were not all ready ([node] ready)",
             Phase::Ready => unreachable!("a step leaves Ready before it looks at the time"),
@@ -353,11 +380,11 @@ impl<'a> Execution<'a> {
     /// (`ExploreSpec::calm_from`): before the enabled set, since calming
     /// heals a partition and stops crashes. Whether it began.
     fn calm_probe(&mut self) -> Result<bool, EngineError> {
-        let steps = self.choices.steps;
+        let steps = self.choices.steps();
         let Some((_, seed)) = self.spec.explore.calm_from.filter(|&(at, _)| at == steps) else { return Ok(false) };
-        self.faults.calm = true;
+        self.fault_period.calm();
         self.calm_disks();
-        self.choices.calm_rng = Some(simrng::seeded(seed));
+        self.choices.calm(seed);
         self.wire.calm(seed);
         self.resume_all()?;
         Ok(true)
@@ -366,13 +393,13 @@ impl<'a> Execution<'a> {
     /// After an action: every node ready starts the workload; every check
     /// answered passes the execution.
     fn advance_script(&mut self) -> Result<(), EngineError> {
-        if self.script.phase == Phase::Booting
+        if self.script.phase() == Phase::Booting
             && self.nodes.iter().all(|n| n.agent_ready())
-            && self.script.verdict.is_none()
+            && !self.script.is_decided()
         {
             self.wall.boot = self.wall.first_spawn.map(|t| t.elapsed());
             if self.spec.ready_probe {
-                self.script.phase = Phase::Probing { passed: 0 };
+                self.script.set_phase(Phase::Probing { passed: 0 });
                 for node in self.nodes.ids() {
                     self.command(node, crate::READY_PROBE)?;
                 }
@@ -380,17 +407,17 @@ impl<'a> Execution<'a> {
                 self.boot_done()?;
             }
         }
-        if self.script.phase == (Phase::Probing { passed: self.nodes.len() }) && self.script.verdict.is_none() {
+        if self.script.phase() == (Phase::Probing { passed: self.nodes.len() }) && !self.script.is_decided() {
             let text = "every node ready: its readiness probe passed ([node] ready)".to_string();
             self.trace.push_engine(self.now, EventKind::Note { text });
             self.boot_done()?;
         }
-        if self.script.phase == Phase::Setup && self.script.setup_seen && self.script.verdict.is_none() {
+        if self.script.phase() == Phase::Setup && self.script.setup_seen() && !self.script.is_decided() {
             self.start_workload()?;
         }
-        if let Phase::Checks { done } = self.script.phase {
-            if done == self.spec.invariants.len() + self.spec.liveness.len() && self.script.verdict.is_none() {
-                self.script.verdict = Some(Verdict::Pass);
+        if let Phase::Checks { done } = self.script.phase() {
+            if done == self.spec.invariants.len() + self.spec.liveness.len() && !self.script.is_decided() {
+                self.script.decide(Verdict::Pass);
             }
         }
         Ok(())
@@ -400,7 +427,7 @@ impl<'a> Execution<'a> {
     /// warm-start mode the boot ends at the next step.
     fn boot_done(&mut self) -> Result<(), EngineError> {
         if self.spec.boot_seed.is_some() {
-            self.script.phase = Phase::Ready;
+            self.script.set_phase(Phase::Ready);
             Ok(())
         } else {
             self.start_workload()
@@ -433,35 +460,38 @@ impl<'a> Execution<'a> {
             }
         }
         let spec = self.spec;
-        if let (Some(hc), None | Some(Verdict::Pass)) = (&spec.history, &self.script.verdict) {
+        if let (Some(hc), None | Some(Verdict::Pass)) = (&spec.history, self.script.verdict()) {
             self.check_history(hc);
         }
         let (network, pcaps) = self.wire.finish();
         let trace = std::mem::take(&mut self.trace);
+        let (crashes, power_failures, crash_points) = self.crashes.finish();
+        let (grants, round_trips) = self.grants.totals();
+        let (decisions, choice_points, race_points, chosen) = self.choices.finish();
         ExecutionResult {
-            verdict: self.script.verdict.take().unwrap_or(Verdict::Pass),
+            verdict: self.script.take_verdict().unwrap_or(Verdict::Pass),
             trace_hash: trace.hash(),
             trace,
             ended_at: now,
             wall: self.wall.began.elapsed(),
             boot_wall: self.wall.boot,
-            grants: self.grants.total,
-            round_trips: self.grants.round_trips,
+            grants,
+            round_trips,
             node_memory_kib,
             disk_storage_bytes,
             network,
             pcaps,
-            decisions: std::mem::take(&mut self.choices.decisions),
-            choice_points: self.choices.points,
-            race_points: self.choices.races,
-            chosen: std::mem::take(&mut self.choices.log),
-            crashes: self.faults.crashes,
-            power_failures: self.faults.power_failures,
-            crash_points: std::mem::take(&mut self.faults.crash_points),
-            disk_faults: self.faults.disk_counts,
-            node_faults: self.faults.node.counts,
-            conn_faults: self.faults.conn.counts,
-            anomalies: std::mem::take(&mut self.script.anomalies),
+            decisions,
+            choice_points,
+            race_points,
+            chosen,
+            crashes,
+            power_failures,
+            crash_points,
+            disk_faults: self.disk_faults.counts(),
+            node_faults: self.node_faults.counts(),
+            conn_faults: self.conn_faults.counts(),
+            anomalies: self.script.take_anomalies(),
         }
     }
 }

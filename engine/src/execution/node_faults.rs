@@ -1,33 +1,162 @@
 //! Applying pauses, resumes, clock jumps and kills (`[faults.pause]`,
-//! `[faults.clock]`, `[faults.kill]`), and when they are enabled. What they are, their
-//! streams and the clock hardware drawn per node are in `faults`.
+//! `[faults.clock]`, `[faults.kill]`), and when they are enabled. What they
+//! are and the clock hardware drawn per node are in `faults`.
+//!
+//! Invariant: each kind draws from its own stream only (when it becomes
+//! possible, and its length, delay or jump when it is chosen), so turning
+//! one on or off shifts no other draw.
 
 use std::time::Duration;
 
+use simrng::Rng;
+
 use super::Execution;
 use crate::agent::AgentCommand;
-use crate::faults::{below, between, draw_delay};
-use crate::spec::EngineError;
+use crate::faults::{below, between, draw_delay, ClockSpec, FaultCounts, KillSpec, PauseSpec};
+use crate::spec::{EngineError, ExploreSpec};
 use crate::trace::EventKind;
 use crate::NodeId;
+use simtime::VirtualTime;
 
-impl Execution<'_> {
-    /// The workload starts: draw when pauses and clock jumps become
-    /// possible (only for those that are on).
-    pub(crate) fn start_node_faults(&mut self) {
-        let (now, e) = (self.now, &self.spec.explore);
-        let f = &mut self.faults.node;
+/// Pauses, clock jumps and kills in one execution: their streams, when
+/// each becomes possible, and how many happened.
+pub(super) struct NodeFaults {
+    pause_rng: Rng,
+    clock_rng: Rng,
+    kill_rng: Rng,
+    /// Pauses are enabled from this virtual time on (`None` before the
+    /// workload, or when pauses are off).
+    pause_not_before: Option<VirtualTime>,
+    clock_not_before: Option<VirtualTime>,
+    kill_not_before: Option<VirtualTime>,
+    counts: FaultCounts,
+}
+
+impl NodeFaults {
+    /// No fault yet; the streams drawn from `seed`.
+    pub fn new(seed: u64) -> NodeFaults {
+        NodeFaults {
+            pause_rng: simrng::stream(seed, simrng::streams::PAUSE),
+            clock_rng: simrng::stream(seed, simrng::streams::CLOCK),
+            kill_rng: simrng::stream(seed, simrng::streams::KILL),
+            pause_not_before: None,
+            clock_not_before: None,
+            kill_not_before: None,
+            counts: FaultCounts::default(),
+        }
+    }
+
+    /// The streams start again from `seed` (a warm start's boot ends).
+    /// The counts stay: the boot counted its clock offsets and drifts, and
+    /// nothing else can have happened before the workload.
+    pub fn reseed(&mut self, seed: u64) {
+        *self = NodeFaults { counts: self.counts, ..NodeFaults::new(seed) };
+    }
+
+    /// What happened so far.
+    pub fn counts(&self) -> FaultCounts {
+        self.counts
+    }
+
+    /// The workload starts at `now`: draw when pauses, clock jumps and
+    /// kills become possible (only for those that are on).
+    fn start(&mut self, now: VirtualTime, e: &ExploreSpec) {
         if e.pause.max > 0 {
-            f.pause_not_before =
-                Some(now + Duration::from_nanos(below(&mut f.pause_rng, simtime::span_ns(e.pause.span))));
+            self.pause_not_before = Some(now + span_draw(&mut self.pause_rng, e.pause.span));
         }
         if e.clock.jumps() {
-            f.clock_not_before =
-                Some(now + Duration::from_nanos(below(&mut f.clock_rng, simtime::span_ns(e.clock.span))));
+            self.clock_not_before = Some(now + span_draw(&mut self.clock_rng, e.clock.span));
         }
         if e.kill.max > 0 {
-            f.kill_not_before = Some(now + Duration::from_nanos(below(&mut f.kill_rng, simtime::span_ns(e.kill.span))));
+            self.kill_not_before = Some(now + span_draw(&mut self.kill_rng, e.kill.span));
         }
+    }
+
+    /// Whether a pause may come at `now` within the budget of `p`.
+    fn pause_due(&self, now: VirtualTime, p: &PauseSpec) -> bool {
+        self.pause_not_before.is_some_and(|t| now >= t) && self.counts.pauses < p.max
+    }
+
+    /// Whether a kill may come at `now` within the budget of `k`.
+    fn kill_due(&self, now: VirtualTime, k: &KillSpec) -> bool {
+        self.kill_not_before.is_some_and(|t| now >= t) && self.counts.kills < k.max
+    }
+
+    /// Whether a clock jump may come at `now` within the budget of `c`.
+    fn clock_due(&self, now: VirtualTime, c: &ClockSpec) -> bool {
+        let used = self.counts.clock_bumps + self.counts.clock_strobes;
+        self.clock_not_before.is_some_and(|t| now >= t) && used < c.max
+    }
+
+    /// When a pause and a clock jump become possible, for those with
+    /// budget left (for lookahead's bound).
+    pub fn next_possible(&self, e: &ExploreSpec) -> [Option<VirtualTime>; 2] {
+        let pause = self.pause_not_before.filter(|_| self.counts.pauses < e.pause.max);
+        let clock_used = self.counts.clock_bumps + self.counts.clock_strobes;
+        let clock = self.clock_not_before.filter(|_| clock_used < e.clock.max);
+        [pause, clock]
+    }
+
+    /// A pause is chosen at `now`: its length (drawn), and the next pause
+    /// may come a drawn time from now.
+    fn draw_pause(&mut self, now: VirtualTime, p: &PauseSpec) -> Duration {
+        let (lo, hi) = (simtime::span_ns(p.length.0), simtime::span_ns(p.length.1));
+        let length = between(&mut self.pause_rng, lo as i64, hi as i64) as u64;
+        self.pause_not_before = Some(now + span_draw(&mut self.pause_rng, p.span));
+        self.counts.pauses += 1;
+        Duration::from_nanos(length)
+    }
+
+    /// A kill is chosen at `now`: its restart delay (drawn), and the next
+    /// kill may come a drawn time from now.
+    fn draw_kill(&mut self, now: VirtualTime, k: &KillSpec) -> Duration {
+        let delay = draw_delay(&mut self.kill_rng, k.restart_after);
+        self.kill_not_before = Some(now + span_draw(&mut self.kill_rng, k.span));
+        self.counts.kills += 1;
+        delay
+    }
+
+    /// A clock jump is chosen at `now`: a bump or a strobe (drawn when
+    /// both are on), as traced and as sent to the agent; the next jump may
+    /// come a drawn time from now.
+    fn draw_clock_jump(&mut self, now: VirtualTime, c: &ClockSpec) -> (EventKind, AgentCommand) {
+        let strobe = match (c.bump_ns, c.strobe) {
+            (Some(_), Some(s)) => (below(&mut self.clock_rng, 2) == 1).then_some(s),
+            (None, s) => s,
+            (Some(_), None) => None,
+        };
+        let jump = match (strobe, c.bump_ns) {
+            (Some(s), _) => {
+                self.counts.clock_strobes += 1;
+                let (delta_ns, period_ns, length_ns) =
+                    (s.delta_ns, simtime::span_ns(s.period), simtime::span_ns(s.length));
+                (
+                    EventKind::ClockStrobe { delta_ns, period_ns, length_ns },
+                    AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns },
+                )
+            }
+            (None, Some((lo, hi))) => {
+                self.counts.clock_bumps += 1;
+                let delta_ns = between(&mut self.clock_rng, lo, hi);
+                (EventKind::ClockBump { delta_ns }, AgentCommand::ClockBump { delta_ns })
+            }
+            (None, None) => unreachable!("clock jumps are enabled only with a bump or a strobe"),
+        };
+        self.clock_not_before = Some(now + span_draw(&mut self.clock_rng, c.span));
+        jump
+    }
+}
+
+/// A time uniformly within `span` (nothing drawn for a span of 0).
+fn span_draw(rng: &mut Rng, span: Duration) -> Duration {
+    Duration::from_nanos(below(rng, simtime::span_ns(span)))
+}
+
+impl Execution<'_> {
+    /// The workload starts: draw when pauses, clock jumps and kills
+    /// become possible (only for those that are on).
+    pub(crate) fn start_node_faults(&mut self) {
+        self.node_faults.start(self.now, &self.spec.explore);
     }
 
     /// Records `node`'s clock hardware at one of its boots.
@@ -35,11 +164,11 @@ impl Execution<'_> {
         let now = self.now;
         let clock = self.nodes[node].clock;
         if let Some(offset_ns) = clock.offset_ns {
-            self.faults.node.counts.clock_offsets += 1;
+            self.node_faults.counts.clock_offsets += 1;
             self.trace.push(now, node, EventKind::ClockOffset { offset_ns });
         }
         if let Some(ppm) = clock.drift_ppm {
-            self.faults.node.counts.clock_drifts += 1;
+            self.node_faults.counts.clock_drifts += 1;
             self.trace.push(now, node, EventKind::ClockDrift { ppm });
         }
     }
@@ -53,12 +182,10 @@ impl Execution<'_> {
     /// `[faults.pause] target`, only on a node holding that role, and
     /// there whether or not it is sending.
     pub(crate) fn pause_enabled(&self, node: NodeId) -> bool {
-        let p = &self.spec.explore.pause;
         let n = &self.nodes[node];
-        let time = self.faults.node.pause_not_before.is_some_and(|t| self.now >= t);
         let sending = self.wire.has_in_flight_from(node);
-        time && self.faults.node.counts.pauses < p.max
-            && !self.faults.calm
+        self.node_faults.pause_due(self.now, &self.spec.explore.pause)
+            && !self.fault_period.is_calm()
             && n.is_ready()
             && n.paused_until().is_none()
             && n.killed_until().is_none()
@@ -75,10 +202,9 @@ impl Execution<'_> {
     /// kill just after the node sent something (an acknowledgement) is
     /// weighted up.
     pub(crate) fn kill_enabled(&self, node: NodeId) -> bool {
-        let (k, n) = (&self.spec.explore.kill, &self.nodes[node]);
-        let time = self.faults.node.kill_not_before.is_some_and(|t| self.now >= t);
-        time && self.faults.node.counts.kills < k.max
-            && !self.faults.calm
+        let n = &self.nodes[node];
+        self.node_faults.kill_due(self.now, &self.spec.explore.kill)
+            && !self.fault_period.is_calm()
             && n.is_ready()
             && n.paused_until().is_none()
             && n.killed_until().is_none()
@@ -86,12 +212,8 @@ impl Execution<'_> {
 
     /// SIGKILLs `node`'s start command; it runs again a drawn delay from now.
     pub(crate) fn kill(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let (now, k) = (self.now, &self.spec.explore.kill);
-        let f = &mut self.faults.node;
-        let delay = draw_delay(&mut f.kill_rng, k.restart_after);
-        f.kill_not_before = Some(now + Duration::from_nanos(below(&mut f.kill_rng, simtime::span_ns(k.span))));
-        f.counts.kills += 1;
-        let restart_at = now + delay;
+        let now = self.now;
+        let restart_at = now + self.node_faults.draw_kill(now, &self.spec.explore.kill);
         self.nodes[node].set_killed_until(Some(restart_at));
         self.trace.push(now, node, EventKind::Kill { restart_at });
         self.control(node, &AgentCommand::Kill)
@@ -110,24 +232,16 @@ impl Execution<'_> {
     /// `[faults.clock] target`, only on a node holding that role.
     pub(crate) fn clock_jump_enabled(&self, node: NodeId) -> bool {
         let n = &self.nodes[node];
-        let time = self.faults.node.clock_not_before.is_some_and(|t| self.now >= t);
-        let c = &self.spec.explore.clock;
-        let used = self.faults.node.counts.clock_bumps + self.faults.node.counts.clock_strobes;
-        time && used < c.max
-            && !self.faults.calm
+        self.node_faults.clock_due(self.now, &self.spec.explore.clock)
+            && !self.fault_period.is_calm()
             && n.is_ready()
             && self.role_allows(self.spec.explore.roles.clock.as_deref(), node)
     }
 
     /// Stops `node`'s start command until a drawn length from now.
     pub(crate) fn pause(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let (now, p) = (self.now, &self.spec.explore.pause);
-        let f = &mut self.faults.node;
-        let (lo, hi) = (simtime::span_ns(p.length.0), simtime::span_ns(p.length.1));
-        let length = between(&mut f.pause_rng, lo as i64, hi as i64) as u64;
-        f.pause_not_before = Some(now + Duration::from_nanos(below(&mut f.pause_rng, simtime::span_ns(p.span))));
-        f.counts.pauses += 1;
-        let resume_at = now + Duration::from_nanos(length);
+        let now = self.now;
+        let resume_at = now + self.node_faults.draw_pause(now, &self.spec.explore.pause);
         self.nodes[node].set_paused_until(Some(resume_at));
         self.trace.push(now, node, EventKind::Pause { resume_at });
         self.control(node, &AgentCommand::Pause)
@@ -154,32 +268,31 @@ impl Execution<'_> {
     /// Jumps `node`'s wall clock: a bump, or a strobe (drawn when both
     /// are on).
     pub(crate) fn clock_jump(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let (now, c) = (self.now, &self.spec.explore.clock);
-        let f = &mut self.faults.node;
-        let strobe = match (c.bump_ns, c.strobe) {
-            (Some(_), Some(s)) => (below(&mut f.clock_rng, 2) == 1).then_some(s),
-            (None, s) => s,
-            (Some(_), None) => None,
-        };
-        let (event, command) = match (strobe, c.bump_ns) {
-            (Some(s), _) => {
-                f.counts.clock_strobes += 1;
-                let (delta_ns, period_ns, length_ns) =
-                    (s.delta_ns, simtime::span_ns(s.period), simtime::span_ns(s.length));
-                (
-                    EventKind::ClockStrobe { delta_ns, period_ns, length_ns },
-                    AgentCommand::ClockStrobe { delta_ns, period_ns, length_ns },
-                )
-            }
-            (None, Some((lo, hi))) => {
-                f.counts.clock_bumps += 1;
-                let delta_ns = between(&mut f.clock_rng, lo, hi);
-                (EventKind::ClockBump { delta_ns }, AgentCommand::ClockBump { delta_ns })
-            }
-            (None, None) => unreachable!("clock jumps are enabled only with a bump or a strobe"),
-        };
-        f.clock_not_before = Some(now + Duration::from_nanos(below(&mut f.clock_rng, simtime::span_ns(c.span))));
+        let now = self.now;
+        let (event, command) = self.node_faults.draw_clock_jump(now, &self.spec.explore.clock);
         self.trace.push(now, node, event);
         self.control(node, &command)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand_core::RngCore;
+
+    use super::*;
+
+    #[test]
+    fn reseeding_restarts_the_streams_and_keeps_the_counts() {
+        let mut f = NodeFaults::new(1);
+        f.counts.clock_offsets = 2;
+        f.counts.clock_drifts = 1;
+        f.pause_rng.next_u64();
+        f.reseed(7);
+        assert_eq!((f.counts.clock_offsets, f.counts.clock_drifts), (2, 1), "the boot's counts stay");
+        let fresh = NodeFaults::new(7);
+        let (mut p, mut c) = (fresh.pause_rng, fresh.clock_rng);
+        assert_eq!(f.pause_rng.next_u64(), p.next_u64());
+        assert_eq!(f.clock_rng.next_u64(), c.next_u64());
+        assert_ne!(NodeFaults::new(1).pause_rng.next_u64(), NodeFaults::new(7).pause_rng.next_u64());
     }
 }

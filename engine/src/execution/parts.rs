@@ -1,19 +1,16 @@
-//! The named parts of an [`super::Execution`]'s state, one per concern.
+//! The small parts of an [`super::Execution`]'s state: the script's
+//! progress, when faults may happen, and the grants' counts. The larger
+//! parts live in the module of their concern with their behaviour (`wire`,
+//! `crashes`, `disks`, `node_faults`, `conn_faults`, `choices`).
 //!
-//! Each part is plain data; the behaviour that reads and changes it is in
-//! the sibling module named after the concern (`script`, `node_faults`,
-//! `apply`, `lookahead`, `enabled`). A part holds only what its concern
-//! owns, so a reader can tell from the type which step of the engine may
-//! have changed a value.
+//! Every part keeps its fields private: a reader can tell from its methods
+//! how a step may change it.
 
 use std::collections::BTreeMap;
 
-use crate::disk::CrashPoint;
-use crate::disk::{CompletionFaults, DiskFaultCounts};
-use crate::faults::FaultState;
 use crate::outcome::Verdict;
-use crate::NodeId;
 use simtime::VirtualTime;
+use vmm::node::FreeRuns;
 
 /// Progress of the cluster through its script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,101 +39,122 @@ pub(crate) enum Phase {
 
 /// The script (boot, workload, checks) and how the execution ended.
 pub(crate) struct Script {
-    pub phase: Phase,
-    /// Set once, by the first failure or when every check passed; the
-    /// execution is over from then on.
-    pub verdict: Option<Verdict>,
+    phase: Phase,
+    /// Set by a failure or when every check passed; the execution is over
+    /// from then on.
+    verdict: Option<Verdict>,
     /// What the history check found, by anomaly name (transactional
     /// models; see `HistoryOutcome::anomalies`).
-    pub anomalies: BTreeMap<String, u64>,
+    anomalies: BTreeMap<String, u64>,
     /// Some node's Antithesis SDK reported `setup_complete`.
-    pub setup_seen: bool,
+    setup_seen: bool,
 }
 
 impl Script {
+    /// Booting, no verdict.
     pub fn new() -> Script {
         Script { phase: Phase::Booting, verdict: None, anomalies: BTreeMap::new(), setup_seen: false }
     }
-}
 
-/// Every fault the engine injects (crashes, disk faults, pauses, clock
-/// jumps): when each kind becomes possible, its random streams, and what
-/// happened.
-pub(crate) struct Faults {
-    /// Faults have begun: at the workload's start, or with `[faults]
-    /// start_after` once its name was reached in the workload.
-    pub begun: bool,
-    /// A guest printed `[faults] start_after`'s name.
-    pub start_after_seen: bool,
-    /// A probe's fault-free continuation began (see `ExploreSpec::calm_from`):
-    /// no fault is enabled from then on.
-    pub calm: bool,
-    /// Power losses so far; the next one is number `crashes + 1`.
-    pub crashes: u32,
-    /// Coordinated power failures so far (each counted in `crashes` once per node).
-    pub power_failures: u32,
-    /// Crashes are enabled from this virtual time on (drawn when the
-    /// faults begin, and again after each crash; `None` before).
-    pub crash_not_before: Option<VirtualTime>,
-    /// Each crashed node's restart delay drawn at its crash (`[faults.crash]
-    /// restart_after` as a range or per node), by node; a node
-    /// absent restarts `restart_after` after its crash.
-    pub restart_delays: BTreeMap<NodeId, std::time::Duration>,
-    /// When faults began: the time `[[faults.crash.schedule]]` counts from.
-    pub schedule_base: Option<VirtualTime>,
-    /// The next entry of the crash schedule to apply.
-    pub schedule_next: usize,
-    /// What each crash of a node with a disk left behind.
-    pub crash_points: Vec<CrashPoint>,
-    /// The crash state a crash is forced into, by crash number: the
-    /// spec's (`explore.crash_states`), and a warm-start sibling's
-    /// (`Execution::force_crash_state`).
-    pub forced_crash_states: BTreeMap<u32, u64>,
-    /// The streams of the disk faults decided at completion (lost flush,
-    /// write error, misdirect): drawn only where a fault can happen (a
-    /// flush or write completes and its fault's probability is > 0), so
-    /// turning them on or off shifts no other draw.
-    pub disk: CompletionFaults,
-    /// Disk faults that hit requests, by kind.
-    pub disk_counts: DiskFaultCounts,
-    /// Pauses and clock jumps: their streams, times and counts.
-    pub node: FaultState,
-    /// Connection resets and stalls: their stream, time and counts.
-    pub conn: crate::conn_faults::ConnFaultState,
-}
-
-impl Faults {
-    /// No fault yet; every stream drawn from `seed`.
-    pub fn new(seed: u64, forced_crash_states: BTreeMap<u32, u64>) -> Faults {
-        Faults {
-            begun: false,
-            start_after_seen: false,
-            calm: false,
-            crashes: 0,
-            power_failures: 0,
-            crash_not_before: None,
-            restart_delays: BTreeMap::new(),
-            schedule_base: None,
-            schedule_next: 0,
-            crash_points: Vec::new(),
-            forced_crash_states,
-            disk: CompletionFaults::new(seed),
-            disk_counts: DiskFaultCounts::default(),
-            node: FaultState::new(seed),
-            conn: crate::conn_faults::ConnFaultState::new(seed),
-        }
+    /// Where the cluster is in its script.
+    pub fn phase(&self) -> Phase {
+        self.phase
     }
 
-    /// The streams start again from `seed` (a warm start's boot ends). The
-    /// counts stay: the boot counted its clock offsets and drifts, and
-    /// nothing else can have happened before the workload. (Before session
-    /// 20 they were reset here, so a warm-start run reported no offsets.)
-    pub fn reseed(&mut self, seed: u64) {
-        self.disk = CompletionFaults::new(seed);
-        let counts = self.node.counts;
-        self.node = FaultState::new(seed);
-        self.conn = crate::conn_faults::ConnFaultState::new(seed);
-        self.node.counts = counts;
+    /// The cluster moves on to `phase`.
+    pub fn set_phase(&mut self, phase: Phase) {
+        self.phase = phase;
+    }
+
+    /// Whether the execution has its verdict (it is over).
+    pub fn is_decided(&self) -> bool {
+        self.verdict.is_some()
+    }
+
+    /// The verdict, once there is one.
+    pub fn verdict(&self) -> Option<&Verdict> {
+        self.verdict.as_ref()
+    }
+
+    /// The execution's verdict is `verdict` (its callers check
+    /// [`Self::is_decided`] where a first verdict must stay).
+    pub fn decide(&mut self, verdict: Verdict) {
+        self.verdict = Some(verdict);
+    }
+
+    /// Takes the verdict out (at the end, or around an inspection command
+    /// that must not end the execution).
+    pub fn take_verdict(&mut self) -> Option<Verdict> {
+        self.verdict.take()
+    }
+
+    /// Puts back what [`Self::take_verdict`] took (inspection).
+    pub fn restore_verdict(&mut self, verdict: Option<Verdict>) {
+        self.verdict = verdict;
+    }
+
+    /// Whether some node's Antithesis SDK reported `setup_complete`.
+    pub fn setup_seen(&self) -> bool {
+        self.setup_seen
+    }
+
+    /// Some node's Antithesis SDK reported `setup_complete`.
+    pub fn see_setup(&mut self) {
+        self.setup_seen = true;
+    }
+
+    /// The history check found `anomalies`.
+    pub fn set_anomalies(&mut self, anomalies: BTreeMap<String, u64>) {
+        self.anomalies = anomalies;
+    }
+
+    /// The anomalies, at the end.
+    pub fn take_anomalies(&mut self) -> BTreeMap<String, u64> {
+        std::mem::take(&mut self.anomalies)
+    }
+}
+
+/// When faults may happen: from their beginning (the workload's start,
+/// or `[faults] start_after`) until they stop for good (the quiet period,
+/// a calm probe). Each kind's own gate (its drawn time, its budget) is in
+/// its part: `Crashes`, `NodeFaults`, `ConnFaults`, `DiskFaults`, and the
+/// wire's partitions.
+#[derive(Default)]
+pub(crate) struct FaultPeriod {
+    /// Faults have begun.
+    begun: bool,
+    /// A guest printed `[faults] start_after`'s name.
+    start_after_seen: bool,
+    /// Faults have stopped: no fault is enabled or drawn from then on.
+    calm: bool,
+}
+
+impl FaultPeriod {
+    /// Faults begin now.
+    pub fn begin(&mut self) {
+        self.begun = true;
+    }
+
+    /// Faults stop for good.
+    pub fn calm(&mut self) {
+        self.calm = true;
+    }
+
+    /// Whether faults have stopped.
+    pub fn is_calm(&self) -> bool {
+        self.calm
+    }
+
+    /// Whether `[faults] start_after`'s name was printed.
+    pub fn start_after_seen(&self) -> bool {
+        self.start_after_seen
+    }
+
+    /// `[faults] start_after`'s name is printed for the first time: whether
+    /// faults are to begin now, given whether the workload runs.
+    pub fn see_start_after(&mut self, in_workload: bool) -> bool {
+        self.start_after_seen = true;
+        in_workload && !self.begun && !self.calm
     }
 }
 
@@ -144,33 +162,41 @@ impl Faults {
 #[derive(Default)]
 pub(crate) struct Grants {
     /// Every grant, each a node's wake-up at a time the engine chose.
-    pub total: u64,
+    total: u64,
     /// Grants actually made, each a round trip to a node and back; fewer
     /// than `total` by the wake-ups nodes took under lookahead.
-    pub round_trips: u64,
+    round_trips: u64,
     /// The wake-ups the node run of the current step took by itself, and
     /// when that grant began (`lookahead`), for the step log.
-    pub free_runs: Option<(VirtualTime, vmm::node::FreeRuns)>,
+    free_runs: Option<(VirtualTime, FreeRuns)>,
 }
 
-#[cfg(test)]
-mod tests {
-    use rand_core::RngCore;
+impl Grants {
+    /// A node is granted a wake-up.
+    pub fn grant(&mut self) {
+        self.total += 1;
+    }
 
-    use super::*;
+    /// A grant was made: a round trip to the node and back.
+    pub fn round_trip(&mut self) {
+        self.round_trips += 1;
+    }
 
-    #[test]
-    fn reseeding_restarts_the_streams_and_keeps_the_counts() {
-        let mut f = Faults::new(1, BTreeMap::new());
-        f.node.counts.clock_offsets = 2;
-        f.node.counts.clock_drifts = 1;
-        f.node.pause_rng.next_u64();
-        f.reseed(7);
-        assert_eq!((f.node.counts.clock_offsets, f.node.counts.clock_drifts), (2, 1), "the boot's counts stay");
-        let fresh = FaultState::new(7);
-        let (mut p, mut c) = (fresh.pause_rng, fresh.clock_rng);
-        assert_eq!(f.node.pause_rng.next_u64(), p.next_u64());
-        assert_eq!(f.node.clock_rng.next_u64(), c.next_u64());
-        assert_ne!(FaultState::new(1).pause_rng.next_u64(), FaultState::new(7).pause_rng.next_u64());
+    /// The node run of this step, granted at `began`, took `free` wake-ups
+    /// by itself: each was a grant too, and the step log takes them in
+    /// ([`Self::take_free_runs`]).
+    pub fn ran_free(&mut self, began: VirtualTime, free: FreeRuns) {
+        self.total += free.count;
+        self.free_runs = Some((began, free));
+    }
+
+    /// The wake-ups [`Self::ran_free`] left for the step log.
+    pub fn take_free_runs(&mut self) -> Option<(VirtualTime, FreeRuns)> {
+        self.free_runs.take()
+    }
+
+    /// Every grant, and the round trips among them.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.total, self.round_trips)
     }
 }

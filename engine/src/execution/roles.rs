@@ -67,8 +67,7 @@ impl Execution<'_> {
         let Some(role) = self.spec.explore.roles.crash.as_deref() else { return };
         let first = into.iter().position(|e| matches!(e.action, Action::Crash(_) | Action::PowerFailure));
         into.retain(|e| !matches!(e.action, Action::Crash(_)));
-        let crash_time = self.faults.crash_not_before.is_some_and(|t| self.now >= t);
-        if !crash_time || self.faults.crashes >= self.spec.explore.max_crashes || self.faults.calm {
+        if !self.crashes.due(self.now, self.spec.explore.max_crashes) || self.fault_period.is_calm() {
             return;
         }
         let at = first.unwrap_or(into.len()).min(into.len());

@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use rand_core::RngCore;
-
 use super::{Execution, Phase};
 use crate::agent::{self, AgentCommand};
 use crate::console::AgentMsg;
@@ -19,14 +17,14 @@ impl Execution<'_> {
     /// which crashes are possible.
     pub(crate) fn start_workload(&mut self) -> Result<(), EngineError> {
         let spec = self.spec;
-        if spec.explore.antithesis.await_setup && !self.script.setup_seen {
-            self.script.phase = Phase::Setup;
+        if spec.explore.antithesis.await_setup && !self.script.setup_seen() {
+            self.script.set_phase(Phase::Setup);
             let text = "every node ready: the workload waits for setup_complete ([antithesis])".to_string();
             self.trace.push_engine(self.now, EventKind::Note { text });
             return Ok(());
         }
-        self.script.phase = Phase::Workload;
-        if spec.explore.faults_after.is_none() || self.faults.start_after_seen {
+        self.script.set_phase(Phase::Workload);
+        if spec.explore.faults_after.is_none() || self.fault_period.start_after_seen() {
             self.begin_faults();
         }
         if self.wire.start_host(self.now, &mut self.trace) {
@@ -39,26 +37,12 @@ impl Execution<'_> {
         Ok(())
     }
 
-    /// Draws when the next crash may come: uniformly within `crash_span`
-    /// from now, the crash-time stream's next draw (a power failure takes
-    /// one, like a crash). At the start of the faults and after each
-    /// crash: a crash is offered at every step while a node has something
-    /// at stake, so without a fresh draw a budget of several crashes was
-    /// spent within milliseconds of the first (three single crashes in a
-    /// row were a coordinated outage in all but name, and a power failure
-    /// was no choice of its own).
-    pub(crate) fn draw_next_crash_time(&mut self) {
-        let draw = self.faults.node.crash_time_rng.next_u64();
-        let after = draw % simtime::span_ns(self.spec.explore.crash_span).max(1);
-        self.faults.crash_not_before = Some(self.now + Duration::from_nanos(after));
-    }
-
     /// Faults begin now: draw when crashes, pauses and clock jumps become
     /// possible, and (with `start_after`) start the random partitions.
     pub(crate) fn begin_faults(&mut self) {
-        self.faults.begun = true;
+        self.fault_period.begin();
         self.draw_next_crash_time();
-        self.faults.schedule_base = Some(self.now);
+        self.crashes.begin_schedule(self.now);
         self.start_node_faults();
         self.start_conn_faults();
         if let Some(name) = &self.spec.explore.faults_after {
@@ -73,11 +57,10 @@ impl Execution<'_> {
     /// when it starts.
     pub(crate) fn starts_faults(&mut self, line: &str) -> bool {
         let Some(name) = &self.spec.explore.faults_after else { return false };
-        if self.faults.start_after_seen || crate::console::reached_name(line) != Some(name.as_str()) {
+        if self.fault_period.start_after_seen() || crate::console::reached_name(line) != Some(name.as_str()) {
             return false;
         }
-        self.faults.start_after_seen = true;
-        self.script.phase == Phase::Workload && !self.faults.begun && !self.faults.calm
+        self.fault_period.see_start_after(self.script.phase() == Phase::Workload)
     }
 
     /// Node `from` printed an Antithesis SDK line: a violated assertion
@@ -86,12 +69,12 @@ impl Execution<'_> {
     pub(crate) fn on_sdk_line(&mut self, from: NodeId, line: Result<crate::sdk::SdkLine, String>) {
         use crate::sdk::SdkLine;
         match line {
-            Ok(SdkLine::Assert(a)) if a.violated() && self.script.verdict.is_none() => {
+            Ok(SdkLine::Assert(a)) if a.violated() && !self.script.is_decided() => {
                 let what = a.describe_violation(&self.nodes[from].name);
                 self.fail(FailureKind::Assertion, Some(from), what);
             }
-            Ok(SdkLine::Setup { status }) if status == "complete" && !self.script.setup_seen => {
-                self.script.setup_seen = true;
+            Ok(SdkLine::Setup { status }) if status == "complete" && !self.script.setup_seen() => {
+                self.script.see_setup();
                 let text = format!("setup_complete from {} (Antithesis SDK)", self.nodes[from].name);
                 self.trace.push_engine(self.now, EventKind::Note { text });
             }
@@ -108,7 +91,7 @@ impl Execution<'_> {
             Some(i) => (Some(self.nodes[i].name.clone()), self.nodes[i].with_tail(what)),
             None => (None, what),
         };
-        self.script.verdict = Some(Verdict::Fail(Failure::new(kind, name, self.now, what)));
+        self.script.decide(Verdict::Fail(Failure::new(kind, name, self.now, what)));
     }
 
     /// Sends an agent command to `node`, or keeps it until the node is up
@@ -121,7 +104,7 @@ impl Execution<'_> {
         self.trace.push(self.now, node, EventKind::Command { name: name.to_string() });
         // Checks start after the quiet period's settle time, which the
         // agent sleeps in the guest's virtual time (also after a restart).
-        let mut line = match (self.script.phase, self.spec.explore.quiet_settle) {
+        let mut line = match (self.script.phase(), self.spec.explore.quiet_settle) {
             (Phase::Checks { .. }, Some(settle)) if !settle.is_zero() => {
                 AgentCommand::Settle { ns: simtime::span_ns(settle) }.encode()
             }
@@ -131,7 +114,7 @@ impl Execution<'_> {
         // A check killed by a crash runs again once its node is back; the
         // workload does not (it would start its history over), nor does the
         // readiness probe (every restart sends it anew).
-        if matches!(self.script.phase, Phase::Checks { .. }) && name != crate::READY_PROBE {
+        if matches!(self.script.phase(), Phase::Checks { .. }) && name != crate::READY_PROBE {
             self.nodes[node].running.push(name.to_string());
         }
         let (now, watchdog) = (self.now, self.spec.watchdog);
@@ -151,7 +134,7 @@ impl Execution<'_> {
     /// wait `settle`. A node's clock offset and drift stay: they are
     /// its hardware.
     fn begin_quiet(&mut self, settle: Duration) -> Result<(), EngineError> {
-        self.faults.calm = true;
+        self.fault_period.calm();
         self.calm_disks();
         self.wire.quiet();
         let text = format!("quiet period: faults stop; checks start after {} s", simtime::span_ns(settle) as f64 / 1e9);
@@ -161,7 +144,7 @@ impl Execution<'_> {
 
     /// The workload passed: send the invariants and liveness checks.
     pub(crate) fn start_checks(&mut self) -> Result<(), EngineError> {
-        self.script.phase = Phase::Checks { done: 0 };
+        self.script.set_phase(Phase::Checks { done: 0 });
         let spec = self.spec;
         for (cmd, n) in spec.invariants.iter().chain(&spec.liveness) {
             self.command(*n, cmd)?;
@@ -182,7 +165,7 @@ impl Execution<'_> {
                 // commands in the order sent, so what waited for the node
                 // runs once it is ready again. (At boot, every node's is
                 // sent together once all agents are ready.)
-                if self.spec.ready_probe && !matches!(self.script.phase, Phase::Booting) {
+                if self.spec.ready_probe && !matches!(self.script.phase(), Phase::Booting) {
                     self.command(from, crate::READY_PROBE)?;
                 }
                 for cmd in std::mem::take(&mut self.nodes[from].deferred) {
@@ -211,7 +194,7 @@ impl Execution<'_> {
                         let what = format!("node {name}: its start command exited with status {status}{hint}");
                         self.fail(FailureKind::StartCommand, Some(from), what);
                     }
-                } else if command == "workload" && self.script.phase == Phase::Workload {
+                } else if command == "workload" && self.script.phase() == Phase::Workload {
                     if status != 0 {
                         let what = format!("the workload on {name} exited with status {status}{hint}");
                         self.fail(FailureKind::Workload, Some(from), what);
@@ -221,10 +204,10 @@ impl Execution<'_> {
                         self.begin_quiet(settle)?;
                     }
                     self.start_checks()?;
-                } else if let Phase::Checks { done } = self.script.phase {
+                } else if let Phase::Checks { done } = self.script.phase() {
                     let ok = status == 0;
                     self.trace.push(now, from, EventKind::Invariant { name: command.clone(), ok });
-                    self.script.phase = Phase::Checks { done: done + 1 };
+                    self.script.set_phase(Phase::Checks { done: done + 1 });
                     if !ok && is_liveness {
                         let what = format!(
                             "liveness {command} never held on {name}: its predicate was still false at its deadline \
@@ -249,13 +232,14 @@ impl Execution<'_> {
     /// (at boot), anything else fails the execution.
     fn on_probe_done(&mut self, from: NodeId, status: i32) {
         if status == 0 {
-            if let Phase::Probing { passed } = self.script.phase {
-                self.script.phase = Phase::Probing { passed: passed + 1 };
+            if let Phase::Probing { passed } = self.script.phase() {
+                self.script.set_phase(Phase::Probing { passed: passed + 1 });
             }
             return;
         }
         let name = &self.nodes[from].name;
-        let when = if matches!(self.script.phase, Phase::Probing { .. }) { "after boot" } else { "after its restart" };
+        let when =
+            if matches!(self.script.phase(), Phase::Probing { .. }) { "after boot" } else { "after its restart" };
         let what = format!(
             "node {name} never became ready {when}: its readiness probe ([node] ready) still failed at its \
              deadline ([node] ready_within; exit status {status}{})",
@@ -271,15 +255,14 @@ impl Execution<'_> {
     pub(crate) fn check_history(&mut self, hc: &HistoryCheck) {
         let node = hc.node;
         let HistoryOutcome { ok, note, anomalies } = (hc.check)(self.trace.events(), node);
-        self.script.anomalies = anomalies;
+        self.script.set_anomalies(anomalies);
         let name = hc.invariant.clone();
         let now = self.now;
         self.trace.push_engine(now, EventKind::Note { text: note.lines().next().unwrap_or("").to_string() });
         self.trace.push(now, node, EventKind::Invariant { name, ok });
         if !ok {
             let what = format!("[check] history on {}: {note}", self.nodes[node].name);
-            self.script.verdict =
-                Some(Verdict::Fail(Failure::new(hc.kind, Some(self.nodes[node].name.clone()), now, what)));
+            self.script.decide(Verdict::Fail(Failure::new(hc.kind, Some(self.nodes[node].name.clone()), now, what)));
         }
     }
 }

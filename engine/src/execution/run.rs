@@ -1,0 +1,145 @@
+//! Running a node or the host client: a grant to a node, and taking in
+//! what it did (console and control output, disk completions, frames,
+//! agent messages); a poll of the host client and the workload's end.
+
+use vmm::node::{GuestOutput, OutputStream, RunOutcome};
+
+use super::{Execution, Phase};
+use crate::console;
+use crate::host::HostOutcome;
+use crate::outcome::{Failure, FailureKind, Verdict};
+use crate::spec::EngineError;
+use crate::trace::EventKind;
+use crate::NodeId;
+
+impl Execution<'_> {
+    /// Lets `node` run until it waits again (a grant), and takes in
+    /// what it did: output, disk completions, frames, agent messages.
+    pub(super) fn run_node(&mut self, node: NodeId) -> Result<(), EngineError> {
+        let now = self.now;
+        self.trace.push(now, node, EventKind::run());
+        self.grants.grant();
+        let time_of_day = self.nodes[node].clock.time_of_day();
+        // A grant that ends waiting has settled the node at `now` too:
+        // interrupts owed for transmitted frames and control output, and
+        // input that waited for receive buffers, reached it.
+        let bound = self.lookahead_bound(node);
+        let free_until = self.lookahead_given(node, bound);
+        let grant = self.nodes[node].vm().grant_ahead(now, free_until, time_of_day, self.spec.watchdog)?;
+        self.grants.round_trip();
+        if grant.free_runs.count > 0 {
+            self.account_free_runs(node, grant.free_runs, bound)?;
+            self.grants.ran_free(now, grant.free_runs);
+        }
+        let now = self.now;
+        self.record_output(node, grant.output);
+        self.record_disk(node, &grant.disk);
+        self.nodes[node].flushed_since_run = false;
+        if self.wire.is_on() {
+            self.nodes[node].just_sent = !grant.tx.is_empty();
+        }
+        self.wire.transmit(node, grant.tx, &mut self.trace);
+        if !matches!(grant.outcome, RunOutcome::Waiting { .. }) {
+            self.wire.node_down(node);
+        }
+        match grant.outcome {
+            RunOutcome::Waiting { .. } => {}
+            RunOutcome::Exited { .. } | RunOutcome::Reset { .. } => {
+                let n = &self.nodes[node];
+                // A reset is traced as an exit without status (what it was before
+                // the outcome had its own variant: trace hashes stay as they were).
+                let (status, signal) = match grant.outcome {
+                    RunOutcome::Exited { status, signal } => (status, signal),
+                    _ => (None, None),
+                };
+                self.trace.push(now, node, EventKind::Exit { status, signal, panic: n.saw_panic });
+                let (kind, what) = if n.saw_panic {
+                    let line = n.panic_line.as_deref().unwrap_or("Kernel panic");
+                    (FailureKind::GuestPanic, format!("node {} panicked: {line}", n.name))
+                } else if let RunOutcome::Reset { reason } = &grant.outcome {
+                    (FailureKind::GuestExit, format!("node {} reset: {reason}", n.name))
+                } else {
+                    let what = format!(
+                        "node {} powered off or died unexpectedly (status {status:?}, signal {signal:?})",
+                        n.name
+                    );
+                    (FailureKind::GuestExit, what)
+                };
+                self.fail(kind, Some(node), what);
+                return Ok(());
+            }
+            RunOutcome::Hung { wall } => {
+                self.trace.push(now, node, EventKind::Hung);
+                let what = format!(
+                    "node {} hung: it ran {:.1} s of wall time without letting virtual time advance \
+                     (a guest busy loop waiting for time to pass never sees it pass)",
+                    self.nodes[node].name,
+                    wall.as_secs_f64()
+                );
+                self.fail(FailureKind::GuestHang, Some(node), what);
+                return Ok(());
+            }
+        }
+        let msgs = std::mem::take(&mut self.msgs);
+        for (from, msg) in msgs {
+            if !self.script.is_decided() {
+                self.on_agent_message(from, msg)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a node's stamped output into the trace: console lines as
+    /// events, control lines parsed into agent messages.
+    pub(crate) fn record_output(&mut self, node: NodeId, output: Vec<GuestOutput>) {
+        for o in output {
+            match o.stream {
+                OutputStream::Console => {
+                    for line in self.nodes[node].console.feed(&o.bytes) {
+                        self.nodes[node].remember_line(&line);
+                        let begin = self.starts_faults(&line);
+                        let sdk = self.spec.explore.antithesis.sdk.then(|| crate::sdk::sdk_line(&line)).flatten();
+                        self.trace.push(o.time, node, EventKind::Console { text: line });
+                        if begin {
+                            self.begin_faults();
+                        }
+                        if let Some(sdk) = sdk {
+                            self.on_sdk_line(node, sdk);
+                        }
+                    }
+                }
+                OutputStream::Control => {
+                    for line in self.nodes[node].control.feed(&o.bytes) {
+                        if let Some(m) = console::agent_message(&line) {
+                            self.msgs.push((node, m));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The host endpoint's action: poll it, send what it transmitted, and
+    /// act on the workload's end (invariants next, or the failure).
+    pub(super) fn run_host(&mut self) -> Result<(), EngineError> {
+        let now = self.now;
+        let Some((node, outcome)) = self.wire.poll_host(now, &mut self.trace) else { return Ok(()) };
+        // The workload's end comes after the frames of its last poll, so
+        // that a report finds it as the failing event.
+        let status = match outcome {
+            HostOutcome::Running => return Ok(()),
+            HostOutcome::Passed => 0,
+            HostOutcome::Failed(_) => 1,
+        };
+        self.trace.push(now, node, EventKind::CommandDone { name: "workload".into(), status });
+        match outcome {
+            HostOutcome::Running => {}
+            HostOutcome::Passed if self.script.phase() == Phase::Workload => self.start_checks()?,
+            HostOutcome::Passed => {}
+            HostOutcome::Failed(what) => {
+                self.script.decide(Verdict::Fail(Failure::new(FailureKind::Workload, Some("host".into()), now, what)));
+            }
+        }
+        Ok(())
+    }
+}
