@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What confining user-mode Linux nodes costs (vmm/src/uml/jail/): each
+# What confining user-mode Linux nodes costs (jail/src/): each
 # cluster run once in its jail and once with SIMCLUSTER_DEBUG_UNCONFINED=1,
 # one after the other on this machine, with the same seed. Prints, side by
 # side: the trace hash (the jail must not change it), wall seconds, CPU

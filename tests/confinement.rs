@@ -1,7 +1,7 @@
-//! User-mode Linux nodes in their jails (vmm/src/uml/jail/), end to end:
+//! User-mode Linux nodes in their jails (jail/src/), end to end:
 //! the jail changes nothing a guest sees, and a jail that cannot be made is
 //! a host error naming the node and the step. What a jailed process can
-//! see and do is tested in vmm (`uml::jail::tests`, `uml_disk`).
+//! see and do is tested in the jail crate (`jail::tests`) and vmm (`uml_disk`).
 
 mod common;
 use common::*;
