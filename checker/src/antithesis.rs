@@ -241,7 +241,7 @@ mod tests {
         t.push(at(2), engine::NodeId::new(2).unwrap(), line("always", "Always", true, true, true, "a"));
         t.push(at(3), engine::NodeId::new(1).unwrap(), line("sometimes", "Sometimes", false, true, true, "s"));
         t.push(at(4), engine::NodeId::new(1).unwrap(), line("reachability", "Unreachable", true, false, false, "u"));
-        let p = properties(&t, |n| format!("n{n}"));
+        let p = properties(&t, |n| engine::NodeId::new(n).unwrap().to_string());
         assert_eq!(p.len(), 4);
         assert_eq!(p["a"].failure(), None);
         assert_eq!((p["a"].passes, p["a"].nodes.clone()), (1, vec!["n2".to_string()]));
@@ -253,7 +253,7 @@ mod tests {
         t2.push(at(1), engine::NodeId::new(3).unwrap(), line("sometimes", "Sometimes", true, true, true, "s"));
         t2.push(at(2), engine::NodeId::new(3).unwrap(), line("always", "Always", false, true, true, "a"));
         let mut run = p.clone();
-        add(&mut run, &properties(&t2, |n| format!("n{n}")));
+        add(&mut run, &properties(&t2, |n| engine::NodeId::new(n).unwrap().to_string()));
         assert_eq!(run["s"].failure(), None);
         assert_eq!(run["s"].executions, 2);
         assert_eq!(run["a"].failure(), Some("was false"));

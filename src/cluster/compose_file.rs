@@ -44,8 +44,12 @@ pub(super) fn load(dir: &Path, file: &Path, beside: &Path) -> Result<Cluster, Cl
         return Err(ClusterError::Settings { path, within, problem: format!("{at}{}", e.message().trim_end()) });
     }
     // Messages about node names speak of nK: say which service each is.
-    let names: Vec<String> =
-        project.services.iter().enumerate().map(|(i, s)| format!("{} = n{}", s.name, i + 1)).collect();
+    let names: Vec<String> = project
+        .services
+        .iter()
+        .zip(engine::NodeId::first(project.services.len()))
+        .map(|(s, n)| format!("{} = {n}", s.name))
+        .collect();
     let mut cluster = Cluster::parse(dir, file, text).map_err(|e| match e {
         ClusterError::Invalid { problem, .. } => {
             let table = problem.at.walk().0.first().copied().unwrap_or_default();

@@ -266,7 +266,9 @@ impl<'a> Observer<'a> {
                 }),
                 reached: checker::reach::reached(&result.trace),
                 antithesis: checker::antithesis::properties(&result.trace, |n| {
-                    names.get(usize::from(n).wrapping_sub(1)).cloned().unwrap_or_else(|| format!("n{n}"))
+                    // Console lines come from nodes only: every number is a node's.
+                    let name = |id: engine::NodeId| names.get(id.index()).cloned().unwrap_or_else(|| id.to_string());
+                    engine::NodeId::new(n).map_or_else(|| n.to_string(), name)
                 }),
                 test_composer: checker::antithesis::composer_commands(result.trace.events()),
             };

@@ -18,7 +18,7 @@
 //! saying what was left out.
 
 use engine::trace::{DiskOp, Event, EventKind, ENGINE};
-use engine::{Failure, FailureKind};
+use engine::{Actor, Failure, FailureKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -303,8 +303,14 @@ pub fn node_name(meta: &ReportMeta, node: u16) -> String {
     }
     match meta.node_names.get(node as usize - 1) {
         Some(name) if !name.is_empty() => name.clone(),
-        _ => format!("n{node}"),
+        _ => short_name(node),
     }
+}
+
+/// The trace's node number as a name: `n2` (NodeId's form), `engine` for
+/// 0; a number no node has stays a bare number.
+pub(crate) fn short_name(node: u16) -> String {
+    Actor::from_number(node).map_or_else(|| node.to_string(), |a| a.to_string())
 }
 
 /// `n2` or `n2 (db-2)`; raw.
@@ -313,7 +319,7 @@ pub(crate) fn node_label(meta: &ReportMeta, node: u16) -> String {
         return "engine".to_string();
     }
     let name = node_name(meta, node);
-    let short = format!("n{node}");
+    let short = short_name(node);
     if name == short {
         short
     } else {

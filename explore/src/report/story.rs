@@ -116,7 +116,8 @@ impl Story {
         let wall = first >= GUEST_EPOCH_NS / 2;
         if wall {
             self.clock_note = Some(format!(
-                "the history's times are n{node}'s wall clock; shown as virtual time (less the guest epoch{})",
+                "the history's times are {}'s wall clock; shown as virtual time (less the guest epoch{})",
+                super::short_name(node),
                 if offset != 0 { " and the node's clock offset" } else { "" }
             ));
         }

@@ -5,7 +5,7 @@
 use super::layout::View;
 use super::layout::{Page, GAP_H, GUTTER, HEAD_H, LANE_W, TOP};
 use super::{FOCUS_CONTEXT, HEAD_ROWS, MAX_ROWS, ROWS_AFTER_FAILURE};
-use crate::report::{clip, esc_html, fmt_dur, fmt_time, node_name};
+use crate::report::{clip, esc_html, fmt_dur, fmt_time, node_name, short_name};
 use engine::trace::EventKind;
 use std::fmt::Write as _;
 
@@ -68,8 +68,9 @@ pub(super) fn headers(p: &Page, h: &mut String) {
         let x = p.x(n).unwrap_or(0);
         let _ = write!(
             h,
-            "<text class=\"lane-hd\" x=\"{x}\" y=\"18\" fill=\"{}\">n{n}</text><text class=\"lane-name\" x=\"{x}\" y=\"34\">{}</text>",
+            "<text class=\"lane-hd\" x=\"{x}\" y=\"18\" fill=\"{}\">{}</text><text class=\"lane-name\" x=\"{x}\" y=\"34\">{}</text>",
             p.color(n),
+            short_name(n),
             esc_html(&clip(&node_name(p.meta(), n), 28))
         );
     }

@@ -5,7 +5,7 @@
 use super::layout::{part_file, Page, View, PARTS_DIR};
 use super::{MAX_INDEX_ENTRIES, TITLE_CHARS};
 use crate::report::text::COMMAND_LINES;
-use crate::report::{describe, esc, exit_text, fmt_time, fmt_time_ns, node_label, node_name, Counts};
+use crate::report::{describe, esc, exit_text, fmt_time, fmt_time_ns, node_label, node_name, short_name, Counts};
 use engine::trace::{Event, EventKind};
 use std::fmt::Write as _;
 
@@ -199,8 +199,9 @@ fn node_table(p: &Page, h: &mut String) {
         let s = NodeSummary::of(p.events(), n);
         let _ = writeln!(
             h,
-            "<tr><td class=\"{}\"><b>n{n}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"{}\"><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             p.cclass(n),
+            short_name(n),
             esc(&node_name(m, n), 80),
             s.console,
             s.sent,
