@@ -25,7 +25,7 @@ fn main() -> ExitCode {
     // A second signal while this runs is ignored by the handler thread.
     let _ = ctrlc::set_handler(|| {
         simcluster::run::mark_exiting();
-        vmm::uml::node::kill_all_nodes();
+        engine::kill_all_nodes();
         simcluster::run::remove_scratch_now();
         eprintln!("simcluster: interrupted; the nodes are stopped");
         std::process::exit(130);

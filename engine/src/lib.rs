@@ -66,7 +66,6 @@ pub use disk::{CrashPoint, DiskFaultCounts, DiskFaultRates, DiskSpec};
 pub use execution::{CrashBranch, ExecOutput, Execution, InspectError, Reached, Step, Until};
 pub use faults::{ClockSpec, FaultCounts, KillSpec, NodeClock, PauseSpec, ScheduledCrash, StrobeSpec, DRIFT_ENV};
 pub use host::{HostRequest, HostWorkload};
-pub use hostfacts::{GuestCpuid, HostClass, HostFacts};
 pub use network::{describe as describe_partition, NetworkSpec, ScheduledPartition};
 pub use outcome::{ExecutionResult, Failure, FailureKind, Verdict};
 pub use roles::{valid_role, RoleSpec, ROLE_PROBE};
@@ -75,7 +74,18 @@ pub use seeds::{boot_seed, entropy_seed, execution_seed, read_fault_seed};
 pub use spec::{EngineError, ExecutionSpec, ExploreSpec, HistoryCheck, HistoryCheckFn, HistoryOutcome, Lookahead};
 pub use steps::{StepLog, StepSpan};
 pub use time::{Actor, NodeId, GUEST_EPOCH_NS};
+// What the engine takes or gives as netsim, disksim and vmm define it, named
+// here so that the binary talks to the engine alone: the network and disk
+// settings a cluster file writes ([`NetConfig`], [`LinkOverride`],
+// [`Partition`], [`CrashModel`]; [`TomlKey`] spells their keys), the disk
+// image a [`DiskSpec`] holds ([`BlockStore`]), the network's counts in an
+// [`ExecutionResult`] ([`NetStats`]), and the host and its node processes.
+pub use disksim::{BlockStore, CrashModel};
+pub use hostfacts::{GuestCpuid, HostClass, HostFacts, NO_CPUID_FAULTING_ENV};
+pub use netsim::{LinkOverride, NetConfig, NetStats, Partition, TomlKey};
+pub use vmm::kvm::host::has_hardware_virt;
 pub use vmm::runtime::RuntimeKind;
+pub use vmm::uml::node::kill_all_nodes;
 pub use warm::{Boot, Forked, Sibling, WarmStart};
 
 use strategy::Strategy;

@@ -22,7 +22,7 @@ pub struct FaultsSection {
     /// Latency, loss, duplication, reordering, bandwidth; `partitions = true`
     /// lets the seed partition the network at random times.
     #[serde(default)]
-    pub network: netsim::NetConfig,
+    pub network: engine::NetConfig,
     /// Partitions at fixed virtual times.
     #[serde(default)]
     pub partition: Vec<PartitionSection>,

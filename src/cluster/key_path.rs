@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use netsim::TomlKey;
+use engine::TomlKey;
 
 /// A place in cluster.toml.
 ///

@@ -37,7 +37,7 @@ pub struct PartitionSection {
 /// `[faults.network]` (checked by netsim) and `[[faults.partition]]`, for a
 /// cluster of `n` guests, and the host client when `has_host`.
 pub(super) fn partitions(
-    network: &netsim::NetConfig,
+    network: &engine::NetConfig,
     partitions: &[PartitionSection],
     n: u16,
     has_host: bool,
@@ -62,7 +62,7 @@ impl PartitionSection {
             return Err(at.key("heal").invalid(format!(" = {:?} must come after at = {:?}", p.heal, p.at)));
         }
         // With a host workload "host" names the host client (node N+1).
-        let nodes_of = |key: KeyPath, names: &[String]| -> Result<Vec<netsim::NodeId>, Invalid> {
+        let nodes_of = |key: KeyPath, names: &[String]| -> Result<Vec<engine::NodeId>, Invalid> {
             names
                 .iter()
                 .enumerate()
@@ -78,7 +78,7 @@ impl PartitionSection {
         let partition =
             match (p.groups.is_empty(), p.from.is_empty() && p.to.is_empty()) {
                 // The role's holder takes n1's place when the partition starts.
-                (true, true) if p.isolate.is_some() => netsim::Partition::isolate(engine::NodeId::at(0)),
+                (true, true) if p.isolate.is_some() => engine::Partition::isolate(engine::NodeId::at(0)),
                 _ if p.isolate.is_some() => {
                     return Err(at
                         .key("isolate")
@@ -91,10 +91,10 @@ impl PartitionSection {
                         .enumerate()
                         .map(|(k, g)| nodes_of(at.key("groups").nth(k), g))
                         .collect::<Result<Vec<_>, _>>()?;
-                    netsim::Partition::symmetric(groups)
+                    engine::Partition::symmetric(groups)
                 }
                 (true, false) if !p.from.is_empty() && !p.to.is_empty() => {
-                    netsim::Partition::one_way(nodes_of(at.key("from"), &p.from)?, nodes_of(at.key("to"), &p.to)?)
+                    engine::Partition::one_way(nodes_of(at.key("from"), &p.from)?, nodes_of(at.key("to"), &p.to)?)
                 }
                 _ => return Err(at.invalid(
                     ": give either groups = [[...], [...]], both from = [...] and to = [...], or isolate = \"ROLE\"",

@@ -158,8 +158,8 @@ mod fault_tests {
         assert_eq!(c.spec.faults.network.loss, 0.2);
         assert_eq!(c.partitions.len(), 2);
         assert_eq!(c.partitions[0].at.as_ns(), 5_000_000_000);
-        assert!(c.partitions[1].partition.blocks(netsim::NodeId::new(1).unwrap(), netsim::NodeId::new(2).unwrap()));
-        assert!(!c.partitions[1].partition.blocks(netsim::NodeId::new(2).unwrap(), netsim::NodeId::new(1).unwrap()));
+        assert!(c.partitions[1].partition.blocks(engine::NodeId::new(1).unwrap(), engine::NodeId::new(2).unwrap()));
+        assert!(!c.partitions[1].partition.blocks(engine::NodeId::new(2).unwrap(), engine::NodeId::new(1).unwrap()));
     }
 
     #[test]
@@ -347,9 +347,9 @@ mod host_workload_tests {
         let host = "[workload.host]\nrequests = [ { node = \"n1\", port = 80 } ]\n";
         let cut = "[[faults.partition]]\nat = \"1s\"\nheal = \"2s\"\ngroups = [[\"n1\", \"host\"], [\"n2\"]]\n";
         let c = parse(host, cut).unwrap();
-        let (n1, host_id) = (netsim::NodeId::new(1).unwrap(), netsim::NodeId::new(3).unwrap());
+        let (n1, host_id) = (engine::NodeId::new(1).unwrap(), engine::NodeId::new(3).unwrap());
         assert!(!c.partitions[0].partition.blocks(host_id, n1));
-        assert!(c.partitions[0].partition.blocks(host_id, netsim::NodeId::new(2).unwrap()));
+        assert!(c.partitions[0].partition.blocks(host_id, engine::NodeId::new(2).unwrap()));
         let e = parse("[workload]\nnode = \"n1\"\ncommand = \"true\"\n", cut).unwrap_err().to_string();
         assert!(e.contains("\"host\": no such node"), "{e}");
     }

@@ -128,7 +128,7 @@ mod tests {
         let script = c.role_probe.as_deref().unwrap();
         assert!(script.contains("cat /run/role") && script.contains("sleep 0.25") && script.contains("@sim role"));
         assert_eq!(c.partitions[0].role.as_deref(), Some("leader"));
-        assert_eq!(c.partitions[0].partition, netsim::Partition::isolate(engine::NodeId::at(0)));
+        assert_eq!(c.partitions[0].partition, engine::Partition::isolate(engine::NodeId::at(0)));
         // A probe alone: roles in the trace, no fault targeted.
         let c = parse(ROLES).unwrap();
         assert!(c.explore.roles.probe && !c.explore.roles.targets());

@@ -162,10 +162,10 @@ pub(super) fn check(w: &WorkloadSection, n: u16, dir: &Path) -> Result<(usize, O
 /// Checks `[workload.host]` for a cluster of `n` guests in `dir`.
 fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<HostWorkload, Invalid> {
     let at = KeyPath::table("workload.host");
-    if n >= netsim::MAX_NODES {
+    if n >= engine::NodeId::MAX {
         return Err(at.invalid(format!(
             ": the host client is node N+1, so a cluster with it has at most {} nodes",
-            netsim::MAX_NODES - 1
+            engine::NodeId::MAX - 1
         )));
     }
     if h.requests.is_empty() {

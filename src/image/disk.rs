@@ -1,7 +1,7 @@
 //! Base images for the nodes' data disks: an empty ext4 filesystem of a
 //! given size, byte-identical on every build.
 //!
-//! A node's disk is a [`disksim::BlockStore`] over a read-only base image
+//! A node's disk is an [`engine::BlockStore`] over a read-only base image
 //! (shared by every node and every execution) plus the blocks the node
 //! wrote. The base must be the same bytes every time: it is an input of
 //! every execution, so a difference would change the trace hash and break

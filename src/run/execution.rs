@@ -41,7 +41,7 @@ pub fn mark_exiting() {
 
 /// Removes this process's scratch directory and everything in it, for a
 /// process about to exit mid-execution (its nodes already killed, and no
-/// new node can start: see `vmm::uml::node::kill_all_nodes`). Other jobs'
+/// new node can start: see `engine::kill_all_nodes`). Other jobs'
 /// threads may still be between an execution's start and its first node,
 /// so it looks again for a little while.
 pub fn remove_scratch_now() {
@@ -87,7 +87,7 @@ pub(crate) struct OpenImages {
     /// The data disks' spec, with their base image.
     pub disk: Option<engine::DiskSpec>,
     /// The root filesystem image.
-    pub root: Option<disksim::BlockStore>,
+    pub root: Option<engine::BlockStore>,
 }
 
 impl OpenImages {
@@ -95,7 +95,7 @@ impl OpenImages {
         let root = match &images.root {
             None => None,
             Some(p) => Some(
-                disksim::BlockStore::open_image(p)
+                engine::BlockStore::open_image(p)
                     .with_context(|| format!("cannot open the root image {}", p.display()))?,
             ),
         };
@@ -106,12 +106,12 @@ impl OpenImages {
 /// The data disk spec of a run.
 fn disk_spec(cluster: &Cluster, images: &Images) -> Result<Option<engine::DiskSpec>> {
     let (Some(d), Some(path)) = (&cluster.disk, &images.disk) else { return Ok(None) };
-    let base = disksim::BlockStore::open_image(path)
+    let base = engine::BlockStore::open_image(path)
         .with_context(|| format!("cannot open the disk image {}", path.display()))?;
     Ok(Some(engine::DiskSpec {
         base,
         latency: Duration::from_nanos(d.latency_ns),
-        model: if d.torn_writes { disksim::CrashModel::TORN } else { disksim::CrashModel::ATOMIC },
+        model: if d.torn_writes { engine::CrashModel::TORN } else { engine::CrashModel::ATOMIC },
         enumerate: d.enumerate,
         faults: cluster.disk_faults,
     }))

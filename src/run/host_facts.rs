@@ -73,7 +73,7 @@ fn describe(facts: &HostFacts) -> String {
         s.push_str(&facts.cpu_model);
     }
     if facts.cpuid_faulting_forced_off {
-        s.push_str(&format!("; forced off by {}=1", hostfacts::NO_CPUID_FAULTING_ENV));
+        s.push_str(&format!("; forced off by {}=1", engine::NO_CPUID_FAULTING_ENV));
     }
     s
 }

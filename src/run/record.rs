@@ -164,7 +164,7 @@ pub struct ExecutionFigures {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub anomalies: std::collections::BTreeMap<String, u64>,
     /// netsim's counters; null without a simulated network.
-    pub network: Option<netsim::NetStats>,
+    pub network: Option<engine::NetStats>,
     /// The failure (kind, message, node, time) as the engine reported it;
     /// its keys in the order [`failure_keys_sorted`] writes them.
     #[serde(serialize_with = "failure_keys_sorted")]

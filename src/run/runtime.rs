@@ -24,7 +24,7 @@ pub struct HostVirt {
 impl HostVirt {
     /// Looks at this host.
     pub fn detect() -> HostVirt {
-        let vmx_svm = vmm::kvm::host::has_hardware_virt();
+        let vmx_svm = engine::has_hardware_virt();
         let dev_kvm = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
