@@ -9,10 +9,10 @@ use disksim::Disk;
 use vmm::node::{NodeConfig, NodeDisk, NodeRuntime};
 use vmm::runtime::{self, RuntimeKind};
 
+use crate::console::LineSplitter;
 use crate::faults::NodeClock;
 use crate::seeds::{entropy_seed, read_fault_seed};
 use crate::spec::EngineError;
-use crate::trace::LineSplitter;
 use crate::NodeId;
 use simtime::VirtualTime;
 

@@ -43,7 +43,6 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use crate::console::LineSplitter;
 use crate::time::NodeId;
 use simtime::VirtualTime;
 

@@ -1,6 +1,7 @@
 //! Tests of the trace: folding, hashing, encoding.
 
 use super::*;
+use crate::console::LineSplitter;
 
 /// The time `ns` after the boot.
 fn at(ns: u64) -> VirtualTime {

@@ -6,13 +6,10 @@
 //! The MAC is locally administered (`02:`) and unicast; its last four bytes
 //! repeat the IPv4 address, which makes captures easy to read.
 //!
-//! Invariant: a `NodeId` is in `1..=MAX_NODES` (254), so every address
+//! Invariant: a `NodeId` is in `1..=NodeId::MAX` (254), so every address
 //! lives in `10.0.0.0/24` and `.255` stays the broadcast address.
 
 pub use simtime::NodeId;
-
-/// Largest node id: keeps all nodes inside one /24 with `.255` reserved.
-pub const MAX_NODES: u16 = NodeId::MAX;
 
 /// The Ethernet broadcast address.
 pub const BROADCAST_MAC: [u8; 6] = [0xff; 6];

@@ -38,7 +38,7 @@ pub use simrng::draw as rng;
 pub mod stats;
 pub mod tcp;
 
-pub use addr::{destination, Destination, FrameError, NodeId, MAX_NODES};
+pub use addr::{destination, Destination, FrameError, NodeId};
 pub use config::{
     ConfigError, ConfigKey, ConfigProblem, DatagramOrder, Latency, LinkOverride, LinkParams, NetConfig, PartitionShape,
     TomlKey,

@@ -2,7 +2,7 @@
 
 use super::PartitionShape;
 use super::KEY_PREFIX;
-use crate::addr::MAX_NODES;
+use crate::addr::NodeId;
 
 /// A value in `[faults.network]` that cannot be used: which key, and what
 /// is wrong with it.
@@ -132,7 +132,7 @@ pub enum ConfigProblem {
         other: ConfigKey,
     },
     /// A cluster with no nodes or more than netsim can address.
-    #[error("node count {node_count} is outside 1..={max}", max = MAX_NODES)]
+    #[error("node count {node_count} is outside 1..={max}", max = NodeId::MAX)]
     NodeCount {
         /// The count given.
         node_count: u16,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::error::{ConfigError, ConfigKey, ConfigProblem};
 use super::link::{LinkKey, LinkParams};
 use super::{NetConfig, PartitionShape};
-use crate::addr::{NodeId, MAX_NODES};
+use crate::addr::NodeId;
 
 fn check_p(key: ConfigKey, value: f64) -> Result<(), ConfigError> {
     // Written so that NaN fails too.
@@ -52,7 +52,7 @@ impl NetConfig {
     /// (`"1-2"` and `"2-1"`) are an error rather than a silent order rule.
     pub fn link_params(&self, node_count: u16) -> Result<Vec<LinkParams>, ConfigError> {
         let k = |name: &str| ConfigKey::root().then(name);
-        if node_count == 0 || node_count > MAX_NODES {
+        if node_count == 0 || node_count > NodeId::MAX {
             return Err(ConfigProblem::NodeCount { node_count }.at(&ConfigKey::root()));
         }
         self.latency.validate(&k("latency"))?;
