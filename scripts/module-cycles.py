@@ -7,7 +7,10 @@ a path into B through `crate::`, `super::` or `self::` (in a `use` or
 inline), with comments and string literals skipped. A path that ends at an
 item a module re-exports (`pub use`, `pub(crate) use`) is followed to the
 module that defines it, and the re-export itself is no edge: a parent's
-facade does not make a circle with the child it re-exports. Inline modules
+facade does not make a circle with the child it re-exports. A path from a
+module up to one that contains it (`super::Execution` in a child of
+`execution`) is no edge either: a child is part of its parent, and circles
+are counted between modules neither of which contains the other. Inline modules
 (`mod tests { .. }`) belong to their file. Prints each strongly connected
 set of two or more files with one circle through it, then the same for the
 graph of the crate's top-level modules (each directory or file under src/
@@ -195,7 +198,11 @@ def analyse(src_dir):
         if reexport:
             continue
         to = resolve(cur, segs)
-        if to != fmod and to in known:
+        # A path from a module up to one that contains it is no edge: a
+        # child module is part of its parent (it sees the parent's private
+        # items, and `impl Parent` in a child is how Rust spreads one
+        # type's methods over files).
+        if to != fmod and to in known and fmod[: len(to)] != to:
             edges[fmod].add(to)
     return edges, file_of
 
