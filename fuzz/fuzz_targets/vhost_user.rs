@@ -52,7 +52,7 @@ impl Front {
     /// Connects, negotiates as `virtio_uml` does, maps memory and sets up
     /// both rings (zeroed) and enables them.
     fn ready() -> Front {
-        let be = VhostUserBackend::listen(socket_path(), VirtioNet::new(3)).unwrap();
+        let be = VhostUserBackend::listen(socket_path(), VirtioNet::new(engine::NodeId::new(3).unwrap())).unwrap();
         let sock = UnixStream::connect(socket_path()).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         // SAFETY: memfd_create with a valid C string.

@@ -64,7 +64,7 @@ fuzz_target!(|input: &[u8]| {
     let Some((&which, rest)) = input.split_first() else { return };
     match which % 6 {
         0 => {
-            let mut dev = VirtioNet::new(3);
+            let mut dev = VirtioNet::new(engine::NodeId::new(3).unwrap());
             let mut queues = set_up(&mut dev);
             write_rings(&queues, TX_QUEUE, rest);
             let _ = dev.queue_notify(TX_QUEUE, &mut queues);
@@ -80,7 +80,7 @@ fuzz_target!(|input: &[u8]| {
             }
         }
         2 => {
-            let mut dev = VirtioNet::new(3);
+            let mut dev = VirtioNet::new(engine::NodeId::new(3).unwrap());
             let mut queues = set_up(&mut dev);
             write_rings(&queues, RX_QUEUE, rest);
             let _ = dev.queue_notify(RX_QUEUE, &mut queues);
