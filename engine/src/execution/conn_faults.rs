@@ -60,9 +60,8 @@ impl ConnFaults {
     /// Whether a reset and a stall may come at `now` within `c`'s budget;
     /// `None` when neither may.
     fn due(&self, now: VirtualTime, c: &ConnFaultSpec) -> Option<(bool, bool)> {
-        let time = self.not_before.is_some_and(|t| now >= t);
         let (reset, stall) = (self.counts.resets < c.resets, self.counts.stalls < c.stalls);
-        (time && (reset || stall)).then_some((reset, stall))
+        self.next_possible(c).is_some_and(|t| now >= t).then_some((reset, stall))
     }
 
     /// A stall is chosen at `now`: its direction and its end (drawn).

@@ -84,7 +84,7 @@ impl Crashes {
     /// Whether a crash may come at `now` within a budget of `max`: the
     /// drawn time has come and the budget has one left.
     pub fn due(&self, now: VirtualTime, max: u32) -> bool {
-        self.not_before.is_some_and(|t| now >= t) && self.count < max
+        self.next_possible(max).is_some_and(|t| now >= t)
     }
 
     /// When crashes become possible, if the budget of `max` has one left.

@@ -72,29 +72,41 @@ impl NodeFaults {
         }
     }
 
+    /// When a pause becomes possible, if `p`'s budget has one left.
+    fn pause_possible(&self, p: &PauseSpec) -> Option<VirtualTime> {
+        self.pause_not_before.filter(|_| self.counts.pauses < p.max)
+    }
+
+    /// When a kill becomes possible, if `k`'s budget has one left.
+    fn kill_possible(&self, k: &KillSpec) -> Option<VirtualTime> {
+        self.kill_not_before.filter(|_| self.counts.kills < k.max)
+    }
+
+    /// When a clock jump becomes possible, if `c`'s budget has one left.
+    fn clock_possible(&self, c: &ClockSpec) -> Option<VirtualTime> {
+        let used = self.counts.clock_bumps + self.counts.clock_strobes;
+        self.clock_not_before.filter(|_| used < c.max)
+    }
+
     /// Whether a pause may come at `now` within the budget of `p`.
     fn pause_due(&self, now: VirtualTime, p: &PauseSpec) -> bool {
-        self.pause_not_before.is_some_and(|t| now >= t) && self.counts.pauses < p.max
+        self.pause_possible(p).is_some_and(|t| now >= t)
     }
 
     /// Whether a kill may come at `now` within the budget of `k`.
     fn kill_due(&self, now: VirtualTime, k: &KillSpec) -> bool {
-        self.kill_not_before.is_some_and(|t| now >= t) && self.counts.kills < k.max
+        self.kill_possible(k).is_some_and(|t| now >= t)
     }
 
     /// Whether a clock jump may come at `now` within the budget of `c`.
     fn clock_due(&self, now: VirtualTime, c: &ClockSpec) -> bool {
-        let used = self.counts.clock_bumps + self.counts.clock_strobes;
-        self.clock_not_before.is_some_and(|t| now >= t) && used < c.max
+        self.clock_possible(c).is_some_and(|t| now >= t)
     }
 
     /// When a pause and a clock jump become possible, for those with
     /// budget left (for lookahead's bound).
     pub fn next_possible(&self, e: &ExploreSpec) -> [Option<VirtualTime>; 2] {
-        let pause = self.pause_not_before.filter(|_| self.counts.pauses < e.pause.max);
-        let clock_used = self.counts.clock_bumps + self.counts.clock_strobes;
-        let clock = self.clock_not_before.filter(|_| clock_used < e.clock.max);
-        [pause, clock]
+        [self.pause_possible(&e.pause), self.clock_possible(&e.clock)]
     }
 
     /// A pause is chosen at `now`: its length (drawn), and the next pause
