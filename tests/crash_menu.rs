@@ -272,3 +272,43 @@ fn a_client_only_node_is_out_of_peers_and_reaches_the_servers() {
     let r = run_cluster(dir.path(), out.path(), &["--seed", "1"]);
     assert_eq!(r.code, 0, "{r:?}");
 }
+
+/// A kill may come from a drawn time on, on any ready node, so that time
+/// bounds lookahead like a crash's: a node running ahead past it would
+/// skip steps at which the kill was a choice. A service that wakes every
+/// 10 ms without a sound gives lookahead long runs to take; each
+/// execution's trace is the same with and without it.
+#[test]
+fn a_kill_bounds_lookahead_so_every_execution_traces_the_same_either_way() {
+    let busy = "echo up >> /data/log; while true; do sleep 0.01; done";
+    let d = simple(
+        2,
+        Some(busy),
+        "sleep 3",
+        "[disk]\nsize_mb = 16\nmount = \"/data\"\n[faults]\nsettle = \"1s\"\n\
+         [faults.kill]\nmax = 1\nnodes = [\"n2\"]\nspan = \"2s\"\nweight = 1\nrestart_after = \"500ms\"\n",
+    );
+    let mut seen = Vec::new();
+    for la in ["on", "off"] {
+        let out = tempfile::tempdir().unwrap();
+        let r = run_cluster(
+            d.path(),
+            out.path(),
+            &["--seed", "1", "--executions", "2", "--strategy", "random", "--lookahead", la],
+        );
+        assert_eq!(r.code, 0, "{r:?}");
+        let shard: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("shard.json")).unwrap()).unwrap();
+        let hashes: Vec<String> = shard["executions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["trace_hash"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(hashes.len(), 2, "{shard}");
+        seen.push((hashes, r.json()["kills"].as_u64(), r.json()["round_trips"].as_u64()));
+    }
+    assert_eq!(seen[0].0, seen[1].0, "lookahead on, off: {seen:?}");
+    assert!(seen[0].1 >= Some(1), "no kill happened: {seen:?}");
+    assert!(seen[0].2 < seen[1].2, "lookahead saved no round trip: {seen:?}");
+}

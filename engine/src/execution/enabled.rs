@@ -77,13 +77,18 @@ impl Execution<'_> {
         self.enabled_conn_faults(into);
         let respawns = pending.respawns.iter().filter(|&&(_, t)| t <= horizon);
         into.extend(respawns.map(|&(i, t)| Enabled::respawn(i, t)));
+        self.enabled_kills(into);
+        if !self.offers_faults() {
+            into.retain(|e| !super::inspect::is_fault(e.desc.kind));
+        }
+    }
+
+    /// Kills enabled now, by node (weighted up on a node that just sent).
+    pub(crate) fn enabled_kills(&self, into: &mut Vec<Enabled>) {
         for &i in &self.spec.explore.kill.nodes {
             if self.kill_enabled(i) {
                 into.push(Enabled::kill(i, self.now).at_risk(self.nodes[i].just_sent));
             }
-        }
-        if !self.offers_faults() {
-            into.retain(|e| !super::inspect::is_fault(e.desc.kind));
         }
     }
 

@@ -16,8 +16,8 @@
 //!   anything other than this node's own run is due: another live node's
 //!   requested run, the host client's poll, netsim's next delivery or
 //!   partition, any node's oldest disk completion, a restart or a resume,
-//!   the time limit, and the time a crash, pause or clock jump becomes
-//!   possible. At a wake-up at `t` strictly before it, the enabled set is
+//!   the time limit, and the time a crash, pause, clock jump, kill or
+//!   connection fault becomes possible. At a wake-up at `t` strictly before it, the enabled set is
 //!   this node's run alone (the horizon is `t`, the earliest requested
 //!   run). A fault that is enabled *now* makes every step a choice point,
 //!   so then there is no lookahead at all; one whose time has come but
@@ -99,7 +99,8 @@ impl Execution<'_> {
         self.bound_with(p.earliest_except_run(node))
     }
 
-    /// The earliest time a crash, pause or clock jump can become possible;
+    /// The earliest time a crash, pause, clock jump, kill or connection
+    /// fault can become possible;
     /// `None` when one is enabled now (every step is then a choice).
     fn fault_bound(&self) -> Option<VirtualTime> {
         let mut now_enabled = Vec::new();
@@ -107,6 +108,7 @@ impl Execution<'_> {
         self.target_crashes(&mut now_enabled);
         self.enabled_node_faults(&mut now_enabled);
         self.enabled_conn_faults(&mut now_enabled);
+        self.enabled_kills(&mut now_enabled);
         if !now_enabled.is_empty() {
             return None;
         }
@@ -115,12 +117,12 @@ impl Execution<'_> {
         }
         let explore = &self.spec.explore;
         let crash = self.crashes.next_possible(explore.max_crashes);
-        let [pause, clock] = self.node_faults.next_possible(explore);
+        let [pause, clock, kill] = self.node_faults.next_possible(explore);
         // A time already past gated nothing: the fault waits for a node
         // with something at stake, which only a visible event brings.
         let conn = self.conn_fault_time();
         Some(
-            [crash, pause, clock, conn]
+            [crash, pause, clock, kill, conn]
                 .into_iter()
                 .flatten()
                 .filter(|&t| t > self.now)

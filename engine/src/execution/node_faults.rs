@@ -103,10 +103,10 @@ impl NodeFaults {
         self.clock_possible(c).is_some_and(|t| now >= t)
     }
 
-    /// When a pause and a clock jump become possible, for those with
-    /// budget left (for lookahead's bound).
-    pub fn next_possible(&self, e: &ExploreSpec) -> [Option<VirtualTime>; 2] {
-        [self.pause_possible(&e.pause), self.clock_possible(&e.clock)]
+    /// When a pause, a clock jump and a kill become possible, for those
+    /// with budget left (for lookahead's bound).
+    pub fn next_possible(&self, e: &ExploreSpec) -> [Option<VirtualTime>; 3] {
+        [self.pause_possible(&e.pause), self.clock_possible(&e.clock), self.kill_possible(&e.kill)]
     }
 
     /// A pause is chosen at `now`: its length (drawn), and the next pause
