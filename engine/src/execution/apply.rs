@@ -1,17 +1,17 @@
 //! Applying the action a step chose: one call into the part it belongs to.
-//! Each applies it at `self.now` and records what it produced in the trace.
+//! Each applies it at `self.cx.now` and records what it produced in the trace.
 
 use super::Execution;
 use crate::actions::Action;
 use crate::spec::EngineError;
 
 impl Execution<'_> {
-    /// Applies `action` at `self.now`.
+    /// Applies `action` at `self.cx.now`.
     pub(crate) fn apply(&mut self, action: Action) -> Result<(), EngineError> {
         match action {
             // The wire (`wire`).
             Action::Deliver(id) => {
-                self.wire.deliver(id, self.now, &mut self.nodes, &mut self.trace, self.spec.watchdog)
+                self.wire.deliver(id, self.cx.now, &mut self.cx.nodes, &mut self.cx.trace, self.cx.spec.watchdog)
             }
             Action::NetworkFault { .. } => {
                 self.apply_network_fault();

@@ -81,7 +81,7 @@ impl Execution<'_> {
     /// The workload (or `start_after`) starts the faults: draw when
     /// connection faults become possible (only when they are on).
     pub(crate) fn start_conn_faults(&mut self) {
-        let (now, c) = (self.now, &self.spec.explore.connection);
+        let (now, c) = (self.cx.now, &self.cx.spec.explore.connection);
         if c.on() {
             self.conn_faults.draw_next_time(now, c.span);
         }
@@ -90,14 +90,14 @@ impl Execution<'_> {
     /// The earliest time a connection fault can become possible, when
     /// one is left in the budget (for lookahead's bound).
     pub(crate) fn conn_fault_time(&self) -> Option<VirtualTime> {
-        self.conn_faults.next_possible(&self.spec.explore.connection)
+        self.conn_faults.next_possible(&self.cx.spec.explore.connection)
     }
 
     /// Whether the node at `e` (a guest, or the host client) is up and
     /// ready: a connection fault hits only connections between running
     /// programs.
     fn endpoint_ready(&self, e: &Endpoint) -> bool {
-        self.nodes.get(e.node).is_none_or(|n| n.is_up() && n.is_ready())
+        self.cx.nodes.get(e.node).is_none_or(|n| n.is_up() && n.is_ready())
     }
 
     /// A reset, then a stall, of each established connection in key order
@@ -109,7 +109,7 @@ impl Execution<'_> {
     /// those offered between the same two nodes (so a decision names one).
     /// A connection with frames in flight is at risk.
     pub(crate) fn enabled_conn_faults(&self, into: &mut Vec<Enabled>) {
-        let Some((reset, stall)) = self.conn_faults.due(self.now, &self.spec.explore.connection) else { return };
+        let Some((reset, stall)) = self.conn_faults.due(self.cx.now, &self.cx.spec.explore.connection) else { return };
         if self.fault_period.is_calm() {
             return;
         }
@@ -130,14 +130,14 @@ impl Execution<'_> {
             let behind = *place;
             *place += 1;
             let desc = |kind| {
-                let mut d = EnabledAction::new(node, kind, self.now).with_peer(peer).behind(behind);
+                let mut d = EnabledAction::new(node, kind, self.cx.now).with_peer(peer).behind(behind);
                 d.at_risk = in_flight.contains(key);
                 d
             };
             if reset {
                 into.push(Enabled { action: Action::ConnReset(*key), desc: desc(ActionKind::ConnReset) });
             }
-            if stall && !net.is_stalled(key, self.now) {
+            if stall && !net.is_stalled(key, self.cx.now) {
                 into.push(Enabled { action: Action::ConnStall(*key), desc: desc(ActionKind::ConnStall) });
             }
         }
@@ -145,31 +145,31 @@ impl Execution<'_> {
 
     /// `node:port`, with the node's name (`host` for the host client).
     fn endpoint_name(&self, e: &Endpoint) -> String {
-        let name = self.nodes.get(e.node).map_or("host", |n| n.name.as_str());
+        let name = self.cx.nodes.get(e.node).map_or("host", |n| n.name.as_str());
         format!("{name}:{}", e.port)
     }
 
     /// The next connection fault becomes possible a drawn time from now.
     fn next_conn_fault(&mut self) {
-        self.conn_faults.draw_next_time(self.now, self.spec.explore.connection.span);
+        self.conn_faults.draw_next_time(self.cx.now, self.cx.spec.explore.connection.span);
     }
 
     /// Resets connection `key`: its frames in flight are lost and each end
     /// is sent an RST it accepts (both applications see ECONNRESET).
     pub(crate) fn conn_reset(&mut self, key: ConnKey) {
-        let now = self.now;
+        let now = self.cx.now;
         let (a, b) = (self.endpoint_name(&key.a), self.endpoint_name(&key.b));
         let Some(r) = self.wire.reset_connection(&key, now) else { return };
         self.conn_faults.counts.resets += 1;
-        self.trace.push_engine(now, EventKind::ConnReset { a, b, dropped: r.dropped as u64 });
-        self.wire.trace_resets(&r.resets, now, &mut self.trace);
+        self.cx.trace.push_engine(now, EventKind::ConnReset { a, b, dropped: r.dropped as u64 });
+        self.wire.trace_resets(&r.resets, now, &mut self.cx.trace);
         self.next_conn_fault();
     }
 
     /// Stalls connection `key` one way or both (drawn) for a drawn length.
     pub(crate) fn conn_stall(&mut self, key: ConnKey) {
-        let now = self.now;
-        let (dir, until) = self.conn_faults.draw_stall(now, &self.spec.explore.connection);
+        let now = self.cx.now;
+        let (dir, until) = self.conn_faults.draw_stall(now, &self.cx.spec.explore.connection);
         let (a, b) = (self.endpoint_name(&key.a), self.endpoint_name(&key.b));
         let (from, to, both) = match dir {
             Direction::AtoB => (a, b, false),
@@ -179,7 +179,7 @@ impl Execution<'_> {
         let Some(held) = self.wire.stall_connection(&key, dir, until) else { return };
         let held = held as u64;
         self.conn_faults.counts.stalls += 1;
-        self.trace.push_engine(now, EventKind::ConnStall { from, to, both, until, held });
+        self.cx.trace.push_engine(now, EventKind::ConnStall { from, to, both, until, held });
         self.next_conn_fault();
     }
 }

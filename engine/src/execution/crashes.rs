@@ -188,14 +188,14 @@ impl Execution<'_> {
     /// row were a coordinated outage in all but name, and a power failure
     /// was no choice of its own).
     pub(crate) fn draw_next_crash_time(&mut self) {
-        self.crashes.draw_next_time(self.now, self.spec.explore.crash_span);
+        self.crashes.draw_next_time(self.cx.now, self.cx.spec.explore.crash_span);
     }
 
     /// Nodes `down` (two or more) lose power at this instant, in node order.
     pub(super) fn crash_together(&mut self, down: Vec<NodeId>) -> Result<(), EngineError> {
         self.crashes.power_failures += 1;
-        let nodes: Vec<String> = down.iter().map(|&node| self.nodes[node].name.clone()).collect();
-        self.trace.push_engine(self.now, EventKind::PowerFailure { nodes });
+        let nodes: Vec<String> = down.iter().map(|&node| self.cx.nodes[node].name.clone()).collect();
+        self.cx.trace.push_engine(self.cx.now, EventKind::PowerFailure { nodes });
         for node in down {
             self.crash(node)?;
         }
@@ -206,28 +206,28 @@ impl Execution<'_> {
     /// restart delays per node or drawn from a range, its delay is drawn
     /// now (nothing is drawn for a fixed one).
     pub(super) fn crash(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.now;
-        let range = self.spec.explore.restart_ranges.get(node.index()).copied();
+        let now = self.cx.now;
+        let range = self.cx.spec.explore.restart_ranges.get(node.index()).copied();
         let (crash, forced) = self.crashes.power_loss(node, range);
-        let name = self.nodes[node].name.clone();
-        if !self.nodes[node].running.is_empty() {
+        let name = self.cx.nodes[node].name.clone();
+        if !self.cx.nodes[node].running.is_empty() {
             let text = format!(
                 "the crash kills {name}'s running command(s) {}; sent again once {name} is ready",
-                self.nodes[node].running.join(", ")
+                self.cx.nodes[node].running.join(", ")
             );
-            self.trace.push(now, node, EventKind::Note { text });
+            self.cx.trace.push(now, node, EventKind::Note { text });
         }
-        if self.nodes[node].paused_until().is_some() {
+        if self.cx.nodes[node].paused_until().is_some() {
             // Its paused processes die with it (`Node::power_off`).
             let text = format!("the crash ends {name}'s pause");
-            self.trace.push(now, node, EventKind::Note { text });
+            self.cx.trace.push(now, node, EventKind::Note { text });
         }
         // What the guest's page cache held goes with the power.
-        let dirty_files = self.nodes[node].runtime().and_then(|r| r.dirty_files());
-        let disk = self.nodes[node].power_off(now)?;
-        let detail = match (disk, &self.spec.disk) {
+        let dirty_files = self.cx.nodes[node].runtime().and_then(|r| r.dirty_files());
+        let disk = self.cx.nodes[node].power_off(now)?;
+        let detail = match (disk, &self.cx.spec.disk) {
             (Some(disk), Some(ds)) => {
-                let (mut point, state) = disk::crash_disk(disk, ds, crash, &name, now, self.seed, forced)
+                let (mut point, state) = disk::crash_disk(disk, ds, crash, &name, now, self.cx.seed, forced)
                     .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
                 point.dirty_files = dirty_files;
                 let which = match point.chosen {
@@ -250,17 +250,17 @@ impl Execution<'_> {
             }
             _ => "power loss".into(),
         };
-        self.trace.push(now, node, EventKind::Crash { detail });
+        self.cx.trace.push(now, node, EventKind::Crash { detail });
         self.wire.node_down(node);
         Ok(())
     }
 
     /// Powers crashed `node` on again and connects it.
     pub(super) fn restart(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.now;
-        self.trace.push(now, node, EventKind::Restart);
-        self.nodes[node].boot(self.seed)?;
-        self.nodes[node].connect(now, self.spec.connect_timeout)?;
+        let now = self.cx.now;
+        self.cx.trace.push(now, node, EventKind::Restart);
+        self.cx.nodes[node].boot(self.cx.seed)?;
+        self.cx.nodes[node].connect(now, self.cx.spec.connect_timeout)?;
         self.record_node_clock(node);
         Ok(())
     }

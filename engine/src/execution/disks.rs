@@ -55,13 +55,13 @@ impl Execution<'_> {
     /// Completes pending request `request` of `node`'s data disk now (a
     /// completion-time fault drawn first), and traces it.
     pub(super) fn complete_disk(&mut self, node: NodeId, request: u64) -> Result<(), EngineError> {
-        let (now, watchdog) = (self.now, self.spec.watchdog);
+        let (now, watchdog) = (self.cx.now, self.cx.spec.watchdog);
         self.maybe_disk_fault(node, disksim::RequestId(request));
         // Enabled only for a node whose disk holds the request.
-        let disk = self.nodes[node].data_disk_mut().ok_or(vmm::node::NodeError::NoDisk { node })?;
+        let disk = self.cx.nodes[node].data_disk_mut().ok_or(vmm::node::NodeError::NoDisk { node })?;
         let done = disk.complete_disk(now, disksim::RequestId(request), watchdog)?;
         if done.request.kind == disksim::RequestKind::Flush {
-            self.nodes[node].flushed_since_run = true;
+            self.cx.nodes[node].flushed_since_run = true;
         }
         self.record_disk(node, &[done]);
         Ok(())
@@ -77,12 +77,12 @@ impl Execution<'_> {
                 disksim::RequestKind::Flush => DiskOp::Flush,
             };
             let (id, sector, sectors) = (c.request.id.0, c.request.sector, c.request.sectors);
-            self.trace.push(c.completed, node, EventKind::Disk { id, op, sector, sectors });
+            self.cx.trace.push(c.completed, node, EventKind::Disk { id, op, sector, sectors });
             if let Some(f) = c.fault {
                 self.disk_faults.counts.count(&f);
                 let detail = disk::describe_fault(&f, &c.request);
                 let fault = disk::fault_kind(&f);
-                self.trace.push(c.completed, node, EventKind::DiskFault { id, fault, detail });
+                self.cx.trace.push(c.completed, node, EventKind::DiskFault { id, fault, detail });
             }
         }
     }
@@ -93,11 +93,11 @@ impl Execution<'_> {
     /// disk. The completion reports it, and `record_disk` traces and counts
     /// it there, like a read's corruption.
     fn maybe_disk_fault(&mut self, node: NodeId, id: disksim::RequestId) {
-        let Some(rates) = self.spec.disk.as_ref().map(|d| d.faults) else { return };
+        let Some(rates) = self.cx.spec.disk.as_ref().map(|d| d.faults) else { return };
         if self.fault_period.is_calm() || !rates.any_at_completion() {
             return;
         }
-        let Some(vm) = self.nodes[node].data_disk_mut() else { return };
+        let Some(vm) = self.cx.nodes[node].data_disk_mut() else { return };
         let Some(r) = vm.pending_disk().into_iter().find(|r| r.id == id) else { return };
         let capacity = vm.disk().map_or(0, |d| d.capacity_sectors());
         if let Some(fault) = self.disk_faults.draw(&rates, &r, capacity) {
@@ -110,7 +110,7 @@ impl Execution<'_> {
     /// none at completions (the fault period is calm), and the devices no
     /// longer corrupt reads, now or after a restart.
     pub(crate) fn calm_disks(&mut self) {
-        for n in self.nodes.iter_mut() {
+        for n in self.cx.nodes.iter_mut() {
             n.stop_read_faults();
         }
     }

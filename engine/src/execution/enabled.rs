@@ -16,9 +16,9 @@ use simtime::VirtualTime;
 impl Execution<'_> {
     /// Refills `into` with the pending events of the current state.
     pub(crate) fn gather_pending(&self, into: &mut Pending) {
-        let live = || self.nodes.with_ids().filter(|(_, n)| n.is_up());
-        let restart_after = self.spec.explore.restart_after;
-        let latency = self.spec.disk.as_ref().map_or(Duration::ZERO, |d| d.latency);
+        let live = || self.cx.nodes.with_ids().filter(|(_, n)| n.is_up());
+        let restart_after = self.cx.spec.explore.restart_after;
+        let latency = self.cx.spec.disk.as_ref().map_or(Duration::ZERO, |d| d.latency);
         into.runs.clear();
         into.runs.extend(live().map(|(i, n)| (i, n.runtime().unwrap().requested())));
         into.host = self.wire.host_due();
@@ -32,6 +32,7 @@ impl Execution<'_> {
         into.restarts.clear();
         let crashes = &self.crashes;
         let crashed = self
+            .cx
             .nodes
             .with_ids()
             .filter_map(|(i, n)| n.crashed_at().map(|t| (i, crashes.restart_at(i, t, restart_after))));
@@ -63,7 +64,7 @@ impl Execution<'_> {
         if let Some((due, heal)) = self.wire.next_fault().filter(|(t, _)| *t <= horizon) {
             into.push(Enabled::network_fault(heal, due));
         }
-        if self.spec.disk.is_some() {
+        if self.cx.spec.disk.is_some() {
             let due = pending.disks.iter().filter(|&&(_, _, t)| t <= horizon);
             into.extend(due.map(|&(i, id, t)| Enabled::complete_disk(i, id, t)));
         }
@@ -85,9 +86,9 @@ impl Execution<'_> {
 
     /// Kills enabled now, by node (weighted up on a node that just sent).
     pub(crate) fn enabled_kills(&self, into: &mut Vec<Enabled>) {
-        for &i in &self.spec.explore.kill.nodes {
+        for &i in &self.cx.spec.explore.kill.nodes {
             if self.kill_enabled(i) {
-                into.push(Enabled::kill(i, self.now).at_risk(self.nodes[i].just_sent));
+                into.push(Enabled::kill(i, self.cx.now).at_risk(self.cx.nodes[i].just_sent));
             }
         }
     }
@@ -118,12 +119,12 @@ impl Execution<'_> {
     /// the write). Offering a crash at every step would spend nearly all
     /// of them on idle nodes.
     pub(crate) fn enabled_crashes(&self, into: &mut Vec<Enabled>) {
-        if !self.crashes.due(self.now, self.spec.explore.max_crashes) || self.fault_period.is_calm() {
+        if !self.crashes.due(self.cx.now, self.cx.spec.explore.max_crashes) || self.fault_period.is_calm() {
             return;
         }
         let (mut offered, mut any_at_risk) = (false, false);
-        for &i in &self.spec.explore.crashable {
-            let n = &self.nodes[i];
+        for &i in &self.cx.spec.explore.crashable {
+            let n = &self.cx.nodes[i];
             let sending = self.wire.has_in_flight_from(i);
             let disk = n.data_disk();
             let volatile = disk.and_then(|d| d.disk()).is_some_and(|d| d.volatile_writes().next().is_some());
@@ -135,10 +136,10 @@ impl Execution<'_> {
             // The guest's page cache: what it holds dirty goes with the
             // power (the disk never saw it).
             let dirty = n.runtime().is_some_and(|r| r.dirty_files().is_some_and(|f| f > 0));
-            let at_stake = if self.spec.disk.is_some() { dirty || volatile || n.flushed_since_run } else { sending };
+            let at_stake = if self.cx.spec.disk.is_some() { dirty || volatile || n.flushed_since_run } else { sending };
             if n.is_ready() && at_stake {
                 let at_risk = flush_pending || n.flushed_since_run || n.just_sent;
-                into.push(Enabled::crash(i, self.now).at_risk(at_risk));
+                into.push(Enabled::crash(i, self.cx.now).at_risk(at_risk));
                 any_at_risk |= at_risk;
                 offered = true;
             }
@@ -146,32 +147,32 @@ impl Execution<'_> {
         // A coordinated power failure: offered where a single crash is (some
         // node has something at stake), when two or more nodes are up and
         // the budget has a crash for each.
-        if !(self.spec.explore.power_failure && offered) {
+        if !(self.cx.spec.explore.power_failure && offered) {
             return;
         }
         let down = self.power_failure_nodes();
-        let budget = self.spec.explore.max_crashes - self.crashes.count();
+        let budget = self.cx.spec.explore.max_crashes - self.crashes.count();
         if down.len() >= 2 && down.len() as u32 <= budget {
-            into.push(Enabled::power_failure(down[0], self.now).at_risk(any_at_risk));
+            into.push(Enabled::power_failure(down[0], self.cx.now).at_risk(any_at_risk));
         }
     }
 
     /// The nodes a power failure now takes down: every crashable node that is up.
     pub(crate) fn power_failure_nodes(&self) -> Vec<NodeId> {
-        self.spec.explore.crashable.iter().copied().filter(|&i| self.nodes[i].is_up()).collect()
+        self.cx.spec.explore.crashable.iter().copied().filter(|&i| self.cx.nodes[i].is_up()).collect()
     }
 
     /// Pauses, then clock jumps, each by node (after every older kind, so
     /// executions without them keep their choice indices).
     pub(crate) fn enabled_node_faults(&self, into: &mut Vec<Enabled>) {
-        for &i in &self.spec.explore.pause.nodes {
+        for &i in &self.cx.spec.explore.pause.nodes {
             if self.pause_enabled(i) {
-                into.push(Enabled::pause(i, self.now).at_risk(self.spec.explore.roles.pause.is_some()));
+                into.push(Enabled::pause(i, self.cx.now).at_risk(self.cx.spec.explore.roles.pause.is_some()));
             }
         }
-        for &i in &self.spec.explore.clock.nodes {
+        for &i in &self.cx.spec.explore.clock.nodes {
             if self.clock_jump_enabled(i) {
-                into.push(Enabled::clock_jump(i, self.now).at_risk(self.spec.explore.roles.clock.is_some()));
+                into.push(Enabled::clock_jump(i, self.cx.now).at_risk(self.cx.spec.explore.roles.clock.is_some()));
             }
         }
     }

@@ -137,7 +137,7 @@ impl Execution<'_> {
             match until {
                 Until::Steps(n) if self.choices.steps() >= n => return Ok(Reached::Moment),
                 Until::Time(t) if self.held.is_none() && self.next_due().is_none_or(|e| e > t) => {
-                    self.now = self.now.max(t);
+                    self.cx.now = self.cx.now.max(t);
                     return Ok(Reached::Moment);
                 }
                 _ => {}
@@ -159,7 +159,7 @@ impl Execution<'_> {
 
     /// The nodes' names, by 0-based index.
     pub fn node_names(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| n.name.clone()).collect()
+        self.cx.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
     /// Runs `command` (a shell command line) on `node` now,
@@ -167,24 +167,24 @@ impl Execution<'_> {
     /// answers or `limit` of virtual time has passed. The execution's
     /// verdict, if it had one, stays.
     pub fn exec(&mut self, node: NodeId, command: &str, limit: Duration) -> Result<ExecOutput, InspectError> {
-        let Some(n) = self.nodes.get(node) else {
+        let Some(n) = self.cx.nodes.get(node) else {
             return Err(InspectError::NoSuchNode(format!("#{}", node.number())));
         };
         if !n.is_ready() {
             let why = if n.is_up() { "it is booting (its agent is not up)" } else { "it is powered off" };
-            return Err(InspectError::NodeNotUp { node: n.name.clone(), at: self.now, why });
+            return Err(InspectError::NodeNotUp { node: n.name.clone(), at: self.cx.now, why });
         }
         self.inspected = true;
-        let began = self.now;
-        self.trace.push(began, node, EventKind::Note { text: format!("inspect: exec {command}") });
+        let began = self.cx.now;
+        self.cx.trace.push(began, node, EventKind::Note { text: format!("inspect: exec {command}") });
         self.inspecting = Some(Inspecting { node, chunks: String::new(), status: None });
-        self.control(node, &AgentCommand::Exec(command.to_string()))?;
+        self.cx.control(node, &AgentCommand::Exec(command.to_string()))?;
         let deadline = began + limit;
         let first: Option<Verdict> = self.script.take_verdict();
         let mut later = None;
         let mut scheduler = DefaultScheduler;
-        while self.inspecting.as_ref().is_some_and(|i| i.status.is_none()) && self.now <= deadline {
-            if self.nodes.get(node).is_none_or(|n| !n.is_up()) {
+        while self.inspecting.as_ref().is_some_and(|i| i.status.is_none()) && self.cx.now <= deadline {
+            if self.cx.nodes.get(node).is_none_or(|n| !n.is_up()) {
                 break;
             }
             self.step(&mut scheduler)?;
@@ -197,12 +197,14 @@ impl Execution<'_> {
         self.script.restore_verdict(first.or(later));
         let (chunks, status) = self.inspecting.take().map_or((String::new(), None), |i| (i.chunks, i.status));
         let output = decode_chunks(&chunks);
-        let unfinished = status.is_none().then(|| match self.nodes[node].crashed_at() {
-            Some(t) => format!("{} lost power at {:.6} s while it ran", self.nodes[node].name, t.as_ns() as f64 / 1e9),
-            None if !self.nodes[node].is_up() => format!("{} went down while it ran", self.nodes[node].name),
+        let unfinished = status.is_none().then(|| match self.cx.nodes[node].crashed_at() {
+            Some(t) => {
+                format!("{} lost power at {:.6} s while it ran", self.cx.nodes[node].name, t.as_ns() as f64 / 1e9)
+            }
+            None if !self.cx.nodes[node].is_up() => format!("{} went down while it ran", self.cx.nodes[node].name),
             None => format!("it had not finished after {:.6} s of virtual time", simtime::span_ns(limit) as f64 / 1e9),
         });
-        Ok(ExecOutput { output, status, unfinished, began, ended: self.now })
+        Ok(ExecOutput { output, status, unfinished, began, ended: self.cx.now })
     }
 
     /// An `@sim out` line or `@sim done exec` from node `from`: part of
@@ -220,7 +222,7 @@ impl Execution<'_> {
             }
             None => {
                 let text = format!("agent: {EXEC} output nobody asked for");
-                self.trace.push(self.now, from, EventKind::Note { text });
+                self.cx.trace.push(self.cx.now, from, EventKind::Note { text });
             }
         }
     }

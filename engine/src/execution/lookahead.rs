@@ -69,29 +69,29 @@ impl Execution<'_> {
     /// the node's own run: no later than the time limit and the next fault,
     /// and `None` where that leaves nothing past now.
     fn bound_with(&self, others: Option<VirtualTime>) -> Option<VirtualTime> {
-        let limit = self.spec.time_limit.saturating_add(Duration::from_nanos(1));
+        let limit = self.cx.spec.time_limit.saturating_add(Duration::from_nanos(1));
         let bound = others.unwrap_or(VirtualTime::MAX).min(limit).min(self.fault_bound()?);
-        (bound > self.now).then_some(bound)
+        (bound > self.cx.now).then_some(bound)
     }
 
     /// Lookahead is on and no critical-transition probe is about to calm
     /// the execution.
     fn lookahead_allowed(&self) -> bool {
-        if self.spec.lookahead == Lookahead::Off {
+        if self.cx.spec.lookahead == Lookahead::Off {
             return false;
         }
         // The calm begins at the start of the step whose index is `at`; the
         // step counter already counts this one, so the next step starts at
         // `choices.steps`: a node running ahead from here would carry the
         // count past `at` and the calm would never begin.
-        self.spec.explore.calm_from.is_none_or(|(at, _)| at < self.choices.steps())
+        self.cx.spec.explore.calm_from.is_none_or(|(at, _)| at < self.choices.steps())
     }
 
     /// The bound handed to `node`: [`Self::lookahead_bound`], or in the
     /// debug mode [`Lookahead::IgnoringFrames`] one that leaves out
     /// netsim's next event.
     pub(crate) fn lookahead_given(&self, node: NodeId, bound: Option<VirtualTime>) -> Option<VirtualTime> {
-        if self.spec.lookahead != Lookahead::IgnoringFrames || !self.lookahead_allowed() {
+        if self.cx.spec.lookahead != Lookahead::IgnoringFrames || !self.lookahead_allowed() {
             return bound;
         }
         let mut p = self.choices.pending().clone();
@@ -115,7 +115,7 @@ impl Execution<'_> {
         if self.fault_period.is_calm() {
             return Some(VirtualTime::MAX);
         }
-        let explore = &self.spec.explore;
+        let explore = &self.cx.spec.explore;
         let crash = self.crashes.next_possible(explore.max_crashes);
         let [pause, clock, kill] = self.node_faults.next_possible(explore);
         // A time already past gated nothing: the fault waits for a node
@@ -125,7 +125,7 @@ impl Execution<'_> {
             [crash, pause, clock, kill, conn]
                 .into_iter()
                 .flatten()
-                .filter(|&t| t > self.now)
+                .filter(|&t| t > self.cx.now)
                 .min()
                 .unwrap_or(VirtualTime::MAX),
         )
@@ -141,13 +141,13 @@ impl Execution<'_> {
         free: FreeRuns,
         bound: Option<VirtualTime>,
     ) -> Result<(), EngineError> {
-        let bound = bound.unwrap_or(self.now);
+        let bound = bound.unwrap_or(self.cx.now);
         if free.last >= bound {
             return Err(EngineError::RanAhead { node, last: free.last.as_ns(), bound: bound.as_ns() });
         }
         let until = Some(free.last);
-        self.trace.push(free.last, node, crate::trace::EventKind::Run { grants: free.count, until });
-        self.now = free.last;
+        self.cx.trace.push(free.last, node, crate::trace::EventKind::Run { grants: free.count, until });
+        self.cx.now = free.last;
         Ok(())
     }
 

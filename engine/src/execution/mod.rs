@@ -21,6 +21,7 @@ mod boot;
 mod choices;
 mod conn_faults;
 mod crashes;
+mod ctx;
 mod disks;
 mod enabled;
 mod inspect;
@@ -39,6 +40,7 @@ use self::boot::{boot_nodes, host_endpoint, network};
 use self::choices::Choices;
 use self::conn_faults::ConnFaults;
 use self::crashes::Crashes;
+use self::ctx::Ctx;
 use self::disks::DiskFaults;
 pub use self::inspect::{ExecOutput, InspectError, Reached, Until};
 use self::node_faults::NodeFaults;
@@ -100,16 +102,9 @@ struct Wall {
 /// node executes at any moment. Dropping an `Execution` takes its nodes
 /// down.
 pub struct Execution<'a> {
-    spec: &'a ExecutionSpec,
-    /// The seed every stream of the execution is drawn from: the
-    /// execution's own ([`ExecutionSpec::seed`]), or in warm-start mode
-    /// the boot seed until every agent is ready.
-    seed: u64,
-    /// The one clock: every node's time, and every event's.
-    now: VirtualTime,
-    trace: Trace,
-    /// The guests, in node order.
-    nodes: Nodes,
+    /// The clock, the spec, the seed, the nodes and the trace, which every
+    /// part acts on.
+    cx: Ctx<'a>,
     wire: Wire,
     script: Script,
     /// When faults may happen at all.
@@ -149,11 +144,13 @@ impl<'a> Execution<'a> {
         let host = spec.boot_seed.is_none().then(|| host_endpoint(spec, spec.seed, VirtualTime::ZERO)).flatten();
         let net = network(spec)?;
         let mut ex = Execution {
-            spec,
-            seed: spec.stream_seed(),
-            now: VirtualTime::ZERO,
-            trace: Trace::new(),
-            nodes: Nodes::new(nodes),
+            cx: Ctx {
+                spec,
+                seed: spec.stream_seed(),
+                now: VirtualTime::ZERO,
+                trace: Trace::new(),
+                nodes: Nodes::new(nodes),
+            },
             wire: Wire::new(net, host),
             script: Script::new(),
             fault_period: FaultPeriod::default(),
@@ -171,9 +168,9 @@ impl<'a> Execution<'a> {
             inspected: false,
             inspecting: None,
         };
-        for node in ex.nodes.ids() {
-            ex.nodes[node].connect(VirtualTime::ZERO, spec.connect_timeout)?;
-            ex.trace.push(VirtualTime::ZERO, node, EventKind::Boot);
+        for node in ex.cx.nodes.ids() {
+            ex.cx.nodes[node].connect(VirtualTime::ZERO, spec.connect_timeout)?;
+            ex.cx.trace.push(VirtualTime::ZERO, node, EventKind::Boot);
             ex.record_node_clock(node);
         }
         Ok(ex)
@@ -181,7 +178,7 @@ impl<'a> Execution<'a> {
 
     /// The current virtual time.
     pub fn now(&self) -> VirtualTime {
-        self.now
+        self.cx.now
     }
 
     /// In warm-start mode, every agent is ready and the workload has not
@@ -200,32 +197,32 @@ impl<'a> Execution<'a> {
     /// its first step, so both go on alike.
     pub(crate) fn end_boot(&mut self, seed: u64) -> Result<(), EngineError> {
         debug_assert_eq!(self.script.phase(), Phase::Ready);
-        self.seed = seed;
+        self.cx.seed = seed;
         self.choices.end_boot();
         // Only the streams start again: what the boot counted stays.
         self.crashes.reseed(seed);
         self.disk_faults.reseed(seed);
         self.node_faults.reseed(seed);
         self.conn_faults = ConnFaults::new(seed);
-        let host = host_endpoint(self.spec, seed, self.now);
-        self.wire.reseed(host, seed, self.now, self.spec.explore.faults_after.is_none());
-        for (node, n) in self.nodes.with_ids_mut() {
+        let host = host_endpoint(self.cx.spec, seed, self.cx.now);
+        self.wire.reseed(host, seed, self.cx.now, self.cx.spec.explore.faults_after.is_none());
+        for (node, n) in self.cx.nodes.with_ids_mut() {
             n.reseed_devices(seed, node);
         }
         let text = "boot ends: every agent ready; the execution's own streams begin".to_string();
-        self.trace.push_engine(self.now, EventKind::Note { text });
+        self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
         self.start_workload()
     }
 
     /// The spec the execution runs (in a warm start's child, the run's own:
     /// [`Self::use_spec`]).
     pub(crate) fn spec(&self) -> &'a ExecutionSpec {
-        self.spec
+        self.cx.spec
     }
 
     /// Gets every running node ready for fork(2) (warm start).
     pub(crate) fn prepare_fork(&mut self) -> Result<(), EngineError> {
-        for n in self.nodes.iter_mut() {
+        for n in self.cx.nodes.iter_mut() {
             if let Some(vm) = n.runtime_mut() {
                 vm.prepare_fork()?;
             }
@@ -236,7 +233,7 @@ impl<'a> Execution<'a> {
     /// In a child of fork(2): every running node taken over, and wall time
     /// counted from now, for the child's own run.
     pub(crate) fn rehome(&mut self) -> Result<(), EngineError> {
-        for n in self.nodes.iter_mut() {
+        for n in self.cx.nodes.iter_mut() {
             if let Some(vm) = n.runtime_mut() {
                 vm.rehome()?;
             }
@@ -247,7 +244,7 @@ impl<'a> Execution<'a> {
 
     /// The trace so far.
     pub fn trace(&self) -> &Trace {
-        &self.trace
+        &self.cx.trace
     }
 
     /// One engine step: gather the pending events, fail the execution if
@@ -260,7 +257,7 @@ impl<'a> Execution<'a> {
         if self.script.is_decided() {
             return Ok(Step::Done);
         }
-        if self.spec.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
+        if self.cx.spec.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
             // The nodes go down as the execution drops, as on every other error.
             return Err(EngineError::Cancelled);
         }
@@ -268,7 +265,7 @@ impl<'a> Execution<'a> {
             return self.apply_chosen(chosen);
         }
         if self.script.phase() == Phase::Ready {
-            self.end_boot(self.spec.seed)?;
+            self.end_boot(self.cx.spec.seed)?;
         }
         let mut pending = self.choices.take_pending();
         self.gather_pending(&mut pending);
@@ -276,7 +273,7 @@ impl<'a> Execution<'a> {
             self.fail(FailureKind::GuestExit, None, "every node has exited".into());
             return Ok(Step::Done);
         };
-        if earliest > self.spec.time_limit {
+        if earliest > self.cx.spec.time_limit {
             self.time_limit();
             return Ok(Step::Done);
         }
@@ -287,17 +284,17 @@ impl<'a> Execution<'a> {
         if let Some((at, k)) = self.next_scheduled_crash().filter(|&(at, _)| at <= earliest) {
             // A scheduled crash is the earliest event: no choice.
             self.choices.put_pending(pending);
-            self.now = at.max(self.now);
+            self.cx.now = at.max(self.cx.now);
             return self.scheduled_crash(k);
         }
-        let window = self.spec.explore.window;
-        let horizon = horizon(earliest, self.now, window, pending.min_requested());
+        let window = self.cx.spec.explore.window;
+        let horizon = horizon(earliest, self.cx.now, window, pending.min_requested());
         let mut enabled = self.choices.take_enabled();
         self.enabled(&pending, horizon, &mut enabled);
         self.choices.put_pending(pending);
         let chosen = enabled[self.choices.pick(&enabled, strategy)];
         self.choices.put_enabled(enabled);
-        self.now = effective_time(&chosen, self.now);
+        self.cx.now = effective_time(&chosen, self.cx.now);
         self.choices.count_steps(1);
         if let Some(branch) = self.crash_branch(&chosen) {
             self.held = Some(chosen);
@@ -309,7 +306,7 @@ impl<'a> Execution<'a> {
     /// The rest of a step once its action is chosen (and its time taken):
     /// apply it and move the script on.
     fn apply_chosen(&mut self, chosen: Enabled) -> Result<Step, EngineError> {
-        let visible = self.trace.visible();
+        let visible = self.cx.trace.visible();
         self.apply(chosen.action)?;
         let mut desc = chosen.desc;
         if let Some((began, free)) = self.grants.take_free_runs() {
@@ -318,8 +315,8 @@ impl<'a> Execution<'a> {
         }
         // Quiet: a node run that added nothing to the trace but its (folded)
         // `Run`; the step log folds those as the trace does.
-        let quiet = desc.kind == ActionKind::RunNode && self.trace.visible() == visible;
-        self.choices.log(self.now, desc, quiet);
+        let quiet = desc.kind == ActionKind::RunNode && self.cx.trace.visible() == visible;
+        self.choices.log(self.cx.now, desc, quiet);
         self.advance_script()?;
         Ok(if self.script.is_decided() { Step::Done } else { Step::Running })
     }
@@ -334,8 +331,8 @@ impl<'a> Execution<'a> {
             return None;
         }
         let crash = self.crashes.first_unforced()?;
-        let states = disk::enumerable_states(self.nodes[i].data_disk()?.disk()?, self.spec.disk.as_ref()?)?;
-        let chosen = disk::drawn_state(self.seed, crash, states);
+        let states = disk::enumerable_states(self.cx.nodes[i].data_disk()?.disk()?, self.cx.spec.disk.as_ref()?)?;
+        let chosen = disk::drawn_state(self.cx.seed, crash, states);
         Some(CrashBranch { crash, states: states as u64, chosen })
     }
 
@@ -356,7 +353,7 @@ impl<'a> Execution<'a> {
     /// The run's own spec in place of the boot's, in a warm start's forked
     /// child (`crate::warm`): its forced crash states with it.
     pub(crate) fn use_spec(&mut self, spec: &'a ExecutionSpec) {
-        self.spec = spec;
+        self.cx.spec = spec;
         self.crashes.set_forced(spec.explore.crash_states.clone());
     }
 
@@ -370,8 +367,8 @@ impl<'a> Execution<'a> {
             Phase::Workload => "the workload did not finish",
             Phase::Checks { .. } => "the invariants did not finish",
         };
-        let limit = self.spec.time_limit;
-        self.now = limit;
+        let limit = self.cx.spec.time_limit;
+        self.cx.now = limit;
         let msg = format!("{what} within the virtual-time limit of {} s", limit.as_secs_f64());
         self.fail(FailureKind::TimeLimit, None, msg);
     }
@@ -381,7 +378,7 @@ impl<'a> Execution<'a> {
     /// heals a partition and stops crashes. Whether it began.
     fn calm_probe(&mut self) -> Result<bool, EngineError> {
         let steps = self.choices.steps();
-        let Some((_, seed)) = self.spec.explore.calm_from.filter(|&(at, _)| at == steps) else { return Ok(false) };
+        let Some((_, seed)) = self.cx.spec.explore.calm_from.filter(|&(at, _)| at == steps) else { return Ok(false) };
         self.fault_period.calm();
         self.calm_disks();
         self.choices.calm(seed);
@@ -394,29 +391,29 @@ impl<'a> Execution<'a> {
     /// answered passes the execution.
     fn advance_script(&mut self) -> Result<(), EngineError> {
         if self.script.phase() == Phase::Booting
-            && self.nodes.iter().all(|n| n.agent_ready())
+            && self.cx.nodes.iter().all(|n| n.agent_ready())
             && !self.script.is_decided()
         {
             self.wall.boot = self.wall.first_spawn.map(|t| t.elapsed());
-            if self.spec.ready_probe {
+            if self.cx.spec.ready_probe {
                 self.script.set_phase(Phase::Probing { passed: 0 });
-                for node in self.nodes.ids() {
+                for node in self.cx.nodes.ids() {
                     self.command(node, crate::READY_PROBE)?;
                 }
             } else {
                 self.boot_done()?;
             }
         }
-        if self.script.phase() == (Phase::Probing { passed: self.nodes.len() }) && !self.script.is_decided() {
+        if self.script.phase() == (Phase::Probing { passed: self.cx.nodes.len() }) && !self.script.is_decided() {
             let text = "every node ready: its readiness probe passed ([node] ready)".to_string();
-            self.trace.push_engine(self.now, EventKind::Note { text });
+            self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
             self.boot_done()?;
         }
         if self.script.phase() == Phase::Setup && self.script.setup_seen() && !self.script.is_decided() {
             self.start_workload()?;
         }
         if let Phase::Checks { done } = self.script.phase() {
-            if done == self.spec.invariants.len() + self.spec.liveness.len() && !self.script.is_decided() {
+            if done == self.cx.spec.invariants.len() + self.cx.spec.liveness.len() && !self.script.is_decided() {
                 self.script.decide(Verdict::Pass);
             }
         }
@@ -426,7 +423,7 @@ impl<'a> Execution<'a> {
     /// The boot is over (every node ready): the workload starts, or in
     /// warm-start mode the boot ends at the next step.
     fn boot_done(&mut self) -> Result<(), EngineError> {
-        if self.spec.boot_seed.is_some() {
+        if self.cx.spec.boot_seed.is_some() {
             self.script.set_phase(Phase::Ready);
             Ok(())
         } else {
@@ -444,27 +441,27 @@ impl<'a> Execution<'a> {
     /// [`Self::finish`] on an execution that stays behind, spent (a forked
     /// child's, which leaves through `_exit`).
     pub(crate) fn finish_in_place(&mut self) -> ExecutionResult {
-        let node_memory_kib = self.nodes.iter().map(|n| n.runtime().map_or(0, |v| v.memory_kib())).collect();
+        let node_memory_kib = self.cx.nodes.iter().map(|n| n.runtime().map_or(0, |v| v.memory_kib())).collect();
         // What simcluster itself holds per node for its disk: the blocks that
         // differ from the shared base image, the cache view and the write log.
-        let disk_storage_bytes = self.nodes.iter().map(|n| n.disk().map_or(0, |d| d.storage().total())).collect();
-        for n in self.nodes.iter_mut() {
+        let disk_storage_bytes = self.cx.nodes.iter().map(|n| n.disk().map_or(0, |d| d.storage().total())).collect();
+        for n in self.cx.nodes.iter_mut() {
             if let Some(vm) = n.runtime_mut() {
                 vm.kill();
             }
         }
-        let now = self.now;
-        for (node, n) in self.nodes.with_ids_mut() {
+        let now = self.cx.now;
+        for (node, n) in self.cx.nodes.with_ids_mut() {
             if let Some(line) = n.console.finish() {
-                self.trace.push(now, node, EventKind::Console { text: line });
+                self.cx.trace.push(now, node, EventKind::Console { text: line });
             }
         }
-        let spec = self.spec;
+        let spec = self.cx.spec;
         if let (Some(hc), None | Some(Verdict::Pass)) = (&spec.history, self.script.verdict()) {
             self.check_history(hc);
         }
         let (network, pcaps) = self.wire.finish();
-        let trace = std::mem::take(&mut self.trace);
+        let trace = std::mem::take(&mut self.cx.trace);
         let (crashes, power_failures, crash_points) = self.crashes.finish();
         let (grants, round_trips) = self.grants.totals();
         let (decisions, choice_points, race_points, chosen) = self.choices.finish();

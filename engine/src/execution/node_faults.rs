@@ -168,20 +168,20 @@ impl Execution<'_> {
     /// The workload starts: draw when pauses, clock jumps and kills
     /// become possible (only for those that are on).
     pub(crate) fn start_node_faults(&mut self) {
-        self.node_faults.start(self.now, &self.spec.explore);
+        self.node_faults.start(self.cx.now, &self.cx.spec.explore);
     }
 
     /// Records `node`'s clock hardware at one of its boots.
     pub(crate) fn record_node_clock(&mut self, node: NodeId) {
-        let now = self.now;
-        let clock = self.nodes[node].clock;
+        let now = self.cx.now;
+        let clock = self.cx.nodes[node].clock;
         if let Some(offset_ns) = clock.offset_ns {
             self.node_faults.counts.clock_offsets += 1;
-            self.trace.push(now, node, EventKind::ClockOffset { offset_ns });
+            self.cx.trace.push(now, node, EventKind::ClockOffset { offset_ns });
         }
         if let Some(ppm) = clock.drift_ppm {
             self.node_faults.counts.clock_drifts += 1;
-            self.trace.push(now, node, EventKind::ClockDrift { ppm });
+            self.cx.trace.push(now, node, EventKind::ClockDrift { ppm });
         }
     }
 
@@ -194,14 +194,14 @@ impl Execution<'_> {
     /// `[faults.pause] target`, only on a node holding that role, and
     /// there whether or not it is sending.
     pub(crate) fn pause_enabled(&self, node: NodeId) -> bool {
-        let n = &self.nodes[node];
+        let n = &self.cx.nodes[node];
         let sending = self.wire.has_in_flight_from(node);
-        self.node_faults.pause_due(self.now, &self.spec.explore.pause)
+        self.node_faults.pause_due(self.cx.now, &self.cx.spec.explore.pause)
             && !self.fault_period.is_calm()
             && n.is_ready()
             && n.paused_until().is_none()
             && n.killed_until().is_none()
-            && match self.spec.explore.roles.pause.as_deref() {
+            && match self.cx.spec.explore.roles.pause.as_deref() {
                 None => sending,
                 target => self.role_allows(target, node),
             }
@@ -214,8 +214,8 @@ impl Execution<'_> {
     /// kill just after the node sent something (an acknowledgement) is
     /// weighted up.
     pub(crate) fn kill_enabled(&self, node: NodeId) -> bool {
-        let n = &self.nodes[node];
-        self.node_faults.kill_due(self.now, &self.spec.explore.kill)
+        let n = &self.cx.nodes[node];
+        self.node_faults.kill_due(self.cx.now, &self.cx.spec.explore.kill)
             && !self.fault_period.is_calm()
             && n.is_ready()
             && n.paused_until().is_none()
@@ -224,18 +224,18 @@ impl Execution<'_> {
 
     /// SIGKILLs `node`'s start command; it runs again a drawn delay from now.
     pub(crate) fn kill(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.now;
-        let restart_at = now + self.node_faults.draw_kill(now, &self.spec.explore.kill);
-        self.nodes[node].set_killed_until(Some(restart_at));
-        self.trace.push(now, node, EventKind::Kill { restart_at });
-        self.control(node, &AgentCommand::Kill)
+        let now = self.cx.now;
+        let restart_at = now + self.node_faults.draw_kill(now, &self.cx.spec.explore.kill);
+        self.cx.nodes[node].set_killed_until(Some(restart_at));
+        self.cx.trace.push(now, node, EventKind::Kill { restart_at });
+        self.cx.control(node, &AgentCommand::Kill)
     }
 
     /// Starts `node`'s killed start command again.
     pub(crate) fn respawn(&mut self, node: NodeId) -> Result<(), EngineError> {
-        self.nodes[node].set_killed_until(None);
-        self.trace.push(self.now, node, EventKind::Respawn);
-        self.control(node, &AgentCommand::Start)
+        self.cx.nodes[node].set_killed_until(None);
+        self.cx.trace.push(self.cx.now, node, EventKind::Respawn);
+        self.cx.control(node, &AgentCommand::Start)
     }
 
     /// `node`'s clock may jump now: from the drawn time on, within the
@@ -243,34 +243,34 @@ impl Execution<'_> {
     /// at stake for its clock; the drawn times spread the jumps. With
     /// `[faults.clock] target`, only on a node holding that role.
     pub(crate) fn clock_jump_enabled(&self, node: NodeId) -> bool {
-        let n = &self.nodes[node];
-        self.node_faults.clock_due(self.now, &self.spec.explore.clock)
+        let n = &self.cx.nodes[node];
+        self.node_faults.clock_due(self.cx.now, &self.cx.spec.explore.clock)
             && !self.fault_period.is_calm()
             && n.is_ready()
-            && self.role_allows(self.spec.explore.roles.clock.as_deref(), node)
+            && self.role_allows(self.cx.spec.explore.roles.clock.as_deref(), node)
     }
 
     /// Stops `node`'s start command until a drawn length from now.
     pub(crate) fn pause(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.now;
-        let resume_at = now + self.node_faults.draw_pause(now, &self.spec.explore.pause);
-        self.nodes[node].set_paused_until(Some(resume_at));
-        self.trace.push(now, node, EventKind::Pause { resume_at });
-        self.control(node, &AgentCommand::Pause)
+        let now = self.cx.now;
+        let resume_at = now + self.node_faults.draw_pause(now, &self.cx.spec.explore.pause);
+        self.cx.nodes[node].set_paused_until(Some(resume_at));
+        self.cx.trace.push(now, node, EventKind::Pause { resume_at });
+        self.cx.control(node, &AgentCommand::Pause)
     }
 
     /// Continues `node`'s paused start command.
     pub(crate) fn resume(&mut self, node: NodeId) -> Result<(), EngineError> {
-        self.nodes[node].set_paused_until(None);
-        self.trace.push(self.now, node, EventKind::Resume);
-        self.control(node, &AgentCommand::Resume)
+        self.cx.nodes[node].set_paused_until(None);
+        self.cx.trace.push(self.cx.now, node, EventKind::Resume);
+        self.cx.control(node, &AgentCommand::Resume)
     }
 
     /// The quiet period or a calm probe begins: every paused node that is
     /// up continues now.
     pub(crate) fn resume_all(&mut self) -> Result<(), EngineError> {
-        for node in self.nodes.ids() {
-            if self.nodes[node].paused_until().is_some() && self.nodes[node].is_up() {
+        for node in self.cx.nodes.ids() {
+            if self.cx.nodes[node].paused_until().is_some() && self.cx.nodes[node].is_up() {
                 self.resume(node)?;
             }
         }
@@ -280,10 +280,10 @@ impl Execution<'_> {
     /// Jumps `node`'s wall clock: a bump, or a strobe (drawn when both
     /// are on).
     pub(crate) fn clock_jump(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.now;
-        let (event, command) = self.node_faults.draw_clock_jump(now, &self.spec.explore.clock);
-        self.trace.push(now, node, event);
-        self.control(node, &command)
+        let now = self.cx.now;
+        let (event, command) = self.node_faults.draw_clock_jump(now, &self.cx.spec.explore.clock);
+        self.cx.trace.push(now, node, event);
+        self.cx.control(node, &command)
     }
 }
 

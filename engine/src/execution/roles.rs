@@ -15,12 +15,12 @@ impl Execution<'_> {
     /// else is sent: it runs in the background, so nothing waits for it).
     pub(crate) fn start_role_probe(&mut self, node: NodeId) -> Result<(), EngineError> {
         self.roles.remove(&node);
-        if !self.spec.explore.roles.probe {
+        if !self.cx.spec.explore.roles.probe {
             return Ok(());
         }
         let name = crate::roles::ROLE_PROBE.to_string();
-        self.trace.push(self.now, node, EventKind::Command { name: name.clone() });
-        self.control(node, &AgentCommand::Run(name))
+        self.cx.trace.push(self.cx.now, node, EventKind::Command { name: name.clone() });
+        self.cx.control(node, &AgentCommand::Run(name))
     }
 
     /// `node`'s probe printed `role` first: traced when it differs from
@@ -29,13 +29,13 @@ impl Execution<'_> {
         if self.roles.get(&node) == Some(&role) {
             return;
         }
-        self.trace.push(self.now, node, EventKind::Role { role: role.clone() });
+        self.cx.trace.push(self.cx.now, node, EventKind::Role { role: role.clone() });
         self.roles.insert(node, role);
     }
 
     /// Whether `node` is up and its probe last said `role`.
     pub(crate) fn holds_role(&self, node: NodeId, role: &str) -> bool {
-        self.nodes[node].is_up() && self.roles.get(&node).is_some_and(|r| r == role)
+        self.cx.nodes[node].is_up() && self.roles.get(&node).is_some_and(|r| r == role)
     }
 
     /// Whether a fault that targets `target` (`None`: no role) may hit `node`.
@@ -45,16 +45,16 @@ impl Execution<'_> {
 
     /// The nodes holding `role` now, ascending.
     pub(crate) fn role_holders(&self, role: &str) -> Vec<NodeId> {
-        self.nodes.ids().filter(|&node| self.holds_role(node, role)).collect()
+        self.cx.nodes.ids().filter(|&node| self.holds_role(node, role)).collect()
     }
 
     /// Applies the next fault of the network's timeline; one that targets a
     /// role is turned onto the lowest-numbered node holding it now.
     pub(crate) fn apply_network_fault(&mut self) {
-        let now = self.now;
+        let now = self.cx.now;
         let holder = self.wire.next_role().and_then(|role| self.role_holders(role).first().copied());
-        let skip = &self.spec.explore.skip_partitions;
-        self.wire.apply_fault(&mut self.trace, now, holder, skip);
+        let skip = &self.cx.spec.explore.skip_partitions;
+        self.wire.apply_fault(&mut self.cx.trace, now, holder, skip);
     }
 
     /// `[faults.crash] target`: the crashes `enabled_crashes` offered
@@ -64,17 +64,17 @@ impl Execution<'_> {
     /// up; no other node's crash is. A coordinated power failure is left
     /// as offered (it takes every node down).
     pub(crate) fn target_crashes(&self, into: &mut Vec<Enabled>) {
-        let Some(role) = self.spec.explore.roles.crash.as_deref() else { return };
+        let Some(role) = self.cx.spec.explore.roles.crash.as_deref() else { return };
         let first = into.iter().position(|e| matches!(e.action, Action::Crash(_) | Action::PowerFailure));
         into.retain(|e| !matches!(e.action, Action::Crash(_)));
-        if !self.crashes.due(self.now, self.spec.explore.max_crashes) || self.fault_period.is_calm() {
+        if !self.crashes.due(self.cx.now, self.cx.spec.explore.max_crashes) || self.fault_period.is_calm() {
             return;
         }
         let at = first.unwrap_or(into.len()).min(into.len());
-        let crashes = self.spec.explore.crashable.iter().copied();
+        let crashes = self.cx.spec.explore.crashable.iter().copied();
         let targeted: Vec<Enabled> = crashes
-            .filter(|&node| self.nodes[node].is_ready() && self.holds_role(node, role))
-            .map(|node| Enabled::crash(node, self.now).at_risk(true))
+            .filter(|&node| self.cx.nodes[node].is_ready() && self.holds_role(node, role))
+            .map(|node| Enabled::crash(node, self.cx.now).at_risk(true))
             .collect();
         into.splice(at..at, targeted);
     }

@@ -16,43 +16,43 @@ impl Execution<'_> {
     /// Lets `node` run until it waits again (a grant), and takes in
     /// what it did: output, disk completions, frames, agent messages.
     pub(super) fn run_node(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.now;
-        self.trace.push(now, node, EventKind::run());
+        let now = self.cx.now;
+        self.cx.trace.push(now, node, EventKind::run());
         self.grants.grant();
-        let time_of_day = self.nodes[node].clock.time_of_day();
+        let time_of_day = self.cx.nodes[node].clock.time_of_day();
         // A grant that ends waiting has settled the node at `now` too:
         // interrupts owed for transmitted frames and control output, and
         // input that waited for receive buffers, reached it.
         let bound = self.lookahead_bound(node);
         let free_until = self.lookahead_given(node, bound);
-        let grant = self.nodes[node].vm().grant_ahead(now, free_until, time_of_day, self.spec.watchdog)?;
+        let grant = self.cx.nodes[node].vm().grant_ahead(now, free_until, time_of_day, self.cx.spec.watchdog)?;
         self.grants.round_trip();
         if grant.free_runs.count > 0 {
             self.account_free_runs(node, grant.free_runs, bound)?;
             self.grants.ran_free(now, grant.free_runs);
         }
-        let now = self.now;
+        let now = self.cx.now;
         self.record_output(node, grant.output);
         self.record_disk(node, &grant.disk);
-        self.nodes[node].flushed_since_run = false;
+        self.cx.nodes[node].flushed_since_run = false;
         if self.wire.is_on() {
-            self.nodes[node].just_sent = !grant.tx.is_empty();
+            self.cx.nodes[node].just_sent = !grant.tx.is_empty();
         }
-        self.wire.transmit(node, grant.tx, &mut self.trace);
+        self.wire.transmit(node, grant.tx, &mut self.cx.trace);
         if !matches!(grant.outcome, RunOutcome::Waiting { .. }) {
             self.wire.node_down(node);
         }
         match grant.outcome {
             RunOutcome::Waiting { .. } => {}
             RunOutcome::Exited { .. } | RunOutcome::Reset { .. } => {
-                let n = &self.nodes[node];
+                let n = &self.cx.nodes[node];
                 // A reset is traced as an exit without status (what it was before
                 // the outcome had its own variant: trace hashes stay as they were).
                 let (status, signal) = match grant.outcome {
                     RunOutcome::Exited { status, signal } => (status, signal),
                     _ => (None, None),
                 };
-                self.trace.push(now, node, EventKind::Exit { status, signal, panic: n.saw_panic });
+                self.cx.trace.push(now, node, EventKind::Exit { status, signal, panic: n.saw_panic });
                 let (kind, what) = if n.saw_panic {
                     let line = n.panic_line.as_deref().unwrap_or("Kernel panic");
                     (FailureKind::GuestPanic, format!("node {} panicked: {line}", n.name))
@@ -69,11 +69,11 @@ impl Execution<'_> {
                 return Ok(());
             }
             RunOutcome::Hung { wall } => {
-                self.trace.push(now, node, EventKind::Hung);
+                self.cx.trace.push(now, node, EventKind::Hung);
                 let what = format!(
                     "node {} hung: it ran {:.1} s of wall time without letting virtual time advance \
                      (a guest busy loop waiting for time to pass never sees it pass)",
-                    self.nodes[node].name,
+                    self.cx.nodes[node].name,
                     wall.as_secs_f64()
                 );
                 self.fail(FailureKind::GuestHang, Some(node), what);
@@ -95,11 +95,11 @@ impl Execution<'_> {
         for o in output {
             match o.stream {
                 OutputStream::Console => {
-                    for line in self.nodes[node].console.feed(&o.bytes) {
-                        self.nodes[node].remember_line(&line);
+                    for line in self.cx.nodes[node].console.feed(&o.bytes) {
+                        self.cx.nodes[node].remember_line(&line);
                         let begin = self.starts_faults(&line);
-                        let sdk = self.spec.explore.antithesis.sdk.then(|| crate::sdk::sdk_line(&line)).flatten();
-                        self.trace.push(o.time, node, EventKind::Console { text: line });
+                        let sdk = self.cx.spec.explore.antithesis.sdk.then(|| crate::sdk::sdk_line(&line)).flatten();
+                        self.cx.trace.push(o.time, node, EventKind::Console { text: line });
                         if begin {
                             self.begin_faults();
                         }
@@ -109,7 +109,7 @@ impl Execution<'_> {
                     }
                 }
                 OutputStream::Control => {
-                    for line in self.nodes[node].control.feed(&o.bytes) {
+                    for line in self.cx.nodes[node].control.feed(&o.bytes) {
                         if let Some(m) = console::agent_message(&line) {
                             self.msgs.push((node, m));
                         }
@@ -122,8 +122,8 @@ impl Execution<'_> {
     /// The host endpoint's action: poll it, send what it transmitted, and
     /// act on the workload's end (invariants next, or the failure).
     pub(super) fn run_host(&mut self) -> Result<(), EngineError> {
-        let now = self.now;
-        let Some((node, outcome)) = self.wire.poll_host(now, &mut self.trace) else { return Ok(()) };
+        let now = self.cx.now;
+        let Some((node, outcome)) = self.wire.poll_host(now, &mut self.cx.trace) else { return Ok(()) };
         // The workload's end comes after the frames of its last poll, so
         // that a report finds it as the failing event.
         let status = match outcome {
@@ -131,7 +131,7 @@ impl Execution<'_> {
             HostOutcome::Passed => 0,
             HostOutcome::Failed(_) => 1,
         };
-        self.trace.push(now, node, EventKind::CommandDone { name: "workload".into(), status });
+        self.cx.trace.push(now, node, EventKind::CommandDone { name: "workload".into(), status });
         match outcome {
             HostOutcome::Running => {}
             HostOutcome::Passed if self.script.phase() == Phase::Workload => self.start_checks()?,

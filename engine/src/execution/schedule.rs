@@ -15,7 +15,7 @@ impl Execution<'_> {
     /// The next scheduled crash's time and its index in the schedule, once
     /// faults have begun (the schedule counts from that moment).
     pub(crate) fn next_scheduled_crash(&self) -> Option<(VirtualTime, usize)> {
-        self.crashes.next_scheduled(&self.spec.explore.crash_schedule)
+        self.crashes.next_scheduled(&self.cx.spec.explore.crash_schedule)
     }
 
     /// Applies scheduled crash `k` now (a step of its own): its nodes that
@@ -28,20 +28,21 @@ impl Execution<'_> {
     pub(crate) fn scheduled_crash(&mut self, k: usize) -> Result<Step, EngineError> {
         self.crashes.take_scheduled(k);
         self.choices.count_steps(1);
-        let entry = &self.spec.explore.crash_schedule[k];
-        let names = |nodes: &[NodeId]| nodes.iter().map(|&i| self.nodes[i].name.clone()).collect::<Vec<_>>().join(", ");
+        let entry = &self.cx.spec.explore.crash_schedule[k];
+        let names =
+            |nodes: &[NodeId]| nodes.iter().map(|&i| self.cx.nodes[i].name.clone()).collect::<Vec<_>>().join(", ");
         let all: Vec<NodeId> = entry.nodes.clone();
         let at = simtime::span_ns(entry.at) as f64 / 1e9;
-        let (up, down): (Vec<NodeId>, Vec<NodeId>) = all.iter().partition(|&&i| self.nodes[i].is_up());
+        let (up, down): (Vec<NodeId>, Vec<NodeId>) = all.iter().partition(|&&i| self.cx.nodes[i].is_up());
         let mut text = format!("scheduled crash of {} at {at} s ([[faults.crash.schedule]])", names(&all));
         if self.fault_period.is_calm() {
             text.push_str(": skipped, faults have stopped");
         } else if !down.is_empty() {
             text.push_str(&format!("; {} already down", names(&down)));
         }
-        self.trace.push_engine(self.now, EventKind::Note { text });
+        self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
         if let (false, &[i]) = (self.fault_period.is_calm(), up.as_slice()) {
-            let chosen = Enabled::crash(i, self.now);
+            let chosen = Enabled::crash(i, self.cx.now);
             if let Some(branch) = self.crash_branch(&chosen) {
                 self.held = Some(chosen);
                 return Ok(Step::CrashBranch(branch));
@@ -49,7 +50,7 @@ impl Execution<'_> {
             return self.apply_chosen(chosen);
         }
         let first = all.first().map_or(Actor::Engine, |&i| Actor::Node(i));
-        self.choices.log(self.now, EnabledAction::new(first, ActionKind::Crash, self.now), false);
+        self.choices.log(self.cx.now, EnabledAction::new(first, ActionKind::Crash, self.cx.now), false);
         if !self.fault_period.is_calm() && up.len() > 1 {
             self.crash_together(up)?;
         }

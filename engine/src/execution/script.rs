@@ -16,18 +16,18 @@ impl Execution<'_> {
     /// Every node is ready: the workload starts, and so does the time from
     /// which crashes are possible.
     pub(crate) fn start_workload(&mut self) -> Result<(), EngineError> {
-        let spec = self.spec;
+        let spec = self.cx.spec;
         if spec.explore.antithesis.await_setup && !self.script.setup_seen() {
             self.script.set_phase(Phase::Setup);
             let text = "every node ready: the workload waits for setup_complete ([antithesis])".to_string();
-            self.trace.push_engine(self.now, EventKind::Note { text });
+            self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
             return Ok(());
         }
         self.script.set_phase(Phase::Workload);
         if spec.explore.faults_after.is_none() || self.fault_period.start_after_seen() {
             self.begin_faults();
         }
-        if self.wire.start_host(self.now, &mut self.trace) {
+        if self.wire.start_host(self.cx.now, &mut self.cx.trace) {
             // The host client runs the workload.
         } else if spec.host_workload.is_some() {
             self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
@@ -42,13 +42,13 @@ impl Execution<'_> {
     pub(crate) fn begin_faults(&mut self) {
         self.fault_period.begin();
         self.draw_next_crash_time();
-        self.crashes.begin_schedule(self.now);
+        self.crashes.begin_schedule(self.cx.now);
         self.start_node_faults();
         self.start_conn_faults();
-        if let Some(name) = &self.spec.explore.faults_after {
-            self.wire.start_random_partitions(self.now);
+        if let Some(name) = &self.cx.spec.explore.faults_after {
+            self.wire.start_random_partitions(self.cx.now);
             let text = format!("faults begin: {name} reached ([faults] start_after)");
-            self.trace.push_engine(self.now, EventKind::Note { text });
+            self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
         }
     }
 
@@ -56,7 +56,7 @@ impl Execution<'_> {
     /// start_after`'s name; faults then begin at once in the workload, or
     /// when it starts.
     pub(crate) fn starts_faults(&mut self, line: &str) -> bool {
-        let Some(name) = &self.spec.explore.faults_after else { return false };
+        let Some(name) = &self.cx.spec.explore.faults_after else { return false };
         if self.fault_period.start_after_seen() || crate::console::reached_name(line) != Some(name.as_str()) {
             return false;
         }
@@ -70,41 +70,41 @@ impl Execution<'_> {
         use crate::sdk::SdkLine;
         match line {
             Ok(SdkLine::Assert(a)) if a.violated() && !self.script.is_decided() => {
-                let what = a.describe_violation(&self.nodes[from].name);
+                let what = a.describe_violation(&self.cx.nodes[from].name);
                 self.fail(FailureKind::Assertion, Some(from), what);
             }
             Ok(SdkLine::Setup { status }) if status == "complete" && !self.script.setup_seen() => {
                 self.script.see_setup();
-                let text = format!("setup_complete from {} (Antithesis SDK)", self.nodes[from].name);
-                self.trace.push_engine(self.now, EventKind::Note { text });
+                let text = format!("setup_complete from {} (Antithesis SDK)", self.cx.nodes[from].name);
+                self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
             }
             Ok(_) => {}
             Err(why) => {
-                let text = format!("{}: an @antithesis line that cannot be read ({why})", self.nodes[from].name);
-                self.trace.push_engine(self.now, EventKind::Note { text });
+                let text = format!("{}: an @antithesis line that cannot be read ({why})", self.cx.nodes[from].name);
+                self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
             }
         }
     }
 
     pub(crate) fn fail(&mut self, kind: FailureKind, node: Option<NodeId>, what: String) {
         let (name, what) = match node {
-            Some(i) => (Some(self.nodes[i].name.clone()), self.nodes[i].with_tail(what)),
+            Some(i) => (Some(self.cx.nodes[i].name.clone()), self.cx.nodes[i].with_tail(what)),
             None => (None, what),
         };
-        self.script.decide(Verdict::Fail(Failure::new(kind, name, self.now, what)));
+        self.script.decide(Verdict::Fail(Failure::new(kind, name, self.cx.now, what)));
     }
 
     /// Sends an agent command to `node`, or keeps it until the node is up
     /// and ready again (it may be powered off or rebooting after a crash).
     pub(crate) fn command(&mut self, node: NodeId, name: &str) -> Result<(), EngineError> {
-        if !self.nodes[node].is_ready() {
-            self.nodes[node].deferred.push(name.to_string());
+        if !self.cx.nodes[node].is_ready() {
+            self.cx.nodes[node].deferred.push(name.to_string());
             return Ok(());
         }
-        self.trace.push(self.now, node, EventKind::Command { name: name.to_string() });
+        self.cx.trace.push(self.cx.now, node, EventKind::Command { name: name.to_string() });
         // Checks start after the quiet period's settle time, which the
         // agent sleeps in the guest's virtual time (also after a restart).
-        let mut line = match (self.script.phase(), self.spec.explore.quiet_settle) {
+        let mut line = match (self.script.phase(), self.cx.spec.explore.quiet_settle) {
             (Phase::Checks { .. }, Some(settle)) if !settle.is_zero() => {
                 AgentCommand::Settle { ns: simtime::span_ns(settle) }.encode()
             }
@@ -115,17 +115,10 @@ impl Execution<'_> {
         // workload does not (it would start its history over), nor does the
         // readiness probe (every restart sends it anew).
         if matches!(self.script.phase(), Phase::Checks { .. }) && name != crate::READY_PROBE {
-            self.nodes[node].running.push(name.to_string());
+            self.cx.nodes[node].running.push(name.to_string());
         }
-        let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[node].vm().send_control(now, &line, watchdog)?;
-        Ok(())
-    }
-
-    /// Sends one command to `node`'s agent now (the node is up).
-    pub(crate) fn control(&mut self, node: NodeId, command: &AgentCommand) -> Result<(), EngineError> {
-        let (now, watchdog) = (self.now, self.spec.watchdog);
-        self.nodes[node].vm().send_control(now, &command.encode(), watchdog)?;
+        let (now, watchdog) = (self.cx.now, self.cx.spec.watchdog);
+        self.cx.nodes[node].vm().send_control(now, &line, watchdog)?;
         Ok(())
     }
 
@@ -138,14 +131,14 @@ impl Execution<'_> {
         self.calm_disks();
         self.wire.quiet();
         let text = format!("quiet period: faults stop; checks start after {} s", simtime::span_ns(settle) as f64 / 1e9);
-        self.trace.push_engine(self.now, EventKind::Note { text });
+        self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
         self.resume_all()
     }
 
     /// The workload passed: send the invariants and liveness checks.
     pub(crate) fn start_checks(&mut self) -> Result<(), EngineError> {
         self.script.set_phase(Phase::Checks { done: 0 });
-        let spec = self.spec;
+        let spec = self.cx.spec;
         for (cmd, n) in spec.invariants.iter().chain(&spec.liveness) {
             self.command(*n, cmd)?;
         }
@@ -154,21 +147,21 @@ impl Execution<'_> {
 
     /// Reacts to one agent message; may decide the verdict.
     pub(crate) fn on_agent_message(&mut self, from: NodeId, msg: AgentMsg) -> Result<(), EngineError> {
-        let name = self.nodes[from].name.clone();
-        let now = self.now;
+        let name = self.cx.nodes[from].name.clone();
+        let now = self.cx.now;
         match msg {
             AgentMsg::Ready => {
-                self.nodes[from].set_ready();
-                self.trace.push(now, from, EventKind::Ready);
+                self.cx.nodes[from].set_ready();
+                self.cx.trace.push(now, from, EventKind::Ready);
                 self.start_role_probe(from)?;
                 // After a restart the probe runs first: the agent runs
                 // commands in the order sent, so what waited for the node
                 // runs once it is ready again. (At boot, every node's is
                 // sent together once all agents are ready.)
-                if self.spec.ready_probe && !matches!(self.script.phase(), Phase::Booting) {
+                if self.cx.spec.ready_probe && !matches!(self.script.phase(), Phase::Booting) {
                     self.command(from, crate::READY_PROBE)?;
                 }
-                for cmd in std::mem::take(&mut self.nodes[from].deferred) {
+                for cmd in std::mem::take(&mut self.cx.nodes[from].deferred) {
                     self.command(from, &cmd)?;
                 }
             }
@@ -177,20 +170,20 @@ impl Execution<'_> {
             }
             AgentMsg::Output(chunk) => self.on_exec_message(from, Some(chunk), None),
             AgentMsg::Done { command, status } => {
-                let running = &mut self.nodes[from].running;
+                let running = &mut self.cx.nodes[from].running;
                 if let Some(k) = running.iter().position(|c| *c == command) {
                     running.remove(k);
                 }
-                self.trace.push(now, from, EventKind::CommandDone { name: command.clone(), status });
+                self.cx.trace.push(now, from, EventKind::CommandDone { name: command.clone(), status });
                 let hint = agent::status_hint(status);
-                let is_liveness = self.spec.liveness.iter().any(|(n, i)| *n == command && *i == from);
+                let is_liveness = self.cx.spec.liveness.iter().any(|(n, i)| *n == command && *i == from);
                 if command == crate::READY_PROBE {
                     self.on_probe_done(from, status);
                 } else if command == crate::ROLE_PROBE {
                     // It started the probe's loop in the background: no check.
                 } else if command == "start" {
                     // The exit a kill caused (`[faults.kill]`) is no failure.
-                    if status != 0 && !self.nodes[from].start_exit_was_kill() {
+                    if status != 0 && !self.cx.nodes[from].start_exit_was_kill() {
                         let what = format!("node {name}: its start command exited with status {status}{hint}");
                         self.fail(FailureKind::StartCommand, Some(from), what);
                     }
@@ -200,13 +193,13 @@ impl Execution<'_> {
                         self.fail(FailureKind::Workload, Some(from), what);
                         return Ok(());
                     }
-                    if let Some(settle) = self.spec.explore.quiet_settle {
+                    if let Some(settle) = self.cx.spec.explore.quiet_settle {
                         self.begin_quiet(settle)?;
                     }
                     self.start_checks()?;
                 } else if let Phase::Checks { done } = self.script.phase() {
                     let ok = status == 0;
-                    self.trace.push(now, from, EventKind::Invariant { name: command.clone(), ok });
+                    self.cx.trace.push(now, from, EventKind::Invariant { name: command.clone(), ok });
                     self.script.set_phase(Phase::Checks { done: done + 1 });
                     if !ok && is_liveness {
                         let what = format!(
@@ -222,7 +215,7 @@ impl Execution<'_> {
             }
             AgentMsg::Role(role) => self.on_role(from, role),
             AgentMsg::Unknown(line) => {
-                self.trace.push(now, from, EventKind::Note { text: format!("agent: {line}") });
+                self.cx.trace.push(now, from, EventKind::Note { text: format!("agent: {line}") });
             }
         }
         Ok(())
@@ -237,7 +230,7 @@ impl Execution<'_> {
             }
             return;
         }
-        let name = &self.nodes[from].name;
+        let name = &self.cx.nodes[from].name;
         let when =
             if matches!(self.script.phase(), Phase::Probing { .. }) { "after boot" } else { "after its restart" };
         let what = format!(
@@ -254,15 +247,15 @@ impl Execution<'_> {
     /// transactions).
     pub(crate) fn check_history(&mut self, hc: &HistoryCheck) {
         let node = hc.node;
-        let HistoryOutcome { ok, note, anomalies } = (hc.check)(self.trace.events(), node);
+        let HistoryOutcome { ok, note, anomalies } = (hc.check)(self.cx.trace.events(), node);
         self.script.set_anomalies(anomalies);
         let name = hc.invariant.clone();
-        let now = self.now;
-        self.trace.push_engine(now, EventKind::Note { text: note.lines().next().unwrap_or("").to_string() });
-        self.trace.push(now, node, EventKind::Invariant { name, ok });
+        let now = self.cx.now;
+        self.cx.trace.push_engine(now, EventKind::Note { text: note.lines().next().unwrap_or("").to_string() });
+        self.cx.trace.push(now, node, EventKind::Invariant { name, ok });
         if !ok {
-            let what = format!("[check] history on {}: {note}", self.nodes[node].name);
-            self.script.decide(Verdict::Fail(Failure::new(hc.kind, Some(self.nodes[node].name.clone()), now, what)));
+            let what = format!("[check] history on {}: {note}", self.cx.nodes[node].name);
+            self.script.decide(Verdict::Fail(Failure::new(hc.kind, Some(self.cx.nodes[node].name.clone()), now, what)));
         }
     }
 }
