@@ -60,6 +60,8 @@
 #   gallery-bugs, gallery-safe
 #              real bugs in Debian software found and replayed, safe
 #              configurations passing (scripts/test-gallery.sh --bugs, --safe)
+#   fuzz-check the fuzz crate (fuzz/, outside the workspace) type-checked
+#              and linted against the workspace's APIs (`cargo check`)
 #   cargo-test every test target of the workspace, each a `cargo test` of its
 #              own (the short tier leaves out the tests marked
 #              #[ignore = "full tier: ..."]; --full runs them too); its
@@ -405,7 +407,7 @@ else
     if [ $tier = slice ]; then
       : # the slice alone
     else
-    printf '%s\n' determinism gallery-safe gallery-bugs
+    printf '%s\n' determinism gallery-safe gallery-bugs fuzz-check
     [ $tier = full ] && echo fuzz
     cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
@@ -459,6 +461,7 @@ print("cargo:doc")' "${longest[@]}" | {
         env SIMCLUSTER_BIN="$sim" CASES="${rest%%:*}" STRATEGIES="${rest#*:}" SEEDS=1 MAX=8 scripts/bench-bugs.sh ;;
       safe:*) env SIMCLUSTER_BIN="$sim" SAFE="${1#safe:}" scripts/test-gallery.sh --full --safe ;;
       fuzz) scripts/fuzz.sh --seconds "$fuzz_seconds" ;;
+      fuzz-check) fuzz_check ;;
       nested:*)
         wait_for kvm-kernel || { echo "the KVM kernel did not build: $1 cannot run"; return 1; }
         # shellcheck disable=SC2046
@@ -484,6 +487,22 @@ print("cargo:doc")' "${longest[@]}" | {
           SIMCLUSTER_TEST_TIER=$task_tier cargo test --workspace --no-fail-fast "${select[@]}" -- "${task_ignored[@]}"
         fi ;;
     esac
+  }
+  # `fuzz_check`: the fuzz crate is outside the workspace, so no build
+  # above compiles it, and only the full tier's `fuzz` check (one slice)
+  # would see an API change break it. A `cargo check` (stable
+  # Rust, its own lock file, --locked) type-checks every target and lints
+  # it (the clippy wrapper above). Nothing links, so libfuzzer-sys is
+  # pointed at an empty archive instead of compiling libFuzzer's C++
+  # (CUSTOM_LIBFUZZER_PATH; a file that stays, so that a warm check does
+  # not run its build script again).
+  fuzz_check() {
+    local stub
+    stub=$(realpath -m "${CARGO_TARGET_DIR:-fuzz/target}")/libfuzzer-stub/libfuzzer.a
+    if [ ! -f "$stub" ]; then
+      mkdir -p "${stub%/*}" && ar rcs "$stub" || return 1
+    fi
+    CUSTOM_LIBFUZZER_PATH=$stub cargo check --manifest-path fuzz/Cargo.toml --locked
   }
   # `doc_tests`: the doc tests, the one task that links at test time.
   # rust-lld crashed once linking one (SIGSEGV in its parallel relocation
