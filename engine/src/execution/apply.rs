@@ -1,5 +1,6 @@
-//! Applying the action a step chose: one call into the part it belongs to.
-//! Each applies it at `self.cx.now` and records what it produced in the trace.
+//! Applying the action a step chose: one call into the part it belongs to,
+//! which applies it at the context's `now` and records what it produced in
+//! the trace.
 
 use super::Execution;
 use crate::actions::Action;
@@ -8,37 +9,37 @@ use crate::spec::EngineError;
 impl Execution<'_> {
     /// Applies `action` at `self.cx.now`.
     pub(crate) fn apply(&mut self, action: Action) -> Result<(), EngineError> {
+        let cx = &mut self.cx;
         match action {
-            // The wire (`wire`).
-            Action::Deliver(id) => {
-                self.wire.deliver(id, self.cx.now, &mut self.cx.nodes, &mut self.cx.trace, self.cx.spec.watchdog)
-            }
+            Action::Deliver(id) => self.wire.deliver(cx, id),
             Action::NetworkFault { .. } => {
-                self.apply_network_fault();
+                self.wire.apply_fault(cx, &self.roles);
                 Ok(())
             }
-            // Power losses (`crashes`).
-            Action::Crash(node) => self.crash_chosen(node),
-            Action::PowerFailure => self.power_failure(),
-            Action::Restart(node) => self.restart(node),
-            // Pauses, clock jumps and kills (`node_faults`).
-            Action::Pause(node) => self.pause(node),
-            Action::Resume(node) => self.resume(node),
-            Action::ClockJump(node) => self.clock_jump(node),
-            Action::Kill(node) => self.kill(node),
-            Action::Respawn(node) => self.respawn(node),
-            // Connection faults (`conn_faults`).
+            Action::Crash(node) => self.crashes.crash_chosen(cx, &mut self.wire, node),
+            Action::PowerFailure => self.crashes.power_failure(cx, &mut self.wire),
+            Action::Restart(node) => {
+                self.crashes.restart(cx, node)?;
+                // A boot sets the node's clock hardware anew.
+                self.node_faults.record_clock(cx, node);
+                Ok(())
+            }
+            Action::Pause(node) => self.node_faults.pause(cx, node),
+            Action::Resume(node) => self.node_faults.resume(cx, node),
+            Action::ClockJump(node) => self.node_faults.clock_jump(cx, node),
+            Action::Kill(node) => self.node_faults.kill(cx, node),
+            Action::Respawn(node) => self.node_faults.respawn(cx, node),
             Action::ConnReset(key) => {
-                self.conn_reset(key);
+                self.conn_faults.reset(cx, &mut self.wire, key);
                 Ok(())
             }
             Action::ConnStall(key) => {
-                self.conn_stall(key);
+                self.conn_faults.stall(cx, &mut self.wire, key);
                 Ok(())
             }
-            // The disks (`disks`).
-            Action::CompleteDisk(node, request) => self.complete_disk(node, request),
-            // Runs (`run`).
+            Action::CompleteDisk(node, request) => self.disk_faults.complete(cx, &self.fault_period, node, request),
+            // A node's run and the host client's poll take in what they did
+            // into several parts (`run.rs`).
             Action::Run(node) => self.run_node(node),
             Action::RunHost => self.run_host(),
         }

@@ -11,7 +11,9 @@ use std::time::Duration;
 use netsim::tcp::{ConnKey, Direction, Endpoint};
 use simrng::Rng;
 
-use super::Execution;
+use super::ctx::Ctx;
+use super::enabled::FaultGates;
+use super::wire::Wire;
 use crate::actions::{Action, Enabled};
 use crate::conn_faults::{ConnFaultCounts, ConnFaultSpec};
 use crate::faults::{below, between};
@@ -77,27 +79,22 @@ impl ConnFaults {
     }
 }
 
-impl Execution<'_> {
+/// When connection faults are offered, and the actions: each acts at
+/// `cx.now`.
+impl ConnFaults {
     /// The workload (or `start_after`) starts the faults: draw when
     /// connection faults become possible (only when they are on).
-    pub(crate) fn start_conn_faults(&mut self) {
-        let (now, c) = (self.cx.now, &self.cx.spec.explore.connection);
+    pub fn begin(&mut self, cx: &Ctx) {
+        let c = &cx.spec.explore.connection;
         if c.on() {
-            self.conn_faults.draw_next_time(now, c.span);
+            self.draw_next_time(cx.now, c.span);
         }
     }
 
     /// The earliest time a connection fault can become possible, when
     /// one is left in the budget (for lookahead's bound).
-    pub(crate) fn conn_fault_time(&self) -> Option<VirtualTime> {
-        self.conn_faults.next_possible(&self.cx.spec.explore.connection)
-    }
-
-    /// Whether the node at `e` (a guest, or the host client) is up and
-    /// ready: a connection fault hits only connections between running
-    /// programs.
-    fn endpoint_ready(&self, e: &Endpoint) -> bool {
-        self.cx.nodes.get(e.node).is_none_or(|n| n.is_up() && n.is_ready())
+    pub fn next_time(&self, cx: &Ctx) -> Option<VirtualTime> {
+        self.next_possible(&cx.spec.explore.connection)
     }
 
     /// A reset, then a stall, of each established connection in key order
@@ -108,12 +105,12 @@ impl Execution<'_> {
     /// peer = the other's, and `behind` = the connection's place among
     /// those offered between the same two nodes (so a decision names one).
     /// A connection with frames in flight is at risk.
-    pub(crate) fn enabled_conn_faults(&self, into: &mut Vec<Enabled>) {
-        let Some((reset, stall)) = self.conn_faults.due(self.cx.now, &self.cx.spec.explore.connection) else { return };
-        if self.fault_period.is_calm() {
+    pub fn enabled(&self, cx: &Ctx, gates: &FaultGates, into: &mut Vec<Enabled>) {
+        let Some((reset, stall)) = self.due(cx.now, &cx.spec.explore.connection) else { return };
+        if gates.calm {
             return;
         }
-        let Some(net) = self.wire.netsim() else { return };
+        let Some(net) = gates.wire.netsim() else { return };
         let Some(table) = net.connections().filter(|t| t.established().next().is_some()) else { return };
         let mut between_pair: BTreeMap<(NodeId, NodeId), u16> = BTreeMap::new();
         // The connections with frames in flight, each frame read once.
@@ -122,7 +119,7 @@ impl Execution<'_> {
             .filter_map(|d| netsim::tcp::ends(d.from, d.to, &d.frame).map(|(s, t, _)| ConnKey::of(s, t).0))
             .collect();
         for (key, _) in table.established() {
-            if !self.endpoint_ready(&key.a) || !self.endpoint_ready(&key.b) {
+            if !endpoint_ready(cx, &key.a) || !endpoint_ready(cx, &key.b) {
                 continue;
             }
             let (node, peer) = (key.a.node, key.b.node);
@@ -130,56 +127,58 @@ impl Execution<'_> {
             let behind = *place;
             *place += 1;
             let desc = |kind| {
-                let mut d = EnabledAction::new(node, kind, self.cx.now).with_peer(peer).behind(behind);
+                let mut d = EnabledAction::new(node, kind, cx.now).with_peer(peer).behind(behind);
                 d.at_risk = in_flight.contains(key);
                 d
             };
             if reset {
                 into.push(Enabled { action: Action::ConnReset(*key), desc: desc(ActionKind::ConnReset) });
             }
-            if stall && !net.is_stalled(key, self.cx.now) {
+            if stall && !net.is_stalled(key, cx.now) {
                 into.push(Enabled { action: Action::ConnStall(*key), desc: desc(ActionKind::ConnStall) });
             }
         }
     }
 
-    /// `node:port`, with the node's name (`host` for the host client).
-    fn endpoint_name(&self, e: &Endpoint) -> String {
-        let name = self.cx.nodes.get(e.node).map_or("host", |n| n.name.as_str());
-        format!("{name}:{}", e.port)
-    }
-
-    /// The next connection fault becomes possible a drawn time from now.
-    fn next_conn_fault(&mut self) {
-        self.conn_faults.draw_next_time(self.cx.now, self.cx.spec.explore.connection.span);
-    }
-
     /// Resets connection `key`: its frames in flight are lost and each end
     /// is sent an RST it accepts (both applications see ECONNRESET).
-    pub(crate) fn conn_reset(&mut self, key: ConnKey) {
-        let now = self.cx.now;
-        let (a, b) = (self.endpoint_name(&key.a), self.endpoint_name(&key.b));
-        let Some(r) = self.wire.reset_connection(&key, now) else { return };
-        self.conn_faults.counts.resets += 1;
-        self.cx.trace.push_engine(now, EventKind::ConnReset { a, b, dropped: r.dropped as u64 });
-        self.wire.trace_resets(&r.resets, now, &mut self.cx.trace);
-        self.next_conn_fault();
+    pub fn reset(&mut self, cx: &mut Ctx, wire: &mut Wire, key: ConnKey) {
+        let now = cx.now;
+        let (a, b) = (endpoint_name(cx, &key.a), endpoint_name(cx, &key.b));
+        let Some(r) = wire.reset_connection(&key, now) else { return };
+        self.counts.resets += 1;
+        cx.trace.push_engine(now, EventKind::ConnReset { a, b, dropped: r.dropped as u64 });
+        wire.trace_resets(&r.resets, now, &mut cx.trace);
+        self.draw_next_time(now, cx.spec.explore.connection.span);
     }
 
     /// Stalls connection `key` one way or both (drawn) for a drawn length.
-    pub(crate) fn conn_stall(&mut self, key: ConnKey) {
-        let now = self.cx.now;
-        let (dir, until) = self.conn_faults.draw_stall(now, &self.cx.spec.explore.connection);
-        let (a, b) = (self.endpoint_name(&key.a), self.endpoint_name(&key.b));
+    pub fn stall(&mut self, cx: &mut Ctx, wire: &mut Wire, key: ConnKey) {
+        let now = cx.now;
+        let (dir, until) = self.draw_stall(now, &cx.spec.explore.connection);
+        let (a, b) = (endpoint_name(cx, &key.a), endpoint_name(cx, &key.b));
         let (from, to, both) = match dir {
             Direction::AtoB => (a, b, false),
             Direction::BtoA => (b, a, false),
             Direction::Both => (a, b, true),
         };
-        let Some(held) = self.wire.stall_connection(&key, dir, until) else { return };
+        let Some(held) = wire.stall_connection(&key, dir, until) else { return };
         let held = held as u64;
-        self.conn_faults.counts.stalls += 1;
-        self.cx.trace.push_engine(now, EventKind::ConnStall { from, to, both, until, held });
-        self.next_conn_fault();
+        self.counts.stalls += 1;
+        cx.trace.push_engine(now, EventKind::ConnStall { from, to, both, until, held });
+        self.draw_next_time(now, cx.spec.explore.connection.span);
     }
+}
+
+/// Whether the node at `e` (a guest, or the host client) is up and
+/// ready: a connection fault hits only connections between running
+/// programs.
+fn endpoint_ready(cx: &Ctx, e: &Endpoint) -> bool {
+    cx.nodes.get(e.node).is_none_or(|n| n.is_up() && n.is_ready())
+}
+
+/// `node:port`, with the node's name (`host` for the host client).
+fn endpoint_name(cx: &Ctx, e: &Endpoint) -> String {
+    let name = cx.nodes.get(e.node).map_or("host", |n| n.name.as_str());
+    format!("{name}:{}", e.port)
 }

@@ -14,7 +14,10 @@ use std::time::Duration;
 use rand_core::RngCore;
 use simrng::Rng;
 
-use super::Execution;
+use super::ctx::Ctx;
+use super::enabled::FaultGates;
+use super::wire::Wire;
+use crate::actions::{Action, Enabled};
 use crate::disk::{self, CrashPoint};
 use crate::faults::{draw_delay, ScheduledCrash};
 use crate::spec::EngineError;
@@ -76,11 +79,6 @@ impl Crashes {
         self.restart_rng = simrng::stream(seed, simrng::streams::RESTART_AFTER);
     }
 
-    /// Power losses so far.
-    pub fn count(&self) -> u32 {
-        self.count
-    }
-
     /// Whether a crash may come at `now` within a budget of `max`: the
     /// drawn time has come and the budget has one left.
     pub fn due(&self, now: VirtualTime, max: u32) -> bool {
@@ -94,13 +92,13 @@ impl Crashes {
 
     /// Draws when the next crash may come: uniformly within `span` from
     /// `now`.
-    pub fn draw_next_time(&mut self, now: VirtualTime, span: Duration) {
+    fn draw_next_time(&mut self, now: VirtualTime, span: Duration) {
         let after = self.time_rng.next_u64() % simtime::span_ns(span).max(1);
         self.not_before = Some(now + Duration::from_nanos(after));
     }
 
     /// The faults begin at `now`: the crash schedule counts from here.
-    pub fn begin_schedule(&mut self, now: VirtualTime) {
+    fn begin_schedule(&mut self, now: VirtualTime) {
         self.schedule_base = Some(now);
     }
 
@@ -160,11 +158,13 @@ impl Crashes {
     }
 }
 
-impl Execution<'_> {
+/// The actions: each acts at `cx.now`, and a node that loses power is
+/// taken off the wire.
+impl Crashes {
     /// `node` loses power; the next crash may come a drawn time from now.
-    pub(super) fn crash_chosen(&mut self, node: NodeId) -> Result<(), EngineError> {
-        self.crash(node)?;
-        self.draw_next_crash_time();
+    pub fn crash_chosen(&mut self, cx: &mut Ctx, wire: &mut Wire, node: NodeId) -> Result<(), EngineError> {
+        self.crash(cx, wire, node)?;
+        self.draw_next(cx);
         Ok(())
     }
 
@@ -172,11 +172,17 @@ impl Execution<'_> {
     /// power at this instant, in node order, each disk into a crash state
     /// of its own (each a crash of the budget, numbered in that order).
     /// The next crash may come a drawn time from now.
-    pub(super) fn power_failure(&mut self) -> Result<(), EngineError> {
-        let down: Vec<NodeId> = self.power_failure_nodes();
-        self.crash_together(down)?;
-        self.draw_next_crash_time();
+    pub fn power_failure(&mut self, cx: &mut Ctx, wire: &mut Wire) -> Result<(), EngineError> {
+        self.crash_together(cx, wire, power_failure_nodes(cx))?;
+        self.draw_next(cx);
         Ok(())
+    }
+
+    /// Faults begin: the crash schedule counts from now, and the first
+    /// crash may come a drawn time from now.
+    pub fn begin(&mut self, cx: &Ctx) {
+        self.draw_next(cx);
+        self.begin_schedule(cx.now);
     }
 
     /// Draws when the next crash may come: uniformly within `crash_span`
@@ -187,17 +193,17 @@ impl Execution<'_> {
     /// spent within milliseconds of the first (three single crashes in a
     /// row were a coordinated outage in all but name, and a power failure
     /// was no choice of its own).
-    pub(crate) fn draw_next_crash_time(&mut self) {
-        self.crashes.draw_next_time(self.cx.now, self.cx.spec.explore.crash_span);
+    fn draw_next(&mut self, cx: &Ctx) {
+        self.draw_next_time(cx.now, cx.spec.explore.crash_span);
     }
 
     /// Nodes `down` (two or more) lose power at this instant, in node order.
-    pub(super) fn crash_together(&mut self, down: Vec<NodeId>) -> Result<(), EngineError> {
-        self.crashes.power_failures += 1;
-        let nodes: Vec<String> = down.iter().map(|&node| self.cx.nodes[node].name.clone()).collect();
-        self.cx.trace.push_engine(self.cx.now, EventKind::PowerFailure { nodes });
+    pub fn crash_together(&mut self, cx: &mut Ctx, wire: &mut Wire, down: Vec<NodeId>) -> Result<(), EngineError> {
+        self.power_failures += 1;
+        let nodes: Vec<String> = down.iter().map(|&node| cx.nodes[node].name.clone()).collect();
+        cx.trace.push_engine(cx.now, EventKind::PowerFailure { nodes });
         for node in down {
-            self.crash(node)?;
+            self.crash(cx, wire, node)?;
         }
         Ok(())
     }
@@ -205,29 +211,29 @@ impl Execution<'_> {
     /// Power-fails `node`: its disk falls into a crash state. With
     /// restart delays per node or drawn from a range, its delay is drawn
     /// now (nothing is drawn for a fixed one).
-    pub(super) fn crash(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.cx.now;
-        let range = self.cx.spec.explore.restart_ranges.get(node.index()).copied();
-        let (crash, forced) = self.crashes.power_loss(node, range);
-        let name = self.cx.nodes[node].name.clone();
-        if !self.cx.nodes[node].running.is_empty() {
+    fn crash(&mut self, cx: &mut Ctx, wire: &mut Wire, node: NodeId) -> Result<(), EngineError> {
+        let now = cx.now;
+        let range = cx.spec.explore.restart_ranges.get(node.index()).copied();
+        let (crash, forced) = self.power_loss(node, range);
+        let name = cx.nodes[node].name.clone();
+        if !cx.nodes[node].running.is_empty() {
             let text = format!(
                 "the crash kills {name}'s running command(s) {}; sent again once {name} is ready",
-                self.cx.nodes[node].running.join(", ")
+                cx.nodes[node].running.join(", ")
             );
-            self.cx.trace.push(now, node, EventKind::Note { text });
+            cx.trace.push(now, node, EventKind::Note { text });
         }
-        if self.cx.nodes[node].paused_until().is_some() {
+        if cx.nodes[node].paused_until().is_some() {
             // Its paused processes die with it (`Node::power_off`).
             let text = format!("the crash ends {name}'s pause");
-            self.cx.trace.push(now, node, EventKind::Note { text });
+            cx.trace.push(now, node, EventKind::Note { text });
         }
         // What the guest's page cache held goes with the power.
-        let dirty_files = self.cx.nodes[node].runtime().and_then(|r| r.dirty_files());
-        let disk = self.cx.nodes[node].power_off(now)?;
-        let detail = match (disk, &self.cx.spec.disk) {
+        let dirty_files = cx.nodes[node].runtime().and_then(|r| r.dirty_files());
+        let disk = cx.nodes[node].power_off(now)?;
+        let detail = match (disk, &cx.spec.disk) {
             (Some(disk), Some(ds)) => {
-                let (mut point, state) = disk::crash_disk(disk, ds, crash, &name, now, self.cx.seed, forced)
+                let (mut point, state) = disk::crash_disk(disk, ds, crash, &name, now, cx.seed, forced)
                     .map_err(|source| EngineError::Crash { node: name.clone(), source })?;
                 point.dirty_files = dirty_files;
                 let which = match point.chosen {
@@ -245,25 +251,127 @@ impl Execution<'_> {
                     state.persisted.len(),
                     point.volatile_writes
                 );
-                self.crashes.points.push(point);
+                self.points.push(point);
                 d
             }
             _ => "power loss".into(),
         };
-        self.cx.trace.push(now, node, EventKind::Crash { detail });
-        self.wire.node_down(node);
+        cx.trace.push(now, node, EventKind::Crash { detail });
+        wire.node_down(node);
         Ok(())
     }
 
-    /// Powers crashed `node` on again and connects it.
-    pub(super) fn restart(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.cx.now;
-        self.cx.trace.push(now, node, EventKind::Restart);
-        self.cx.nodes[node].boot(self.cx.seed)?;
-        self.cx.nodes[node].connect(now, self.cx.spec.connect_timeout)?;
-        self.record_node_clock(node);
+    /// Powers crashed `node` on again and connects it (its clock hardware
+    /// is the node faults' to record).
+    pub fn restart(&self, cx: &mut Ctx, node: NodeId) -> Result<(), EngineError> {
+        let now = cx.now;
+        cx.trace.push(now, node, EventKind::Restart);
+        cx.nodes[node].boot(cx.seed)?;
+        cx.nodes[node].connect(now, cx.spec.connect_timeout)?;
         Ok(())
     }
+}
+
+/// When crashes are offered.
+impl Crashes {
+    /// The crashes enabled now ([`Self::enabled_by_stake`]), turned onto
+    /// the nodes holding `[faults.crash] target`'s role
+    /// ([`Self::target`]).
+    pub fn enabled(&self, cx: &Ctx, gates: &FaultGates, into: &mut Vec<Enabled>) {
+        self.enabled_by_stake(cx, gates, into);
+        self.target(cx, gates, into);
+    }
+
+    /// A crash is enabled while the workload runs, within the budget,
+    /// from a virtual time drawn uniformly over the first `crash_span` of
+    /// the workload (so crashes spread over the run instead of piling up
+    /// at its first opportunities), on a node with something at stake.
+    ///
+    /// With data disks, that is a node whose guest holds file data a power
+    /// loss would take (files with dirty pages in its page cache, as the
+    /// guest kernel publishes when it idles), whose disk holds volatile
+    /// writes (a crash there has several crash states: which of them
+    /// reached the platter), or whose flush just completed (nothing is
+    /// volatile, and recovery must show all of it). The page cache is
+    /// where a program that acknowledges before it syncs keeps its data
+    /// until the file system's next commit (ext4: 5 s later): a crash
+    /// offered only with volatile disk writes fell at that commit, after
+    /// the window, and such a server lost nothing in 19 executions. A
+    /// crash just after the node sent something (an acknowledgement) is
+    /// weighted up. A crash of a node that merely sends is not offered: a
+    /// store that syncs before it answers (etcd) sends all the time, and
+    /// offering a crash after every send left db-cluster's crash points
+    /// with nothing volatile and one crash state each (tests/disks.rs,
+    /// full tier). Without disks, it is a node with frames in flight (the
+    /// rest of the cluster may already believe something the node is
+    /// about to lose, such as an acknowledgement sent before a replica has
+    /// the write). Offering a crash at every step would spend nearly all
+    /// of them on idle nodes.
+    fn enabled_by_stake(&self, cx: &Ctx, gates: &FaultGates, into: &mut Vec<Enabled>) {
+        if !self.due(cx.now, cx.spec.explore.max_crashes) || gates.calm {
+            return;
+        }
+        let (mut offered, mut any_at_risk) = (false, false);
+        for &i in &cx.spec.explore.crashable {
+            let n = &cx.nodes[i];
+            let sending = gates.wire.has_in_flight_from(i);
+            let disk = n.data_disk();
+            let volatile = disk.and_then(|d| d.disk()).is_some_and(|d| d.volatile_writes().next().is_some());
+            // The moments around a durability point: just before a
+            // flush completes (its writes are still volatile) and just
+            // after (nothing is, and recovery must show all of it).
+            let flush_pending =
+                disk.is_some_and(|d| d.pending_disk().iter().any(|r| r.kind == disksim::RequestKind::Flush));
+            // The guest's page cache: what it holds dirty goes with the
+            // power (the disk never saw it).
+            let dirty = n.runtime().is_some_and(|r| r.dirty_files().is_some_and(|f| f > 0));
+            let at_stake = if cx.spec.disk.is_some() { dirty || volatile || n.flushed_since_run } else { sending };
+            if n.is_ready() && at_stake {
+                let at_risk = flush_pending || n.flushed_since_run || n.just_sent;
+                into.push(Enabled::crash(i, cx.now).at_risk(at_risk));
+                any_at_risk |= at_risk;
+                offered = true;
+            }
+        }
+        // A coordinated power failure: offered where a single crash is (some
+        // node has something at stake), when two or more nodes are up and
+        // the budget has a crash for each.
+        if !(cx.spec.explore.power_failure && offered) {
+            return;
+        }
+        let down = power_failure_nodes(cx);
+        let budget = cx.spec.explore.max_crashes - self.count;
+        if down.len() >= 2 && down.len() as u32 <= budget {
+            into.push(Enabled::power_failure(down[0], cx.now).at_risk(any_at_risk));
+        }
+    }
+
+    /// `[faults.crash] target`: the crashes [`Self::enabled_by_stake`]
+    /// offered (`into`'s `Crash` entries, by node) become the crashes of
+    /// the nodes holding the role: a crashable node that holds it is
+    /// offered at every step from the crash time on, within the budget,
+    /// and weighted up; no other node's crash is. A coordinated power
+    /// failure is left as offered (it takes every node down).
+    fn target(&self, cx: &Ctx, gates: &FaultGates, into: &mut Vec<Enabled>) {
+        let Some(role) = cx.spec.explore.roles.crash.as_deref() else { return };
+        let first = into.iter().position(|e| matches!(e.action, Action::Crash(_) | Action::PowerFailure));
+        into.retain(|e| !matches!(e.action, Action::Crash(_)));
+        if !self.due(cx.now, cx.spec.explore.max_crashes) || gates.calm {
+            return;
+        }
+        let at = first.unwrap_or(into.len()).min(into.len());
+        let crashes = cx.spec.explore.crashable.iter().copied();
+        let targeted: Vec<Enabled> = crashes
+            .filter(|&node| cx.nodes[node].is_ready() && gates.roles.holds(cx, node, role))
+            .map(|node| Enabled::crash(node, cx.now).at_risk(true))
+            .collect();
+        into.splice(at..at, targeted);
+    }
+}
+
+/// The nodes a power failure now takes down: every crashable node that is up.
+pub(super) fn power_failure_nodes(cx: &Ctx) -> Vec<NodeId> {
+    cx.spec.explore.crashable.iter().copied().filter(|&i| cx.nodes[i].is_up()).collect()
 }
 
 #[cfg(test)]
@@ -295,7 +403,7 @@ mod tests {
         assert_eq!(c.power_loss(b, Some((SECOND, 3 * SECOND))), (2, Some(7)), "crash 2's state is forced");
         let delay = draw_delay(&mut simrng::stream(5, simrng::streams::RESTART_AFTER), (SECOND, 3 * SECOND));
         assert_eq!(c.restart_at(b, crashed, SECOND), crashed + delay);
-        assert_eq!(c.count(), 2);
+        assert_eq!(c.count, 2);
     }
 
     #[test]

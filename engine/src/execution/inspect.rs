@@ -26,6 +26,7 @@
 
 use std::time::Duration;
 
+use super::ctx::Ctx;
 use super::Execution;
 use crate::agent::{AgentCommand, EXEC};
 use crate::outcome::Verdict;
@@ -91,9 +92,23 @@ pub enum InspectError {
     Engine(#[from] EngineError),
 }
 
+/// Commands run in the guests for inspection: whether one has run, and
+/// the one running.
+///
+/// Invariant: while a command runs the enabled set offers no fault
+/// ([`Self::is_running`]).
+#[derive(Default)]
+pub(super) struct Inspection {
+    /// A command has run: from then on the execution is no longer the
+    /// recorded one.
+    used: bool,
+    /// The command running, if one is.
+    running: Option<Inspecting>,
+}
+
 /// The command being run by [`Execution::exec`], and what came back.
 #[derive(Debug)]
-pub(crate) struct Inspecting {
+struct Inspecting {
     /// The node running it.
     node: NodeId,
     /// Its output's base64 lines, as they arrived.
@@ -102,9 +117,60 @@ pub(crate) struct Inspecting {
     status: Option<i32>,
 }
 
+impl Inspection {
+    /// A command starts on `node`.
+    fn begin(&mut self, node: NodeId) {
+        self.used = true;
+        self.running = Some(Inspecting { node, chunks: String::new(), status: None });
+    }
+
+    /// Whether a command has run.
+    fn used(&self) -> bool {
+        self.used
+    }
+
+    /// Whether the command started is still waiting for its exit status.
+    fn waiting(&self) -> bool {
+        self.running.as_ref().is_some_and(|i| i.status.is_none())
+    }
+
+    /// The command is over: its output's base64 lines and its status.
+    fn end(&mut self) -> (String, Option<i32>) {
+        self.running.take().map_or((String::new(), None), |i| (i.chunks, i.status))
+    }
+
+    /// Whether a command runs (the enabled set then offers no fault: the
+    /// default choice alone would take a crash due now before a node run
+    /// due later; timeline faults, `[[faults.partition]]` and scheduled
+    /// crashes, still come at their times).
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// An `@sim out` line or `@sim done exec` from node `from`: part of
+    /// the command running. Anything from another node, or when no command
+    /// runs, is a note in the trace.
+    pub fn on_message(&mut self, cx: &mut Ctx, from: NodeId, chunk: Option<String>, status: Option<i32>) {
+        match self.running.as_mut().filter(|i| i.node == from) {
+            Some(i) => {
+                if let Some(c) = chunk {
+                    i.chunks.push_str(&c);
+                }
+                if status.is_some() {
+                    i.status = status;
+                }
+            }
+            None => {
+                let text = format!("agent: {EXEC} output nobody asked for");
+                cx.trace.push(cx.now, from, EventKind::Note { text });
+            }
+        }
+    }
+}
+
 /// The scheduler's own choice at every choice point: what an execution
 /// does when nothing is explored. (While a command runs the enabled set
-/// offers no fault: [`Execution::offers_faults`].)
+/// offers no fault: [`Inspection::is_running`].)
 struct DefaultScheduler;
 
 /// Whether the engine offers `kind` only as a fault to explore: every
@@ -136,7 +202,7 @@ impl Execution<'_> {
             }
             match until {
                 Until::Steps(n) if self.choices.steps() >= n => return Ok(Reached::Moment),
-                Until::Time(t) if self.held.is_none() && self.next_due().is_none_or(|e| e > t) => {
+                Until::Time(t) if !self.branching.holds() && self.next_due().is_none_or(|e| e > t) => {
                     self.cx.now = self.cx.now.max(t);
                     return Ok(Reached::Moment);
                 }
@@ -154,7 +220,7 @@ impl Execution<'_> {
     /// Whether a command has run ([`Self::exec`]): from then on the
     /// execution is no longer the recorded one.
     pub fn inspected(&self) -> bool {
-        self.inspected
+        self.inspection.used()
     }
 
     /// The nodes' names, by 0-based index.
@@ -174,16 +240,15 @@ impl Execution<'_> {
             let why = if n.is_up() { "it is booting (its agent is not up)" } else { "it is powered off" };
             return Err(InspectError::NodeNotUp { node: n.name.clone(), at: self.cx.now, why });
         }
-        self.inspected = true;
         let began = self.cx.now;
         self.cx.trace.push(began, node, EventKind::Note { text: format!("inspect: exec {command}") });
-        self.inspecting = Some(Inspecting { node, chunks: String::new(), status: None });
+        self.inspection.begin(node);
         self.cx.control(node, &AgentCommand::Exec(command.to_string()))?;
         let deadline = began + limit;
         let first: Option<Verdict> = self.script.take_verdict();
         let mut later = None;
         let mut scheduler = DefaultScheduler;
-        while self.inspecting.as_ref().is_some_and(|i| i.status.is_none()) && self.cx.now <= deadline {
+        while self.inspection.waiting() && self.cx.now <= deadline {
             if self.cx.nodes.get(node).is_none_or(|n| !n.is_up()) {
                 break;
             }
@@ -195,7 +260,7 @@ impl Execution<'_> {
             }
         }
         self.script.restore_verdict(first.or(later));
-        let (chunks, status) = self.inspecting.take().map_or((String::new(), None), |i| (i.chunks, i.status));
+        let (chunks, status) = self.inspection.end();
         let output = decode_chunks(&chunks);
         let unfinished = status.is_none().then(|| match self.cx.nodes[node].crashed_at() {
             Some(t) => {
@@ -205,35 +270,6 @@ impl Execution<'_> {
             None => format!("it had not finished after {:.6} s of virtual time", simtime::span_ns(limit) as f64 / 1e9),
         });
         Ok(ExecOutput { output, status, unfinished, began, ended: self.cx.now })
-    }
-
-    /// An `@sim out` line or `@sim done exec` from node `from`: part of
-    /// the command [`Self::exec`] runs. Anything from another node, or
-    /// when no command runs, is a note in the trace.
-    pub(crate) fn on_exec_message(&mut self, from: NodeId, chunk: Option<String>, status: Option<i32>) {
-        match self.inspecting.as_mut().filter(|i| i.node == from) {
-            Some(i) => {
-                if let Some(c) = chunk {
-                    i.chunks.push_str(&c);
-                }
-                if status.is_some() {
-                    i.status = status;
-                }
-            }
-            None => {
-                let text = format!("agent: {EXEC} output nobody asked for");
-                self.cx.trace.push(self.cx.now, from, EventKind::Note { text });
-            }
-        }
-    }
-
-    /// Whether the enabled set may offer faults (crashes, pauses, clock
-    /// jumps, kills, connection faults): not while an inspection command
-    /// runs. (The default choice alone would take a crash due now before
-    /// a node run due later.) Timeline faults (`[[faults.partition]]`,
-    /// scheduled crashes) still come at their times.
-    pub(super) fn offers_faults(&self) -> bool {
-        self.inspecting.is_none()
     }
 
     /// The earliest time anything is due, as [`Self::step`] would gather it.

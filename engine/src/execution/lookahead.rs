@@ -104,11 +104,11 @@ impl Execution<'_> {
     /// `None` when one is enabled now (every step is then a choice).
     fn fault_bound(&self) -> Option<VirtualTime> {
         let mut now_enabled = Vec::new();
-        self.enabled_crashes(&mut now_enabled);
-        self.target_crashes(&mut now_enabled);
-        self.enabled_node_faults(&mut now_enabled);
-        self.enabled_conn_faults(&mut now_enabled);
-        self.enabled_kills(&mut now_enabled);
+        let gates = self.fault_gates();
+        self.crashes.enabled(&self.cx, &gates, &mut now_enabled);
+        self.node_faults.enabled(&self.cx, &gates, &mut now_enabled);
+        self.conn_faults.enabled(&self.cx, &gates, &mut now_enabled);
+        self.node_faults.enabled_kills(&self.cx, &gates, &mut now_enabled);
         if !now_enabled.is_empty() {
             return None;
         }
@@ -120,7 +120,7 @@ impl Execution<'_> {
         let [pause, clock, kill] = self.node_faults.next_possible(explore);
         // A time already past gated nothing: the fault waits for a node
         // with something at stake, which only a visible event brings.
-        let conn = self.conn_fault_time();
+        let conn = self.conn_faults.next_time(&self.cx);
         Some(
             [crash, pause, clock, kill, conn]
                 .into_iter()

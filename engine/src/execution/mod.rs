@@ -10,11 +10,22 @@
 //! change them: the wire (`wire.rs`: netsim and the host client), the
 //! power losses (`crashes.rs`), the disk faults (`disks.rs`), pauses, clock
 //! jumps and kills (`node_faults.rs`), connection faults
-//! (`conn_faults.rs`), when faults may happen at all, the script's
-//! progress and the grants (`parts.rs`), and the strategy's side
-//! (`choices.rs`). Applying a chosen action (`apply.rs`) is one call into
-//! the part it belongs to; a node's run and the host client's poll, which
-//! touch several, are in `run.rs`.
+//! (`conn_faults.rs`), the roles (`roles.rs`), inspection commands
+//! (`inspect.rs`), the strategy's side (`choices.rs`), and the small ones
+//! (`parts.rs`: the script's progress, when faults may happen at all, the
+//! grants, stopping at a crash point, the wall clock). What every part acts
+//! on (the clock, the spec, the seed, the nodes, the trace) is the context
+//! (`ctx.rs`), which the parts' methods take. Applying a chosen action
+//! (`apply.rs`) is one call into the part it belongs to.
+//!
+//! What stays on `Execution` coordinates several parts: the step and its
+//! life cycle (here), the enabled set (`enabled.rs`: every part's offers
+//! in a fixed order), lookahead's bound (`lookahead.rs`: every part's next
+//! possible event), a node's run and the host client's poll (`run.rs`:
+//! what they did goes into the wire, the disks, the script), the script's
+//! reactions to agent messages (`script.rs`: they start the workload,
+//! faults, checks, the quiet period), scheduled crashes (`schedule.rs`) and
+//! inspection (`inspect.rs`), which step the execution.
 
 mod apply;
 mod boot;
@@ -34,7 +45,7 @@ mod schedule;
 mod script;
 mod wire;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use self::boot::{boot_nodes, host_endpoint, network};
 use self::choices::Choices;
@@ -42,20 +53,20 @@ use self::conn_faults::ConnFaults;
 use self::crashes::Crashes;
 use self::ctx::Ctx;
 use self::disks::DiskFaults;
+use self::inspect::Inspection;
 pub use self::inspect::{ExecOutput, InspectError, Reached, Until};
 use self::node_faults::NodeFaults;
 pub(crate) use self::parts::Phase;
-use self::parts::{FaultPeriod, Grants, Script};
+use self::parts::{Branching, FaultPeriod, Grants, Script, Wall};
+use self::roles::Roles;
 use self::wire::Wire;
 use crate::actions::{effective_time, horizon, Enabled};
-use crate::console::AgentMsg;
 use crate::disk;
 use crate::node::Nodes;
 use crate::outcome::{ExecutionResult, FailureKind, Verdict};
 use crate::spec::{EngineError, ExecutionSpec};
 use crate::strategy::{ActionKind, Strategy};
 use crate::trace::{EventKind, Trace};
-use crate::NodeId;
 use simtime::VirtualTime;
 
 /// What [`Execution::step`] left behind.
@@ -85,17 +96,6 @@ pub struct CrashBranch {
     pub chosen: u64,
 }
 
-/// Wall-clock statistics (never read for anything a guest sees).
-struct Wall {
-    began: Instant,
-    /// The first node's spawn: boot time counts from here, so nothing the
-    /// run did before (image build, scratch set-up, node configuration)
-    /// is taken for boot time.
-    first_spawn: Option<Instant>,
-    /// From the first spawn until every agent was ready.
-    boot: Option<Duration>,
-}
-
 /// One execution of a cluster under virtual time, between steps.
 ///
 /// The engine is the only source of time for every node, and exactly one
@@ -114,22 +114,13 @@ pub struct Execution<'a> {
     node_faults: NodeFaults,
     conn_faults: ConnFaults,
     grants: Grants,
-    /// Agent messages of the node run being taken in (kept to reuse its
-    /// buffer; empty between steps).
-    msgs: Vec<(NodeId, AgentMsg)>,
     choices: Choices,
     wall: Wall,
-    /// Stop at the first enumerable power loss ([`Step::CrashBranch`]).
-    branch_at_crash: bool,
-    /// The action a step chose and left for the next one to apply.
-    held: Option<Enabled>,
-    /// Each node's role: the last word its role probe
-    /// printed since it booted (`[roles]`).
-    roles: std::collections::BTreeMap<NodeId, String>,
-    /// Whether a command has run in a guest for inspection (`inspect.rs`).
-    inspected: bool,
-    /// The inspection command running, if one is.
-    inspecting: Option<inspect::Inspecting>,
+    branching: Branching,
+    /// Each node's role (`[roles]`).
+    roles: Roles,
+    /// Commands run in the guests for inspection.
+    inspection: Inspection,
 }
 
 impl<'a> Execution<'a> {
@@ -159,19 +150,16 @@ impl<'a> Execution<'a> {
             node_faults: NodeFaults::new(spec.stream_seed()),
             conn_faults: ConnFaults::new(spec.stream_seed()),
             grants: Grants::default(),
-            msgs: Vec::new(),
             choices: Choices::new(spec.boot_seed),
-            wall: Wall { began, first_spawn, boot: None },
-            branch_at_crash: false,
-            held: None,
-            roles: std::collections::BTreeMap::new(),
-            inspected: false,
-            inspecting: None,
+            wall: Wall::new(began, first_spawn),
+            branching: Branching::default(),
+            roles: Roles::default(),
+            inspection: Inspection::default(),
         };
         for node in ex.cx.nodes.ids() {
             ex.cx.nodes[node].connect(VirtualTime::ZERO, spec.connect_timeout)?;
             ex.cx.trace.push(VirtualTime::ZERO, node, EventKind::Boot);
-            ex.record_node_clock(node);
+            ex.node_faults.record_clock(&mut ex.cx, node);
         }
         Ok(ex)
     }
@@ -238,7 +226,7 @@ impl<'a> Execution<'a> {
                 vm.rehome()?;
             }
         }
-        self.wall.began = Instant::now();
+        self.wall.restart();
         Ok(())
     }
 
@@ -261,7 +249,7 @@ impl<'a> Execution<'a> {
             // The nodes go down as the execution drops, as on every other error.
             return Err(EngineError::Cancelled);
         }
-        if let Some(chosen) = self.held.take() {
+        if let Some(chosen) = self.branching.take_held() {
             return self.apply_chosen(chosen);
         }
         if self.script.phase() == Phase::Ready {
@@ -270,7 +258,7 @@ impl<'a> Execution<'a> {
         let mut pending = self.choices.take_pending();
         self.gather_pending(&mut pending);
         let Some(earliest) = pending.earliest() else {
-            self.fail(FailureKind::GuestExit, None, "every node has exited".into());
+            self.script.fail(&self.cx, FailureKind::GuestExit, None, "every node has exited".into());
             return Ok(Step::Done);
         };
         if earliest > self.cx.spec.time_limit {
@@ -297,7 +285,7 @@ impl<'a> Execution<'a> {
         self.cx.now = effective_time(&chosen, self.cx.now);
         self.choices.count_steps(1);
         if let Some(branch) = self.crash_branch(&chosen) {
-            self.held = Some(chosen);
+            self.branching.hold(chosen);
             return Ok(Step::CrashBranch(branch));
         }
         self.apply_chosen(chosen)
@@ -327,7 +315,7 @@ impl<'a> Execution<'a> {
     /// of a run are those of the first crash point).
     fn crash_branch(&self, chosen: &Enabled) -> Option<CrashBranch> {
         let crate::actions::Action::Crash(i) = chosen.action else { return None };
-        if !self.branch_at_crash {
+        if !self.branching.is_on() {
             return None;
         }
         let crash = self.crashes.first_unforced()?;
@@ -339,7 +327,7 @@ impl<'a> Execution<'a> {
     /// From now on, [`Self::step`] stops at the first enumerable power loss
     /// with [`Step::CrashBranch`] (a warm start's crash-state siblings).
     pub fn branch_at_crash(&mut self, on: bool) {
-        self.branch_at_crash = on;
+        self.branching.set(on);
     }
 
     /// Crash number `crash` leaves its disk in crash state `state`: for a
@@ -370,7 +358,7 @@ impl<'a> Execution<'a> {
         let limit = self.cx.spec.time_limit;
         self.cx.now = limit;
         let msg = format!("{what} within the virtual-time limit of {} s", limit.as_secs_f64());
-        self.fail(FailureKind::TimeLimit, None, msg);
+        self.script.fail(&self.cx, FailureKind::TimeLimit, None, msg);
     }
 
     /// A critical-transition probe's calm continuation begins at this step
@@ -380,10 +368,10 @@ impl<'a> Execution<'a> {
         let steps = self.choices.steps();
         let Some((_, seed)) = self.cx.spec.explore.calm_from.filter(|&(at, _)| at == steps) else { return Ok(false) };
         self.fault_period.calm();
-        self.calm_disks();
+        self.disk_faults.calm(&mut self.cx);
         self.choices.calm(seed);
         self.wire.calm(seed);
-        self.resume_all()?;
+        self.node_faults.resume_all(&mut self.cx)?;
         Ok(true)
     }
 
@@ -394,11 +382,11 @@ impl<'a> Execution<'a> {
             && self.cx.nodes.iter().all(|n| n.agent_ready())
             && !self.script.is_decided()
         {
-            self.wall.boot = self.wall.first_spawn.map(|t| t.elapsed());
+            self.wall.booted();
             if self.cx.spec.ready_probe {
                 self.script.set_phase(Phase::Probing { passed: 0 });
                 for node in self.cx.nodes.ids() {
-                    self.command(node, crate::READY_PROBE)?;
+                    self.script.command(&mut self.cx, node, crate::READY_PROBE)?;
                 }
             } else {
                 self.boot_done()?;
@@ -465,13 +453,14 @@ impl<'a> Execution<'a> {
         let (crashes, power_failures, crash_points) = self.crashes.finish();
         let (grants, round_trips) = self.grants.totals();
         let (decisions, choice_points, race_points, chosen) = self.choices.finish();
+        let (wall, boot_wall) = self.wall.totals();
         ExecutionResult {
             verdict: self.script.take_verdict().unwrap_or(Verdict::Pass),
             trace_hash: trace.hash(),
             trace,
             ended_at: now,
-            wall: self.wall.began.elapsed(),
-            boot_wall: self.wall.boot,
+            wall,
+            boot_wall,
             grants,
             round_trips,
             node_memory_kib,

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use simrng::Rng;
 
-use super::Execution;
+use super::ctx::Ctx;
+use super::enabled::FaultGates;
+use crate::actions::Enabled;
 use crate::agent::AgentCommand;
 use crate::faults::{below, between, draw_delay, ClockSpec, FaultCounts, KillSpec, PauseSpec};
 use crate::spec::{EngineError, ExploreSpec};
@@ -164,24 +166,25 @@ fn span_draw(rng: &mut Rng, span: Duration) -> Duration {
     Duration::from_nanos(below(rng, simtime::span_ns(span)))
 }
 
-impl Execution<'_> {
+/// The actions: each acts at `cx.now` and tells the node's agent.
+impl NodeFaults {
     /// The workload starts: draw when pauses, clock jumps and kills
     /// become possible (only for those that are on).
-    pub(crate) fn start_node_faults(&mut self) {
-        self.node_faults.start(self.cx.now, &self.cx.spec.explore);
+    pub fn begin(&mut self, cx: &Ctx) {
+        self.start(cx.now, &cx.spec.explore);
     }
 
     /// Records `node`'s clock hardware at one of its boots.
-    pub(crate) fn record_node_clock(&mut self, node: NodeId) {
-        let now = self.cx.now;
-        let clock = self.cx.nodes[node].clock;
+    pub fn record_clock(&mut self, cx: &mut Ctx, node: NodeId) {
+        let now = cx.now;
+        let clock = cx.nodes[node].clock;
         if let Some(offset_ns) = clock.offset_ns {
-            self.node_faults.counts.clock_offsets += 1;
-            self.cx.trace.push(now, node, EventKind::ClockOffset { offset_ns });
+            self.counts.clock_offsets += 1;
+            cx.trace.push(now, node, EventKind::ClockOffset { offset_ns });
         }
         if let Some(ppm) = clock.drift_ppm {
-            self.node_faults.counts.clock_drifts += 1;
-            self.cx.trace.push(now, node, EventKind::ClockDrift { ppm });
+            self.counts.clock_drifts += 1;
+            cx.trace.push(now, node, EventKind::ClockDrift { ppm });
         }
     }
 
@@ -193,17 +196,17 @@ impl Execution<'_> {
     /// budget would go on the first steps after the drawn time). With
     /// `[faults.pause] target`, only on a node holding that role, and
     /// there whether or not it is sending.
-    pub(crate) fn pause_enabled(&self, node: NodeId) -> bool {
-        let n = &self.cx.nodes[node];
-        let sending = self.wire.has_in_flight_from(node);
-        self.node_faults.pause_due(self.cx.now, &self.cx.spec.explore.pause)
-            && !self.fault_period.is_calm()
+    fn pause_enabled(&self, cx: &Ctx, gates: &FaultGates, node: NodeId) -> bool {
+        let n = &cx.nodes[node];
+        let sending = gates.wire.has_in_flight_from(node);
+        self.pause_due(cx.now, &cx.spec.explore.pause)
+            && !gates.calm
             && n.is_ready()
             && n.paused_until().is_none()
             && n.killed_until().is_none()
-            && match self.cx.spec.explore.roles.pause.as_deref() {
+            && match cx.spec.explore.roles.pause.as_deref() {
                 None => sending,
-                target => self.role_allows(target, node),
+                target => gates.roles.allows(cx, target, node),
             }
     }
 
@@ -213,65 +216,90 @@ impl Execution<'_> {
     /// stake (its memory is lost); the drawn times spread the kills, and a
     /// kill just after the node sent something (an acknowledgement) is
     /// weighted up.
-    pub(crate) fn kill_enabled(&self, node: NodeId) -> bool {
-        let n = &self.cx.nodes[node];
-        self.node_faults.kill_due(self.cx.now, &self.cx.spec.explore.kill)
-            && !self.fault_period.is_calm()
+    fn kill_enabled(&self, cx: &Ctx, gates: &FaultGates, node: NodeId) -> bool {
+        let n = &cx.nodes[node];
+        self.kill_due(cx.now, &cx.spec.explore.kill)
+            && !gates.calm
             && n.is_ready()
             && n.paused_until().is_none()
             && n.killed_until().is_none()
-    }
-
-    /// SIGKILLs `node`'s start command; it runs again a drawn delay from now.
-    pub(crate) fn kill(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.cx.now;
-        let restart_at = now + self.node_faults.draw_kill(now, &self.cx.spec.explore.kill);
-        self.cx.nodes[node].set_killed_until(Some(restart_at));
-        self.cx.trace.push(now, node, EventKind::Kill { restart_at });
-        self.cx.control(node, &AgentCommand::Kill)
-    }
-
-    /// Starts `node`'s killed start command again.
-    pub(crate) fn respawn(&mut self, node: NodeId) -> Result<(), EngineError> {
-        self.cx.nodes[node].set_killed_until(None);
-        self.cx.trace.push(self.cx.now, node, EventKind::Respawn);
-        self.cx.control(node, &AgentCommand::Start)
     }
 
     /// `node`'s clock may jump now: from the drawn time on, within the
     /// budget, not calm, up and ready. Every moment of a running node is
     /// at stake for its clock; the drawn times spread the jumps. With
     /// `[faults.clock] target`, only on a node holding that role.
-    pub(crate) fn clock_jump_enabled(&self, node: NodeId) -> bool {
-        let n = &self.cx.nodes[node];
-        self.node_faults.clock_due(self.cx.now, &self.cx.spec.explore.clock)
-            && !self.fault_period.is_calm()
+    fn clock_jump_enabled(&self, cx: &Ctx, gates: &FaultGates, node: NodeId) -> bool {
+        let n = &cx.nodes[node];
+        self.clock_due(cx.now, &cx.spec.explore.clock)
+            && !gates.calm
             && n.is_ready()
-            && self.role_allows(self.cx.spec.explore.roles.clock.as_deref(), node)
+            && gates.roles.allows(cx, cx.spec.explore.roles.clock.as_deref(), node)
+    }
+
+    /// Pauses, then clock jumps, each by node (after every older kind, so
+    /// executions without them keep their choice indices).
+    pub fn enabled(&self, cx: &Ctx, gates: &FaultGates, into: &mut Vec<Enabled>) {
+        let e = &cx.spec.explore;
+        for &i in &e.pause.nodes {
+            if self.pause_enabled(cx, gates, i) {
+                into.push(Enabled::pause(i, cx.now).at_risk(e.roles.pause.is_some()));
+            }
+        }
+        for &i in &e.clock.nodes {
+            if self.clock_jump_enabled(cx, gates, i) {
+                into.push(Enabled::clock_jump(i, cx.now).at_risk(e.roles.clock.is_some()));
+            }
+        }
+    }
+
+    /// Kills enabled now, by node (weighted up on a node that just sent).
+    pub fn enabled_kills(&self, cx: &Ctx, gates: &FaultGates, into: &mut Vec<Enabled>) {
+        for &i in &cx.spec.explore.kill.nodes {
+            if self.kill_enabled(cx, gates, i) {
+                into.push(Enabled::kill(i, cx.now).at_risk(cx.nodes[i].just_sent));
+            }
+        }
+    }
+
+    /// SIGKILLs `node`'s start command; it runs again a drawn delay from now.
+    pub fn kill(&mut self, cx: &mut Ctx, node: NodeId) -> Result<(), EngineError> {
+        let now = cx.now;
+        let restart_at = now + self.draw_kill(now, &cx.spec.explore.kill);
+        cx.nodes[node].set_killed_until(Some(restart_at));
+        cx.trace.push(now, node, EventKind::Kill { restart_at });
+        cx.control(node, &AgentCommand::Kill)
+    }
+
+    /// Starts `node`'s killed start command again.
+    pub fn respawn(&self, cx: &mut Ctx, node: NodeId) -> Result<(), EngineError> {
+        cx.nodes[node].set_killed_until(None);
+        cx.trace.push(cx.now, node, EventKind::Respawn);
+        cx.control(node, &AgentCommand::Start)
     }
 
     /// Stops `node`'s start command until a drawn length from now.
-    pub(crate) fn pause(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.cx.now;
-        let resume_at = now + self.node_faults.draw_pause(now, &self.cx.spec.explore.pause);
-        self.cx.nodes[node].set_paused_until(Some(resume_at));
-        self.cx.trace.push(now, node, EventKind::Pause { resume_at });
-        self.cx.control(node, &AgentCommand::Pause)
+    pub fn pause(&mut self, cx: &mut Ctx, node: NodeId) -> Result<(), EngineError> {
+        let now = cx.now;
+        let resume_at = now + self.draw_pause(now, &cx.spec.explore.pause);
+        cx.nodes[node].set_paused_until(Some(resume_at));
+        cx.trace.push(now, node, EventKind::Pause { resume_at });
+        cx.control(node, &AgentCommand::Pause)
     }
 
     /// Continues `node`'s paused start command.
-    pub(crate) fn resume(&mut self, node: NodeId) -> Result<(), EngineError> {
-        self.cx.nodes[node].set_paused_until(None);
-        self.cx.trace.push(self.cx.now, node, EventKind::Resume);
-        self.cx.control(node, &AgentCommand::Resume)
+    pub fn resume(&self, cx: &mut Ctx, node: NodeId) -> Result<(), EngineError> {
+        cx.nodes[node].set_paused_until(None);
+        cx.trace.push(cx.now, node, EventKind::Resume);
+        cx.control(node, &AgentCommand::Resume)
     }
 
     /// The quiet period or a calm probe begins: every paused node that is
     /// up continues now.
-    pub(crate) fn resume_all(&mut self) -> Result<(), EngineError> {
-        for node in self.cx.nodes.ids() {
-            if self.cx.nodes[node].paused_until().is_some() && self.cx.nodes[node].is_up() {
-                self.resume(node)?;
+    pub fn resume_all(&self, cx: &mut Ctx) -> Result<(), EngineError> {
+        for node in cx.nodes.ids() {
+            if cx.nodes[node].paused_until().is_some() && cx.nodes[node].is_up() {
+                self.resume(cx, node)?;
             }
         }
         Ok(())
@@ -279,11 +307,11 @@ impl Execution<'_> {
 
     /// Jumps `node`'s wall clock: a bump, or a strobe (drawn when both
     /// are on).
-    pub(crate) fn clock_jump(&mut self, node: NodeId) -> Result<(), EngineError> {
-        let now = self.cx.now;
-        let (event, command) = self.node_faults.draw_clock_jump(now, &self.cx.spec.explore.clock);
-        self.cx.trace.push(now, node, event);
-        self.cx.control(node, &command)
+    pub fn clock_jump(&mut self, cx: &mut Ctx, node: NodeId) -> Result<(), EngineError> {
+        let now = cx.now;
+        let (event, command) = self.draw_clock_jump(now, &cx.spec.explore.clock);
+        cx.trace.push(now, node, event);
+        cx.control(node, &command)
     }
 }
 

@@ -1,5 +1,6 @@
 //! The small parts of an [`super::Execution`]'s state: the script's
-//! progress, when faults may happen, and the grants' counts. The larger
+//! progress, when faults may happen, the grants' counts, stopping at a
+//! crash point, and the wall clock. The larger
 //! parts live in the module of their concern with their behaviour (`wire`,
 //! `crashes`, `disks`, `node_faults`, `conn_faults`, `choices`).
 //!
@@ -7,8 +8,16 @@
 //! how a step may change it.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use crate::outcome::Verdict;
+use super::ctx::Ctx;
+use crate::actions::Enabled;
+use crate::agent::AgentCommand;
+use crate::console::AgentMsg;
+use crate::outcome::{Failure, FailureKind, Verdict};
+use crate::spec::EngineError;
+use crate::trace::EventKind;
+use crate::NodeId;
 use simtime::VirtualTime;
 use vmm::node::FreeRuns;
 
@@ -48,12 +57,23 @@ pub(crate) struct Script {
     anomalies: BTreeMap<String, u64>,
     /// Some node's Antithesis SDK reported `setup_complete`.
     setup_seen: bool,
+    /// Agent messages of a node run not yet acted on. A node run acts on
+    /// them at its end; one that ends the execution (the node exited or
+    /// hung) leaves them to the next node run, which acts on them only
+    /// while the execution goes on (an inspection command running).
+    inbox: Vec<(NodeId, AgentMsg)>,
 }
 
 impl Script {
     /// Booting, no verdict.
     pub fn new() -> Script {
-        Script { phase: Phase::Booting, verdict: None, anomalies: BTreeMap::new(), setup_seen: false }
+        Script {
+            phase: Phase::Booting,
+            verdict: None,
+            anomalies: BTreeMap::new(),
+            setup_seen: false,
+            inbox: Vec::new(),
+        }
     }
 
     /// Where the cluster is in its script.
@@ -93,6 +113,44 @@ impl Script {
         self.verdict = verdict;
     }
 
+    /// The execution fails now, on `node` if one is to blame (its last
+    /// console lines go into `what`).
+    pub fn fail(&mut self, cx: &Ctx, kind: FailureKind, node: Option<NodeId>, what: String) {
+        let (name, what) = match node {
+            Some(i) => (Some(cx.nodes[i].name.clone()), cx.nodes[i].with_tail(what)),
+            None => (None, what),
+        };
+        self.decide(Verdict::Fail(Failure::new(kind, name, cx.now, what)));
+    }
+
+    /// Sends an agent command to `node`, or keeps it until the node is up
+    /// and ready again (it may be powered off or rebooting after a crash).
+    pub fn command(&self, cx: &mut Ctx, node: NodeId, name: &str) -> Result<(), EngineError> {
+        if !cx.nodes[node].is_ready() {
+            cx.nodes[node].deferred.push(name.to_string());
+            return Ok(());
+        }
+        cx.trace.push(cx.now, node, EventKind::Command { name: name.to_string() });
+        // Checks start after the quiet period's settle time, which the
+        // agent sleeps in the guest's virtual time (also after a restart).
+        let mut line = match (self.phase, cx.spec.explore.quiet_settle) {
+            (Phase::Checks { .. }, Some(settle)) if !settle.is_zero() => {
+                AgentCommand::Settle { ns: simtime::span_ns(settle) }.encode()
+            }
+            _ => Vec::new(),
+        };
+        line.extend(AgentCommand::Run(name.to_string()).encode());
+        // A check killed by a crash runs again once its node is back; the
+        // workload does not (it would start its history over), nor does the
+        // readiness probe (every restart sends it anew).
+        if matches!(self.phase, Phase::Checks { .. }) && name != crate::READY_PROBE {
+            cx.nodes[node].running.push(name.to_string());
+        }
+        let (now, watchdog) = (cx.now, cx.spec.watchdog);
+        cx.nodes[node].vm().send_control(now, &line, watchdog)?;
+        Ok(())
+    }
+
     /// Whether some node's Antithesis SDK reported `setup_complete`.
     pub fn setup_seen(&self) -> bool {
         self.setup_seen
@@ -101,6 +159,16 @@ impl Script {
     /// Some node's Antithesis SDK reported `setup_complete`.
     pub fn see_setup(&mut self) {
         self.setup_seen = true;
+    }
+
+    /// Node `from`'s agent sent `msg` (acted on at the end of the run).
+    pub fn receive(&mut self, from: NodeId, msg: AgentMsg) {
+        self.inbox.push((from, msg));
+    }
+
+    /// The agent messages not yet acted on, in the order they came.
+    pub fn take_inbox(&mut self) -> Vec<(NodeId, AgentMsg)> {
+        std::mem::take(&mut self.inbox)
     }
 
     /// The history check found `anomalies`.
@@ -198,5 +266,79 @@ impl Grants {
     /// Every grant, and the round trips among them.
     pub fn totals(&self) -> (u64, u64) {
         (self.total, self.round_trips)
+    }
+}
+
+/// Stopping at the first enumerable power loss for a warm start's
+/// crash-state siblings ([`super::Step::CrashBranch`]).
+///
+/// Invariant: an action is held only while stopping is on, from the step
+/// that chose it to the next, which applies it before anything else.
+#[derive(Default)]
+pub(crate) struct Branching {
+    /// Stop at the first enumerable power loss.
+    on: bool,
+    /// The action a step chose and left for the next one to apply.
+    held: Option<Enabled>,
+}
+
+impl Branching {
+    /// Stop at the first enumerable power loss from now on, or not.
+    pub fn set(&mut self, on: bool) {
+        self.on = on;
+    }
+
+    /// Whether the steps stop at the first enumerable power loss.
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// A step chose `chosen` and stopped before applying it.
+    pub fn hold(&mut self, chosen: Enabled) {
+        self.held = Some(chosen);
+    }
+
+    /// Whether an action waits to be applied.
+    pub fn holds(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// The action waiting to be applied, taken out.
+    pub fn take_held(&mut self) -> Option<Enabled> {
+        self.held.take()
+    }
+}
+
+/// Wall-clock statistics (never read for anything a guest sees).
+pub(crate) struct Wall {
+    began: Instant,
+    /// The first node's spawn: boot time counts from here, so nothing the
+    /// run did before (image build, scratch set-up, node configuration)
+    /// is taken for boot time.
+    first_spawn: Option<Instant>,
+    /// From the first spawn until every agent was ready.
+    boot: Option<Duration>,
+}
+
+impl Wall {
+    /// The execution began at `began`; its first node spawned at
+    /// `first_spawn`.
+    pub fn new(began: Instant, first_spawn: Option<Instant>) -> Wall {
+        Wall { began, first_spawn, boot: None }
+    }
+
+    /// Wall time counts from now (a forked child's own run).
+    pub fn restart(&mut self) {
+        self.began = Instant::now();
+    }
+
+    /// Every agent is ready: the boot took until now.
+    pub fn booted(&mut self) {
+        self.boot = self.first_spawn.map(|t| t.elapsed());
+    }
+
+    /// The wall time since the execution began, and the boot's.
+    pub fn totals(&self) -> (Duration, Option<Duration>) {
+        (self.began.elapsed(), self.boot)
     }
 }

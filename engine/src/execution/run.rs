@@ -33,7 +33,7 @@ impl Execution<'_> {
         }
         let now = self.cx.now;
         self.record_output(node, grant.output);
-        self.record_disk(node, &grant.disk);
+        self.disk_faults.record(&mut self.cx, node, &grant.disk);
         self.cx.nodes[node].flushed_since_run = false;
         if self.wire.is_on() {
             self.cx.nodes[node].just_sent = !grant.tx.is_empty();
@@ -65,7 +65,7 @@ impl Execution<'_> {
                     );
                     (FailureKind::GuestExit, what)
                 };
-                self.fail(kind, Some(node), what);
+                self.script.fail(&self.cx, kind, Some(node), what);
                 return Ok(());
             }
             RunOutcome::Hung { wall } => {
@@ -76,12 +76,11 @@ impl Execution<'_> {
                     self.cx.nodes[node].name,
                     wall.as_secs_f64()
                 );
-                self.fail(FailureKind::GuestHang, Some(node), what);
+                self.script.fail(&self.cx, FailureKind::GuestHang, Some(node), what);
                 return Ok(());
             }
         }
-        let msgs = std::mem::take(&mut self.msgs);
-        for (from, msg) in msgs {
+        for (from, msg) in self.script.take_inbox() {
             if !self.script.is_decided() {
                 self.on_agent_message(from, msg)?;
             }
@@ -90,8 +89,9 @@ impl Execution<'_> {
     }
 
     /// Moves a node's stamped output into the trace: console lines as
-    /// events, control lines parsed into agent messages.
-    pub(crate) fn record_output(&mut self, node: NodeId, output: Vec<GuestOutput>) {
+    /// events, control lines parsed into agent messages for the script's
+    /// inbox (acted on once the whole output is in).
+    fn record_output(&mut self, node: NodeId, output: Vec<GuestOutput>) {
         for o in output {
             match o.stream {
                 OutputStream::Console => {
@@ -111,7 +111,7 @@ impl Execution<'_> {
                 OutputStream::Control => {
                     for line in self.cx.nodes[node].control.feed(&o.bytes) {
                         if let Some(m) = console::agent_message(&line) {
-                            self.msgs.push((node, m));
+                            self.script.receive(node, m);
                         }
                     }
                 }
@@ -123,7 +123,7 @@ impl Execution<'_> {
     /// act on the workload's end (invariants next, or the failure).
     pub(super) fn run_host(&mut self) -> Result<(), EngineError> {
         let now = self.cx.now;
-        let Some((node, outcome)) = self.wire.poll_host(now, &mut self.cx.trace) else { return Ok(()) };
+        let Some((node, outcome)) = self.wire.poll_host(&mut self.cx) else { return Ok(()) };
         // The workload's end comes after the frames of its last poll, so
         // that a report finds it as the failing event.
         let status = match outcome {

@@ -44,7 +44,7 @@ impl Execution<'_> {
         if let (false, &[i]) = (self.fault_period.is_calm(), up.as_slice()) {
             let chosen = Enabled::crash(i, self.cx.now);
             if let Some(branch) = self.crash_branch(&chosen) {
-                self.held = Some(chosen);
+                self.branching.hold(chosen);
                 return Ok(Step::CrashBranch(branch));
             }
             return self.apply_chosen(chosen);
@@ -52,7 +52,7 @@ impl Execution<'_> {
         let first = all.first().map_or(Actor::Engine, |&i| Actor::Node(i));
         self.choices.log(self.cx.now, EnabledAction::new(first, ActionKind::Crash, self.cx.now), false);
         if !self.fault_period.is_calm() && up.len() > 1 {
-            self.crash_together(up)?;
+            self.crashes.crash_together(&mut self.cx, &mut self.wire, up)?;
         }
         self.advance_script()?;
         Ok(if self.script.is_decided() { Step::Done } else { Step::Running })

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{Execution, Phase};
-use crate::agent::{self, AgentCommand};
+use crate::agent;
 use crate::console::AgentMsg;
 use crate::outcome::{Failure, FailureKind, Verdict};
 use crate::spec::{EngineError, HistoryCheck, HistoryOutcome};
@@ -27,12 +27,17 @@ impl Execution<'_> {
         if spec.explore.faults_after.is_none() || self.fault_period.start_after_seen() {
             self.begin_faults();
         }
-        if self.wire.start_host(self.cx.now, &mut self.cx.trace) {
+        if self.wire.start_host(&mut self.cx) {
             // The host client runs the workload.
         } else if spec.host_workload.is_some() {
-            self.fail(FailureKind::Workload, None, "a host workload needs the simulated network".into())
+            self.script.fail(
+                &self.cx,
+                FailureKind::Workload,
+                None,
+                "a host workload needs the simulated network".into(),
+            )
         } else {
-            self.command(spec.workload_node, "workload")?
+            self.script.command(&mut self.cx, spec.workload_node, "workload")?
         }
         Ok(())
     }
@@ -41,10 +46,9 @@ impl Execution<'_> {
     /// possible, and (with `start_after`) start the random partitions.
     pub(crate) fn begin_faults(&mut self) {
         self.fault_period.begin();
-        self.draw_next_crash_time();
-        self.crashes.begin_schedule(self.cx.now);
-        self.start_node_faults();
-        self.start_conn_faults();
+        self.crashes.begin(&self.cx);
+        self.node_faults.begin(&self.cx);
+        self.conn_faults.begin(&self.cx);
         if let Some(name) = &self.cx.spec.explore.faults_after {
             self.wire.start_random_partitions(self.cx.now);
             let text = format!("faults begin: {name} reached ([faults] start_after)");
@@ -71,7 +75,7 @@ impl Execution<'_> {
         match line {
             Ok(SdkLine::Assert(a)) if a.violated() && !self.script.is_decided() => {
                 let what = a.describe_violation(&self.cx.nodes[from].name);
-                self.fail(FailureKind::Assertion, Some(from), what);
+                self.script.fail(&self.cx, FailureKind::Assertion, Some(from), what);
             }
             Ok(SdkLine::Setup { status }) if status == "complete" && !self.script.setup_seen() => {
                 self.script.see_setup();
@@ -86,53 +90,17 @@ impl Execution<'_> {
         }
     }
 
-    pub(crate) fn fail(&mut self, kind: FailureKind, node: Option<NodeId>, what: String) {
-        let (name, what) = match node {
-            Some(i) => (Some(self.cx.nodes[i].name.clone()), self.cx.nodes[i].with_tail(what)),
-            None => (None, what),
-        };
-        self.script.decide(Verdict::Fail(Failure::new(kind, name, self.cx.now, what)));
-    }
-
-    /// Sends an agent command to `node`, or keeps it until the node is up
-    /// and ready again (it may be powered off or rebooting after a crash).
-    pub(crate) fn command(&mut self, node: NodeId, name: &str) -> Result<(), EngineError> {
-        if !self.cx.nodes[node].is_ready() {
-            self.cx.nodes[node].deferred.push(name.to_string());
-            return Ok(());
-        }
-        self.cx.trace.push(self.cx.now, node, EventKind::Command { name: name.to_string() });
-        // Checks start after the quiet period's settle time, which the
-        // agent sleeps in the guest's virtual time (also after a restart).
-        let mut line = match (self.script.phase(), self.cx.spec.explore.quiet_settle) {
-            (Phase::Checks { .. }, Some(settle)) if !settle.is_zero() => {
-                AgentCommand::Settle { ns: simtime::span_ns(settle) }.encode()
-            }
-            _ => Vec::new(),
-        };
-        line.extend(AgentCommand::Run(name.to_string()).encode());
-        // A check killed by a crash runs again once its node is back; the
-        // workload does not (it would start its history over), nor does the
-        // readiness probe (every restart sends it anew).
-        if matches!(self.script.phase(), Phase::Checks { .. }) && name != crate::READY_PROBE {
-            self.cx.nodes[node].running.push(name.to_string());
-        }
-        let (now, watchdog) = (self.cx.now, self.cx.spec.watchdog);
-        self.cx.nodes[node].vm().send_control(now, &line, watchdog)?;
-        Ok(())
-    }
-
     /// The quiet period begins: faults stop (see
     /// `ExploreSpec::quiet_settle`), paused nodes continue; the checks
     /// wait `settle`. A node's clock offset and drift stay: they are
     /// its hardware.
     fn begin_quiet(&mut self, settle: Duration) -> Result<(), EngineError> {
         self.fault_period.calm();
-        self.calm_disks();
+        self.disk_faults.calm(&mut self.cx);
         self.wire.quiet();
         let text = format!("quiet period: faults stop; checks start after {} s", simtime::span_ns(settle) as f64 / 1e9);
         self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
-        self.resume_all()
+        self.node_faults.resume_all(&mut self.cx)
     }
 
     /// The workload passed: send the invariants and liveness checks.
@@ -140,7 +108,7 @@ impl Execution<'_> {
         self.script.set_phase(Phase::Checks { done: 0 });
         let spec = self.cx.spec;
         for (cmd, n) in spec.invariants.iter().chain(&spec.liveness) {
-            self.command(*n, cmd)?;
+            self.script.command(&mut self.cx, *n, cmd)?;
         }
         Ok(())
     }
@@ -153,22 +121,22 @@ impl Execution<'_> {
             AgentMsg::Ready => {
                 self.cx.nodes[from].set_ready();
                 self.cx.trace.push(now, from, EventKind::Ready);
-                self.start_role_probe(from)?;
+                self.roles.node_ready(&mut self.cx, from)?;
                 // After a restart the probe runs first: the agent runs
                 // commands in the order sent, so what waited for the node
                 // runs once it is ready again. (At boot, every node's is
                 // sent together once all agents are ready.)
                 if self.cx.spec.ready_probe && !matches!(self.script.phase(), Phase::Booting) {
-                    self.command(from, crate::READY_PROBE)?;
+                    self.script.command(&mut self.cx, from, crate::READY_PROBE)?;
                 }
                 for cmd in std::mem::take(&mut self.cx.nodes[from].deferred) {
-                    self.command(from, &cmd)?;
+                    self.script.command(&mut self.cx, from, &cmd)?;
                 }
             }
             AgentMsg::Done { command, status } if command == crate::agent::EXEC => {
-                self.on_exec_message(from, None, Some(status));
+                self.inspection.on_message(&mut self.cx, from, None, Some(status));
             }
-            AgentMsg::Output(chunk) => self.on_exec_message(from, Some(chunk), None),
+            AgentMsg::Output(chunk) => self.inspection.on_message(&mut self.cx, from, Some(chunk), None),
             AgentMsg::Done { command, status } => {
                 let running = &mut self.cx.nodes[from].running;
                 if let Some(k) = running.iter().position(|c| *c == command) {
@@ -185,12 +153,12 @@ impl Execution<'_> {
                     // The exit a kill caused (`[faults.kill]`) is no failure.
                     if status != 0 && !self.cx.nodes[from].start_exit_was_kill() {
                         let what = format!("node {name}: its start command exited with status {status}{hint}");
-                        self.fail(FailureKind::StartCommand, Some(from), what);
+                        self.script.fail(&self.cx, FailureKind::StartCommand, Some(from), what);
                     }
                 } else if command == "workload" && self.script.phase() == Phase::Workload {
                     if status != 0 {
                         let what = format!("the workload on {name} exited with status {status}{hint}");
-                        self.fail(FailureKind::Workload, Some(from), what);
+                        self.script.fail(&self.cx, FailureKind::Workload, Some(from), what);
                         return Ok(());
                     }
                     if let Some(settle) = self.cx.spec.explore.quiet_settle {
@@ -206,14 +174,14 @@ impl Execution<'_> {
                             "liveness {command} never held on {name}: its predicate was still false at its deadline \
                              (exit status {status}{hint})"
                         );
-                        self.fail(FailureKind::Liveness, Some(from), what);
+                        self.script.fail(&self.cx, FailureKind::Liveness, Some(from), what);
                     } else if !ok {
                         let what = format!("invariant {command} failed on {name} (exit status {status}{hint})");
-                        self.fail(FailureKind::Invariant, Some(from), what);
+                        self.script.fail(&self.cx, FailureKind::Invariant, Some(from), what);
                     }
                 }
             }
-            AgentMsg::Role(role) => self.on_role(from, role),
+            AgentMsg::Role(role) => self.roles.on_role(&mut self.cx, from, role),
             AgentMsg::Unknown(line) => {
                 self.cx.trace.push(now, from, EventKind::Note { text: format!("agent: {line}") });
             }
@@ -238,7 +206,7 @@ impl Execution<'_> {
              deadline ([node] ready_within; exit status {status}{})",
             agent::status_hint(status)
         );
-        self.fail(FailureKind::NotReady, Some(from), what);
+        self.script.fail(&self.cx, FailureKind::NotReady, Some(from), what);
     }
 
     /// The host-side check of the history `node` printed ([`HistoryCheck`]);

@@ -16,10 +16,12 @@ use vmm::runtime::TxFrame;
 use crate::frames;
 use crate::host::{HostEndpoint, HostOutcome};
 use crate::network::{DueDelivery, NetState};
-use crate::node::Nodes;
 use crate::spec::EngineError;
 use crate::trace::{DropCause, EventKind, Trace};
 use crate::NodeId;
+
+use super::ctx::Ctx;
+use super::roles::Roles;
 use simtime::VirtualTime;
 
 /// The simulated network and the host-side client on it.
@@ -57,16 +59,10 @@ impl Wire {
         }
     }
 
-    /// Hands frame `id` to its receiver: the host client, a node, or
+    /// Hands frame `id` to its receiver now: the host client, a node, or
     /// nobody (a node that is down drops it).
-    pub fn deliver(
-        &mut self,
-        id: DeliveryId,
-        now: VirtualTime,
-        nodes: &mut Nodes,
-        trace: &mut Trace,
-        watchdog: std::time::Duration,
-    ) -> Result<(), EngineError> {
+    pub fn deliver(&mut self, cx: &mut Ctx, id: DeliveryId) -> Result<(), EngineError> {
+        let (now, trace, nodes) = (cx.now, &mut cx.trace, &mut cx.nodes);
         let ns = self.net.as_mut().expect("deliveries come from the network");
         let Some(d) = ns.take(id) else { return Ok(()) };
         if let Some(h) = self.host.as_mut().filter(|h| h.node() == d.to) {
@@ -83,7 +79,7 @@ impl Wire {
         let summary = frames::summarize(&d.frame);
         let len = d.frame.len() as u32;
         trace.push(now, to, EventKind::Deliver { id: d.id.0, from: from.number(), len, summary });
-        if nodes[to].vm().deliver_frame(now, &d.frame, watchdog)? == Delivered::Dropped {
+        if nodes[to].vm().deliver_frame(now, &d.frame, cx.spec.watchdog)? == Delivered::Dropped {
             let text = format!("frame {} dropped: no receive buffer", d.id.0);
             trace.push(now, to, EventKind::Note { text });
         }
@@ -92,7 +88,8 @@ impl Wire {
 
     /// Polls the host client and sends what it transmitted; its node and
     /// what the poll found, or `None` without a host client.
-    pub fn poll_host(&mut self, now: VirtualTime, trace: &mut Trace) -> Option<(NodeId, HostOutcome)> {
+    pub fn poll_host(&mut self, cx: &mut Ctx) -> Option<(NodeId, HostOutcome)> {
+        let (now, trace) = (cx.now, &mut cx.trace);
         let h = self.host.as_mut()?;
         let node = h.node();
         let (tx, outcome) = h.poll(now, trace);
@@ -102,10 +99,10 @@ impl Wire {
         Some((node, outcome))
     }
 
-    /// Starts the host workload; `false` without a host client.
-    pub fn start_host(&mut self, now: VirtualTime, trace: &mut Trace) -> bool {
+    /// Starts the host workload now; `false` without a host client.
+    pub fn start_host(&mut self, cx: &mut Ctx) -> bool {
         let Some(h) = self.host.as_mut() else { return false };
-        h.start(now, trace);
+        h.start(cx.now, &mut cx.trace);
         true
     }
 
@@ -135,22 +132,13 @@ impl Wire {
         self.net.as_ref().is_some_and(|ns| ns.has_in_flight_from(node))
     }
 
-    /// The role the next partition targets, if it does.
-    pub fn next_role(&self) -> Option<&str> {
-        self.net.as_ref().expect("faults come from the network").next_role()
-    }
-
-    /// Applies the next partition or heal; `holder` holds the role it
-    /// targets ([`Self::next_role`]); `skip`: see `NetState::apply_fault`.
-    pub fn apply_fault(
-        &mut self,
-        trace: &mut Trace,
-        now: VirtualTime,
-        holder: Option<NodeId>,
-        skip: &std::collections::BTreeSet<u32>,
-    ) {
+    /// Applies the next partition or heal of the timeline now; one that
+    /// targets a role is turned onto the lowest-numbered node holding it
+    /// now (`roles`). `[faults] skip_partitions`: see `NetState::apply_fault`.
+    pub fn apply_fault(&mut self, cx: &mut Ctx, roles: &Roles) {
         let ns = self.net.as_mut().expect("faults come from the network");
-        ns.apply_fault(trace, now, holder, skip);
+        let holder = ns.next_role().and_then(|role| roles.holders(cx, role).first().copied());
+        ns.apply_fault(&mut cx.trace, cx.now, holder, &cx.spec.explore.skip_partitions);
     }
 
     /// netsim itself, for what the engine reads of it (the TCP
