@@ -113,12 +113,13 @@ pub fn failure_index(failure: &Failure, meta: &ReportMeta, events: &[Event]) -> 
 }
 
 /// The node number of a node name as the engine names nodes (the names of
-/// `meta.node_names`, else `n<number>`).
+/// `meta.node_names`, else `n<number>` exactly as [`simtime::NodeId`]
+/// writes it: `n3`, not `n03`, `n+3` nor `n0`).
 fn node_number(meta: &ReportMeta, name: &str) -> Option<u16> {
     if let Some(k) = meta.node_names.iter().position(|n| n == name) {
         return u16::try_from(k + 1).ok();
     }
-    name.strip_prefix('n').and_then(|d| d.parse().ok()).filter(|&n| n != ENGINE)
+    simtime::NodeId::from_name(name).map(simtime::NodeId::number)
 }
 
 /// The failure of this execution, if it failed (see [`failure_index`]).

@@ -927,3 +927,16 @@ fn a_long_trace_shows_every_fault_and_the_whole_run_is_in_linked_parts() {
     assert!(html.contains(&format!("{rows} rows; showing 1500")), "the parts hold every row once");
     assert!(html.contains(&format!("is in {} parts", parts.len())));
 }
+
+#[test]
+fn node_number_reads_a_name_or_n_and_a_node_number_only() {
+    let m = ReportMeta { node_names: vec!["db".into(), "n7".into()], ..Default::default() };
+    assert_eq!(node_number(&m, "db"), Some(1));
+    // A configured name wins over the n<number> form.
+    assert_eq!(node_number(&m, "n7"), Some(2));
+    assert_eq!(node_number(&m, "n3"), Some(3));
+    assert_eq!(node_number(&m, "n254"), Some(254));
+    for bad in ["n03", "n+3", "n-3", "n0", "n", "n3x", "n 3", "3", "N3", "n255", "n65536", "host", ""] {
+        assert_eq!(node_number(&m, bad), None, "{bad:?}");
+    }
+}
