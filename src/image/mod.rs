@@ -9,7 +9,7 @@ pub mod apt;
 pub use simcache as cache;
 pub mod clock_helper;
 pub mod compose_root;
-pub mod cpio;
+pub use simcpio as cpio;
 pub mod debs;
 pub mod disk;
 pub mod host;

@@ -209,49 +209,20 @@ pub fn is_static_elf(path: &Path) -> bool {
         })
 }
 
-/// A newc cpio archive for an initramfs: `/bin/busybox` (installing its
-/// applets is /init's job: `/bin/busybox --install -s /bin`), `/init` from
-/// `init`, `/dev/console`, and empty `dev mnt proc sys tmp`. Deterministic:
-/// owners root, times zero, inodes counting up, entries in a fixed order.
+/// A newc cpio archive for an initramfs, written by simcpio (the writer
+/// simcluster's images use): `/bin/busybox` (installing its applets is
+/// /init's job: `/bin/busybox --install -s /bin`), `/init` from `init`,
+/// `/dev/console`, and empty `dev mnt proc sys tmp`. Deterministic: owners
+/// root, times zero, inodes counting up, entries in a fixed order.
 pub fn initramfs(busybox: &Path, init: &str) -> std::io::Result<Vec<u8>> {
-    let mut c = Cpio { out: Vec::new(), ino: 0 };
+    let mut w = simcpio::CpioWriter::new(Vec::new());
     for d in ["bin", "dev", "mnt", "proc", "sys", "tmp"] {
-        c.entry(d, 0o040755, (0, 0), &[]);
+        w.add_directory(d, 0o755)?;
     }
-    c.entry("bin/busybox", 0o100755, (0, 0), &std::fs::read(busybox)?);
-    c.entry("dev/console", 0o020600, (5, 1), &[]);
-    c.entry("init", 0o100755, (0, 0), init.as_bytes());
-    c.entry("TRAILER!!!", 0, (0, 0), &[]);
-    Ok(c.out)
-}
-
-/// A minimal newc cpio writer.
-struct Cpio {
-    out: Vec<u8>,
-    ino: u32,
-}
-
-impl Cpio {
-    fn entry(&mut self, name: &str, mode: u32, rdev: (u32, u32), data: &[u8]) {
-        self.ino += 1;
-        // ino mode uid gid nlink mtime filesize devmajor devminor rdevmajor rdevminor namesize check
-        let fields = [self.ino, mode, 0, 0, 1, 0, data.len() as u32, 0, 0, rdev.0, rdev.1, name.len() as u32 + 1, 0];
-        self.out.extend_from_slice(b"070701");
-        for f in fields {
-            self.out.extend_from_slice(format!("{f:08x}").as_bytes());
-        }
-        self.out.extend_from_slice(name.as_bytes());
-        self.out.push(0);
-        self.pad();
-        self.out.extend_from_slice(data);
-        self.pad();
-    }
-
-    fn pad(&mut self) {
-        while !self.out.len().is_multiple_of(4) {
-            self.out.push(0);
-        }
-    }
+    w.add_file("bin/busybox", 0o755, &std::fs::read(busybox)?)?;
+    w.add_device(&simcpio::DeviceNode { path: "/dev/console", mode: 0o600, major: 5, minor: 1 })?;
+    w.add_file("init", 0o755, init.as_bytes())?;
+    w.finish()
 }
 
 #[cfg(test)]
