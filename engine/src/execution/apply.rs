@@ -20,7 +20,8 @@ impl Execution<'_> {
             Action::PowerFailure => self.crashes.power_failure(cx, &mut self.wire),
             Action::Restart(node) => {
                 self.crashes.restart(cx, node)?;
-                // A boot sets the node's clock hardware anew.
+                // Each boot traces the node's clock hardware, which the node
+                // faults count.
                 self.node_faults.record_clock(cx, node);
                 Ok(())
             }

@@ -7,8 +7,7 @@
 
 use std::time::Duration;
 
-use super::roles::Roles;
-use super::wire::Wire;
+use super::parts::FaultGates;
 use super::Execution;
 use crate::actions::Enabled;
 use crate::pending::Pending;
@@ -89,16 +88,4 @@ impl Execution<'_> {
             into.retain(|e| !super::inspect::is_fault(e.desc.kind));
         }
     }
-}
-
-/// What a fault's enabled check reads beyond its own part and the
-/// context: whether faults have stopped, the wire (frames in flight,
-/// connections) and the roles (faults that target one).
-pub(super) struct FaultGates<'x> {
-    /// The fault period is calm: no fault is offered.
-    pub calm: bool,
-    /// Frames in flight, and the connections netsim follows.
-    pub wire: &'x Wire,
-    /// Who holds which role.
-    pub roles: &'x Roles,
 }

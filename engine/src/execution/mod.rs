@@ -6,17 +6,13 @@
 //! cluster's script on); [`Execution::finish`] takes the nodes down and
 //! gives the [`ExecutionResult`]. [`crate::execute`] loops them.
 //!
-//! Its state is in parts, each with private fields and the methods that
-//! change them: the wire (`wire.rs`: netsim and the host client), the
-//! power losses (`crashes.rs`), the disk faults (`disks.rs`), pauses, clock
-//! jumps and kills (`node_faults.rs`), connection faults
-//! (`conn_faults.rs`), the roles (`roles.rs`), inspection commands
-//! (`inspect.rs`), the strategy's side (`choices.rs`), and the small ones
-//! (`parts.rs`: the script's progress, when faults may happen at all, the
-//! grants, stopping at a crash point, the wall clock). What every part acts
+//! Its state is in parts (`parts/`), each with private fields and the
+//! methods that change them: the wire, the power losses, the disk faults,
+//! the node and connection faults, the roles, an inspection command, the
+//! strategy's side, the script, and the small ones. What every part acts
 //! on (the clock, the spec, the seed, the nodes, the trace) is the context
-//! (`ctx.rs`), which the parts' methods take. Applying a chosen action
-//! (`apply.rs`) is one call into the part it belongs to.
+//! (`parts/ctx.rs`), which the parts' methods take. Applying a chosen
+//! action (`apply.rs`) is one call into the part it belongs to.
 //!
 //! What stays on `Execution` coordinates several parts: the step and its
 //! life cycle (here), the enabled set (`enabled.rs`: every part's offers
@@ -29,37 +25,23 @@
 
 mod apply;
 mod boot;
-mod choices;
-mod conn_faults;
-mod crashes;
-mod ctx;
-mod disks;
 mod enabled;
 mod inspect;
 mod lookahead;
-mod node_faults;
 mod parts;
-mod roles;
 mod run;
 mod schedule;
 mod script;
-mod wire;
 
 use std::time::Instant;
 
 use self::boot::{boot_nodes, host_endpoint, network};
-use self::choices::Choices;
-use self::conn_faults::ConnFaults;
-use self::crashes::Crashes;
-use self::ctx::Ctx;
-use self::disks::DiskFaults;
-use self::inspect::Inspection;
 pub use self::inspect::{ExecOutput, InspectError, Reached, Until};
-use self::node_faults::NodeFaults;
 pub(crate) use self::parts::Phase;
-use self::parts::{Branching, FaultPeriod, Grants, Script, Wall};
-use self::roles::Roles;
-use self::wire::Wire;
+use self::parts::{
+    Branching, Choices, ConnFaults, Crashes, Ctx, DiskFaults, FaultPeriod, Grants, Inspection, NodeFaults, Roles,
+    Script, Wall, Wire,
+};
 use crate::actions::{effective_time, horizon, Enabled};
 use crate::disk;
 use crate::node::Nodes;
@@ -116,6 +98,7 @@ pub struct Execution<'a> {
     grants: Grants,
     choices: Choices,
     wall: Wall,
+    /// Stopping at a crash point (warm start's crash-state siblings).
     branching: Branching,
     /// Each node's role (`[roles]`).
     roles: Roles,

@@ -14,7 +14,7 @@ use crate::strategy::{default_choice, is_race, Decision, EnabledAction, Strategy
 
 /// The strategy's side of the execution: what it was asked and what it
 /// answered.
-pub(super) struct Choices {
+pub(in crate::execution) struct Choices {
     /// Choice points so far (steps with more than one enabled action).
     points: u64,
     /// Of them, races a guest can tell apart ([`crate::strategy::is_race`]),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use simrng::Rng;
 
 use super::ctx::Ctx;
-use super::enabled::FaultGates;
+use super::gates::FaultGates;
 use crate::actions::Enabled;
 use crate::agent::AgentCommand;
 use crate::faults::{below, between, draw_delay, ClockSpec, FaultCounts, KillSpec, PauseSpec};
@@ -22,7 +22,7 @@ use simtime::VirtualTime;
 
 /// Pauses, clock jumps and kills in one execution: their streams, when
 /// each becomes possible, and how many happened.
-pub(super) struct NodeFaults {
+pub(in crate::execution) struct NodeFaults {
     pause_rng: Rng,
     clock_rng: Rng,
     kill_rng: Rng,

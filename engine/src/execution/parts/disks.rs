@@ -9,7 +9,7 @@
 use vmm::node::DiskCompletion;
 
 use super::ctx::Ctx;
-use super::parts::FaultPeriod;
+use super::small::FaultPeriod;
 use crate::disk::{self, CompletionFaults, DiskFaultCounts};
 use crate::spec::EngineError;
 use crate::trace::{DiskOp, EventKind};
@@ -18,7 +18,7 @@ use crate::NodeId;
 /// The disk faults of one execution: the streams of those decided at
 /// completion (lost flush, write error, misdirect) and every fault that
 /// hit a request, by kind.
-pub(super) struct DiskFaults {
+pub(in crate::execution) struct DiskFaults {
     draws: CompletionFaults,
     counts: DiskFaultCounts,
 }

@@ -4,7 +4,7 @@
 //! own state private and takes the context for what they all share: the
 //! clock, the spec, the seed, the nodes and the trace. `Execution` owns the
 //! context beside its parts, so a call such as
-//! `self.crashes.crash(&mut self.cx, ...)` borrows the two apart.
+//! `self.crashes.crash_chosen(&mut self.cx, ...)` borrows the two apart.
 //!
 //! Invariants: only the step moves `now` (to the chosen action's time, a
 //! scheduled crash's, the last wake-up a node took by itself, the time
@@ -20,7 +20,7 @@ use crate::NodeId;
 use simtime::VirtualTime;
 
 /// The clock, the spec, the seed, the nodes and the trace of one execution.
-pub(super) struct Ctx<'a> {
+pub(in crate::execution) struct Ctx<'a> {
     /// The spec the execution runs.
     pub spec: &'a ExecutionSpec,
     /// The seed every stream of the execution is drawn from: the

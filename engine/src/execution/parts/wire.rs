@@ -25,7 +25,7 @@ use super::roles::Roles;
 use simtime::VirtualTime;
 
 /// The simulated network and the host-side client on it.
-pub(super) struct Wire {
+pub(in crate::execution) struct Wire {
     /// netsim and its partitions; `None` for a cluster without a network.
     net: Option<NetState>,
     /// The host-side client, with a host workload.

@@ -12,7 +12,7 @@ use netsim::tcp::{ConnKey, Direction, Endpoint};
 use simrng::Rng;
 
 use super::ctx::Ctx;
-use super::enabled::FaultGates;
+use super::gates::FaultGates;
 use super::wire::Wire;
 use crate::actions::{Action, Enabled};
 use crate::conn_faults::{ConnFaultCounts, ConnFaultSpec};
@@ -24,7 +24,7 @@ use simtime::VirtualTime;
 
 /// Connection resets and stalls in one execution: their stream, when the
 /// next becomes possible, and how many happened.
-pub(super) struct ConnFaults {
+pub(in crate::execution) struct ConnFaults {
     rng: Rng,
     /// Connection faults are enabled from this virtual time on (`None`
     /// before the workload, or when they are off).

@@ -15,7 +15,7 @@ use crate::NodeId;
 
 /// Each node's role: the last word its role probe printed since it booted.
 #[derive(Default)]
-pub(super) struct Roles {
+pub(in crate::execution) struct Roles {
     by_node: BTreeMap<NodeId, String>,
 }
 

@@ -15,7 +15,7 @@ use rand_core::RngCore;
 use simrng::Rng;
 
 use super::ctx::Ctx;
-use super::enabled::FaultGates;
+use super::gates::FaultGates;
 use super::wire::Wire;
 use crate::actions::{Action, Enabled};
 use crate::disk::{self, CrashPoint};
@@ -27,7 +27,7 @@ use simtime::VirtualTime;
 
 /// The crashes of one execution: their streams, their count and budget
 /// gate, the schedule's place, and the crash points.
-pub(super) struct Crashes {
+pub(in crate::execution) struct Crashes {
     /// Power losses so far; the next one is number `count + 1`.
     count: u32,
     /// Coordinated power failures so far (each counted in `count` once per node).
@@ -370,7 +370,7 @@ impl Crashes {
 }
 
 /// The nodes a power failure now takes down: every crashable node that is up.
-pub(super) fn power_failure_nodes(cx: &Ctx) -> Vec<NodeId> {
+fn power_failure_nodes(cx: &Ctx) -> Vec<NodeId> {
     cx.spec.explore.crashable.iter().copied().filter(|&i| cx.nodes[i].is_up()).collect()
 }
 
