@@ -49,7 +49,7 @@ fn console_logs(cluster: &Cluster, result: &ExecutionResult) -> Vec<(String, Str
             EventKind::Restart => "===== restart =====".into(),
             _ => continue,
         };
-        if let Some((_, log)) = logs.get_mut(usize::from(ev.node).wrapping_sub(1)) {
+        if let Some((_, log)) = ev.node_id().and_then(|n| logs.get_mut(n.index())) {
             // Colour codes a guest program printed are left out of the log.
             let line = report::strip_ansi(&line);
             log.push_str(&format!("[{:>14.6}] {line}\n", ev.time.as_ns() as f64 / 1e9));
@@ -66,7 +66,7 @@ pub fn write_execution(dir: &Path, cluster: &Cluster, result: &ExecutionResult) 
     // history.edn when the node printed Jepsen's EDN (`simcluster check`
     // reads either by its name).
     if let Some(i) = cluster.history_node {
-        if let Some(h) = checker::history_check::history_lines(result.trace.events(), engine::NodeId::at(i).number()) {
+        if let Some(h) = checker::history_check::history_lines(result.trace.events(), engine::NodeId::at(i)) {
             let name = if txncheck::looks_like_edn(&h) { "history.edn" } else { "history.jsonl" };
             write_atomic(&dir.join(name), h.as_bytes())?;
         }
@@ -97,7 +97,7 @@ pub fn write_report(
         // The engine's verdict: the report marks the event it names.
         failure: result.verdict.failure().cloned(),
         node_names: report_node_names(cluster),
-        history: cluster.history_node.map(|n| (engine::NodeId::at(n).number(), cluster.history_model)),
+        history: cluster.history_node.map(|n| (engine::NodeId::at(n), cluster.history_model)),
     };
     let events = result.trace.events();
     // report.html, and the whole run in parts under report-parts/ when the

@@ -103,23 +103,24 @@ fn history() {
     Target::new("history", &corpus("history")).dictionary(dictionary).run(2_000, |input| {
         let text = String::from_utf8_lossy(input);
         let lines = std::iter::once("@history begin").chain(text.lines()).chain(std::iter::once("@history end"));
+        let n1 = engine::NodeId::new(1).unwrap();
         let events: Vec<Event> = lines
             .enumerate()
             .map(|(i, l)| Event {
                 time: VirtualTime::from_ns(i as u64),
-                node: 1,
+                node: n1.into(),
                 kind: EventKind::Console { text: l.to_string() },
             })
             .collect();
-        let _ = engine_check(&events, 1);
+        let _ = engine_check(&events, n1);
         for model in [txncheck::Model::ListAppend, txncheck::Model::RwRegister] {
-            let _ = engine_check_txn(&events, 1, model, txncheck::Consistency::Serializable);
+            let _ = engine_check_txn(&events, n1, model, txncheck::Consistency::Serializable);
         }
         for linearizable in [false, true] {
-            let r = checker::set_full::engine_check(&events, 1, checker::set_full::SetOptions { linearizable });
+            let r = checker::set_full::engine_check(&events, n1, checker::set_full::SetOptions { linearizable });
             let _ = r.note.len();
         }
-        let _ = checker::total_queue::engine_check(&events, 1);
+        let _ = checker::total_queue::engine_check(&events, n1);
     });
 }
 

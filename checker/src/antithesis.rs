@@ -78,13 +78,13 @@ fn kind_of(display_type: &str, must_hit: bool) -> PropertyKind {
 }
 
 /// Every property an execution's SDKs declared or evaluated, by id;
-/// `node_name` names a node by its trace number.
-pub fn properties(trace: &Trace, node_name: impl Fn(u16) -> String) -> BTreeMap<String, PropertyCount> {
+/// `node_name` names the node a line came from.
+pub fn properties(trace: &Trace, node_name: impl Fn(engine::Actor) -> String) -> BTreeMap<String, PropertyCount> {
     properties_of(trace.events(), node_name)
 }
 
 /// [`properties`] of a list of events (a report's).
-pub fn properties_of(events: &[Event], node_name: impl Fn(u16) -> String) -> BTreeMap<String, PropertyCount> {
+pub fn properties_of(events: &[Event], node_name: impl Fn(engine::Actor) -> String) -> BTreeMap<String, PropertyCount> {
     let mut props: BTreeMap<String, PropertyCount> = BTreeMap::new();
     for e in events {
         let EventKind::Console { text } = &e.kind else { continue };
@@ -241,7 +241,7 @@ mod tests {
         t.push(at(2), engine::NodeId::new(2).unwrap(), line("always", "Always", true, true, true, "a"));
         t.push(at(3), engine::NodeId::new(1).unwrap(), line("sometimes", "Sometimes", false, true, true, "s"));
         t.push(at(4), engine::NodeId::new(1).unwrap(), line("reachability", "Unreachable", true, false, false, "u"));
-        let p = properties(&t, |n| engine::NodeId::new(n).unwrap().to_string());
+        let p = properties(&t, |n| n.to_string());
         assert_eq!(p.len(), 4);
         assert_eq!(p["a"].failure(), None);
         assert_eq!((p["a"].passes, p["a"].nodes.clone()), (1, vec!["n2".to_string()]));
@@ -253,7 +253,7 @@ mod tests {
         t2.push(at(1), engine::NodeId::new(3).unwrap(), line("sometimes", "Sometimes", true, true, true, "s"));
         t2.push(at(2), engine::NodeId::new(3).unwrap(), line("always", "Always", false, true, true, "a"));
         let mut run = p.clone();
-        add(&mut run, &properties(&t2, |n| engine::NodeId::new(n).unwrap().to_string()));
+        add(&mut run, &properties(&t2, |n| n.to_string()));
         assert_eq!(run["s"].failure(), None);
         assert_eq!(run["s"].executions, 2);
         assert_eq!(run["a"].failure(), Some("was false"));

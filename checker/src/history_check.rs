@@ -169,36 +169,34 @@ pub fn hook_for(node: engine::NodeId, model: HistoryModel) -> engine::HistoryChe
             node,
             invariant,
             kind: engine::FailureKind::Linearizability,
-            check: Arc::new(|events: &[Event], n: engine::NodeId| engine_check(events, n.number())),
+            check: Arc::new(|events: &[Event], n: engine::NodeId| engine_check(events, n)),
         },
         HistoryModel::Txn { model, consistency } => engine::HistoryCheck {
             node,
             invariant,
             kind: engine::FailureKind::Anomaly,
-            check: Arc::new(move |events: &[Event], n: engine::NodeId| {
-                engine_check_txn(events, n.number(), model, consistency)
-            }),
+            check: Arc::new(move |events: &[Event], n: engine::NodeId| engine_check_txn(events, n, model, consistency)),
         },
         HistoryModel::Set { linearizable } => engine::HistoryCheck {
             node,
             invariant,
             kind: engine::FailureKind::Anomaly,
             check: Arc::new(move |events: &[Event], n: engine::NodeId| {
-                crate::set_full::engine_check(events, n.number(), crate::set_full::SetOptions { linearizable })
+                crate::set_full::engine_check(events, n, crate::set_full::SetOptions { linearizable })
             }),
         },
         HistoryModel::Queue => engine::HistoryCheck {
             node,
             invariant,
             kind: engine::FailureKind::Anomaly,
-            check: Arc::new(|events: &[Event], n: engine::NodeId| crate::total_queue::engine_check(events, n.number())),
+            check: Arc::new(|events: &[Event], n: engine::NodeId| crate::total_queue::engine_check(events, n)),
         },
     }
 }
 
 /// [`check_history`] as the engine reports it: whether the history passed,
 /// and a note for the trace (its first line) and the failure message.
-pub fn engine_check(events: &[Event], node: u16) -> engine::HistoryOutcome {
+pub fn engine_check(events: &[Event], node: engine::NodeId) -> engine::HistoryOutcome {
     use HistoryVerdict as H;
     let (ok, note) = match check_history(events, node) {
         H::Linearizable { ops, ok, info, fail } => {
@@ -227,7 +225,7 @@ pub enum TxnVerdict {
 /// against `consistency`.
 pub fn check_txn_history(
     events: &[Event],
-    node: u16,
+    node: engine::NodeId,
     model: txncheck::Model,
     consistency: txncheck::Consistency,
 ) -> TxnVerdict {
@@ -252,7 +250,7 @@ pub fn anomaly_summary(report: &txncheck::CheckReport) -> String {
 /// trace, then (when it fails) txncheck's explanation.
 pub fn engine_check_txn(
     events: &[Event],
-    node: u16,
+    node: engine::NodeId,
     model: txncheck::Model,
     consistency: txncheck::Consistency,
 ) -> engine::HistoryOutcome {
@@ -279,7 +277,7 @@ pub fn engine_check_txn(
 }
 
 /// Checks the history `node` printed for linearizability.
-pub fn check_history(events: &[Event], node: u16) -> HistoryVerdict {
+pub fn check_history(events: &[Event], node: engine::NodeId) -> HistoryVerdict {
     let Some(text) = history_lines(events, node) else { return HistoryVerdict::Missing };
     let parsed = History::from_json_lines(&text).and_then(|h| h.operations().map(|ops| (h, ops)));
     let ops = match parsed {
@@ -340,7 +338,10 @@ mod tests {
             r#"{"process":1,"type":"invoke","time":3,"f":"read","key":"x"}"#,
             r#"{"process":1,"type":"ok","time":4,"f":"read","key":"x","value":1}"#,
         ]);
-        assert_eq!(check_history(t.events(), 1), HistoryVerdict::Linearizable { ops: 2, ok: 2, info: 0, fail: 0 });
+        assert_eq!(
+            check_history(t.events(), engine::NodeId::new(1).unwrap()),
+            HistoryVerdict::Linearizable { ops: 2, ok: 2, info: 0, fail: 0 }
+        );
     }
 
     #[test]
@@ -351,7 +352,7 @@ mod tests {
             r#"{"process":1,"type":"invoke","time":3,"f":"read","key":"x"}"#,
             r#"{"process":1,"type":"ok","time":4,"f":"read","key":"x","value":null}"#,
         ]);
-        match check_history(t.events(), 1) {
+        match check_history(t.events(), engine::NodeId::new(1).unwrap()) {
             HistoryVerdict::Violation(why) => assert!(why.contains("not linearizable"), "{why}"),
             v => panic!("{v:?}"),
         }
@@ -428,8 +429,8 @@ mod tests {
     fn missing_and_malformed_histories_are_reported() {
         let mut t = Trace::new();
         console(&mut t, 1, "no history here");
-        assert_eq!(check_history(t.events(), 1), HistoryVerdict::Missing);
+        assert_eq!(check_history(t.events(), engine::NodeId::new(1).unwrap()), HistoryVerdict::Missing);
         let t = trace_with(&["{not json"]);
-        assert!(matches!(check_history(t.events(), 1), HistoryVerdict::Malformed(_)));
+        assert!(matches!(check_history(t.events(), engine::NodeId::new(1).unwrap()), HistoryVerdict::Malformed(_)));
     }
 }

@@ -7,7 +7,7 @@ use engine::trace::{Event, EventKind};
 
 /// The history lines `node` printed on its console (the last
 /// `@history begin` .. `@history end` block).
-pub fn history_lines(events: &[Event], node: u16) -> Option<String> {
+pub fn history_lines(events: &[Event], node: engine::NodeId) -> Option<String> {
     let mut block: Option<String> = None;
     let mut inside = false;
     for e in events.iter().filter(|e| e.node == node) {

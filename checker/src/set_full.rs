@@ -548,7 +548,11 @@ pub fn check(ops: Vec<CollectionOperation>, options: SetOptions) -> SetReport {
 
 /// The set history `node` printed, checked as the engine reports it
 /// (`[check] model = "set"`): the headline first, then the report.
-pub fn engine_check(events: &[engine::trace::Event], node: u16, options: SetOptions) -> engine::HistoryOutcome {
+pub fn engine_check(
+    events: &[engine::trace::Event],
+    node: engine::NodeId,
+    options: SetOptions,
+) -> engine::HistoryOutcome {
     let Some(text) = crate::printed_history::history_lines(events, node) else {
         return engine::HistoryOutcome {
             ok: false,

@@ -278,7 +278,7 @@ pub fn check(ops: Vec<CollectionOperation>) -> Result<QueueReport, CollectionHis
 
 /// The queue history `node` printed, checked as the engine reports it
 /// (`[check] model = "queue"`): the headline first, then the report.
-pub fn engine_check(events: &[engine::trace::Event], node: u16) -> engine::HistoryOutcome {
+pub fn engine_check(events: &[engine::trace::Event], node: engine::NodeId) -> engine::HistoryOutcome {
     let Some(text) = crate::printed_history::history_lines(events, node) else {
         return engine::HistoryOutcome {
             ok: false,
@@ -426,7 +426,7 @@ mod tests {
         for l in lines {
             t.push(simtime::VirtualTime::ZERO, engine::NodeId::new(1).unwrap(), EventKind::Console { text: l });
         }
-        let out = engine_check(t.events(), 1);
+        let out = engine_check(t.events(), engine::NodeId::new(1).unwrap());
         assert!(!out.ok);
         assert!(out.note.starts_with("history fails total-queue: 1 lost (1), 1 unexpected (9)"), "{}", out.note);
         assert_eq!(out.anomalies, BTreeMap::from([("lost".to_string(), 1), ("unexpected".to_string(), 1)]));

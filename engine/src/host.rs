@@ -182,7 +182,7 @@ impl HostEndpoint {
 
     /// A frame netsim delivered to the client.
     pub fn deliver(&mut self, now: VirtualTime, d: &Delivery, trace: &mut Trace) {
-        let (id, from, len) = (d.id.0, d.from.number(), d.frame.len() as u32);
+        let (id, from, len) = (d.id.0, d.from, d.frame.len() as u32);
         trace.push(now, self.node(), EventKind::Deliver { id, from, len, summary: summarize(&d.frame) });
         self.client.receive_frame(&d.frame);
         self.due = self.client.poll_at(now);

@@ -43,11 +43,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::time::NodeId;
+use crate::time::{Actor, NodeId};
 use simtime::VirtualTime;
-
-/// Node number 0 stands for the engine itself (partitions, notes).
-pub const ENGINE: u16 = 0;
 
 /// One event. It encodes as `{"time":NS,"node":N,"event":...}`: the time
 /// in virtual ns since the cluster booted, the node by number.
@@ -55,11 +52,10 @@ pub const ENGINE: u16 = 0;
 pub struct Event {
     /// When it happened.
     pub time: VirtualTime,
-    /// Where: the node's number (1-based, [`NodeId::number`]), or
-    /// [`ENGINE`] (0) for the engine's own events. A number rather than a
-    /// [`NodeId`] because the engine is not a node; [`Event::node_id`]
-    /// gives the typed form.
-    pub node: u16,
+    /// Where: a node, or [`Actor::Engine`] for the engine's own events.
+    /// Encoded as the node's number (1-based, [`NodeId::number`]), 0 for
+    /// the engine: the number traces always carried.
+    pub node: Actor,
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
@@ -121,8 +117,8 @@ pub enum EventKind {
     Send {
         /// The copy's delivery id.
         id: u64,
-        /// The receiver's node number.
-        to: u16,
+        /// The receiver (encoded as its number).
+        to: NodeId,
         /// Frame length in bytes.
         len: u32,
         /// What the frame is (see `frames`).
@@ -132,8 +128,8 @@ pub enum EventKind {
     Deliver {
         /// The delivery id its `send` carried.
         id: u64,
-        /// The sender's node number.
-        from: u16,
+        /// The sender (encoded as its number).
+        from: NodeId,
         /// Frame length in bytes.
         len: u32,
         /// What the frame is.
@@ -143,8 +139,8 @@ pub enum EventKind {
     Drop {
         /// The copy's delivery id (top bit set for a copy never scheduled).
         id: u64,
-        /// The receiver's node number.
-        to: u16,
+        /// The receiver (encoded as its number).
+        to: NodeId,
         /// Why it was lost.
         cause: DropCause,
     },
@@ -407,7 +403,7 @@ impl Event {
 
     /// The node the event happened on; `None` for the engine's events.
     pub fn node_id(&self) -> Option<NodeId> {
-        NodeId::new(self.node)
+        self.node.node()
     }
 }
 
@@ -458,16 +454,17 @@ impl Trace {
     /// Appends an event of `node`; a `Run` folds into its node's `Run` of
     /// the open quiet stretch, if the node has one.
     pub fn push(&mut self, time: VirtualTime, node: NodeId, kind: EventKind) {
-        self.push_at(time, node.number(), kind);
+        self.push_at(time, Actor::Node(node), kind);
     }
 
-    /// Appends an event of the engine's own ([`ENGINE`]: partitions, notes).
+    /// Appends an event of the engine's own ([`Actor::Engine`]: partitions,
+    /// notes).
     pub fn push_engine(&mut self, time: VirtualTime, kind: EventKind) {
-        self.push_at(time, ENGINE, kind);
+        self.push_at(time, Actor::Engine, kind);
     }
 
-    /// Appends an event at `node`, a node's number or [`ENGINE`].
-    fn push_at(&mut self, time: VirtualTime, node: u16, kind: EventKind) {
+    /// Appends an event of `node`, a node or the engine.
+    fn push_at(&mut self, time: VirtualTime, node: Actor, kind: EventKind) {
         if let EventKind::Run { grants, until } = kind {
             let last = until.unwrap_or(time);
             if let Some(open) = self.events[self.sealed..].iter_mut().find(|e| e.node == node) {

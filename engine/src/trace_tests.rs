@@ -50,7 +50,11 @@ fn jsonl_round_trip_keeps_hash() {
 fn typed_fields_encode_as_the_strings_traces_always_had() {
     let mut t = Trace::new();
     for (k, cause) in [DropCause::Partition, DropCause::Loss, DropCause::NodeDown].into_iter().enumerate() {
-        t.push(at(1), crate::NodeId::new(1).unwrap(), EventKind::Drop { id: k as u64, to: 2, cause });
+        t.push(
+            at(1),
+            crate::NodeId::new(1).unwrap(),
+            EventKind::Drop { id: k as u64, to: crate::NodeId::new(2).unwrap(), cause },
+        );
     }
     for (k, op) in [DiskOp::Read, DiskOp::Write, DiskOp::Flush].into_iter().enumerate() {
         t.push(at(2), crate::NodeId::new(1).unwrap(), EventKind::Disk { id: k as u64, op, sector: 8, sectors: 1 });
@@ -110,7 +114,11 @@ fn quiet_grants_fold_into_one_event_with_their_count() {
     let last = 10 + 999_999 * 5;
     assert_eq!(
         t.events()[1],
-        Event { time: at(10), node: 1, kind: EventKind::Run { grants: 1_000_000, until: Some(at(last)) } }
+        Event {
+            time: at(10),
+            node: Actor::Node(crate::NodeId::new(1).unwrap()),
+            kind: EventKind::Run { grants: 1_000_000, until: Some(at(last)) }
+        }
     );
     assert_eq!(t.events()[1].end_time().as_ns(), last);
     assert_eq!(t.visible(), 1);
@@ -139,7 +147,11 @@ fn a_visible_event_splits_the_fold() {
     // Another node's visible event splits it too.
     let mut u = Trace::new();
     grants(&mut u, 1, 0, 1, 2);
-    u.push(at(1), crate::NodeId::new(2).unwrap(), EventKind::Send { id: 1, to: 1, len: 60, summary: "s".into() });
+    u.push(
+        at(1),
+        crate::NodeId::new(2).unwrap(),
+        EventKind::Send { id: 1, to: crate::NodeId::new(1).unwrap(), len: 60, summary: "s".into() },
+    );
     grants(&mut u, 1, 2, 1, 2);
     assert_eq!(u.events().iter().map(|e| e.kind.grants()).collect::<Vec<_>>(), vec![2, 0, 2]);
 }
@@ -154,7 +166,7 @@ fn interleaved_quiet_nodes_fold_per_node_in_first_grant_order() {
             t.push(at(k), crate::NodeId::new(3).unwrap(), EventKind::run());
         }
     }
-    let got: Vec<_> = t.events().iter().map(|e| (e.node, e.time.as_ns(), e.kind.clone())).collect();
+    let got: Vec<_> = t.events().iter().map(|e| (e.node.number(), e.time.as_ns(), e.kind.clone())).collect();
     assert_eq!(
         got,
         vec![
@@ -243,4 +255,33 @@ fn wake_ups_counted_in_one_push_hash_as_one_push_each() {
     counted.push(at(13), crate::NodeId::new(1).unwrap(), EventKind::Console { text: "x".into() });
     assert_eq!(counted.to_jsonl(), each.to_jsonl());
     assert_eq!(counted.hash(), each.hash());
+}
+
+#[test]
+fn actors_and_peers_encode_as_the_numbers_traces_always_had() {
+    let n = |k| crate::NodeId::new(k).unwrap();
+    let mut t = Trace::new();
+    t.push_engine(at(1), EventKind::Partition { description: "{n2} | {n3}".into() });
+    t.push(at(2), n(2), EventKind::Send { id: 7, to: n(3), len: 60, summary: "s".into() });
+    t.push(at(3), n(3), EventKind::Deliver { id: 7, from: n(2), len: 60, summary: "s".into() });
+    let want = concat!(
+        r#"{"time":1,"node":0,"event":"partition","description":"{n2} | {n3}"}"#,
+        "\n",
+        r#"{"time":2,"node":2,"event":"send","id":7,"to":3,"len":60,"summary":"s"}"#,
+        "\n",
+        r#"{"time":3,"node":3,"event":"deliver","id":7,"from":2,"len":60,"summary":"s"}"#,
+        "\n",
+    );
+    assert_eq!(t.to_jsonl(), want);
+    assert_eq!(t.hash(), hex::encode(Sha256::digest(want.as_bytes())), "the hash is of exactly these bytes");
+    let back = Trace::from_jsonl(want).unwrap();
+    assert_eq!(back.events()[0].node, Actor::Engine);
+    assert_eq!(back.events()[1].node_id(), Some(n(2)));
+    // A number no node has is refused, as is a peer that is the engine.
+    for bad in [
+        r#"{"time":1,"node":255,"event":"boot"}"#,
+        r#"{"time":1,"node":1,"event":"drop","id":1,"to":0,"cause":"loss"}"#,
+    ] {
+        assert!(Trace::from_jsonl(bad).is_err(), "{bad}");
+    }
 }

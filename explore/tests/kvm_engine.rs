@@ -171,8 +171,9 @@ fn kvm_nodes_run_under_the_engine_deterministically() {
             assert!(matches!(r.verdict, Verdict::Pass), "verdict {:?}", r.verdict);
             let ev = r.trace.events();
             let console = |node: u16, what: &str| {
-                ev.iter()
-                    .any(|e| e.node == node && matches!(&e.kind, EventKind::Console { text } if text.contains(what)))
+                ev.iter().any(|e| {
+                    e.node.number() == node && matches!(&e.kind, EventKind::Console { text } if text.contains(what))
+                })
             };
             assert!(console(1, "got: hello from node 2"), "n1 did not get n2's frame");
             assert!(console(1, "workload done"), "n1 did not finish its workload");
@@ -317,12 +318,24 @@ fn hops(r: &ExecutionResult, delivered: bool) -> Vec<Hop> {
     let hop = |(pos, e): (usize, &engine::trace::Event)| {
         let time = e.time.as_ns();
         match (&e.kind, delivered) {
-            (EventKind::Send { id, to, len, summary }, false) => {
-                Some(Hop { pos, time, from: e.node, to: *to, id: *id, len: *len, summary: summary.clone() })
-            }
-            (EventKind::Deliver { id, from, len, summary }, true) => {
-                Some(Hop { pos, time, from: *from, to: e.node, id: *id, len: *len, summary: summary.clone() })
-            }
+            (EventKind::Send { id, to, len, summary }, false) => Some(Hop {
+                pos,
+                time,
+                from: e.node.number(),
+                to: to.number(),
+                id: *id,
+                len: *len,
+                summary: summary.clone(),
+            }),
+            (EventKind::Deliver { id, from, len, summary }, true) => Some(Hop {
+                pos,
+                time,
+                from: from.number(),
+                to: e.node.number(),
+                id: *id,
+                len: *len,
+                summary: summary.clone(),
+            }),
             _ => None,
         }
     };
@@ -332,7 +345,7 @@ fn hops(r: &ExecutionResult, delivered: bool) -> Vec<Hop> {
 /// Node `node`'s console lines, with their positions in the trace.
 fn console(r: &ExecutionResult, node: u16) -> Vec<(usize, String)> {
     let line = |(pos, e): (usize, &engine::trace::Event)| match &e.kind {
-        EventKind::Console { text } if e.node == node => Some((pos, text.clone())),
+        EventKind::Console { text } if e.node.number() == node => Some((pos, text.clone())),
         _ => None,
     };
     r.trace.events().iter().enumerate().filter_map(line).collect()

@@ -265,10 +265,10 @@ impl<'a> Observer<'a> {
                     explored,
                 }),
                 reached: checker::reach::reached(&result.trace),
-                antithesis: checker::antithesis::properties(&result.trace, |n| {
-                    // Console lines come from nodes only: every number is a node's.
+                antithesis: checker::antithesis::properties(&result.trace, |a| {
+                    // Console lines come from nodes only (the engine would be its number, 0).
                     let name = |id: engine::NodeId| names.get(id.index()).cloned().unwrap_or_else(|| id.to_string());
-                    engine::NodeId::new(n).map_or_else(|| n.to_string(), name)
+                    a.node().map_or_else(|| a.number().to_string(), name)
                 }),
                 test_composer: checker::antithesis::composer_commands(result.trace.events()),
             };

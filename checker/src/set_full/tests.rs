@@ -194,7 +194,7 @@ fn string_elements_and_the_engine_hook() {
     for l in lines {
         t.push(simtime::VirtualTime::ZERO, engine::NodeId::new(1).unwrap(), EventKind::Console { text: l.to_string() });
     }
-    let out = engine_check(t.events(), 1, SetOptions::default());
+    let out = engine_check(t.events(), engine::NodeId::new(1).unwrap(), SetOptions::default());
     assert!(!out.ok);
     assert!(
         out.note.starts_with("history fails set-full: 1 lost (\"a\") of 2 elements added (1 stable)\nlost \"a\":"),
@@ -202,6 +202,6 @@ fn string_elements_and_the_engine_hook() {
         out.note
     );
     assert_eq!(out.anomalies, BTreeMap::from([("lost".to_string(), 1)]));
-    let none = engine_check(t.events(), 2, SetOptions::default());
+    let none = engine_check(t.events(), engine::NodeId::new(2).unwrap(), SetOptions::default());
     assert!(!none.ok && none.note.starts_with("no history"), "{}", none.note);
 }

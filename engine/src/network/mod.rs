@@ -352,7 +352,7 @@ impl NetState {
         let outcome = self.net.send(time, from, bytes, &mut self.rng);
         let len = bytes.len() as u32;
         for d in outcome.copies() {
-            trace.push(time, from, EventKind::Send { id: d.id.0, to: d.to.number(), len, summary: summary.clone() });
+            trace.push(time, from, EventKind::Send { id: d.id.0, to: d.to, len, summary: summary.clone() });
         }
         // The links that lost the frame get an id of their own (they have
         // no delivery id), after every scheduled copy.
@@ -363,8 +363,8 @@ impl NetState {
                 netsim::LinkDrop::Partition => DropCause::Partition,
                 netsim::LinkDrop::Loss => DropCause::Loss,
             };
-            trace.push(time, from, EventKind::Send { id, to: to.number(), len, summary: summary.clone() });
-            trace.push(time, from, EventKind::Drop { id, to: to.number(), cause });
+            trace.push(time, from, EventKind::Send { id, to, len, summary: summary.clone() });
+            trace.push(time, from, EventKind::Drop { id, to, cause });
         }
     }
 

@@ -162,7 +162,7 @@ fn failed_invariants_json(events: &[Event]) -> Vec<Value> {
 }
 
 /// One entry of `nodes`: node `n`'s console tail, faults and exit.
-fn node_json(meta: &ReportMeta, events: &[Event], n: u16) -> Value {
+fn node_json(meta: &ReportMeta, events: &[Event], n: engine::NodeId) -> Value {
     let mine = || events.iter().filter(move |e| e.node == n);
     let console: Vec<&str> = mine()
         .filter_map(|e| match &e.kind {

@@ -17,8 +17,8 @@
 //! per node, always including the region around the failure, with a note
 //! saying what was left out.
 
-use engine::trace::{DiskOp, Event, EventKind, ENGINE};
-use engine::{Actor, Failure, FailureKind};
+use engine::trace::{DiskOp, Event, EventKind};
+use engine::{Actor, Failure, FailureKind, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -64,7 +64,7 @@ pub struct ReportMeta {
     /// its check gets the anomalies panel (its cycles drawn). Not
     /// serialised: the page is rendered where the cluster is known.
     #[serde(skip)]
-    pub history: Option<(u16, checker::history_check::HistoryModel)>,
+    pub history: Option<(NodeId, checker::history_check::HistoryModel)>,
 }
 
 /// The failure as the report shows it.
@@ -106,20 +106,20 @@ pub fn failure_index(failure: &Failure, meta: &ReportMeta, events: &[Event]) -> 
         }
     };
     let visible = |k: &EventKind| !matches!(k, EventKind::Run { .. });
-    let last = |on: Option<u16>, f: &dyn Fn(&EventKind) -> bool| {
+    let last = |on: Option<NodeId>, f: &dyn Fn(&EventKind) -> bool| {
         events.iter().rposition(|e| e.time <= failure.time && on.is_none_or(|n| e.node == n) && f(&e.kind))
     };
     last(node, &decides).or_else(|| node.and_then(|n| last(Some(n), &visible))).or_else(|| last(None, &visible))
 }
 
-/// The node number of a node name as the engine names nodes (the names of
-/// `meta.node_names`, else `n<number>` exactly as [`simtime::NodeId`]
-/// writes it: `n3`, not `n03`, `n+3` nor `n0`).
-fn node_number(meta: &ReportMeta, name: &str) -> Option<u16> {
+/// The node of a node name as the engine names nodes (the names of
+/// `meta.node_names`, else `n<number>` exactly as [`NodeId`] writes it:
+/// `n3`, not `n03`, `n+3` nor `n0`).
+fn node_number(meta: &ReportMeta, name: &str) -> Option<NodeId> {
     if let Some(k) = meta.node_names.iter().position(|n| n == name) {
-        return u16::try_from(k + 1).ok();
+        return NodeId::from_index(k);
     }
-    simtime::NodeId::from_name(name).map(simtime::NodeId::number)
+    NodeId::from_name(name)
 }
 
 /// The failure of this execution, if it failed (see [`failure_index`]).
@@ -154,7 +154,7 @@ pub(crate) struct Analysis<'a> {
     pub meta: &'a ReportMeta,
     pub events: &'a [Event],
     /// Guest nodes, ascending: named ones and every one that occurs.
-    pub nodes: Vec<u16>,
+    pub nodes: Vec<NodeId>,
     /// For a Deliver or Drop: the Send it belongs to (latest Send with that id).
     pub partner: Vec<Option<usize>>,
     /// For a Deliver: not the first delivery of its Send.
@@ -170,14 +170,14 @@ pub(crate) struct Analysis<'a> {
 impl<'a> Analysis<'a> {
     pub fn new(meta: &'a ReportMeta, events: &'a [Event]) -> Analysis<'a> {
         let n = events.len();
-        let mut nodes: BTreeSet<u16> = (1..=meta.node_names.len().min(u16::MAX as usize)).map(|k| k as u16).collect();
+        let mut nodes: BTreeSet<NodeId> = NodeId::first(meta.node_names.len()).collect();
         let mut partner = vec![None; n];
         let mut dup = vec![false; n];
         let mut outcome = vec![(0u32, 0u32); n];
         let mut last_send: BTreeMap<u64, usize> = BTreeMap::new();
         let mut counts = Counts::default();
         for (i, ev) in events.iter().enumerate() {
-            nodes.insert(ev.node);
+            nodes.extend(ev.node.node());
             *counts.by_kind.entry(kind_name(&ev.kind)).or_insert(0) += 1;
             counts.grants += ev.kind.grants();
             match &ev.kind {
@@ -210,7 +210,6 @@ impl<'a> Analysis<'a> {
                 _ => {}
             }
         }
-        nodes.remove(&ENGINE);
         counts.in_flight = events
             .iter()
             .enumerate()
@@ -243,7 +242,7 @@ impl<'a> Analysis<'a> {
 /// failing event. The agent sends a command's output to the node's
 /// console, so these are its output and whatever else (the service, the
 /// kernel) printed there meanwhile.
-pub(crate) fn command_output(a: &Analysis) -> Option<(u16, String, Vec<usize>)> {
+pub(crate) fn command_output(a: &Analysis) -> Option<(Actor, String, Vec<usize>)> {
     let f = a.failure_index()?;
     let ev = &a.events[f];
     let name = match &ev.kind {
@@ -296,31 +295,24 @@ pub fn kind_name(k: &EventKind) -> &'static str {
     }
 }
 
-/// A node's display name: `engine` for node 0, else its configured name,
-/// else `n<number>`. Raw (not sanitised).
-pub fn node_name(meta: &ReportMeta, node: u16) -> String {
-    if node == ENGINE {
-        return "engine".to_string();
-    }
-    match meta.node_names.get(node as usize - 1) {
+/// A node's display name: `engine` for the engine, else its configured
+/// name, else `n<number>`. Raw (not sanitised).
+pub fn node_name(meta: &ReportMeta, node: impl Into<Actor>) -> String {
+    let Actor::Node(n) = node.into() else { return "engine".to_string() };
+    match meta.node_names.get(n.index()) {
         Some(name) if !name.is_empty() => name.clone(),
-        _ => short_name(node),
+        _ => n.to_string(),
     }
-}
-
-/// The trace's node number as a name: `n2` (NodeId's form), `engine` for
-/// 0; a number no node has stays a bare number.
-pub(crate) fn short_name(node: u16) -> String {
-    Actor::from_number(node).map_or_else(|| node.to_string(), |a| a.to_string())
 }
 
 /// `n2` or `n2 (db-2)`; raw.
-pub(crate) fn node_label(meta: &ReportMeta, node: u16) -> String {
-    if node == ENGINE {
+pub(crate) fn node_label(meta: &ReportMeta, node: impl Into<Actor>) -> String {
+    let node = node.into();
+    if node.is_engine() {
         return "engine".to_string();
     }
     let name = node_name(meta, node);
-    let short = short_name(node);
+    let short = node.to_string();
     if name == short {
         short
     } else {

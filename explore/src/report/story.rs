@@ -104,7 +104,7 @@ impl Story {
 
     /// The register history `node` printed, paired (each invoke with the
     /// process's next completion), its times made virtual.
-    fn read_history(&mut self, events: &[Event], node: u16) {
+    fn read_history(&mut self, events: &[Event], node: engine::NodeId) {
         let Some(text) = history_lines(events, node) else { return };
         let Ok(h) = History::from_json_lines(&text) else { return };
         let Some(first) = h.events.iter().map(|e| e.time).min() else { return };
@@ -117,7 +117,7 @@ impl Story {
         if wall {
             self.clock_note = Some(format!(
                 "the history's times are {}'s wall clock; shown as virtual time (less the guest epoch{})",
-                super::short_name(node),
+                node,
                 if offset != 0 { " and the node's clock offset" } else { "" }
             ));
         }
@@ -175,7 +175,7 @@ impl Story {
 }
 
 /// The node's wall-clock offset at boot (`clock_offset`), 0 without one.
-fn node_clock_offset(events: &[Event], node: u16) -> i64 {
+fn node_clock_offset(events: &[Event], node: engine::NodeId) -> i64 {
     events
         .iter()
         .find_map(|e| match e.kind {

@@ -1,6 +1,6 @@
 use super::*;
 use engine::trace::{Event, EventKind, Trace};
-use engine::{Failure, FailureKind};
+use engine::{Actor, Failure, FailureKind, NodeId};
 use simtime::VirtualTime;
 
 const S: u64 = 1_000_000_000;
@@ -8,6 +8,16 @@ const MS: u64 = 1_000_000;
 
 pub(super) const HOSTILE: &str =
     "<script>alert(\"pwn\")</script> & <img src=x onerror=alert(1)> \u{1b}[31mred\u{1b}[0m \u{202e}evil";
+
+/// Node number `k`.
+fn node(k: u16) -> NodeId {
+    NodeId::new(k).unwrap()
+}
+
+/// Node number `k`, or the engine for 0.
+fn actor(k: u16) -> Actor {
+    Actor::from_number(k).unwrap()
+}
 
 struct B {
     t: Trace,
@@ -21,9 +31,9 @@ impl B {
     /// An event of node number `node`, or of the engine for 0.
     fn ev(&mut self, time: u64, node: u16, kind: EventKind) {
         let time = VirtualTime::from_ns(time);
-        match engine::NodeId::new(node) {
-            Some(n) => self.t.push(time, n, kind),
-            None => self.t.push_engine(time, kind),
+        match actor(node) {
+            Actor::Node(n) => self.t.push(time, n, kind),
+            Actor::Engine => self.t.push_engine(time, kind),
         }
     }
     fn console(&mut self, time: u64, node: u16, text: &str) {
@@ -32,11 +42,19 @@ impl B {
     fn send(&mut self, time: u64, from: u16, to: u16, summary: &str) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.ev(time, from, EventKind::Send { id, to, len: 60 + summary.len() as u32, summary: summary.into() });
+        self.ev(
+            time,
+            from,
+            EventKind::Send { id, to: node(to), len: 60 + summary.len() as u32, summary: summary.into() },
+        );
         id
     }
     fn deliver(&mut self, time: u64, id: u64, from: u16, to: u16, summary: &str) {
-        self.ev(time, to, EventKind::Deliver { id, from, len: 60 + summary.len() as u32, summary: summary.into() });
+        self.ev(
+            time,
+            to,
+            EventKind::Deliver { id, from: node(from), len: 60 + summary.len() as u32, summary: summary.into() },
+        );
     }
     fn msg(&mut self, t0: u64, t1: u64, from: u16, to: u16, summary: &str) -> u64 {
         let id = self.send(t0, from, to, summary);
@@ -44,7 +62,7 @@ impl B {
         id
     }
     fn drop_(&mut self, time: u64, id: u64, from: u16, to: u16, cause: &str) {
-        self.ev(time, from, EventKind::Drop { id, to, cause: named(cause) });
+        self.ev(time, from, EventKind::Drop { id, to: node(to), cause: named(cause) });
     }
 }
 
@@ -325,24 +343,28 @@ fn hostile_text_is_escaped() {
     m.failure = Some(invariant(Some("db1"), 6 * S, HOSTILE));
     ev.push(Event {
         time: VirtualTime::from_ns(7 * S),
-        node: 0,
+        node: Actor::Engine,
         kind: EventKind::Partition { description: HOSTILE.into() },
     });
-    ev.push(Event { time: VirtualTime::from_ns(7 * S), node: 2, kind: EventKind::Command { name: HOSTILE.into() } });
+    ev.push(Event {
+        time: VirtualTime::from_ns(7 * S),
+        node: actor(2),
+        kind: EventKind::Command { name: HOSTILE.into() },
+    });
     let id = 999_999;
     ev.push(Event {
         time: VirtualTime::from_ns(7 * S),
-        node: 1,
-        kind: EventKind::Send { id, to: 2, len: 1, summary: HOSTILE.into() },
+        node: actor(1),
+        kind: EventKind::Send { id, to: node(2), len: 1, summary: HOSTILE.into() },
     });
     ev.push(Event {
         time: VirtualTime::from_ns(7 * S + 1),
-        node: 2,
-        kind: EventKind::Deliver { id, from: 1, len: 1, summary: HOSTILE.into() },
+        node: actor(2),
+        kind: EventKind::Deliver { id, from: node(1), len: 1, summary: HOSTILE.into() },
     });
     ev.push(Event {
         time: VirtualTime::from_ns(7 * S + 2),
-        node: 3,
+        node: actor(3),
         kind: EventKind::Crash { detail: HOSTILE.into() },
     });
     let html = render_html(&m, &ev);
@@ -468,7 +490,7 @@ fn passing_and_empty_traces() {
 
 #[test]
 fn failure_is_located() {
-    let e = |node, kind| Event { time: VirtualTime::from_ns(1), node, kind };
+    let e = |k, kind| Event { time: VirtualTime::from_ns(1), node: actor(k), kind };
     let ev = vec![
         e(1, EventKind::Exit { status: Some(3), signal: None, panic: false }),
         e(2, EventKind::Hung),
@@ -616,7 +638,7 @@ fn folded_quiet_runs_are_counted_and_described() {
     assert_eq!(v["virtual_end_ns"], 2 * S);
     let d = describe(&m, &ev[0]);
     assert!(d.contains("x1000000") && d.contains("0.999999s"), "{d}");
-    assert_eq!(describe(&m, &Event { time: VirtualTime::from_ns(5), node: 1, kind: EventKind::run() }), "run");
+    assert_eq!(describe(&m, &Event { time: VirtualTime::from_ns(5), node: actor(1), kind: EventKind::run() }), "run");
     check_html(&render_html(&m, &ev)).unwrap();
     let text = render_text(&m, &ev);
     assert!(text.contains("3 events (2000000 node runs)") && text.contains("spun"), "{text}");
@@ -722,13 +744,13 @@ fn an_anomaly_cycle_is_drawn() {
         .enumerate()
         .map(|(i, l)| Event {
             time: VirtualTime::from_ns(i as u64 + 1),
-            node: 1,
+            node: actor(1),
             kind: EventKind::Console { text: l.to_string() },
         })
         .collect();
     let model =
         HistoryModel::Txn { model: txncheck::Model::ListAppend, consistency: txncheck::Consistency::Serializable };
-    let m = ReportMeta { history: Some((1, model)), ..meta(None) };
+    let m = ReportMeta { history: Some((node(1), model)), ..meta(None) };
     let html = render_html(&m, &events);
     check_html(&html).unwrap();
     assert!(html.contains("Anomalies: the history is not serializable (list-append)"), "{html}");
@@ -736,14 +758,14 @@ fn an_anomaly_cycle_is_drawn() {
     assert!(html.contains("process 0") && html.contains("process 1"));
     assert!(html.contains(">rw x<") && html.contains(">wr y<"), "both edges labelled");
     assert!(html.contains("T1 appended 1 to y, T0 read y = [1]: wr on y"));
-    let plain = render_html(&ReportMeta { history: Some((1, HistoryModel::Register)), ..meta(None) }, &events);
+    let plain = render_html(&ReportMeta { history: Some((node(1), HistoryModel::Register)), ..meta(None) }, &events);
     assert!(!plain.contains("Anomalies"));
 }
 
 #[test]
 fn a_power_failure_is_counted_and_described() {
     let mut b = B::new();
-    b.ev(S, ENGINE, EventKind::PowerFailure { nodes: vec!["db2".into(), "db3".into()] });
+    b.ev(S, 0, EventKind::PowerFailure { nodes: vec!["db2".into(), "db3".into()] });
     b.ev(S, 2, EventKind::Crash { detail: "power loss".into() });
     b.ev(S, 3, EventKind::Crash { detail: "power loss".into() });
     let (m, ev) = (meta(None), b.t.events().to_vec());
@@ -821,7 +843,7 @@ fn lost_write() -> (ReportMeta, Vec<Event>) {
         "[check] history on n3: history is not linearizable: key \"k1\" is not linearizable (2 ops on it).".into(),
     )));
     m.node_names = vec!["n1".into(), "n2".into(), "n3".into()];
-    m.history = Some((3, checker::history_check::HistoryModel::Register));
+    m.history = Some((node(3), checker::history_check::HistoryModel::Register));
     (m, b.t.events().to_vec())
 }
 
@@ -931,11 +953,11 @@ fn a_long_trace_shows_every_fault_and_the_whole_run_is_in_linked_parts() {
 #[test]
 fn node_number_reads_a_name_or_n_and_a_node_number_only() {
     let m = ReportMeta { node_names: vec!["db".into(), "n7".into()], ..Default::default() };
-    assert_eq!(node_number(&m, "db"), Some(1));
+    assert_eq!(node_number(&m, "db"), Some(node(1)));
     // A configured name wins over the n<number> form.
-    assert_eq!(node_number(&m, "n7"), Some(2));
-    assert_eq!(node_number(&m, "n3"), Some(3));
-    assert_eq!(node_number(&m, "n254"), Some(254));
+    assert_eq!(node_number(&m, "n7"), Some(node(2)));
+    assert_eq!(node_number(&m, "n3"), Some(node(3)));
+    assert_eq!(node_number(&m, "n254"), Some(node(254)));
     for bad in ["n03", "n+3", "n-3", "n0", "n", "n3x", "n 3", "3", "N3", "n255", "n65536", "host", ""] {
         assert_eq!(node_number(&m, bad), None, "{bad:?}");
     }

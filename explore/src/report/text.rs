@@ -1,7 +1,8 @@
 //! The terminal summary.
 
 use super::{describe, fmt_dur, fmt_time, fmt_time_ns, node_label, sanitize, Analysis, OpEnd, ReportMeta};
-use engine::trace::{Event, EventKind, ENGINE};
+use engine::trace::{Event, EventKind};
+use engine::Actor;
 use std::fmt::Write as _;
 
 /// How many events per node the summary lists before the failure.
@@ -293,8 +294,8 @@ fn last_events(a: &Analysis, s: &mut String) {
         if a.failure_index().is_some() { "up to the failure" } else { "of the execution" },
         LAST_EVENTS_PER_NODE
     );
-    let mut order = vec![ENGINE];
-    order.extend(a.nodes.iter().copied());
+    let mut order = vec![Actor::Engine];
+    order.extend(a.nodes.iter().map(|&n| Actor::Node(n)));
     for node in order {
         let mut last: Vec<usize> = events[..end]
             .iter()

@@ -261,7 +261,7 @@ mod tests {
     #[test]
     fn partitions_are_numbered_from_the_trace_removed_ones_included() {
         use engine::trace::{Event, EventKind};
-        let ev = |t: u64, kind: EventKind| Event { time: VirtualTime::from_ns(t), node: 0, kind };
+        let ev = |t: u64, kind: EventKind| Event { time: VirtualTime::from_ns(t), node: engine::Actor::Engine, kind };
         let events = vec![
             ev(1, EventKind::Partition { description: "{n1} | {n2,n3}".into() }),
             ev(2, EventKind::Note { text: "partition 2 {n1} | {n2} not started: removed by shrink".into() }),

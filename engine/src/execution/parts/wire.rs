@@ -73,12 +73,12 @@ impl Wire {
         // A frame for the host client's node before the client exists (in
         // warm-start mode it starts with the workload) finds nobody there.
         if nodes.get(to).is_none_or(|n| !n.is_up()) {
-            trace.push(now, from, EventKind::Drop { id: d.id.0, to: to.number(), cause: DropCause::NodeDown });
+            trace.push(now, from, EventKind::Drop { id: d.id.0, to, cause: DropCause::NodeDown });
             return Ok(());
         }
         let summary = frames::summarize(&d.frame);
         let len = d.frame.len() as u32;
-        trace.push(now, to, EventKind::Deliver { id: d.id.0, from: from.number(), len, summary });
+        trace.push(now, to, EventKind::Deliver { id: d.id.0, from, len, summary });
         if nodes[to].vm().deliver_frame(now, &d.frame, cx.spec.watchdog)? == Delivered::Dropped {
             let text = format!("frame {} dropped: no receive buffer", d.id.0);
             trace.push(now, to, EventKind::Note { text });
@@ -159,7 +159,7 @@ impl Wire {
         for s in resets {
             let Some(d) = ns.net.get(s.id) else { continue };
             let (len, summary) = (d.frame.len() as u32, frames::summarize(&d.frame));
-            trace.push(now, s.from, EventKind::Send { id: s.id.0, to: s.to.number(), len, summary });
+            trace.push(now, s.from, EventKind::Send { id: s.id.0, to: s.to, len, summary });
         }
     }
 

@@ -23,7 +23,7 @@ const TOP: usize = 34;
 
 /// The panel for the history `node` printed, checked under `model`;
 /// nothing for the register model or a history without anomalies.
-pub(super) fn panel(events: &[Event], node: u16, model: HistoryModel, h: &mut String) {
+pub(super) fn panel(events: &[Event], node: engine::NodeId, model: HistoryModel, h: &mut String) {
     let HistoryModel::Txn { model, consistency } = model else { return };
     let Some(text) = history_lines(events, node) else { return };
     let Ok(history) = txncheck::parse_history(&text) else { return };

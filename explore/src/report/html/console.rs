@@ -11,11 +11,12 @@ use super::{
 };
 use crate::report::{describe, esc, fmt_time, node_label};
 use engine::trace::EventKind;
+use engine::Actor;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// A run of left-out lines of one node: (node, lines, first time, last time).
-type Elided = (u16, usize, u64, u64);
+type Elided = (Actor, usize, u64, u64);
 
 /// Which console entries the panel shows.
 struct Window {
@@ -87,7 +88,7 @@ impl Window {
             .map(|(i, _)| i)
             .collect();
         // Positions in `entries` of each node's entries.
-        let mut per_node: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        let mut per_node: BTreeMap<Actor, Vec<usize>> = BTreeMap::new();
         for (pos, &i) in entries.iter().enumerate() {
             per_node.entry(events[i].node).or_default().push(pos);
         }
@@ -152,7 +153,7 @@ impl Window {
 
     /// Runs of left-out lines of node `n` (`list`: its positions), noted
     /// where each run starts.
-    fn note_elided_runs(&mut self, p: &Page, n: u16, list: &[usize]) {
+    fn note_elided_runs(&mut self, p: &Page, n: Actor, list: &[usize]) {
         let events = p.events();
         let mut q = 0;
         while q < list.len() {

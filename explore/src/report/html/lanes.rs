@@ -5,8 +5,9 @@
 use super::layout::View;
 use super::layout::{Page, GAP_H, GUTTER, HEAD_H, LANE_W, TOP};
 use super::{FOCUS_CONTEXT, HEAD_ROWS, MAX_ROWS, ROWS_AFTER_FAILURE};
-use crate::report::{clip, esc_html, fmt_dur, fmt_time, node_name, short_name};
+use crate::report::{clip, esc_html, fmt_dur, fmt_time, node_name};
 use engine::trace::EventKind;
+use engine::Actor;
 use std::fmt::Write as _;
 
 /// The panel's heading, the legend, a warning when rows were left out,
@@ -70,7 +71,7 @@ pub(super) fn headers(p: &Page, h: &mut String) {
             h,
             "<text class=\"lane-hd\" x=\"{x}\" y=\"18\" fill=\"{}\">{}</text><text class=\"lane-name\" x=\"{x}\" y=\"34\">{}</text>",
             p.color(n),
-            short_name(n),
+            n,
             esc_html(&clip(&node_name(p.meta(), n), 28))
         );
     }
@@ -164,7 +165,7 @@ pub(super) fn lifelines(p: &Page, h: &mut String) {
     let mut state: Vec<(Life, i64)> = vec![(Life::Up, TOP); p.lane.len()];
     for e in events {
         if matches!(e.kind, EventKind::Boot) {
-            if let Some(&k) = p.lane.get(&e.node) {
+            if let Some(&k) = p.lane_of(e.node) {
                 state[k].0 = Life::Pre;
             }
         }
@@ -176,7 +177,7 @@ pub(super) fn lifelines(p: &Page, h: &mut String) {
             EventKind::Exit { .. } | EventKind::Hung => Life::Stopped,
             _ => continue,
         };
-        let (Some(&k), Some(y)) = (p.lane.get(&e.node), p.l.y(e_i)) else {
+        let (Some(&k), Some(y)) = (p.lane_of(e.node), p.l.y(e_i)) else {
             continue;
         };
         let (st, since) = state[k];
@@ -185,12 +186,12 @@ pub(super) fn lifelines(p: &Page, h: &mut String) {
     }
     for (&n, &k) in p.lane.iter() {
         let (st, since) = state[k];
-        lifeline_segment(p, h, n, st, since, p.l.bottom());
+        lifeline_segment(p, h, n.into(), st, since, p.l.bottom());
     }
     h.push('\n');
 }
 
-fn lifeline_segment(p: &Page, h: &mut String, node: u16, st: Life, y0: i64, y1: i64) {
+fn lifeline_segment(p: &Page, h: &mut String, node: Actor, st: Life, y0: i64, y1: i64) {
     if y1 <= y0 {
         return;
     }

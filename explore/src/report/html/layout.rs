@@ -4,7 +4,8 @@
 
 use super::{FOCUS_CONTEXT, HEAD_ROWS, MAX_ROWS, PART_ROWS, ROWS_AFTER_FAILURE};
 use crate::report::{Analysis, ReportMeta};
-use engine::trace::{Event, EventKind, ENGINE};
+use engine::trace::{Event, EventKind};
+use engine::{Actor, NodeId};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -149,7 +150,7 @@ fn group_rows(a: &Analysis) -> (Vec<Row>, Vec<Option<usize>>) {
         if matches!(ev.kind, EventKind::Run { .. } | EventKind::Console { .. }) {
             continue;
         }
-        let engine = ev.node == ENGINE;
+        let engine = ev.node.is_engine();
         let here = rows.len().wrapping_sub(1);
         let fresh = match rows.last() {
             None => true,
@@ -277,7 +278,7 @@ pub(super) struct Page<'a, 'b> {
     pub a: &'b Analysis<'a>,
     pub l: Layout,
     /// Lane index of each guest node.
-    pub lane: BTreeMap<u16, usize>,
+    pub lane: BTreeMap<NodeId, usize>,
     /// Width of the diagram: gutter, lanes, notes column.
     pub width: i64,
     /// The report's own window or a part of the whole run.
@@ -288,33 +289,38 @@ pub(super) struct Page<'a, 'b> {
 
 impl<'a, 'b> Page<'a, 'b> {
     pub fn new(a: &'b Analysis<'a>, view: View, rows: Rows) -> Page<'a, 'b> {
-        let lane: BTreeMap<u16, usize> = a.nodes.iter().enumerate().map(|(k, &n)| (n, k)).collect();
+        let lane: BTreeMap<NodeId, usize> = a.nodes.iter().enumerate().map(|(k, &n)| (n, k)).collect();
         let width = GUTTER + LANE_W * lane.len() as i64 + NOTES_W;
         let l = Layout::new(a, view, rows);
         let parts = part_count(l.rows.len());
         Page { l, a, lane, width, view, parts }
     }
 
-    /// Centre of the node's lane; `None` for the engine and unknown nodes.
-    pub fn x(&self, node: u16) -> Option<i64> {
-        self.lane.get(&node).map(|&k| GUTTER + LANE_W * k as i64 + LANE_W / 2)
+    /// The node's lane; `None` for the engine and unknown nodes.
+    pub fn lane_of(&self, node: impl Into<Actor>) -> Option<&usize> {
+        node.into().node().and_then(|n| self.lane.get(&n))
     }
 
-    pub fn color(&self, node: u16) -> &'static str {
-        self.lane.get(&node).map(|&k| PALETTE[k % PALETTE.len()]).unwrap_or("#555")
+    /// Centre of the node's lane; `None` for the engine and unknown nodes.
+    pub fn x(&self, node: impl Into<Actor>) -> Option<i64> {
+        self.lane_of(node).map(|&k| GUTTER + LANE_W * k as i64 + LANE_W / 2)
+    }
+
+    pub fn color(&self, node: impl Into<Actor>) -> &'static str {
+        self.lane_of(node).map(|&k| PALETTE[k % PALETTE.len()]).unwrap_or("#555")
     }
 
     /// The node's colour class (`c<k>`; `ce` for the engine).
-    pub fn cclass(&self, node: u16) -> String {
-        match self.lane.get(&node) {
+    pub fn cclass(&self, node: impl Into<Actor>) -> String {
+        match self.lane_of(node) {
             Some(&k) => format!("c{}", k % PALETTE.len()),
             None => "ce".to_string(),
         }
     }
 
     /// Index into [`PALETTE`] of the node's colour (0 for a node without a lane).
-    pub fn palette_index(&self, node: u16) -> usize {
-        self.lane.get(&node).copied().unwrap_or(0) % PALETTE.len()
+    pub fn palette_index(&self, node: impl Into<Actor>) -> usize {
+        self.lane_of(node).copied().unwrap_or(0) % PALETTE.len()
     }
 
     /// Left edge of the engine's notes column.

@@ -9,7 +9,8 @@ use super::{BOX_CHARS, LABEL_CHARS, NOTE_CHARS, TITLE_CHARS};
 use crate::report::{
     clip, describe, esc, esc_html, fmt_dur, fmt_signed, fmt_time, fmt_time_ns, kind_name, node_label, ReportMeta,
 };
-use engine::trace::{DiskOp, Event, EventKind, ENGINE};
+use engine::trace::{DiskOp, Event, EventKind};
+use engine::Actor;
 use std::fmt::Write as _;
 
 /// A shaded band across all lanes from each partition to its heal (or the
@@ -78,7 +79,7 @@ fn band(p: &Page, h: &mut String, part: usize, end: Option<usize>, y0: i64, y1: 
 pub(super) fn command_spans(p: &Page, h: &mut String) {
     let (l, events) = (&p.l, p.events());
     let bottom = l.bottom();
-    let span = |h: &mut String, node: u16, y0: i64, y1: i64, cls: &str| {
+    let span = |h: &mut String, node: Actor, y0: i64, y1: i64, cls: &str| {
         let x = p.x(node).unwrap_or(0) - 4;
         let _ =
             write!(h, "<rect class=\"span{cls}\" x=\"{x}\" y=\"{y0}\" width=\"8\" height=\"{}\"/>", (y1 - y0).max(1));
@@ -86,7 +87,7 @@ pub(super) fn command_spans(p: &Page, h: &mut String) {
     // Per lane: the running commands (event, top).
     let mut pending: Vec<Vec<(usize, i64)>> = vec![Vec::new(); p.lane.len()];
     for (i, e) in events.iter().enumerate() {
-        let Some(&k) = p.lane.get(&e.node) else {
+        let Some(&k) = p.lane_of(e.node) else {
             continue;
         };
         let Some(y) = l.y(i) else { continue };
@@ -112,7 +113,7 @@ pub(super) fn command_spans(p: &Page, h: &mut String) {
     }
     for (&n, &k) in p.lane.iter() {
         for &(_, y0) in &pending[k] {
-            span(h, n, y0, bottom, " open");
+            span(h, n.into(), y0, bottom, " open");
         }
     }
     h.push('\n');
@@ -124,7 +125,7 @@ pub(super) fn command_spans(p: &Page, h: &mut String) {
 pub(super) fn pause_bars(p: &Page, h: &mut String) {
     let (l, events, m) = (&p.l, p.events(), p.meta());
     let mut open: Vec<Option<(usize, i64)>> = vec![None; p.lane.len()];
-    let bar = |h: &mut String, node: u16, from: usize, y0: i64, y1: i64, end: &str, cls: &str| {
+    let bar = |h: &mut String, node: Actor, from: usize, y0: i64, y1: i64, end: &str, cls: &str| {
         let x = p.x(node).unwrap_or(0) + 5;
         let title = format!("{}: {}; {end}", node_label(m, node), describe(m, &events[from]));
         let _ = write!(
@@ -135,7 +136,7 @@ pub(super) fn pause_bars(p: &Page, h: &mut String) {
         );
     };
     for (i, e) in events.iter().enumerate() {
-        let (Some(&k), Some(y)) = (p.lane.get(&e.node), l.y(i)) else { continue };
+        let (Some(&k), Some(y)) = (p.lane_of(e.node), l.y(i)) else { continue };
         let end = match e.kind {
             EventKind::Pause { .. } => {
                 open[k] = Some((i, y));
@@ -153,7 +154,7 @@ pub(super) fn pause_bars(p: &Page, h: &mut String) {
     }
     for (&n, &k) in p.lane.iter() {
         if let Some((from, y0)) = open[k] {
-            bar(h, n, from, y0, l.bottom(), "still paused at the end", " open");
+            bar(h, n.into(), from, y0, l.bottom(), "still paused at the end", " open");
         }
     }
     h.push('\n');
@@ -183,7 +184,7 @@ pub(super) fn event_marks(p: &Page, h: &mut String) {
             continue;
         }
         let is_fail = fail == Some(i);
-        if p.events()[i].node == ENGINE || p.x(p.events()[i].node).is_none() {
+        if p.events()[i].node.is_engine() || p.x(p.events()[i].node).is_none() {
             note(p, i, is_fail, h);
         } else {
             lane_mark(p, i, is_fail, h);

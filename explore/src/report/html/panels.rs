@@ -5,7 +5,7 @@
 use super::layout::{part_file, Page, View, PARTS_DIR};
 use super::{MAX_INDEX_ENTRIES, TITLE_CHARS};
 use crate::report::text::COMMAND_LINES;
-use crate::report::{describe, esc, exit_text, fmt_time, fmt_time_ns, node_label, node_name, short_name, Counts};
+use crate::report::{describe, esc, exit_text, fmt_time, fmt_time_ns, node_label, node_name, Counts};
 use engine::trace::{Event, EventKind};
 use std::fmt::Write as _;
 
@@ -201,7 +201,7 @@ fn node_table(p: &Page, h: &mut String) {
             h,
             "<tr><td class=\"{}\"><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             p.cclass(n),
-            short_name(n),
+            n,
             esc(&node_name(m, n), 80),
             s.console,
             s.sent,
@@ -224,7 +224,7 @@ struct NodeSummary {
 }
 
 impl NodeSummary {
-    fn of(events: &[Event], n: u16) -> NodeSummary {
+    fn of(events: &[Event], n: engine::NodeId) -> NodeSummary {
         let mut s = NodeSummary { console: 0, sent: 0, received: 0, crashes: 0, state: String::from("up") };
         let mut booted = false;
         for e in events.iter().filter(|e| e.node == n) {

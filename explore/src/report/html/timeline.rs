@@ -7,7 +7,7 @@
 
 use super::layout::Page;
 use crate::report::{describe, esc, fmt_dur, fmt_time, node_label, ClientOp, OpEnd};
-use engine::trace::{EventKind, ENGINE};
+use engine::trace::EventKind;
 use std::fmt::Write as _;
 
 /// Width of the plot, of the label column left of it.
@@ -296,10 +296,10 @@ fn chosen(ops: &[ClientOp]) -> Vec<bool> {
 fn periods(p: &Page, end: u64) -> Vec<Period> {
     let (m, events) = (p.meta(), p.events());
     let mut out: Vec<Period> = Vec::new();
-    let mut open: Vec<(u16, &'static str, usize)> = Vec::new();
+    let mut open: Vec<(engine::Actor, &'static str, usize)> = Vec::new();
     for e in events {
         let t = e.time.as_ns();
-        let who = if e.node == ENGINE { String::new() } else { format!("{} ", node_label(m, e.node)) };
+        let who = if e.node.is_engine() { String::new() } else { format!("{} ", node_label(m, e.node)) };
         // (opens a period of this kind on this node, closes one, label, class)
         let (opens, closes, label, class): (Option<&'static str>, Option<&'static str>, String, &'static str) =
             match &e.kind {
