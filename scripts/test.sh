@@ -62,6 +62,8 @@
 #              configurations passing (scripts/test-gallery.sh --bugs, --safe)
 #   fuzz-check the fuzz crate (fuzz/, outside the workspace) type-checked
 #              and linted against the workspace's APIs (`cargo check`)
+#   rustdoc    the workspace's API docs build without a warning (broken
+#              or private intra-doc links: `cargo doc`, -D warnings)
 #   cargo-test every test target of the workspace, each a `cargo test` of its
 #              own (the short tier leaves out the tests marked
 #              #[ignore = "full tier: ..."]; --full runs them too); its
@@ -407,7 +409,7 @@ else
     if [ $tier = slice ]; then
       : # the slice alone
     else
-    printf '%s\n' determinism gallery-safe gallery-bugs fuzz-check
+    printf '%s\n' determinism gallery-safe gallery-bugs fuzz-check rustdoc
     [ $tier = full ] && echo fuzz
     cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
@@ -462,6 +464,7 @@ print("cargo:doc")' "${longest[@]}" | {
       safe:*) env SIMCLUSTER_BIN="$sim" SAFE="${1#safe:}" scripts/test-gallery.sh --full --safe ;;
       fuzz) scripts/fuzz.sh --seconds "$fuzz_seconds" ;;
       fuzz-check) fuzz_check ;;
+      rustdoc) RUSTDOCFLAGS="${RUSTDOCFLAGS:-} -D warnings" cargo doc --workspace --no-deps ;;
       nested:*)
         wait_for kvm-kernel || { echo "the KVM kernel did not build: $1 cannot run"; return 1; }
         # shellcheck disable=SC2046

@@ -21,7 +21,7 @@
 //! Real time: op A precedes op B iff A returned strictly before B was called.
 //! At equal timestamps ops are concurrent, except that a process's own ops stay
 //! in program order (an explicit same-tick predecessor, not a list position:
-//! see [`same_tick_predecessors`]).
+//! see `same_tick_predecessors`).
 
 use crate::register_history::{History, HistoryError, Op, Operation, Outcome, ProcessId, Value};
 use std::collections::BTreeMap;

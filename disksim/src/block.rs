@@ -4,7 +4,7 @@
 ///
 /// Invariant: `crc` is the crc32 of `data` as last written through
 /// [`Block::new`] or [`Block::set`]. Anything that changes `data` by another
-/// path (a bug, or deliberate fault injection via [`Block::data_mut_unchecked`])
+/// path (a bug, or deliberate fault injection via `Block::data_mut_unchecked`)
 /// is caught by [`Block::verify`].
 #[derive(Clone, PartialEq, Eq)]
 pub struct Block {

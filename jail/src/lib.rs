@@ -281,7 +281,7 @@ pub enum JailError {
     /// A step between fork and exec failed.
     #[error("cannot confine the node: {step}: {error} (SIMCLUSTER_DEBUG_UNCONFINED=1 runs nodes unconfined)")]
     Enter {
-        /// The step, as [`Step::describe`] says it, with the path where
+        /// The step, as `Step::describe` says it, with the path where
         /// it is a bind.
         step: String,
         /// The system call's error.

@@ -13,7 +13,7 @@
 //! [`Network::pop_next`], or treats every [`Network::pending`] delivery as
 //! an enabled action and calls [`Network::take`] on the one it picks.
 //!
-//! Time: a point of virtual time is a [`VirtualTime`] (ns since the
+//! Time: a point of virtual time is a [`VirtualTime`](simtime::VirtualTime) (ns since the
 //! cluster booted, from the `simtime` crate), a span a
 //! `std::time::Duration`; both are whole nanoseconds, so the draws and
 //! the queue's order are those of plain `u64` ns. Only the edges convert:

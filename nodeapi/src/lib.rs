@@ -135,7 +135,7 @@ pub struct Grant {
     pub output: Vec<GuestOutput>,
     /// Disk requests completed during the grant: reads, which complete at
     /// their kick (writes and flushes complete only when the engine says,
-    /// [`NodeRuntime::complete_disk`]).
+    /// [`NodeDisk::complete_disk`]).
     pub disk: Vec<DiskCompletion>,
     /// Frames the node transmitted.
     pub tx: Vec<TxFrame>,

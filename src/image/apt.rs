@@ -180,7 +180,7 @@ impl Archive {
     /// A resolution is a function of the lists and the request, and asking
     /// apt takes seconds (apt-get -s and apt-cache, about 4 s per image
     /// build here, paid by every `simcluster run`): it is kept under the
-    /// root by the hash of both ([`Self::resolution_key`]) and reused until
+    /// root by the hash of both (`Self::resolution_key`) and reused until
     /// the lists change.
     pub fn resolve(&self, names: &[String], essential: bool) -> Result<Vec<Pin>> {
         self.ensure_lists()?;

@@ -12,7 +12,7 @@
 //!   reached first (`explore::strategy::coverage`), advanced in execution
 //!   order one generation at a time.
 //!
-//! Either way the runner gates the units ([`Gate`]): a unit starts only
+//! Either way the runner gates the units (`Gate`): a unit starts only
 //! once the units it depends on were observed, so what it sees of them does
 //! not depend on `--jobs`.
 

@@ -1,14 +1,14 @@
 //! `simcluster run`: executions chosen by a strategy, run side by side,
 //! their outputs, and the one JSON line a machine reads at the end.
 //!
-//! - [`execution`]: one execution (its spec, scratch directory, strategy).
-//! - [`parallel`]: units of work on `--jobs` workers, observed in order.
-//! - [`observer`]: what the run does with each finished execution.
+//! - `execution`: one execution (its spec, scratch directory, strategy).
+//! - `parallel`: units of work on `--jobs` workers, observed in order.
+//! - `observer`: what the run does with each finished execution.
 //! - [`summary`]: the records a run keeps and the summary line.
 //! - [`shard`]: `--shard K/N` results and `simcluster merge`.
 //! - [`host_facts`]: the host, for the records, and what guests see of
 //!   its CPUID.
-//! - [`critical`], [`runtime`], [`host_cpu`], [`jobs`]: the rest.
+//! - `critical`, `runtime`, `host_cpu`, [`jobs`]: the rest.
 
 pub mod adaptive;
 mod critical;

@@ -166,7 +166,7 @@ pub struct ExecutionFigures {
     /// netsim's counters; null without a simulated network.
     pub network: Option<engine::NetStats>,
     /// The failure (kind, message, node, time) as the engine reported it;
-    /// its keys in the order [`failure_keys_sorted`] writes them.
+    /// its keys in the order `failure_keys_sorted` writes them.
     #[serde(serialize_with = "failure_keys_sorted")]
     pub failure: Option<Failure>,
 }

@@ -106,7 +106,7 @@ pub fn choose_runtime(
 /// The images as `runtime` boots them: KVM nodes boot the kernel named by
 /// [`KVM_KERNEL_ENV`], or else the image builder's KVM kernel (built now if
 /// the cache lacks it, with progress unless `quiet`), with the same root
-/// filesystem, and the images hash names that kernel ([`with_kvm_kernel`]).
+/// filesystem, and the images hash names that kernel (`with_kvm_kernel`).
 /// User-mode Linux runs never build the KVM kernel, and keep their hash.
 pub fn images_for_runtime(images: Images, runtime: RuntimeKind, quiet: bool) -> Result<Images> {
     if runtime != RuntimeKind::Kvm {

@@ -5,7 +5,7 @@
 //! same ones on any machine (an execution's seed and strategy choices
 //! depend only on the run's seed and its index). `merge` reads the N
 //! shards' records, checks that they are shards of one run (the same
-//! [`RunIdentity`], each shard once, none missing), and summarises them as
+//! [`RunIdentity`](super::summary::RunIdentity), each shard once, none missing), and summarises them as
 //! one run: the same line an unsharded run prints, wall figures aside.
 
 use std::path::{Path, PathBuf};

@@ -27,7 +27,7 @@ pub struct ScheduledPartition {
     /// Which links it cuts.
     pub partition: Partition,
     /// `isolate = ROLE`: when it starts, the node holding this role takes
-    /// the place of the node `partition` singles out ([`focus`]); with no
+    /// the place of the node `partition` singles out (`focus`); with no
     /// such node it does not start.
     pub role: Option<String>,
 }

@@ -10,7 +10,7 @@ pub const LAST_EVENTS_PER_NODE: usize = 8;
 const LINE_CHARS: usize = 160;
 
 /// A compact terminal summary: what failed and where, counts, and the last
-/// [`LAST_EVENTS_PER_NODE`] events of each node up to the failure (or the
+/// `LAST_EVENTS_PER_NODE` events of each node up to the failure (or the
 /// end), `Run` omitted. Guest text is stripped of control characters.
 pub fn render_text(meta: &ReportMeta, events: &[Event]) -> String {
     let a = Analysis::new(meta, events);

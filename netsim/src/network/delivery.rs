@@ -65,7 +65,7 @@ impl From<&Delivery> for ScheduledDelivery {
     }
 }
 
-/// What [`Network::send`] did with a frame: for each destination link, the
+/// What [`Network::send`](super::Network::send) did with a frame: for each destination link, the
 /// copies it scheduled or why the frame was lost on that link; or why the
 /// frame reached no link at all. Iterating it yields the scheduled copies in
 /// the order they were scheduled (ids ascending).

@@ -22,7 +22,7 @@
 //! recipe version) are compiled into the binary and hashed into the cache
 //! key, so a kernel is rebuilt exactly when one of them changes. A build
 //! takes minutes on two cores; a cached one is free. Shared here: the
-//! [`Recipe`] of a build, the build itself ([`ensure_built`]), its
+//! `Recipe` of a build, the build itself (`ensure_built`), its
 //! reproducible environment and the check that every fragment line
 //! survived `olddefconfig` ([`verify_config`]).
 

@@ -10,12 +10,12 @@
 //! time differs from the one above. `Run` events and console lines take no
 //! rows (the console log sits beside the diagram).
 //!
-//! The page is built top to bottom by the submodules: [`panels`] (title,
-//! failure, chips, node table, fault index), then the diagram ([`lanes`]:
-//! legend, headers, lifelines, gaps, time labels; [`marks`]: partition
+//! The page is built top to bottom by the submodules: `panels` (title,
+//! failure, chips, node table, fault index), then the diagram (`lanes`:
+//! legend, headers, lifelines, gaps, time labels; `marks`: partition
 //! bands, command and pause bars, the failure row, event boxes and markers;
-//! [`messages`]: arrows, losses, frames in flight; all placed by
-//! [`layout`]), then [`console`]. The stylesheet is in [`assets`].
+//! `messages`: arrows, losses, frames in flight; all placed by
+//! `layout`), then `console`. The stylesheet is in `assets`.
 
 mod anomalies;
 mod assets;

@@ -72,7 +72,7 @@ impl UmlNode {
     ///
     /// The disk is passed here rather than in [`NodeConfig`] because it is
     /// state, not configuration: it moves into the node, and
-    /// [`NodeRuntime::take_disk`] moves it back out after a power loss so
+    /// [`NodeDisk::take_disk`] moves it back out after a power loss so
     /// the engine can pick a crash state and start a fresh node on it.
     ///
     /// `disk` must have no outstanding requests: those of a node that lost
