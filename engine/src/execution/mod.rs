@@ -429,7 +429,7 @@ impl<'a> Execution<'a> {
         }
         let spec = self.cx.spec;
         if let (Some(hc), None | Some(Verdict::Pass)) = (&spec.history, self.script.verdict()) {
-            self.check_history(hc);
+            self.script.check_history(&mut self.cx, hc);
         }
         let (network, pcaps) = self.wire.finish();
         let trace = std::mem::take(&mut self.cx.trace);

@@ -97,14 +97,15 @@ impl Execution<'_> {
                 OutputStream::Console => {
                     for line in self.cx.nodes[node].console.feed(&o.bytes) {
                         self.cx.nodes[node].remember_line(&line);
-                        let begin = self.starts_faults(&line);
+                        let in_workload = self.script.phase() == Phase::Workload;
+                        let begin = self.fault_period.starts_with(&self.cx, &line, in_workload);
                         let sdk = self.cx.spec.explore.antithesis.sdk.then(|| crate::sdk::sdk_line(&line)).flatten();
                         self.cx.trace.push(o.time, node, EventKind::Console { text: line });
                         if begin {
                             self.begin_faults();
                         }
                         if let Some(sdk) = sdk {
-                            self.on_sdk_line(node, sdk);
+                            self.script.on_sdk_line(&mut self.cx, node, sdk);
                         }
                     }
                 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::{Execution, Phase};
 use crate::agent;
 use crate::console::AgentMsg;
-use crate::outcome::{Failure, FailureKind, Verdict};
-use crate::spec::{EngineError, HistoryCheck, HistoryOutcome};
+use crate::outcome::FailureKind;
+use crate::spec::EngineError;
 use crate::trace::EventKind;
 use crate::NodeId;
 
@@ -53,40 +53,6 @@ impl Execution<'_> {
             self.wire.start_random_partitions(self.cx.now);
             let text = format!("faults begin: {name} reached ([faults] start_after)");
             self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
-        }
-    }
-
-    /// Whether console `line` is the first to print `[faults]
-    /// start_after`'s name; faults then begin at once in the workload, or
-    /// when it starts.
-    pub(crate) fn starts_faults(&mut self, line: &str) -> bool {
-        let Some(name) = &self.cx.spec.explore.faults_after else { return false };
-        if self.fault_period.start_after_seen() || crate::console::reached_name(line) != Some(name.as_str()) {
-            return false;
-        }
-        self.fault_period.see_start_after(self.script.phase() == Phase::Workload)
-    }
-
-    /// Node `from` printed an Antithesis SDK line: a violated assertion
-    /// fails the execution; `setup_complete` lets a waiting workload
-    /// start (at the end of this step: see `advance_script`).
-    pub(crate) fn on_sdk_line(&mut self, from: NodeId, line: Result<crate::sdk::SdkLine, String>) {
-        use crate::sdk::SdkLine;
-        match line {
-            Ok(SdkLine::Assert(a)) if a.violated() && !self.script.is_decided() => {
-                let what = a.describe_violation(&self.cx.nodes[from].name);
-                self.script.fail(&self.cx, FailureKind::Assertion, Some(from), what);
-            }
-            Ok(SdkLine::Setup { status }) if status == "complete" && !self.script.setup_seen() => {
-                self.script.see_setup();
-                let text = format!("setup_complete from {} (Antithesis SDK)", self.cx.nodes[from].name);
-                self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
-            }
-            Ok(_) => {}
-            Err(why) => {
-                let text = format!("{}: an @antithesis line that cannot be read ({why})", self.cx.nodes[from].name);
-                self.cx.trace.push_engine(self.cx.now, EventKind::Note { text });
-            }
         }
     }
 
@@ -146,7 +112,7 @@ impl Execution<'_> {
                 let hint = agent::status_hint(status);
                 let is_liveness = self.cx.spec.liveness.iter().any(|(n, i)| *n == command && *i == from);
                 if command == crate::READY_PROBE {
-                    self.on_probe_done(from, status);
+                    self.script.on_probe_done(&self.cx, from, status);
                 } else if command == crate::ROLE_PROBE {
                     // It started the probe's loop in the background: no check.
                 } else if command == "start" {
@@ -187,43 +153,5 @@ impl Execution<'_> {
             }
         }
         Ok(())
-    }
-
-    /// Node `from`'s readiness probe answered `status`: 0 counts it ready
-    /// (at boot), anything else fails the execution.
-    fn on_probe_done(&mut self, from: NodeId, status: i32) {
-        if status == 0 {
-            if let Phase::Probing { passed } = self.script.phase() {
-                self.script.set_phase(Phase::Probing { passed: passed + 1 });
-            }
-            return;
-        }
-        let name = &self.cx.nodes[from].name;
-        let when =
-            if matches!(self.script.phase(), Phase::Probing { .. }) { "after boot" } else { "after its restart" };
-        let what = format!(
-            "node {name} never became ready {when}: its readiness probe ([node] ready) still failed at its \
-             deadline ([node] ready_within; exit status {status}{})",
-            agent::status_hint(status)
-        );
-        self.script.fail(&self.cx, FailureKind::NotReady, Some(from), what);
-    }
-
-    /// The host-side check of the history `node` printed ([`HistoryCheck`]);
-    /// its verdict goes into the trace as the check's invariant
-    /// (`history-linearizable` for registers, `history-<consistency>` for
-    /// transactions).
-    pub(crate) fn check_history(&mut self, hc: &HistoryCheck) {
-        let node = hc.node;
-        let HistoryOutcome { ok, note, anomalies } = (hc.check)(self.cx.trace.events(), node);
-        self.script.set_anomalies(anomalies);
-        let name = hc.invariant.clone();
-        let now = self.cx.now;
-        self.cx.trace.push_engine(now, EventKind::Note { text: note.lines().next().unwrap_or("").to_string() });
-        self.cx.trace.push(now, node, EventKind::Invariant { name, ok });
-        if !ok {
-            let what = format!("[check] history on {}: {note}", self.cx.nodes[node].name);
-            self.script.decide(Verdict::Fail(Failure::new(hc.kind, Some(self.cx.nodes[node].name.clone()), now, what)));
-        }
     }
 }

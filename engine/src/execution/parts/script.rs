@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 
 use super::ctx::Ctx;
-use crate::agent::AgentCommand;
+use crate::agent::{self, AgentCommand};
 use crate::console::AgentMsg;
 use crate::outcome::{Failure, FailureKind, Verdict};
-use crate::spec::EngineError;
+use crate::spec::{EngineError, HistoryCheck, HistoryOutcome};
 use crate::trace::EventKind;
 use crate::NodeId;
 
@@ -140,13 +140,73 @@ impl Script {
         Ok(())
     }
 
+    /// Node `from` printed an Antithesis SDK line: a violated assertion
+    /// fails the execution; `setup_complete` lets a waiting workload
+    /// start (at the end of this step: see `advance_script`).
+    pub fn on_sdk_line(&mut self, cx: &mut Ctx, from: NodeId, line: Result<crate::sdk::SdkLine, String>) {
+        use crate::sdk::SdkLine;
+        match line {
+            Ok(SdkLine::Assert(a)) if a.violated() && !self.is_decided() => {
+                let what = a.describe_violation(&cx.nodes[from].name);
+                self.fail(cx, FailureKind::Assertion, Some(from), what);
+            }
+            Ok(SdkLine::Setup { status }) if status == "complete" && !self.setup_seen() => {
+                self.see_setup();
+                let text = format!("setup_complete from {} (Antithesis SDK)", cx.nodes[from].name);
+                cx.trace.push_engine(cx.now, EventKind::Note { text });
+            }
+            Ok(_) => {}
+            Err(why) => {
+                let text = format!("{}: an @antithesis line that cannot be read ({why})", cx.nodes[from].name);
+                cx.trace.push_engine(cx.now, EventKind::Note { text });
+            }
+        }
+    }
+
+    /// Node `from`'s readiness probe answered `status`: 0 counts it ready
+    /// (at boot), anything else fails the execution.
+    pub fn on_probe_done(&mut self, cx: &Ctx, from: NodeId, status: i32) {
+        if status == 0 {
+            if let Phase::Probing { passed } = self.phase() {
+                self.set_phase(Phase::Probing { passed: passed + 1 });
+            }
+            return;
+        }
+        let name = &cx.nodes[from].name;
+        let when = if matches!(self.phase(), Phase::Probing { .. }) { "after boot" } else { "after its restart" };
+        let what = format!(
+            "node {name} never became ready {when}: its readiness probe ([node] ready) still failed at its \
+             deadline ([node] ready_within; exit status {status}{})",
+            agent::status_hint(status)
+        );
+        self.fail(cx, FailureKind::NotReady, Some(from), what);
+    }
+
+    /// The host-side check of the history `node` printed ([`HistoryCheck`]);
+    /// its verdict goes into the trace as the check's invariant
+    /// (`history-linearizable` for registers, `history-<consistency>` for
+    /// transactions).
+    pub fn check_history(&mut self, cx: &mut Ctx, hc: &HistoryCheck) {
+        let node = hc.node;
+        let HistoryOutcome { ok, note, anomalies } = (hc.check)(cx.trace.events(), node);
+        self.set_anomalies(anomalies);
+        let name = hc.invariant.clone();
+        let now = cx.now;
+        cx.trace.push_engine(now, EventKind::Note { text: note.lines().next().unwrap_or("").to_string() });
+        cx.trace.push(now, node, EventKind::Invariant { name, ok });
+        if !ok {
+            let what = format!("[check] history on {}: {note}", cx.nodes[node].name);
+            self.decide(Verdict::Fail(Failure::new(hc.kind, Some(cx.nodes[node].name.clone()), now, what)));
+        }
+    }
+
     /// Whether some node's Antithesis SDK reported `setup_complete`.
     pub fn setup_seen(&self) -> bool {
         self.setup_seen
     }
 
     /// Some node's Antithesis SDK reported `setup_complete`.
-    pub fn see_setup(&mut self) {
+    fn see_setup(&mut self) {
         self.setup_seen = true;
     }
 
@@ -161,7 +221,7 @@ impl Script {
     }
 
     /// The history check found `anomalies`.
-    pub fn set_anomalies(&mut self, anomalies: BTreeMap<String, u64>) {
+    fn set_anomalies(&mut self, anomalies: BTreeMap<String, u64>) {
         self.anomalies = anomalies;
     }
 

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::ctx::Ctx;
 use crate::actions::Enabled;
 use simtime::VirtualTime;
 use vmm::node::FreeRuns;
@@ -43,9 +44,14 @@ impl FaultPeriod {
         self.start_after_seen
     }
 
-    /// `[faults] start_after`'s name is printed for the first time: whether
-    /// faults are to begin now, given whether the workload runs.
-    pub fn see_start_after(&mut self, in_workload: bool) -> bool {
+    /// Whether console `line` is the first to print `[faults]
+    /// start_after`'s name and faults are to begin now: at once if the
+    /// workload runs (`in_workload`), or else when it starts.
+    pub fn starts_with(&mut self, cx: &Ctx, line: &str, in_workload: bool) -> bool {
+        let Some(name) = &cx.spec.explore.faults_after else { return false };
+        if self.start_after_seen || crate::console::reached_name(line) != Some(name.as_str()) {
+            return false;
+        }
         self.start_after_seen = true;
         in_workload && !self.begun && !self.calm
     }
