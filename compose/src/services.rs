@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::{Mapping, Value};
+use simtime::NodeId;
 
 use crate::interpolate::interpolate;
 use crate::{Condition, ImageRef, Problem, Project, Service, Warning};
@@ -180,8 +181,8 @@ pub(crate) fn read(cx: &mut Cx, doc: &Value) -> Option<Project> {
         cx.bad("services", ": missing or empty: a compose cluster needs at least one service");
         return None;
     };
-    if services.len() > 254 {
-        cx.bad("services", format!(": {} services; a cluster has at most 254 nodes", services.len()));
+    if services.len() > usize::from(NodeId::MAX) {
+        cx.bad("services", format!(": {} services; a cluster has at most {} nodes", services.len(), NodeId::MAX));
         return None;
     }
     let names: Vec<String> = services.keys().map(key_str).collect();
@@ -198,14 +199,16 @@ pub(crate) fn read(cx: &mut Cx, doc: &Value) -> Option<Project> {
             continue;
         }
         // nK names node K wherever the settings name a node.
-        let own = format!("n{}", i + 1);
-        if name != own && name.strip_prefix('n').is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+        // (At most NodeId::MAX services get here: more were refused above.)
+        let own = NodeId::at(i);
+        if name != own.to_string()
+            && name.strip_prefix('n').is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
         {
             cx.bad(
                 &at,
                 format!(
                     ": this service is node {} ({own}); a service named like another node (n1, n2, ...) is refused",
-                    i + 1
+                    own.number()
                 ),
             );
             continue;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_yaml_ng::Value;
+use simtime::NodeId;
 use toml::value::{Table, Value as Toml};
 
 use crate::{shell_quote, ComposeError, Problem, Project};
@@ -163,9 +164,9 @@ fn to_toml(v: &Value, at: &str) -> Result<Toml, (String, String)> {
 /// Service names and aliases -> `nK`.
 fn name_map(project: &Project) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
-    for (i, s) in project.services.iter().enumerate() {
+    for (s, node) in project.services.iter().zip(NodeId::first(project.services.len())) {
         for a in std::iter::once(&s.name).chain(&s.aliases) {
-            m.insert(a.clone(), format!("n{}", i + 1));
+            m.insert(a.clone(), node.to_string());
         }
     }
     m

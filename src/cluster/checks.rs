@@ -6,6 +6,7 @@
 use checker::history_check::HistoryModel;
 use serde::Deserialize;
 
+use super::values::no_such_node;
 use super::{parse_duration_ns, parse_node_name, Invalid, KeyPath};
 
 /// `[[invariant]]`: a command that must exit 0 once the workload has finished.
@@ -97,9 +98,8 @@ pub(super) fn invariants(sections: &[InvariantSection], n: u16) -> Result<Vec<No
                 invariants.push((name.clone(), i, inv.command.clone()));
             }
         } else {
-            let i = parse_node_name(&inv.node, n).ok_or_else(|| {
-                at.key("node").invalid(format!(" = {:?}: no such node (nodes are n1..n{n}, or \"all\")", inv.node))
-            })?;
+            let i = parse_node_name(&inv.node, n)
+                .ok_or_else(|| at.key("node").invalid(no_such_node(&inv.node, n, ", or \"all\"")))?;
             invariants.push((name, i, inv.command.clone()));
         }
     }
@@ -126,8 +126,7 @@ pub(super) fn liveness(
         {
             return Err(at.key("name").invalid(" is used twice"));
         }
-        let i = parse_node_name(&l.node, n)
-            .ok_or_else(|| at.key("node").invalid(format!(" = {:?}: no such node (nodes are n1..n{n})", l.node)))?;
+        let i = parse_node_name(&l.node, n).ok_or_else(|| at.key("node").invalid(no_such_node(&l.node, n, "")))?;
         let within = poll_within(&at.key("within"), &l.within)?;
         let every = poll_every(&at.key("every"), l.every.as_deref())?;
         liveness.push((l.name.clone(), i, poll_script(&l.command, within, every)));
@@ -176,11 +175,9 @@ impl CheckSection {
     pub(super) fn history_node(&self, n: u16) -> Result<Option<usize>, Invalid> {
         match &self.history {
             None => Ok(None),
-            Some(name) => parse_node_name(name, n).map(Some).ok_or_else(|| {
-                KeyPath::table("check")
-                    .key("history")
-                    .invalid(format!(" = {name:?}: no such node (nodes are n1..n{n})"))
-            }),
+            Some(name) => parse_node_name(name, n)
+                .map(Some)
+                .ok_or_else(|| KeyPath::table("check").key("history").invalid(no_such_node(name, n, ""))),
         }
     }
 

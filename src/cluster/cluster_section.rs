@@ -101,8 +101,8 @@ impl ClusterSection {
         let mut v = Vec::new();
         for (k, name) in self.clients.iter().enumerate() {
             let at = key.nth(k);
-            let i = super::parse_node_name(name, n)
-                .ok_or_else(|| at.invalid(format!(" = {name:?}: no such node (nodes are n1..n{n})")))?;
+            let i =
+                super::parse_node_name(name, n).ok_or_else(|| at.invalid(super::values::no_such_node(name, n, "")))?;
             if v.contains(&i) {
                 return Err(at.invalid(format!(" = {name:?}: named twice")));
             }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::network::PartitionSection;
 use super::node_faults::{self, ClockSection, KillSection, PauseSection, StrobeSetting};
-use super::values::{duration, duration_range, optional_duration};
+use super::values::{duration, duration_range, no_such_node, nodes_are, optional_duration};
 use super::{parse_duration_ns, parse_node_name, ClusterFile, Invalid, KeyPath};
 
 /// `[faults]`: what may go wrong, and when.
@@ -172,7 +172,7 @@ impl CrashSection {
             for (name, s) in &by_node {
                 let key = at.key("restart_after_by_node").key(name.clone());
                 let i = parse_node_name(name, n)
-                    .ok_or_else(|| key.invalid(format!(": {name:?} is no node (nodes are n1..n{n})")))?;
+                    .ok_or_else(|| key.invalid(format!(": {name:?} is no node ({})", nodes_are(n))))?;
                 v[i] = duration_range(&key, s)?;
             }
             v.into_iter().map(|(lo, hi)| (Duration::from_nanos(lo), Duration::from_nanos(hi))).collect()
@@ -202,8 +202,7 @@ fn crash_nodes(key: &KeyPath, names: &[String], n: u16, workload_node: usize) ->
     let mut v = Vec::new();
     for (k, name) in names.iter().enumerate() {
         let at = key.nth(k);
-        let i = parse_node_name(name, n)
-            .ok_or_else(|| at.invalid(format!(" = {name:?}: no such node (nodes are n1..n{n})")))?;
+        let i = parse_node_name(name, n).ok_or_else(|| at.invalid(no_such_node(name, n, "")))?;
         if i == workload_node {
             return Err(at.invalid(format!(
                 " = {name:?} runs the workload; a crash would lose the workload itself \

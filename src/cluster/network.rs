@@ -5,7 +5,7 @@ use engine::ScheduledPartition;
 use serde::Deserialize;
 use simtime::VirtualTime;
 
-use super::values::duration;
+use super::values::{duration, no_such_node};
 use super::{parse_node_name, Invalid, KeyPath};
 
 /// `[[faults.partition]]`: either `groups` (symmetric) or `from`/`to`
@@ -69,9 +69,7 @@ impl PartitionSection {
                 .map(|(k, name)| {
                     let i = if has_host && name == "host" { Some(usize::from(n)) } else { parse_node_name(name, n) };
                     let also = if has_host { ", and host" } else { "" };
-                    i.map(engine::NodeId::at).ok_or_else(|| {
-                        key.nth(k).invalid(format!(" = {name:?}: no such node (nodes are n1..n{n}{also})"))
-                    })
+                    i.map(engine::NodeId::at).ok_or_else(|| key.nth(k).invalid(no_such_node(name, n, also)))
                 })
                 .collect()
         };

@@ -235,8 +235,7 @@ fn node_list(key: &KeyPath, names: &Option<Vec<String>>, n: u16) -> Result<Vec<e
     let Some(names) = names else { return Ok((0..usize::from(n)).map(engine::NodeId::at).collect()) };
     let mut v = Vec::new();
     for (k, name) in names.iter().enumerate() {
-        let i = parse_node_name(name, n)
-            .ok_or_else(|| key.nth(k).invalid(format!(" = {name:?}: no such node (nodes are n1..n{n})")))?;
+        let i = parse_node_name(name, n).ok_or_else(|| key.nth(k).invalid(super::values::no_such_node(name, n, "")))?;
         v.push(i);
     }
     v.sort_unstable();

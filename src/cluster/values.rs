@@ -7,6 +7,18 @@ pub fn parse_node_name(name: &str, nodes: u16) -> Option<usize> {
     engine::NodeId::from_name(name).filter(|n| n.number() <= nodes).map(engine::NodeId::index)
 }
 
+/// The names [`parse_node_name`] takes, for messages: `nodes are n1..nN`.
+pub(super) fn nodes_are(nodes: u16) -> String {
+    format!("nodes are n1..n{nodes}")
+}
+
+/// The message for `name`, which names none of the `nodes`:
+/// ` = "name": no such node (nodes are n1..nN)`, with `also` (other names
+/// the key takes, `, or "all"`) inside the parentheses.
+pub(super) fn no_such_node(name: &str, nodes: u16, also: &str) -> String {
+    format!(" = {name:?}: no such node ({}{also})", nodes_are(nodes))
+}
+
 /// Parses "250ms", "30s", "10m", "1h" or plain seconds into nanoseconds.
 pub fn parse_duration_ns(s: &str) -> Option<u64> {
     let s = s.trim();

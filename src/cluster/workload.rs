@@ -8,7 +8,7 @@ use std::time::Duration;
 use engine::{HostRequest, HostWorkload};
 use serde::Deserialize;
 
-use super::values::optional_duration;
+use super::values::{no_such_node, optional_duration};
 use super::{parse_node_name, Invalid, KeyPath};
 
 /// `[node]`: what every node runs.
@@ -149,8 +149,7 @@ pub(super) fn check(w: &WorkloadSection, n: u16, dir: &Path) -> Result<(usize, O
                  (simcluster's host-side client sends HTTP requests)",
             ));
         }
-        let node = parse_node_name(&w.node, n)
-            .ok_or_else(|| at.key("node").invalid(format!(" = {:?}: no such node (nodes are n1..n{n})", w.node)))?;
+        let node = parse_node_name(&w.node, n).ok_or_else(|| at.key("node").invalid(no_such_node(&w.node, n, "")))?;
         if w.command.trim().is_empty() {
             return Err(at.key("command").invalid(" is empty"));
         }
@@ -201,8 +200,7 @@ fn host_workload(h: &HostWorkloadSection, n: u16, dir: &Path) -> Result<HostWork
 
 /// One request of `[workload.host] requests`, the one at `at`.
 fn host_request(at: &KeyPath, r: &HostRequestSection, n: u16, dir: &Path) -> Result<HostRequest, Invalid> {
-    let i = parse_node_name(&r.node, n)
-        .ok_or_else(|| at.key("node").invalid(format!(" = {:?}: no such node (nodes are n1..n{n})", r.node)))?;
+    let i = parse_node_name(&r.node, n).ok_or_else(|| at.key("node").invalid(no_such_node(&r.node, n, "")))?;
     if r.port == 0 {
         return Err(at.key("port").invalid(" = 0 is not a port (1..65535)"));
     }
