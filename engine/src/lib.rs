@@ -14,7 +14,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`Execution`] (`execution/`) | `new` / `step` / `finish`, and [`execute`] looping them; its state in named parts (`parts.rs`: script, network, faults, grants) and its behaviour one module per concern: boot order (`boot.rs`), the strategy's side (`choices.rs`), the enabled set (`enabled.rs`), applying an action (`apply.rs`), the script (`script.rs`), lookahead (`lookahead.rs`), pauses and clock jumps (`node_faults.rs`) |
+//! | [`Execution`] (`execution/`) | `new` / `step` / `finish`, and [`execute`] looping them; its state a context and named parts with their own behaviour (`parts/`: the context `Ctx`, the wire, crashes, disk, node and connection faults, roles, inspection, the strategy's side, the script, grants), and what several parts do together one module per concern: boot order (`boot.rs`), the enabled set (`enabled.rs`), applying an action (`apply.rs`, a dispatch), a node's run (`run.rs`), the script's agent messages (`script.rs`), lookahead (`lookahead.rs`), inspection (`inspect.rs`) |
 //! | `pending.rs` | the pending events, read by the clock and the enabled set |
 //! | `actions.rs` | an action, its description, the horizon |
 //! | `faults.rs`, `disk.rs`, `network.rs`, `host.rs` | pauses and clocks (what they are), disks and crashes, netsim, the host client |

@@ -85,10 +85,16 @@ impl Script {
         self.verdict.as_ref()
     }
 
-    /// The execution's verdict is `verdict` (its callers check
-    /// [`Self::is_decided`] where a first verdict must stay).
+    /// The execution's verdict is `verdict`, unless it has failed already:
+    /// the first failure stays, since it is the earliest thing that went
+    /// wrong (a node that printed a violated SDK assertion and then
+    /// panicked or exited in the same grant failed on the assertion). A
+    /// failure does replace a pass: the history check runs after every
+    /// check passed.
     pub fn decide(&mut self, verdict: Verdict) {
-        self.verdict = Some(verdict);
+        if !matches!(self.verdict, Some(Verdict::Fail(_))) {
+            self.verdict = Some(verdict);
+        }
     }
 
     /// Takes the verdict out (at the end, or around an inspection command
@@ -228,5 +234,29 @@ impl Script {
     /// The anomalies, at the end.
     pub fn take_anomalies(&mut self) -> BTreeMap<String, u64> {
         std::mem::take(&mut self.anomalies)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use simtime::VirtualTime;
+
+    fn failure(kind: FailureKind) -> Verdict {
+        Verdict::Fail(Failure::new(kind, Some("n1".into()), VirtualTime::from_ns(5), "what".into()))
+    }
+
+    #[test]
+    fn the_first_failure_stays_and_a_failure_replaces_a_pass() {
+        let mut script = Script::new();
+        script.decide(failure(FailureKind::Assertion));
+        script.decide(failure(FailureKind::GuestPanic));
+        script.decide(Verdict::Pass);
+        assert_eq!(script.verdict().and_then(Verdict::failure).map(|f| f.kind), Some(FailureKind::Assertion));
+
+        let mut script = Script::new();
+        script.decide(Verdict::Pass);
+        script.decide(failure(FailureKind::Linearizability));
+        assert_eq!(script.verdict().and_then(Verdict::failure).map(|f| f.kind), Some(FailureKind::Linearizability));
     }
 }
